@@ -1,0 +1,3 @@
+from ray_mcp.cli import main
+
+main()

@@ -1,0 +1,349 @@
+"""Find the cluster to talk to, or start and stop the embedded local one.
+
+Addresses come in three forms, and every client we use wants the dashboard URL:
+
+* ``http(s)://host:8265``: the dashboard itself;
+* ``ray://host:10001``: a Ray Client address; the dashboard is assumed on the same host at 8265;
+* ``host:6379`` (GCS): the GCS knows where its dashboard listens, so we ask it.
+
+With no address, a cluster answering on 127.0.0.1:8265 is used; failing that, ray-mcp starts its own
+head node (``ray start --head --block``) in a private temp dir on free ports, and on exit stops exactly
+the processes that one started. It never runs ``ray stop``, which would kill every Ray process on the
+machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
+from ray_mcp.ray_api import dashboard_answers, head_node_alive
+from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
+
+log = logging.getLogger("ray_mcp.cluster")
+
+LOCAL_DASHBOARD_URL = f"http://127.0.0.1:{DEFAULT_DASHBOARD_PORT}"
+PROBE_TIMEOUT_S = 2.0
+STOP_GRACE_S = 30.0
+
+AddressKind = Literal["dashboard", "ray_client", "gcs"]
+
+
+@dataclass(frozen=True)
+class Address:
+    kind: AddressKind
+    original: str
+    host: str
+    port: int | None
+
+    @property
+    def default_dashboard_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{DEFAULT_DASHBOARD_PORT}"
+
+
+def parse_address(address: str) -> Address:
+    """Classify an address the way Ray's CLIs accept them. Raises InvalidArgument for nonsense."""
+    text = address.strip()
+    if not text:
+        raise InvalidArgument("The Ray address is empty. Pass a dashboard URL such as http://127.0.0.1:8265.")
+    if "://" in text:
+        parts = urlsplit(text)
+        if parts.scheme in ("http", "https"):
+            if not parts.hostname:
+                raise InvalidArgument(f"The dashboard URL {address!r} has no host. Example: http://127.0.0.1:8265.")
+            return Address("dashboard", text.rstrip("/"), parts.hostname, parts.port)
+        if parts.scheme == "ray":
+            if not parts.hostname:
+                raise InvalidArgument(f"The Ray Client address {address!r} has no host. Example: ray://host:10001.")
+            return Address("ray_client", text, parts.hostname, parts.port)
+        raise InvalidArgument(
+            f"Unsupported address scheme in {address!r}: use http(s):// for a dashboard, ray:// for Ray Client, "
+            "or a bare GCS host:port."
+        )
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = text, ""
+    if not host or (port and not port.isdigit()):
+        raise InvalidArgument(
+            f"Cannot read {address!r} as a Ray address: expected host:port (GCS), http://host:8265 or ray://host:10001."
+        )
+    return Address("gcs", text, host.strip("[]"), int(port) if port else None)
+
+
+# -- the embedded cluster -----------------------------------------------------------------------------------
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free TCP ports on this machine (held open together so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def ray_executable() -> str:
+    beside = Path(sys.executable).with_name("ray")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ray")
+    if not found:
+        raise ClusterUnavailable(
+            "Cannot start an embedded Ray cluster: the `ray` command is not installed next to this Python "
+            f"({sys.executable}). Install ray[default], or pass --address of a running cluster."
+        )
+    return found
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask the kernel to SIGTERM the child when ray-mcp dies, even by SIGKILL (Linux only)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    os.setpgrp()
+
+
+@dataclass
+class LocalHead:
+    """One Ray head node run by ``ray start --head --block`` in its own temp dir, on free ports."""
+
+    num_cpus: int | None = None
+    resources: str | None = None
+    temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
+    gcs_port: int = 0
+    dashboard_port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    _owned_temp_dir: bool = True
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def gcs_address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.temp_dir / "ray-start.log"
+
+    def command(self) -> list[str]:
+        ports = free_ports(8)
+        self.gcs_port, self.dashboard_port = ports[0], ports[1]
+        cmd = [
+            ray_executable(), "start", "--head", "--block",
+            "--include-dashboard=true", "--dashboard-host=127.0.0.1", "--disable-usage-stats",
+            f"--temp-dir={self.temp_dir}", f"--port={ports[0]}", f"--dashboard-port={ports[1]}",
+            f"--ray-client-server-port={ports[2]}", f"--dashboard-agent-listen-port={ports[3]}",
+            f"--dashboard-agent-grpc-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}",
+            f"--metrics-export-port={ports[6]}", f"--node-manager-port={ports[7]}",
+        ]  # fmt: skip
+        if self.num_cpus is not None:
+            cmd.append(f"--num-cpus={self.num_cpus}")
+        if self.resources:
+            cmd.append(f"--resources={self.resources}")
+        return cmd
+
+    def spawn(self) -> None:
+        """Start the head process (returns at once; wait_ready waits for the dashboard)."""
+        cmd = self.command()
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )  # fmt: skip
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Wait until the dashboard answers and the head node is registered as ALIVE."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                raise ClusterUnavailable(
+                    f"The embedded Ray head exited with code {self.process.returncode} while starting. "
+                    f"Its output is in {self.log_path}: {self._log_tail()}"
+                )
+            if await head_node_alive(self.dashboard_url, PROBE_TIMEOUT_S):
+                return
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable(
+                    f"The embedded Ray head did not become ready within {timeout_s:g} s "
+                    f"(dashboard {self.dashboard_url}). Its output is in {self.log_path}: {self._log_tail()}"
+                )
+            await asyncio.sleep(0.25)
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return "(no output)"
+
+    def owned_pids(self) -> set[int]:
+        """Every live process this head started: the tree under ``ray start`` and anything using its temp dir."""
+        import psutil  # noqa: PLC0415 - only needed at shutdown
+
+        pids: set[int] = set()
+        if self.process is not None:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(self.process.pid)
+                pids.add(root.pid)
+                pids.update(child.pid for child in root.children(recursive=True))
+        marker = str(self.temp_dir)
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            with contextlib.suppress(psutil.Error, TypeError):
+                if any(marker in arg for arg in proc.info["cmdline"] or []):
+                    pids.add(proc.info["pid"])
+                    pids.update(child.pid for child in proc.children(recursive=True))
+        pids.discard(os.getpid())
+        return pids
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop exactly the processes this head started; never touches other Ray processes."""
+        import psutil  # noqa: PLC0415
+
+        pids = self.owned_pids()
+        if self.process is not None and self.process.poll() is None:
+            # `ray start --block` shuts its own processes down on SIGTERM.
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=grace_s)
+        survivors = []
+        for pid in pids | self.owned_pids():
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                proc.terminate()
+                survivors.append(proc)
+        _gone, alive = psutil.wait_procs(survivors, timeout=5)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=5)
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        if self._owned_temp_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+# -- choosing the cluster -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Resolved:
+    dashboard_url: str
+    source: str  # embedded | local | external
+
+
+class ClusterManager:
+    """Resolves the configured address once (in the background) and owns the embedded cluster, if any."""
+
+    def __init__(self, settings: Settings, gcs_lookup: Callable[[str, float], str | None] | None = None) -> None:
+        self.settings = settings
+        self._gcs_lookup = gcs_lookup
+        self._task: asyncio.Task[Resolved] | None = None
+        self.embedded: LocalHead | None = None
+        self._lock = asyncio.Lock()
+
+    def start(self) -> None:
+        """Begin resolving in the background (idempotent). The first tool call waits for it."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._resolve())
+
+    async def resolved(self) -> Resolved:
+        async with self._lock:
+            if self._task is None or (self._task.done() and self._retryable_failure()):
+                self._task = asyncio.get_running_loop().create_task(self._resolve())
+            task = self._task
+        return await asyncio.shield(task)
+
+    def _retryable_failure(self) -> bool:
+        assert self._task is not None
+        return self._task.exception() is not None and self.embedded is None
+
+    async def _resolve(self) -> Resolved:
+        s = self.settings
+        if s.dashboard_url:
+            return Resolved(parse_address(s.dashboard_url).original, "external")
+        if s.address and s.address not in ("auto", "local") and s.embedded != "always":
+            return await self._resolve_address(parse_address(s.address))
+        if s.embedded != "always" and await dashboard_answers(LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S):
+            log.info("ray-mcp: using the local Ray cluster at %s", LOCAL_DASHBOARD_URL)
+            return Resolved(LOCAL_DASHBOARD_URL, "local")
+        if s.embedded == "never":
+            raise unreachable(LOCAL_DASHBOARD_URL, "no address configured and no local cluster answers")
+        return await self._start_embedded()
+
+    async def _resolve_address(self, address: Address) -> Resolved:
+        if address.kind == "dashboard":
+            log.info("ray-mcp: using the Ray cluster whose dashboard is %s", address.original)
+            return Resolved(address.original, "external")
+        if address.kind == "gcs" and self._gcs_lookup is not None:
+            gcs = address.original if address.port else f"{address.host}:6379"
+            try:
+                url = await asyncio.wait_for(
+                    asyncio.to_thread(self._gcs_lookup, gcs, self.settings.request_timeout_s),
+                    self.settings.request_timeout_s + 2,
+                )
+            except Exception as exc:  # Ray raises a variety of RPC errors here
+                log.info("ray-mcp: GCS %s did not tell its dashboard address: %s", gcs, exc)
+                url = None
+            if url:
+                log.info("ray-mcp: GCS %s reports its dashboard at %s", gcs, url)
+                return Resolved(url, "external")
+        guess = address.default_dashboard_url
+        if await dashboard_answers(guess, self.settings.request_timeout_s):
+            log.info("ray-mcp: using the dashboard %s for address %s", guess, address.original)
+            return Resolved(guess, "external")
+        raise unreachable(
+            address.original,
+            f"no Ray dashboard answers at {guess}"
+            + (" and the GCS did not report one" if address.kind == "gcs" else "")
+            + "; if the dashboard runs elsewhere, pass --dashboard-url",
+        )
+
+    async def _start_embedded(self) -> Resolved:
+        head = LocalHead(num_cpus=self.settings.embedded_num_cpus)
+        self.embedded = head
+        log.info("ray-mcp: no Ray cluster configured; starting an embedded one in %s", head.temp_dir)
+        head.spawn()
+        await head.wait_ready(self.settings.cluster_start_timeout_s)
+        log.info(
+            "ray-mcp: using the embedded Ray cluster (dashboard %s, GCS %s, temp dir %s)",
+            head.dashboard_url,
+            head.gcs_address,
+            head.temp_dir,
+        )
+        return Resolved(head.dashboard_url, "embedded")
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        if self.embedded is not None:
+            head, self.embedded = self.embedded, None
+            log.info("ray-mcp: stopping the embedded Ray cluster in %s", head.temp_dir)
+            await asyncio.to_thread(head.stop)
+            log.info("ray-mcp: embedded Ray cluster stopped")

@@ -1,0 +1,78 @@
+"""Test harness: one real Ray head for the session, and real MCP clients.
+
+The head is started by ray-mcp's own LocalHead (``ray start --head --block``) in a private temp dir on free
+ports, and stopped by killing exactly the processes it started. Set RAY_MCP_TEST_ADDRESS to use a running
+cluster instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from ray_mcp.cluster import LocalHead
+from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.settings import Settings
+
+BIN = Path(sys.executable).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run every ``async def`` test on anyio's runner (asyncio backend); fixtures share the test's task."""
+    for item in items:
+        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.function):
+            item.add_marker(pytest.mark.anyio)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Cluster:
+    def __init__(self, dashboard_url: str, gcs_address: str | None, temp_dir: Path | None) -> None:
+        self.dashboard_url = dashboard_url
+        self.gcs_address = gcs_address
+        self.temp_dir = temp_dir
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Cluster]:
+    given = os.environ.get("RAY_MCP_TEST_ADDRESS")
+    if given:
+        yield Cluster(given, None, None)
+        return
+    import anyio
+
+    head = LocalHead(num_cpus=2)
+    head.spawn()
+    try:
+        anyio.run(head.wait_ready, 120.0)
+        yield Cluster(head.dashboard_url, head.gcs_address, head.temp_dir)
+    finally:
+        head.stop()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a spawned ray-mcp: no inherited Ray or ray-mcp settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS", "RAY_API_SERVER"))}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def server(ray_cluster: Cluster) -> Iterator[RayMCPServer]:
+    yield build_server(Settings(address=ray_cluster.dashboard_url))
+
+
+@pytest.fixture
+async def client(server: RayMCPServer) -> AsyncIterator[Client]:
+    async with Client(server) as c:
+        yield c
+    await server.app.aclose()

@@ -7,7 +7,6 @@ cluster instead.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -21,13 +20,6 @@ from ray_mcp.server import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
 BIN = Path(sys.executable).parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run every ``async def`` test on anyio's runner (asyncio backend); fixtures share the test's task."""
-    for item in items:
-        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.function):
-            item.add_marker(pytest.mark.anyio)
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +53,9 @@ def ray_cluster() -> Iterator[Cluster]:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for a spawned ray-mcp: no inherited Ray or ray-mcp settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS", "RAY_API_SERVER"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS", "RAY_API_SERVER"))
+    }
     env.update(extra)
     return env
 

@@ -17,7 +17,9 @@ class NodeStatus(BaseModel):
     ip: str
     state: Literal["ALIVE", "DEAD"]
     is_head: bool
-    resources: dict[str, ResourceUse] = Field(default_factory=dict, description="Per resource, used and total.")
+    resources: dict[str, ResourceUse] = Field(
+        default_factory=dict, description="Per resource, used and total."
+    )
     death_reason: str | None = Field(default=None, description="Why a DEAD node died, as Ray recorded it.")
 
 
@@ -40,7 +42,9 @@ class AutoscalerStatus(BaseModel):
 
 class ClusterStatus(BaseModel):
     dashboard_url: str
-    source: str = Field(description="embedded (started by ray-mcp), local (found on this machine) or external.")
+    source: str = Field(
+        description="embedded (started by ray-mcp), local (found on this machine) or external."
+    )
     ray_version: str
     session_name: str | None = None
     nodes_alive: int

@@ -8,7 +8,7 @@ failure becomes one of our ``ToolError`` subclasses with an actionable message.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -18,6 +18,8 @@ from ray_mcp.errors import RayRequestFailed, dashboard_errors
 from ray_mcp.shaping import demand_is_feasible, node_resources, uncamel_resources
 
 USER_AGENT = "ray-mcp"
+
+Params = Any  # what httpx accepts as query params
 
 
 class RayAPI:
@@ -46,14 +48,14 @@ class RayAPI:
 
     # -- raw dashboard access ---------------------------------------------------------------------------
 
-    async def get_json(self, path: str, *, what: str, params: Mapping[str, Any] | None = None) -> Any:
+    async def get_json(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET a dashboard endpoint and return its decoded JSON body."""
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
             response = await self._http.get(path, params=params)
             response.raise_for_status()
             return response.json()
 
-    async def get_data(self, path: str, *, what: str, params: Mapping[str, Any] | None = None) -> Any:
+    async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
         body = await self.get_json(path, what=what, params=params)
         if not isinstance(body, dict) or "data" not in body:
@@ -65,7 +67,13 @@ class RayAPI:
         return body["data"]
 
     async def list_state(
-        self, resource: str, *, what: str, filters: list[tuple[str, str, str]] = (), limit: int = 100, detail: bool = False
+        self,
+        resource: str,
+        *,
+        what: str,
+        filters: Sequence[tuple[str, str, str]] = (),
+        limit: int = 100,
+        detail: bool = False,
     ) -> dict[str, Any]:
         """One State API list call (``/api/v0/<resource>``): returns Ray's result with totals."""
         params: list[tuple[str, str]] = [("limit", str(limit)), ("detail", "1" if detail else "0")]
@@ -83,7 +91,9 @@ class RayAPI:
     async def cluster_status(self, *, max_nodes: int) -> models.ClusterStatus:
         """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows."""
         version = await self.version()
-        nodes_result = await self.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True)
+        nodes_result = await self.list_state(
+            "nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True
+        )
         status = await self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)")
         pending_pgs = await self.list_state(
             "placement_groups",
@@ -157,7 +167,9 @@ def build_cluster_status(
             f"{len(node_models) - len(shown)} more nodes not shown; call cluster_status with a larger max_nodes."
         )
     if pending_placement_groups:
-        hints.append(f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits.")
+        hints.append(
+            f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits."
+        )
     if any(d.infeasible for d in demands):
         hints.append(
             "Some demands fit on no node: lower the request, or add a node with those resources "
@@ -185,7 +197,9 @@ def _demands(
     node_resources_list: list[dict[str, models.ResourceUse]],
     node_types: list[Mapping[str, float]],
 ) -> list[models.Demand]:
-    shapes = [{k: v.total for k, v in res.items()} for res in node_resources_list] + [dict(t) for t in node_types]
+    shapes = [{k: v.total for k, v in res.items()} for res in node_resources_list] + [
+        dict(t) for t in node_types
+    ]
     out: list[models.Demand] = []
     for shape, count in load.get("resourceDemand") or []:
         out.append(
@@ -229,10 +243,12 @@ def _autoscaler(report: Mapping[str, Any] | None, error: str | None) -> models.A
         return None
     report = report or {}
     pending_nodes = [
-        " ".join(str(x) for x in (p if isinstance(p, list | tuple) else [p])) for p in report.get("pendingNodes") or []
+        " ".join(str(x) for x in (p if isinstance(p, list | tuple) else [p]))
+        for p in report.get("pendingNodes") or []
     ]
     failed_nodes = [
-        " ".join(str(x) for x in (f if isinstance(f, list | tuple) else [f])) for f in report.get("failedNodes") or []
+        " ".join(str(x) for x in (f if isinstance(f, list | tuple) else [f]))
+        for f in report.get("failedNodes") or []
     ]
     launches = {str(k): int(v) for k, v in (report.get("pendingLaunches") or {}).items()}
     return models.AutoscalerStatus(
@@ -269,7 +285,7 @@ async def head_node_alive(url: str, timeout_s: float) -> bool:
 
 def dashboard_url_from_gcs(gcs_address: str, timeout_s: float) -> str | None:
     """Ask the GCS where the dashboard listens (Ray records it in its internal KV). Imports Ray: slow."""
-    from ray._raylet import GcsClient  # noqa: PLC0415 - lazy on purpose
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     client = GcsClient(address=gcs_address)
     value = client.internal_kv_get(b"dashboard", b"dashboard", timeout=timeout_s)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
@@ -76,11 +76,16 @@ def node_resources(
 
 
 def fits(bundle: Mapping[str, float], capacity: Mapping[str, float]) -> bool:
-    return all(float(amount) <= float(capacity.get(name, 0.0)) + 1e-9 for name, amount in bundle.items() if amount)
+    return all(
+        float(amount) <= float(capacity.get(name, 0.0)) + 1e-9 for name, amount in bundle.items() if amount
+    )
 
 
 def demand_is_feasible(
-    bundles: list[Mapping[str, float]], node_shapes: list[Mapping[str, float]], *, strategy: str | None
+    bundles: Sequence[Mapping[str, float]],
+    node_shapes: Sequence[Mapping[str, float]],
+    *,
+    strategy: str | None,
 ) -> bool:
     """Could this demand ever be placed on nodes of these shapes (ignoring what is in use now)?"""
     if not bundles:
@@ -121,7 +126,8 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
     lines = [
         f"Ray {status.ray_version} cluster at {status.dashboard_url} ({status.source}): "
         f"{status.nodes_alive} node(s) alive, {status.nodes_dead} dead.",
-        "Resources used/total: " + (", ".join(format_use(k, v) for k, v in status.resources.items()) or "none"),
+        "Resources used/total: "
+        + (", ".join(format_use(k, v) for k, v in status.resources.items()) or "none"),
         f"Nodes ({status.nodes_shown} of {status.nodes_alive + status.nodes_dead}):",
     ]
     for node in status.nodes:

@@ -1,0 +1,1 @@
+"""Benchmarks of ray-mcp, measured side by side in one run (this machine is noisy)."""

@@ -1,0 +1,67 @@
+"""Cold start: spawn the server over stdio, `initialize`, `tools/list`; ray-mcp against a bare MCPServer.
+
+Both are measured alternately in one run, and the medians compared. ray-mcp gets an explicit dashboard
+address, so that neither side waits for a cluster (ray-mcp never does before the first tool call anyway).
+
+    python -m bench.startup [--runs 15] [--address http://127.0.0.1:8265]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+
+async def cold_start(params: StdioServerParameters) -> float:
+    start = time.perf_counter()
+    with open(os.devnull, "w") as devnull:
+        async with Client(stdio_client(params, errlog=devnull)) as client:
+            tools = await client.list_tools()
+            elapsed = time.perf_counter() - start
+    assert tools.tools
+    return elapsed
+
+
+async def main(runs: int, address: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS"))}
+    env["PYTHONPATH"] = str(HERE.parent)
+    subjects = {
+        "bare MCPServer": StdioServerParameters(
+            command=sys.executable, args=[str(HERE / "bare_server.py")], env=env
+        ),
+        "ray-mcp": StdioServerParameters(command=str(BIN / "ray-mcp"), args=["--address", address], env=env),
+    }
+    times: dict[str, list[float]] = {name: [] for name in subjects}
+    for params in subjects.values():  # warm the page cache once, unmeasured
+        await cold_start(params)
+    for _ in range(runs):
+        for name, params in subjects.items():
+            times[name].append(await cold_start(params))
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"cold start (spawn + initialize + tools/list over stdio), median of {runs} alternating runs")
+    for name, median in medians.items():
+        spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}"
+        print(f"  {name:<16} {median:.3f} s  (range {spread})")
+    ratio = medians["ray-mcp"] / medians["bare MCPServer"]
+    print(f"  ratio ray-mcp / bare: {ratio:.2f}x (goal <= 1.15x)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--address", default="http://127.0.0.1:8265")
+    args = parser.parse_args()
+    anyio.run(main, args.runs, args.address)

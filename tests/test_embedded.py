@@ -1,0 +1,96 @@
+"""With no address, ray-mcp starts its own Ray head, and on exit leaves no process of it behind."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from tests.conftest import clean_env
+from tests.test_transports import RAY_MCP, free_port, wait_for_port
+
+
+@pytest.fixture(autouse=True)
+def no_local_cluster() -> None:
+    with __import__("socket").socket() as s:
+        if s.connect_ex(("127.0.0.1", 8265)) == 0:
+            pytest.skip(
+                "a Ray dashboard already answers on 127.0.0.1:8265; ray-mcp would use it, not embed one"
+            )
+
+
+def processes_of(session_name: str) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if session_name in cmdline:
+            found.append(f"{proc.info['pid']}: {cmdline[:200]}")
+    return found
+
+
+def wait_until_gone(session_name: str, timeout_s: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := processes_of(session_name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+async def test_no_address_starts_an_embedded_cluster_and_closing_stdin_stops_all_of_it(
+    tmp_path: Path,
+) -> None:
+    params = StdioServerParameters(command=RAY_MCP, args=["--num-cpus", "1"], env=clean_env())
+    errlog_path = tmp_path / "stderr.log"
+    with open(errlog_path, "w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            assert [t.name for t in (await client.list_tools()).tools]  # answered before the cluster is up
+            with anyio.fail_after(180):
+                result = await client.call_tool("cluster_status", {}, read_timeout_seconds=170)
+            assert not result.is_error, result.content
+            status = result.structured_content
+            assert status["source"] == "embedded" and status["resources"]["CPU"]["total"] == 1
+            session_name = status["session_name"]
+            assert processes_of(session_name), "the embedded cluster's processes should be running"
+    log = errlog_path.read_text()
+    # The client kills the server ~2 s after closing stdin; what matters is that nothing of the cluster is left.
+    assert "using the embedded Ray cluster" in log and "stopping the embedded Ray cluster" in log
+    temp_dir = log.split("starting an embedded one in ")[1].split()[0]
+    assert wait_until_gone(session_name) == []
+    assert not Path(temp_dir).exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+async def test_a_signal_stops_the_http_server_and_its_embedded_cluster(tmp_path: Path, signum: int) -> None:
+    """SIGTERM: ray-mcp shuts the cluster down itself. SIGKILL: the kernel's fate-sharing does it."""
+    port = free_port()
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--num-cpus", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
+        )  # fmt: skip
+    try:
+        wait_for_port(port, proc, log)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            with anyio.fail_after(180):
+                result = await client.call_tool("cluster_status", {}, read_timeout_seconds=170)
+        assert not result.is_error, result.content
+        session_name = result.structured_content["session_name"]
+        proc.send_signal(signum)
+        assert proc.wait(timeout=90) == (0 if signum == signal.SIGTERM else -signal.SIGKILL), log.read_text()[
+            -3000:
+        ]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert wait_until_gone(session_name) == [], log.read_text()[-3000:]
+    if signum == signal.SIGTERM:
+        assert "embedded Ray cluster stopped" in log.read_text()

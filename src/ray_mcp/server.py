@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 import httpx
 from mcp.server.mcpserver import MCPServer
 
+from ray_mcp import prompts, resources
 from ray_mcp.context import App
 from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.settings import Settings
@@ -58,4 +59,6 @@ def build_server(
     )
     server.app = app
     cluster_tools.register(server)
+    resources.register(server)
+    prompts.register(server)
     return server

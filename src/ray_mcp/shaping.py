@@ -161,3 +161,17 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
         lines.append(f"Autoscaler ({a.kind}): " + "; ".join(parts) + ".")
     lines += [f"Hint: {hint}" for hint in status.hints]
     return "\n".join(lines)
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split a Markdown file into its YAML front matter (between ``---`` fences) and its body."""
+    if not text.startswith("---"):
+        return {}, text
+    _, _, rest = text.partition("\n")
+    header, sep, body = rest.partition("\n---")
+    if not sep:
+        return {}, text
+    import yaml  # ships with Ray; only needed when docs are loaded
+
+    meta = yaml.safe_load(header) or {}
+    return (meta if isinstance(meta, dict) else {}), body.partition("\n")[2]

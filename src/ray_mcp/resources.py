@@ -1,0 +1,117 @@
+"""Ray reference docs as MCP resources, from package data; and the live API reference of the installed Ray.
+
+URIs:
+    ray-docs://reference/index            every page with its one-line summary
+    ray-docs://reference/{topic}          one page, e.g. ray-docs://reference/12-job-submission
+    ray-docs://api/{qualified_name}       signature and docstring of a public Ray symbol, e.g. ray.remote
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.resources import FunctionResource
+
+from ray_mcp import ray_api
+from ray_mcp.shaping import parse_front_matter
+
+MARKDOWN = "text/markdown"
+INDEX_URI = "ray-docs://reference/index"
+
+
+def data_dir(kind: str) -> Path:
+    """``docs`` or ``prompts``: inside the installed wheel, or at the top of a source checkout."""
+    packaged = Path(__file__).parent / "_data" / kind
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / kind
+
+
+@dataclass(frozen=True)
+class Page:
+    topic: str
+    title: str
+    summary: str
+    path: Path
+    meta: dict[str, Any]
+
+    @property
+    def uri(self) -> str:
+        return f"ray-docs://reference/{self.topic}"
+
+
+@cache
+def reference_pages() -> tuple[Page, ...]:
+    pages = []
+    for path in sorted((data_dir("docs") / "reference").glob("*.md")):
+        meta, _body = parse_front_matter(path.read_text(encoding="utf-8"))
+        pages.append(
+            Page(
+                topic=path.stem,
+                title=str(meta.get("title", path.stem)),
+                summary=str(meta.get("summary", "")),
+                path=path,
+                meta=meta,
+            )
+        )
+    return tuple(pages)
+
+
+def page_text(topic: str) -> str:
+    for page in reference_pages():
+        if page.topic == topic:
+            return page.path.read_text(encoding="utf-8")
+    raise ResourceNotFoundError(f"No reference page {topic!r}. Read {INDEX_URI} for the list of pages.")
+
+
+def index_text() -> str:
+    lines = [
+        "# Ray reference pages",
+        "",
+        "Read one with its URI. Live API signatures: ray-docs://api/{dotted.name}.",
+        "",
+    ]
+    lines += [f"- `{p.uri}`: **{p.title}**. {p.summary}" for p in reference_pages()]
+    return "\n".join(lines) + "\n"
+
+
+def register(server: MCPServer) -> None:
+    server.add_resource(
+        FunctionResource(
+            uri=INDEX_URI,
+            name="ray-reference-index",
+            title="Ray reference: index",
+            description="Every Ray reference page with a one-line summary. Start here.",
+            mime_type=MARKDOWN,
+            fn=index_text,
+        )
+    )
+    for page in reference_pages():
+        server.add_resource(
+            FunctionResource(
+                uri=page.uri,
+                name=page.topic,
+                title=f"Ray reference: {page.title}",
+                description=page.summary,
+                mime_type=MARKDOWN,
+                fn=lambda topic=page.topic: page_text(topic),
+            )
+        )
+
+    @server.resource(
+        "ray-docs://api/{qualified_name}",
+        name="ray-api",
+        title="Ray API reference (live)",
+        description="Signature and docstring of any public Ray symbol, read from the Ray installed next to the "
+        "server, e.g. ray-docs://api/ray.util.placement_group.placement_group.",
+        mime_type=MARKDOWN,
+    )
+    async def api_reference(qualified_name: str) -> str:
+        try:
+            return await anyio.to_thread.run_sync(ray_api.describe_symbol, qualified_name)
+        except LookupError as exc:
+            raise ResourceNotFoundError(str(exc)) from None

@@ -85,5 +85,6 @@ def register(server: MCPServer) -> None:
                 description=prompt.description,
                 arguments=list(prompt.arguments),
                 fn=render,
+                context_kwarg=None,
             )
         )

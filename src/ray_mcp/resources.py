@@ -8,6 +8,7 @@ URIs:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -98,7 +99,7 @@ def register(server: MCPServer) -> None:
                 title=f"Ray reference: {page.title}",
                 description=page.summary,
                 mime_type=MARKDOWN,
-                fn=lambda topic=page.topic: page_text(topic),
+                fn=functools.partial(page_text, page.topic),
             )
         )
 

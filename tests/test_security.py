@@ -171,3 +171,32 @@ async def test_http_requires_the_bearer_token_and_rejects_foreign_origins(
             result = await client.call_tool("cluster_status", {})
             assert not result.is_error
     assert TOKEN not in (tmp_path / "server.log").read_text()
+
+
+class Recorder(httpx.AsyncBaseTransport):
+    """Forwards to the real dashboard and keeps the headers it was sent (a real cluster can't show them)."""
+
+    def __init__(self) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.headers: list[httpx.Headers] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.headers.append(request.headers)
+        return await self.real.handle_async_request(request)
+
+
+async def test_ray_credentials_and_extra_headers_reach_the_dashboard(ray_cluster) -> None:
+    recorder = Recorder()
+    settings = Settings(
+        address=ray_cluster.dashboard_url,
+        ray_auth_token="ray-token-xyz",
+        dashboard_headers={"X-Proxy-Auth": "p1"},
+    )
+    server = build_server(settings, http_transport=recorder)
+    async with Client(server) as client:
+        result = await client.call_tool("cluster_status", {})
+    assert not result.is_error
+    assert recorder.headers and all(h["authorization"] == "Bearer ray-token-xyz" for h in recorder.headers)
+    assert all(h["x-proxy-auth"] == "p1" for h in recorder.headers)
+    assert "ray-token-xyz" not in str(result.content)
+    await server.app.aclose()

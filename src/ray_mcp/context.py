@@ -37,6 +37,10 @@ class App:
                 resolved.dashboard_url,
                 timeout_s=self.settings.request_timeout_s,
                 source=resolved.source,
+                headers=dashboard_headers(self.settings),
+                verify=str(self.settings.dashboard_ca_file)
+                if self.settings.dashboard_ca_file
+                else self.settings.dashboard_verify_tls,
                 transport=self._http_transport,
             )
         return self._api
@@ -46,6 +50,15 @@ class App:
             await self._api.aclose()
             self._api = None
         await self.cluster.aclose()
+
+
+def dashboard_headers(settings: Settings) -> dict[str, str]:
+    """Headers for every dashboard request: the configured extras, and Ray's token when there is one."""
+    headers = dict(settings.dashboard_headers)
+    token = settings.resolved_ray_auth_token()
+    if token and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def app_of(ctx: Context) -> App:

@@ -43,6 +43,9 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         "--request-timeout-s", type=float, help="Timeout of each dashboard request (default 10)."
     )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
+    )
     safety = parser.add_argument_group("safety")
     safety.add_argument(
         "--read-only",
@@ -158,6 +161,10 @@ async def serve(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(argv)
     check_bind(settings)
+    try:
+        settings.cluster_settings()
+    except ValueError as exc:
+        raise StartupRefused(f"ray-mcp: {exc}") from None
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

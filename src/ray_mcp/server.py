@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 from ray_mcp import prompts, resources
-from ray_mcp.context import App
+from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
@@ -56,7 +59,40 @@ class RayMCPServer(MCPServer[App]):
             self.hidden_tools[tool_name] = why
             return
         self.tool_kinds[tool_name] = kind
+        if self.app.multi_cluster:
+            fn = with_cluster_argument(fn, list(self.app.connections))
         super().add_tool(fn, name, *args, **kwargs)
+
+
+def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
+    """The same tool with an optional ``cluster`` argument, which selects the cluster for the call.
+
+    Only used when several clusters are configured, so that single-cluster users see nothing extra.
+    """
+    signature = inspect.signature(fn, eval_str=True)
+    choice: Any = Literal[tuple(names)]
+    description = f"Which cluster to use (default {names[0]!r}): one of {', '.join(names)}."
+    annotation: Any = Annotated[choice | None, Field(description=description)]
+    parameter = inspect.Parameter(
+        "cluster", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, cluster: str | None = None, **kwargs: Any) -> Any:
+        token = CURRENT_CLUSTER.set(cluster)
+        try:
+            result = fn(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            CURRENT_CLUSTER.reset(token)
+
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), parameter])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in signature.parameters.values()},
+        "cluster": annotation,
+        "return": signature.return_annotation,
+    }
+    return wrapper
 
 
 def build_server(
@@ -72,7 +108,7 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[App]) -> AsyncIterator[App]:
-        app.cluster.start()  # resolve (or start the embedded cluster) in the background
+        app.start()  # resolve (or start the embedded cluster) in the background
         yield app
 
     server = RayMCPServer(

@@ -98,6 +98,21 @@ class Settings(BaseSettings):
     )
     dashboard_ca_file: Path | None = Field(default=None, description="CA bundle for an https dashboard.")
 
+    clusters_file: Path | None = Field(
+        default=None,
+        description="TOML file naming several clusters ([clusters.<name>] address, auth_token, headers); "
+        "tools then take an optional `cluster` argument, the first cluster being the default.",
+    )
+
+    def cluster_settings(self) -> dict[str, Settings]:
+        """One Settings per cluster of the clusters file, in file order; {} without a file."""
+        if self.clusters_file is None:
+            return {}
+        return {
+            name: self.model_copy(update=update)
+            for name, update in load_clusters_file(self.clusters_file).items()
+        }
+
     def resolved_auth_token(self) -> str | None:
         """The HTTP bearer token, from the setting or the token file."""
         if self.auth_token is not None:
@@ -114,3 +129,61 @@ class Settings(BaseSettings):
             if path is not None and path.is_file():
                 return path.read_text().strip() or None
         return None
+
+
+CLUSTER_KEYS = {
+    "address",
+    "dashboard_url",
+    "auth_token",
+    "auth_token_path",
+    "headers",
+    "verify_tls",
+    "ca_file",
+}
+
+
+def load_clusters_file(path: Path) -> dict[str, dict[str, object]]:
+    """Read a clusters file into per-cluster Settings updates. Raises ValueError naming what is wrong.
+
+    [clusters.prod]
+    address = "http://prod-head:8265"
+    auth_token = "..."               # Ray's dashboard token (or auth_token_path = "...")
+    headers = { X-Proxy-Auth = "..." }
+    """
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"Cannot read the clusters file {path}: {exc}") from exc
+    clusters = data.get("clusters")
+    if not isinstance(clusters, dict) or not clusters:
+        raise ValueError(f"The clusters file {path} has no [clusters.<name>] table.")
+    out: dict[str, dict[str, object]] = {}
+    for name, entry in clusters.items():
+        if not isinstance(entry, dict) or not entry.get("address"):
+            raise ValueError(
+                f"Cluster {name!r} in {path} needs an address (http://host:8265, ray://... or host:6379)."
+            )
+        unknown = set(entry) - CLUSTER_KEYS
+        if unknown:
+            raise ValueError(
+                f"Cluster {name!r} in {path} has unknown keys {sorted(unknown)}; known: {sorted(CLUSTER_KEYS)}."
+            )
+        update: dict[str, object] = {
+            "address": str(entry["address"]),
+            "embedded": "never",
+            "dashboard_url": entry.get("dashboard_url"),
+        }
+        if "auth_token" in entry:
+            update["ray_auth_token"] = SecretStr(str(entry["auth_token"]))
+        if "auth_token_path" in entry:
+            update["ray_auth_token_path"] = Path(str(entry["auth_token_path"]))
+        if "headers" in entry:
+            update["dashboard_headers"] = {str(k): str(v) for k, v in dict(entry["headers"]).items()}
+        if "verify_tls" in entry:
+            update["dashboard_verify_tls"] = bool(entry["verify_tls"])
+        if "ca_file" in entry:
+            update["dashboard_ca_file"] = Path(str(entry["ca_file"]))
+        out[str(name)] = update
+    return out

@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
+from tests.conftest import clean_env
+from tests.test_transports import RAY_MCP
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings, load_clusters_file
-from tests.conftest import clean_env
-from tests.test_transports import RAY_MCP
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ from ray_mcp.context import App
 from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.settings import Settings
 from ray_mcp.tools import cluster as cluster_tools
+from ray_mcp.tools import jobs as jobs_tools
+from ray_mcp.tools import logs as logs_tools
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
@@ -58,4 +60,6 @@ def build_server(
     )
     server.app = app
     cluster_tools.register(server)
+    jobs_tools.register(server)
+    logs_tools.register(server)
     return server

@@ -306,8 +306,6 @@ class RayAPI:
         if finished:
             last_line = await self.newest_log_line(details) or last_line
         hints = [] if finished else [f"Call wait_for_job again to keep waiting, or stop_job to stop {job!r}."]
-        if info.status == "FAILED":
-            hints.append(f"tail_logs with job={info.submission_id or job!r} shows the driver's traceback.")
         return models.JobWait(
             job=info,
             finished=finished,

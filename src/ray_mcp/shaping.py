@@ -195,21 +195,20 @@ def check_runtime_env(raw: Mapping[str, Any] | None) -> tuple[dict[str, Any], li
     try:
         spec = models.RuntimeEnvSpec.model_validate(dict(raw))
     except ValidationError as exc:
-        problems = []
+        problems: dict[str, str] = {}  # one problem per field: a union type fails once per member
         for err in exc.errors():
             field = str(err["loc"][0]) if err["loc"] else "runtime_env"
             if err["type"] == "extra_forbidden":
                 known = ", ".join(models.RuntimeEnvSpec.model_fields)
-                problems.append(f"unknown key runtime_env.{field}: use one of {known}")
-            else:
-                where = ".".join(str(p) for p in err["loc"])
+                problems[field] = f"unknown key runtime_env.{field}: use one of {known}"
+            elif field not in problems:
+                union_tags = ("list[", "dict[", "str")
+                where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(union_tags))
                 fix = _RUNTIME_ENV_FIXES.get(field, "see the field's description")
-                problems.append(
-                    f"runtime_env.{where}: {err['msg']} (got {err.get('input')!r}); expected {fix}"
-                )
-        raise InvalidArgument(
-            "Invalid runtime_env, nothing was submitted: " + "; ".join(problems) + "."
-        ) from exc
+                got = truncate_text(repr(err.get("input")), 80)
+                problems[field] = f"runtime_env.{where} has a wrong type or value (got {got}); use {fix}"
+        detail = "; ".join(problems.values())
+        raise InvalidArgument(f"Invalid runtime_env, nothing was submitted: {detail}.") from exc
     env = spec.model_dump(exclude_none=True)
     unknown_config = set(env.get("config") or {}) - _RUNTIME_ENV_CONFIG_KEYS
     if unknown_config:
@@ -251,6 +250,16 @@ def iso_time(ms: Any) -> str | None:
     return datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+def short_message(message: str, limit: int = 1200) -> str:
+    """Ray puts up to 20,000 characters of driver log in a failed job's message: keep its head and its end."""
+    if len(message) <= limit:
+        return message
+    first = message.split("\n", 1)[0][:300]
+    tail = message[-(limit - 300) :]
+    cut = len(message) - len(first) - len(tail)
+    return f"{first}\n…[{cut} characters cut; tail_logs has the whole log]…\n{tail}"
+
+
 def job_duration_s(start_ms: Any, end_ms: Any, now_s: float) -> float | None:
     if not start_ms:
         return None
@@ -266,7 +275,7 @@ def job_info(details: Mapping[str, Any], now_s: float) -> models.JobInfo:
         type=str(details.get("type") or "SUBMISSION").upper(),
         status=str(details.get("status") or "PENDING"),
         entrypoint=str(details.get("entrypoint") or ""),
-        message=details.get("message") or None,
+        message=short_message(str(details.get("message") or "")) or None,
         error_type=details.get("error_type") or None,
         driver_exit_code=details.get("driver_exit_code"),
         start_time=iso_time(details.get("start_time")),

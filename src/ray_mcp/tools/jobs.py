@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field, WithJsonSchema
 
-from ray_mcp import confirm
+from ray_mcp import confirm as confirmation
 from ray_mcp.context import app_of
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping import render_job, render_job_list, render_wait, tool_result
@@ -136,9 +136,7 @@ def register(server: MCPServer) -> None:
     async def delete_job(
         ctx: Context,
         job: JobId,
-        confirm_token: Annotated[
-            str | None, Field(alias="confirm", description="The token from a first call without it.")
-        ] = None,
+        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
     ) -> Annotated[CallToolResult, JobChange]:
         """Delete an ended job's record and runtime-env data (like `ray job delete`); irreversible.
 
@@ -149,10 +147,10 @@ def register(server: MCPServer) -> None:
         api = await app_of(ctx).api()
         info = await api.deletable_job(job)
         sid = str(info.submission_id)
-        if not confirm.is_confirmed("delete_job", sid, confirm_token):
+        if not confirmation.is_confirmed("delete_job", sid, confirm):
             what = f"delete job {sid} ({info.status}, entrypoint {info.entrypoint[:80]!r})"
-            token = confirm.token_for("delete_job", sid)
-            text = confirm.dry_run_text("delete_job", sid, what)
+            token = confirmation.token_for("delete_job", sid)
+            text = confirmation.dry_run_text("delete_job", sid, what)
             result = JobChange(
                 job=sid, action="delete", done=False, status=info.status, dry_run=True, confirm_token=token,
                 message=text,

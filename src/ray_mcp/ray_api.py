@@ -41,6 +41,7 @@ USER_AGENT = "ray-mcp"
 DEFAULT_MAX_SCAN_MB = 256
 MAX_LOG_LINES = 2000
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
+_MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.", "job-")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
 _TASK_HINT = (
     "Task ids appear in list_tasks and in the job's driver log; tasks of actors log to the actor's log "
@@ -559,9 +560,9 @@ class RayAPI:
                 )
                 if files:
                     break
-        shown = [f for f in files if not f.startswith(("worker-", "python-core-worker-"))][:25]
-        workers = len(files) - len([f for f in files if not f.startswith(("worker-", "python-core-worker-"))])
-        listing = ", ".join(shown) + (f", and {workers} worker files" if workers else "")
+        workers = [f for f in files if f.startswith(("worker-", "python-core-worker-"))]
+        others = sorted(set(files) - set(workers), key=lambda f: (not f.startswith(_MAIN_LOGS), f))
+        listing = ", ".join(others[:25]) + (f", and {len(workers)} worker files" if workers else "")
         return (
             f"Files on node {node_id} include: {listing}."
             if files

@@ -456,7 +456,7 @@ def tail_section(
             "lines_shown": len(kept),
             "lines_left_out": left_lines if complete else None,
             "more_before": left_lines > 0 or not complete,
-            "bytes_left_out": cut + dropped if complete else cut,
+            "bytes_left_out": cut + dropped,
             "truncated_lines": truncated,
             "followed_s": followed_s,
         }
@@ -651,7 +651,8 @@ def render_log_tail(tail: models.LogTail) -> str:
 
 def log_hints(sections: list[models.LogSection], *, lines: int, max_bytes: int, max_lines: int) -> list[str]:
     hints = []
-    if any(s.bytes_left_out and s.grep is None for s in sections):
+    budget_cut = [s for s in sections if s.grep is None and s.more_before and s.lines_shown < lines]
+    if budget_cut or any(s.truncated_lines for s in sections):
         hints.append(f"The {max_bytes}-byte budget cut lines: raise max_bytes, or narrow with grep.")
     elif any(s.more_before and s.grep is None for s in sections) and lines < max_lines:
         hints.append(f"For more, raise lines (max {max_lines}) or search the whole file with grep.")

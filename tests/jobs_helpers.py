@@ -22,7 +22,7 @@ async def submit(client: Client, **args: Any) -> str:
 
 
 async def wait_until(client: Client, job: str, statuses: set[str], deadline_s: float = 180) -> dict[str, Any]:
-    """Poll get_job until the job is in one of ``statuses`` (a generous deadline: the box is slow and shared)."""
+    """Poll get_job until the job is in one of ``statuses`` (generous deadline: the box is slow, shared)."""
     with anyio.fail_after(deadline_s):
         while True:
             info = (await call_ok(client, "get_job", {"job": job})).structured_content

@@ -74,7 +74,9 @@ async def test_wait_for_job_sends_progress_with_the_status_and_the_newest_log_li
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         notes.append((progress, total, message))
 
-    result = await call_ok(client, "wait_for_job", {"job": sid, "timeout_s": 120}, progress_callback=on_progress)
+    result = await call_ok(
+        client, "wait_for_job", {"job": sid, "timeout_s": 120}, progress_callback=on_progress
+    )
     wait = JobWait.model_validate(result.structured_content)
     assert wait.finished and not wait.timed_out and wait.job.status == "SUCCEEDED"
     assert len(notes) >= 2
@@ -86,7 +88,9 @@ async def test_wait_for_job_sends_progress_with_the_status_and_the_newest_log_li
 
 
 async def test_a_sleeper_is_waited_for_listed_stopped_and_a_second_stop_is_a_no_op(client: Client) -> None:
-    sid = await submit(client, entrypoint=f"{PY} -c \"import time; print('sleeping', flush=True); time.sleep(300)\"")
+    sid = await submit(
+        client, entrypoint=f"{PY} -c \"import time; print('sleeping', flush=True); time.sleep(300)\""
+    )
     await wait_until(client, sid, {"RUNNING"})
     waited = await call_ok(client, "wait_for_job", {"job": sid, "timeout_s": 1})
     wait = JobWait.model_validate(waited.structured_content)
@@ -97,7 +101,9 @@ async def test_a_sleeper_is_waited_for_listed_stopped_and_a_second_stop_is_a_no_
     assert refused.is_error and "stop_job first" in text_of(refused)
 
     listed = JobList.model_validate(
-        (await call_ok(client, "list_jobs", {"status": ["RUNNING"], "entrypoint_contains": "SLEEPING"})).structured_content
+        (
+            await call_ok(client, "list_jobs", {"status": ["RUNNING"], "entrypoint_contains": "SLEEPING"})
+        ).structured_content
     )
     assert sid in [j.submission_id for j in listed.jobs]
     assert listed.total >= listed.matching >= listed.shown >= 1
@@ -136,7 +142,9 @@ async def test_delete_job_needs_the_confirm_token_then_deletes_a_finished_job(cl
     assert gone.is_error and "list_jobs" in text_of(gone)
 
 
-async def test_a_failing_job_shows_failed_its_error_type_and_the_traceback_in_tail_logs(client: Client) -> None:
+async def test_a_failing_job_shows_failed_its_error_type_and_the_traceback_in_tail_logs(
+    client: Client,
+) -> None:
     script = "def train():\n    raise ValueError('loss is nan at step 7')\ntrain()\n"
     sid, info = await run_to_end(client, entrypoint=f'{PY} -c "{script}"')
     assert info["status"] == "FAILED"
@@ -145,7 +153,7 @@ async def test_a_failing_job_shows_failed_its_error_type_and_the_traceback_in_ta
     got = await call_ok(client, "get_job", {"job": sid})
     assert len(text_of(got)) < 4000 and "tail_logs" in text_of(got)
     tail = await call_ok(client, "tail_logs", {"job": sid, "lines": 20})
-    lines = [line["text"] for line in tail.structured_content["sections"][0]["lines"]]
+    lines = tail.structured_content["sections"][0]["lines"]
     assert lines[-1] == "ValueError: loss is nan at step 7"
     assert any(line.startswith("Traceback") for line in lines)
 
@@ -168,7 +176,9 @@ async def test_bad_input_gets_a_clear_error_and_nothing_is_submitted(client: Cli
             assert needle in text, (needle, text)
     for name in ("get_job", "wait_for_job", "stop_job", "delete_job"):
         result = await client.call_tool(name, {"job": "raysubmit_doesnotexist"})
-        assert result.is_error and "raysubmit_doesnotexist" in text_of(result) and "list_jobs" in text_of(result)
+        assert (
+            result.is_error and "raysubmit_doesnotexist" in text_of(result) and "list_jobs" in text_of(result)
+        )
     after = await call_ok(client, "list_jobs", {"limit": 1})
     assert after.structured_content["total"] == before
     with anyio.fail_after(5):

@@ -180,16 +180,6 @@ class JobChange(BaseModel):
 # -- logs (tail_logs) ---------------------------------------------------------------------------------------
 
 
-class LogLine(BaseModel):
-    number: int | None = Field(
-        default=None, description="1-based line number in the file, when known (grep)."
-    )
-    text: str
-    match: bool | None = Field(
-        default=None, description="For grep: true on a matching line, false on context."
-    )
-
-
 class LogSection(BaseModel):
     """What was read from one log file."""
 
@@ -199,7 +189,13 @@ class LogSection(BaseModel):
         default=None, description="The file, relative to the node's Ray log directory."
     )
     stream: str | None = Field(default=None, description="out or err, for worker logs.")
-    lines: list[LogLine]
+    lines: list[str] = Field(description="The lines shown, oldest first.")
+    line_numbers: list[int] | None = Field(
+        default=None, description="For grep: the 1-based number in the file of each line shown."
+    )
+    match_numbers: list[int] | None = Field(
+        default=None, description="For grep: the numbers of the matching lines shown (others are context)."
+    )
     lines_shown: int
     lines_left_out: int | None = Field(
         default=None,

@@ -41,7 +41,7 @@ USER_AGENT = "ray-mcp"
 DEFAULT_MAX_SCAN_MB = 256
 MAX_LOG_LINES = 2000
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
-_MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.", "job-")
+_MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
 _TASK_HINT = (
     "Task ids appear in list_tasks and in the job's driver log; tasks of actors log to the actor's log "
@@ -124,6 +124,7 @@ class RayAPI:
         # jobs & logs: Ray's JobSubmissionClient, created on first use (it imports ray and checks the version)
         self._jobs_client: Any = None
         self._jobs_lock = asyncio.Lock()
+        self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -495,6 +496,9 @@ class RayAPI:
         ]
 
     async def _job_log_source(self, job: str) -> LogSource:
+        cached = self._driver_logs.get(job)
+        if cached is not None:  # the fast path of a repeated tail: one request instead of two
+            return cached
         details = await self.job_details(job)
         sid = details.get("submission_id")
         if not sid:
@@ -511,14 +515,16 @@ class RayAPI:
                 f"Call wait_for_job with job={sid!r}, then tail_logs again."
             )
         filename = _job_log_file(str(sid))
-        return LogSource(
+        source = LogSource(
             params={"node_id": str(node_id), "filename": filename},
-            source=f"driver log of job {sid} ({details.get('status')})",
+            source=f"driver log of job {sid}",
             node_id=str(node_id),
             filename=filename,
             stream=None,
             hint="Call list_jobs to see the jobs that exist.",
         )
+        self._driver_logs[job] = source
+        return source
 
     async def _one_state(
         self, resource: str, key: str, value: str, attempt: int | None = None
@@ -586,6 +592,7 @@ class RayAPI:
         sources = await self.resolve_log_sources(target)
         budget = max(256, max_bytes // len(sources))
         sections = []
+        followed = follow_s
         for src in sources:
             if pattern is not None:
                 sections.append(await self._grep(src, pattern, lines=lines, max_bytes=budget, context=context,
@@ -596,7 +603,7 @@ class RayAPI:
                                                  on_progress=on_progress))  # fmt: skip
             follow_s = 0.0  # follow only the first stream (out, for both)
         hints = shaping.log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=MAX_LOG_LINES)
-        if target.stream == "both" and len(sections) == 2 and follow_s:
+        if len(sections) == 2 and followed:
             hints.append("follow_s followed stdout only; pass stream='err' to follow stderr.")
         return models.LogTail(sections=sections, hints=hints)
 

@@ -384,31 +384,28 @@ def render_wait(result: models.JobWait) -> str:
 # -- logs ---------------------------------------------------------------------------------------------------
 
 
-def cut_to_budget(
-    raw_lines: list[str], *, max_bytes: int, numbers: list[int | None] | None = None
-) -> tuple[list[models.LogLine], int, int]:
+def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], int, int]:
     """Keep the newest lines that fit ``max_bytes`` (UTF-8, newline included).
 
     A single line longer than the whole budget is cut to fit, keeping its start, and counted as truncated.
     Returns (lines kept, bytes left out, lines truncated).
     """
-    kept: list[models.LogLine] = []
+    kept: list[str] = []
     used = 0
     left_out = 0
     truncated = 0
     for index in range(len(raw_lines) - 1, -1, -1):
         text = raw_lines[index]
         size = len(text.encode()) + 1
-        number = numbers[index] if numbers else None
         if used + size <= max_bytes:
-            kept.append(models.LogLine(number=number, text=text))
+            kept.append(text)
             used += size
             continue
         if not kept:  # the newest line alone is over budget: show its start
             room = max(0, max_bytes - 40)
             head = text.encode()[:room].decode("utf-8", errors="ignore")
             cut = size - 1 - len(head.encode())
-            kept.append(models.LogLine(number=number, text=f"{head}…[{cut} bytes cut]"))
+            kept.append(f"{head}…[{cut} bytes cut]")
             left_out += cut
             truncated += 1
             used = max_bytes
@@ -573,17 +570,16 @@ def grep_section(
     entries = list(scanner.out)
     kept, _cut, truncated = cut_to_budget([t for _, t, _ in entries], max_bytes=max_bytes)
     offset = len(entries) - len(kept)
-    lines = [
-        models.LogLine(number=entries[offset + i][0], text=line.text, match=entries[offset + i][2])
-        for i, line in enumerate(kept)
-    ]
+    numbers = [number for number, _, _ in entries[offset:]]
     return base.model_copy(
         update={
-            "lines": lines,
-            "lines_shown": len(lines),
-            "lines_left_out": scanner.line_no - len(lines),
-            "more_before": bool(lines) and (lines[0].number or 0) > 1,
-            "bytes_left_out": max(0, scanner.bytes - sum(len(x.text.encode()) + 1 for x in lines)),
+            "lines": kept,
+            "line_numbers": numbers,
+            "match_numbers": [number for number, _, is_match in entries[offset:] if is_match],
+            "lines_shown": len(kept),
+            "lines_left_out": scanner.line_no - len(kept),
+            "more_before": bool(numbers) and numbers[0] > 1,
+            "bytes_left_out": max(0, scanner.bytes - sum(len(x.encode()) + 1 for x in kept)),
             "truncated_lines": truncated,
             "grep": grep,
             "matches": scanner.matches,
@@ -634,12 +630,11 @@ def render_log_section(section: models.LogSection) -> str:
         left.append(f"followed {section.followed_s:g} s: {section.new_lines} new line(s)")
     if left:
         head += " — " + "; ".join(left)
-    body = []
-    for line in section.lines:
-        if section.grep is not None and line.number is not None:
-            body.append(f"{line.number}{':' if line.match else '-'} {line.text}")
-        else:
-            body.append(line.text)
+    body = list(section.lines)
+    if section.line_numbers is not None:
+        matches = set(section.match_numbers or [])
+        numbered = zip(section.line_numbers, body, strict=True)
+        body = [f"{n}{':' if n in matches else '-'} {t}" for n, t in numbered]
     return head + ":\n" + ("\n".join(body) if body else "(no lines)")
 
 

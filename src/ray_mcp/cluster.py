@@ -67,11 +67,15 @@ def parse_address(address: str) -> Address:
         parts = urlsplit(text)
         if parts.scheme in ("http", "https"):
             if not parts.hostname:
-                raise InvalidArgument(f"The dashboard URL {address!r} has no host. Example: http://127.0.0.1:8265.")
+                raise InvalidArgument(
+                    f"The dashboard URL {address!r} has no host. Example: http://127.0.0.1:8265."
+                )
             return Address("dashboard", text.rstrip("/"), parts.hostname, parts.port)
         if parts.scheme == "ray":
             if not parts.hostname:
-                raise InvalidArgument(f"The Ray Client address {address!r} has no host. Example: ray://host:10001.")
+                raise InvalidArgument(
+                    f"The Ray Client address {address!r} has no host. Example: ray://host:10001."
+                )
             return Address("ray_client", text, parts.hostname, parts.port)
         raise InvalidArgument(
             f"Unsupported address scheme in {address!r}: use http(s):// for a dashboard, ray:// for Ray Client, "
@@ -202,7 +206,7 @@ class LocalHead:
 
     def owned_pids(self) -> set[int]:
         """Every live process this head started: the tree under ``ray start`` and anything using its temp dir."""
-        import psutil  # noqa: PLC0415 - only needed at shutdown
+        import psutil
 
         pids: set[int] = set()
         if self.process is not None:
@@ -221,7 +225,7 @@ class LocalHead:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop exactly the processes this head started; never touches other Ray processes."""
-        import psutil  # noqa: PLC0415
+        import psutil
 
         pids = self.owned_pids()
         if self.process is not None and self.process.poll() is None:
@@ -254,12 +258,15 @@ class LocalHead:
 class Resolved:
     dashboard_url: str
     source: str  # embedded | local | external
+    gcs_address: str | None = None  # when known (embedded cluster, or a GCS address was given)
 
 
 class ClusterManager:
     """Resolves the configured address once (in the background) and owns the embedded cluster, if any."""
 
-    def __init__(self, settings: Settings, gcs_lookup: Callable[[str, float], str | None] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, gcs_lookup: Callable[[str, float], str | None] | None = None
+    ) -> None:
         self.settings = settings
         self._gcs_lookup = gcs_lookup
         self._task: asyncio.Task[Resolved] | None = None
@@ -311,7 +318,7 @@ class ClusterManager:
                 url = None
             if url:
                 log.info("ray-mcp: GCS %s reports its dashboard at %s", gcs, url)
-                return Resolved(url, "external")
+                return Resolved(url, "external", gcs_address=gcs)
         guess = address.default_dashboard_url
         if await dashboard_answers(guess, self.settings.request_timeout_s):
             log.info("ray-mcp: using the dashboard %s for address %s", guess, address.original)
@@ -335,7 +342,7 @@ class ClusterManager:
             head.gcs_address,
             head.temp_dir,
         )
-        return Resolved(head.dashboard_url, "embedded")
+        return Resolved(head.dashboard_url, "embedded", gcs_address=head.gcs_address)
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():

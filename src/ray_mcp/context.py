@@ -38,6 +38,7 @@ class App:
                 timeout_s=self.settings.request_timeout_s,
                 source=resolved.source,
                 transport=self._http_transport,
+                gcs_address=resolved.gcs_address,
             )
         return self._api
 

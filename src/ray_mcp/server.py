@@ -12,7 +12,12 @@ from mcp.server.mcpserver import MCPServer
 from ray_mcp.context import App
 from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.settings import Settings
+from ray_mcp.tools import actors as actor_tools
 from ray_mcp.tools import cluster as cluster_tools
+from ray_mcp.tools import nodes as node_tools
+from ray_mcp.tools import placement_groups as pg_tools
+from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import tasks as task_tools
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
@@ -58,4 +63,10 @@ def build_server(
     )
     server.app = app
     cluster_tools.register(server)
+    # cluster state (issue 4)
+    actor_tools.register(server)
+    pg_tools.register(server)
+    node_tools.register(server)
+    task_tools.register(server)
+    serve_tools.register(server)
     return server

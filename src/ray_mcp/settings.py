@@ -50,6 +50,8 @@ class Settings(BaseSettings):
         default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=300, description="Timeout of each dashboard request."
     )
     cluster_start_timeout_s: float = Field(
-        default=DEFAULT_CLUSTER_START_TIMEOUT_S, gt=0, description="How long to wait for the embedded cluster."
+        default=DEFAULT_CLUSTER_START_TIMEOUT_S,
+        gt=0,
+        description="How long to wait for the embedded cluster.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

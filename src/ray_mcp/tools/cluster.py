@@ -18,7 +18,9 @@ def register(server: MCPServer) -> None:
     @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Cluster status"}))
     async def cluster_status(
         ctx: Context,
-        max_nodes: Annotated[int, Field(ge=1, le=1000, description="Most nodes to list (all are counted).")] = 20,
+        max_nodes: Annotated[
+            int, Field(ge=1, le=1000, description="Most nodes to list (all are counted).")
+        ] = 20,
     ) -> Annotated[CallToolResult, ClusterStatus]:
         """Show the Ray cluster at a glance: nodes, resources used/total, pending demands and the autoscaler.
 

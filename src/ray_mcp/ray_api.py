@@ -650,7 +650,7 @@ def check_id(kind: str, value: str) -> str:
     length = ID_HEX_LENGTHS[kind]
     if not re.fullmatch(rf"[0-9a-f]{{{length}}}", value or ""):
         raise InvalidArgument(
-            f"{value!r} is not a {kind} id: Ray {kind} ids are {length} lowercase hex characters. "
+            f"{value!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} id: Ray {kind} ids are {length} lowercase hex characters. "
             f"Copy one whole from the list tool's answer."
         )
     return value

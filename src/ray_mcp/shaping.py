@@ -173,6 +173,7 @@ EXCEPTION_LINE = re.compile(
     r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Died)\w*): ?(.*)$"
 )
 
+CARETS = re.compile(r"\s*[\^~]+\s*")
 ACTOR_STATES = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD")
 TASK_STATES_FAILED = "FAILED"
 
@@ -222,8 +223,9 @@ def exception_summary(text: str | None) -> tuple[str | None, str | None]:
 
 def user_traceback(text: str | None) -> str:
     """Ray wraps the user's exception in its own; keep the user's part (before "During handling ...")."""
-    text = clean_text(text)
-    return text.split("During handling of the above exception", 1)[0].strip()
+    text = clean_text(text).split("During handling of the above exception", 1)[0]
+    # Python's ^^^^ markers under each frame cost bytes and tell an agent nothing.
+    return "\n".join(line for line in text.splitlines() if not CARETS.fullmatch(line)).strip()
 
 
 def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> models.DeathCause | None:

@@ -333,10 +333,11 @@ class RayAPI:
     async def serve_status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
         details = await self.serve_details()
         status = shaping.build_serve_status(details, app=app)
-        if app is not None and status.running and not status.apps:
+        if app is not None and not status.apps:
             names = ", ".join(sorted(details.get("applications") or {})) or "none"
+            where = "applications" if status.running else "Serve is not running, so none"
             raise NotFound(
-                f"No Serve application {app!r} on the cluster at {self.dashboard_url} (applications: {names}). "
+                f"No Serve application {app!r} on the cluster at {self.dashboard_url} ({where}: {names}). "
                 "Call serve_status without app to see them all."
             )
         if log_lines > 0:
@@ -390,7 +391,8 @@ class RayAPI:
     async def serve_deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
         validated = await anyio.to_thread.run_sync(validate_serve_config, config)
         current = await self.serve_details()
-        current_apps = [] if replace else shaping.declared_serve_apps(current)
+        new_names = [a.get("name", "default") for a in validated.get("applications") or []]
+        current_apps = [] if replace else shaping.declared_serve_apps(current, dropping=new_names)
         merged = shaping.merge_serve_config(current_apps, validated, replace=replace)
         await anyio.to_thread.run_sync(validate_serve_config, merged)
         await self.serve_put(merged)
@@ -400,14 +402,13 @@ class RayAPI:
 
     async def serve_delete_app(self, app: str) -> models.ServeChange:
         current = await self.serve_details()
-        current_apps = shaping.declared_serve_apps(current)
-        if app not in {a.get("name", "default") for a in current_apps}:
+        if app not in details_apps(current):
             names = ", ".join(sorted(details_apps(current))) or "none"
             raise NotFound(
                 f"No Serve application {app!r} on the cluster at {self.dashboard_url} (applications: {names}). "
                 "Call serve_status to see them."
             )
-        config = shaping.config_without_app(current_apps, app)
+        config = shaping.config_without_app(shaping.declared_serve_apps(current, dropping=[app]), app)
         await self.serve_put(config)
         status = await self.serve_status(app=None, log_lines=0)
         return models.ServeChange(

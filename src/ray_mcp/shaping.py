@@ -1007,18 +1007,25 @@ def config_without_app(current_apps: list[Mapping[str, Any]], app: str) -> dict[
     return {"applications": [dict(a) for a in current_apps if a.get("name", "default") != app]}
 
 
-def declared_serve_apps(details: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The config each running app was declared with (``deployed_app_config``), to re-send in a merged PUT.
+def declared_serve_apps(details: Mapping[str, Any], *, dropping: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The config each app was declared with (``deployed_app_config``), to re-send in a merged PUT.
 
-    An app deployed from Python (``serve.run``) has none; a declarative PUT would take it down, so refuse.
+    ``dropping`` names the apps the caller replaces or deletes (their config is not needed). Any other app
+    without a config (deployed from Python with serve.run, or one Ray kept no config for) would be removed by
+    the PUT, so refuse and say how to proceed.
     """
     out = []
+    skip = set(dropping)
     for name, app in (details.get("applications") or {}).items():
         config = app.get("deployed_app_config")
+        if name in skip or app.get("status") == "DELETING":  # a DELETING app is already out of the config
+            continue
         if not config:
+            how = "was deployed from Python (serve.run)" if app.get("source") == "imperative" else "has no recorded config"
             raise InvalidArgument(
-                f"Serve application {name!r} was deployed from Python (serve.run), not from a config, so a "
-                "config deploy would remove it. Pass replace=true to replace every application on purpose."
+                f"Serve application {name!r} {how}, so a config deploy would remove it; nothing was changed. "
+                "Include it in the config, delete it first with serve_delete_app, or pass replace=true to replace "
+                "every application on purpose."
             )
         out.append(dict(config))
     return out

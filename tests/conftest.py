@@ -61,7 +61,9 @@ def ray_cluster() -> Iterator[Cluster]:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for a spawned ray-mcp: no inherited Ray or ray-mcp settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS", "RAY_API_SERVER"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS", "RAY_API_SERVER"))
+    }
     env.update(extra)
     return env
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import anyio
 from mcp import Client
-from state_drivers import driver
 
 from ray_mcp.models import Actor, ActorKill, ActorList
+from state_drivers import driver
 
 ACTORS = """
 @ray.remote(num_cpus=0)
@@ -55,7 +55,9 @@ async def actors_of(client: Client, namespace: str, **args: Any) -> tuple[ActorL
     return ActorList.model_validate(result.structured_content), result.content[0].text
 
 
-async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_actor(client: Client, ray_cluster) -> None:
+async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_actor(
+    client: Client, ray_cluster
+) -> None:
     namespace = f"mcp-test-{uuid.uuid4().hex[:8]}"
     with driver(ray_cluster.gcs_address, ACTORS, namespace):
         with anyio.fail_after(60):
@@ -89,12 +91,18 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
         detail, _ = await actors_of(client, namespace, detail=True, name="keeper")
         assert detail.actors[0].is_detached is True and detail.actors[0].namespace == namespace
 
-        full = Actor.model_validate((await call(client, "get_actor", actor_id=broken.actor_id)).structured_content)
+        full = Actor.model_validate(
+            (await call(client, "get_actor", actor_id=broken.actor_id)).structured_content
+        )
         assert full.death_cause and "Traceback" in (full.death_cause.exception or "") and full.job_id
 
         # kill_actor: a detached actor is refused without force; then dry run, then confirm.
         refused = await client.call_tool("kill_actor", {"actor_id": keeper.actor_id})
-        assert refused.is_error and "detached" in refused.content[0].text and "force=true" in refused.content[0].text
+        assert (
+            refused.is_error
+            and "detached" in refused.content[0].text
+            and "force=true" in refused.content[0].text
+        )
         dry = await call(client, "kill_actor", actor_id=keeper.actor_id, force=True)
         dry_model = ActorKill.model_validate(dry.structured_content)
         assert not dry_model.done and "Not done yet" in dry.content[0].text
@@ -102,12 +110,16 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
         assert still.actors[0].state == "ALIVE"
         token = re.search(r"confirm='([^']+)'", dry.content[0].text)
         assert token
-        wrong = await client.call_tool("kill_actor", {"actor_id": keeper.actor_id, "force": True, "confirm": "x"})
+        wrong = await client.call_tool(
+            "kill_actor", {"actor_id": keeper.actor_id, "force": True, "confirm": "x"}
+        )
         assert wrong.is_error and "does not match" in wrong.content[0].text
         done = await call(client, "kill_actor", actor_id=keeper.actor_id, force=True, confirm=token.group(1))
         killed = ActorKill.model_validate(done.structured_content)
         assert killed.done and killed.state_before == "ALIVE" and killed.state_after == "DEAD"
-        gone = Actor.model_validate((await call(client, "get_actor", actor_id=keeper.actor_id)).structured_content)
+        gone = Actor.model_validate(
+            (await call(client, "get_actor", actor_id=keeper.actor_id)).structured_content
+        )
         assert gone.state == "DEAD" and gone.death_cause is not None
         again = await call(client, "kill_actor", actor_id=keeper.actor_id, force=True)
         assert "already DEAD" in again.content[0].text
@@ -115,7 +127,11 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
 
 async def test_actor_tools_reject_bad_ids_and_clamp_limits(client: Client) -> None:
     unknown = await client.call_tool("get_actor", {"actor_id": "f" * 32})
-    assert unknown.is_error and "No actor" in unknown.content[0].text and "list_actors" in unknown.content[0].text
+    assert (
+        unknown.is_error
+        and "No actor" in unknown.content[0].text
+        and "list_actors" in unknown.content[0].text
+    )
     malformed = await client.call_tool("get_actor", {"actor_id": "not-an-id"})
     assert malformed.is_error and "32 lowercase hex" in malformed.content[0].text
     bad_kill = await client.call_tool("kill_actor", {"actor_id": "1234"})

@@ -22,7 +22,9 @@ async def test_cluster_status_is_listed_with_annotations_docstring_and_output_sc
     assert "nodes" in tool.output_schema["properties"]
 
 
-async def test_cluster_status_reports_the_head_node_its_cpus_and_the_ray_version(client: Client, ray_cluster) -> None:
+async def test_cluster_status_reports_the_head_node_its_cpus_and_the_ray_version(
+    client: Client, ray_cluster
+) -> None:
     result = await client.call_tool("cluster_status", {})
     assert not result.is_error, result.content
     status = ClusterStatus.model_validate(result.structured_content)
@@ -62,7 +64,9 @@ async def test_cluster_status_flags_infeasible_demands_and_counts_pending_placem
 
         pytest.skip("needs the session's own cluster (GCS address)")
     driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, ray_cluster.gcs_address], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        [sys.executable, "-c", DRIVER, ray_cluster.gcs_address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
         status = None

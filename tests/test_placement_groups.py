@@ -5,9 +5,9 @@ import uuid
 
 import anyio
 from mcp import Client
-from state_drivers import driver
 
 from ray_mcp.models import NodeList, PlacementGroupList
+from state_drivers import driver
 
 GROUPS = """
 ok = placement_group([{"CPU": 0.5}], strategy="PACK", name=f"{sys.argv[2]}-ok")
@@ -39,11 +39,20 @@ async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Clien
                     break
                 await anyio.sleep(0.5)
         ok, huge, spread = mine[f"{tag}-ok"], mine[f"{tag}-huge"], mine[f"{tag}-spread"]
-        assert ok.state == "CREATED" and ok.strategy == "PACK" and ok.creator_job_id and ok.is_detached is False
-        assert ok.bundles[0].resources == {"CPU": 0.5} and ok.bundles[0].node_id and len(ok.bundles[0].node_id) == 56
+        assert (
+            ok.state == "CREATED" and ok.strategy == "PACK" and ok.creator_job_id and ok.is_detached is False
+        )
+        assert (
+            ok.bundles[0].resources == {"CPU": 0.5}
+            and ok.bundles[0].node_id
+            and len(ok.bundles[0].node_id) == 56
+        )
         assert ok.why_pending is None
         assert huge.state == "PENDING" and huge.infeasible is True
-        assert huge.why_pending and "bundle 0 wants {CPU: 64} and no node has more than 2 CPUs" in huge.why_pending
+        assert (
+            huge.why_pending
+            and "bundle 0 wants {CPU: 64} and no node has more than 2 CPUs" in huge.why_pending
+        )
         assert spread.strategy == "STRICT_SPREAD" and spread.infeasible is True
         assert spread.why_pending and "3 bundles on a different node and only 1 node(s)" in spread.why_pending
         assert "INFEASIBLE" in text and huge.placement_group_id in text

@@ -65,7 +65,10 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
 ) -> None:
     (tmp_path / "mcp_serve_apps.py").write_text(APPS)
     port = free_ports(1)[0]
-    first = {"http_options": {"host": "127.0.0.1", "port": port}, "applications": [app_config("hello", tmp_path, "hello")]}
+    first = {
+        "http_options": {"host": "127.0.0.1", "port": port},
+        "applications": [app_config("hello", tmp_path, "hello")],
+    }
     deployed = await client.call_tool("serve_deploy", {"config": first})
     assert not deployed.is_error, deployed.content
     # The second deploy merges: hello stays declared.
@@ -80,20 +83,29 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
                 assert not result.is_error, result.content
                 status = ServeStatus.model_validate(result.structured_content)
                 apps = {a.name: a for a in status.apps}
-                if apps["hello"].status == "RUNNING" and apps["broken"].status in ("DEPLOY_FAILED", "UNHEALTHY"):
+                if apps["hello"].status == "RUNNING" and apps["broken"].status in (
+                    "DEPLOY_FAILED",
+                    "UNHEALTHY",
+                ):
                     break
                 await anyio.sleep(1)
         hello, broken = apps["hello"], apps["broken"]
-        assert hello.route_prefix == "/hello" and hello.import_path == "mcp_serve_apps:hello" and hello.last_deployed
+        assert (
+            hello.route_prefix == "/hello"
+            and hello.import_path == "mcp_serve_apps:hello"
+            and hello.last_deployed
+        )
         deployment = hello.deployments[0]
-        assert deployment.status == "HEALTHY" and deployment.running_replicas == deployment.target_replicas == 1
+        assert (
+            deployment.status == "HEALTHY" and deployment.running_replicas == deployment.target_replicas == 1
+        )
         replica = deployment.replicas[0]
         assert replica.state == "RUNNING" and replica.pid and replica.actor_name and replica.node_id
         failing = broken.deployments[0]
         assert failing.status in ("DEPLOY_FAILED", "UNHEALTHY")
         assert "cannot load model weights from /models/v3" in (failing.error or "")
         text = result.content[0].text
-        assert "RuntimeError" in text and "DEPLOY_FAILED" in text or "UNHEALTHY" in text
+        assert ("RuntimeError" in text and "DEPLOY_FAILED" in text) or "UNHEALTHY" in text
         assert len(text) < 8192 and len(json.dumps(result.structured_content)) < 8192
         if failing.log_tail:  # the replica's stderr, when the dashboard still has it
             assert failing.log_source and "actor" in failing.log_source
@@ -112,7 +124,9 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
                 assert not done.is_error, done.content
     with anyio.fail_after(120):
         while True:
-            status = ServeStatus.model_validate((await client.call_tool("serve_status", {})).structured_content)
+            status = ServeStatus.model_validate(
+                (await client.call_tool("serve_status", {})).structured_content
+            )
             if not status.apps:
                 break
             await anyio.sleep(1)

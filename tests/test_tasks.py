@@ -5,9 +5,9 @@ import uuid
 
 import anyio
 from mcp import Client
-from state_drivers import driver
 
 from ray_mcp.models import TaskList, TaskSummary
+from state_drivers import driver
 
 TASKS = """
 @ray.remote(num_cpus=0)
@@ -30,7 +30,9 @@ for ref in [flaky_{tag}.remote(i) for i in range(6)]:
 """
 
 
-async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(client: Client, ray_cluster) -> None:
+async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
+    client: Client, ray_cluster
+) -> None:
     tag = uuid.uuid4().hex[:6]
     with driver(ray_cluster.gcs_address, TASKS.format(tag=tag), f"tasks-{tag}", timeout_s=300):
         with anyio.fail_after(120):
@@ -40,7 +42,12 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(clien
                 summary = TaskSummary.model_validate(result.structured_content)
                 groups = {g.name: g for g in summary.groups}
                 tiny, flaky = groups.get(f"tiny_{tag}"), groups.get(f"flaky_{tag}")
-                if tiny and flaky and tiny.state_counts.get("FINISHED") == 5000 and flaky.state_counts.get("FAILED") == 6:
+                if (
+                    tiny
+                    and flaky
+                    and tiny.state_counts.get("FINISHED") == 5000
+                    and flaky.state_counts.get("FAILED") == 6
+                ):
                     break
                 await anyio.sleep(1)
         assert len(result.content[0].text) < 8192 and len(json.dumps(result.structured_content)) < 8192
@@ -55,7 +62,10 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(clien
             (await client.call_tool("summarize_tasks", {"name": f"flaky_{tag}"})).structured_content
         )
         assert one.total == 6 and one.by_state == {"FAILED": 6}
-        assert one.failed_by_error[0].error_type == "TASK_EXECUTION_EXCEPTION" and one.failed_by_error[0].count == 6
+        assert (
+            one.failed_by_error[0].error_type == "TASK_EXECUTION_EXCEPTION"
+            and one.failed_by_error[0].count == 6
+        )
 
         listed = await client.call_tool("list_tasks", {"name": f"tiny_{tag}"})
         page = TaskList.model_validate(listed.structured_content)
@@ -63,7 +73,9 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(clien
         assert len(listed.content[0].text) < 8192 and len(json.dumps(listed.structured_content)) < 8192
         failed = await client.call_tool("list_tasks", {"name": f"flaky_{tag}", "state": "FAILED"})
         text = failed.content[0].text
-        assert "KeyError: 'missing shard 1'" in text and "ZeroDivisionError: division by zero in step 0" in text
+        assert (
+            "KeyError: 'missing shard 1'" in text and "ZeroDivisionError: division by zero in step 0" in text
+        )
         task_ids = [t.task_id for t in TaskList.model_validate(failed.structured_content).tasks]
         assert all(len(t) == 48 and t in text for t in task_ids)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +22,7 @@ from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NotFound, RayReq
 from ray_mcp.shaping import demand_is_feasible, node_resources, uncamel_resources
 
 USER_AGENT = "ray-mcp"
+Params = Any  # what httpx accepts as query params
 
 
 class RayAPI:
@@ -56,14 +57,14 @@ class RayAPI:
 
     # -- raw dashboard access ---------------------------------------------------------------------------
 
-    async def get_json(self, path: str, *, what: str, params: Mapping[str, Any] | None = None) -> Any:
+    async def get_json(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET a dashboard endpoint and return its decoded JSON body."""
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
             response = await self._http.get(path, params=params)
             response.raise_for_status()
             return response.json()
 
-    async def get_data(self, path: str, *, what: str, params: Mapping[str, Any] | None = None) -> Any:
+    async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
         body = await self.get_json(path, what=what, params=params)
         if not isinstance(body, dict) or "data" not in body:
@@ -79,7 +80,7 @@ class RayAPI:
         resource: str,
         *,
         what: str,
-        filters: list[tuple[str, str, str]] = (),
+        filters: Sequence[tuple[str, str, str]] = (),
         limit: int = 100,
         detail: bool = False,
     ) -> dict[str, Any]:
@@ -129,7 +130,7 @@ class RayAPI:
             resource, what=f"the {resource} list (/api/v0/{resource})", filters=filters, limit=max(1, limit),
             detail=detail,
         )  # fmt: skip
-        notes = [w for w in [result.get("partial_failure_warning")] + list(result.get("warnings") or []) if w]
+        notes = [w for w in [result.get("partial_failure_warning"), *list(result.get("warnings") or [])] if w]
         rows = list(result.get("result") or [])[:limit]
         return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
 
@@ -256,11 +257,10 @@ class RayAPI:
         from ray.core.generated import common_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
         stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(self._gcs())
-        reply = stub.GetAllPlacementGroup(
-            gcs_service_pb2.GetAllPlacementGroupRequest(), timeout=self.timeout_s
-        )
+        request = gcs_service_pb2.GetAllPlacementGroupRequest()  # type: ignore[attr-defined]
+        reply = stub.GetAllPlacementGroup(request, timeout=self.timeout_s)
         return {
-            d.placement_group_id.hex(): common_pb2.PlacementStrategy.Name(d.strategy)
+            d.placement_group_id.hex(): common_pb2.PlacementStrategy.Name(d.strategy)  # type: ignore[attr-defined]
             for d in reply.placement_group_table_data
         }
 
@@ -292,7 +292,7 @@ class RayAPI:
     async def summarize_tasks(self, *, filters: list[tuple[str, str, str]]) -> models.TaskSummary:
         summary = await self._summary("tasks", filters=filters, summary_by="func_name")
         notes = [
-            w for w in [summary.get("partial_failure_warning")] + list(summary.get("warnings") or []) if w
+            w for w in [summary.get("partial_failure_warning"), *list(summary.get("warnings") or [])] if w
         ]
         failed_counts: dict[str, int] = {}
         samples: dict[str, dict[str, Any]] = {}
@@ -346,34 +346,47 @@ class RayAPI:
         return status
 
     async def _attach_replica_log(self, app: str, deployment: models.ServeDeployment, lines: int) -> None:
-        """The last lines of a failing replica's stderr: a replica that is not RUNNING, else the latest DEAD one."""
-        actor_id = next(
-            (r.actor_id for r in deployment.replicas if r.state != "RUNNING" and r.actor_id), None
-        )
-        source = "replica"
-        if actor_id is None:
+        """The last lines of a failing replica's Serve log (a replica that is not RUNNING, else the latest DEAD
+        one), falling back to its worker's stderr."""
+        replica = next((r for r in deployment.replicas if r.state != "RUNNING" and r.node_id), None)
+        if replica is not None:
+            replica_id, node_id, actor_id = replica.replica_id, replica.node_id, replica.actor_id
+        else:
             _t, _m, rows, _n = await self._state_page(
                 "actors", filters=[("class_name", "=", f"ServeReplica:{app}:{deployment.name}"), ("state", "=", "DEAD")],
                 limit=100, detail=False,
             )  # fmt: skip
             if not rows:
                 return
-            actor_id = str(rows[-1].get("actor_id"))
-            source = "dead replica"
-        try:
-            text = await self.log_tail(actor_id=actor_id, lines=lines, suffix="err")
-        except RayRequestFailed:
-            return
-        tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
-        if tail:
-            deployment.log_tail = [shaping.head_text(ln, 300) or "" for ln in tail]
-            deployment.log_source = f"stderr of {source} actor {actor_id}"
+            row = rows[-1]
+            replica_id, node_id, actor_id = (
+                str(row.get("name", "")).rsplit("#", 1)[-1],
+                row.get("node_id"),
+                row.get("actor_id"),
+            )
+        attempts = []
+        if replica_id and node_id:
+            filename = f"serve/replica_{app}_{deployment.name}_{replica_id}.log"
+            attempts.append(({"node_id": node_id, "filename": filename}, f"Serve log {filename}"))
+        if actor_id:
+            attempts.append(({"actor_id": actor_id, "suffix": "err"}, f"stderr of replica actor {actor_id}"))
+        for params, source in attempts:
+            try:
+                text = await self.log_tail(params, lines=lines)
+            except RayRequestFailed:
+                continue
+            tail = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
+            if tail:
+                deployment.log_tail = [shaping.head_text(ln, 300) or "" for ln in tail]
+                deployment.log_source = source
+                return
 
-    async def log_tail(self, *, actor_id: str, lines: int, suffix: str = "out") -> str:
-        """Last ``lines`` of an actor's worker log through /api/v0/logs/file (small on purpose: the general
-        tail_logs tool is built elsewhere on the same endpoint and can absorb this)."""
-        params = {"actor_id": actor_id, "lines": str(lines), "suffix": suffix, "filter_ansi_code": "true"}
-        what = f"the log of actor {actor_id} (/api/v0/logs/file)"
+    async def log_tail(self, selector: Mapping[str, str], *, lines: int) -> str:
+        """Last ``lines`` of one log through /api/v0/logs/file (``selector``: actor_id [+ suffix], or node_id +
+        filename). Small on purpose: the general tail_logs tool is built elsewhere on the same endpoint and can
+        absorb this."""
+        params = {**selector, "lines": str(lines), "filter_ansi_code": "true"}
+        what = f"the log {dict(selector)} (/api/v0/logs/file)"
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
             response = await self._http.get("/api/v0/logs/file", params=params)
             response.raise_for_status()
@@ -440,7 +453,7 @@ class RayAPI:
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
         stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(self._gcs())
-        request = gcs_service_pb2.KillActorViaGcsRequest(
+        request = gcs_service_pb2.KillActorViaGcsRequest(  # type: ignore[attr-defined]
             actor_id=bytes.fromhex(actor_id), force_kill=True, no_restart=no_restart
         )
         try:
@@ -628,7 +641,7 @@ async def head_node_alive(url: str, timeout_s: float) -> bool:
 
 def dashboard_url_from_gcs(gcs_address: str, timeout_s: float) -> str | None:
     """Ask the GCS where the dashboard listens (Ray records it in its internal KV). Imports Ray: slow."""
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     client = GcsClient(address=gcs_address)
     value = client.internal_kv_get(b"dashboard", b"dashboard", timeout=timeout_s)
@@ -695,7 +708,8 @@ def _gcs_reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
     channel = init_grpc_channel(gcs_address, asynchronous=False)
     try:
         stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
-        request = gcs_service_pb2.InternalKVGetRequest(key=b"dashboard", namespace=b"dashboard")
+        kv_get = gcs_service_pb2.InternalKVGetRequest  # type: ignore[attr-defined]
+        request = kv_get(key=b"dashboard", namespace=b"dashboard")
         reply = stub.InternalKVGet(request, timeout=timeout_s)
         return reply.value.decode() if reply.value else None
     except grpc.RpcError:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
@@ -83,7 +83,10 @@ def fits(bundle: Mapping[str, float], capacity: Mapping[str, float]) -> bool:
 
 
 def demand_is_feasible(
-    bundles: list[Mapping[str, float]], node_shapes: list[Mapping[str, float]], *, strategy: str | None
+    bundles: Sequence[Mapping[str, float]],
+    node_shapes: Sequence[Mapping[str, float]],
+    *,
+    strategy: str | None,
 ) -> bool:
     """Could this demand ever be placed on nodes of these shapes (ignoring what is in use now)?"""
     if not bundles:
@@ -196,8 +199,7 @@ def clean_text(text: str | None) -> str:
 
 def tail_text(text: str | None, max_chars: int) -> str | None:
     """The end of a long text (tracebacks end with what matters), marked when cut."""
-    text = clean_text(text)
-    text = re.sub(r"\n\s*\n", "\n", text)
+    text = "\n".join(ln for ln in clean_text(text).splitlines() if ln.strip() and not CARETS.fullmatch(ln))
     if not text:
         return None
     if len(text) <= max_chars:
@@ -324,7 +326,7 @@ def build_actor_list(
     *,
     total: int,
     matched: int,
-    rows: list[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     summary: Mapping[str, Any] | None,
     limit: int,
     detail: bool,
@@ -425,7 +427,7 @@ def _plural(name: str, amount: float) -> str:
     return f"{amount:g} {name}{'s' if name.isupper() and amount != 1 else ''}"
 
 
-def _merge(bundles: list[Mapping[str, float]]) -> dict[str, float]:
+def _merge(bundles: Sequence[Mapping[str, float]]) -> dict[str, float]:
     merged: dict[str, float] = {}
     for bundle in bundles:
         for name, amount in bundle.items():
@@ -433,7 +435,7 @@ def _merge(bundles: list[Mapping[str, float]]) -> dict[str, float]:
     return merged
 
 
-def _missing(bundle: Mapping[str, float], nodes: list[Mapping[str, float]]) -> tuple[str, float] | None:
+def _missing(bundle: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> tuple[str, float] | None:
     """The first resource of ``bundle`` that no node has enough of, with the largest amount any node has."""
     if any(fits(bundle, node) for node in nodes):
         return None
@@ -457,7 +459,7 @@ def _no_node_text(label: str, bundle: Mapping[str, float], missing: tuple[str, f
 
 
 def explain_pending_pg(
-    bundles: list[Mapping[str, float]],
+    bundles: Sequence[Mapping[str, float]],
     strategy: str | None,
     scheduling_state: str | None,
     nodes: list[NodeCapacity],
@@ -628,7 +630,7 @@ def render_pg_list(page: models.PlacementGroupList) -> str:
 
 
 def node_capacities(
-    nodes: list[Mapping[str, Any]], usage_by_node: Mapping[str, Mapping[str, tuple[float, float]]]
+    nodes: Sequence[Mapping[str, Any]], usage_by_node: Mapping[str, Mapping[str, tuple[float, float]]]
 ) -> list[NodeCapacity]:
     """Total and available resources of each ALIVE node (available = total - used from the autoscaler report)."""
     out = []
@@ -646,7 +648,7 @@ def node_capacities(
 
 
 def build_node_list(
-    *, rows: list[Mapping[str, Any]], capacities: list[NodeCapacity], limit: int, notes: list[str]
+    *, rows: Sequence[Mapping[str, Any]], capacities: list[NodeCapacity], limit: int, notes: list[str]
 ) -> models.NodeList:
     by_id = {c.node_id: c for c in capacities}
     nodes = []
@@ -737,7 +739,7 @@ def task_from_state(raw: Mapping[str, Any]) -> models.Task:
 
 
 def build_task_list(
-    *, total: int, matched: int, rows: list[Mapping[str, Any]], limit: int, notes: list[str]
+    *, total: int, matched: int, rows: Sequence[Mapping[str, Any]], limit: int, notes: list[str]
 ) -> models.TaskList:
     tasks = [task_from_state(r) for r in rows]
     shown = cap_items(tasks, limit, matched, notes, "tasks")
@@ -991,7 +993,7 @@ def render_serve_status(s: models.ServeStatus) -> str:
 
 
 def merge_serve_config(
-    current_apps: list[Mapping[str, Any]], new_config: Mapping[str, Any], *, replace: bool
+    current_apps: Sequence[Mapping[str, Any]], new_config: Mapping[str, Any], *, replace: bool
 ) -> dict[str, Any]:
     """The full config to PUT: the apps already declared (unless ``replace``) with the new ones replacing
     those of the same name. The PUT replaces Serve's whole declared state, so leaving an app out deletes it."""
@@ -1003,7 +1005,7 @@ def merge_serve_config(
     return merged
 
 
-def config_without_app(current_apps: list[Mapping[str, Any]], app: str) -> dict[str, Any]:
+def config_without_app(current_apps: Sequence[Mapping[str, Any]], app: str) -> dict[str, Any]:
     return {"applications": [dict(a) for a in current_apps if a.get("name", "default") != app]}
 
 
@@ -1021,7 +1023,11 @@ def declared_serve_apps(details: Mapping[str, Any], *, dropping: Iterable[str] =
         if name in skip or app.get("status") == "DELETING":  # a DELETING app is already out of the config
             continue
         if not config:
-            how = "was deployed from Python (serve.run)" if app.get("source") == "imperative" else "has no recorded config"
+            how = (
+                "was deployed from Python (serve.run)"
+                if app.get("source") == "imperative"
+                else "has no recorded config"
+            )
             raise InvalidArgument(
                 f"Serve application {name!r} {how}, so a config deploy would remove it; nothing was changed. "
                 "Include it in the config, delete it first with serve_delete_app, or pass replace=true to replace "

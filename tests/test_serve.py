@@ -107,8 +107,9 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         text = result.content[0].text
         assert ("RuntimeError" in text and "DEPLOY_FAILED" in text) or "UNHEALTHY" in text
         assert len(text) < 8192 and len(json.dumps(result.structured_content)) < 8192
-        if failing.log_tail:  # the replica's stderr, when the dashboard still has it
-            assert failing.log_source and "actor" in failing.log_source
+        # The failing replica's own Serve log, found through its dead actor.
+        assert failing.log_tail and "replica_broken_Broken_" in (failing.log_source or "")
+        assert "last log lines" in text
         one = await client.call_tool("serve_status", {"app": "hello"})
         assert [a.name for a in ServeStatus.model_validate(one.structured_content).apps] == ["hello"]
         missing = await client.call_tool("serve_status", {"app": "nope"})

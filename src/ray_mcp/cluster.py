@@ -276,6 +276,7 @@ def _proc(pid: int) -> psutil.Process | None:
 class Resolved:
     dashboard_url: str
     source: str  # embedded | local | external
+    gcs_address: str | None = None  # when known (embedded cluster, or a GCS address was given)
 
 
 class ClusterManager:
@@ -335,7 +336,7 @@ class ClusterManager:
                 url = None
             if url:
                 log.info("ray-mcp: GCS %s reports its dashboard at %s", gcs, url)
-                return Resolved(url, "external")
+                return Resolved(url, "external", gcs_address=gcs)
         guess = address.default_dashboard_url
         if await dashboard_answers(guess, self.settings.request_timeout_s):
             log.info("ray-mcp: using the dashboard %s for address %s", guess, address.original)
@@ -359,7 +360,7 @@ class ClusterManager:
             head.gcs_address,
             head.temp_dir,
         )
-        return Resolved(head.dashboard_url, "embedded")
+        return Resolved(head.dashboard_url, "embedded", gcs_address=head.gcs_address)
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():

@@ -52,6 +52,7 @@ class Connection:
                 headers=dashboard_headers(s),
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
+                gcs_address=resolved.gcs_address,
             )
         return self._api
 

@@ -225,3 +225,208 @@ class LogSection(BaseModel):
 class LogTail(BaseModel):
     sections: list[LogSection]
     hints: list[str] = Field(default_factory=list)
+
+
+# -- cluster state: actors, placement groups, nodes, tasks, serve ----------------------------------------------
+
+
+class DeathCause(BaseModel):
+    """Why an actor is DEAD, flattened from Ray's ``death_cause`` structure."""
+
+    reason: str = Field(
+        description="CREATION_TASK_ERROR, WORKER_DIED, RUNTIME_ENV_FAILED, OOM, NODE_DIED, ..."
+    )
+    error_type: str | None = Field(
+        default=None, description="The exception class, when an exception killed it."
+    )
+    message: str | None = Field(
+        default=None, description="Ray's message, or the exception's one-line summary."
+    )
+    exception: str | None = Field(default=None, description="The end of the exception text (traceback).")
+
+
+class Actor(BaseModel):
+    actor_id: str
+    class_name: str
+    state: str = Field(description="DEPENDENCIES_UNREADY, PENDING_CREATION, ALIVE, RESTARTING or DEAD.")
+    name: str | None = None
+    pid: int | None = None
+    node_id: str | None = None
+    restarts: int | None = None
+    death_cause: DeathCause | None = None
+    # detail=true only
+    job_id: str | None = None
+    namespace: str | None = None
+    is_detached: bool | None = None
+    placement_group_id: str | None = None
+    repr_name: str | None = None
+    required_resources: dict[str, float] | None = None
+    runtime_env: str | None = None
+    call_site: str | None = None
+    label_selector: dict[str, str] | None = None
+
+
+class ListPage(BaseModel):
+    """The common head of every bounded list: exact totals, what is shown, and what to do next."""
+
+    total: int = Field(description="How many exist in the cluster (before filters).")
+    matched: int = Field(description="How many match the filters (exact).")
+    shown: int = Field(description="How many are in this answer.")
+    notes: list[str] = Field(default_factory=list, description="Clamped arguments, truncation, Ray warnings.")
+    hints: list[str] = Field(default_factory=list, description="How to narrow the list or what to call next.")
+
+
+class ActorList(ListPage):
+    by_state: dict[str, int] = Field(default_factory=dict, description="Matching actors per state (exact).")
+    actors: list[Actor] = Field(default_factory=list)
+
+
+class Bundle(BaseModel):
+    index: int
+    resources: dict[str, float]
+    node_id: str | None = Field(default=None, description="Where the bundle landed (None while pending).")
+
+
+class PlacementGroup(BaseModel):
+    placement_group_id: str
+    name: str | None = None
+    state: str = Field(description="PENDING, PREPARED, CREATED, REMOVED or RESCHEDULING.")
+    strategy: str | None = Field(default=None, description="PACK, SPREAD, STRICT_PACK or STRICT_SPREAD.")
+    creator_job_id: str | None = None
+    is_detached: bool | None = None
+    scheduling_state: str | None = Field(default=None, description="Ray's stats.scheduling_state.")
+    bundles: list[Bundle] = Field(default_factory=list)
+    why_pending: str | None = Field(
+        default=None, description="For a PENDING group: the constraint that fails."
+    )
+    infeasible: bool | None = Field(
+        default=None, description="For a PENDING group: True if it can never fit."
+    )
+
+
+class PlacementGroupList(ListPage):
+    by_state: dict[str, int] = Field(default_factory=dict)
+    placement_groups: list[PlacementGroup] = Field(default_factory=list)
+
+
+class Node(BaseModel):
+    node_id: str
+    ip: str
+    state: Literal["ALIVE", "DEAD"]
+    is_head: bool
+    name: str | None = None
+    resources_total: dict[str, float] = Field(default_factory=dict)
+    resources_available: dict[str, float] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    death_reason: str | None = None
+
+
+class NodeList(ListPage):
+    alive: int
+    dead: int
+    nodes: list[Node] = Field(default_factory=list)
+
+
+class Task(BaseModel):
+    task_id: str
+    name: str
+    state: str
+    attempt: int | None = None
+    type: str | None = None
+    job_id: str | None = None
+    actor_id: str | None = None
+    node_id: str | None = None
+    worker_pid: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+class TaskList(ListPage):
+    tasks: list[Task] = Field(default_factory=list)
+
+
+class TaskGroup(BaseModel):
+    name: str = Field(description="Function or actor method name.")
+    type: str | None = None
+    state_counts: dict[str, int]
+
+
+class ErrorGroup(BaseModel):
+    error_type: str
+    count: int
+    sample_task_id: str | None = None
+    sample_name: str | None = None
+    sample_message: str | None = None
+
+
+class TaskSummary(BaseModel):
+    total: int = Field(description="Tasks that match the filters (exact, up to Ray's 10,000 source cap).")
+    by_state: dict[str, int]
+    groups: list[TaskGroup]
+    groups_total: int
+    failed_by_error: list[ErrorGroup] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)
+
+
+class ServeReplica(BaseModel):
+    replica_id: str | None = None
+    state: str
+    actor_name: str | None = None
+    actor_id: str | None = None
+    pid: int | None = None
+    node_id: str | None = None
+    node_ip: str | None = None
+
+
+class ServeDeployment(BaseModel):
+    name: str
+    status: str
+    status_trigger: str | None = None
+    message: str | None = None
+    target_replicas: int | None = None
+    running_replicas: int
+    autoscaling_config: dict[str, object] | None = None
+    replicas: list[ServeReplica] = Field(default_factory=list)
+    replicas_total: int = 0
+    error: str | None = Field(
+        default=None, description="For an unhealthy deployment: the error Ray recorded."
+    )
+    log_tail: list[str] | None = Field(default=None, description="Last lines of a failing replica's log.")
+    log_source: str | None = None
+
+
+class ServeApp(BaseModel):
+    name: str
+    status: str
+    message: str | None = None
+    route_prefix: str | None = None
+    last_deployed: str | None = Field(default=None, description="UTC time of the last deploy.")
+    import_path: str | None = None
+    deployments: list[ServeDeployment] = Field(default_factory=list)
+
+
+class ServeStatus(BaseModel):
+    running: bool = Field(description="False when Serve is not started on this cluster.")
+    controller_node_id: str | None = None
+    proxies: dict[str, str] = Field(default_factory=dict, description="Proxy status per node id.")
+    http: str | None = Field(default=None, description="host:port the Serve proxies listen on.")
+    apps_total: int = 0
+    apps: list[ServeApp] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)
+
+
+class ServeChange(BaseModel):
+    action: str
+    applications: list[str] = Field(description="The application names in the config that was applied.")
+    status: ServeStatus
+
+
+class ActorKill(BaseModel):
+    actor_id: str
+    done: bool
+    no_restart: bool
+    state_before: str
+    state_after: str | None = None
+    message: str

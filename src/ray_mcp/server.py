@@ -20,9 +20,14 @@ from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
+from ray_mcp.tools import actors as actor_tools
 from ray_mcp.tools import cluster as cluster_tools
 from ray_mcp.tools import jobs as jobs_tools
 from ray_mcp.tools import logs as logs_tools
+from ray_mcp.tools import nodes as node_tools
+from ray_mcp.tools import placement_groups as pg_tools
+from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import tasks as task_tools
 
 log = logging.getLogger("ray_mcp.server")
 
@@ -125,13 +130,21 @@ def build_server(
     server.app = app
     server.tool_kinds = kinds
     server.hidden_tools = {}
-    cluster_tools.register(server)
+    for area in (
+        cluster_tools,
+        jobs_tools,
+        logs_tools,
+        actor_tools,
+        pg_tools,
+        node_tools,
+        task_tools,
+        serve_tools,
+    ):
+        area.register(server)
     resources.register(server)
     prompts.register(server)
     if server.hidden_tools:
         log.info(
             "ray-mcp: tools not offered: %s", ", ".join(f"{k} ({v})" for k, v in server.hidden_tools.items())
         )
-    jobs_tools.register(server)
-    logs_tools.register(server)
     return server

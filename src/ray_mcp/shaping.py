@@ -758,3 +758,897 @@ def log_hints(sections: list[models.LogSection], *, lines: int, max_bytes: int, 
     if any(s.grep is not None and (s.matches or 0) > s.lines_shown for s in sections):
         hints.append("More matches than shown: only the last ones are kept; make the regex more specific.")
     return hints
+
+
+# -- cluster state: actors, placement groups, nodes, tasks, serve ----------------------------------------------
+# Every list answer stays under RESPONSE_BUDGET_BYTES (text and structured content each): exact totals come from
+# Ray, the items are capped by ``limit`` and then by LIST_BUDGET_BYTES, and a hint says how to narrow the list.
+
+RESPONSE_BUDGET_BYTES = 8 * 1024
+LIST_BUDGET_BYTES = 5 * 1024
+MAX_LIMIT = 1000
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+EXCEPTION_LINE = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Died)\w*): ?(.*)$"
+)
+
+CARETS = re.compile(r"\s*[\^~]+\s*")
+ACTOR_STATES = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD")
+TASK_STATES_FAILED = "FAILED"
+
+
+def clamp_limit(limit: int, *, maximum: int = MAX_LIMIT, what: str = "items") -> tuple[int, str | None]:
+    """Clamp a caller's ``limit`` to [0, maximum]; 0 means "counts only". Returns the limit and a note, if any."""
+    if limit > maximum:
+        return (
+            maximum,
+            f"limit={limit:,} was clamped to {maximum:,}; narrow with filters to see other {what}.",
+        )
+    if limit == 0:
+        return 0, f"limit=0: counts only, no {what} listed."
+    return limit, None
+
+
+def clean_text(text: str | None) -> str:
+    return ANSI.sub("", text or "").strip()
+
+
+def tail_text(text: str | None, max_chars: int) -> str | None:
+    """The end of a long text (tracebacks end with what matters), marked when cut."""
+    text = "\n".join(ln for ln in clean_text(text).splitlines() if ln.strip() and not CARETS.fullmatch(ln))
+    if not text:
+        return None
+    if len(text) <= max_chars:
+        return text
+    return "…" + text[-(max_chars - 1) :]
+
+
+def head_text(text: str | None, max_chars: int) -> str | None:
+    text = re.sub(r"\s+", " ", clean_text(text))
+    if not text:
+        return None
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def exception_summary(text: str | None) -> tuple[str | None, str | None]:
+    """The exception class and message from a Python traceback: its last ``SomeError: message`` line."""
+    for line in reversed(clean_text(text).splitlines()):
+        match = EXCEPTION_LINE.match(line.strip() if line.startswith(("ray.", "builtins.")) else line)
+        if match:
+            return match.group(1).rsplit(".", 1)[-1], match.group(2).strip() or None
+    return None, None
+
+
+def user_traceback(text: str | None) -> str:
+    """Ray wraps the user's exception in its own; keep the user's part (before "During handling ...")."""
+    text = clean_text(text).split("During handling of the above exception", 1)[0]
+    # Python's ^^^^ markers under each frame cost bytes and tell an agent nothing.
+    return "\n".join(line for line in text.splitlines() if not CARETS.fullmatch(line)).strip()
+
+
+def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> models.DeathCause | None:
+    """Flatten Ray's ``death_cause`` (one ``*_context`` key) into reason, error type, message and exception."""
+    if not raw:
+        return None
+    if ctx := raw.get("creation_task_failure_context"):
+        traceback = user_traceback(ctx.get("formatted_exception_string"))
+        error_type, message = exception_summary(traceback)
+        return models.DeathCause(
+            reason="CREATION_TASK_ERROR",
+            error_type=error_type,
+            message=head_text(message, 500),
+            exception=tail_text(traceback, exception_chars),
+        )
+    for key, ctx in raw.items():
+        if not isinstance(ctx, Mapping):
+            continue
+        reason = ctx.get("reason") or key.removesuffix("_context").upper()
+        message = ctx.get("error_message") or ctx.get("message")
+        error_type, _ = exception_summary(message)
+        return models.DeathCause(
+            reason=str(reason),
+            error_type=error_type,
+            message=head_text(message, max(200, exception_chars)),
+        )
+    return None
+
+
+def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
+    """One row of /api/v0/actors (detail=1) as an Actor: basic fields, plus the rest when ``detail``."""
+    state = str(raw.get("state", ""))
+    actor = models.Actor(
+        actor_id=str(raw.get("actor_id", "")),
+        class_name=str(raw.get("class_name", "")),
+        state=state,
+        name=raw.get("name") or None,
+        pid=to_number(raw.get("pid")) or None,
+        node_id=raw.get("node_id") or None,
+        restarts=to_number(raw.get("num_restarts")),
+        death_cause=death_cause(raw.get("death_cause"), exception_chars=2000 if detail else 300)
+        if state == "DEAD"
+        else None,
+    )
+    if detail:
+        actor.job_id = raw.get("job_id") or None
+        actor.namespace = raw.get("ray_namespace") or None
+        actor.is_detached = raw.get("is_detached")
+        actor.placement_group_id = raw.get("placement_group_id") or None
+        actor.repr_name = raw.get("repr_name") or None
+        actor.required_resources = {
+            k: float(v) for k, v in (raw.get("required_resources") or {}).items()
+        } or None
+        env = raw.get("serialized_runtime_env")
+        actor.runtime_env = env if env and env != "{}" else None
+        actor.call_site = raw.get("call_site") or None
+        actor.label_selector = dict(raw.get("label_selector") or {}) or None
+    return actor
+
+
+def fit_budget(items: list[BaseModel], budget: int = LIST_BUDGET_BYTES) -> int:
+    """How many of ``items`` (in order) fit in ``budget`` bytes of JSON (at least one, if there is one)."""
+    used = 0
+    for n, item in enumerate(items):
+        used += len(item.model_dump_json(exclude_none=True)) + 1
+        if used > budget and n > 0:
+            return n
+    return len(items)
+
+
+def cap_items(items: list[Any], limit: int, matched: int, notes: list[str], what: str) -> list[Any]:
+    """Keep what fits in the byte budget; note how many more the limit asked for."""
+    items = items[:limit]
+    keep = fit_budget(items)
+    if keep < len(items):
+        notes.append(
+            f"Showing {keep} of the {len(items)} {what} requested, to keep the answer under "
+            f"{RESPONSE_BUDGET_BYTES // 1024} KB; narrow with filters (or use detail=false)."
+        )
+    return items[:keep]
+
+
+def narrowing_hint(remaining: int, by: Mapping[str, int], noun: str, filters: str) -> str | None:
+    """'1,942 more DEAD actors; filter by class_name or job_id' (names the biggest group left)."""
+    if remaining <= 0:
+        return None
+    if by:
+        top, count = max(by.items(), key=lambda kv: kv[1])
+        return (
+            f"{remaining:,} more {noun} not shown (the largest group: {count:,} {top}); filter by {filters}."
+        )
+    return f"{remaining:,} more {noun} not shown; filter by {filters}."
+
+
+def build_actor_list(
+    *,
+    total: int,
+    matched: int,
+    rows: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any] | None,
+    limit: int,
+    detail: bool,
+    notes: list[str],
+) -> models.ActorList:
+    by_state: dict[str, int] = {}
+    by_class: dict[str, int] = {}
+    for cls, entry in ((summary or {}).get("summary") or {}).items():
+        for state, count in (entry.get("state_counts") or {}).items():
+            by_state[state] = by_state.get(state, 0) + int(count)
+            by_class[f"{cls} {state}"] = by_class.get(f"{cls} {state}", 0) + int(count)
+    actors = [actor_from_state(row, detail=detail) for row in rows]
+    # Alive and failing actors first: they are what an agent usually looks for.
+    order = {
+        s: i
+        for i, s in enumerate(("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY", "DEAD"))
+    }
+    actors.sort(key=lambda a: (order.get(a.state, 9), a.class_name, a.actor_id))
+    shown = cap_items(actors, limit, matched, notes, "actors")
+    hints = []
+    hint = narrowing_hint(matched - len(shown), by_class, "actors", "state, class_name, job_id or name")
+    if hint:
+        hints.append(hint)
+    if shown and not detail:
+        hints.append("get_actor(actor_id) shows one actor in full (resources, namespace, full death cause).")
+    return models.ActorList(
+        total=total,
+        matched=matched,
+        shown=len(shown),
+        by_state=dict(sorted(by_state.items())),
+        actors=shown,
+        notes=notes,
+        hints=hints,
+    )
+
+
+def _actor_line(a: models.Actor) -> str:
+    parts = [a.actor_id, a.class_name]
+    if a.name:
+        parts.append(f"name={a.name}")
+    parts.append(a.state)
+    if a.pid:
+        parts.append(f"pid={a.pid}")
+    if a.node_id:
+        parts.append(f"node={a.node_id}")
+    if a.restarts:
+        parts.append(f"restarts={a.restarts}")
+    line = "  " + " ".join(parts)
+    if a.death_cause:
+        d = a.death_cause
+        cause = f"{d.error_type}: {d.message}" if d.error_type else (d.message or "")
+        line += f"\n    died: {d.reason}" + (f" — {head_text(cause, 300)}" if cause else "")
+    return line
+
+
+def render_actor_list(page: models.ActorList) -> str:
+    counts = ", ".join(f"{n:,} {s}" for s, n in page.by_state.items()) or "none"
+    lines = [
+        f"Actors: {page.matched:,} match of {page.total:,} in the cluster ({counts}); showing {page.shown}."
+    ]
+    lines += [_actor_line(a) for a in page.actors]
+    lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
+    return "\n".join(lines)
+
+
+def render_actor(actor: models.Actor) -> str:
+    lines = [_actor_line(actor).strip().split("\n")[0]]
+    for key in ("job_id", "namespace", "is_detached", "placement_group_id", "repr_name", "call_site"):
+        value = getattr(actor, key)
+        if value not in (None, ""):
+            lines.append(f"{key}: {value}")
+    if actor.required_resources:
+        lines.append(f"required_resources: {format_shape(actor.required_resources)}")
+    if actor.runtime_env:
+        lines.append(f"runtime_env: {head_text(actor.runtime_env, 500)}")
+    if actor.death_cause:
+        d = actor.death_cause
+        lines.append(f"death cause: {d.reason}" + (f" ({d.error_type})" if d.error_type else ""))
+        if d.message:
+            lines.append(f"message: {d.message}")
+        if d.exception:
+            lines.append("exception:\n" + d.exception)
+    return "\n".join(lines)
+
+
+# -- placement groups ---------------------------------------------------------------------------------------
+
+
+class NodeCapacity(BaseModel):
+    node_id: str
+    total: dict[str, float]
+    available: dict[str, float]
+
+
+def _plural(name: str, amount: float) -> str:
+    if name in BYTE_RESOURCES:
+        return f"{format_amount(name, amount)} of {name}"
+    return f"{amount:g} {name}{'s' if name.isupper() and amount != 1 else ''}"
+
+
+def _merge(bundles: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    merged: dict[str, float] = {}
+    for bundle in bundles:
+        for name, amount in bundle.items():
+            merged[name] = merged.get(name, 0.0) + float(amount)
+    return merged
+
+
+def _missing(bundle: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> tuple[str, float] | None:
+    """The first resource of ``bundle`` that no node has enough of, with the largest amount any node has."""
+    if any(fits(bundle, node) for node in nodes):
+        return None
+    for name, amount in bundle.items():
+        best = max((float(node.get(name, 0.0)) for node in nodes), default=0.0)
+        if float(amount) > best + 1e-9:
+            return name, best
+    # Each resource fits somewhere, but no single node has them all.
+    return "", 0.0
+
+
+def _no_node_text(label: str, bundle: Mapping[str, float], missing: tuple[str, float], free: bool) -> str:
+    name, best = missing
+    what = "free now" if free else ""
+    if not name:
+        return f"{label} wants {format_shape(bundle)} and no node has all of it {what}".rstrip()
+    if best <= 0:
+        return f"{label} wants {format_shape(bundle)} and no node has any {name} {what}".rstrip()
+    more = f"more than {_plural(name, best)}" + (" free" if free else "")
+    return f"{label} wants {format_shape(bundle)} and no node has {more}"
+
+
+def explain_pending_pg(
+    bundles: Sequence[Mapping[str, float]],
+    strategy: str | None,
+    scheduling_state: str | None,
+    nodes: list[NodeCapacity],
+) -> tuple[str, bool]:
+    """Why a PENDING placement group waits: the failing constraint, and whether it can ever be placed."""
+    ray_says = f" (Ray's scheduling state: {scheduling_state})" if scheduling_state else ""
+    if not nodes:
+        return "no node is alive to hold it" + ray_says, True
+    totals = [n.total for n in nodes]
+    frees = [n.available for n in nodes]
+    # 1. Can it ever fit, by node totals?
+    for i, bundle in enumerate(bundles):
+        missing = _missing(bundle, totals)
+        if missing:
+            return _no_node_text(f"bundle {i}", bundle, missing, free=False) + ray_says, True
+    if strategy == "STRICT_SPREAD" and len(bundles) > len(nodes):
+        return (
+            f"STRICT_SPREAD puts each of its {len(bundles)} bundles on a different node and only "
+            f"{len(nodes)} node(s) are alive" + ray_says,
+            True,
+        )
+    if strategy == "STRICT_PACK":
+        merged = _merge(bundles)
+        missing = _missing(merged, totals)
+        if missing:
+            return (
+                _no_node_text(
+                    f"STRICT_PACK puts all {len(bundles)} bundles on one node:", merged, missing, free=False
+                )
+                + ray_says,
+                True,
+            )
+    # 2. It fits the cluster's shape; what is in use now?
+    if strategy == "STRICT_PACK":
+        merged = _merge(bundles)
+        missing = _missing(merged, frees)
+        if missing:
+            return (
+                _no_node_text(
+                    f"STRICT_PACK (all {len(bundles)} bundles on one node):", merged, missing, free=True
+                )
+                + "; it waits for resources held by other tasks, actors or placement groups"
+                + ray_says,
+                False,
+            )
+    elif strategy == "STRICT_SPREAD":
+        for i, bundle in enumerate(bundles):
+            room = sum(1 for free in frees if fits(bundle, free))
+            if room < len(bundles):
+                return (
+                    f"STRICT_SPREAD needs {len(bundles)} nodes with {format_shape(bundle)} free (bundle {i}) and "
+                    f"only {room} have it now; it waits for resources held by others" + ray_says,
+                    False,
+                )
+    else:
+        for i, bundle in enumerate(bundles):
+            missing = _missing(bundle, frees)
+            if missing:
+                return (
+                    _no_node_text(f"bundle {i}", bundle, missing, free=True)
+                    + "; it waits for resources held by other tasks, actors or placement groups"
+                    + ray_says,
+                    False,
+                )
+        need = _merge(bundles)
+        have = _merge(frees)
+        for name, amount in need.items():
+            if amount > have.get(name, 0.0) + 1e-9:
+                return (
+                    f"its bundles want {_plural(name, amount)} in all and the cluster has "
+                    f"{_plural(name, have.get(name, 0.0))} free; it waits for resources held by others"
+                    + ray_says,
+                    False,
+                )
+    if scheduling_state == "INFEASIBLE":
+        return (
+            "Ray marks it INFEASIBLE though its resources fit a node: check its bundles' label selectors "
+            "and the nodes' labels (list_nodes)",
+            True,
+        )
+    return "it fits the free resources now; Ray has not placed it yet" + ray_says, False
+
+
+def placement_group_from_state(
+    raw: Mapping[str, Any], *, strategy: str | None, nodes: list[NodeCapacity]
+) -> models.PlacementGroup:
+    stats = raw.get("stats") or {}
+    bundles = []
+    for i, b in enumerate(raw.get("bundles") or []):
+        index = to_number((b.get("bundle_id") or {}).get("bundle_index", i))
+        resources = {str(k): float(v) for k, v in (b.get("unit_resources") or {}).items()}
+        bundles.append(models.Bundle(index=int(index), resources=resources, node_id=b.get("node_id") or None))
+    pg = models.PlacementGroup(
+        placement_group_id=str(raw.get("placement_group_id", "")),
+        name=raw.get("name") or None,
+        state=str(raw.get("state", "")),
+        strategy=strategy,
+        creator_job_id=raw.get("creator_job_id") or None,
+        is_detached=raw.get("is_detached"),
+        scheduling_state=stats.get("scheduling_state") or None,
+        bundles=bundles,
+    )
+    if pg.state == "PENDING":
+        why, infeasible = explain_pending_pg(
+            [b.resources for b in bundles], strategy, pg.scheduling_state, nodes
+        )
+        if strategy is None:
+            why += " (its strategy is unknown: the GCS was not reachable)"
+        pg.why_pending, pg.infeasible = why, infeasible
+    return pg
+
+
+def build_pg_list(
+    *,
+    total: int,
+    matched: int,
+    groups: list[models.PlacementGroup],
+    by_state: dict[str, int],
+    limit: int,
+    notes: list[str],
+) -> models.PlacementGroupList:
+    order = {"PENDING": 0, "RESCHEDULING": 1, "PREPARED": 2, "CREATED": 3, "REMOVED": 4}
+    groups = sorted(groups, key=lambda g: (order.get(g.state, 9), g.name or "", g.placement_group_id))
+    shown = cap_items(groups, limit, matched, notes, "placement groups")
+    hints = []
+    hint = narrowing_hint(matched - len(shown), by_state, "placement groups", "state, job_id or name")
+    if hint:
+        hints.append(hint)
+    return models.PlacementGroupList(
+        total=total,
+        matched=matched,
+        shown=len(shown),
+        by_state=by_state,
+        placement_groups=shown,
+        notes=notes,
+        hints=hints,
+    )
+
+
+def render_pg_list(page: models.PlacementGroupList) -> str:
+    counts = ", ".join(f"{n:,} {s}" for s, n in page.by_state.items()) or "none"
+    lines = [f"Placement groups: {page.matched:,} match of {page.total:,} ({counts}); showing {page.shown}."]
+    for g in page.placement_groups:
+        head = f"  {g.placement_group_id}" + (f" name={g.name}" if g.name else "") + f" {g.state}"
+        head += f" {g.strategy or 'strategy?'}" + (f" job={g.creator_job_id}" if g.creator_job_id else "")
+        head += " detached" if g.is_detached else ""
+        lines.append(head)
+        placed = [
+            f"{b.index}:{format_shape(b.resources)}@{b.node_id}"
+            if b.node_id
+            else f"{b.index}:{format_shape(b.resources)}"
+            for b in g.bundles
+        ]
+        if placed:
+            lines.append(
+                "    bundles "
+                + "; ".join(placed[:8])
+                + (f"; … {len(placed) - 8} more" if len(placed) > 8 else "")
+            )
+        if g.why_pending:
+            verdict = "INFEASIBLE" if g.infeasible else "waiting"
+            lines.append(f"    why pending ({verdict}): {g.why_pending}")
+    lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
+    return "\n".join(lines)
+
+
+# -- nodes --------------------------------------------------------------------------------------------------
+
+
+def node_capacities(
+    nodes: Sequence[Mapping[str, Any]], usage_by_node: Mapping[str, Mapping[str, tuple[float, float]]]
+) -> list[NodeCapacity]:
+    """Total and available resources of each ALIVE node (available = total - used from the autoscaler report)."""
+    out = []
+    for node in nodes:
+        if node.get("state") != "ALIVE":
+            continue
+        node_id = str(node.get("node_id", ""))
+        totals = {
+            k: float(v) for k, v in (node.get("resources_total") or {}).items() if not is_internal_resource(k)
+        }
+        usage = usage_by_node.get(node_id, {})
+        available = {k: max(0.0, v - usage.get(k, (0.0, v))[0]) for k, v in totals.items()}
+        out.append(NodeCapacity(node_id=node_id, total=totals, available=available))
+    return out
+
+
+def build_node_list(
+    *, rows: Sequence[Mapping[str, Any]], capacities: list[NodeCapacity], limit: int, notes: list[str]
+) -> models.NodeList:
+    by_id = {c.node_id: c for c in capacities}
+    nodes = []
+    for row in rows:
+        alive = row.get("state") == "ALIVE"
+        node_id = str(row.get("node_id", ""))
+        cap = by_id.get(node_id)
+        totals = {
+            k: float(v) for k, v in (row.get("resources_total") or {}).items() if not is_internal_resource(k)
+        }
+        nodes.append(
+            models.Node(
+                node_id=node_id,
+                ip=str(row.get("node_ip", "")),
+                state="ALIVE" if alive else "DEAD",
+                is_head=bool(row.get("is_head_node")),
+                name=row.get("node_name") if row.get("node_name") != row.get("node_ip") else None,
+                resources_total=dict(sorted(totals.items())),
+                resources_available=dict(sorted(cap.available.items())) if cap and alive else {},
+                labels={
+                    str(k): str(v) for k, v in (row.get("labels") or {}).items() if k != "ray.io/node-id"
+                },
+                death_reason=None if alive else (row.get("state_message") or "no reason recorded"),
+            )
+        )
+    nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
+    alive = sum(1 for n in nodes if n.state == "ALIVE")
+    shown = cap_items(nodes, limit, len(nodes), notes, "nodes")
+    hints = []
+    if len(shown) < len(nodes):
+        hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")
+    return models.NodeList(
+        total=len(nodes), matched=len(nodes), shown=len(shown), alive=alive, dead=len(nodes) - alive,
+        nodes=shown, notes=notes, hints=hints,
+    )  # fmt: skip
+
+
+def render_node_list(page: models.NodeList) -> str:
+    lines = [f"Nodes: {page.alive} alive, {page.dead} dead; showing {page.shown}."]
+    for n in page.nodes:
+        role = "head" if n.is_head else "worker"
+        line = f"  {n.node_id} {n.ip} {role} {n.state}"
+        if n.state == "ALIVE":
+            res = ", ".join(
+                f"{k} {format_amount(k, n.resources_available.get(k, 0.0))}/{format_amount(k, v)} free"
+                for k, v in n.resources_total.items()
+            )
+            line += f" {res}"
+        else:
+            line += f": {n.death_reason}"
+        if n.labels:
+            line += " labels " + json.dumps(n.labels)
+        lines.append(line)
+    lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
+    return "\n".join(lines)
+
+
+# -- tasks --------------------------------------------------------------------------------------------------
+
+
+def task_error_message(message: str | None, max_chars: int = 400) -> str | None:
+    """A task's error in a few lines: the exception line first, then the end of the traceback."""
+    text = clean_text(message)
+    if not text:
+        return None
+    error_type, summary = exception_summary(text)
+    tail = tail_text(text, max_chars) or ""
+    if error_type:
+        first = head_text(f"{error_type}: {summary or ''}", max_chars // 3) or ""
+        return first + "\n" + (tail_text(text, max_chars - len(first)) or "")
+    return tail
+
+
+def task_from_state(raw: Mapping[str, Any]) -> models.Task:
+    return models.Task(
+        task_id=str(raw.get("task_id", "")),
+        name=str(raw.get("name", "")),
+        state=str(raw.get("state", "")),
+        attempt=to_number(raw.get("attempt_number")) or None,
+        type=raw.get("type") if raw.get("type") != "NORMAL_TASK" else None,
+        job_id=raw.get("job_id") or None,
+        actor_id=raw.get("actor_id") or None,
+        node_id=raw.get("node_id") or None,
+        worker_pid=to_number(raw.get("worker_pid")) or None,
+        error_type=raw.get("error_type") or None,
+        error_message=task_error_message(raw.get("error_message")),
+    )
+
+
+def build_task_list(
+    *, total: int, matched: int, rows: Sequence[Mapping[str, Any]], limit: int, notes: list[str]
+) -> models.TaskList:
+    tasks = [task_from_state(r) for r in rows]
+    shown = cap_items(tasks, limit, matched, notes, "tasks")
+    hints = []
+    if matched > len(shown):
+        hints.append(
+            f"{matched - len(shown):,} more tasks not shown; summarize_tasks counts them all by name and state, "
+            "or filter by state, name, job_id, actor_id or error_type."
+        )
+    return models.TaskList(
+        total=total, matched=matched, shown=len(shown), tasks=shown, notes=notes, hints=hints
+    )
+
+
+def render_task_list(page: models.TaskList) -> str:
+    lines = [f"Tasks: {page.matched:,} match of {page.total:,} recorded; showing {page.shown}."]
+    for t in page.tasks:
+        parts = [t.task_id, t.name, t.state]
+        parts += [f"attempt={t.attempt}"] if t.attempt else []
+        parts += [f"actor={t.actor_id}"] if t.actor_id else []
+        parts += [f"job={t.job_id}"] if t.job_id else []
+        parts += [f"error={t.error_type}"] if t.error_type else []
+        lines.append("  " + " ".join(parts))
+        if t.error_message:
+            lines.append("    " + (head_text(t.error_message.split("\n", 1)[0], 200) or ""))
+    lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
+    return "\n".join(lines)
+
+
+MAX_TASK_GROUPS = 40
+
+
+def build_task_summary(
+    *,
+    summary: Mapping[str, Any],
+    failed_counts: Mapping[str, int],
+    samples: Mapping[str, Mapping[str, Any]],
+    notes: list[str],
+) -> models.TaskSummary:
+    cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster") or {}
+    groups: list[models.TaskGroup] = []
+    by_state: dict[str, int] = {}
+    for name, entry in (cluster.get("summary") or {}).items():
+        counts = {str(k): int(v) for k, v in (entry.get("state_counts") or {}).items()}
+        for state, n in counts.items():
+            by_state[state] = by_state.get(state, 0) + n
+        groups.append(models.TaskGroup(name=str(name), type=entry.get("type"), state_counts=counts))
+    # Groups with failures first, then the biggest.
+    groups.sort(key=lambda g: (-g.state_counts.get("FAILED", 0), -sum(g.state_counts.values()), g.name))
+    errors = []
+    for error_type, count in sorted(failed_counts.items(), key=lambda kv: -kv[1]):
+        sample = samples.get(error_type) or {}
+        errors.append(
+            models.ErrorGroup(
+                error_type=error_type,
+                count=count,
+                sample_task_id=sample.get("task_id"),
+                sample_name=sample.get("name"),
+                sample_message=task_error_message(sample.get("error_message"), 600),
+            )
+        )
+    hints = []
+    if len(groups) > MAX_TASK_GROUPS:
+        hints.append(f"{len(groups) - MAX_TASK_GROUPS} more task names not shown; filter by name or job_id.")
+    if errors:
+        hints.append("list_tasks(state='FAILED', error_type=...) lists the failed tasks of one error type.")
+    total = int(summary.get("num_filtered") or sum(by_state.values()))
+    return models.TaskSummary(
+        total=total,
+        by_state=dict(sorted(by_state.items())),
+        groups=groups[:MAX_TASK_GROUPS],
+        groups_total=len(groups),
+        failed_by_error=errors,
+        notes=notes,
+        hints=hints,
+    )
+
+
+def render_task_summary(s: models.TaskSummary) -> str:
+    counts = ", ".join(f"{n:,} {st}" for st, n in s.by_state.items()) or "none"
+    lines = [f"Tasks: {s.total:,} ({counts}) in {s.groups_total} names."]
+    for g in s.groups:
+        c = ", ".join(f"{n:,} {st}" for st, n in sorted(g.state_counts.items()))
+        lines.append(
+            f"  {g.name}" + (f" [{g.type}]" if g.type and g.type != "NORMAL_TASK" else "") + f": {c}"
+        )
+    if s.failed_by_error:
+        lines.append("Failed tasks by error type:")
+        for e in s.failed_by_error:
+            lines.append(
+                f"  {e.error_type}: {e.count:,}"
+                + (f" (e.g. {e.sample_name} {e.sample_task_id})" if e.sample_task_id else "")
+            )
+            if e.sample_message:
+                lines.append("    " + (head_text(e.sample_message.split("\n", 1)[0], 300) or ""))
+    lines += [f"Note: {n}" for n in s.notes] + [f"Hint: {h}" for h in s.hints]
+    return "\n".join(lines)
+
+
+# -- serve --------------------------------------------------------------------------------------------------
+
+SERVE_FAILING = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
+MAX_REPLICAS_PER_DEPLOYMENT = 10
+
+
+def serve_is_running(details: Mapping[str, Any]) -> bool:
+    """An empty ``controller_info`` is what the dashboard returns when Serve was never started (or shut down)."""
+    return bool(details.get("controller_info")) or bool(details.get("applications"))
+
+
+def _utc(ts: Any) -> str | None:
+    import datetime
+
+    try:
+        value = float(ts)
+    except (TypeError, ValueError):
+        return None
+    if value <= 0:
+        return None
+    return datetime.datetime.fromtimestamp(value, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def serve_deployment(raw: Mapping[str, Any]) -> models.ServeDeployment:
+    config = raw.get("deployment_config") or {}
+    replicas = [
+        models.ServeReplica(
+            replica_id=r.get("replica_id"),
+            state=str(r.get("state", "")),
+            actor_name=r.get("actor_name"),
+            actor_id=r.get("actor_id"),
+            pid=to_number(r.get("pid")) or None,
+            node_id=r.get("node_id") or None,
+            node_ip=r.get("node_ip") or None,
+        )
+        for r in raw.get("replicas") or []
+    ]
+    # Replicas that are not RUNNING are the interesting ones.
+    replicas.sort(key=lambda r: (r.state == "RUNNING", r.replica_id or ""))
+    status = str(raw.get("status", ""))
+    target = raw.get("target_num_replicas", config.get("num_replicas"))
+    return models.ServeDeployment(
+        name=str(raw.get("name", "")),
+        status=status,
+        status_trigger=raw.get("status_trigger") or None,
+        message=head_text(raw.get("message"), 300) if status not in SERVE_FAILING else None,
+        target_replicas=to_number(target) if target is not None else None,
+        running_replicas=sum(1 for r in replicas if r.state == "RUNNING"),
+        autoscaling_config={
+            k: v for k, v in (config.get("autoscaling_config") or {}).items() if v is not None
+        }
+        or None,
+        replicas=replicas[:MAX_REPLICAS_PER_DEPLOYMENT],
+        replicas_total=len(replicas),
+        error=tail_text(raw.get("message"), 1500) if status in SERVE_FAILING else None,
+    )
+
+
+def build_serve_status(details: Mapping[str, Any], *, app: str | None) -> models.ServeStatus:
+    if not serve_is_running(details):
+        return models.ServeStatus(
+            running=False,
+            notes=["Serve is not running on this cluster: no Serve controller, no applications."],
+            hints=["serve_deploy starts Serve and deploys applications from a config."],
+        )
+    controller = details.get("controller_info") or {}
+    http = details.get("http_options") or {}
+    apps_raw = details.get("applications") or {}
+    apps = []
+    for name, raw in sorted(apps_raw.items()):
+        if app is not None and name != app:
+            continue
+        deployments = [serve_deployment(d) for _n, d in sorted((raw.get("deployments") or {}).items())]
+        config = raw.get("deployed_app_config") or {}
+        status = str(raw.get("status", ""))
+        apps.append(
+            models.ServeApp(
+                name=name,
+                status=status,
+                message=(tail_text if status in SERVE_FAILING else head_text)(raw.get("message"), 1500)
+                or None,
+                route_prefix=raw.get("route_prefix"),
+                last_deployed=_utc(raw.get("last_deployed_time_s")),
+                import_path=config.get("import_path"),
+                deployments=deployments,
+            )
+        )
+    hints = []
+    if app is None and any(a.status != "RUNNING" for a in apps):
+        hints.append("serve_status(app=...) focuses on one application.")
+    return models.ServeStatus(
+        running=True,
+        controller_node_id=controller.get("node_id"),
+        proxies={str(k): str((v or {}).get("status", "")) for k, v in (details.get("proxies") or {}).items()},
+        http=f"{http.get('host')}:{http.get('port')}" if http.get("port") else None,
+        apps_total=len(apps_raw),
+        apps=apps,
+        hints=hints,
+    )
+
+
+def failing_deployments(
+    status: models.ServeStatus, limit: int = 3
+) -> list[tuple[models.ServeApp, models.ServeDeployment]]:
+    out = [(a, d) for a in status.apps for d in a.deployments if d.status in SERVE_FAILING]
+    return out[:limit]
+
+
+def render_serve_status(s: models.ServeStatus) -> str:
+    if not s.running:
+        return "\n".join([*s.notes, *(f"Hint: {h}" for h in s.hints)])
+    lines = [
+        f"Serve is running: {s.apps_total} application(s)" + (f"; HTTP on {s.http}" if s.http else "") + "."
+    ]
+    if s.proxies:
+        lines.append("Proxies: " + ", ".join(f"{node} {st}" for node, st in s.proxies.items()))
+    for a in s.apps:
+        head = f"App {a.name!r}: {a.status}" + (f" route {a.route_prefix}" if a.route_prefix else "")
+        head += f" import {a.import_path}" if a.import_path else ""
+        head += f", last deployed {a.last_deployed}" if a.last_deployed else ""
+        lines.append(head)
+        if a.message and a.status not in SERVE_FAILING:
+            lines.append(f"  message: {head_text(a.message, 300)}")
+        for d in a.deployments:
+            target = "?" if d.target_replicas is None else str(d.target_replicas)
+            line = f"  deployment {d.name}: {d.status}" + (
+                f" ({d.status_trigger})" if d.status_trigger else ""
+            )
+            line += f", replicas {d.running_replicas}/{target} running"
+            if d.autoscaling_config:
+                auto = {
+                    k: d.autoscaling_config[k]
+                    for k in ("min_replicas", "max_replicas")
+                    if k in d.autoscaling_config
+                }
+                line += f", autoscaling {json.dumps(auto)}"
+            lines.append(line)
+            if d.message:
+                lines.append(f"    message: {d.message}")
+            for r in d.replicas:
+                where = f" node={r.node_id}" if r.node_id else ""
+                lines.append(f"    replica {r.replica_id} {r.state} actor={r.actor_name} pid={r.pid}{where}")
+            if d.replicas_total > len(d.replicas):
+                lines.append(f"    … {d.replicas_total - len(d.replicas)} more replicas")
+            if d.error:
+                lines.append("    error:\n      " + d.error.replace("\n", "\n      "))
+            if d.log_tail:
+                lines.append(f"    last log lines ({d.log_source}):")
+                lines += [f"      {line}" for line in d.log_tail]
+    lines += [f"Note: {n}" for n in s.notes] + [f"Hint: {h}" for h in s.hints]
+    return "\n".join(lines)
+
+
+def merge_serve_config(
+    current_apps: Sequence[Mapping[str, Any]], new_config: Mapping[str, Any], *, replace: bool
+) -> dict[str, Any]:
+    """The full config to PUT: the apps already declared (unless ``replace``) with the new ones replacing
+    those of the same name. The PUT replaces Serve's whole declared state, so leaving an app out deletes it."""
+    new_apps = list(new_config.get("applications") or [])
+    names = {a.get("name", "default") for a in new_apps}
+    kept = [] if replace else [dict(a) for a in current_apps if a.get("name", "default") not in names]
+    merged = {k: v for k, v in new_config.items() if k != "applications"}
+    merged["applications"] = kept + new_apps
+    return merged
+
+
+def config_without_app(current_apps: Sequence[Mapping[str, Any]], app: str) -> dict[str, Any]:
+    return {"applications": [dict(a) for a in current_apps if a.get("name", "default") != app]}
+
+
+def declared_serve_apps(details: Mapping[str, Any], *, dropping: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The config each app was declared with (``deployed_app_config``), to re-send in a merged PUT.
+
+    ``dropping`` names the apps the caller replaces or deletes (their config is not needed). Any other app
+    without a config (deployed from Python with serve.run, or one Ray kept no config for) would be removed by
+    the PUT, so refuse and say how to proceed.
+    """
+    out = []
+    skip = set(dropping)
+    for name, app in (details.get("applications") or {}).items():
+        config = app.get("deployed_app_config")
+        if name in skip or app.get("status") == "DELETING":  # a DELETING app is already out of the config
+            continue
+        if not config:
+            how = (
+                "was deployed from Python (serve.run)"
+                if app.get("source") == "imperative"
+                else "has no recorded config"
+            )
+            raise InvalidArgument(
+                f"Serve application {name!r} {how}, so a config deploy would remove it; nothing was changed. "
+                "Include it in the config, delete it first with serve_delete_app, or pass replace=true to replace "
+                "every application on purpose."
+            )
+        out.append(dict(config))
+    return out
+
+
+def kill_preflight(actor: models.Actor, *, no_restart: bool, force: bool) -> str:
+    """What kill_actor would do to this actor, or why it refuses (a detached actor needs force=true)."""
+    who = (
+        f"actor {actor.actor_id} ({actor.class_name}"
+        + (f" {actor.name!r}" if actor.name else "")
+        + f", {actor.state})"
+    )
+    if actor.state == "DEAD":
+        return f"The {who} is already DEAD; nothing to kill."
+    if actor.is_detached and not force:
+        raise InvalidArgument(
+            f"The {who} is detached: it outlives its job and others may rely on it. Nothing was changed. "
+            "Call kill_actor again with force=true if you really mean to kill it."
+        )
+    after = (
+        "and keep it dead (no_restart)" if no_restart else "and let Ray restart it if its max_restarts allows"
+    )
+    where = f" pid {actor.pid} on node {actor.node_id}" if actor.pid else ""
+    return f"kill the {who}{where} {after}"

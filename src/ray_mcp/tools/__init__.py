@@ -25,3 +25,19 @@ def redacted_progress(ctx: Context) -> Callable[[float, float | None, str | None
         await ctx.report_progress(progress, total, redact_text(message) if message else message)
 
     return report
+
+
+def state_filters(**values: str | None) -> list[tuple[str, str, str]]:
+    """State API filters (key = value) for the arguments that were given; ids are checked and lower-cased."""
+    from ray_mcp.ray_api import check_id
+
+    kinds = {"job_id": "job", "node_id": "node", "actor_id": "actor", "placement_group_id": "placement group"}
+    out = []
+    for key, value in values.items():
+        if value is None or value == "":
+            continue
+        value = value.strip()
+        if key in kinds:
+            value = check_id(kinds[key], value.lower())
+        out.append((key, "=", value))
+    return out

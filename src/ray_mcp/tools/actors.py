@@ -1,0 +1,113 @@
+"""Actors: list them, show one in full, kill one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ray_mcp import confirm as confirmation
+from ray_mcp import shaping
+from ray_mcp.context import app_of
+from ray_mcp.models import Actor, ActorKill, ActorList
+from ray_mcp.ray_api import check_id
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, state_filters
+
+ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List actors"}))
+    async def list_actors(
+        ctx: Context,
+        state: Annotated[ActorStateName | None, Field(description="Only actors in this state.")] = None,
+        class_name: Annotated[
+            str | None, Field(description="Only actors of this class (exact name).")
+        ] = None,
+        name: Annotated[str | None, Field(description="Only the actor with this name.")] = None,
+        namespace: Annotated[str | None, Field(description="Only actors in this Ray namespace.")] = None,
+        job_id: Annotated[
+            str | None, Field(description="Only actors of this job (hex id, e.g. 01000000).")
+        ] = None,
+        node_id: Annotated[str | None, Field(description="Only actors on this node (56 hex chars).")] = None,
+        placement_group_id: Annotated[
+            str | None, Field(description="Only actors in this placement group.")
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=0, description="Most actors to list (0: counts only; max 1000).")
+        ] = 50,
+        detail: Annotated[
+            bool, Field(description="Add job, namespace, resources, detached, full death cause.")
+        ] = False,
+    ) -> Annotated[CallToolResult, ActorList]:
+        """List the cluster's actors with exact totals and a count per state; DEAD ones carry their death cause.
+
+        Use it to find what is alive, what restarts and what died (and why: the exception raised in __init__,
+        a worker that exited, OOM, a dead node). Filters narrow the list; get_actor shows one actor in full;
+        kill_actor stops one. Basic fields by default: id, class, name, state, pid, node, restarts. Read-only.
+        """
+        limit, note = shaping.clamp_limit(limit, what="actors")
+        filters = state_filters(
+            state=state, class_name=class_name, name=name, ray_namespace=namespace,
+            job_id=job_id, node_id=node_id, placement_group_id=placement_group_id,
+        )  # fmt: skip
+        api = await app_of(ctx).api()
+        page = await api.list_actors(
+            filters=filters, limit=limit, detail=detail, notes=[note] if note else []
+        )
+        return shaping.tool_result(page, shaping.render_actor_list(page))
+
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get actor"}))
+    async def get_actor(
+        ctx: Context,
+        actor_id: Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")],
+    ) -> Annotated[CallToolResult, Actor]:
+        """Show one actor in full: state, pid, node, restarts, job, namespace, resources and full death cause.
+
+        Use it after list_actors to see why an actor died (the whole exception text) or how it was created.
+        Read-only.
+        """
+        api = await app_of(ctx).api()
+        actor = await api.get_actor(actor_id.strip())
+        return shaping.tool_result(actor, shaping.render_actor(actor))
+
+    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Kill actor"}))
+    async def kill_actor(
+        ctx: Context,
+        actor_id: Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")],
+        no_restart: Annotated[
+            bool, Field(description="True: the actor stays dead even if it has max_restarts.")
+        ] = True,
+        force: Annotated[
+            bool, Field(description="Required to kill a detached actor (they outlive jobs).")
+        ] = False,
+        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
+    ) -> Annotated[CallToolResult, ActorKill]:
+        """Kill one actor (like ray.kill): its process is stopped at once and pending calls fail. Destructive.
+
+        Called without confirm it changes nothing and returns a token; ask the user, then call again with
+        confirm=<token>. no_restart=false lets an actor with max_restarts come back. A detached actor is refused
+        unless force=true. Use list_actors or get_actor first to pick the right id.
+        """
+        api = await app_of(ctx).api()
+        actor = await api.get_actor(check_id("actor", actor_id.strip()))
+        target = f"{actor.actor_id} no_restart={no_restart}"
+        description = shaping.kill_preflight(actor, no_restart=no_restart, force=force)
+        if actor.state == "DEAD" or not confirmation.is_confirmed("kill_actor", target, confirm):
+            text = (
+                description
+                if actor.state == "DEAD"
+                else confirmation.dry_run_text("kill_actor", target, description)
+            )
+            result = ActorKill(
+                actor_id=actor.actor_id,
+                done=False,
+                no_restart=no_restart,
+                state_before=actor.state,
+                message=text,
+            )
+        else:
+            result = await api.kill_actor_and_wait(actor, no_restart=no_restart)
+        return shaping.tool_result(result, result.message)

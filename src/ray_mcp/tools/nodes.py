@@ -1,0 +1,34 @@
+"""Nodes: who is in the cluster, with what resources, and why dead ones died."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ray_mcp import shaping
+from ray_mcp.context import app_of
+from ray_mcp.models import NodeList
+from ray_mcp.tools import READ_ONLY
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List nodes"}))
+    async def list_nodes(
+        ctx: Context,
+        state: Annotated[
+            Literal["ALIVE", "DEAD"] | None, Field(description="Only nodes in this state.")
+        ] = None,
+        limit: Annotated[int, Field(ge=0, description="Most nodes to list (0: counts only; max 1000).")] = 50,
+    ) -> Annotated[CallToolResult, NodeList]:
+        """List the cluster's nodes: id, ip, alive or dead, head or worker, resources total and free, labels.
+
+        Use it to see where work can run (per-node free resources, labels for label selectors) and why a node
+        died (its death reason). cluster_status gives the cluster-wide summary instead. Read-only.
+        """
+        limit, note = shaping.clamp_limit(limit, what="nodes")
+        api = await app_of(ctx).api()
+        page = await api.list_nodes(state=state, limit=limit, notes=[note] if note else [])
+        return shaping.tool_result(page, shaping.render_node_list(page))

@@ -1,0 +1,44 @@
+"""Placement groups: their state, where their bundles landed, and why pending ones wait."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ray_mcp import shaping
+from ray_mcp.context import app_of
+from ray_mcp.models import PlacementGroupList
+from ray_mcp.tools import READ_ONLY
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Placement group status"}))
+    async def pg_status(
+        ctx: Context,
+        pg: Annotated[
+            str | None, Field(description="One placement group, by id (36 hex chars) or name.")
+        ] = None,
+        state: Annotated[
+            Literal["PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING"] | None,
+            Field(description="Only groups in this state."),
+        ] = None,
+        job_id: Annotated[str | None, Field(description="Only groups created by this job (hex id).")] = None,
+        limit: Annotated[
+            int, Field(ge=0, description="Most groups to list (0: counts only; max 1000).")
+        ] = 50,
+    ) -> Annotated[CallToolResult, PlacementGroupList]:
+        """Show placement groups: state, strategy, creator job, bundles and their nodes; explain every PENDING one.
+
+        Use it when tasks or actors wait on a placement group, or cluster_status reports pending groups. For a
+        PENDING group it names the constraint that fails (a bundle larger than any node, STRICT_SPREAD with more
+        bundles than nodes, STRICT_PACK larger than any node) or says it waits for resources in use. Read-only.
+        """
+        limit, note = shaping.clamp_limit(limit, what="placement groups")
+        api = await app_of(ctx).api()
+        page = await api.pg_status(
+            pg=pg, state=state, job_id=job_id, limit=limit, notes=[note] if note else []
+        )
+        return shaping.tool_result(page, shaping.render_pg_list(page))

@@ -1,0 +1,87 @@
+"""Ray Serve: status of applications, deploying a config, deleting one application."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ray_mcp import confirm as confirmation
+from ray_mcp import shaping
+from ray_mcp.context import app_of
+from ray_mcp.models import ServeChange, ServeStatus
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Serve status"}))
+    async def serve_status(
+        ctx: Context,
+        app: Annotated[
+            str | None, Field(description="One application by name; all of them if omitted.")
+        ] = None,
+        log_lines: Annotated[
+            int, Field(ge=0, le=100, description="Log lines to show for each failing deployment's replica.")
+        ] = 15,
+    ) -> Annotated[CallToolResult, ServeStatus]:
+        """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
+
+        Use it to check a deploy or find why an application is DEPLOY_FAILED or UNHEALTHY: for each failing
+        deployment it adds Ray's error message and the last lines of a failing replica's log. Says plainly when
+        Serve is not running. Read-only; it never sends requests to the applications themselves.
+        """
+        api = await app_of(ctx).api()
+        status = await api.serve_status(app=app, log_lines=log_lines)
+        return shaping.tool_result(status, shaping.render_serve_status(status))
+
+    @server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))
+    async def serve_deploy(
+        ctx: Context,
+        config: Annotated[
+            dict[str, Any],
+            Field(
+                description='A Serve config: {"applications": [{"name": "app1", "import_path": "module:app", '
+                '"route_prefix": "/app1", "runtime_env": {...}, "deployments": [{"name": ..., "num_replicas": 2}]}], '
+                '"http_options": {...}} (the schema of `serve deploy`).'
+            ),
+        ],
+        replace: Annotated[
+            bool,
+            Field(description="True: the config replaces every application (apps not in it are deleted)."),
+        ] = False,
+    ) -> Annotated[CallToolResult, ServeChange]:
+        """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
+
+        By default the applications are merged into the ones already declared (same name: updated; others
+        kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
+        status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
+        """
+        api = await app_of(ctx).api()
+        change = await api.serve_deploy(config, replace=replace)
+        text = (
+            f"Applied a Serve config with applications {change.applications}.\n"
+            + shaping.render_serve_status(change.status)
+        )
+        return shaping.tool_result(change, text)
+
+    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"}))
+    async def serve_delete_app(
+        ctx: Context,
+        app: Annotated[str, Field(description="The application to delete, by name.")],
+        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
+    ) -> Annotated[CallToolResult, ServeChange]:
+        """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
+
+        Called without confirm it changes nothing and returns a token; ask the user, then call again with
+        confirm=<token>. It never shuts Serve itself down.
+        """
+        api = await app_of(ctx).api()
+        if not confirmation.is_confirmed("serve_delete_app", app, confirm):
+            status = await api.serve_status(app=app, log_lines=0)  # raises NotFound for an unknown app
+            description = f"delete Serve application {app!r} ({status.apps[0].status}) and keep the others"
+            text = confirmation.dry_run_text("serve_delete_app", app, description)
+            return shaping.tool_result(ServeChange(action="dry run", applications=[], status=status), text)
+        change = await api.serve_delete_app(app)
+        return shaping.tool_result(change, f"Deleted {app!r}.\n" + shaping.render_serve_status(change.status))

@@ -1,0 +1,77 @@
+"""Tasks: list them, or count them by function and state with failures grouped by error type."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ray_mcp import shaping
+from ray_mcp.context import app_of
+from ray_mcp.models import TaskList, TaskSummary
+from ray_mcp.tools import READ_ONLY, state_filters
+
+TaskStateName = Literal[
+    "NIL", "PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT", "PENDING_OBJ_STORE_MEM_AVAIL",
+    "PENDING_ARGS_FETCH", "SUBMITTED_TO_WORKER", "PENDING_ACTOR_TASK_ARGS_FETCH",
+    "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", "RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT",
+    "FINISHED", "FAILED",
+]  # fmt: skip
+State = Annotated[TaskStateName | None, Field(description="Only tasks in this state (e.g. FAILED, RUNNING).")]
+Name = Annotated[str | None, Field(description="Only tasks with this name (function or Class.method).")]
+Job = Annotated[str | None, Field(description="Only tasks of this job (hex id, e.g. 01000000).")]
+ActorId = Annotated[str | None, Field(description="Only tasks of this actor (32 hex chars).")]
+ErrorType = Annotated[
+    str | None,
+    Field(description="Only failed tasks with this Ray error type, e.g. TASK_EXECUTION_EXCEPTION."),
+]
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List tasks"}))
+    async def list_tasks(
+        ctx: Context,
+        state: State = None,
+        name: Name = None,
+        job_id: Job = None,
+        actor_id: ActorId = None,
+        error_type: ErrorType = None,
+        limit: Annotated[int, Field(ge=0, description="Most tasks to list (0: counts only; max 1000).")] = 30,
+        detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
+    ) -> Annotated[CallToolResult, TaskList]:
+        """List individual tasks (and actor method calls) with state, job, actor, node and error.
+
+        Use it to find specific tasks, e.g. the failed ones of one error type with their error message. For
+        counts over many tasks use summarize_tasks first. Ray keeps a bounded history of finished tasks.
+        Read-only.
+        """
+        limit, note = shaping.clamp_limit(limit, what="tasks")
+        filters = state_filters(
+            state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type
+        )
+        api = await app_of(ctx).api()
+        page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+        return shaping.tool_result(page, shaping.render_task_list(page))
+
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Summarize tasks"}))
+    async def summarize_tasks(
+        ctx: Context,
+        state: State = None,
+        name: Name = None,
+        job_id: Job = None,
+        actor_id: ActorId = None,
+        error_type: ErrorType = None,
+    ) -> Annotated[CallToolResult, TaskSummary]:
+        """Count tasks by function name and state; group failed tasks by error type with one sample error each.
+
+        Use it first when asking "what ran, what is stuck, what failed and why": it covers every task Ray
+        recorded in a few KB. Then list_tasks shows individual tasks of one group. Read-only.
+        """
+        filters = state_filters(
+            state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type
+        )
+        api = await app_of(ctx).api()
+        summary = await api.summarize_tasks(filters=filters)
+        return shaping.tool_result(summary, shaping.render_task_summary(summary))

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+import uuid
+
+import anyio
+from mcp import Client
+
+from ray_mcp.models import NodeList, PlacementGroupList
+from state_drivers import driver
+
+GROUPS = """
+ok = placement_group([{"CPU": 0.5}], strategy="PACK", name=f"{sys.argv[2]}-ok")
+ray.get(ok.ready())
+huge = placement_group([{"CPU": 64}], name=f"{sys.argv[2]}-huge")
+spread = placement_group([{"CPU": 0.01}] * 3, strategy="STRICT_SPREAD", name=f"{sys.argv[2]}-spread")
+"""
+
+MANY = """
+groups = [placement_group([{"CPU": 0.001}], name=f"{sys.argv[2]}-{i}") for i in range(300)]
+ray.get([g.ready() for g in groups])
+"""
+
+
+async def pgs(client: Client, **args) -> tuple[PlacementGroupList, str]:
+    result = await client.call_tool("pg_status", args)
+    assert not result.is_error, result.content
+    return PlacementGroupList.model_validate(result.structured_content), result.content[0].text
+
+
+async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Client, ray_cluster) -> None:
+    tag = f"pg{uuid.uuid4().hex[:6]}"
+    with driver(ray_cluster.gcs_address, GROUPS, tag):
+        with anyio.fail_after(60):
+            while True:
+                page, text = await pgs(client)
+                mine = {g.name: g for g in page.placement_groups if (g.name or "").startswith(tag)}
+                if len(mine) == 3 and mine[f"{tag}-spread"].state == "PENDING":
+                    break
+                await anyio.sleep(0.5)
+        ok, huge, spread = mine[f"{tag}-ok"], mine[f"{tag}-huge"], mine[f"{tag}-spread"]
+        assert (
+            ok.state == "CREATED" and ok.strategy == "PACK" and ok.creator_job_id and ok.is_detached is False
+        )
+        assert (
+            ok.bundles[0].resources == {"CPU": 0.5}
+            and ok.bundles[0].node_id
+            and len(ok.bundles[0].node_id) == 56
+        )
+        assert ok.why_pending is None
+        assert huge.state == "PENDING" and huge.infeasible is True
+        assert (
+            huge.why_pending
+            and "bundle 0 wants {CPU: 64} and no node has more than 2 CPUs" in huge.why_pending
+        )
+        assert spread.strategy == "STRICT_SPREAD" and spread.infeasible is True
+        assert spread.why_pending and "3 bundles on a different node and only 1 node(s)" in spread.why_pending
+        assert "INFEASIBLE" in text and huge.placement_group_id in text
+        # One group by name or id; a state filter with exact counts.
+        one, _ = await pgs(client, pg=f"{tag}-huge")
+        assert one.shown == 1 and one.placement_groups[0].placement_group_id == huge.placement_group_id
+        by_id, _ = await pgs(client, pg=huge.placement_group_id)
+        assert by_id.placement_groups[0].name == f"{tag}-huge"
+        pending, _ = await pgs(client, state="PENDING", job_id=ok.creator_job_id)
+        assert pending.matched == 2 and {g.state for g in pending.placement_groups} == {"PENDING"}
+
+
+async def test_pg_status_stays_small_with_300_groups_and_counts_exactly(client: Client, ray_cluster) -> None:
+    tag = f"many{uuid.uuid4().hex[:6]}"
+    with driver(ray_cluster.gcs_address, MANY, tag):
+        with anyio.fail_after(60):
+            while True:
+                result = await client.call_tool("pg_status", {})
+                page = PlacementGroupList.model_validate(result.structured_content)
+                if page.by_state.get("CREATED", 0) >= 300:
+                    break
+                await anyio.sleep(0.5)
+        assert page.matched == page.total >= 300 and sum(page.by_state.values()) == page.matched
+        assert 0 < page.shown < page.matched and page.hints and "more placement groups" in page.hints[0]
+        assert len(result.content[0].text) < 8192
+        assert len(json.dumps(result.structured_content)) < 8192
+        counts = await client.call_tool("pg_status", {"limit": 0})
+        assert PlacementGroupList.model_validate(counts.structured_content).matched == page.matched
+        assert len(counts.content[0].text) < 1000
+
+
+async def test_pg_status_rejects_unknown_and_malformed_ids(client: Client) -> None:
+    unknown = await client.call_tool("pg_status", {"pg": "ab" * 18})
+    assert unknown.is_error and "No placement group" in unknown.content[0].text
+    bad_job = await client.call_tool("pg_status", {"job_id": "xyz"})
+    assert bad_job.is_error and "job id" in bad_job.content[0].text
+    clamped = await client.call_tool("pg_status", {"limit": 10**9})
+    assert any("clamped" in n for n in PlacementGroupList.model_validate(clamped.structured_content).notes)
+
+
+async def test_list_nodes_shows_the_head_with_total_and_free_resources(client: Client) -> None:
+    result = await client.call_tool("list_nodes", {})
+    assert not result.is_error, result.content
+    page = NodeList.model_validate(result.structured_content)
+    assert page.alive >= 1 and page.total == page.alive + page.dead
+    head = next(n for n in page.nodes if n.is_head)
+    assert head.state == "ALIVE" and len(head.node_id) == 56 and head.resources_total["CPU"] == 2
+    assert 0 <= head.resources_available["CPU"] <= 2 and "memory" in head.resources_available
+    assert head.node_id in result.content[0].text and "head ALIVE" in result.content[0].text
+    dead = await client.call_tool("list_nodes", {"state": "DEAD"})
+    assert NodeList.model_validate(dead.structured_content).shown == 0

@@ -1,0 +1,134 @@
+"""Serve tests. The first one must run before anything starts Serve on the session cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import anyio
+from mcp import Client
+
+from ray_mcp.cluster import free_ports
+from ray_mcp.models import ServeChange, ServeStatus
+
+APPS = textwrap.dedent(
+    """
+    from ray import serve
+
+    @serve.deployment
+    class Hello:
+        def __call__(self, request):
+            return "hello"
+
+    @serve.deployment
+    class Broken:
+        def __init__(self):
+            raise RuntimeError("cannot load model weights from /models/v3")
+
+        def __call__(self, request):
+            return "never"
+
+    hello = Hello.bind()
+    broken = Broken.bind()
+    """
+)
+
+
+def app_config(name: str, module_dir: Path, target: str) -> dict:
+    return {
+        "name": name,
+        "import_path": f"mcp_serve_apps:{target}",
+        "route_prefix": f"/{name}",
+        "runtime_env": {"env_vars": {"PYTHONPATH": str(module_dir)}},
+        # Serve's default is 1 CPU per replica; the test cluster has 2 and other tests use them.
+        "deployments": [{"name": target.capitalize(), "ray_actor_options": {"num_cpus": 0}}],
+    }
+
+
+async def test_serve_status_says_plainly_that_serve_is_not_running(client: Client) -> None:
+    result = await client.call_tool("serve_status", {})
+    assert not result.is_error, result.content
+    status = ServeStatus.model_validate(result.structured_content)
+    if status.running:  # another test or user started Serve on this cluster first
+        import pytest
+
+        pytest.skip("Serve already runs on this cluster")
+    assert status.apps == [] and "Serve is not running" in result.content[0].text
+    delete = await client.call_tool("serve_delete_app", {"app": "nothing"})
+    assert delete.is_error and "No Serve application" in delete.content[0].text
+
+
+async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_error(
+    client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "mcp_serve_apps.py").write_text(APPS)
+    port = free_ports(1)[0]
+    first = {
+        "http_options": {"host": "127.0.0.1", "port": port},
+        "applications": [app_config("hello", tmp_path, "hello")],
+    }
+    deployed = await client.call_tool("serve_deploy", {"config": first})
+    assert not deployed.is_error, deployed.content
+    # The second deploy merges: hello stays declared.
+    second = {"applications": [app_config("broken", tmp_path, "broken")]}
+    merged = await client.call_tool("serve_deploy", {"config": second})
+    assert not merged.is_error, merged.content
+    assert ServeChange.model_validate(merged.structured_content).applications == ["hello", "broken"]
+    try:
+        with anyio.fail_after(240):
+            while True:
+                result = await client.call_tool("serve_status", {})
+                assert not result.is_error, result.content
+                status = ServeStatus.model_validate(result.structured_content)
+                apps = {a.name: a for a in status.apps}
+                if apps["hello"].status == "RUNNING" and apps["broken"].status in (
+                    "DEPLOY_FAILED",
+                    "UNHEALTHY",
+                ):
+                    break
+                await anyio.sleep(1)
+        hello, broken = apps["hello"], apps["broken"]
+        assert (
+            hello.route_prefix == "/hello"
+            and hello.import_path == "mcp_serve_apps:hello"
+            and hello.last_deployed
+        )
+        deployment = hello.deployments[0]
+        assert (
+            deployment.status == "HEALTHY" and deployment.running_replicas == deployment.target_replicas == 1
+        )
+        replica = deployment.replicas[0]
+        assert replica.state == "RUNNING" and replica.pid and replica.actor_name and replica.node_id
+        failing = broken.deployments[0]
+        assert failing.status in ("DEPLOY_FAILED", "UNHEALTHY")
+        assert "cannot load model weights from /models/v3" in (failing.error or "")
+        text = result.content[0].text
+        assert ("RuntimeError" in text and "DEPLOY_FAILED" in text) or "UNHEALTHY" in text
+        assert len(text) < 8192 and len(json.dumps(result.structured_content)) < 8192
+        # The failing replica's own Serve log, found through its dead actor.
+        assert failing.log_tail and "replica_broken_Broken_" in (failing.log_source or "")
+        assert "last log lines" in text
+        one = await client.call_tool("serve_status", {"app": "hello"})
+        assert [a.name for a in ServeStatus.model_validate(one.structured_content).apps] == ["hello"]
+        missing = await client.call_tool("serve_status", {"app": "nope"})
+        assert missing.is_error and "hello" in missing.content[0].text
+        invalid = await client.call_tool("serve_deploy", {"config": {"applications": [{"name": "x"}]}})
+        assert invalid.is_error and "import_path" in invalid.content[0].text
+    finally:
+        for name in ("broken", "hello"):
+            dry = await client.call_tool("serve_delete_app", {"app": name})
+            token = re.search(r"confirm='([^']+)'", dry.content[0].text)
+            if token:
+                done = await client.call_tool("serve_delete_app", {"app": name, "confirm": token.group(1)})
+                assert not done.is_error, done.content
+    with anyio.fail_after(120):
+        while True:
+            status = ServeStatus.model_validate(
+                (await client.call_tool("serve_status", {})).structured_content
+            )
+            if not status.apps:
+                break
+            await anyio.sleep(1)
+    assert status.running  # deleting apps one by one never shuts Serve down

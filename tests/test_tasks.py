@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import json
+import uuid
+
+import anyio
+from mcp import Client
+
+from ray_mcp.models import TaskList, TaskSummary
+from state_drivers import driver
+
+TASKS = """
+@ray.remote(num_cpus=0)
+def tiny_{tag}(i):
+    return i
+
+@ray.remote(num_cpus=0)
+def flaky_{tag}(i):
+    if i % 2:
+        raise KeyError(f"missing shard {{i}}")
+    raise ZeroDivisionError("division by zero in step " + str(i))
+
+for start in range(0, 5000, 500):
+    ray.get([tiny_{tag}.remote(i) for i in range(start, start + 500)])
+for ref in [flaky_{tag}.remote(i) for i in range(6)]:
+    try:
+        ray.get(ref)
+    except Exception:
+        pass
+"""
+
+
+async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
+    client: Client, ray_cluster
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    with driver(ray_cluster.gcs_address, TASKS.format(tag=tag), f"tasks-{tag}", timeout_s=300):
+        with anyio.fail_after(120):
+            while True:
+                result = await client.call_tool("summarize_tasks", {})
+                assert not result.is_error, result.content
+                summary = TaskSummary.model_validate(result.structured_content)
+                groups = {g.name: g for g in summary.groups}
+                tiny, flaky = groups.get(f"tiny_{tag}"), groups.get(f"flaky_{tag}")
+                if (
+                    tiny
+                    and flaky
+                    and tiny.state_counts.get("FINISHED") == 5000
+                    and flaky.state_counts.get("FAILED") == 6
+                ):
+                    break
+                await anyio.sleep(1)
+        assert len(result.content[0].text) < 8192 and len(json.dumps(result.structured_content)) < 8192
+        assert summary.total >= 5006
+        errors = {e.error_type: e for e in summary.failed_by_error}
+        assert errors["TASK_EXECUTION_EXCEPTION"].count >= 6
+        sample = errors["TASK_EXECUTION_EXCEPTION"].sample_message or ""
+        assert "KeyError" in sample or "ZeroDivisionError" in sample or "Error" in sample
+
+        # Filtered: exact counts of one function; failed ones listed with their exception line.
+        one = TaskSummary.model_validate(
+            (await client.call_tool("summarize_tasks", {"name": f"flaky_{tag}"})).structured_content
+        )
+        assert one.total == 6 and one.by_state == {"FAILED": 6}
+        assert (
+            one.failed_by_error[0].error_type == "TASK_EXECUTION_EXCEPTION"
+            and one.failed_by_error[0].count == 6
+        )
+
+        listed = await client.call_tool("list_tasks", {"name": f"tiny_{tag}"})
+        page = TaskList.model_validate(listed.structured_content)
+        assert page.matched == 5000 and 0 < page.shown <= 30 and page.hints
+        assert len(listed.content[0].text) < 8192 and len(json.dumps(listed.structured_content)) < 8192
+        failed = await client.call_tool("list_tasks", {"name": f"flaky_{tag}", "state": "FAILED"})
+        text = failed.content[0].text
+        assert (
+            "KeyError: 'missing shard 1'" in text and "ZeroDivisionError: division by zero in step 0" in text
+        )
+        task_ids = [t.task_id for t in TaskList.model_validate(failed.structured_content).tasks]
+        assert all(len(t) == 48 and t in text for t in task_ids)
+
+
+async def test_task_tools_reject_malformed_ids_and_clamp_limits(client: Client) -> None:
+    bad = await client.call_tool("list_tasks", {"actor_id": "nope"})
+    assert bad.is_error and "actor id" in bad.content[0].text
+    clamped = await client.call_tool("list_tasks", {"limit": 10**9, "state": "FINISHED"})
+    assert any("clamped" in n for n in TaskList.model_validate(clamped.structured_content).notes)
+    assert len(clamped.content[0].text) < 8192 and len(json.dumps(clamped.structured_content)) < 8192
+    none = await client.call_tool("list_tasks", {"limit": 0})
+    assert TaskList.model_validate(none.structured_content).shown == 0

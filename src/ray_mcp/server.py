@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import httpx
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 
 from ray_mcp import prompts, resources
 from ray_mcp.context import App
@@ -32,6 +35,23 @@ class RayMCPServer(MCPServer[App]):
     """An MCPServer that also carries the App, so that its runner can close it (and the embedded cluster)."""
 
     app: App
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """MCPServer's, except that an unknown prompt or a missing argument is the spec's -32602 (Invalid params).
+
+        MCPServer 2.3 answers both with error code 0; the MCP spec (server/prompts, "Error Handling") and the
+        conformance suite's clients expect -32602.
+        """
+        prompts = {p.name: p for p in await self.list_prompts()}
+        if name not in prompts:
+            raise MCPError(INVALID_PARAMS, f"No prompt {name!r}. Prompts: {', '.join(sorted(prompts))}.")
+        given = arguments or {}
+        missing = [a.name for a in prompts[name].arguments or [] if a.required and a.name not in given]
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"Prompt {name!r} needs the argument(s): {', '.join(missing)}.")
+        return await super().get_prompt(name, arguments, context)
 
 
 def build_server(

@@ -6,12 +6,15 @@ import argparse
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
 
 from ray_mcp.settings import Settings
+
+if TYPE_CHECKING:
+    from ray_mcp.server import RayMCPServer
 
 
 def parse_settings(argv: list[str] | None = None) -> Settings:
@@ -40,6 +43,36 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         "--request-timeout-s", type=float, help="Timeout of each dashboard request (default 10)."
     )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
+    )
+    safety = parser.add_argument_group("safety")
+    safety.add_argument(
+        "--read-only",
+        action="store_true",
+        default=None,
+        help="Offer only read-only tools (no submit, stop, deploy, kill).",
+    )
+    safety.add_argument(
+        "--allow-destructive",
+        action="store_true",
+        default=None,
+        help="Offer destructive tools (delete_job, kill_actor, serve_delete_app).",
+    )
+    safety.add_argument(
+        "--auth-token-file",
+        help="File with the bearer token HTTP clients must send "
+        "(or set RAY_MCP_AUTH_TOKEN). Required to bind a non-loopback address.",
+    )
+    safety.add_argument(
+        "--allowed-origin",
+        action="append",
+        dest="allowed_origins",
+        help="An extra Origin the HTTP transports accept (repeatable).",
+    )
+    safety.add_argument(
+        "--audit-log", help="Append the audit trail of write calls to this file (default stderr)."
+    )
     args = parser.parse_args(argv)
     given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None}
     return Settings(**given)
@@ -56,26 +89,67 @@ async def _watch_signals(scope: anyio.CancelScope, *, task_status: TaskStatus[No
             return
 
 
+class StartupRefused(SystemExit):
+    pass
+
+
+def check_bind(settings: Settings) -> None:
+    """Refuse to expose the server beyond this machine without a token: the dashboard is code execution."""
+    from ray_mcp.security import is_loopback
+
+    if (
+        settings.transport != "stdio"
+        and not is_loopback(settings.host)
+        and not settings.resolved_auth_token()
+    ):
+        raise StartupRefused(
+            f"ray-mcp: refusing to listen on {settings.host}: a non-loopback address needs a bearer token. "
+            "Set RAY_MCP_AUTH_TOKEN (or --auth-token-file), or bind 127.0.0.1."
+        )
+
+
+async def serve_http(server: RayMCPServer, settings: Settings) -> None:
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from ray_mcp.security import HttpGuard
+
+    # Host and Origin are checked by HttpGuard for every bind address, so the SDK's own check is off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if settings.transport == "sse":
+        asgi: Any = server.sse_app(transport_security=security, host=settings.host)
+        path = "/sse"
+    else:
+        asgi = server.streamable_http_app(transport_security=security, host=settings.host)
+        path = "/mcp"
+    token = settings.resolved_auth_token()
+    guarded = HttpGuard(asgi, token=token, bind_host=settings.host, allowed_origins=settings.allowed_origins)
+    kind = "SSE" if settings.transport == "sse" else "streamable HTTP"
+    logging.getLogger("ray_mcp").info(
+        "ray-mcp: serving MCP over %s at http://%s:%d%s (%s)",
+        kind,
+        settings.host,
+        settings.port,
+        path,
+        "bearer token required" if token else "no token: loopback clients only",
+    )
+    config = uvicorn.Config(
+        guarded, host=settings.host, port=settings.port, log_level=settings.log_level.lower()
+    )
+    await uvicorn.Server(config).serve()
+
+
 async def serve(settings: Settings) -> None:
-    from ray_mcp.server import build_server
+    from ray_mcp.server import build_server  # keep `--help` fast
 
     server = build_server(settings)
-    log = logging.getLogger("ray_mcp")
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(_watch_signals, tg.cancel_scope)
             if settings.transport == "stdio":
                 await server.run_stdio_async()
-            elif settings.transport == "sse":
-                log.info("ray-mcp: serving MCP over SSE at http://%s:%d/sse", settings.host, settings.port)
-                await server.run_sse_async(host=settings.host, port=settings.port)
             else:
-                log.info(
-                    "ray-mcp: serving MCP over streamable HTTP at http://%s:%d/mcp",
-                    settings.host,
-                    settings.port,
-                )
-                await server.run_streamable_http_async(host=settings.host, port=settings.port)
+                await serve_http(server, settings)
             tg.cancel_scope.cancel()
     finally:
         # Finish shutting the embedded cluster down even if the client follows up with SIGTERM.
@@ -86,6 +160,11 @@ async def serve(settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(argv)
+    check_bind(settings)
+    try:
+        settings.cluster_settings()
+    except ValueError as exc:
+        raise StartupRefused(f"ray-mcp: {exc}") from None
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -1,15 +1,65 @@
-"""The one object every tool reads: settings, the cluster manager and the Ray API client for the cluster."""
+"""The one object every tool reads: settings, and one connection (cluster manager + Ray API) per cluster.
+
+With a clusters file, every tool gets an optional ``cluster`` argument (see server.py); the tool body stays
+the same and ``app_of(ctx).api()`` returns the client of the cluster that call named, through a context var.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import httpx
 from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager
+from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI, dashboard_url_from_gcs
 from ray_mcp.settings import Settings
+
+DEFAULT_CLUSTER = "default"
+# The cluster named by the tool call being served (None: the default cluster).
+CURRENT_CLUSTER: ContextVar[str | None] = ContextVar("ray_mcp_cluster", default=None)
+
+
+class Connection:
+    """One cluster: how to find it (ClusterManager) and the reused client for it (RayAPI)."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        *,
+        http_transport: httpx.AsyncBaseTransport | None,
+        gcs_lookup: Callable[[str, float], str | None] | None,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
+        self._http_transport = http_transport
+        self._api: RayAPI | None = None
+
+    async def api(self) -> RayAPI:
+        resolved = await self.cluster.resolved()
+        if self._api is None or self._api.dashboard_url != resolved.dashboard_url.rstrip("/"):
+            if self._api is not None:
+                await self._api.aclose()
+            s = self.settings
+            self._api = RayAPI(
+                resolved.dashboard_url,
+                timeout_s=s.request_timeout_s,
+                source=resolved.source,
+                headers=dashboard_headers(s),
+                verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
+                transport=self._http_transport,
+            )
+        return self._api
+
+    async def aclose(self) -> None:
+        if self._api is not None:
+            await self._api.aclose()
+            self._api = None
+        await self.cluster.aclose()
 
 
 class App:
@@ -23,29 +73,47 @@ class App:
         gcs_lookup: Callable[[str, float], str | None] | None = dashboard_url_from_gcs,
     ) -> None:
         self.settings = settings
-        self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
-        self._http_transport = http_transport
-        self._api: RayAPI | None = None
+        per_cluster = settings.cluster_settings() or {DEFAULT_CLUSTER: settings}
+        self.connections = {
+            name: Connection(name, s, http_transport=http_transport, gcs_lookup=gcs_lookup)
+            for name, s in per_cluster.items()
+        }
+        self.default_cluster = next(iter(self.connections))
 
-    async def api(self) -> RayAPI:
-        """The client for the configured cluster; waits for the embedded cluster on the first call."""
-        resolved = await self.cluster.resolved()
-        if self._api is None or self._api.dashboard_url != resolved.dashboard_url.rstrip("/"):
-            if self._api is not None:
-                await self._api.aclose()
-            self._api = RayAPI(
-                resolved.dashboard_url,
-                timeout_s=self.settings.request_timeout_s,
-                source=resolved.source,
-                transport=self._http_transport,
+    @property
+    def multi_cluster(self) -> bool:
+        return len(self.connections) > 1
+
+    @property
+    def cluster(self) -> ClusterManager:
+        """The default cluster's manager."""
+        return self.connections[self.default_cluster].cluster
+
+    def start(self) -> None:
+        for connection in self.connections.values():
+            connection.cluster.start()
+
+    async def api(self, cluster: str | None = None) -> RayAPI:
+        """The client for the named (or current, or default) cluster; the first call may wait for it."""
+        name = cluster or CURRENT_CLUSTER.get() or self.default_cluster
+        if name not in self.connections:
+            raise InvalidArgument(
+                f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
-        return self._api
+        return await self.connections[name].api()
 
     async def aclose(self) -> None:
-        if self._api is not None:
-            await self._api.aclose()
-            self._api = None
-        await self.cluster.aclose()
+        for connection in self.connections.values():
+            await connection.aclose()
+
+
+def dashboard_headers(settings: Settings) -> dict[str, str]:
+    """Headers for every dashboard request: the configured extras, and Ray's token when there is one."""
+    headers = dict(settings.dashboard_headers)
+    token = settings.resolved_ray_auth_token()
+    if token and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def app_of(ctx: Context) -> App:

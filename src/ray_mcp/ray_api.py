@@ -33,15 +33,21 @@ class RayAPI:
         *,
         timeout_s: float,
         source: str = "external",
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
         self.timeout_s = timeout_s
         self.source = source
+        # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
+        self.headers = dict(headers or {})
+        self.verify = verify
         self._http = httpx.AsyncClient(
             base_url=self.dashboard_url,
             timeout=httpx.Timeout(timeout_s),
-            headers={"User-Agent": USER_AGENT},
+            headers={"User-Agent": USER_AGENT, **self.headers},
+            verify=verify,
             transport=transport,
         )
 

@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
+from mcp.types import ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
+from pydantic import Field
 
 from ray_mcp import prompts, resources
-from ray_mcp.context import App
+from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.ray_api import dashboard_url_from_gcs
+from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import cluster as cluster_tools
+
+log = logging.getLogger("ray_mcp.server")
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
 Start with cluster_status to see nodes, resource use and anything pending.
-Every list is bounded; narrow it with the filters each tool offers, and follow the hints in its answers."""
+Every list is bounded; narrow it with the filters each tool offers, and follow the hints in its answers.
+Reference pages: ray-docs://reference/index. Live API signatures: ray-docs://api/{dotted.name}."""
 
 
 def _version() -> str:
@@ -32,9 +41,29 @@ def _version() -> str:
 
 
 class RayMCPServer(MCPServer[App]):
-    """An MCPServer that also carries the App, so that its runner can close it (and the embedded cluster)."""
+    """An MCPServer that carries the App (so that its runner can close it) and enforces the write modes.
+
+    A tool that the mode forbids is never registered, so it is not even listed.
+    """
 
     app: App
+    tool_kinds: dict[str, ToolKind]
+    hidden_tools: dict[str, str]
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        annotations: ToolAnnotations | None = kwargs.get("annotations")
+        tool_name = name or fn.__name__
+        kind = tool_kind(annotations)
+        allowed, why = tool_allowed(
+            kind, read_only=self.app.settings.read_only, allow_destructive=self.app.settings.allow_destructive
+        )
+        if not allowed:
+            self.hidden_tools[tool_name] = why
+            return
+        self.tool_kinds[tool_name] = kind
+        if self.app.multi_cluster:
+            fn = with_cluster_argument(fn, list(self.app.connections))
+        super().add_tool(fn, name, *args, **kwargs)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -54,6 +83,37 @@ class RayMCPServer(MCPServer[App]):
         return await super().get_prompt(name, arguments, context)
 
 
+def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
+    """The same tool with an optional ``cluster`` argument, which selects the cluster for the call.
+
+    Only used when several clusters are configured, so that single-cluster users see nothing extra.
+    """
+    signature = inspect.signature(fn, eval_str=True)
+    choice: Any = Literal[tuple(names)]
+    description = f"Which cluster to use (default {names[0]!r}): one of {', '.join(names)}."
+    annotation: Any = Annotated[choice | None, Field(description=description)]
+    parameter = inspect.Parameter(
+        "cluster", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, cluster: str | None = None, **kwargs: Any) -> Any:
+        token = CURRENT_CLUSTER.set(cluster)
+        try:
+            result = fn(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            CURRENT_CLUSTER.reset(token)
+
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), parameter])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in signature.parameters.values()},
+        "cluster": annotation,
+        "return": signature.return_annotation,
+    }
+    return wrapper
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -63,10 +123,11 @@ def build_server(
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
     app = App(settings, http_transport=http_transport, gcs_lookup=gcs_lookup)
+    kinds: dict[str, ToolKind] = {}
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[App]) -> AsyncIterator[App]:
-        app.cluster.start()  # resolve (or start the embedded cluster) in the background
+        app.start()  # resolve (or start the embedded cluster) in the background
         yield app
 
     server = RayMCPServer(
@@ -76,9 +137,16 @@ def build_server(
         version=_version(),
         lifespan=lifespan,
         log_level=settings.log_level,
+        middleware=[SafetyMiddleware(lambda: kinds, Auditor(settings.audit_log))],
     )
     server.app = app
+    server.tool_kinds = kinds
+    server.hidden_tools = {}
     cluster_tools.register(server)
     resources.register(server)
     prompts.register(server)
+    if server.hidden_tools:
+        log.info(
+            "ray-mcp: tools not offered: %s", ", ".join(f"{k} ({v})" for k, v in server.hidden_tools.items())
+        )
     return server

@@ -6,9 +6,10 @@ the defaults below.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_HOST = "127.0.0.1"
@@ -55,3 +56,134 @@ class Settings(BaseSettings):
         description="How long to wait for the embedded cluster.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # -- safety ------------------------------------------------------------------------------------------
+    read_only: bool = Field(
+        default=False, description="List only read-only tools: no submit, stop, deploy or kill."
+    )
+    allow_destructive: bool = Field(
+        default=False, description="List destructive tools (delete_job, kill_actor, serve_delete_app)."
+    )
+    auth_token: SecretStr | None = Field(
+        default=None, description="Bearer token that HTTP clients must send (Authorization: Bearer <token>)."
+    )
+    auth_token_file: Path | None = Field(default=None, description="File holding the bearer token.")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Extra Origin values accepted by the HTTP transports (browser clients).",
+    )
+    audit_log: Path | None = Field(
+        default=None, description="File for the audit trail of write and destructive calls (default: stderr)."
+    )
+
+    # -- credentials passed through to the Ray dashboard --------------------------------------------------
+    ray_auth_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ray_auth_token", "RAY_MCP_RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN"),
+        description="Ray's own dashboard token (token authentication), sent as Authorization: Bearer.",
+    )
+    ray_auth_token_path: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "ray_auth_token_path", "RAY_MCP_RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN_PATH"
+        ),
+        description="File holding Ray's dashboard token.",
+    )
+    dashboard_headers: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra headers for every dashboard request, as JSON: {"X-Proxy": "v"}.',
+    )
+    dashboard_verify_tls: bool = Field(
+        default=True, description="Verify the certificate of an https dashboard."
+    )
+    dashboard_ca_file: Path | None = Field(default=None, description="CA bundle for an https dashboard.")
+
+    clusters_file: Path | None = Field(
+        default=None,
+        description="TOML file naming several clusters ([clusters.<name>] address, auth_token, headers); "
+        "tools then take an optional `cluster` argument, the first cluster being the default.",
+    )
+
+    def cluster_settings(self) -> dict[str, Settings]:
+        """One Settings per cluster of the clusters file, in file order; {} without a file."""
+        if self.clusters_file is None:
+            return {}
+        return {
+            name: self.model_copy(update=update)
+            for name, update in load_clusters_file(self.clusters_file).items()
+        }
+
+    def resolved_auth_token(self) -> str | None:
+        """The HTTP bearer token, from the setting or the token file."""
+        if self.auth_token is not None:
+            return self.auth_token.get_secret_value()
+        if self.auth_token_file is not None:
+            return self.auth_token_file.read_text().strip() or None
+        return None
+
+    def resolved_ray_auth_token(self) -> str | None:
+        """Ray's dashboard token: the setting, then its file, then Ray's default ~/.ray/auth_token."""
+        if self.ray_auth_token is not None:
+            return self.ray_auth_token.get_secret_value()
+        for path in (self.ray_auth_token_path, Path.home() / ".ray" / "auth_token"):
+            if path is not None and path.is_file():
+                return path.read_text().strip() or None
+        return None
+
+
+CLUSTER_KEYS = {
+    "address",
+    "dashboard_url",
+    "auth_token",
+    "auth_token_path",
+    "headers",
+    "verify_tls",
+    "ca_file",
+}
+
+
+def load_clusters_file(path: Path) -> dict[str, dict[str, object]]:
+    """Read a clusters file into per-cluster Settings updates. Raises ValueError naming what is wrong.
+
+    [clusters.prod]
+    address = "http://prod-head:8265"
+    auth_token = "..."               # Ray's dashboard token (or auth_token_path = "...")
+    headers = { X-Proxy-Auth = "..." }
+    """
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"Cannot read the clusters file {path}: {exc}") from exc
+    clusters = data.get("clusters")
+    if not isinstance(clusters, dict) or not clusters:
+        raise ValueError(f"The clusters file {path} has no [clusters.<name>] table.")
+    out: dict[str, dict[str, object]] = {}
+    for name, entry in clusters.items():
+        if not isinstance(entry, dict) or not entry.get("address"):
+            raise ValueError(
+                f"Cluster {name!r} in {path} needs an address (http://host:8265, ray://... or host:6379)."
+            )
+        unknown = set(entry) - CLUSTER_KEYS
+        if unknown:
+            raise ValueError(
+                f"Cluster {name!r} in {path} has unknown keys {sorted(unknown)}; known: {sorted(CLUSTER_KEYS)}."
+            )
+        update: dict[str, object] = {
+            "address": str(entry["address"]),
+            "embedded": "never",
+            "dashboard_url": entry.get("dashboard_url"),
+        }
+        if "auth_token" in entry:
+            update["ray_auth_token"] = SecretStr(str(entry["auth_token"]))
+        if "auth_token_path" in entry:
+            update["ray_auth_token_path"] = Path(str(entry["auth_token_path"]))
+        if "headers" in entry:
+            update["dashboard_headers"] = {str(k): str(v) for k, v in dict(entry["headers"]).items()}
+        if "verify_tls" in entry:
+            update["dashboard_verify_tls"] = bool(entry["verify_tls"])
+        if "ca_file" in entry:
+            update["dashboard_ca_file"] = Path(str(entry["ca_file"]))
+        out[str(name)] = update
+    return out

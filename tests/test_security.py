@@ -1,0 +1,202 @@
+"""Write modes, the HTTP guard (token, Origin, Host), refusal to expose without a token, redaction."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from tests.conftest import clean_env
+from tests.test_transports import RAY_MCP, http_server
+
+from ray_mcp.security import tool_allowed, tool_kind
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+from ray_mcp.shaping import redact, redact_text
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
+
+TOKEN = "s3cret-token-for-tests"
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}  # fmt: skip
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def test_tools_are_classified_by_their_annotations() -> None:
+    assert [tool_kind(a) for a in (READ_ONLY, WRITE, DESTRUCTIVE, None)] == [
+        "read",
+        "write",
+        "destructive",
+        "write",
+    ]
+    assert tool_allowed("write", read_only=True, allow_destructive=True)[0] is False
+    assert tool_allowed("destructive", read_only=False, allow_destructive=False)[0] is False
+    assert tool_allowed("destructive", read_only=False, allow_destructive=True)[0] is True
+    assert tool_allowed("read", read_only=True, allow_destructive=False)[0] is True
+
+
+def register_probes(server) -> None:
+    def probe_write() -> str:
+        """A write probe."""
+        return "wrote"
+
+    def probe_destroy() -> str:
+        """A destructive probe."""
+        return "destroyed"
+
+    server.add_tool(probe_write, annotations=WRITE)
+    server.add_tool(probe_destroy, annotations=DESTRUCTIVE)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, {"cluster_status", "probe_write"}),
+        ({"allow_destructive": True}, {"cluster_status", "probe_write", "probe_destroy"}),
+        ({"read_only": True, "allow_destructive": True}, {"cluster_status"}),
+    ],
+)
+async def test_modes_decide_which_tools_are_even_listed(settings: dict, expected: set[str]) -> None:
+    server = build_server(Settings(address="http://127.0.0.1:9", **settings))
+    register_probes(server)
+    async with Client(server) as client:
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert {"cluster_status", "probe_write", "probe_destroy"} & listed == expected
+        if "probe_destroy" not in listed:
+            result = await client.call_tool("probe_destroy", {})
+            assert result.is_error  # not callable either
+    await server.app.aclose()
+
+
+async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    server = build_server(Settings(address="http://127.0.0.1:9", audit_log=audit))
+
+    def launch(entrypoint: str) -> str:
+        """A write probe that takes a target."""
+        return f"launched {entrypoint}"
+
+    server.add_tool(launch, annotations=WRITE)
+    async with Client(server) as client:
+        await client.call_tool("launch", {"entrypoint": "python train.py --api-key=abcdef123456"})
+        await client.call_tool("cluster_status", {})  # reads are not audited
+    import json
+
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert len(records) == 1
+    record = records[0]
+    assert record["tool"] == "launch" and record["kind"] == "write" and record["outcome"] == "ok"
+    assert "train.py" in record["target"] and "abcdef123456" not in json.dumps(record)
+    assert {"time", "duration_ms"} <= set(record)
+    await server.app.aclose()
+
+
+async def test_tool_results_are_redacted_before_they_leave_the_server() -> None:
+    server = build_server(Settings(address="http://127.0.0.1:9"))
+
+    def leak() -> dict:
+        """Returns secrets, as a careless log line or runtime_env would."""
+        return {
+            "runtime_env": {"env_vars": {"HF_TOKEN": "hf_value_that_is_long_enough"}},
+            "log": "PASSWORD=hunter22",
+        }
+
+    server.add_tool(leak, annotations=READ_ONLY)
+    async with Client(server) as client:
+        result = await client.call_tool("leak", {})
+    text = str(result.content) + str(result.structured_content)
+    assert "hf_value_that_is_long_enough" not in text and "hunter22" not in text and "***" in text
+    await server.app.aclose()
+
+
+def test_redaction_masks_secret_shapes_and_keeps_ordinary_words() -> None:
+    line = "export HF_TOKEN=hf_abcdefghijklmnopqrstuvwx; Authorization: Bearer abc.def.ghi12345; DB_PASSWORD: pw1"
+    masked = redact_text(line)
+    assert "hf_abc" not in masked and "abc.def" not in masked and "pw1" not in masked
+    assert (
+        redact_text("num_tokens=5 tokenizer=bert max_new_tokens: 100")
+        == "num_tokens=5 tokenizer=bert max_new_tokens: 100"
+    )
+    data = redact(
+        {"env_vars": {"LR": "0.0003"}, "message": "lr 0.0003 set", "aws_secret_access_key": "k", "n": 3}
+    )
+    assert data == {
+        "env_vars": {"LR": "***"},
+        "message": "lr *** set",
+        "aws_secret_access_key": "***",
+        "n": 3,
+    }
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused() -> None:
+    out = subprocess.run(
+        [RAY_MCP, "--transport", "streamable-http", "--host", "0.0.0.0", "--address", "http://127.0.0.1:9"],
+        capture_output=True, text=True, timeout=60, env=clean_env(),
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "refusing to listen on 0.0.0.0" in out.stderr and "RAY_MCP_AUTH_TOKEN" in out.stderr
+
+
+async def test_http_requires_the_bearer_token_and_rejects_foreign_origins(
+    ray_cluster, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    args = [
+        "--transport",
+        "streamable-http",
+        "--address",
+        ray_cluster.dashboard_url,
+        "--auth-token-file",
+        str(token_file),
+    ]
+    with http_server(args, tmp_path / "server.log") as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            assert (await http.post(url, json=INIT, headers=MCP_HEADERS)).status_code == 401
+            wrong = {**MCP_HEADERS, "authorization": "Bearer wrong"}
+            assert (await http.post(url, json=INIT, headers=wrong)).status_code == 401
+            foreign = {**MCP_HEADERS, "authorization": f"Bearer {TOKEN}", "origin": "http://evil.example"}
+            assert (await http.post(url, json=INIT, headers=foreign)).status_code == 403
+            rebound = {**MCP_HEADERS, "authorization": f"Bearer {TOKEN}", "host": "evil.example"}
+            assert (await http.post(url, json=INIT, headers=rebound)).status_code == 421
+            assert (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+        authed = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        async with Client(streamable_http_client(url, http_client=authed)) as client:
+            result = await client.call_tool("cluster_status", {})
+            assert not result.is_error
+    assert TOKEN not in (tmp_path / "server.log").read_text()
+
+
+class Recorder(httpx.AsyncBaseTransport):
+    """Forwards to the real dashboard and keeps the headers it was sent (a real cluster can't show them)."""
+
+    def __init__(self) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.headers: list[httpx.Headers] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.headers.append(request.headers)
+        return await self.real.handle_async_request(request)
+
+
+async def test_ray_credentials_and_extra_headers_reach_the_dashboard(ray_cluster) -> None:
+    recorder = Recorder()
+    settings = Settings(
+        address=ray_cluster.dashboard_url,
+        ray_auth_token="ray-token-xyz",
+        dashboard_headers={"X-Proxy-Auth": "p1"},
+    )
+    server = build_server(settings, http_transport=recorder)
+    async with Client(server) as client:
+        result = await client.call_tool("cluster_status", {})
+    assert not result.is_error
+    assert recorder.headers and all(h["authorization"] == "Bearer ray-token-xyz" for h in recorder.headers)
+    assert all(h["x-proxy-auth"] == "p1" for h in recorder.headers)
+    assert "ray-token-xyz" not in str(result.content)
+    await server.app.aclose()

@@ -21,6 +21,7 @@ from tests.npm_tools import REPO, NpmTools, install
 from tests.test_transports import RAY_MCP, http_server
 
 CLIENT_TIMEOUT_S = 180
+TOKEN = "client-test-token"
 CONNECTED = "✔ Connected"  # `claude mcp list`, Claude Code 2.1: "<name>: <command or url> - ✔ Connected"
 
 # Conformance scenarios that test a server in general. The others call the suite's own fixture server's tools,
@@ -44,8 +45,20 @@ def npm() -> NpmTools:
 
 @pytest.fixture(scope="module")
 def http_url(ray_cluster, tmp_path_factory) -> Iterator[str]:
+    """ray-mcp over streamable HTTP on loopback, without a token (the Inspector 0.15 CLI and the conformance
+    suite send no headers)."""
     log = tmp_path_factory.mktemp("ray-mcp-http") / "server.log"
     with http_server(["--transport", "streamable-http", "--address", ray_cluster.dashboard_url], log) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="module")
+def tokened_http_url(ray_cluster, tmp_path_factory) -> Iterator[str]:
+    """ray-mcp over streamable HTTP that requires ``Authorization: Bearer TOKEN``."""
+    where = tmp_path_factory.mktemp("ray-mcp-http-token")
+    (where / "token").write_text(TOKEN)
+    args = ["--transport", "streamable-http", "--address", ray_cluster.dashboard_url]
+    with http_server([*args, "--auth-token-file", str(where / "token")], where / "server.log") as port:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
@@ -83,14 +96,23 @@ def test_claude_code_connects_to_ray_mcp_added_with_claude_mcp_add(npm, ray_clus
     assert CONNECTED in server_line(listing, "ray"), listing
 
 
-def test_claude_code_connects_over_streamable_http_with_a_header(npm, http_url, tmp_path: Path) -> None:
+def test_claude_code_connects_over_streamable_http_with_the_bearer_token(
+    npm, tokened_http_url, tmp_path: Path
+) -> None:
     home, project = claude_home(tmp_path)
     env = npm.env(clean_env(), HOME=str(home))
     claude = npm.bin("claude")
-    header = "Authorization: Bearer test-token"  # the docker-compose one-liner in docs/clients.md
-    run([claude, "mcp", "add", "--transport", "http", "ray", http_url, "--header", header], env, project)
+    # The docker-compose one-liner of docs/clients.md, with a right and a wrong token.
+    for name, token in (("ray", TOKEN), ("wrong", "not-the-token")):
+        header = f"Authorization: Bearer {token}"
+        run(
+            [claude, "mcp", "add", "--transport", "http", name, tokened_http_url, "--header", header],
+            env,
+            project,
+        )
     listing = run([claude, "mcp", "list"], env, project).stdout
-    assert CONNECTED in server_line(listing, "ray") and "(HTTP)" in listing, listing
+    assert CONNECTED in server_line(listing, "ray") and "(HTTP)" in server_line(listing, "ray"), listing
+    assert CONNECTED not in server_line(listing, "wrong"), listing
 
 
 def test_claude_code_connects_to_the_project_mcp_json_of_the_docs(npm, ray_cluster, tmp_path: Path) -> None:

@@ -103,12 +103,13 @@ def test_every_claude_mcp_add_line_in_the_docs_uses_flags_claude_code_has() -> N
 
 async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_cluster, tmp_path: Path) -> None:
     (block,) = [t for _h, t in code_blocks(REPO / "docs" / "clients.md", "python")]
+    (tmp_path / "token").write_text("docs-test-token")
     args = ["--transport", "streamable-http", "--address", ray_cluster.dashboard_url]
-    with http_server(args, tmp_path / "server.log") as port:
+    with http_server([*args, "--auth-token-file", str(tmp_path / "token")], tmp_path / "server.log") as port:
         script = block.replace("http://127.0.0.1:8000/mcp", f"http://127.0.0.1:{port}/mcp")
         out = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-            env=clean_env(RAY_MCP_AUTH_TOKEN="test-token"),
+            env=clean_env(RAY_MCP_AUTH_TOKEN="docs-test-token"),
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "node(s) alive" in out.stdout

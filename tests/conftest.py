@@ -62,7 +62,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def server(ray_cluster: Cluster) -> Iterator[RayMCPServer]:
-    yield build_server(Settings(address=ray_cluster.dashboard_url))
+    yield build_server(Settings(address=ray_cluster.dashboard_url, allow_destructive=True))
 
 
 @pytest.fixture

@@ -200,3 +200,26 @@ async def test_ray_credentials_and_extra_headers_reach_the_dashboard(ray_cluster
     assert all(h["x-proxy-auth"] == "p1" for h in recorder.headers)
     assert "ray-token-xyz" not in str(result.content)
     await server.app.aclose()
+
+
+async def test_a_jobs_secret_env_var_never_appears_in_any_output(client: Client) -> None:
+    from tests.jobs_helpers import call_ok, run_to_end
+
+    secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
+    sid, _ = await run_to_end(
+        client,
+        entrypoint="python -c \"import os; print('token is', os.environ['HF_TOKEN']); print('HF_TOKEN=' + os.environ['HF_TOKEN'])\"",
+        runtime_env={"env_vars": {"HF_TOKEN": secret, "MODE": "fast-mode"}},
+    )
+    outputs = [
+        await call_ok(client, "get_job", {"job": sid}),
+        await call_ok(client, "list_jobs", {}),
+        await call_ok(client, "tail_logs", {"job": sid}),
+        await call_ok(client, "wait_for_job", {"job": sid, "timeout_s": 5}),
+    ]
+    for result in outputs:
+        everything = str(result.content) + str(result.structured_content)
+        assert secret not in everything and "fast-mode" not in everything
+    job = outputs[0].structured_content
+    assert job["runtime_env"]["env_vars"] == {"HF_TOKEN": "***", "MODE": "***"}
+    assert "***" in outputs[2].content[0].text  # the printed token line is masked, not dropped

@@ -88,3 +88,62 @@ def _short_body(response: httpx.Response, limit: int = 300) -> str:
         return ""
     text = re.sub(r"\s+", " ", text).strip()
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+# -- Ray Jobs SDK and the log endpoint (jobs & logs) ---------------------------------------------------------
+
+# JobSubmissionClient raises a bare RuntimeError with the HTTP status in its text.
+_JOB_SDK_STATUS = re.compile(r"status code (\d{3}): (.*)", re.S)
+
+
+def _clean(text: str, limit: int = 400) -> str:
+    text = re.sub(r"\s+", " ", text).strip().rstrip(".")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+@contextmanager
+def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[None]:
+    """Map the failures of one ``JobSubmissionClient`` call onto our error tree."""
+    try:
+        yield
+    except RayMCPError:
+        raise
+    except RuntimeError as exc:
+        match = _JOB_SDK_STATUS.search(str(exc))
+        if match is None:
+            raise RayRequestFailed(f"The Ray job server at {url} failed {what}: {_clean(str(exc))}.") from exc
+        status, body = int(match[1]), _clean(match[2])
+        if status == 404 and job is not None:
+            raise NotFound(
+                f"No job {job!r} in the cluster at {url} (neither a submission id nor a job id). "
+                "Call list_jobs to see the jobs that exist."
+            ) from exc
+        if status == 400:
+            raise InvalidArgument(f"The Ray job server at {url} rejected {what}: {body}.") from exc
+        raise RayRequestFailed(f"The Ray job server at {url} failed {what}: HTTP {status} {body}.") from exc
+    except (
+        OSError
+    ) as exc:  # requests' ConnectionError and Timeout are OSErrors, as is the SDK's ConnectionError
+        if "timeout" in type(exc).__name__.lower():
+            raise DashboardTimeout(
+                f"The Ray job server at {url} did not answer {what} in time ({type(exc).__name__}). "
+                "Retry, or check the head node's load."
+            ) from exc
+        raise unreachable(url, f"{what} failed: {_clean(str(exc))}") from exc
+
+
+def log_request_failed(url: str, status: int, body: str, *, what: str, not_found_hint: str) -> RayMCPError:
+    """The error for a failed ``/api/v0/logs/...`` request. The endpoint answers 500 with a text body."""
+    text = _clean(body)
+    if "Agent for node id" in text or "Cannot find matching node_id" in text:
+        return NotFound(f"No such node for {what}: {text}. Call cluster_status to see the node ids and IPs.")
+    if "For actor task" in text:
+        return InvalidArgument(
+            f"Cannot read {what}: it is a task of an actor, whose output goes to the actor's log. "
+            "Call tail_logs with the actor_id instead."
+        )
+    if re.search(r"not found|Could not find|doesn't exist|does not exist|No such file", text, re.I):
+        return NotFound(f"Ray found no log for {what}: {text}. {not_found_hint}")
+    if status in (400, 422):
+        return InvalidArgument(f"The Ray dashboard at {url} rejected {what}: {text}.")
+    return RayRequestFailed(f"The Ray dashboard at {url} failed to read {what}: HTTP {status} {text}.")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ResourceUse(BaseModel):
@@ -55,4 +55,173 @@ class ClusterStatus(BaseModel):
     pending_demands: list[Demand] = Field(default_factory=list)
     pending_placement_groups: int = 0
     autoscaler: AutoscalerStatus | None = None
+    hints: list[str] = Field(default_factory=list)
+
+
+# -- jobs (submit_job, get_job, list_jobs, wait_for_job, stop_job, delete_job) -----------------------------
+
+JobStatusName = Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]
+TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
+
+
+class RuntimeEnvSpec(BaseModel):
+    """The runtime_env of a job: what Ray's ``RuntimeEnv`` accepts, checked before anything is submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    working_dir: str | None = Field(
+        default=None,
+        description="A local directory on the ray-mcp machine (zipped and uploaded, like `ray job submit "
+        "--working-dir`) or a remote URI (s3://, gs://, https://…/x.zip). The job runs in it.",
+    )
+    py_modules: list[str] | None = Field(
+        default=None,
+        description="Local directories/.whl files (uploaded) or URIs of Python modules to import.",
+    )
+    excludes: list[str] | None = Field(
+        default=None, description="gitignore-style patterns of files to leave out of working_dir/py_modules."
+    )
+    pip: list[str] | dict[str, Any] | str | None = Field(
+        default=None,
+        description='Packages to pip-install: a list ["requests==2.31"], a requirements.txt path, or '
+        '{"packages": [...], "pip_check": false, "pip_install_options": [...]}.',
+    )
+    uv: list[str] | dict[str, Any] | str | None = Field(
+        default=None, description="Packages to install with uv: a list, a requirements.txt path, or a dict."
+    )
+    conda: dict[str, Any] | str | None = Field(
+        default=None,
+        description="A conda environment: the name of an existing env, or an environment.yml dict.",
+    )
+    env_vars: dict[str, str] | None = Field(
+        default=None, description="Environment variables (string values)."
+    )
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description='Runtime-env options: {"setup_timeout_seconds": int, "eager_install": bool, '
+        '"log_files": [str]}.',
+    )
+    image_uri: str | None = Field(default=None, description="A container image to run the job's workers in.")
+    py_executable: str | None = Field(
+        default=None, description="The Python executable (or wrapper) to run with."
+    )
+    worker_process_setup_hook: str | None = Field(
+        default=None, description="Module path of a function each worker process runs at start-up."
+    )
+    java_jars: list[str] | None = Field(default=None, description="URIs of jars, for Java workers.")
+
+
+class JobInfo(BaseModel):
+    submission_id: str | None = Field(default=None, description="The id given at submission (raysubmit_…).")
+    job_id: str | None = Field(default=None, description="Ray's job id (hex), once the driver connected.")
+    type: str = Field(description="SUBMISSION (through the Jobs API) or DRIVER (a script that ran ray.init).")
+    status: str = Field(description="PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED.")
+    entrypoint: str
+    message: str | None = None
+    error_type: str | None = Field(
+        default=None,
+        description="Why it failed: e.g. JOB_ENTRYPOINT_COMMAND_ERROR, RUNTIME_ENV_SETUP_FAILURE.",
+    )
+    driver_exit_code: int | None = None
+    start_time: str | None = Field(default=None, description="UTC, ISO 8601.")
+    end_time: str | None = Field(default=None, description="UTC, ISO 8601.")
+    duration_s: float | None = Field(default=None, description="End (or now, if still running) minus start.")
+    metadata: dict[str, str] | None = None
+    runtime_env: dict[str, Any] | None = None
+    driver_node_id: str | None = None
+
+
+class JobSubmitted(BaseModel):
+    submission_id: str
+    status: str = Field(description="The status right after submission (usually PENDING).")
+    entrypoint: str
+    uploaded: list[str] = Field(
+        default_factory=list, description="Local paths zipped and uploaded to the cluster."
+    )
+    hints: list[str] = Field(default_factory=list)
+
+
+class JobSummary(BaseModel):
+    submission_id: str | None = None
+    job_id: str | None = None
+    type: str
+    status: str
+    entrypoint: str
+    start_time: str | None = None
+    duration_s: float | None = None
+    error_type: str | None = None
+
+
+class JobList(BaseModel):
+    jobs: list[JobSummary]
+    total: int = Field(description="Jobs in the cluster.")
+    matching: int = Field(description="Jobs that pass the filters.")
+    shown: int
+    hints: list[str] = Field(default_factory=list)
+
+
+class JobWait(BaseModel):
+    job: JobInfo
+    finished: bool = Field(description="True if the job reached a terminal state.")
+    timed_out: bool
+    waited_s: float
+    last_log_line: str | None = None
+    hints: list[str] = Field(default_factory=list)
+
+
+class JobChange(BaseModel):
+    """What stop_job or delete_job did (or would do, for a dry run)."""
+
+    job: str = Field(description="The id acted on.")
+    action: Literal["stop", "delete"]
+    done: bool = Field(description="True if the call changed the cluster.")
+    status: str | None = Field(default=None, description="The job's status after the call.")
+    dry_run: bool = False
+    confirm_token: str | None = None
+    message: str
+
+
+# -- logs (tail_logs) ---------------------------------------------------------------------------------------
+
+
+class LogSection(BaseModel):
+    """What was read from one log file."""
+
+    source: str = Field(description="What the file is, e.g. 'driver log of job raysubmit_…'.")
+    node_id: str | None = None
+    filename: str | None = Field(
+        default=None, description="The file, relative to the node's Ray log directory."
+    )
+    stream: str | None = Field(default=None, description="out or err, for worker logs.")
+    lines: list[str] = Field(description="The lines shown, oldest first.")
+    line_numbers: list[int] | None = Field(
+        default=None, description="For grep: the 1-based number in the file of each line shown."
+    )
+    match_numbers: list[int] | None = Field(
+        default=None, description="For grep: the numbers of the matching lines shown (others are context)."
+    )
+    lines_shown: int
+    lines_left_out: int | None = Field(
+        default=None,
+        description="Lines of the file not shown; null when not counted (plain tails skip counting).",
+    )
+    more_before: bool = Field(description="True if the file has earlier lines than those shown.")
+    bytes_left_out: int | None = Field(
+        default=None,
+        description="Bytes not shown of what was read (byte budget, cut lines), or of the file (grep).",
+    )
+    truncated_lines: int = Field(
+        default=0, description="Lines cut because one line alone exceeded the budget."
+    )
+    grep: str | None = None
+    matches: int | None = Field(default=None, description="Matching lines found in the part scanned.")
+    scanned_bytes: int | None = None
+    scanned_lines: int | None = None
+    scan_complete: bool | None = Field(default=None, description="False if grep stopped at max_scan_mb.")
+    followed_s: float | None = None
+    new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
+
+
+class LogTail(BaseModel):
+    sections: list[LogSection]
     hints: list[str] = Field(default_factory=list)

@@ -7,21 +7,101 @@ failure becomes one of our ``ToolError`` subclasses with an actionable message.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import difflib
+import functools
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
 
-from ray_mcp import models
-from ray_mcp.errors import RayRequestFailed, dashboard_errors
+from ray_mcp import models, shaping
+from ray_mcp.errors import (
+    DashboardTimeout,
+    InvalidArgument,
+    NotFound,
+    RayMCPError,
+    RayRequestFailed,
+    dashboard_errors,
+    job_sdk_errors,
+    log_request_failed,
+)
 from ray_mcp.shaping import demand_is_feasible, node_resources, uncamel_resources
 
 USER_AGENT = "ray-mcp"
 
 Params = Any  # what httpx accepts as query params
+
+
+# == jobs & logs: module-level helpers =====================================================================
+
+DEFAULT_MAX_SCAN_MB = 256
+MAX_LOG_LINES = 2000
+ProgressFn = Callable[[float, float, str], Awaitable[None]]
+_MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
+_ACTOR_HINT = "Call list_actors to see the actor ids that exist."
+_TASK_HINT = (
+    "Task ids appear in list_tasks and in the job's driver log; tasks of actors log to the actor's log "
+    "(use actor_id)."
+)
+
+
+@dataclass(frozen=True)
+class LogTarget:
+    """Exactly one thing whose log to read (checked by ``shaping.log_target_kind``)."""
+
+    kind: str  # job | actor_id | task_id | pid | filename
+    job: str | None = None
+    actor_id: str | None = None
+    task_id: str | None = None
+    attempt: int = 0
+    pid: int | None = None
+    node: str | None = None
+    filename: str | None = None
+    stream: str = "both"
+
+
+@dataclass
+class LogSource:
+    """One file to read: the endpoint's query parameters and how to describe it to the agent."""
+
+    params: dict[str, str]
+    source: str
+    node_id: str | None
+    filename: str | None
+    stream: str | None
+    hint: str = field(default="")
+
+
+def _job_log_file(submission_id: str) -> str:
+    return f"job-driver-{submission_id}.log"  # ray.dashboard.modules.job.common.JOB_LOGS_PATH_TEMPLATE
+
+
+def _compile_grep(grep: str) -> re.Pattern[str]:
+    try:
+        return re.compile(grep, re.MULTILINE)
+    except re.error as exc:
+        raise InvalidArgument(
+            f"grep {grep!r} is not a valid regular expression: {exc}. Fix it and retry."
+        ) from exc
+
+
+def _validate_runtime_env_with_ray(env: dict[str, Any]) -> None:
+    """Run Ray's own RuntimeEnv validation (types of pip, conda, uv...) without submitting anything."""
+    if not env:
+        return
+    from ray.runtime_env import RuntimeEnv  # lazily: the server must start without importing ray
+
+    try:
+        RuntimeEnv(**env)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"Invalid runtime_env, nothing was submitted: Ray says {exc}") from exc
 
 
 class RayAPI:
@@ -50,6 +130,10 @@ class RayAPI:
             verify=verify,
             transport=transport,
         )
+        # jobs & logs: Ray's JobSubmissionClient, created on first use (it imports ray and checks the version)
+        self._jobs_client: Any = None
+        self._jobs_lock = asyncio.Lock()
+        self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -118,6 +202,533 @@ class RayAPI:
             pending_placement_groups=int(pending_pgs.get("num_filtered") or 0),
             max_nodes=max_nodes,
         )
+
+    # == jobs (submit_job, get_job, list_jobs, wait_for_job, stop_job, delete_job) ===========================
+
+    async def _job_client(self) -> Any:
+        """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
+        async with self._jobs_lock:
+            if self._jobs_client is None:
+
+                def make() -> Any:
+                    from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
+
+                    return JobSubmissionClient(self.dashboard_url)
+
+                self._jobs_client = await self._in_thread(make, what="connecting to the Jobs API")
+        return self._jobs_client
+
+    async def _in_thread(
+        self, fn: Callable[[], Any], *, what: str, job: str | None = None, timeout_s: float | None = None
+    ) -> Any:
+        """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
+        limit = timeout_s or max(30.0, 3 * self.timeout_s)
+        with job_sdk_errors(self.dashboard_url, what, job=job):
+            try:
+                with anyio.fail_after(limit):
+                    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            except TimeoutError as exc:
+                raise DashboardTimeout(
+                    f"The Ray job server at {self.dashboard_url} did not finish {what} within {limit:g} s. "
+                    "The cluster may be overloaded; retry, or check it with cluster_status."
+                ) from exc
+
+    async def _jobs_call(
+        self, method: str, *args: Any, what: str, job: str | None = None, **kwargs: Any
+    ) -> Any:
+        client = await self._job_client()
+        return await self._in_thread(
+            functools.partial(getattr(client, method), *args, **kwargs), what=what, job=job
+        )
+
+    async def job_details(self, job: str) -> dict[str, Any]:
+        """Ray's JobDetails of a job, by submission id or job id, as a JSON dict."""
+        if not job.strip():
+            raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
+        details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
+        return dict(details.model_dump(mode="json"))
+
+    async def get_job(self, job: str) -> models.JobInfo:
+        return shaping.job_info(await self.job_details(job), time.time())
+
+    async def submit_job(
+        self,
+        *,
+        entrypoint: str,
+        submission_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_memory: int | None = None,
+        entrypoint_resources: dict[str, float] | None = None,
+    ) -> models.JobSubmitted:
+        """Validate the runtime_env, upload local directories, submit, and read back the first status."""
+        if not entrypoint.strip():
+            raise InvalidArgument(
+                "The entrypoint is empty: give the shell command to run, e.g. 'python train.py'."
+            )
+        env, uploaded = shaping.check_runtime_env(runtime_env)
+        await self._in_thread(
+            functools.partial(_validate_runtime_env_with_ray, env), what="runtime_env validation"
+        )
+        client = await self._job_client()
+        submit = functools.partial(
+            client.submit_job,
+            entrypoint=entrypoint,
+            submission_id=submission_id,
+            metadata=metadata,
+            runtime_env=env or None,
+            entrypoint_num_cpus=entrypoint_num_cpus,
+            entrypoint_num_gpus=entrypoint_num_gpus,
+            entrypoint_memory=entrypoint_memory,
+            entrypoint_resources=entrypoint_resources,
+        )
+        sid = await self._in_thread(submit, what="the job submission", timeout_s=max(300.0, self.timeout_s))
+        info = await self.get_job(str(sid))
+        hints = [
+            f"Call wait_for_job with job={sid!r} to follow it, and tail_logs with job={sid!r} for its output."
+        ]
+        return models.JobSubmitted(
+            submission_id=str(sid), status=info.status, entrypoint=entrypoint, uploaded=uploaded, hints=hints
+        )
+
+    async def list_jobs(
+        self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
+    ) -> models.JobList:
+        jobs = await self._jobs_call("list_jobs", what="the job list")
+        dicts = [dict(j.model_dump(mode="json")) for j in jobs]
+        return shaping.job_list(
+            dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
+        )
+
+    async def wait_for_job(
+        self, job: str, *, timeout_s: float, on_progress: ProgressFn | None = None, poll_s: float = 1.0
+    ) -> models.JobWait:
+        """Poll until the job ends or ``timeout_s`` passes, reporting status and newest log line meanwhile."""
+        started = time.monotonic()
+        details = await self.job_details(job)
+        last_line: str | None = None
+        with anyio.move_on_after(timeout_s):
+            while True:
+                last_line = await self.newest_log_line(details) or last_line
+                if on_progress is not None:
+                    elapsed = round(time.monotonic() - started, 1)
+                    note = f"{details.get('status')}" + (f": {last_line}" if last_line else "")
+                    await on_progress(elapsed, timeout_s, shaping.truncate_text(note, 300))
+                if details.get("status") in models.TERMINAL_JOB_STATUSES:
+                    break
+                await anyio.sleep(poll_s if time.monotonic() - started < 30 else 2 * poll_s)
+                details = await self.job_details(job)
+        info = shaping.job_info(details, time.time())
+        finished = info.status in models.TERMINAL_JOB_STATUSES
+        if finished:
+            last_line = await self.newest_log_line(details) or last_line
+        hints = [] if finished else [f"Call wait_for_job again to keep waiting, or stop_job to stop {job!r}."]
+        return models.JobWait(
+            job=info,
+            finished=finished,
+            timed_out=not finished,
+            waited_s=round(time.monotonic() - started, 1),
+            last_log_line=last_line,
+            hints=hints,
+        )
+
+    async def newest_log_line(self, details: Mapping[str, Any]) -> str | None:
+        """The last non-empty line of a submitted job's driver log, or None if there is none (yet)."""
+        sid, node_id = details.get("submission_id"), details.get("driver_node_id")
+        if not sid or not node_id:
+            return None
+        params = {"node_id": str(node_id), "filename": _job_log_file(str(sid)), "lines": "3"}
+        try:
+            data, _total = await self._fetch_log(
+                "file", params, what=f"the log of job {sid}", hint="", keep=8192
+            )
+        except RayMCPError:
+            return None
+        lines = [line for line in shaping.decode_log(data).splitlines() if line.strip()]
+        return shaping.truncate_text(lines[-1], 300) if lines else None
+
+    async def stop_job(self, job: str) -> models.JobChange:
+        info = await self.get_job(job)
+        ident = info.submission_id or job
+        if info.status in models.TERMINAL_JOB_STATUSES:
+            return models.JobChange(
+                job=ident, action="stop", done=False, status=info.status,
+                message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
+            )  # fmt: skip
+        stopped = await self._jobs_call("stop_job", ident, what=f"stopping job {ident!r}", job=ident)
+        after = await self.get_job(ident)
+        if stopped:
+            message = (
+                f"Stop requested for job {ident} (was {info.status}, now {after.status}): Ray terminates the "
+                "driver (SIGTERM, then SIGKILL after a grace period). Call wait_for_job to see it reach "
+                "STOPPED."
+            )
+        else:
+            message = f"Job {ident} was not running (now {after.status}); nothing was stopped."
+        return models.JobChange(
+            job=ident, action="stop", done=bool(stopped), status=after.status, message=message
+        )
+
+    async def deletable_job(self, job: str) -> models.JobInfo:
+        """The job, if it may be deleted (it has ended); else InvalidArgument saying what to do first."""
+        info = await self.get_job(job)
+        if info.status not in models.TERMINAL_JOB_STATUSES:
+            raise InvalidArgument(
+                f"Job {info.submission_id or job} is {info.status}; only ended jobs (STOPPED, SUCCEEDED, "
+                "FAILED) can be deleted. Call stop_job first, then wait_for_job, then delete_job. Nothing "
+                "was changed."
+            )
+        if not info.submission_id:
+            raise InvalidArgument(
+                f"Job {job} was not submitted through the Jobs API (type {info.type}), so it has no "
+                "submission record to delete."
+            )
+        return info
+
+    async def delete_job(self, job: str) -> models.JobChange:
+        info = await self.deletable_job(job)
+        sid = str(info.submission_id)
+        deleted = await self._jobs_call("delete_job", sid, what=f"deleting job {sid!r}", job=sid)
+        message = (
+            f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
+            "on disk."
+            if deleted
+            else f"Ray did not delete job {sid}; call get_job to see its state."
+        )
+        return models.JobChange(job=sid, action="delete", done=bool(deleted), status=None, message=message)
+
+    # == logs (tail_logs) ====================================================================================
+
+    @asynccontextmanager
+    async def _log_stream(
+        self, media: str, params: Mapping[str, str], *, what: str, hint: str, read_timeout: float | None
+    ) -> AsyncIterator[httpx.Response]:
+        """Open ``/api/v0/logs/<media>`` as a stream; failures (the endpoint answers 500) become ours."""
+        timeout = httpx.Timeout(self.timeout_s, read=read_timeout)
+        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
+            request = self._http.build_request("GET", f"/api/v0/logs/{media}", params=params, timeout=timeout)
+            response = await self._http.send(request, stream=True)
+            try:
+                if response.status_code != 200:
+                    body = (await response.aread()).decode("utf-8", errors="replace")
+                    raise log_request_failed(
+                        self.dashboard_url, response.status_code, body, what=what, not_found_hint=hint
+                    )
+                yield response
+            finally:
+                await response.aclose()
+
+    async def _fetch_log(
+        self, media: str, params: Mapping[str, str], *, what: str, hint: str, keep: int
+    ) -> tuple[bytes, int]:
+        """Read a log response, keeping only its last ``keep`` bytes. Returns (kept bytes, total bytes)."""
+        buf = bytearray()
+        total = 0
+        async with self._log_stream(
+            media, params, what=what, hint=hint, read_timeout=self.timeout_s
+        ) as response:
+            with dashboard_errors(self.dashboard_url, what, self.timeout_s):
+                async for chunk in response.aiter_raw():
+                    total += len(chunk)
+                    buf += chunk
+                    if len(buf) > 2 * keep:
+                        del buf[: len(buf) - keep]
+        if len(buf) > keep:
+            del buf[: len(buf) - keep]
+        return bytes(buf), total
+
+    async def resolve_log_sources(self, target: LogTarget) -> list[LogSource]:
+        """Turn the target (job, actor, task, pid + node, node + filename) into the file(s) to read."""
+        kind = target.kind
+        suffixes = ["out", "err"] if target.stream == "both" else [target.stream]
+        if kind == "job":
+            return [await self._job_log_source(str(target.job))]
+        if kind == "actor_id":
+            actor_id = str(target.actor_id)
+            if not re.fullmatch(r"[0-9a-fA-F]{32}", actor_id):
+                raise InvalidArgument(
+                    f"{actor_id!r} is not an actor id (32 hex characters). Call list_actors to see the actor "
+                    "ids."
+                )
+            actor = await self._one_state("actors", "actor_id", actor_id)
+            if actor is None:
+                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.dashboard_url}. {_ACTOR_HINT}")
+            desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
+            return [
+                LogSource(
+                    params={"actor_id": actor_id, "suffix": sfx},
+                    source=f"std{sfx} of {desc}, worker pid {actor.get('pid')}",
+                    node_id=actor.get("node_id"),
+                    filename=f"worker-*-{actor.get('pid')}.{sfx}",
+                    stream=sfx,
+                    hint=_ACTOR_HINT,
+                )
+                for sfx in suffixes
+            ]
+        if kind == "task_id":
+            task_id = str(target.task_id)
+            task = await self._one_state("tasks", "task_id", task_id, attempt=target.attempt)
+            if task is None:
+                raise NotFound(
+                    f"No task {task_id!r} (attempt {target.attempt}) in the cluster at {self.dashboard_url}. "
+                    f"{_TASK_HINT}"
+                )
+            return [
+                LogSource(
+                    params={"task_id": task_id, "attempt_number": str(target.attempt), "suffix": sfx},
+                    source=f"std{sfx} of task {task_id} attempt {target.attempt} ({task.get('name')})",
+                    node_id=task.get("node_id"),
+                    filename=f"worker-*.{sfx} (the task's byte range)",
+                    stream=sfx,
+                    hint=_TASK_HINT,
+                )
+                for sfx in suffixes
+            ]
+        node_id = await self._resolve_node(str(target.node))
+        if kind == "pid":
+            hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
+            return [
+                LogSource(
+                    params={"node_id": node_id, "pid": str(target.pid), "suffix": sfx},
+                    source=f"std{sfx} of worker pid {target.pid}",
+                    node_id=node_id,
+                    filename=f"worker-*-{target.pid}.{sfx}",
+                    stream=sfx,
+                    hint=hint,
+                )
+                for sfx in suffixes
+            ]
+        filename = str(target.filename)
+        return [
+            LogSource(
+                params={"node_id": node_id, "filename": filename},
+                source=f"file {filename}",
+                node_id=node_id,
+                filename=filename,
+                stream=None,
+                hint=await self._similar_files_hint(node_id, filename),
+            )
+        ]
+
+    async def _job_log_source(self, job: str) -> LogSource:
+        cached = self._driver_logs.get(job)
+        if cached is not None:  # the fast path of a repeated tail: one request instead of two
+            return cached
+        details = await self.job_details(job)
+        sid = details.get("submission_id")
+        if not sid:
+            raise InvalidArgument(
+                f"Job {job} was not submitted through the Jobs API (type {details.get('type')}): Ray keeps "
+                "no driver log file for such a job, its output went to the terminal that ran it. Read its "
+                "workers' logs with actor_id or task_id instead."
+            )
+        node_id = details.get("driver_node_id")
+        if not node_id:
+            raise NotFound(
+                f"Job {sid} has no driver log yet (status {details.get('status')}: its driver has not "
+                "started). "
+                f"Call wait_for_job with job={sid!r}, then tail_logs again."
+            )
+        filename = _job_log_file(str(sid))
+        source = LogSource(
+            params={"node_id": str(node_id), "filename": filename},
+            source=f"driver log of job {sid}",
+            node_id=str(node_id),
+            filename=filename,
+            stream=None,
+            hint="Call list_jobs to see the jobs that exist.",
+        )
+        self._driver_logs[job] = source
+        return source
+
+    async def _one_state(
+        self, resource: str, key: str, value: str, attempt: int | None = None
+    ) -> dict[str, Any] | None:
+        result = await self.list_state(
+            resource, what=f"the lookup of {key} {value}", filters=[(key, "=", value)], limit=100
+        )
+        rows = result.get("result") or []
+        if attempt is not None:
+            rows = [r for r in rows if int(r.get("attempt_number") or 0) == attempt]
+        return dict(rows[0]) if rows else None
+
+    async def _resolve_node(self, node: str) -> str:
+        """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""
+        node = node.strip()
+        result = await self.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000)
+        nodes = result.get("result") or []
+        for wanted_key in ("node_id", "node_ip"):
+            hits = [n for n in nodes if str(n.get(wanted_key)) == node]
+            hits.sort(key=lambda n: n.get("state") != "ALIVE")
+            if hits:
+                return str(hits[0]["node_id"])
+        raise NotFound(
+            f"No node {node!r} in the cluster at {self.dashboard_url} (give a node id or IP). "
+            "Call cluster_status to see the nodes, with their ids and IPs."
+        )
+
+    async def _similar_files_hint(self, node_id: str, filename: str) -> str:
+        """Say which files exist on the node, for when ``filename`` is not one of them (best effort)."""
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "", filename.rsplit("/", 1)[-1].split(".")[0])[:40]
+        files: list[str] = []
+        with contextlib.suppress(RayMCPError, KeyError, TypeError):
+            for glob in ([f"*{stem}*"] if stem else []) + ["*"]:
+                data = await self.get_data(
+                    "/api/v0/logs", what="the log file list", params={"node_id": node_id, "glob": glob}
+                )
+                files = sorted(
+                    {f for group in (data.get("result") or {}).values() for f in group if "/" not in f}
+                )
+                if files:
+                    break
+        workers = [f for f in files if f.startswith(("worker-", "python-core-worker-"))]
+        others = sorted(set(files) - set(workers), key=lambda f: (not f.startswith(_MAIN_LOGS), f))
+        listing = ", ".join(others[:25]) + (f", and {len(workers)} worker files" if workers else "")
+        return (
+            f"Files on node {node_id} include: {listing}."
+            if files
+            else "Call cluster_status to check the node."
+        )
+
+    async def tail_logs(
+        self,
+        target: LogTarget,
+        *,
+        lines: int,
+        max_bytes: int,
+        grep: str | None = None,
+        context: int = 0,
+        max_scan_mb: int = DEFAULT_MAX_SCAN_MB,
+        follow_s: float = 0.0,
+        on_progress: ProgressFn | None = None,
+    ) -> models.LogTail:
+        """The tail (or grep result) of one log, read on the server side; optionally follow it."""
+        pattern = _compile_grep(grep) if grep is not None else None
+        sources = await self.resolve_log_sources(target)
+        budget = max(256, max_bytes // len(sources))
+        sections = []
+        followed = follow_s
+        for src in sources:
+            if pattern is not None:
+                sections.append(await self._grep(src, pattern, lines=lines, max_bytes=budget, context=context,
+                                                 scan_cap=max_scan_mb * 1024**2, follow_s=follow_s,
+                                                 on_progress=on_progress))  # fmt: skip
+            else:
+                sections.append(await self._tail(src, lines=lines, max_bytes=budget, follow_s=follow_s,
+                                                 on_progress=on_progress))  # fmt: skip
+            follow_s = 0.0  # follow only the first stream (out, for both)
+        hints = shaping.log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=MAX_LOG_LINES)
+        if len(sections) == 2 and followed:
+            hints.append("follow_s followed stdout only; pass stream='err' to follow stderr.")
+        return models.LogTail(sections=sections, hints=hints)
+
+    def _section_base(self, src: LogSource) -> models.LogSection:
+        return models.LogSection(
+            source=src.source, node_id=src.node_id, filename=src.filename, stream=src.stream,
+            lines=[], lines_shown=0, more_before=False,
+        )  # fmt: skip
+
+    async def _tail(
+        self, src: LogSource, *, lines: int, max_bytes: int, follow_s: float, on_progress: ProgressFn | None
+    ) -> models.LogSection:
+        keep = 2 * max_bytes + 65_536
+        params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
+        data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
+        complete = total == len(data) and shaping.count_lines(data) <= lines
+        if follow_s > 0:
+            data += await self._follow(src, follow_s, on_progress=on_progress, skip_first=bool(data))
+        return shaping.tail_section(
+            data,
+            lines=lines,
+            max_bytes=max_bytes,
+            complete=complete,
+            dropped=max(0, total - len(data)),
+            base=self._section_base(src),
+            followed_s=follow_s or None,
+        )
+
+    async def _grep(
+        self,
+        src: LogSource,
+        pattern: re.Pattern[str],
+        *,
+        lines: int,
+        max_bytes: int,
+        context: int,
+        scan_cap: int,
+        follow_s: float,
+        on_progress: ProgressFn | None,
+    ) -> models.LogSection:
+        scanner = shaping.GrepScanner(pattern, context=context, keep=lines)
+        params = {**src.params, "lines": "-1", "timeout": str(max(5, int(self.timeout_s)))}
+        complete = True
+        async with self._log_stream(
+            "file", params, what=src.source, hint=src.hint, read_timeout=self.timeout_s
+        ) as r:
+            with dashboard_errors(self.dashboard_url, src.source, self.timeout_s):
+                async for chunk in r.aiter_raw(1 << 20):
+                    scanner.feed(chunk)
+                    if scanner.bytes >= scan_cap:
+                        complete = False
+                        break
+        if complete:
+            scanner.finish()
+        new_lines = 0
+        if follow_s > 0:
+            before = scanner.line_no
+            scanner.feed(
+                await self._follow(src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0)
+            )
+            scanner.finish()
+            new_lines = scanner.line_no - before
+        section = shaping.grep_section(
+            scanner,
+            max_bytes=max_bytes,
+            complete=complete,
+            grep=pattern.pattern,
+            base=self._section_base(src),
+        )
+        if follow_s > 0:
+            section = section.model_copy(update={"followed_s": follow_s, "new_lines": new_lines})
+        return section
+
+    async def _follow(
+        self, src: LogSource, follow_s: float, *, on_progress: ProgressFn | None, skip_first: bool
+    ) -> bytes:
+        """Stream the lines appended to a log during ``follow_s`` seconds, reporting each batch as progress.
+
+        The stream endpoint starts with the file's last line (``lines=1``); that line is already in the
+        answer, so it is skipped.
+        """
+        started = time.monotonic()
+        new = bytearray()
+        pending = bytearray()
+        skipping = skip_first
+        params = {**src.params, "lines": "1", "interval": "0.5"}
+        with anyio.move_on_after(follow_s):
+            async with self._log_stream(
+                "stream", params, what=src.source, hint=src.hint, read_timeout=None
+            ) as r:
+                async for chunk in r.aiter_raw():
+                    pending += chunk
+                    if skipping:
+                        cut = pending.find(b"\n")
+                        if cut < 0:
+                            continue
+                        del pending[: cut + 1]
+                        skipping = False
+                    cut = pending.rfind(b"\n")
+                    if cut < 0:
+                        continue
+                    batch = bytes(pending[: cut + 1])
+                    del pending[: cut + 1]
+                    new += batch
+                    if on_progress is not None:
+                        text = shaping.truncate_text(shaping.decode_log(batch).rstrip("\n"), 1000)
+                        await on_progress(round(time.monotonic() - started, 1), follow_s, text)
+        return bytes(new + pending)
 
 
 def build_cluster_status(

@@ -23,6 +23,8 @@ from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import cluster as cluster_tools
+from ray_mcp.tools import jobs as jobs_tools
+from ray_mcp.tools import logs as logs_tools
 
 log = logging.getLogger("ray_mcp.server")
 
@@ -149,4 +151,6 @@ def build_server(
         log.info(
             "ray-mcp: tools not offered: %s", ", ".join(f"{k} ({v})" for k, v in server.hidden_tools.items())
         )
+    jobs_tools.register(server)
+    logs_tools.register(server)
     return server

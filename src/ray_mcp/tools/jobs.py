@@ -1,0 +1,160 @@
+"""Ray Jobs: submit, inspect, list, wait for, stop and delete jobs (through Ray's JobSubmissionClient)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field, WithJsonSchema
+
+from ray_mcp import confirm as confirmation
+from ray_mcp.context import app_of
+from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
+from ray_mcp.shaping import render_job, render_job_list, render_wait, tool_result
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, redacted_progress
+
+DEFAULT_WAIT_S = 60.0
+MAX_WAIT_S = 600.0
+
+JobId = Annotated[
+    str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
+]
+# ray-mcp checks the runtime_env itself (shaping.check_runtime_env), so that a mistake gets a message naming
+# the field and the fix; the schema still tells the model every field.
+RuntimeEnvArg = Annotated[
+    dict[str, Any] | None,
+    WithJsonSchema({**RuntimeEnvSpec.model_json_schema(), "type": ["object", "null"]}),
+    Field(
+        description="The job's runtime environment (see the fields). Checked before anything is submitted."
+    ),
+]
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=WRITE.model_copy(update={"title": "Submit a Ray job"}))
+    async def submit_job(
+        ctx: Context,
+        entrypoint: Annotated[
+            str, Field(description="The shell command to run, e.g. 'python train.py --lr 3e-4'.")
+        ],
+        runtime_env: RuntimeEnvArg = None,
+        submission_id: Annotated[
+            str | None, Field(description="Your own unique id for the job; Ray makes one if omitted.")
+        ] = None,
+        metadata: Annotated[dict[str, str] | None, Field(description="Labels stored with the job.")] = None,
+        entrypoint_num_cpus: Annotated[
+            float | None, Field(ge=0, description="CPUs reserved for the driver.")
+        ] = None,
+        entrypoint_num_gpus: Annotated[
+            float | None, Field(ge=0, description="GPUs reserved for the driver.")
+        ] = None,
+        entrypoint_memory: Annotated[
+            int | None, Field(ge=0, description="Bytes of memory for the driver.")
+        ] = None,
+        entrypoint_resources: Annotated[
+            dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
+        ] = None,
+    ) -> Annotated[CallToolResult, JobSubmitted]:
+        """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
+
+        A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded.
+        The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
+        job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
+        """
+        api = await app_of(ctx).api()
+        result = await api.submit_job(
+            entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
+            entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
+            entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
+        )  # fmt: skip
+        uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
+        text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
+        return tool_result(result, text)
+
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get a Ray job"}))
+    async def get_job(ctx: Context, job: JobId) -> Annotated[CallToolResult, JobInfo]:
+        """Show one job: status, message, error_type, exit code, entrypoint, times, metadata, runtime_env.
+
+        Use it to check a job once; wait_for_job waits for it to end, list_jobs finds jobs, tail_logs reads
+        its output. Accepts a submission id or a job id. It changes nothing.
+        """
+        info = await (await app_of(ctx).api()).get_job(job)
+        return tool_result(info, render_job(info))
+
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List Ray jobs"}))
+    async def list_jobs(
+        ctx: Context,
+        status: Annotated[
+            list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None,
+            Field(description="Only jobs in these states."),
+        ] = None,
+        entrypoint_contains: Annotated[
+            str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Most jobs to show (all are counted).")] = 20,
+    ) -> Annotated[CallToolResult, JobList]:
+        """List the cluster's jobs, newest first: status, entrypoint, start time, duration and error type.
+
+        Use it to find a job's submission id or to see what failed; get_job shows one job in full. Filter by
+        status and entrypoint text; the answer gives total, matching and shown. It changes nothing.
+        """
+        result = await (await app_of(ctx).api()).list_jobs(
+            statuses=list(status) if status else None, entrypoint_contains=entrypoint_contains, limit=limit
+        )
+        return tool_result(result, render_job_list(result))
+
+    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Wait for a Ray job"}))
+    async def wait_for_job(
+        ctx: Context,
+        job: JobId,
+        timeout_s: Annotated[
+            float, Field(gt=0, le=MAX_WAIT_S, description="Most seconds to wait (at most 600).")
+        ] = DEFAULT_WAIT_S,
+    ) -> Annotated[CallToolResult, JobWait]:
+        """Wait until a job ends (SUCCEEDED, FAILED, STOPPED) or timeout_s passes, then show its state.
+
+        While waiting it sends progress notifications with the status and the newest log line. A timeout is
+        not an error: the answer gives the current state and says it timed out, so call it again to keep
+        waiting. Use get_job for a single look instead. It changes nothing.
+        """
+        api = await app_of(ctx).api()
+        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=redacted_progress(ctx))
+        return tool_result(result, render_wait(result))
+
+    @server.tool(annotations=WRITE.model_copy(update={"title": "Stop a Ray job", "idempotent_hint": True}))
+    async def stop_job(ctx: Context, job: JobId) -> Annotated[CallToolResult, JobChange]:
+        """Stop a running or pending job (like `ray job stop`): Ray kills its driver; the job ends STOPPED.
+
+        A job that has already ended is left as it is and the answer says so. Its record and logs stay; use
+        delete_job to remove an ended job's record. Follow with wait_for_job to see it reach STOPPED.
+        """
+        result = await (await app_of(ctx).api()).stop_job(job)
+        return tool_result(result, result.message)
+
+    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Ray job"}))
+    async def delete_job(
+        ctx: Context,
+        job: JobId,
+        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
+    ) -> Annotated[CallToolResult, JobChange]:
+        """Delete an ended job's record and runtime-env data (like `ray job delete`); irreversible.
+
+        Only ended jobs (STOPPED, SUCCEEDED, FAILED) can be deleted: stop_job a running one first. Log files
+        stay on disk. Called without confirm it changes nothing and returns a confirmation token; call it
+        again with confirm=<token> to delete.
+        """
+        api = await app_of(ctx).api()
+        info = await api.deletable_job(job)
+        sid = str(info.submission_id)
+        if not confirmation.is_confirmed("delete_job", sid, confirm):
+            what = f"delete job {sid} ({info.status}, entrypoint {info.entrypoint[:80]!r})"
+            token = confirmation.token_for("delete_job", sid)
+            text = confirmation.dry_run_text("delete_job", sid, what)
+            result = JobChange(
+                job=sid, action="delete", done=False, status=info.status, dry_run=True, confirm_token=token,
+                message=text,
+            )  # fmt: skip
+            return tool_result(result, result.message)
+        result = await api.delete_job(sid)
+        return tool_result(result, result.message)

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import anyio
+import httpx
+from mcp import Client
+
+from jobs_helpers import call_ok, run_to_end, submit, text_of, wait_until
+from ray_mcp.models import LogTail
+
+PY = sys.executable
+N_LINES = 200_000
+
+BIG = textwrap.dedent(
+    f"""
+    import sys
+    w = sys.stdout.write
+    w("MARKER-NEAR-START\\n")
+    for i in range({N_LINES}):
+        w(f"line {{i:06d}} " + "x" * 40 + "\\n")
+    """
+)
+
+
+async def _big_job(client: Client) -> str:
+    script = BIG.replace('"', '\\"')
+    sid, info = await run_to_end(client, entrypoint=f'{PY} -c "{script}"')
+    assert info["status"] == "SUCCEEDED", info
+    return sid
+
+
+async def test_a_200000_line_log_tails_to_exactly_the_last_lines_and_grep_finds_a_marker_near_the_start(
+    client: Client,
+) -> None:
+    sid = await _big_job(client)
+
+    result = await call_ok(client, "tail_logs", {"job": sid, "lines": 50})
+    section = LogTail.model_validate(result.structured_content).sections[0]
+    assert section.lines == [f"line {i:06d} " + "x" * 40 for i in range(N_LINES - 50, N_LINES)]
+    assert section.lines_shown == 50 and section.more_before
+    assert section.filename == f"job-driver-{sid}.log" and section.node_id
+    text = text_of(result)
+    assert f"job-driver-{sid}.log on node {section.node_id}" in text
+    assert "earlier lines left out" in text and "raise lines" in text
+
+    # the byte budget wins over the line count, and says what it cut
+    result = await call_ok(client, "tail_logs", {"job": sid, "lines": 2000, "max_bytes": 4096})
+    section = LogTail.model_validate(result.structured_content).sections[0]
+    shown_bytes = sum(len(line.encode()) + 1 for line in section.lines)
+    assert shown_bytes <= 4096 and section.lines_shown == 4096 // 53  # 52 characters + newline
+    assert section.lines[-1] == f"line {N_LINES - 1:06d} " + "x" * 40
+    assert section.bytes_left_out == (2001 - section.lines_shown) * 53  # incl. the line that shows more exist
+    assert "not shown" in text_of(result) and "raise max_bytes" in text_of(result)
+
+    result = await call_ok(client, "tail_logs", {"job": sid, "grep": "^MARKER-NEAR", "context": 1})
+    section = LogTail.model_validate(result.structured_content).sections[0]
+    assert section.matches == 1 and section.scan_complete
+    assert section.match_numbers is not None and len(section.match_numbers) == 1
+    number = section.match_numbers[0]
+    assert number < 10 and section.line_numbers == [number - 1, number, number + 1]
+    assert section.lines[1] == "MARKER-NEAR-START" and f"{number}: MARKER-NEAR-START" in text_of(result)
+    assert section.scanned_lines is not None and section.scanned_lines > N_LINES
+    assert section.lines_left_out == section.scanned_lines - 3
+    assert "1 matching line(s)" in text_of(result) and "whole file" in text_of(result)
+
+
+async def test_grep_keeps_the_last_matches_and_says_how_many_it_found(client: Client) -> None:
+    sid = await _big_job(client)
+    result = await call_ok(client, "tail_logs", {"job": sid, "grep": r"line 1\d{4}0 ", "lines": 5})
+    section = LogTail.model_validate(result.structured_content).sections[0]
+    assert section.matches == 10_000 and section.lines_shown == 5
+    assert section.lines[-1].startswith("line 199990 ")
+    assert "make the regex more specific" in text_of(result)
+
+
+ACTOR_JOB = textwrap.dedent(
+    """
+    import time, ray
+    ray.init()
+    @ray.remote(num_cpus=0)
+    class Marker:
+        def hello(self):
+            print("actor-marker-31337", flush=True)
+            return 1
+    a = Marker.options(name="marker_actor", namespace="tests").remote()
+    ray.get(a.hello.remote())
+    print("driver-ready", flush=True)
+    time.sleep(300)
+    """
+)
+
+
+async def test_actor_logs_are_read_back_by_actor_id(client: Client, ray_cluster) -> None:
+    script = ACTOR_JOB.replace('"', '\\"')
+    sid = await submit(client, entrypoint=f'{PY} -c "{script}"')
+    try:
+        actor_id = None
+        with anyio.fail_after(180):
+            async with httpx.AsyncClient(base_url=ray_cluster.dashboard_url) as http:
+                while actor_id is None:
+                    by_name = {
+                        "filter_keys": "name",
+                        "filter_predicates": "=",
+                        "filter_values": "marker_actor",
+                    }
+                    r = await http.get("/api/v0/actors", params=by_name)
+                    rows = [a for a in r.json()["data"]["result"]["result"] if a["state"] == "ALIVE"]
+                    actor_id = rows[0]["actor_id"] if rows else None
+                    await anyio.sleep(0.5)
+            while True:  # the worker's output reaches its log file a little later
+                result = await call_ok(client, "tail_logs", {"actor_id": actor_id, "stream": "out"})
+                if "actor-marker-31337" in text_of(result):
+                    break
+                await anyio.sleep(0.5)
+        section = LogTail.model_validate(result.structured_content).sections[0]
+        assert section.stream == "out" and section.node_id and actor_id in section.source
+        both = await call_ok(client, "tail_logs", {"actor_id": actor_id})
+        assert [s["stream"] for s in both.structured_content["sections"]] == ["out", "err"]
+    finally:
+        await client.call_tool("stop_job", {"job": sid})
+
+
+async def test_follow_streams_new_lines_as_progress_notifications(client: Client) -> None:
+    script = "import time\nfor i in range(40):\n    print(f'beat-{i}', flush=True)\n    time.sleep(0.25)\n"
+    sid = await submit(client, entrypoint=f'{PY} -c "{script}"')
+    try:
+        with anyio.fail_after(180):
+            while True:
+                await wait_until(client, sid, {"RUNNING", "SUCCEEDED"})
+                if "beat-" in text_of(await call_ok(client, "tail_logs", {"job": sid, "lines": 1})):
+                    break
+                await anyio.sleep(0.3)
+        notes: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            notes.append(message or "")
+
+        result = await call_ok(
+            client, "tail_logs", {"job": sid, "lines": 200, "follow_s": 3}, progress_callback=on_progress
+        )
+        section = LogTail.model_validate(result.structured_content).sections[0]
+        assert notes and all("beat-" in n for n in notes)
+        assert section.followed_s == 3
+        beats = [line for line in section.lines if line.startswith("beat-")]
+        numbers = [int(b.split("-")[1]) for b in beats]
+        assert numbers == list(range(numbers[0], numbers[-1] + 1))  # no line twice, none missing
+    finally:
+        await client.call_tool("stop_job", {"job": sid})
+
+
+async def test_bad_log_targets_get_clear_errors_and_the_next_call_still_works(client: Client) -> None:
+    status = (await call_ok(client, "cluster_status", {})).structured_content
+    head = next(n for n in status["nodes"] if n["is_head"])
+    cases = [
+        ({"job": "raysubmit_nosuchjob"}, ["raysubmit_nosuchjob", "list_jobs"]),
+        ({"actor_id": "ab" * 16}, ["ab" * 16, "list_actors"]),
+        ({"actor_id": "not-hex"}, ["not an actor id", "list_actors"]),
+        ({"node": "10.255.255.1", "filename": "raylet.out"}, ["10.255.255.1", "cluster_status"]),
+        ({"node": head["node_id"], "filename": "nosuch.log"}, ["nosuch.log", "raylet.out"]),
+        ({"node": head["node_id"], "pid": 999_999}, ["999999", "list_actors"]),
+        ({"filename": "raylet.out"}, ["needs node", "cluster_status"]),
+        ({}, ["exactly one of"]),
+        ({"job": "x", "actor_id": "y"}, ["got job, actor_id"]),
+        ({"job": "x", "grep": "(unclosed"}, ["not a valid regular expression"]),
+        ({"job": "x", "lines": -5}, ["lines"]),
+    ]
+    for args, needles in cases:
+        result = await client.call_tool("tail_logs", args)
+        assert result.is_error, args
+        for needle in needles:
+            assert needle in text_of(result), (args, needle, text_of(result))
+    ok = await call_ok(client, "tail_logs", {"node": head["ip"], "filename": "raylet.out", "lines": 5})
+    section = LogTail.model_validate(ok.structured_content).sections[0]
+    assert (
+        section.filename == "raylet.out" and section.node_id == head["node_id"] and section.lines_shown == 5
+    )

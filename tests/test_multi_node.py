@@ -8,6 +8,7 @@ kills exactly the processes its two `ray start --block` commands started.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -89,16 +90,14 @@ async def call(client: Client, tool: str, **args) -> dict:
     return result.structured_content
 
 
-async def worker_node(client: Client) -> dict:
-    """The worker's entry in list_nodes, once it has joined (polled: a raylet registers in a few seconds)."""
+async def worker_id(client: Client) -> str:
+    """The worker's node id, once it has joined (polled: a raylet registers in a few seconds)."""
     with anyio.fail_after(120):
         while True:
-            nodes = (await call(client, "list_nodes", state="ALIVE"))["nodes"]
-            workers = [
-                n for n in nodes if not n["is_head"] and n.get("resources_total", {}).get("worker") == 1
-            ]
-            if workers:
-                return workers[0]
+            nodes = (await call(client, "cluster_status"))["nodes"]
+            workers = [n for n in nodes if not n["is_head"] and "worker" in n.get("resources", {})]
+            if workers and workers[0]["state"] == "ALIVE":
+                return str(workers[0]["node_id"])
             await anyio.sleep(0.5)
 
 
@@ -112,40 +111,38 @@ async def test_cluster_status_counts_the_worker_and_its_resource(mcp: Client) ->
 
 async def test_list_nodes_shows_the_head_and_the_worker_with_its_resource(mcp: Client) -> None:
     await require(mcp, "list_nodes")
-    worker = await worker_node(mcp)
+    worker = await worker_id(mcp)
     listing = await call(mcp, "list_nodes")
     assert listing["alive"] == 2
     assert sum(n["is_head"] for n in listing["nodes"]) == 1
-    assert worker["node_id"] in {n["node_id"] for n in listing["nodes"]}
+    (entry,) = [n for n in listing["nodes"] if n["node_id"] == worker]
+    assert entry["resources_total"]["worker"] == 1
 
 
 async def test_tail_logs_reads_the_raylet_log_of_the_worker_node(mcp: Client) -> None:
-    await require(mcp, "list_nodes", "tail_logs")
-    worker = await worker_node(mcp)
-    result = await mcp.call_tool(
-        "tail_logs", {"node": worker["node_id"], "filename": "raylet.out", "lines": 50}
-    )
+    await require(mcp, "tail_logs")
+    worker = await worker_id(mcp)
+    result = await mcp.call_tool("tail_logs", {"node": worker, "filename": "raylet.out", "lines": 50})
     assert not result.is_error, result.content
     text = result.content[0].text  # type: ignore[union-attr]
     assert "raylet.out" in text and len(text.splitlines()) > 5
 
 
 async def test_a_job_pinned_to_the_worker_runs_there(mcp: Client) -> None:
-    await require(mcp, "list_nodes", "submit_job", "get_job", "tail_logs")
-    worker = await worker_node(mcp)
-    entrypoint = (
-        "python -c \"import ray; ray.init(); print('RAN_ON', ray.get_runtime_context().get_node_id())\""
-    )
-    submitted = await call(mcp, "submit_job", entrypoint=entrypoint, entrypoint_resources=WORKER_RESOURCES)
+    await require(mcp, "submit_job", "get_job", "tail_logs")
+    worker = await worker_id(mcp)
+    # Half of the worker's {"worker": 1} pins the driver, the other half a task. (Both raylets share one IP
+    # here, so the driver's own get_node_id() may name either node; a task scheduled by resource can't.)
+    task = "ray.remote(resources={'worker': 0.5})(lambda: ray.get_runtime_context().get_node_id())"
+    entrypoint = f"{sys.executable} -c \"import ray; ray.init(); print('RAN_ON', ray.get({task}.remote()))\""
+    submitted = await call(mcp, "submit_job", entrypoint=entrypoint, entrypoint_resources={"worker": 0.5})
     job = submitted["submission_id"]
+    done = ("SUCCEEDED", "FAILED", "STOPPED")
     with anyio.fail_after(180):
-        while (status := (await call(mcp, "get_job", job=job))["status"]) not in (
-            "SUCCEEDED",
-            "FAILED",
-            "STOPPED",
-        ):
+        while (status := (await call(mcp, "get_job", job=job))["status"]) not in done:
             await anyio.sleep(1)
     logs = await mcp.call_tool("tail_logs", {"job": job})
     text = logs.content[0].text  # type: ignore[union-attr]
     assert status == "SUCCEEDED", text
-    assert f"RAN_ON {worker['node_id']}" in text
+    assert f"on node {worker}" in text  # the driver's log lives on the node that ran it
+    assert f"RAN_ON {worker}" in text

@@ -11,8 +11,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 import httpx
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
+from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
 from ray_mcp import prompts, resources
@@ -69,6 +71,23 @@ class RayMCPServer(MCPServer[App]):
         if self.app.multi_cluster:
             fn = with_cluster_argument(fn, list(self.app.connections))
         super().add_tool(fn, name, *args, **kwargs)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """MCPServer's, except that an unknown prompt or a missing argument is the spec's -32602 (Invalid params).
+
+        MCPServer 2.3 answers both with error code 0; the MCP spec (server/prompts, "Error Handling") and the
+        conformance suite's clients expect -32602.
+        """
+        prompts = {p.name: p for p in await self.list_prompts()}
+        if name not in prompts:
+            raise MCPError(INVALID_PARAMS, f"No prompt {name!r}. Prompts: {', '.join(sorted(prompts))}.")
+        given = arguments or {}
+        missing = [a.name for a in prompts[name].arguments or [] if a.required and a.name not in given]
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"Prompt {name!r} needs the argument(s): {', '.join(missing)}.")
+        return await super().get_prompt(name, arguments, context)
 
 
 def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:

@@ -1,0 +1,115 @@
+"""The client configs in docs/clients.md and README.md: every JSON block parses and names a command that exists."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import BIN, clean_env
+from tests.npm_tools import REPO
+from tests.test_transports import http_server
+
+DOCS_WITH_CONFIGS = [REPO / "docs" / "clients.md", REPO / "README.md"]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# What a stdio config may start: the venv's ray-mcp (pip install ray-mcp) or uv's uvx (uvx ray-mcp).
+COMMANDS = {"ray-mcp": BIN / "ray-mcp", "uvx": BIN / "uvx"}
+
+
+def code_blocks(path: Path, language: str) -> list[tuple[str, str]]:
+    """(headings above it, e.g. "Claude Code > Streamable HTTP with a token", text) of each ``language`` block."""
+    text = path.read_text(encoding="utf-8")
+    blocks = []
+    for match in FENCE.finditer(text):
+        if match.group(1) == language:
+            trail: dict[int, str] = {}
+            for hashes, title in re.findall(r"^(#+) (.+)$", text[: match.start()], re.MULTILINE):
+                trail = {level: t for level, t in trail.items() if level < len(hashes)} | {len(hashes): title}
+            blocks.append((" > ".join(trail[level] for level in sorted(trail) if level > 1), match.group(2)))
+    return blocks
+
+
+def json_snippets(path: Path, *heading_words: str) -> list[str]:
+    """The JSON blocks of ``path`` whose heading contains every one of ``heading_words``."""
+    return [text for heading, text in code_blocks(path, "json") if all(w in heading for w in heading_words)]
+
+
+def all_json_blocks() -> list[tuple[str, str]]:
+    return [(f"{p.name}: {h}", t) for p in DOCS_WITH_CONFIGS for h, t in code_blocks(p, "json")]
+
+
+def test_the_docs_have_a_config_for_each_client() -> None:
+    headings = [h for h, _ in code_blocks(REPO / "docs" / "clients.md", "json")]
+    for words in (["Claude Code"], [".mcp.json"], ["Cursor"], ["Claude Desktop"], ["generic HTTP"]):
+        assert any(all(w in h for w in words) for h in headings), (words, headings)
+    stdio = json_snippets(REPO / "docs" / "clients.md", ".cursor/mcp.json", "stdio")
+    http = json_snippets(REPO / "docs" / "clients.md", ".cursor/mcp.json", "HTTP")
+    assert len(stdio) == 1 and len(http) == 1
+
+
+@pytest.mark.parametrize(("where", "text"), all_json_blocks(), ids=lambda v: v if len(v) < 80 else "")
+def test_every_json_config_in_the_docs_parses_and_names_a_real_server(where: str, text: str) -> None:
+    config = json.loads(text)
+    servers = config.get("mcpServers") or config.get("servers")
+    assert servers and "ray" in servers, f"{where}: no mcpServers.ray"
+    for name, server in servers.items():
+        if "command" in server:
+            assert server["command"] in COMMANDS, f"{where}: {name} runs {server['command']!r}"
+            assert COMMANDS[server["command"]].exists(), (
+                f"{where}: {COMMANDS[server['command']]} is not installed"
+            )
+            assert all(isinstance(a, str) for a in server.get("args", [])), where
+            args = server.get("args", [])
+            if server["command"] == "uvx":
+                assert args[0] == "ray-mcp", where
+                args = args[1:]
+            check_cli_args(args, where)
+        else:
+            assert re.fullmatch(r"http://[\w.-]+:\d+/mcp", server["url"]), f"{where}: {server['url']}"
+            auth = server["headers"]["Authorization"]
+            assert re.fullmatch(r"Bearer \$\{(env:)?RAY_MCP_AUTH_TOKEN\}", auth), f"{where}: {auth}"
+
+
+def check_cli_args(args: list[str], where: str) -> None:
+    """The args parse with ray-mcp's own flag parser."""
+    from ray_mcp.cli import parse_settings
+
+    try:
+        parse_settings(args)
+    except SystemExit as exc:  # argparse
+        raise AssertionError(f"{where}: ray-mcp rejects the args {args}") from exc
+
+
+def test_every_claude_mcp_add_line_in_the_docs_uses_flags_claude_code_has() -> None:
+    lines = [
+        line.strip()
+        for p in DOCS_WITH_CONFIGS
+        for _h, block in code_blocks(p, "bash")
+        for line in block.splitlines()
+        if line.strip().startswith("claude mcp add")
+    ]
+    assert lines
+    for line in lines:
+        if "--transport http" in line:
+            assert re.search(
+                r"--transport http ray http://[\w.-]+:\d+/mcp --header \"Authorization: Bearer ", line
+            ), line
+        else:
+            assert re.match(r"claude mcp add ray -- ray-mcp( |$)", line), line
+
+
+async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_cluster, tmp_path: Path) -> None:
+    (block,) = [t for _h, t in code_blocks(REPO / "docs" / "clients.md", "python")]
+    (tmp_path / "token").write_text("docs-test-token")
+    args = ["--transport", "streamable-http", "--address", ray_cluster.dashboard_url]
+    with http_server([*args, "--auth-token-file", str(tmp_path / "token")], tmp_path / "server.log") as port:
+        script = block.replace("http://127.0.0.1:8000/mcp", f"http://127.0.0.1:{port}/mcp")
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+            env=clean_env(RAY_MCP_AUTH_TOKEN="docs-test-token"),
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "node(s) alive" in out.stdout

@@ -6,8 +6,11 @@ objects exist, then sleeps so that they stay alive while the test asserts; the t
 
 from __future__ import annotations
 
+import os
+import select
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -22,32 +25,43 @@ PRELUDE = textwrap.dedent(
     ray.init(address=sys.argv[1], namespace=sys.argv[2], log_to_driver=False)
     """
 )
-EPILOGUE = '\nprint("ready", flush=True)\ntime.sleep(3600)\n'
+READY = b"RAY_MCP_DRIVER_READY"
+EPILOGUE = '\nprint("RAY_MCP_DRIVER_READY", flush=True)\ntime.sleep(3600)\n'
 
 
 @contextmanager
 def driver(gcs_address: str | None, body: str, namespace: str, timeout_s: float = 180.0) -> Iterator[None]:
-    """Run a driver script until it prints ready; kill it (and only it) on exit."""
+    """Run a driver script until it prints the ready marker; kill it (and only it) on exit.
+
+    Ray's own threads print to the driver's stdout too ("(raylet) A worker died ..."), sometimes in the same
+    line as ours, so the marker is searched in the raw bytes rather than line by line; stderr goes to a file so
+    that a full pipe can never block the driver.
+    """
     if gcs_address is None:
         pytest.skip("needs the session's own cluster (GCS address)")
     script = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, gcs_address, namespace],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + timeout_s
-        assert proc.stdout is not None
-        line = "?"
-        while line and line.strip() != "ready" and time.monotonic() < deadline:
-            line = proc.stdout.readline()  # blocks until a line (or the driver dies: then "")
-        if line.strip() != "ready":
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, gcs_address, namespace], stdout=subprocess.PIPE, stderr=err
+        )
+        try:
+            assert proc.stdout is not None
+            fd = proc.stdout.fileno()
+            seen = b""
+            deadline = time.monotonic() + timeout_s
+            while READY not in seen and time.monotonic() < deadline:
+                readable, _, _ = select.select([fd], [], [], 0.5)
+                if readable:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break  # the driver died
+                    seen = (seen + chunk)[-65536:]
+            if READY not in seen:
+                proc.kill()
+                proc.wait(timeout=30)
+                err.seek(0)
+                raise AssertionError(f"driver failed: {seen[-2000:]!r} {err.read()[-3000:]!r}")
+            yield
+        finally:
             proc.kill()
-            _out, err = proc.communicate(timeout=30)
-            raise AssertionError(f"driver failed: {line!r} {err[-3000:]}")
-        yield
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+            proc.wait(timeout=30)

@@ -23,7 +23,7 @@ RUNBOOKS = {
 TOOLISH = re.compile(
     r"\b((?:list|get|submit|wait|stop|delete|tail|kill|serve|pg|cluster|summarize|diagnose)_[a-z_]+)\b"
 )
-NOT_TOOLS = {"wait_for", "get_log", "serve_deploy_schema", "list_of_refs"}  # Ray or Python words, not tools
+NOT_TOOLS = {"wait_for", "get_log", "serve_deploy_schema", "list_of_refs", "pg_id"}  # Ray words and arguments
 
 
 @pytest.fixture

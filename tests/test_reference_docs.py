@@ -3,13 +3,20 @@
 The pages are served to agents as MCP resources, so a wrong API name or CLI flag
 in them turns into a wrong tool call. These tests need no running Ray cluster:
 
-* every page carries front matter whose ``ray_version`` is the installed Ray;
-* every dotted ``ray.*`` name in a page resolves in the installed Ray (by import
-  and getattr, or by reading the module source with ``ast`` when the module needs
-  an optional dependency that is not installed);
-* every ``ray ...`` / ``serve ...`` command written in code exists, and the long
-  flags written after it appear in that command's ``--help`` output;
+* every page carries front matter whose ``topic`` is its file name and whose
+  ``ray_version`` is the installed Ray;
+* every dotted ``ray.*`` name in a page (prose and code), and every name imported
+  with ``from ray.x import y`` in code, resolves in the installed Ray: by import
+  and getattr, or - when the module cannot be imported because an optional
+  dependency is missing (ray.data needs pandas) or the library was removed
+  (ray.workflow raises on import) - by reading its source with ``ast``;
+* every ``ray ...`` / ``serve ...`` command in a code block or inline code span
+  exists (``<venv>/bin/ray <words> --help`` succeeds; a ``{a|b}`` argument must
+  be one of its choices), and the long flags written after it appear in that
+  command's ``--help`` text (hidden options therefore fail on purpose);
 * names that Ray removed or renamed only appear on lines that say so.
+
+Failures list every offending page and name at once.
 """
 
 from __future__ import annotations
@@ -53,6 +60,12 @@ STALE_MARKERS = ("removed", "renamed", "deprecated", "stale", "replaced")
 # "docs.ray.io" and URLs do not match) and not followed by "/" (so label keys
 # such as "ray.io/node-id" do not match).
 DOTTED_NAME_RE = re.compile(r"(?<![\w./-])ray(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?![\w/])")
+# "from ray.util.state import list_actors, get_actor" (also the parenthesised form).
+FROM_IMPORT_RE = re.compile(
+    r"^\s*from\s+(?P<module>ray(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s+import\s+"
+    r"(?P<names>\([^)]*\)|[^\n]+)",
+    re.MULTILINE,
+)
 FENCE_RE = re.compile(r"^(```|~~~)")
 INLINE_CODE_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 # A subcommand word (or an argument that a group resolves, like raylet.out).
@@ -62,6 +75,8 @@ SHELL_SEPARATORS = {"|", "||", "&&", ";", "&", "(", ")", "$(", ">", ">>", "<"}
 EXECUTABLES = ("ray", "serve")
 COMMAND_HINT_RE = re.compile(r"(^|[\s|&;(=])(ray|serve)(\s|$)")
 ENV_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# "<job_id>"-style placeholders in examples; not shell redirections.
+PLACEHOLDER_RE = re.compile(r"<[A-Za-z_][A-Za-z0-9_.-]*>")
 
 
 # --------------------------------------------------------------------------
@@ -308,7 +323,15 @@ def _resolve_error(name: str) -> str | None:
 
 
 def _dotted_names(body: str) -> list[str]:
-    return sorted({m.group(0) for m in DOTTED_NAME_RE.finditer(body)})
+    """Every dotted ray name, plus ``ray.mod.name`` for ``from ray.mod import name``."""
+    names = {m.group(0) for m in DOTTED_NAME_RE.finditer(body)}
+    for match in FROM_IMPORT_RE.finditer(body):
+        listed = re.sub(r"#[^\n]*", "", match.group("names")).strip().strip("()")
+        for item in listed.split(","):
+            imported = item.split(" as ")[0].strip()
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", imported):
+                names.add(f"{match.group('module')}.{imported}")
+    return sorted(names)
 
 
 # --------------------------------------------------------------------------
@@ -340,7 +363,7 @@ def _commands_in(code: str) -> Iterator[tuple[str, tuple[str, ...], tuple[str, .
             stripped = stripped[2:]
         if not COMMAND_HINT_RE.search(stripped):
             continue
-        tokens = _tokens(stripped)
+        tokens = _tokens(PLACEHOLDER_RE.sub("PLACEHOLDER", stripped))
         for start in range(len(tokens)):
             if start and tokens[start - 1] not in SHELL_SEPARATORS:
                 continue
@@ -565,6 +588,8 @@ def test_name_extractor_skips_urls_and_label_keys_but_keeps_api_names():
         "Call `ray.util.state.list_actors(` and ray.get."
     )
     assert _dotted_names(text) == ["ray.get", "ray.util.state.list_actors"]
+    code = "from ray.util.state import (\n    list_actors,  # comment\n    get_log as gl,\n)\n"
+    assert _dotted_names(code) == ["ray.util.state", "ray.util.state.get_log", "ray.util.state.list_actors"]
 
 
 def test_name_resolver_accepts_real_names_and_rejects_invented_ones():
@@ -586,6 +611,7 @@ def test_command_extractor_finds_commands_flags_and_stops_at_double_dash():
         "$ ray job submit --address http://127.0.0.1:8265 \\\n"
         "    --working-dir . -- python train.py --epochs 3\n"
         "ray list actors --filter state=DEAD && serve status\n"
+        "ray logs actor --id <ACTOR_ID> --tail 100 > out.txt\n"
         "RAY_ADDRESS=http://127.0.0.1:8265 ray job list\n"
         "# ray is not a command in a comment\n"
         'subprocess.run("ray status", shell=True)\n'
@@ -594,6 +620,7 @@ def test_command_extractor_finds_commands_flags_and_stops_at_double_dash():
         ("ray", ("job", "submit"), ("--address", "--working-dir")),
         ("ray", ("list", "actors"), ("--filter",)),
         ("serve", ("status",), ()),
+        ("ray", ("logs", "actor"), ("--id", "--tail")),
         ("ray", ("job", "list"), ()),
     ]
 

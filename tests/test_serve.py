@@ -110,6 +110,13 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         # The failing replica's own Serve log, found through its dead actor.
         assert failing.log_tail and "replica_broken_Broken_" in (failing.log_source or "")
         assert "last log lines" in text
+        # cluster_health names the failing app, its deployment and the exception (diagnosis scenario 4).
+        health = await client.call_tool("cluster_health", {})
+        assert not health.is_error, health.content
+        health_text = health.content[0].text
+        assert "'broken'" in health_text and "Broken" in health_text
+        assert "RuntimeError" in health_text and "cannot load model weights" in health_text
+        assert health.structured_content["healthy"] is False and len(health_text.encode()) <= 6000
         one = await client.call_tool("serve_status", {"app": "hello"})
         assert [a.name for a in ServeStatus.model_validate(one.structured_content).apps] == ["hello"]
         missing = await client.call_tool("serve_status", {"app": "nope"})

@@ -183,6 +183,9 @@ class LocalHead:
         cmd = self.command()
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
+        # environment first, so that they run with the same Python and Ray as the head.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,

@@ -430,3 +430,44 @@ class ActorKill(BaseModel):
     state_before: str
     state_after: str | None = None
     message: str
+
+
+# -- diagnosis (diagnose_job, cluster_health) ---------------------------------------------------------------
+
+
+class Finding(BaseModel):
+    """One piece of the diagnosis: what is wrong, the evidence lines, and what to do next."""
+
+    severity: int = Field(
+        description="Higher ranks first: 100 root cause, 90 stuck, 60 contributing, 40 symptom."
+    )
+    kind: str = Field(default="", description="driver_exception, actor_died, task_failed, pending_pg, ...")
+    title: str
+    evidence: list[str] = Field(
+        default_factory=list, description="Lines quoted from Ray: logs, messages, causes."
+    )
+    next_steps: list[str] = Field(default_factory=list, description="Which tool or doc to use next.")
+    refs: list[str] = Field(
+        default_factory=list, description="Reference pages or prompts about this failure."
+    )
+
+
+class JobDiagnosis(BaseModel):
+    job: str
+    submission_id: str | None = None
+    job_id: str | None = None
+    status: str
+    error_type: str | None = None
+    driver_exit_code: int | None = None
+    verdict: str = Field(description="The most likely root cause, in one line.")
+    findings: list[Finding]
+    notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+
+
+class ClusterHealth(BaseModel):
+    healthy: bool
+    verdict: str
+    dashboard_url: str
+    findings: list[Finding]
+    checked: list[str] = Field(description="What was looked at.")
+    notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")

@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from ray_mcp import models, shaping
+from ray_mcp import diagnosis, models, shaping
 from ray_mcp.errors import (
     ClusterUnavailable,
     DashboardTimeout,
@@ -1088,6 +1088,107 @@ class RayAPI:
                 f"The GCS at {self.gcs_address} refused to kill actor {actor_id}: {reply.status.message}"
             )
 
+    # == diagnosis (diagnose_job, cluster_health) ===========================================================
+
+    async def _optional(self, awaitable: Awaitable[Any], notes: list[str], what: str) -> Any:
+        """One piece of evidence: a failure to get it becomes a note, not an error of the whole diagnosis."""
+        try:
+            return await awaitable
+        except RayMCPError as exc:
+            notes.append(f"Could not check {what}: {first_sentence(str(exc))}")
+            return None
+
+    async def diagnose_job(self, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
+        """Gather everything about one job concurrently, then rank the findings (diagnosis.diagnose_job)."""
+        details = await self.job_details(job)
+        info = shaping.job_info(details, time.time())
+        notes: list[str] = []
+        job_id = info.job_id
+        sid = info.submission_id
+        by_job = [("job_id", "=", job_id)] if job_id else None
+        driver, dead, pending, supervisor, tasks, pgs, capacities, status = await _gather(
+            self._optional(self.tail_logs(LogTarget(kind="job", job=sid or job), lines=400, max_bytes=96_000),
+                           notes, "the driver log"),
+            self._optional(self.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
+                           notes, "the job's dead actors") if by_job else _none(),
+            self._optional(self.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
+                                            detail=True, notes=[]), notes, "the job's pending actors") if by_job else _none(),
+            self._optional(self.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
+                                            detail=True, notes=[]), notes, "the job's supervisor") if sid else _none(),
+            self._optional(self.summarize_tasks(filters=list(by_job)), notes, "the job's failed tasks") if by_job else _none(),
+            self._optional(self.pg_status(pg=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
+                           notes, "the job's placement groups") if job_id else _none(),
+            self._optional(self.node_capacities(), notes, "the nodes"),
+            self._optional(self.cluster_status(max_nodes=1), notes, "pending demands")
+            if info.status in ("PENDING", "RUNNING") else _none(),
+        )  # fmt: skip
+        evidence = diagnosis.JobEvidence(
+            info=info,
+            entrypoint_resources=entrypoint_resources(details),
+            driver_lines=[line for section in driver.sections for line in section.lines] if driver else None,
+            dead_actors=list(dead.actors) if dead else [],
+            dead_actors_total=dead.matched if dead else 0,
+            pending_actors=list(pending.actors) if pending else [],
+            supervisor=supervisor.actors[0] if supervisor and supervisor.actors else None,
+            failed_tasks=list(tasks.failed_by_error) if tasks else [],
+            pending_pgs=list(pgs.placement_groups) if pgs else [],
+            node_totals=[dict(c.total) for c in capacities[1]] if capacities else [],
+            infeasible_demands=[d for d in status.pending_demands if d.infeasible] if status else [],
+        )
+        crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
+        logs = await _gather(
+            *(self._optional(self.tail_logs(LogTarget(kind="actor_id", actor_id=a.actor_id), lines=60, max_bytes=8_000,
+                                            grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
+              for a in crashed)
+        )  # fmt: skip
+        for actor, tail in zip(crashed, logs, strict=True):
+            if tail is not None:
+                evidence.actor_log_lines[actor.actor_id] = [
+                    line for sec in tail.sections for line in sec.lines
+                ]
+        findings = diagnosis.diagnose_job(evidence)
+        return shaping.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes)
+
+    async def cluster_health(self, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
+        """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
+        notes: list[str] = []
+        checked = ["nodes", "resource demands", "placement groups", "jobs", "actors", "tasks", "Serve"]
+        status, jobs, dead, restarting, alive, tasks, pgs, serve = await _gather(
+            self._optional(self.cluster_status(max_nodes=50), notes, "nodes and demands"),
+            self._optional(self.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs"),
+            self._optional(self.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
+                           notes, "dead actors"),
+            self._optional(self.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
+                           notes, "restarting actors"),
+            self._optional(self.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
+                           notes, "actor restarts"),
+            self._optional(self.summarize_tasks(filters=[]), notes, "failed tasks"),
+            self._optional(self.pg_status(pg=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
+                           "placement groups"),
+            self._optional(self.serve_status(app=None, log_lines=5), notes, "Serve"),
+        )  # fmt: skip
+        recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
+        failed_jobs = await _gather(
+            *(
+                self._optional(self.get_job(j.submission_id or j.job_id or ""), notes, "a failed job")
+                for j in recent
+            )
+        )
+        looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
+        evidence = diagnosis.HealthEvidence(
+            status=status,
+            failed_jobs=[j for j in failed_jobs if j is not None],
+            dead_actors=list(dead.actors) if dead else [],
+            dead_actors_total=dead.matched if dead else 0,
+            restarting=[*(restarting.actors if restarting else []), *looping],
+            task_errors=list(tasks.failed_by_error) if tasks else [],
+            serve=serve if serve is not None and serve.running else None,
+            pending_pgs=list(pgs.placement_groups) if pgs else [],
+            pending_pgs_total=pgs.matched if pgs else 0,
+        )
+        findings = diagnosis.cluster_health(evidence)
+        return shaping.cluster_health(self.dashboard_url, findings, checked, notes, max_bytes=max_bytes)
+
 
 def build_cluster_status(
     *,
@@ -1409,10 +1510,26 @@ async def _gather(*awaitables: Awaitable[Any]) -> list[Any]:
     async def run(i: int, aw: Awaitable[Any]) -> None:
         results[i] = await aw
 
-    async with anyio.create_task_group() as tg:
-        for i, aw in enumerate(awaitables):
-            tg.start_soon(run, i, aw)
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, aw in enumerate(awaitables):
+                tg.start_soon(run, i, aw)
+    except BaseExceptionGroup as group:
+        # Several calls failing together (a dashboard that is down) is one failure for the caller: raise the
+        # first of ours, so that it still reaches the model as a ToolError with its message.
+        raise _first_leaf(group) from None
     return results
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    ours = [e for e in _leaves(group) if isinstance(e, RayMCPError)]
+    return ours[0] if ours else _leaves(group)[0]
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for sub in error.exceptions for leaf in _leaves(sub)]
+    return [error]
 
 
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
@@ -1474,3 +1591,24 @@ def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def details_apps(details: Mapping[str, Any]) -> list[str]:
     return list((details.get("applications") or {}).keys())
+
+
+async def _none() -> None:
+    return None
+
+
+def first_sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".") + "."
+
+
+def entrypoint_resources(details: Mapping[str, Any]) -> dict[str, float]:
+    """What a job's driver asks for: entrypoint_num_cpus/gpus/memory and entrypoint_resources."""
+    out = {str(k): float(v) for k, v in (details.get("entrypoint_resources") or {}).items()}
+    for key, name in (
+        ("entrypoint_num_cpus", "CPU"),
+        ("entrypoint_num_gpus", "GPU"),
+        ("entrypoint_memory", "memory"),
+    ):
+        if details.get(key):
+            out[name] = float(details[key])
+    return out

@@ -24,6 +24,7 @@ from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, 
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
 from ray_mcp.tools import cluster as cluster_tools
+from ray_mcp.tools import diagnose as diagnose_tools
 from ray_mcp.tools import jobs as jobs_tools
 from ray_mcp.tools import logs as logs_tools
 from ray_mcp.tools import nodes as node_tools
@@ -151,6 +152,7 @@ def build_server(
     server.hidden_tools = {}
     for area in (
         cluster_tools,
+        diagnose_tools,
         jobs_tools,
         logs_tools,
         actor_tools,

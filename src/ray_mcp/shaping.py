@@ -9,7 +9,7 @@ import json
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -198,11 +198,23 @@ def is_secret_key(key: object) -> bool:
 _SECRET_NAME = (
     r"[\w.-]*(?:secret|passw(?:or)?d)[\w.-]*|[\w.-]*(?:token|api[_-]?key|_key|credentials?|passphrase)\b"
 )
+_PLACEHOLDER = r"(?![<$*{.…])"  # <token>, $TOKEN, ${env:TOKEN}, ***, ...: documentation, not secrets
 _SECRET_TEXT: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    # NAME=value, NAME: value, "NAME": "value" where NAME looks like a secret's name
-    (re.compile(rf"""(?i)(["']?\b(?:{_SECRET_NAME})["']?\s*[=:]\s*)(["']?)([^\s"',}}]+)"""), r"\1\2***"),
+    # NAME=value (env and shell style), any secret-looking name
+    (re.compile(rf"""(?i)(\b(?:{_SECRET_NAME})\s*=\s*)(["']?){_PLACEHOLDER}([^\s"',}}]+)"""), r"\1\2***"),
+    # "NAME": "value" (JSON, Python reprs)
+    (re.compile(rf"""(?i)(["'](?:{_SECRET_NAME})["']\s*:\s*)(["']){_PLACEHOLDER}([^"']+)"""), r"\1\2***"),
+    # NAME: value (YAML, logs) where NAME is an identifier such as HF_TOKEN or PASSWORD, not a prose word
     (
-        re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?\S+"),
+        re.compile(
+            rf"""(\b(?=[\w.-]*[_A-Z])(?:[A-Z0-9_.-]*(?:SECRET|PASSWORD|PASSWD|TOKEN|KEY|CREDENTIALS?)[A-Z0-9_.-]*|[\w.-]+_(?:token|secret|password|passwd|key|api_key))\s*:\s*)(["']?){_PLACEHOLDER}([^\s"',}}]+)"""
+        ),
+        r"\1\2***",
+    ),
+    (
+        re.compile(
+            r"(?i)\b(authorization\s*[:=]\s*)(?!(?:(?:bearer|basic|token)\s+)?[<$*{.…])(?:(bearer|basic|token)\s+)?\S+"
+        ),
         lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}***",
     ),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "Bearer ***"),
@@ -347,7 +359,7 @@ def iso_time(ms: Any) -> str | None:
     """Ray's job times are epoch milliseconds; render them as UTC ISO 8601."""
     if not ms:
         return None
-    return datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(int(ms) / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def short_message(message: str, limit: int = 1200) -> str:
@@ -1455,7 +1467,7 @@ def _utc(ts: Any) -> str | None:
         return None
     if value <= 0:
         return None
-    return datetime.datetime.fromtimestamp(value, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(value, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def serve_deployment(raw: Mapping[str, Any]) -> models.ServeDeployment:
@@ -1652,3 +1664,71 @@ def kill_preflight(actor: models.Actor, *, no_restart: bool, force: bool) -> str
     )
     where = f" pid {actor.pid} on node {actor.node_id}" if actor.pid else ""
     return f"kill the {who}{where} {after}"
+
+
+# -- diagnosis ------------------------------------------------------------------------------------------------
+
+
+def _fit_findings(
+    header: list[str], findings: list[models.Finding], max_bytes: int
+) -> tuple[str, list[models.Finding]]:
+    """Render the findings that fit in ``max_bytes`` of text; the structured answer carries the same ones."""
+    from ray_mcp.diagnosis import render_findings
+
+    text = render_findings(header, findings, max_bytes)
+    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
+    return text, shown
+
+
+def job_diagnosis(
+    job: str, info: models.JobInfo, findings: list[models.Finding], notes: list[str], *, max_bytes: int
+) -> tuple[models.JobDiagnosis, str]:
+    verdict = findings[0].title if findings else "No finding."
+    header = [
+        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}): {info.status}"
+        + (f", error_type {info.error_type}" if info.error_type else "")
+        + (f", driver exit code {info.driver_exit_code}" if info.driver_exit_code is not None else ""),
+        f"Verdict: {verdict}",
+        "",
+    ]
+    footer = [f"Note: {n}" for n in notes[:4]]
+    text, shown = _fit_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 1)
+    model = models.JobDiagnosis(
+        job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
+        error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
+        findings=shown, notes=notes[:4],
+    )  # fmt: skip
+    return model, "\n".join([text, *footer]) if footer else text
+
+
+def cluster_health(
+    dashboard_url: str,
+    findings: list[models.Finding],
+    checked: list[str],
+    notes: list[str],
+    *,
+    max_bytes: int,
+) -> tuple[models.ClusterHealth, str]:
+    serious = [f for f in findings if f.severity >= 40]
+    healthy = not serious
+    verdict = (
+        "Healthy: nothing wrong found in " + ", ".join(checked) + "."
+        if healthy
+        else f"{len(serious)} problem(s); the most severe: {serious[0].title}"
+    )
+    header = [
+        f"Cluster {dashboard_url}: {'HEALTHY' if healthy else 'PROBLEMS FOUND'}",
+        f"Verdict: {verdict}",
+        "",
+    ]
+    footer = [f"Note: {n}" for n in notes[:4]]
+    text, shown = _fit_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 1)
+    model = models.ClusterHealth(
+        healthy=healthy,
+        verdict=verdict,
+        dashboard_url=dashboard_url,
+        findings=shown,
+        checked=checked,
+        notes=notes[:4],
+    )
+    return model, "\n".join([text, *footer]) if footer else text

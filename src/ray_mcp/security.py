@@ -100,8 +100,12 @@ def call_outcome(result: HandlerResult) -> str:
     data = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result or {}
     if data.get("isError"):
         return "error"
+    if data.get("inputRequests"):  # 2026-07-28: this round asks the user; the next one carries the answer
+        return "asking_user"
     texts = [c.get("text", "") for c in data.get("content") or [] if isinstance(c, dict)]
-    return "dry_run" if any(t.startswith("Not done yet") for t in texts) else "ok"
+    if any(t.startswith("Not done yet") for t in texts):
+        return "dry_run"
+    return "declined" if any(t.startswith("Not done (") for t in texts) else "ok"
 
 
 class SafetyMiddleware(ServerMiddleware[Any]):

@@ -35,10 +35,12 @@ ToolKind = Literal["read", "write", "destructive"]
 
 # Arguments that name the object a call acts on, in order of preference, for the audit trail.
 TARGET_ARGUMENTS = (
+    "job",
     "submission_id",
     "job_id",
     "actor_id",
     "app_name",
+    "app",
     "name",
     "pg_id",
     "node_id",

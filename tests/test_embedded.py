@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -67,9 +68,11 @@ async def test_no_address_starts_an_embedded_cluster_and_closing_stdin_stops_all
     assert not Path(temp_dir).exists()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["sigterm", "sigint", "sigkill"]
+)
 async def test_a_signal_stops_the_http_server_and_its_embedded_cluster(tmp_path: Path, signum: int) -> None:
-    """SIGTERM: ray-mcp shuts the cluster down itself. SIGKILL: the kernel's fate-sharing does it."""
+    """SIGTERM, SIGINT: ray-mcp shuts the cluster down itself. SIGKILL: the kernel's fate-sharing does it."""
     port = free_port()
     log = tmp_path / "server.log"
     with open(log, "w") as out:
@@ -85,12 +88,64 @@ async def test_a_signal_stops_the_http_server_and_its_embedded_cluster(tmp_path:
         assert not result.is_error, result.content
         session_name = result.structured_content["session_name"]
         proc.send_signal(signum)
-        assert proc.wait(timeout=90) == (0 if signum == signal.SIGTERM else -signal.SIGKILL), log.read_text()[
-            -3000:
-        ]
+        clean = signum in (signal.SIGTERM, signal.SIGINT)
+        assert proc.wait(timeout=90) == (0 if clean else -signal.SIGKILL), log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
     assert wait_until_gone(session_name) == [], log.read_text()[-3000:]
-    if signum == signal.SIGTERM:
+    if signum != signal.SIGKILL:
         assert "embedded Ray cluster stopped" in log.read_text()
+
+
+def rpc(proc: subprocess.Popen[str], message: dict) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+
+
+def answer_to(proc: subprocess.Popen[str], request_id: int, timeout_s: float = 180) -> dict:
+    """Read stdout lines (blocking, in this thread) until the answer to ``request_id``."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line, "the server closed stdout"
+        message = json.loads(line)
+        if message.get("id") == request_id:
+            return dict(message)
+    raise AssertionError(f"no answer to request {request_id} within {timeout_s} s")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_on_stdio_ends_the_server_cleanly_and_stops_its_embedded_cluster(
+    tmp_path: Path, signum: int
+) -> None:
+    """Ctrl-C (or a supervisor's SIGTERM) while a client still holds stdin open: exit 0, no traceback, and
+    nothing of the cluster left. stdin is read by a thread no cancellation interrupts, so this needs care."""
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [RAY_MCP, "--num-cpus", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+            text=True, env=clean_env(),
+        )  # fmt: skip
+    try:
+        rpc(proc, {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+        })  # fmt: skip
+        assert "result" in answer_to(proc, 1)
+        rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "cluster_status"}})
+        status = answer_to(proc, 2)["result"]
+        assert not status.get("isError"), status
+        session_name = status["structuredContent"]["session_name"]
+        proc.send_signal(signum)
+        assert proc.wait(timeout=90) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert wait_until_gone(session_name) == [], log.read_text()[-3000:]
+    text = log.read_text()
+    assert f"received {signal.Signals(signum).name}" in text and "embedded Ray cluster stopped" in text
+    assert "Traceback" not in text, text[-3000:]

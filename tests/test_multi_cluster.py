@@ -60,6 +60,20 @@ async def test_each_call_reaches_the_cluster_it_names(
     await server.app.aclose()
 
 
+async def test_a_destructive_tools_confirmation_looks_in_the_cluster_it_names(
+    ray_cluster, second_cluster: LocalHead, tmp_path: Path
+) -> None:
+    """The confirmation resolvers run before the tool body: they must see the named cluster too."""
+    clusters = write_clusters(
+        tmp_path / "clusters.toml", ray_cluster.dashboard_url, second_cluster.dashboard_url
+    )
+    server = build_server(Settings(clusters_file=clusters, allow_destructive=True))
+    async with Client(server) as client:
+        missing = await client.call_tool("kill_actor", {"actor_id": "ab" * 16, "cluster": "side"})
+    assert missing.is_error and second_cluster.dashboard_url in missing.content[0].text
+    await server.app.aclose()
+
+
 async def test_a_single_cluster_keeps_the_cluster_argument_off_the_schema(ray_cluster) -> None:
     server = build_server(Settings(address=ray_cluster.dashboard_url))
     async with Client(server) as client:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -78,13 +80,20 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     return Settings(**given)
 
 
-async def _watch_signals(scope: anyio.CancelScope, *, task_status: TaskStatus[None]) -> None:
+async def _watch_signals(
+    scope: anyio.CancelScope,
+    stop_now: Callable[[], Awaitable[None]] | None = None,
+    *,
+    task_status: TaskStatus[None],
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for signum in signals:
             logging.getLogger("ray_mcp").info(
                 "ray-mcp: received %s, shutting down", signal.Signals(signum).name
             )
+            if stop_now is not None:
+                await stop_now()
             scope.cancel()
             return
 
@@ -143,9 +152,21 @@ async def serve(settings: Settings) -> None:
     from ray_mcp.server import build_server  # keep `--help` fast
 
     server = build_server(settings)
+
+    async def stop_stdio_now() -> None:
+        """On stdio, stdin is read by a worker thread that no cancellation interrupts: a signal would wait for
+        the client's next line. So shut the embedded cluster down here, then leave at once."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with anyio.CancelScope(shield=True):
+            await server.app.aclose()
+        logging.getLogger("ray_mcp").info("ray-mcp: stopped")
+        logging.shutdown()
+        os._exit(0)
+
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(_watch_signals, tg.cancel_scope)
+            stop_now = stop_stdio_now if settings.transport == "stdio" else None
+            await tg.start(_watch_signals, tg.cancel_scope, stop_now)
             if settings.transport == "stdio":
                 await server.run_stdio_async()
             else:

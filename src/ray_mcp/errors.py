@@ -74,6 +74,11 @@ def dashboard_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
         ) from exc
     except httpx.TransportError as exc:
         raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
+    except httpx.InvalidURL as exc:  # an argument too long (or malformed) to fit in the request's URL
+        raise InvalidArgument(
+            f"Cannot ask the Ray dashboard at {url} for {what}: an argument does not fit in a URL ({exc}). "
+            "Shorten the filter or id you gave; nothing was sent."
+        ) from exc
     except ValueError as exc:  # JSON decoding of a non-JSON answer
         raise RayRequestFailed(
             f"The Ray dashboard at {url} answered {what} with something that is not JSON ({exc}). "

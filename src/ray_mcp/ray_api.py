@@ -218,14 +218,12 @@ class RayAPI:
         """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
         async with self._jobs_lock:
             if self._jobs_client is None:
-
-                def make() -> Any:
-                    from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
-
-                    return JobSubmissionClient(
-                        self.dashboard_url, headers=self.headers or None, verify=self.verify
-                    )
-
+                # Importing ray is local work that may take seconds on a busy machine: not bounded by the
+                # dashboard timeout. The constructor's version check is a request: bounded.
+                cls = await anyio.to_thread.run_sync(bounded_job_client_class, self.timeout_s)
+                make = functools.partial(
+                    cls, self.dashboard_url, headers=self.headers or None, verify=self.verify
+                )
                 self._jobs_client = await self._in_thread(make, what="connecting to the Jobs API")
         return self._jobs_client
 
@@ -233,7 +231,8 @@ class RayAPI:
         self, fn: Callable[[], Any], *, what: str, job: str | None = None, timeout_s: float | None = None
     ) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        limit = timeout_s or max(30.0, 3 * self.timeout_s)
+        # Each request of the Job SDK has the dashboard timeout (bounded_job_client_class); this is the backstop.
+        limit = timeout_s or self.timeout_s + JOB_SDK_SLACK_S
         with job_sdk_errors(self.dashboard_url, what, job=job):
             try:
                 with anyio.fail_after(limit):
@@ -256,6 +255,7 @@ class RayAPI:
         """Ray's JobDetails of a job, by submission id or job id, as a JSON dict."""
         if not job.strip():
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
+        job = check_job_ref(job.strip())
         details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
         return dict(details.model_dump(mode="json"))
 
@@ -279,9 +279,13 @@ class RayAPI:
             raise InvalidArgument(
                 "The entrypoint is empty: give the shell command to run, e.g. 'python train.py'."
             )
+        if submission_id is not None:
+            check_job_ref(submission_id, what="submission_id")
         env, uploaded = shaping.check_runtime_env(runtime_env)
         await self._in_thread(
-            functools.partial(_validate_runtime_env_with_ray, env), what="runtime_env validation"
+            functools.partial(_validate_runtime_env_with_ray, env),
+            what="runtime_env validation",
+            timeout_s=max(30.0, 3 * self.timeout_s),  # local work (imports ray), no request
         )
         client = await self._job_client()
         submit = functools.partial(
@@ -1503,6 +1507,45 @@ def check_id(kind: str, value: str) -> str:
     return value
 
 
+JOB_SDK_SLACK_S = 3.0
+UPLOAD_READ_TIMEOUT_S = 300.0
+
+
+def bounded_job_client_class(timeout_s: float) -> type:
+    """Ray's JobSubmissionClient with a timeout on every request.
+
+    Ray's client sends its requests without one, so a dashboard that accepts and never answers would hold a
+    worker thread forever (and enough of them would starve every other call). Reads get the dashboard
+    timeout; a POST or DELETE (a submission with an upload, a stop) may wait for the job server longer.
+    """
+    from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
+
+    class BoundedJobSubmissionClient(JobSubmissionClient):
+        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
+            kwargs.setdefault("timeout", (timeout_s, read))
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return BoundedJobSubmissionClient
+
+
+# A job id goes into the job server's URL path (/api/jobs/<id>): '#', '?', '/' or '%' would address another
+# resource (an id of '#' asks for the job list), so they are refused before any request.
+_JOB_REF_UNSAFE = re.compile(r"[/?#%\\\s\x00-\x1f\x7f]")
+MAX_JOB_REF = 256
+
+
+def check_job_ref(job: str, *, what: str = "job id") -> str:
+    if len(job) > MAX_JOB_REF or _JOB_REF_UNSAFE.search(job):
+        shown = job if len(job) <= 80 else job[:80] + "…"
+        raise InvalidArgument(
+            f"{shown!r} is not a valid {what}: ids are at most {MAX_JOB_REF} characters without spaces, '/', "
+            "'?', '#', '%' or '\\'. Submission ids look like raysubmit_…, job ids like 02000000; call list_jobs "
+            "to see them."
+        )
+    return job
+
+
 async def _gather(*awaitables: Awaitable[Any]) -> list[Any]:
     """Run independent dashboard calls concurrently and return their results in order (errors propagate)."""
     results: list[Any] = [None] * len(awaitables)
@@ -1515,21 +1558,20 @@ async def _gather(*awaitables: Awaitable[Any]) -> list[Any]:
             for i, aw in enumerate(awaitables):
                 tg.start_soon(run, i, aw)
     except BaseExceptionGroup as group:
-        # Several calls failing together (a dashboard that is down) is one failure for the caller: raise the
-        # first of ours, so that it still reaches the model as a ToolError with its message.
-        raise _first_leaf(group) from None
+        # Several calls failed together (a dashboard down fails them all): one clear error, not a group,
+        # which mcp would report as a crash. Anything that is not one of ours still propagates as it was.
+        ours = [e for e in _leaves(group) if isinstance(e, RayMCPError)]
+        if ours and len(ours) == len(_leaves(group)):
+            raise ours[0] from group
+        raise
     return results
 
 
-def _first_leaf(group: BaseExceptionGroup) -> BaseException:
-    ours = [e for e in _leaves(group) if isinstance(e, RayMCPError)]
-    return ours[0] if ours else _leaves(group)[0]
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for sub in error.exceptions for leaf in _leaves(sub)]
-    return [error]
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:

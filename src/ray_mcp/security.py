@@ -35,10 +35,12 @@ ToolKind = Literal["read", "write", "destructive"]
 
 # Arguments that name the object a call acts on, in order of preference, for the audit trail.
 TARGET_ARGUMENTS = (
+    "job",
     "submission_id",
     "job_id",
     "actor_id",
     "app_name",
+    "app",
     "name",
     "pg_id",
     "node_id",
@@ -100,8 +102,12 @@ def call_outcome(result: HandlerResult) -> str:
     data = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result or {}
     if data.get("isError"):
         return "error"
+    if data.get("inputRequests"):  # 2026-07-28: this round asks the user; the next one carries the answer
+        return "asking_user"
     texts = [c.get("text", "") for c in data.get("content") or [] if isinstance(c, dict)]
-    return "dry_run" if any(t.startswith("Not done yet") for t in texts) else "ok"
+    if any(t.startswith("Not done yet") for t in texts):
+        return "dry_run"
+    return "declined" if any(t.startswith("Not done (") for t in texts) else "ok"
 
 
 class SafetyMiddleware(ServerMiddleware[Any]):

@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 import httpx
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
@@ -122,6 +123,26 @@ def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[
     return wrapper
 
 
+class ClusterSelection(ServerMiddleware[Any]):
+    """Selects the cluster a tools/call names for the whole call, resolvers included.
+
+    A destructive tool's ``Resolve`` resolvers (confirm.py) run before the tool body, outside the
+    ``with_cluster_argument`` wrapper, so the choice must already be made when the call starts. An unknown
+    name is rejected by the argument's Literal before any resolver runs.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        arguments = (ctx.params or {}).get("arguments") if ctx.method == "tools/call" else None
+        cluster = arguments.get("cluster") if isinstance(arguments, dict) else None
+        if not isinstance(cluster, str):
+            return await call_next(ctx)
+        token = CURRENT_CLUSTER.set(cluster)
+        try:
+            return await call_next(ctx)
+        finally:
+            CURRENT_CLUSTER.reset(token)
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -145,7 +166,10 @@ def build_server(
         version=_version(),
         lifespan=lifespan,
         log_level=settings.log_level,
-        middleware=[SafetyMiddleware(lambda: kinds, Auditor(settings.audit_log))],
+        middleware=[
+            SafetyMiddleware(lambda: kinds, Auditor(settings.audit_log)),
+            *([ClusterSelection()] if app.multi_cluster else []),
+        ],
     )
     server.app = app
     server.tool_kinds = kinds

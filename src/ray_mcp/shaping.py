@@ -1650,6 +1650,7 @@ def kill_preflight(actor: models.Actor, *, no_restart: bool, force: bool) -> str
     who = (
         f"actor {actor.actor_id} ({actor.class_name}"
         + (f" {actor.name!r}" if actor.name else "")
+        + (f", job {actor.job_id}" if actor.job_id else "")
         + f", {actor.state})"
     )
     if actor.state == "DEAD":

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
 from ray_mcp import shaping
+from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.models import Actor, ActorKill, ActorList
 from ray_mcp.ray_api import check_id
@@ -77,6 +80,8 @@ def register(server: MCPServer) -> None:
     async def kill_actor(
         ctx: Context,
         actor_id: Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")],
+        pending: Annotated[Pending, Resolve(_kill_plan)],
+        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_kill)],
         no_restart: Annotated[
             bool, Field(description="True: the actor stays dead even if it has max_restarts.")
         ] = True,
@@ -87,27 +92,36 @@ def register(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, ActorKill]:
         """Kill one actor (like ray.kill): its process is stopped at once and pending calls fail. Destructive.
 
-        Called without confirm it changes nothing and returns a token; ask the user, then call again with
+        The user is asked first (naming the actor's class, name and job) when the client supports it; else a
+        call without confirm changes nothing and returns a token: ask the user, then call again with
         confirm=<token>. no_restart=false lets an actor with max_restarts come back. A detached actor is refused
         unless force=true. Use list_actors or get_actor first to pick the right id.
         """
-        api = await app_of(ctx).api()
-        actor = await api.get_actor(check_id("actor", actor_id.strip()))
-        target = f"{actor.actor_id} no_restart={no_restart}"
-        description = shaping.kill_preflight(actor, no_restart=no_restart, force=force)
-        if actor.state == "DEAD" or not confirmation.is_confirmed("kill_actor", target, confirm):
-            text = (
-                description
-                if actor.state == "DEAD"
-                else confirmation.dry_run_text("kill_actor", target, description)
-            )
-            result = ActorKill(
-                actor_id=actor.actor_id,
-                done=False,
-                no_restart=no_restart,
-                state_before=actor.state,
-                message=text,
-            )
+        actor: Actor = pending.subject
+        decision = confirmation.decide(pending, confirm, answer)
+        if decision.proceed:
+            result = await (await app_of(ctx).api()).kill_actor_and_wait(actor, no_restart=no_restart)
         else:
-            result = await api.kill_actor_and_wait(actor, no_restart=no_restart)
+            result = ActorKill(
+                actor_id=actor.actor_id, done=False, no_restart=no_restart, state_before=actor.state,
+                message=decision.text,
+            )  # fmt: skip
         return shaping.tool_result(result, result.message)
+
+
+# -- confirmation of kill_actor (resolvers run before the tool body; see confirm.py) ----------------------
+
+
+async def _kill_plan(ctx: Context, actor_id: str, no_restart: bool, force: bool) -> Pending:
+    api = await app_of(ctx).api()
+    actor = await api.get_actor(check_id("actor", actor_id.strip()))
+    target = f"{actor.actor_id} no_restart={no_restart}"
+    description = shaping.kill_preflight(actor, no_restart=no_restart, force=force)
+    noop = description if actor.state == "DEAD" else None
+    return Pending("kill_actor", target, description, subject=actor, noop=noop)
+
+
+async def _ask_kill(
+    ctx: Context, pending: Annotated[Pending, Resolve(_kill_plan)]
+) -> Elicit[Approval] | None:
+    return confirmation.ask(ctx, pending)

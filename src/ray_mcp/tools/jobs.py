@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import CallToolResult
 from pydantic import Field, WithJsonSchema
 
 from ray_mcp import confirm as confirmation
+from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping import render_job, render_job_list, render_wait, tool_result
@@ -136,25 +139,39 @@ def register(server: MCPServer) -> None:
     async def delete_job(
         ctx: Context,
         job: JobId,
+        pending: Annotated[Pending, Resolve(_delete_plan)],
+        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_delete)],
         confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
     ) -> Annotated[CallToolResult, JobChange]:
         """Delete an ended job's record and runtime-env data (like `ray job delete`); irreversible.
 
         Only ended jobs (STOPPED, SUCCEEDED, FAILED) can be deleted: stop_job a running one first. Log files
-        stay on disk. Called without confirm it changes nothing and returns a confirmation token; call it
-        again with confirm=<token> to delete.
+        stay on disk. The user is asked first when the client supports it; else a call without confirm changes
+        nothing and returns a confirmation token: call it again with confirm=<token> to delete.
         """
-        api = await app_of(ctx).api()
-        info = await api.deletable_job(job)
-        sid = str(info.submission_id)
-        if not confirmation.is_confirmed("delete_job", sid, confirm):
-            what = f"delete job {sid} ({info.status}, entrypoint {info.entrypoint[:80]!r})"
-            token = confirmation.token_for("delete_job", sid)
-            text = confirmation.dry_run_text("delete_job", sid, what)
+        decision = confirmation.decide(pending, confirm, answer)
+        if decision.proceed:
+            result = await (await app_of(ctx).api()).delete_job(pending.target)
+        else:
             result = JobChange(
-                job=sid, action="delete", done=False, status=info.status, dry_run=True, confirm_token=token,
-                message=text,
+                job=pending.target, action="delete", done=False, status=pending.subject.status,
+                dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
             )  # fmt: skip
-            return tool_result(result, result.message)
-        result = await api.delete_job(sid)
         return tool_result(result, result.message)
+
+
+# -- confirmation of delete_job (resolvers run before the tool body; see confirm.py) ----------------------
+
+
+async def _delete_plan(ctx: Context, job: str) -> Pending:
+    info = await (await app_of(ctx).api()).deletable_job(job)
+    sid = str(info.submission_id)
+    job_id = f"job {info.job_id}, " if info.job_id else ""
+    what = f"delete job {sid} ({job_id}{info.status}, entrypoint {info.entrypoint[:80]!r})"
+    return Pending("delete_job", sid, what, subject=info)
+
+
+async def _ask_delete(
+    ctx: Context, pending: Annotated[Pending, Resolve(_delete_plan)]
+) -> Elicit[Approval] | None:
+    return confirmation.ask(ctx, pending)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
 from ray_mcp import shaping
+from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.models import ServeChange, ServeStatus
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
@@ -70,18 +73,34 @@ def register(server: MCPServer) -> None:
     async def serve_delete_app(
         ctx: Context,
         app: Annotated[str, Field(description="The application to delete, by name.")],
+        pending: Annotated[Pending, Resolve(_delete_app_plan)],
+        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_delete_app)],
         confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
     ) -> Annotated[CallToolResult, ServeChange]:
         """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
 
-        Called without confirm it changes nothing and returns a token; ask the user, then call again with
-        confirm=<token>. It never shuts Serve itself down.
+        The user is asked first when the client supports it; else a call without confirm changes nothing and
+        returns a token: ask the user, then call again with confirm=<token>. It never shuts Serve itself down.
         """
-        api = await app_of(ctx).api()
-        if not confirmation.is_confirmed("serve_delete_app", app, confirm):
-            status = await api.serve_status(app=app, log_lines=0)  # raises NotFound for an unknown app
-            description = f"delete Serve application {app!r} ({status.apps[0].status}) and keep the others"
-            text = confirmation.dry_run_text("serve_delete_app", app, description)
-            return shaping.tool_result(ServeChange(action="dry run", applications=[], status=status), text)
-        change = await api.serve_delete_app(app)
+        decision = confirmation.decide(pending, confirm, answer)
+        if not decision.proceed:
+            return shaping.tool_result(
+                ServeChange(action="not done", applications=[], status=pending.subject), decision.text
+            )
+        change = await (await app_of(ctx).api()).serve_delete_app(app)
         return shaping.tool_result(change, f"Deleted {app!r}.\n" + shaping.render_serve_status(change.status))
+
+
+# -- confirmation of serve_delete_app (resolvers run before the tool body; see confirm.py) ----------------
+
+
+async def _delete_app_plan(ctx: Context, app: str) -> Pending:
+    status = await (await app_of(ctx).api()).serve_status(app=app, log_lines=0)  # NotFound for an unknown app
+    description = f"delete Serve application {app!r} ({status.apps[0].status}) and keep the others"
+    return Pending("serve_delete_app", app, description, subject=status)
+
+
+async def _ask_delete_app(
+    ctx: Context, pending: Annotated[Pending, Resolve(_delete_app_plan)]
+) -> Elicit[Approval] | None:
+    return confirmation.ask(ctx, pending)

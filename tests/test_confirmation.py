@@ -1,0 +1,107 @@
+"""Destructive calls: the user is asked when the client supports elicitation, else the confirm token path.
+
+Both protocol generations are driven: the 2026-07-28 one (the in-memory client's default, where the question
+rides an InputRequiredResult round) and the older handshake (a standalone elicitation/create request).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import ElicitRequestParams, ElicitResult
+from tests.jobs_helpers import call_ok, run_to_end, text_of
+from tests.state_drivers import driver
+
+from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.settings import Settings
+
+
+class User:
+    """An elicitation callback that answers like a user would, and remembers what it was asked."""
+
+    def __init__(self, action: str, proceed: bool = True) -> None:
+        self.action = action
+        self.proceed = proceed
+        self.asked: list[str] = []
+
+    async def __call__(self, _context: Any, params: ElicitRequestParams) -> ElicitResult:
+        self.asked.append(params.message)
+        assert "proceed" in str(params.requested_schema)
+        content = {"proceed": self.proceed} if self.action == "accept" else None
+        return ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
+
+
+MODES = pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "handshake"])
+
+
+@MODES
+async def test_an_accepted_elicitation_deletes_the_job_it_named(
+    ray_cluster: Any, tmp_path: Path, mode: str
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    server = build_server(
+        Settings(address=ray_cluster.dashboard_url, allow_destructive=True, audit_log=audit)
+    )
+    user = User("accept")
+    async with Client(server, elicitation_callback=user, mode=mode) as client:  # type: ignore[arg-type]
+        sid, _ = await run_to_end(client, entrypoint="python -c \"print('to be deleted')\"")
+        done = await call_ok(client, "delete_job", {"job": sid})
+        assert done.structured_content["done"] is True, text_of(done)
+        gone = await client.call_tool("get_job", {"job": sid})
+        assert gone.is_error and "list_jobs" in text_of(gone)
+    assert len(user.asked) == 1
+    assert sid in user.asked[0] and "to be deleted" in user.asked[0] and "SUCCEEDED" in user.asked[0]
+    outcomes = [json.loads(line)["outcome"] for line in audit.read_text().splitlines()]
+    assert outcomes[-1] == "ok" and outcomes.count("ok") == 2  # submit_job, then the delete itself
+    await server.app.aclose()
+
+
+@MODES
+async def test_a_declined_elicitation_leaves_the_actor_alive_and_says_so(
+    server: RayMCPServer, ray_cluster: Any, mode: str
+) -> None:
+    user = User("decline")
+    body = """
+        @ray.remote(num_cpus=0)
+        class Keeper:
+            def ping(self):
+                return 1
+        k = Keeper.options(name="precious").remote()
+        ray.get(k.ping.remote())
+    """
+    with driver(ray_cluster.gcs_address, body, namespace=f"confirm-{mode}"):
+        async with Client(server, elicitation_callback=user, mode=mode) as client:  # type: ignore[arg-type]
+            found = await call_ok(client, "list_actors", {"name": "precious", "state": "ALIVE"})
+            actor = found.structured_content["actors"][0]
+            refused = await call_ok(client, "kill_actor", {"actor_id": actor["actor_id"]})
+            assert refused.structured_content["done"] is False
+            assert "nothing changed" in text_of(refused) and "declined" in text_of(refused)
+            assert "confirm-" not in text_of(refused)  # no token to route around the user's no
+            said_no = User("accept", proceed=False)
+            async with Client(server, elicitation_callback=said_no, mode=mode) as second:  # type: ignore[arg-type]
+                unticked = await call_ok(second, "kill_actor", {"actor_id": actor["actor_id"]})
+            assert unticked.structured_content["done"] is False and "said no" in text_of(unticked)
+            still = await call_ok(client, "get_actor", {"actor_id": actor["actor_id"]})
+            assert still.structured_content["state"] == "ALIVE"
+    question = user.asked[0]
+    assert actor["actor_id"] in question and "Keeper" in question and "'precious'" in question
+    assert re.search(r"job [0-9a-f]{8}", question), question
+    await server.app.aclose()
+
+
+async def test_without_elicitation_the_confirm_token_path_is_kept(client: Client) -> None:
+    sid, _ = await run_to_end(client, entrypoint="python -c \"print('token path')\"")
+    dry = (await call_ok(client, "delete_job", {"job": sid})).structured_content
+    assert dry["done"] is False and dry["dry_run"] is True and dry["confirm_token"]
+    assert "nothing changed" in dry["message"]
+    still = await call_ok(client, "get_job", {"job": sid})
+    assert still.structured_content["status"] == "SUCCEEDED"
+    with anyio.fail_after(60):
+        done = await call_ok(client, "delete_job", {"job": sid, "confirm": dry["confirm_token"]})
+    assert done.structured_content["done"] is True

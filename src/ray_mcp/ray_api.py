@@ -36,7 +36,7 @@ from ray_mcp.errors import (
     job_sdk_errors,
     log_request_failed,
 )
-from ray_mcp.shaping import demand_is_feasible, node_resources, uncamel_resources
+from ray_mcp.shaping import uncamel_resources
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
@@ -202,7 +202,7 @@ class RayAPI:
             filters=[("state", "=", "PENDING")],
             limit=1,
         )
-        return build_cluster_status(
+        return shaping.build_cluster_status(
             dashboard_url=self.dashboard_url,
             source=self.source,
             version=version,
@@ -1192,156 +1192,6 @@ class RayAPI:
         )
         findings = diagnosis.cluster_health(evidence)
         return shaping.cluster_health(self.dashboard_url, findings, checked, notes, max_bytes=max_bytes)
-
-
-def build_cluster_status(
-    *,
-    dashboard_url: str,
-    source: str,
-    version: Mapping[str, Any],
-    nodes: list[Mapping[str, Any]],
-    status: Mapping[str, Any],
-    pending_placement_groups: int,
-    max_nodes: int,
-) -> models.ClusterStatus:
-    """Join the node list and the autoscaler report into one ClusterStatus (pure, tested without Ray)."""
-    cluster_status = status.get("clusterStatus") or {}
-    load = cluster_status.get("loadMetricsReport") or {}
-    known = {name for node in nodes for name in (node.get("resources_total") or {})}
-    usage_by_node = {
-        node_id: uncamel_resources(usage, known) for node_id, usage in (load.get("usageByNode") or {}).items()
-    }
-
-    node_models: list[models.NodeStatus] = []
-    totals: dict[str, list[float]] = {}
-    for node in nodes:
-        alive = node.get("state") == "ALIVE"
-        node_id = str(node.get("node_id", ""))
-        used_total = usage_by_node.get(node_id, {})
-        resources = node_resources(node.get("resources_total") or {}, used_total) if alive else {}
-        if alive:
-            for name, use in resources.items():
-                acc = totals.setdefault(name, [0.0, 0.0])
-                acc[0] += use.used
-                acc[1] += use.total
-        node_models.append(
-            models.NodeStatus(
-                node_id=node_id,
-                ip=str(node.get("node_ip", "")),
-                state="ALIVE" if alive else "DEAD",
-                is_head=bool(node.get("is_head_node")),
-                resources=resources,
-                death_reason=None if alive else (node.get("state_message") or "no reason recorded"),
-            )
-        )
-    node_models.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
-
-    alive_totals = [n.resources for n in node_models if n.state == "ALIVE"]
-    node_types = [shape for shape, _count in (load.get("nodeTypes") or [])]
-    demands = _demands(load, alive_totals, node_types)
-
-    autoscaler = _autoscaler(cluster_status.get("autoscalerReport"), status.get("autoscalingError"))
-    shown = node_models[:max_nodes]
-    alive_count = sum(1 for n in node_models if n.state == "ALIVE")
-    hints: list[str] = []
-    if len(shown) < len(node_models):
-        hints.append(
-            f"{len(node_models) - len(shown)} more nodes not shown; call cluster_status with a larger max_nodes."
-        )
-    if pending_placement_groups:
-        hints.append(
-            f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits."
-        )
-    if any(d.infeasible for d in demands):
-        hints.append(
-            "Some demands fit on no node: lower the request, or add a node with those resources "
-            "(an autoscaler adds one only if a node type can hold it)."
-        )
-    return models.ClusterStatus(
-        dashboard_url=dashboard_url,
-        source=source,
-        ray_version=str(version.get("ray_version", "unknown")),
-        session_name=version.get("session_name"),
-        nodes_alive=alive_count,
-        nodes_dead=len(node_models) - alive_count,
-        resources={name: models.ResourceUse(used=u, total=t) for name, (u, t) in sorted(totals.items())},
-        nodes=shown,
-        nodes_shown=len(shown),
-        pending_demands=demands,
-        pending_placement_groups=pending_placement_groups,
-        autoscaler=autoscaler,
-        hints=hints,
-    )
-
-
-def _demands(
-    load: Mapping[str, Any],
-    node_resources_list: list[dict[str, models.ResourceUse]],
-    node_types: list[Mapping[str, float]],
-) -> list[models.Demand]:
-    shapes = [{k: v.total for k, v in res.items()} for res in node_resources_list] + [
-        dict(t) for t in node_types
-    ]
-    out: list[models.Demand] = []
-    for shape, count in load.get("resourceDemand") or []:
-        out.append(
-            models.Demand(
-                kind="task_or_actor",
-                bundles=[_clean_shape(shape)],
-                count=int(count),
-                infeasible=not demand_is_feasible([shape], shapes, strategy=None),
-            )
-        )
-    for pg, count in load.get("pgDemand") or []:
-        bundles = [_clean_shape(b) for b, n in pg.get("bundles") or [] for _ in range(int(n))]
-        strategy = pg.get("strategy")
-        out.append(
-            models.Demand(
-                kind="placement_group",
-                bundles=bundles,
-                strategy=strategy,
-                count=int(count),
-                infeasible=not demand_is_feasible(bundles, shapes, strategy=strategy),
-            )
-        )
-    for shape, count in load.get("requestDemand") or []:
-        out.append(
-            models.Demand(
-                kind="request_resources",
-                bundles=[_clean_shape(shape)],
-                count=int(count),
-                infeasible=not demand_is_feasible([shape], shapes, strategy=None),
-            )
-        )
-    return out
-
-
-def _clean_shape(shape: Mapping[str, Any]) -> dict[str, float]:
-    return {str(k): float(v) for k, v in shape.items() if not str(k).startswith("node:")}
-
-
-def _autoscaler(report: Mapping[str, Any] | None, error: str | None) -> models.AutoscalerStatus | None:
-    if not report and not error:
-        return None
-    report = report or {}
-    pending_nodes = [
-        " ".join(str(x) for x in (p if isinstance(p, list | tuple) else [p]))
-        for p in report.get("pendingNodes") or []
-    ]
-    failed_nodes = [
-        " ".join(str(x) for x in (f if isinstance(f, list | tuple) else [f]))
-        for f in report.get("failedNodes") or []
-    ]
-    launches = {str(k): int(v) for k, v in (report.get("pendingLaunches") or {}).items()}
-    return models.AutoscalerStatus(
-        # A "legacy" report with no launches and no node types is what a fixed-size cluster (ray start) shows.
-        kind="legacy" if report.get("legacy") else "v2",
-        active_nodes=sum(int(v) for v in (report.get("activeNodes") or {}).values()),
-        pending_nodes=pending_nodes,
-        pending_launches=launches,
-        failed_nodes=failed_nodes,
-        error=error or None,
-    )
 
 
 async def dashboard_answers(url: str, timeout_s: float) -> bool:

@@ -114,6 +114,24 @@ async def test_a_job_stuck_on_an_infeasible_placement_group_says_so_and_what_the
         await client.call_tool("stop_job", {"job": sid})
 
 
+async def test_a_job_asking_for_a_gpu_the_cluster_lacks_is_stuck_on_its_entrypoint_resources(
+    client: Client,
+) -> None:
+    sid = await submit(client, entrypoint="python -c \"print('never runs')\"", entrypoint_num_gpus=1)
+    try:
+        with anyio.fail_after(120):
+            while True:
+                data, text = await diagnose(client, sid)
+                if data["findings"][0]["kind"] == "entrypoint_resources":
+                    break
+                await anyio.sleep(1)
+        assert data["status"] == "PENDING"
+        assert "fit on no node" in data["verdict"] and "GPU" in data["verdict"], text
+        assert "GPU: 1 wanted, no node has more than 0" in text
+    finally:
+        await client.call_tool("stop_job", {"job": sid})
+
+
 async def test_a_successful_job_is_said_to_have_succeeded(client: Client) -> None:
     sid, info = await run_to_end(client, entrypoint="python -c \"print('all good')\"")
     assert info["status"] == "SUCCEEDED"

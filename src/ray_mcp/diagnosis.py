@@ -378,7 +378,9 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
         )  # fmt: skip
 
     # The driver could not start: the entrypoint's resources, or the supervisor.
-    requested = {k: v for k, v in e.entrypoint_resources.items() if v}
+    # Ray's job details do not carry entrypoint_num_cpus/gpus/resources; the driver's supervisor actor asks for them.
+    asked = e.entrypoint_resources or (e.supervisor.required_resources if e.supervisor else None) or {}
+    requested = {str(k): float(v) for k, v in asked.items() if v}
     missing = unmet(requested, e.node_totals) if e.node_totals else []
     if info.error_type in ("JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE") or (
         info.status == "PENDING" and (missing or (e.supervisor and e.supervisor.state == "PENDING_CREATION"))

@@ -45,7 +45,7 @@ def ray_cluster() -> Iterator[Cluster]:
     head = LocalHead(num_cpus=2)
     head.spawn()
     try:
-        anyio.run(head.wait_ready, 120.0)
+        anyio.run(head.wait_ready, 120.0, Settings().dashboard_request_headers())
         yield Cluster(head.dashboard_url, head.gcs_address, head.temp_dir)
     finally:
         head.stop()

@@ -164,14 +164,18 @@ async def serve(settings: Settings) -> None:
         os._exit(0)
 
     try:
-        async with anyio.create_task_group() as tg:
-            stop_now = stop_stdio_now if settings.transport == "stdio" else None
-            await tg.start(_watch_signals, tg.cancel_scope, stop_now)
-            if settings.transport == "stdio":
+        if settings.transport == "stdio":
+            async with anyio.create_task_group() as tg:
+                await tg.start(_watch_signals, tg.cancel_scope, stop_stdio_now)
                 await server.run_stdio_async()
-            else:
-                await serve_http(server, settings)
-            tg.cancel_scope.cancel()
+                tg.cancel_scope.cancel()
+        else:
+            # uvicorn shuts down gracefully on SIGINT and SIGTERM, then raises the signal again with the handler
+            # it found on entry. Ignoring both here makes that a no-op, so that serve_http returns and the
+            # embedded cluster is stopped below, with no traceback and exit status 0.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            await serve_http(server, settings)
     finally:
         # Finish shutting the embedded cluster down even if the client follows up with SIGTERM.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -192,7 +192,7 @@ class LocalHead:
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )  # fmt: skip
 
-    async def wait_ready(self, timeout_s: float) -> None:
+    async def wait_ready(self, timeout_s: float, headers: Mapping[str, str] | None = None) -> None:
         """Wait until the dashboard answers and the head node is registered as ALIVE."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -201,7 +201,7 @@ class LocalHead:
                     f"The embedded Ray head exited with code {self.process.returncode} while starting. "
                     f"Its output is in {self.log_path}: {self._log_tail()}"
                 )
-            if await head_node_alive(self.dashboard_url, PROBE_TIMEOUT_S):
+            if await head_node_alive(self.dashboard_url, PROBE_TIMEOUT_S, headers):
                 return
             if time.monotonic() > deadline:
                 raise ClusterUnavailable(
@@ -316,7 +316,9 @@ class ClusterManager:
             return Resolved(parse_address(s.dashboard_url).original, "external")
         if s.address and s.address not in ("auto", "local") and s.embedded != "always":
             return await self._resolve_address(parse_address(s.address))
-        if s.embedded != "always" and await dashboard_answers(LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S):
+        if s.embedded != "always" and await dashboard_answers(
+            LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S, s.dashboard_request_headers()
+        ):
             log.info("ray-mcp: using the local Ray cluster at %s", LOCAL_DASHBOARD_URL)
             return Resolved(LOCAL_DASHBOARD_URL, "local")
         if s.embedded == "never":
@@ -341,7 +343,9 @@ class ClusterManager:
                 log.info("ray-mcp: GCS %s reports its dashboard at %s", gcs, url)
                 return Resolved(url, "external", gcs_address=gcs)
         guess = address.default_dashboard_url
-        if await dashboard_answers(guess, self.settings.request_timeout_s):
+        if await dashboard_answers(
+            guess, self.settings.request_timeout_s, self.settings.dashboard_request_headers()
+        ):
             log.info("ray-mcp: using the dashboard %s for address %s", guess, address.original)
             return Resolved(guess, "external")
         raise unreachable(
@@ -356,7 +360,9 @@ class ClusterManager:
         self.embedded = head
         log.info("ray-mcp: no Ray cluster configured; starting an embedded one in %s", head.temp_dir)
         head.spawn()
-        await head.wait_ready(self.settings.cluster_start_timeout_s)
+        await head.wait_ready(
+            self.settings.cluster_start_timeout_s, self.settings.dashboard_request_headers()
+        )
         log.info(
             "ray-mcp: using the embedded Ray cluster (dashboard %s, GCS %s, temp dir %s)",
             head.dashboard_url,

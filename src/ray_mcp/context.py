@@ -49,7 +49,7 @@ class Connection:
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
                 source=resolved.source,
-                headers=dashboard_headers(s),
+                headers=s.dashboard_request_headers(),
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,
@@ -106,15 +106,6 @@ class App:
     async def aclose(self) -> None:
         for connection in self.connections.values():
             await connection.aclose()
-
-
-def dashboard_headers(settings: Settings) -> dict[str, str]:
-    """Headers for every dashboard request: the configured extras, and Ray's token when there is one."""
-    headers = dict(settings.dashboard_headers)
-    token = settings.resolved_ray_auth_token()
-    if token and not any(k.lower() == "authorization" for k in headers):
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
 
 
 def app_of(ctx: Context) -> App:

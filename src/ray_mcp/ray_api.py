@@ -1194,20 +1194,24 @@ class RayAPI:
         return shaping.cluster_health(self.dashboard_url, findings, checked, notes, max_bytes=max_bytes)
 
 
-async def dashboard_answers(url: str, timeout_s: float) -> bool:
+async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
     """Is there a Ray dashboard at this URL? (Never raises.)"""
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as http:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
             r = await http.get(f"{url}/api/version")
             return r.status_code == 200 and "ray_version" in r.json()
     except (httpx.HTTPError, ValueError):
         return False
 
 
-async def head_node_alive(url: str, timeout_s: float) -> bool:
-    """Does the dashboard at this URL answer the State API with at least one ALIVE node? (Never raises.)"""
+async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
+    """Does the dashboard at this URL answer the State API with at least one ALIVE node? (Never raises.)
+
+    With Ray's token authentication on (a ``~/.ray/auth_token`` makes ``ray start`` turn it on), the probe
+    needs the token too, or it would wait for a head that is in fact ready.
+    """
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as http:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
             r = await http.get(f"{url}/api/v0/nodes", params={"limit": 10})
             nodes = r.json()["data"]["result"]["result"]
             return r.status_code == 200 and any(n.get("state") == "ALIVE" for n in nodes)

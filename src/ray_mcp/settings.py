@@ -121,6 +121,14 @@ class Settings(BaseSettings):
             return self.auth_token_file.read_text().strip() or None
         return None
 
+    def dashboard_request_headers(self) -> dict[str, str]:
+        """Headers for every dashboard request: the configured extras, and Ray's token when there is one."""
+        headers = dict(self.dashboard_headers)
+        token = self.resolved_ray_auth_token()
+        if token and not any(k.lower() == "authorization" for k in headers):
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
     def resolved_ray_auth_token(self) -> str | None:
         """Ray's dashboard token: the setting, then its file, then Ray's default ~/.ray/auth_token."""
         if self.ray_auth_token is not None:

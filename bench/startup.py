@@ -33,7 +33,8 @@ async def cold_start(params: StdioServerParameters) -> float:
     return elapsed
 
 
-async def main(runs: int, address: str) -> None:
+async def measure(runs: int, address: str) -> dict[str, list[float]]:
+    """Cold-start times of the bare server and ray-mcp, alternating, after one unmeasured warm-up each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS"))}
     env["PYTHONPATH"] = str(HERE.parent)
     subjects = {
@@ -48,6 +49,11 @@ async def main(runs: int, address: str) -> None:
     for _ in range(runs):
         for name, params in subjects.items():
             times[name].append(await cold_start(params))
+    return times
+
+
+async def main(runs: int, address: str) -> None:
+    times = await measure(runs, address)
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"cold start (spawn + initialize + tools/list over stdio), median of {runs} alternating runs")
     for name, median in medians.items():

@@ -87,9 +87,10 @@ async def run(plan: Plan, target: Target, work: Path, res: Results) -> None:
         async with (
             stdio_session(target.dashboard_url, work / "stdio.log") as stdio,
             http_session(target.dashboard_url, work / "http.log") as http,
+            stdio_session(None, work / "bare.log") as bare,
         ):
             print(f"\n== 2. call overhead ({plan.reps} interleaved runs)", flush=True)
-            await sections.call_overhead(res, target, stdio, http, job, plan.reps)
+            await sections.call_overhead(res, target, stdio, http, bare, job, plan.reps)
             print(f"\n== 3. against the CLI ({plan.cli_reps} interleaved runs)", flush=True)
             await sections.against_cli(res, target, stdio, job, plan.cli_reps)
         before = child_pids()

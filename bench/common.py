@@ -136,8 +136,13 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
 
 
 @asynccontextmanager
-async def stdio_session(address: str, errlog_path: Path) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=RAY_MCP, args=["--address", address], env=clean_env())
+async def stdio_session(address: str | None, errlog_path: Path) -> AsyncIterator[Client]:
+    """ray-mcp over stdio on ``address``; None: the bare MCPServer of bench/bare_server.py."""
+    if address is None:
+        bare = str(Path(__file__).with_name("bare_server.py"))
+        params = StdioServerParameters(command=sys.executable, args=[bare], env=clean_env())
+    else:
+        params = StdioServerParameters(command=RAY_MCP, args=["--address", address], env=clean_env())
     with open(errlog_path, "a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield client

@@ -26,13 +26,14 @@ from bench.common import (
 
 
 async def call_overhead(
-    res: Results, target: Target, stdio: Client, http: Client, job: str, reps: int
+    res: Results, target: Target, stdio: Client, http: Client, bare: Client, job: str, reps: int
 ) -> None:
     cases: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
         ("list_actors", {}, "/api/v0/actors", {"limit": 50, "detail": 1, "timeout": 10}),
         ("pg_status", {}, "/api/v0/placement_groups", {"limit": 50, "detail": 1, "timeout": 10}),
         ("get_job", {"job": job}, f"/api/jobs/{job}", {}),
     ]
+    floors: list[float] = []
     async with httpx.AsyncClient(base_url=target.dashboard_url, timeout=60) as raw:
         for tool, args, path, params in cases:
 
@@ -47,14 +48,23 @@ async def call_overhead(
             async def via_http(tool: str = tool, args: dict[str, Any] = args) -> Any:
                 return await call(http, tool, args)
 
-            times, _ = await interleaved({"raw": get, "stdio": via_stdio, "http": via_http}, reps)
+            async def floor() -> Any:  # the MCP round trip alone: a bare MCPServer's echo tool over stdio
+                return await call(bare, "echo", {"text": "x"})
+
+            subjects = {"raw": get, "stdio": via_stdio, "http": via_http, "floor": floor}
+            times, _ = await interleaved(subjects, reps)
             base = median(times["raw"])
+            floors.append(median(times["floor"]))
             for transport in ("stdio", "http"):
                 ours = median(times[transport])
                 res.add(Row(
                     "call overhead", f"{tool} over {transport} vs raw GET {path.split('/')[-1] or path}",
                     ms(ours), ms(base), f"{ours / base:.2f}x", "≤1.5x", ours / base <= 1.5,
                 ))  # fmt: skip
+    res.add(Row(
+        "call overhead", "for scale: an MCP round trip alone (bare MCPServer echo tool, stdio)",
+        ms(median(floors)),
+    ))  # fmt: skip
 
 
 # -- 3. against the CLI: the same facts from `ray ...` subprocesses --------------------------------------------

@@ -90,12 +90,18 @@ class Population:
         self._jobs = JobSubmissionClient(self.target.dashboard_url)
 
     def _expect(self, word: str, timeout_s: float) -> None:
+        """Read the holder's stdout up to the line ``word``; Ray prints its own warnings there too."""
         assert self.proc is not None and self.proc.stdout is not None
         deadline = time.monotonic() + timeout_s
-        line = self.proc.stdout.readline()  # blocks until the holder answers (or dies: "")
-        if line.strip() != word or time.monotonic() > deadline:
-            log = (self.work_dir / "holder.log").read_text()[-3000:]
-            raise RuntimeError(f"the holder driver answered {line!r} instead of {word!r}: {log}")
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()  # blocks until the holder prints (or dies: "")
+            if line.strip() == word:
+                return
+            if not line:
+                break
+            print(f"    holder: {line.strip()[:200]}", flush=True)
+        log = (self.work_dir / "holder.log").read_text()[-3000:]
+        raise RuntimeError(f"the holder driver did not answer {word!r}: {log}")
 
     def _holder(self, kind: str, n: int) -> None:
         assert self.proc is not None and self.proc.stdin is not None

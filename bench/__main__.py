@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -70,13 +71,27 @@ SMOKE = Plan(
 )  # fmt: skip
 
 
-async def run(plan: Plan, target: Target, work: Path, res: Results) -> None:
+SECTIONS = ("cold", "overhead", "cli", "memory", "scale", "logs")
+
+
+async def run(plan: Plan, target: Target, work: Path, res: Results, only: set[str]) -> None:
+    if "cold" in only:
+        await cold_start(plan, target, res)
+    if only & {"overhead", "cli", "memory", "scale"}:
+        await populated(plan, target, work, res, only)
+    if "logs" in only:
+        await logs(plan, target, res)
+
+
+async def cold_start(plan: Plan, target: Target, res: Results) -> None:
     print(f"\n== 1. cold start ({plan.cold_runs} alternating runs)", flush=True)
     times = await startup.measure(plan.cold_runs, target.dashboard_url)
     bare, ours = median(times["bare MCPServer"]), median(times["ray-mcp"])
     res.add(Row("cold start", "spawn + initialize + tools/list over stdio vs bare MCPServer",
                 ms(ours), ms(bare), f"{ours / bare:.2f}x", "≤1.15x", ours / bare <= 1.15))  # fmt: skip
 
+
+async def populated(plan: Plan, target: Target, work: Path, res: Results, only: set[str]) -> None:
     population = Population(target, work)
     try:
         print("\n== populating the cluster (first level)", flush=True)
@@ -84,33 +99,52 @@ async def run(plan: Plan, target: Target, work: Path, res: Results) -> None:
         job = await population.submit_log_job()
         levels = list(zip(plan.actors, plan.tasks, plan.pgs, plan.jobs, strict=True))
         await population.grow_to(*levels[0])
-        async with (
-            stdio_session(target.dashboard_url, work / "stdio.log") as stdio,
-            http_session(target.dashboard_url, work / "http.log") as http,
-            stdio_session(None, work / "bare.log") as bare,
-        ):
-            print(f"\n== 2. call overhead ({plan.reps} interleaved runs)", flush=True)
-            await sections.call_overhead(res, target, stdio, http, bare, job, plan.reps)
-            print(f"\n== 3. against the CLI ({plan.cli_reps} interleaved runs)", flush=True)
-            await sections.against_cli(res, target, stdio, job, plan.cli_reps)
-        before = child_pids()
-        async with stdio_session(target.dashboard_url, work / "memory.log") as stdio:
-            pid = ray_mcp_children(before)[0]
-            first, total = plan.memory_calls
-            print(f"\n== 6. memory ({total} mixed calls, server pid {pid})", flush=True)
-            await sections.memory(res, stdio, pid, job, first, total)
-        print(f"\n== 4. scale ({len(levels)} levels)", flush=True)
-        async with stdio_session(target.dashboard_url, work / "scale.log") as stdio:
-            for i, level in enumerate(levels):
-                if i:
-                    await population.grow_to(*level)
-                counts = dict(zip(("actors", "tasks", "pgs", "jobs"), level, strict=True))
-                counts["jobs"] += 1  # the log job
-                await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps)
-        sections.scale_rows(res)
+        if only & {"overhead", "cli"}:
+            await overhead_and_cli(plan, target, work, res, job)
+        if "memory" in only:
+            await memory(plan, target, work, res, job)
+        if "scale" in only:
+            await scale(plan, target, work, res, population, levels)
     finally:
         population.stop()
 
+
+async def overhead_and_cli(plan: Plan, target: Target, work: Path, res: Results, job: str) -> None:
+    async with (
+        stdio_session(target.dashboard_url, work / "stdio.log") as stdio,
+        http_session(target.dashboard_url, work / "http.log") as http,
+        stdio_session(None, work / "bare.log") as bare,
+    ):
+        print(f"\n== 2. call overhead ({plan.reps} interleaved runs)", flush=True)
+        await sections.call_overhead(res, target, stdio, http, bare, job, plan.reps)
+        print(f"\n== 3. against the CLI ({plan.cli_reps} interleaved runs)", flush=True)
+        await sections.against_cli(res, target, stdio, job, plan.cli_reps)
+
+
+async def memory(plan: Plan, target: Target, work: Path, res: Results, job: str) -> None:
+    before = child_pids()
+    async with stdio_session(target.dashboard_url, work / "memory.log") as stdio:
+        pid = ray_mcp_children(before)[0]
+        first, total = plan.memory_calls
+        print(f"\n== 6. memory ({total} mixed calls, server pid {pid})", flush=True)
+        await sections.memory(res, stdio, pid, job, first, total)
+
+
+async def scale(
+    plan: Plan, target: Target, work: Path, res: Results, population: Population, levels: list[Any]
+) -> None:
+    print(f"\n== 4. scale ({len(levels)} levels)", flush=True)
+    async with stdio_session(target.dashboard_url, work / "scale.log") as stdio:
+        for i, level in enumerate(levels):
+            if i:
+                await population.grow_to(*level)
+            counts = dict(zip(("actors", "tasks", "pgs", "jobs"), level, strict=True))
+            counts["jobs"] += 1  # the log job
+            await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps)
+    sections.scale_rows(res)
+
+
+async def logs(plan: Plan, target: Target, res: Results) -> None:
     print(f"\n== 5. logs ({plan.log_mb} MB job log)", flush=True)
     out = await logs_bench.run(
         target.dashboard_url, target.logs_dir, plan.log_mb, plan.log_reps, plan.log_full_reps
@@ -160,6 +194,8 @@ def plot(res: Results, path: Path) -> None:
             scale = 1000 if metric == "s" else 1 / 1024
             ax.plot(xs, [p[f"tool_{metric}"] * scale for p in points], "o-", label=points[0]["tool"])
             ax.plot(xs, [p[f"cli_{metric}"] * scale for p in points], "s--", label=points[0]["cli"])
+            if metric == "s" and all("raw_s" in p for p in points):
+                ax.plot(xs, [p["raw_s"] * 1000 for p in points], "^:", label="raw GET (dashboard)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel(f"{kind} in the cluster")
@@ -203,6 +239,9 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="Save the scale plot (PNG) here (needs the bench extra).")
     parser.add_argument("--update-doc", type=Path, help="Rewrite the results block of this Markdown file.")
     parser.add_argument("--json", type=Path, help="Save every row and scale point as JSON here.")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"Which to run, comma-separated: {','.join(SECTIONS)}."
+    )
     args = parser.parse_args()
     if args.address and not args.gcs_address:
         parser.error("--address needs --gcs-address (drivers and `ray status` talk to the GCS)")
@@ -224,7 +263,7 @@ def main() -> None:
     res = Results()
     try:
         with tempfile.TemporaryDirectory(prefix="ray-mcp-bench-") as work:
-            anyio.run(run, plan, target, Path(work), res)
+            anyio.run(run, plan, target, Path(work), res, set(args.sections.split(",")))
     finally:
         if head is not None:
             head.stop()

@@ -102,53 +102,61 @@ async def against_cli(res: Results, target: Target, stdio: Client, job: str, rep
 
 # -- 4. scale: each list tool (defaults) and its CLI twin at each cluster size -------------------------------
 
-SCALE_CASES: list[tuple[str, str, dict[str, Any], list[str]]] = [
-    ("actors", "list_actors", {}, ["list", "actors", "--format", "json"]),
-    ("tasks", "list_tasks", {}, ["list", "tasks", "--format", "json"]),
-    ("pgs", "pg_status", {}, ["list", "placement-groups", "--format", "json"]),
-    ("jobs", "list_jobs", {}, ["job", "list"]),
-]
+SCALE_CASES: list[tuple[str, str, dict[str, Any], list[str], str, dict[str, Any]]] = [
+    ("actors", "list_actors", {}, ["list", "actors", "--format", "json"],
+     "/api/v0/actors", {"limit": 50, "detail": 1, "timeout": 10}),
+    ("tasks", "list_tasks", {}, ["list", "tasks", "--format", "json"],
+     "/api/v0/tasks", {"limit": 50, "detail": 0, "timeout": 10}),
+    ("pgs", "pg_status", {}, ["list", "placement-groups", "--format", "json"],
+     "/api/v0/placement_groups", {"limit": 50, "detail": 1, "timeout": 10}),
+    ("jobs", "list_jobs", {}, ["job", "list"], "/api/jobs/", {}),
+]  # fmt: skip
 
 
 async def scale_level(
     res: Results, target: Target, stdio: Client, counts: dict[str, int], reps: int, cli_reps: int
 ) -> None:
-    """Measure every list tool and its CLI twin at the cluster's current size, interleaved."""
-    subjects: dict[str, Any] = {}
-    for kind, tool, args, cli_args in SCALE_CASES:
+    """Measure every list tool, the raw GET under it and its CLI twin at the cluster's current size."""
+    fast: dict[str, Any] = {}
+    slow: dict[str, Any] = {}
+    async with httpx.AsyncClient(base_url=target.dashboard_url, timeout=120) as raw:
+        for kind, tool, args, cli_args, path, params in SCALE_CASES:
 
-        async def tool_call(tool: str = tool, args: dict[str, Any] = args) -> Any:
-            return await call(stdio, tool, args)
+            async def tool_call(tool: str = tool, args: dict[str, Any] = args) -> Any:
+                return await call(stdio, tool, args)
 
-        async def cli(cli_args: list[str] = cli_args) -> bytes:
-            return await run_cli([*cli_args, "--address", target.dashboard_url])
+            async def get(path: str = path, params: dict[str, Any] = params) -> Any:
+                r = await raw.get(path, params=params)
+                r.raise_for_status()
+                return r.json()
 
-        subjects[f"{kind}:tool"] = tool_call
-        subjects[f"{kind}:cli"] = cli
-    tool_subjects = {k: v for k, v in subjects.items() if k.endswith(":tool")}
-    cli_subjects = {k: v for k, v in subjects.items() if k.endswith(":cli")}
-    # The CLI takes seconds a run: fewer of those, interleaved with as many tool calls.
-    times, last = await interleaved(tool_subjects, max(0, reps - cli_reps))
-    both_times, both_last = await interleaved({**tool_subjects, **cli_subjects}, cli_reps)
-    for key in tool_subjects:
+            async def cli(cli_args: list[str] = cli_args) -> bytes:
+                return await run_cli([*cli_args, "--address", target.dashboard_url])
+
+            fast[f"{kind}:tool"], fast[f"{kind}:raw"], slow[f"{kind}:cli"] = tool_call, get, cli
+        # The CLI takes seconds a run: fewer of those, interleaved with as many tool calls and GETs.
+        times, last = await interleaved(fast, max(0, reps - cli_reps))
+        both_times, both_last = await interleaved({**fast, **slow}, cli_reps)
+    for key in fast:
         times[key] += both_times[key]
-    times.update({k: both_times[k] for k in cli_subjects})
+    times.update({k: both_times[k] for k in slow})
     last.update(both_last)
-    for kind, tool, _args, cli_args in SCALE_CASES:
+    for kind, tool, _args, cli_args, _path, _params in SCALE_CASES:
         point = {
             "kind": kind, "tool": tool, "cli": "ray " + " ".join(cli_args[:2]), "size": counts[kind],
             "tool_s": median(times[f"{kind}:tool"]), "tool_bytes": text_bytes(last[f"{kind}:tool"]),
-            "tool_result_bytes": result_bytes(last[f"{kind}:tool"]),
+            "tool_result_bytes": result_bytes(last[f"{kind}:tool"]), "raw_s": median(times[f"{kind}:raw"]),
             "cli_s": median(times[f"{kind}:cli"]), "cli_bytes": len(last[f"{kind}:cli"]),
         }  # fmt: skip
         res.scale.append(point)
         print(f"    {kind} @{counts[kind]}: {tool} {ms(point['tool_s'])} {size(point['tool_bytes'])}; "
-              f"CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}", flush=True)  # fmt: skip
+              f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}",
+              flush=True)  # fmt: skip
 
 
 def scale_rows(res: Results) -> None:
     """One row per list tool: latency and bytes at the smallest and the largest size (goal: flat)."""
-    for kind, tool, _args, _cli in SCALE_CASES:
+    for kind, tool, *_rest in SCALE_CASES:
         points = sorted((p for p in res.scale if p["kind"] == kind), key=lambda p: p["size"])
         if len(points) < 2:
             continue
@@ -156,7 +164,8 @@ def scale_rows(res: Results) -> None:
         growth = hi["tool_s"] / lo["tool_s"]
         res.add(Row(
             "scale", f"{tool} latency at {lo['size']:,} → {hi['size']:,} {kind}",
-            f"{ms(lo['tool_s'])} → {ms(hi['tool_s'])}", f"CLI {ms(lo['cli_s'])} → {ms(hi['cli_s'])}",
+            f"{ms(lo['tool_s'])} → {ms(hi['tool_s'])}",
+            f"raw GET {ms(lo['raw_s'])} → {ms(hi['raw_s'])}; CLI {ms(lo['cli_s'])} → {ms(hi['cli_s'])}",
             f"{growth:.2f}x growth", "flat (≤1.5x)", growth <= 1.5,
         ))  # fmt: skip
         growth_b = hi["tool_bytes"] / lo["tool_bytes"]

@@ -26,8 +26,8 @@ from typing import Any
 
 import anyio
 
+from bench import common, sections, startup
 from bench import logs as logs_bench
-from bench import sections, startup
 from bench.common import (
     Results,
     Row,
@@ -228,6 +228,26 @@ def update_doc(path: Path, res: Results, command: str, started: str, minutes: fl
     print(f"table written to {path}")
 
 
+def start_head(attempts: int = 3) -> Any:
+    """A LocalHead of our own. Retried: on a busy machine a port found free can be taken before Ray binds it."""
+    from ray_mcp.cluster import LocalHead
+    from ray_mcp.errors import ClusterUnavailable
+
+    for attempt in range(1, attempts + 1):
+        head = LocalHead(num_cpus=2, resources=json.dumps({PG_RESOURCE: 100_000}))
+        head.spawn()
+        print(f"starting an embedded Ray head in {head.temp_dir} ...", flush=True)
+        try:
+            anyio.run(head.wait_ready, 180.0)
+            return head
+        except ClusterUnavailable as exc:
+            head.stop()
+            if attempt == attempts:
+                raise
+            print(f"  the head did not start ({str(exc)[:200]}); retrying", flush=True)
+    raise AssertionError("unreachable")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -246,18 +266,14 @@ def main() -> None:
     if args.address and not args.gcs_address:
         parser.error("--address needs --gcs-address (drivers and `ray status` talk to the GCS)")
     plan = SMOKE if args.smoke else FULL
+    common.WARMUP = not args.smoke
     started, t0 = time.strftime("%Y-%m-%d %H:%M"), time.monotonic()
-
-    from ray_mcp.cluster import LocalHead
 
     head = None
     if args.address:
         target = Target(args.address.rstrip("/"), args.gcs_address, args.logs_dir, embedded=False)
     else:
-        head = LocalHead(num_cpus=2, resources=json.dumps({PG_RESOURCE: 100_000}))
-        head.spawn()
-        print(f"starting an embedded Ray head in {head.temp_dir} ...", flush=True)
-        anyio.run(head.wait_ready, 180.0)
+        head = start_head()
         logs_dir = head.temp_dir / "session_latest" / "logs"
         target = Target(head.dashboard_url, head.gcs_address, logs_dir, embedded=True)
     res = Results()

@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 BIN = Path(sys.executable).parent
 RAY = str(BIN / "ray")
 RAY_MCP = str(BIN / "ray-mcp")
+WARMUP = True  # one unmeasured run of each subject first; the smoke mode skips it (it checks, not measures)
 
 
 @dataclass
@@ -89,12 +90,12 @@ async def interleaved(
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Time each subject ``reps`` times, round-robin (rotating the order each round), after one warm-up each.
 
-    Returns the times per subject and the last output of each.
+    Returns the times per subject and the last output of each (reps must be >= 1 without the warm-up).
     """
     names = list(subjects)
     times: dict[str, list[float]] = {n: [] for n in names}
     last: dict[str, Any] = {}
-    for name in names:
+    for name in names if WARMUP else ():
         last[name] = await subjects[name]()
     for rep in range(reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]

@@ -29,8 +29,14 @@ lint: install
 test: lint
 	$(PY) -m pytest -q
 
+# The benchmark suite (bench/__main__.py) on an embedded cluster: ~25 min. It rewrites the results block of
+# docs/benchmarks.md and the plot. `make bench-smoke` runs it small, in ~2 min (the test suite runs it too).
 bench: install
-	$(PY) -m bench.startup
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m bench --plot docs/benchmarks.png --update-doc docs/benchmarks.md --json bench/results/latest.json
+
+bench-smoke: install
+	$(PY) -m bench --smoke
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build

@@ -58,7 +58,10 @@ async def timed(fn: Callable[[], Awaitable[Any]], reps: int) -> tuple[float, lis
     return statistics.median(times), times
 
 
-async def run(address: str, logs_dir: Path | None, size_mb: int, reps: int, full_reps: int) -> None:
+async def run(
+    address: str, logs_dir: Path | None, size_mb: int, reps: int, full_reps: int
+) -> dict[str, float]:
+    """Write the big log, time each way of reading its tail, print the verdicts; return the medians (s)."""
     from ray.job_submission import JobSubmissionClient
 
     jobs = JobSubmissionClient(address)
@@ -133,6 +136,7 @@ async def run(address: str, logs_dir: Path | None, size_mb: int, reps: int, full
         print(f"  vs tail -n 100 (MCP):              {mcp_s / tail_s:.1f}x  {verdict(mcp_s / tail_s <= 5)}")
         print(f"  vs tail -n 100 (raw RayAPI call):  {raw_s / tail_s:.1f}x")
     print(f"  full download times: {', '.join(f'{t:.2f} s' for t in full_times)}")
+    return results
 
 
 def main() -> None:

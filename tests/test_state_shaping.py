@@ -184,3 +184,38 @@ def test_serve_config_merge_keeps_other_apps_and_refuses_to_drop_python_deployed
     )
     assert replaced["applications"] == [{"name": "ok", "import_path": "m:v2"}]
     assert shaping.config_without_app(current, "ok") == {"applications": []}
+
+
+# -- counts computed locally, which spare dashboard requests (bench/, issue 8) --------------------------------
+
+
+def test_actor_summary_from_rows_counts_each_class_per_state_like_rays_summary() -> None:
+    rows = [
+        actor_row(1, "ALIVE"),
+        actor_row(2, "DEAD"),
+        actor_row(3, "ALIVE"),
+        actor_row(4, "ALIVE", cls="PS"),
+    ]
+    summary = shaping.actor_summary_from_rows(rows)
+    assert summary == {
+        "summary": {"Worker": {"state_counts": {"ALIVE": 2, "DEAD": 1}}, "PS": {"state_counts": {"ALIVE": 1}}}
+    }
+    page = shaping.build_actor_list(
+        total=4, matched=4, rows=rows, summary=summary, limit=50, detail=False, notes=[]
+    )
+    assert page.by_state == {"ALIVE": 3, "DEAD": 1}
+
+
+def test_pg_state_counts_applies_the_filters_to_the_gcs_table() -> None:
+    table = [
+        {"placement_group_id": "aa" * 18, "name": "train", "state": "CREATED", "creator_job_id": "01000000"},
+        {"placement_group_id": "bb" * 18, "name": "", "state": "PENDING", "creator_job_id": "01000000"},
+        {"placement_group_id": "cc" * 18, "name": "", "state": "CREATED", "creator_job_id": "02000000"},
+    ]
+    assert shaping.pg_state_counts(table, []) == {"CREATED": 2, "PENDING": 1}
+    assert shaping.pg_state_counts(table, [("creator_job_id", "=", "01000000")]) == {
+        "CREATED": 1,
+        "PENDING": 1,
+    }
+    assert shaping.pg_state_counts(table, [("name", "=", "train")]) == {"CREATED": 1}
+    assert shaping.pg_state_counts(table, [("placement_group_id", "=", "dd" * 18)]) == {}

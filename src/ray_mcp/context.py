@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-import httpx
 from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI, dashboard_url_from_gcs
 from ray_mcp.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx  # only for annotations: see ray_api
 
 DEFAULT_CLUSTER = "default"
 # The cluster named by the tool call being served (None: the default cluster).

@@ -16,9 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import httpx
 from mcp.server.mcpserver.exceptions import ToolError
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class RayMCPError(ToolError):
@@ -59,6 +62,8 @@ def unreachable(address: str, cause: str) -> ClusterUnavailable:
 @contextmanager
 def dashboard_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
     """Map httpx failures of one dashboard request onto our error tree."""
+    import httpx  # lazily: see ray_api
+
     try:
         yield
     except httpx.TimeoutException as exc:

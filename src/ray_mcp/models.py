@@ -1,6 +1,8 @@
-"""Pydantic output models: what each tool returns as structured content (and so its outputSchema)."""
+"""Pydantic output models: what each tool returns as structured content (and so its outputSchema).
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here, nor in tools/ and settings.py: pydantic and the mcp SDK would
+have to evaluate every annotation string when the server starts (~20-35 ms of cold start, see bench/).
+"""
 
 from typing import Any, Literal
 

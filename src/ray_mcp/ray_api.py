@@ -17,12 +17,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
-import httpx
 
 from ray_mcp import diagnosis, models, shaping
 from ray_mcp.errors import (
@@ -37,6 +36,9 @@ from ray_mcp.errors import (
     log_request_failed,
 )
 from ray_mcp.shaping import uncamel_resources
+
+if TYPE_CHECKING:
+    import httpx
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
@@ -129,6 +131,8 @@ class RayAPI:
         # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
         self.headers = dict(headers or {})
         self.verify = verify
+        import httpx  # lazily: importing it costs cold start, and a RayAPI is made on the first tool call
+
         self._http = httpx.AsyncClient(
             base_url=self.dashboard_url,
             timeout=httpx.Timeout(timeout_s),
@@ -421,6 +425,8 @@ class RayAPI:
         self, media: str, params: Mapping[str, str], *, what: str, hint: str, read_timeout: float | None
     ) -> AsyncIterator[httpx.Response]:
         """Open ``/api/v0/logs/<media>`` as a stream; failures (the endpoint answers 500) become ours."""
+        import httpx
+
         timeout = httpx.Timeout(self.timeout_s, read=read_timeout)
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
             request = self._http.build_request("GET", f"/api/v0/logs/{media}", params=params, timeout=timeout)
@@ -776,12 +782,14 @@ class RayAPI:
         self, *, filters: list[tuple[str, str, str]], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
         # detail=1 always: restarts and the death cause are detail columns in Ray's schema. Only `limit` rows come.
-        page, summary = await _gather(
-            self._state_page("actors", filters=filters, limit=limit, detail=True),
-            self._summary("actors", filters=filters),
+        total, matched, rows, ray_notes = await self._state_page(
+            "actors", filters=filters, limit=limit, detail=True
         )
-        total, matched, rows, ray_notes = page
-        cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
+        if len(rows) >= matched:  # every matching actor is on the page: count them here, one request saved
+            cluster: Mapping[str, Any] | None = shaping.actor_summary_from_rows(rows)
+        else:
+            summary = await self._summary("actors", filters=filters)
+            cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
         return shaping.build_actor_list(
             total=total, matched=matched, rows=rows, summary=cluster, limit=limit, detail=detail,
             notes=notes + ray_notes,
@@ -829,11 +837,11 @@ class RayAPI:
         if job_id:
             check_id("job", job_id)
             filters.append(("creator_job_id", "=", job_id))
-        page, by_state, (_nodes, capacities), strategies = await _gather(
+        # One State API page and the GCS's placement group table (states and strategies), side by side; the
+        # node capacities only when a shown group is PENDING (they explain why it waits).
+        page, table = await _gather(
             self._state_page("placement_groups", filters=filters, limit=limit, detail=True),
-            self._pg_counts(filters),
-            self.node_capacities(),
-            self._pg_strategies(),
+            self._pg_table(),
         )
         total, matched, rows, ray_notes = page
         if pg is not None and not rows:
@@ -841,13 +849,22 @@ class RayAPI:
                 f"No placement group with id or name {pg!r} in the cluster at {self.dashboard_url}. "
                 "Call pg_status without pg to list them."
             )
-        if strategies is None:
+        if table is None:
             ray_notes.append(
                 "Strategies unknown: the GCS did not answer, so STRICT_* constraints are not checked."
             )
+            by_state = await self._pg_counts(filters)
+        else:
+            by_state = (
+                {} if any(k == "state" for k, _p, _v in filters) else shaping.pg_state_counts(table, filters)
+            )
+        strategies = {r["placement_group_id"]: r["strategy"] for r in table or []}
+        capacities: list[shaping.NodeCapacity] = []
+        if any(row.get("state") == "PENDING" for row in rows):
+            _nodes, capacities = await self.node_capacities()
         groups = [
             shaping.placement_group_from_state(
-                row, strategy=(strategies or {}).get(row.get("placement_group_id", "")), nodes=capacities
+                row, strategy=strategies.get(row.get("placement_group_id", "")), nodes=capacities
             )
             for row in rows
         ]
@@ -861,7 +878,7 @@ class RayAPI:
         )
 
     async def _pg_counts(self, filters: list[tuple[str, str, str]]) -> dict[str, int]:
-        """Exact count per state: Ray has no PG summary, so one limit=1 call per state (each returns a total)."""
+        """Exact count per state without the GCS: one limit=1 State API call per state (each returns a total)."""
         if any(key == "state" for key, _p, _v in filters):
             return {}
         states = ("PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING")
@@ -871,23 +888,31 @@ class RayAPI:
         )  # fmt: skip
         return {s: p[1] for s, p in zip(states, pages, strict=True) if p[1]}
 
-    async def _pg_strategies(self) -> dict[str, str] | None:
-        """Placement strategy per group id. The State API omits it; the GCS has it. None if unreachable."""
+    async def _pg_table(self) -> list[dict[str, str]] | None:
+        """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
+        State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
         try:
-            return await anyio.to_thread.run_sync(self._pg_strategies_sync)
+            return await anyio.to_thread.run_sync(self._pg_table_sync)
         except Exception:  # the GCS may be unreachable from here; the answer says so
             return None
 
-    def _pg_strategies_sync(self) -> dict[str, str]:
-        from ray.core.generated import common_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+    def _pg_table_sync(self) -> list[dict[str, str]]:
+        from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
         stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(self._gcs())
         request = gcs_service_pb2.GetAllPlacementGroupRequest()  # type: ignore[attr-defined]
         reply = stub.GetAllPlacementGroup(request, timeout=self.timeout_s)
-        return {
-            d.placement_group_id.hex(): common_pb2.PlacementStrategy.Name(d.strategy)  # type: ignore[attr-defined]
+        state_name = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]
+        return [
+            {
+                "placement_group_id": d.placement_group_id.hex(),
+                "name": d.name,
+                "state": state_name(d.state),
+                "creator_job_id": d.creator_job_id.hex(),
+                "strategy": common_pb2.PlacementStrategy.Name(d.strategy),  # type: ignore[attr-defined]
+            }
             for d in reply.placement_group_table_data
-        }
+        ]
 
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once). Finds the GCS if we were only given the dashboard."""
@@ -1196,6 +1221,8 @@ class RayAPI:
 
 async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
     """Is there a Ray dashboard at this URL? (Never raises.)"""
+    import httpx
+
     try:
         async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
             r = await http.get(f"{url}/api/version")
@@ -1210,6 +1237,8 @@ async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str]
     With Ray's token authentication on (a ``~/.ray/auth_token`` makes ``ray start`` turn it on), the probe
     needs the token too, or it would wait for a head that is in fact ready.
     """
+    import httpx
+
     try:
         async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
             r = await http.get(f"{url}/api/v0/nodes", params={"limit": 10})

@@ -4,8 +4,6 @@ Precedence: command-line flags, then environment (``RAY_MCP_*``, plus Ray's own 
 the defaults below.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 
@@ -104,7 +102,7 @@ class Settings(BaseSettings):
         "tools then take an optional `cluster` argument, the first cluster being the default.",
     )
 
-    def cluster_settings(self) -> dict[str, Settings]:
+    def cluster_settings(self) -> dict[str, "Settings"]:
         """One Settings per cluster of the clusters file, in file order; {} without a file."""
         if self.clusters_file is None:
             return {}

@@ -1083,6 +1083,17 @@ def narrowing_hint(remaining: int, by: Mapping[str, int], noun: str, filters: st
     return f"{remaining:,} more {noun} not shown; filter by {filters}."
 
 
+def actor_summary_from_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The State API's actor summary (``{"summary": {class: {"state_counts": {...}}}}``), counted from rows:
+    exact when the rows are every matching actor, which spares the summary request."""
+    summary: dict[str, dict[str, dict[str, int]]] = {}
+    for row in rows:
+        counts = summary.setdefault(str(row.get("class_name") or ""), {"state_counts": {}})["state_counts"]
+        state = str(row.get("state") or "UNKNOWN")
+        counts[state] = counts.get(state, 0) + 1
+    return {"summary": summary}
+
+
 def build_actor_list(
     *,
     total: int,
@@ -1331,6 +1342,18 @@ def placement_group_from_state(
             why += " (its strategy is unknown: the GCS was not reachable)"
         pg.why_pending, pg.infeasible = why, infeasible
     return pg
+
+
+def pg_state_counts(
+    table: Sequence[Mapping[str, str]], filters: Sequence[tuple[str, str, str]]
+) -> dict[str, int]:
+    """Count the GCS's placement group rows per state, keeping those that pass the State API style ``=``
+    filters (placement_group_id, name, state, creator_job_id)."""
+    counts: dict[str, int] = {}
+    for row in table:
+        if all(str(row.get(key, "")) == value for key, _predicate, value in filters):
+            counts[row["state"]] = counts.get(row["state"], 0) + 1
+    return counts
 
 
 def build_pg_list(

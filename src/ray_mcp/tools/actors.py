@@ -1,7 +1,5 @@
 """Actors: list them, show one in full, kill one."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from mcp.server.elicitation import ElicitationResult

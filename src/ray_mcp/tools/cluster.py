@@ -1,7 +1,5 @@
 """Cluster-wide tools."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer

@@ -1,7 +1,5 @@
 """Ray Jobs: submit, inspect, list, wait for, stop and delete jobs (through Ray's JobSubmissionClient)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from mcp.server.elicitation import ElicitationResult

@@ -1,7 +1,5 @@
 """tail_logs: the end of any log in the cluster, read on the server side within a line and byte budget."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer

@@ -1,7 +1,5 @@
 """Nodes: who is in the cluster, with what resources, and why dead ones died."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer

@@ -1,7 +1,5 @@
 """Placement groups: their state, where their bundles landed, and why pending ones wait."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer

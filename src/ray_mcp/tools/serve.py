@@ -1,7 +1,5 @@
 """Ray Serve: status of applications, deploying a config, deleting one application."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 from mcp.server.elicitation import ElicitationResult

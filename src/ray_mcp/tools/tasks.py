@@ -1,7 +1,5 @@
 """Tasks: list them, or count them by function and state with failures grouped by error type."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer

@@ -1,0 +1,302 @@
+"""The benchmark suite: ray-mcp against a bare server, the raw API, the CLI and the physical limits.
+
+    python -m bench                               # full run on an embedded cluster (LocalHead); ~25 min
+    python -m bench --smoke                       # small sizes, few repetitions: checks the suite still runs
+    python -m bench --address http://host:8265 --gcs-address host:6379 [--logs-dir DIR]
+    python -m bench --update-doc docs/benchmarks.md --plot docs/benchmarks.png
+
+Every row is a median over repeated runs, with the subjects measured side by side (interleaved) in one
+run, because this kind of machine is shared and noisy: compare the ratios, not the absolute times.
+Rows: 1 cold start, 2 call overhead (stdio and streamable HTTP vs a raw GET), 3 the CLI, 4 scale,
+5 logs (bench/logs.py), 6 memory. Goals are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench import common, sections, startup
+from bench import logs as logs_bench
+from bench.common import (
+    Results,
+    Row,
+    Target,
+    child_pids,
+    http_session,
+    markdown_table,
+    median,
+    ms,
+    ray_mcp_children,
+    stdio_session,
+    text_table,
+)
+from bench.population import PG_RESOURCE, Population
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes and repetitions. Each list is the cluster size at each scale level."""
+
+    actors: tuple[int, ...]
+    tasks: tuple[int, ...]
+    pgs: tuple[int, ...]
+    jobs: tuple[int, ...]
+    reps: int  # tool calls and raw GETs per measurement
+    cli_reps: int  # CLI runs per measurement (each takes seconds)
+    cold_runs: int
+    memory_calls: tuple[int, int]
+    log_mb: int
+    log_reps: int
+    log_full_reps: int
+
+
+FULL = Plan(
+    actors=(10, 40, 100), tasks=(10, 1000, 5000), pgs=(10, 300, 1000), jobs=(10, 100, 300),
+    reps=9, cli_reps=3, cold_runs=15, memory_calls=(10, 1000), log_mb=500, log_reps=9, log_full_reps=3,
+)  # fmt: skip
+SMOKE = Plan(
+    actors=(2, 4), tasks=(10, 40), pgs=(3, 10), jobs=(1, 3),
+    reps=2, cli_reps=1, cold_runs=2, memory_calls=(10, 30), log_mb=2, log_reps=2, log_full_reps=1,
+)  # fmt: skip
+
+
+SECTIONS = ("cold", "overhead", "cli", "memory", "scale", "logs")
+
+
+async def run(plan: Plan, target: Target, work: Path, res: Results, only: set[str]) -> None:
+    if "cold" in only:
+        await cold_start(plan, target, res)
+    if only & {"overhead", "cli", "memory", "scale"}:
+        await populated(plan, target, work, res, only)
+    if "logs" in only:
+        await logs(plan, target, res)
+
+
+async def cold_start(plan: Plan, target: Target, res: Results) -> None:
+    print(f"\n== 1. cold start ({plan.cold_runs} alternating runs)", flush=True)
+    times = await startup.measure(plan.cold_runs, target.dashboard_url)
+    bare, ours = median(times["bare MCPServer"]), median(times["ray-mcp"])
+    res.add(Row("cold start", "spawn + initialize + tools/list over stdio vs bare MCPServer",
+                ms(ours), ms(bare), f"{ours / bare:.2f}x", "≤1.15x", ours / bare <= 1.15))  # fmt: skip
+
+
+async def populated(plan: Plan, target: Target, work: Path, res: Results, only: set[str]) -> None:
+    population = Population(target, work)
+    try:
+        print("\n== populating the cluster (first level)", flush=True)
+        population.start()
+        job = await population.submit_log_job()
+        levels = list(zip(plan.actors, plan.tasks, plan.pgs, plan.jobs, strict=True))
+        await population.grow_to(*levels[0])
+        if only & {"overhead", "cli"}:
+            await overhead_and_cli(plan, target, work, res, job)
+        if "memory" in only:
+            await memory(plan, target, work, res, job)
+        if "scale" in only:
+            await scale(plan, target, work, res, population, levels)
+    finally:
+        population.stop()
+
+
+async def overhead_and_cli(plan: Plan, target: Target, work: Path, res: Results, job: str) -> None:
+    async with (
+        stdio_session(target.dashboard_url, work / "stdio.log") as stdio,
+        http_session(target.dashboard_url, work / "http.log") as http,
+        stdio_session(None, work / "bare.log") as bare,
+    ):
+        print(f"\n== 2. call overhead ({plan.reps} interleaved runs)", flush=True)
+        await sections.call_overhead(res, target, stdio, http, bare, job, plan.reps)
+        print(f"\n== 3. against the CLI ({plan.cli_reps} interleaved runs)", flush=True)
+        await sections.against_cli(res, target, stdio, job, plan.cli_reps)
+
+
+async def memory(plan: Plan, target: Target, work: Path, res: Results, job: str) -> None:
+    before = child_pids()
+    async with stdio_session(target.dashboard_url, work / "memory.log") as stdio:
+        pid = ray_mcp_children(before)[0]
+        first, total = plan.memory_calls
+        print(f"\n== 6. memory ({total} mixed calls, server pid {pid})", flush=True)
+        await sections.memory(res, stdio, pid, job, first, total)
+
+
+async def scale(
+    plan: Plan, target: Target, work: Path, res: Results, population: Population, levels: list[Any]
+) -> None:
+    print(f"\n== 4. scale ({len(levels)} levels)", flush=True)
+    async with stdio_session(target.dashboard_url, work / "scale.log") as stdio:
+        for i, level in enumerate(levels):
+            if i:
+                await population.grow_to(*level)
+            counts = dict(zip(("actors", "tasks", "pgs", "jobs"), level, strict=True))
+            counts["jobs"] += 1  # the log job
+            await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps)
+    sections.scale_rows(res)
+
+
+async def logs(plan: Plan, target: Target, res: Results) -> None:
+    print(f"\n== 5. logs ({plan.log_mb} MB job log)", flush=True)
+    out = await logs_bench.run(
+        target.dashboard_url, target.logs_dir, plan.log_mb, plan.log_reps, plan.log_full_reps
+    )
+    tail, full = out["tail_logs via MCP client"], out["JobSubmissionClient.get_job_logs (full)"]
+    res.add(Row("logs", f"tail_logs 100 lines of a {plan.log_mb} MB log vs full get_job_logs",
+                ms(tail), ms(full), f"{full / tail:.0f}x faster", "≥100x faster", full / tail >= 100))  # fmt: skip
+    res.add(Row("logs", "tail_logs 100 lines: absolute", ms(tail), "", "", "≤0.5 s", tail <= 0.5))
+    if "tail -n 100 on the file" in out:
+        file_tail = out["tail -n 100 on the file"]
+        res.add(Row("logs", "tail_logs 100 lines vs `tail -n 100` on the file", ms(tail), ms(file_tail),
+                    f"{tail / file_tail:.1f}x", "≤5x", tail / file_tail <= 5))  # fmt: skip
+
+
+def machine() -> str:
+    import psutil
+
+    ray_version = _version("ray")
+    mem = psutil.virtual_memory().total / 1024**3
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"{os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, Ray {ray_version}, mcp {_version('mcp')}; "
+        f"load average at the end {load}"
+    )
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+
+    return version(dist)
+
+
+def plot(res: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = [k for k in ("actors", "tasks", "pgs", "jobs") if any(p["kind"] == k for p in res.scale)]
+    fig, axes = plt.subplots(2, len(kinds), figsize=(4 * len(kinds), 7), squeeze=False)
+    for col, kind in enumerate(kinds):
+        points = sorted((p for p in res.scale if p["kind"] == kind), key=lambda p: p["size"])
+        xs = [p["size"] for p in points]
+        for row, (metric, label) in enumerate((("s", "latency (ms)"), ("bytes", "output (KB)"))):
+            ax = axes[row][col]
+            scale = 1000 if metric == "s" else 1 / 1024
+            ax.plot(xs, [p[f"tool_{metric}"] * scale for p in points], "o-", label=points[0]["tool"])
+            ax.plot(xs, [p[f"cli_{metric}"] * scale for p in points], "s--", label=points[0]["cli"])
+            if metric == "s" and all("raw_s" in p for p in points):
+                ax.plot(xs, [p["raw_s"] * 1000 for p in points], "^:", label="raw GET (dashboard)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(f"{kind} in the cluster")
+            ax.set_ylabel(label)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle("ray-mcp list tools (defaults, stdio) vs the ray CLI: median latency and output size")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot saved to {path}")
+
+
+RESULTS_START, RESULTS_END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
+
+
+def update_doc(path: Path, res: Results, command: str, started: str, minutes: float) -> None:
+    """Replace the generated block of the doc (between the markers) with this run's table."""
+    block = "\n".join([
+        RESULTS_START,
+        f"Run of {started}, {minutes:.0f} min, with `{command}`.",
+        f"Machine: {machine()}.",
+        "",
+        markdown_table(res.rows),
+        "",
+        RESULTS_END,
+    ])  # fmt: skip
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{RESULTS_START}\n{RESULTS_END}\n"
+    pattern = re.compile(re.escape(RESULTS_START) + ".*?" + re.escape(RESULTS_END), re.DOTALL)
+    path.write_text(pattern.sub(lambda _m: block, text))
+    print(f"table written to {path}")
+
+
+def start_head(attempts: int = 3) -> Any:
+    """A LocalHead of our own. Retried: on a busy machine a port found free can be taken before Ray binds it."""
+    from ray_mcp.cluster import LocalHead
+    from ray_mcp.errors import ClusterUnavailable
+
+    for attempt in range(1, attempts + 1):
+        head = LocalHead(num_cpus=2, resources=json.dumps({PG_RESOURCE: 100_000}))
+        head.spawn()
+        print(f"starting an embedded Ray head in {head.temp_dir} ...", flush=True)
+        try:
+            anyio.run(head.wait_ready, 180.0)
+            return head
+        except ClusterUnavailable as exc:
+            head.stop()
+            if attempt == attempts:
+                raise
+            print(f"  the head did not start ({str(exc)[:200]}); retrying", flush=True)
+    raise AssertionError("unreachable")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true", help="Small sizes, few repetitions (CI).")
+    parser.add_argument("--address", help="Dashboard URL of a running cluster (default: start a LocalHead).")
+    parser.add_argument("--gcs-address", help="GCS host:port of that cluster (for drivers and `ray status`).")
+    parser.add_argument("--logs-dir", type=Path, help="That head's Ray log dir, to time `tail` on the file.")
+    parser.add_argument("--plot", type=Path, help="Save the scale plot (PNG) here (needs the bench extra).")
+    parser.add_argument("--update-doc", type=Path, help="Rewrite the results block of this Markdown file.")
+    parser.add_argument("--json", type=Path, help="Save every row and scale point as JSON here.")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"Which to run, comma-separated: {','.join(SECTIONS)}."
+    )
+    args = parser.parse_args()
+    if args.address and not args.gcs_address:
+        parser.error("--address needs --gcs-address (drivers and `ray status` talk to the GCS)")
+    plan = SMOKE if args.smoke else FULL
+    common.WARMUP = not args.smoke
+    started, t0 = time.strftime("%Y-%m-%d %H:%M"), time.monotonic()
+
+    head = None
+    if args.address:
+        target = Target(args.address.rstrip("/"), args.gcs_address, args.logs_dir, embedded=False)
+    else:
+        head = start_head()
+        logs_dir = head.temp_dir / "session_latest" / "logs"
+        target = Target(head.dashboard_url, head.gcs_address, logs_dir, embedded=True)
+    res = Results()
+    try:
+        with tempfile.TemporaryDirectory(prefix="ray-mcp-bench-") as work:
+            anyio.run(run, plan, target, Path(work), res, set(args.sections.split(",")))
+    finally:
+        if head is not None:
+            head.stop()
+    minutes = (time.monotonic() - t0) / 60
+    print(f"\nray-mcp benchmarks ({'smoke' if args.smoke else 'full'}), {minutes:.1f} min; {machine()}")
+    print("medians of interleaved runs; ratios are ray-mcp / baseline unless they say 'faster'\n")
+    print(text_table(res.rows))
+    if args.json:
+        args.json.write_text(
+            json.dumps({"rows": [asdict(r) for r in res.rows], "scale": res.scale}, indent=1)
+        )
+    if args.plot:
+        plot(res, args.plot)
+    if args.update_doc:
+        command = "python -m bench" + (" --smoke" if args.smoke else "")
+        update_doc(args.update_doc, res, command, started, minutes)
+
+
+if __name__ == "__main__":
+    main()

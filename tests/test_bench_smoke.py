@@ -1,0 +1,26 @@
+"""The benchmark suite's smoke mode runs end to end (small sizes, no thresholds), so that it never rots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import clean_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_the_benchmark_smoke_mode_produces_every_row_of_the_table(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--json", str(out)],
+        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    sections = {row["section"] for row in json.loads(out.read_text())["rows"]}
+    assert sections == {"cold start", "call overhead", "vs CLI", "scale", "memory", "logs"}
+    assert "Section" in run.stdout and "Measurement" in run.stdout  # the table was printed

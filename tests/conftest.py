@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.cluster import LocalHead, start_local_head
 from ray_mcp.server import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
@@ -42,13 +43,21 @@ def ray_cluster() -> Iterator[Cluster]:
         return
     import anyio
 
-    head = LocalHead(num_cpus=2)
-    head.spawn()
+    started: list[LocalHead] = []
     try:
-        anyio.run(head.wait_ready, 120.0, Settings().dashboard_request_headers())
+        head = anyio.run(
+            partial(
+                start_local_head,
+                num_cpus=2,
+                timeout_s=120.0,
+                headers=Settings().dashboard_request_headers(),
+                on_spawn=started.append,
+            )
+        )
         yield Cluster(head.dashboard_url, head.gcs_address, head.temp_dir)
     finally:
-        head.stop()
+        for head in started:
+            head.stop()
 
 
 def clean_env(**extra: str) -> dict[str, str]:

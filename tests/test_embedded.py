@@ -63,7 +63,7 @@ async def test_no_address_starts_an_embedded_cluster_and_closing_stdin_stops_all
     log = errlog_path.read_text()
     # The client kills the server ~2 s after closing stdin; what matters is that nothing of the cluster is left.
     assert "using the embedded Ray cluster" in log and "stopping the embedded Ray cluster" in log
-    temp_dir = log.split("starting an embedded one in ")[1].split()[0]
+    temp_dir = log.split("starting a local Ray head in ")[-1].split()[0]
     assert wait_until_gone(session_name) == []
     assert not Path(temp_dir).exists()
 

@@ -272,6 +272,34 @@ def _proc(pid: int) -> psutil.Process | None:
         return None
 
 
+async def start_local_head(
+    *,
+    num_cpus: int | None,
+    timeout_s: float,
+    headers: Mapping[str, str] | None = None,
+    attempts: int = 3,
+    on_spawn: Callable[[LocalHead], None] | None = None,
+) -> LocalHead:
+    """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
+    can take one in between: when the head exits while starting, try again on new ports."""
+    for attempt in range(1, attempts + 1):
+        head = LocalHead(num_cpus=num_cpus)
+        log.info("ray-mcp: starting a local Ray head in %s (attempt %d)", head.temp_dir, attempt)
+        head.spawn()
+        if on_spawn is not None:
+            on_spawn(head)
+        try:
+            await head.wait_ready(timeout_s, headers)
+            return head
+        except ClusterUnavailable:
+            exited = head.process is not None and head.process.poll() is not None
+            if not exited or attempt == attempts:
+                raise
+            log.info("ray-mcp: the local Ray head exited while starting (a port taken?); retrying")
+            await asyncio.to_thread(head.stop)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 # -- choosing the cluster -----------------------------------------------------------------------------------
 
 
@@ -356,12 +384,15 @@ class ClusterManager:
         )
 
     async def _start_embedded(self) -> Resolved:
-        head = LocalHead(num_cpus=self.settings.embedded_num_cpus)
-        self.embedded = head
-        log.info("ray-mcp: no Ray cluster configured; starting an embedded one in %s", head.temp_dir)
-        head.spawn()
-        await head.wait_ready(
-            self.settings.cluster_start_timeout_s, self.settings.dashboard_request_headers()
+        def keep(head: LocalHead) -> None:
+            self.embedded = head  # owned from the moment it is spawned, so that aclose stops it
+
+        log.info("ray-mcp: no Ray cluster configured; starting an embedded one")
+        head = await start_local_head(
+            num_cpus=self.settings.embedded_num_cpus,
+            timeout_s=self.settings.cluster_start_timeout_s,
+            headers=self.settings.dashboard_request_headers(),
+            on_spawn=keep,
         )
         log.info(
             "ray-mcp: using the embedded Ray cluster (dashboard %s, GCS %s, temp dir %s)",

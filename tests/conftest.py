@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -41,20 +42,27 @@ def ray_cluster() -> Iterator[Cluster]:
     if given:
         yield Cluster(given, None, None)
         return
+
+    with local_head(num_cpus=2) as head:
+        yield Cluster(head.dashboard_url, head.gcs_address, head.temp_dir)
+
+
+@contextmanager
+def local_head(num_cpus: int = 1) -> Iterator[LocalHead]:
+    """A Ray head of our own (retried on a port clash); stops exactly the processes it started."""
     import anyio
 
     started: list[LocalHead] = []
     try:
-        head = anyio.run(
+        yield anyio.run(
             partial(
                 start_local_head,
-                num_cpus=2,
+                num_cpus=num_cpus,
                 timeout_s=120.0,
                 headers=Settings().dashboard_request_headers(),
                 on_spawn=started.append,
             )
         )
-        yield Cluster(head.dashboard_url, head.gcs_address, head.temp_dir)
     finally:
         for head in started:
             head.stop()

@@ -6,10 +6,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client
-from tests.conftest import clean_env
+from tests.conftest import clean_env, local_head
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.cluster import LocalHead
@@ -19,13 +18,8 @@ from ray_mcp.settings import Settings, load_clusters_file
 
 @pytest.fixture(scope="module")
 def second_cluster() -> Iterator[LocalHead]:
-    head = LocalHead(num_cpus=1)
-    head.spawn()
-    try:
-        anyio.run(head.wait_ready, 120.0)
+    with local_head(num_cpus=1) as head:
         yield head
-    finally:
-        head.stop()
 
 
 def write_clusters(path: Path, first: str, second: str) -> Path:

@@ -18,6 +18,7 @@ import psutil
 import pytest
 from anyio.abc import SocketStream, TaskGroup
 from mcp import Client
+from tests.conftest import local_head
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.server import build_server
@@ -105,13 +106,8 @@ async def test_a_dashboard_that_accepts_and_never_answers_fails_fast_then_recove
 @pytest.fixture
 def private_head() -> Iterator[LocalHead]:
     """A cluster of this test alone: its dashboard is killed, so it must not be the shared one."""
-    head = LocalHead(num_cpus=1)
-    head.spawn()
-    try:
-        anyio.run(head.wait_ready, 120.0)
+    with local_head(num_cpus=1) as head:
         yield head
-    finally:
-        head.stop()
 
 
 def dashboard_process(head: LocalHead) -> psutil.Process:

@@ -87,3 +87,12 @@ async def client(server: RayMCPServer) -> AsyncIterator[Client]:
     async with Client(server) as c:
         yield c
     await server.app.aclose()
+
+
+@pytest.fixture
+async def offline_client() -> AsyncIterator[Client]:
+    """A server pointed at nothing: for what needs no cluster (resources, prompts, listings)."""
+    server = build_server(Settings(address="http://127.0.0.1:9"))
+    async with Client(server) as c:
+        yield c
+    await server.app.aclose()

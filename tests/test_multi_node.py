@@ -40,11 +40,7 @@ class LocalWorker(LocalHead):
             f"--dashboard-agent-listen-port={ports[2]}", f"--dashboard-agent-grpc-port={ports[3]}",
             f"--runtime-env-agent-port={ports[4]}", f"--metrics-export-port={ports[5]}",
         ]  # fmt: skip
-        if self.num_cpus is not None:
-            cmd.append(f"--num-cpus={self.num_cpus}")
-        if self.resources:
-            cmd.append(f"--resources={self.resources}")
-        return cmd
+        return cmd + self.resource_args()
 
 
 @pytest.fixture(scope="module")

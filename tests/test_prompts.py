@@ -8,8 +8,6 @@ import pytest
 from mcp import Client
 
 from ray_mcp.prompts import prompt_files
-from ray_mcp.server import build_server
-from ray_mcp.settings import Settings
 
 RUNBOOKS = {
     "ray-expert": ["focus"],
@@ -26,16 +24,8 @@ TOOLISH = re.compile(
 NOT_TOOLS = {"wait_for", "get_log", "serve_deploy_schema", "list_of_refs", "pg_id"}  # Ray words and arguments
 
 
-@pytest.fixture
-async def offline():
-    server = build_server(Settings(address="http://127.0.0.1:9"))
-    async with Client(server) as client:
-        yield client
-    await server.app.aclose()
-
-
-async def test_every_expected_prompt_is_listed_with_its_arguments(offline: Client) -> None:
-    listed = {p.name: p for p in (await offline.list_prompts()).prompts}
+async def test_every_expected_prompt_is_listed_with_its_arguments(offline_client: Client) -> None:
+    listed = {p.name: p for p in (await offline_client.list_prompts()).prompts}
     for name, arguments in RUNBOOKS.items():
         assert name in listed, name
         assert [a.name for a in listed[name].arguments or []] == arguments
@@ -44,10 +34,10 @@ async def test_every_expected_prompt_is_listed_with_its_arguments(offline: Clien
 
 @pytest.mark.parametrize("name", sorted(RUNBOOKS))
 async def test_each_prompt_renders_with_its_arguments_and_embeds_its_reference_pages(
-    offline: Client, name: str
+    offline_client: Client, name: str
 ) -> None:
     values = {arg: f"VALUE-{arg}" for arg in RUNBOOKS[name]}
-    result = await offline.get_prompt(name, values)
+    result = await offline_client.get_prompt(name, values)
     text = result.messages[0].content.text
     for value in values.values():
         assert value in text
@@ -57,9 +47,9 @@ async def test_each_prompt_renders_with_its_arguments_and_embeds_its_reference_p
     assert embedded == list(prompt.resources)
 
 
-async def test_every_tool_and_resource_a_prompt_names_exists(offline: Client) -> None:
-    tools = {t.name for t in (await offline.list_tools()).tools}
-    resources = {r.uri for r in (await offline.list_resources()).resources}
+async def test_every_tool_and_resource_a_prompt_names_exists(offline_client: Client) -> None:
+    tools = {t.name for t in (await offline_client.list_tools()).tools}
+    resources = {r.uri for r in (await offline_client.list_resources()).resources}
     problems = []
     for prompt in prompt_files():
         named = set(prompt.tools) | {m for m in TOOLISH.findall(prompt.body) if m not in NOT_TOOLS}
@@ -73,7 +63,7 @@ async def test_every_tool_and_resource_a_prompt_names_exists(offline: Client) ->
     assert problems == []
 
 
-async def test_a_missing_required_argument_is_an_error_not_a_crash(offline: Client) -> None:
+async def test_a_missing_required_argument_is_an_error_not_a_crash(offline_client: Client) -> None:
     with pytest.raises(Exception, match="submission_id"):
-        await offline.get_prompt("diagnose-failed-job", {})
-    assert (await offline.list_prompts()).prompts
+        await offline_client.get_prompt("diagnose-failed-job", {})
+    assert (await offline_client.list_prompts()).prompts

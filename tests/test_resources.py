@@ -12,19 +12,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ray_mcp.resources import INDEX_URI, reference_pages
-from ray_mcp.server import build_server
-from ray_mcp.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-async def offline_client():
-    """Resources need no cluster: a server pointed at nothing."""
-    server = build_server(Settings(address="http://127.0.0.1:9"))
-    async with Client(server) as client:
-        yield client
-    await server.app.aclose()
 
 
 async def test_every_reference_page_is_listed_as_markdown_with_a_summary(offline_client: Client) -> None:

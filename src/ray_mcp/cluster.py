@@ -172,11 +172,12 @@ class LocalHead:
             f"--dashboard-agent-grpc-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}",
             f"--metrics-export-port={ports[6]}", f"--node-manager-port={ports[7]}",
         ]  # fmt: skip
-        if self.num_cpus is not None:
-            cmd.append(f"--num-cpus={self.num_cpus}")
-        if self.resources:
-            cmd.append(f"--resources={self.resources}")
-        return cmd
+        return cmd + self.resource_args()
+
+    def resource_args(self) -> list[str]:
+        """The node's resources, as `ray start` takes them (shared by heads and the workers joining them)."""
+        args = [f"--num-cpus={self.num_cpus}"] if self.num_cpus is not None else []
+        return args + ([f"--resources={self.resources}"] if self.resources else [])
 
     def spawn(self) -> None:
         """Start the head process (returns at once; wait_ready waits for the dashboard)."""

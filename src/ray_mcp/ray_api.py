@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import functools
 import re
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from ray_mcp import diagnosis, models, shaping
+from ray_mcp import diagnosis, log_grep, models, ray_import, shaping
 from ray_mcp.errors import (
     ClusterUnavailable,
     DashboardTimeout,
@@ -88,20 +88,12 @@ def _job_log_file(submission_id: str) -> str:
     return f"job-driver-{submission_id}.log"  # ray.dashboard.modules.job.common.JOB_LOGS_PATH_TEMPLATE
 
 
-def _compile_grep(grep: str) -> re.Pattern[str]:
-    try:
-        return re.compile(grep, re.MULTILINE)
-    except re.error as exc:
-        raise InvalidArgument(
-            f"grep {grep!r} is not a valid regular expression: {exc}. Fix it and retry."
-        ) from exc
-
-
 def _validate_runtime_env_with_ray(env: dict[str, Any]) -> None:
     """Run Ray's own RuntimeEnv validation (types of pip, conda, uv...) without submitting anything."""
     if not env:
         return
-    from ray.runtime_env import RuntimeEnv  # lazily: the server must start without importing ray
+    ray_import.load_sync("core")  # the one safe way to import ray (see ray_import)
+    from ray.runtime_env import RuntimeEnv
 
     try:
         RuntimeEnv(**env)
@@ -126,6 +118,7 @@ class RayAPI:
         self.dashboard_url = dashboard_url.rstrip("/")
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
         self._gcs_channel: Any = None
+        self._gcs_lock = threading.Lock()  # the channel is made in a worker thread: by one of them
         self.timeout_s = timeout_s
         self.source = source
         # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
@@ -224,6 +217,7 @@ class RayAPI:
             if self._jobs_client is None:
                 # Importing ray is local work that may take seconds on a busy machine: not bounded by the
                 # dashboard timeout. The constructor's version check is a request: bounded.
+                await ray_import.ensure("core")
                 cls = await anyio.to_thread.run_sync(bounded_job_client_class, self.timeout_s)
                 make = functools.partial(
                     cls, self.dashboard_url, headers=self.headers or None, verify=self.verify
@@ -286,6 +280,8 @@ class RayAPI:
         if submission_id is not None:
             check_job_ref(submission_id, what="submission_id")
         env, uploaded = shaping.check_runtime_env(runtime_env)
+        if env:
+            await ray_import.ensure("core")
         await self._in_thread(
             functools.partial(_validate_runtime_env_with_ray, env),
             what="runtime_env validation",
@@ -626,7 +622,7 @@ class RayAPI:
         on_progress: ProgressFn | None = None,
     ) -> models.LogTail:
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
-        pattern = _compile_grep(grep) if grep is not None else None
+        pattern = log_grep.compile_grep(grep) if grep is not None else None
         sources = await self.resolve_log_sources(target)
         budget = max(256, max_bytes // len(sources))
         sections = []
@@ -658,14 +654,20 @@ class RayAPI:
         params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
         data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
         complete = total == len(data) and shaping.count_lines(data) <= lines
+        dropped = max(0, total - len(data))
         if follow_s > 0:
-            data += await self._follow(src, follow_s, on_progress=on_progress, skip_first=bool(data))
+            new, new_dropped = await self._follow(
+                src, follow_s, on_progress=on_progress, skip_first=bool(data), keep=keep
+            )
+            if new_dropped:
+                complete, dropped, data = False, dropped + len(data) + new_dropped, b""
+            data += new
         return shaping.tail_section(
             data,
             lines=lines,
             max_bytes=max_bytes,
             complete=complete,
-            dropped=max(0, total - len(data)),
+            dropped=dropped,
             base=self._section_base(src),
             followed_s=follow_s or None,
         )
@@ -673,7 +675,7 @@ class RayAPI:
     async def _grep(
         self,
         src: LogSource,
-        pattern: re.Pattern[str],
+        pattern: log_grep.GrepPattern,
         *,
         lines: int,
         max_bytes: int,
@@ -682,7 +684,8 @@ class RayAPI:
         follow_s: float,
         on_progress: ProgressFn | None,
     ) -> models.LogSection:
-        scanner = shaping.GrepScanner(pattern, context=context, keep=lines)
+        # The scan runs in worker threads (log_grep.feed_in_thread): the loop keeps serving other calls.
+        scanner = log_grep.GrepScanner(pattern, context=context, keep=lines, line_cap=max_bytes)
         params = {**src.params, "lines": "-1", "timeout": str(max(5, int(self.timeout_s)))}
         complete = True
         async with self._log_stream(
@@ -690,19 +693,22 @@ class RayAPI:
         ) as r:
             with dashboard_errors(self.dashboard_url, src.source, self.timeout_s):
                 async for chunk in r.aiter_raw(1 << 20):
-                    scanner.feed(chunk)
-                    if scanner.bytes >= scan_cap:
+                    if scanner.bytes + len(chunk) > scan_cap:
+                        chunk = chunk[: scan_cap - scanner.bytes]
                         complete = False
+                    await log_grep.feed_in_thread(scanner, chunk)
+                    if not complete:
                         break
         if complete:
-            scanner.finish()
+            await log_grep.finish_in_thread(scanner)
         new_lines = 0
         if follow_s > 0:
             before = scanner.line_no
-            scanner.feed(
-                await self._follow(src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0)
-            )
-            scanner.finish()
+            await self._follow(
+                src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0, keep=0,
+                on_data=functools.partial(log_grep.feed_in_thread, scanner),
+            )  # fmt: skip
+            await log_grep.finish_in_thread(scanner)
             new_lines = scanner.line_no - before
         section = shaping.grep_section(
             scanner,
@@ -716,40 +722,60 @@ class RayAPI:
         return section
 
     async def _follow(
-        self, src: LogSource, follow_s: float, *, on_progress: ProgressFn | None, skip_first: bool
-    ) -> bytes:
-        """Stream the lines appended to a log during ``follow_s`` seconds, reporting each batch as progress.
+        self,
+        src: LogSource,
+        follow_s: float,
+        *,
+        on_progress: ProgressFn | None,
+        skip_first: bool,
+        keep: int,
+        on_data: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> tuple[bytes, int]:
+        """Stream what is appended to a log during ``follow_s`` seconds, reporting each batch of lines as
+        progress. Returns (the last ``keep`` bytes, the bytes dropped before them); with ``on_data``, every
+        chunk goes there instead (grep scans it all) and nothing is kept.
 
         The stream endpoint starts with the file's last line (``lines=1``); that line is already in the
-        answer, so it is skipped.
+        answer, so it is skipped. Each chunk is looked at once: a line with no newline costs no rescans.
         """
         started = time.monotonic()
         new = bytearray()
-        pending = bytearray()
+        dropped = 0
+        line_start = bytearray()  # the start of the line in progress, for the progress text only
         skipping = skip_first
         params = {**src.params, "lines": "1", "interval": "0.5"}
         with anyio.move_on_after(follow_s):
             async with self._log_stream(
                 "stream", params, what=src.source, hint=src.hint, read_timeout=None
             ) as r:
-                async for chunk in r.aiter_raw():
-                    pending += chunk
+                async for raw in r.aiter_raw():
+                    chunk = raw
                     if skipping:
-                        cut = pending.find(b"\n")
+                        cut = chunk.find(b"\n")
                         if cut < 0:
                             continue
-                        del pending[: cut + 1]
-                        skipping = False
-                    cut = pending.rfind(b"\n")
+                        chunk, skipping = chunk[cut + 1 :], False
+                    if on_data is not None:
+                        await on_data(chunk)
+                    else:
+                        new += chunk
+                        if len(new) > 2 * keep:
+                            dropped += len(new) - keep
+                            del new[: len(new) - keep]
+                    cut = chunk.rfind(b"\n")
                     if cut < 0:
+                        if len(line_start) < 4096:
+                            line_start += chunk[: 4096 - len(line_start)]
                         continue
-                    batch = bytes(pending[: cut + 1])
-                    del pending[: cut + 1]
-                    new += batch
+                    batch = bytes(line_start) + chunk[max(0, cut + 1 - 4096) : cut + 1]
+                    line_start = bytearray(chunk[cut + 1 :][:4096])
                     if on_progress is not None:
                         text = shaping.truncate_text(shaping.decode_log(batch).rstrip("\n"), 1000)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
-        return bytes(new + pending)
+        if len(new) > keep:
+            dropped += len(new) - keep
+            del new[: len(new) - keep]
+        return bytes(new), dropped
 
     # -- cluster state: actors, placement groups, nodes, tasks, serve (issue 4) -------------------------------
 
@@ -892,11 +918,13 @@ class RayAPI:
         """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
         State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
         try:
+            await ray_import.ensure("core")
             return await anyio.to_thread.run_sync(self._pg_table_sync)
         except Exception:  # the GCS may be unreachable from here; the answer says so
             return None
 
     def _pg_table_sync(self) -> list[dict[str, str]]:
+        ray_import.load_sync("core")
         from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
         stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(self._gcs())
@@ -915,8 +943,14 @@ class RayAPI:
         ]
 
     def _gcs(self) -> Any:
-        """A gRPC channel to the GCS (created once). Finds the GCS if we were only given the dashboard."""
+        """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the
+        dashboard."""
+        with self._gcs_lock:
+            return self._gcs_channel_locked()
+
+    def _gcs_channel_locked(self) -> Any:
         if self._gcs_channel is None:
+            ray_import.load_sync("core")
             from ray._private.grpc_utils import init_grpc_channel
 
             address = self.gcs_address or find_gcs_for_dashboard(self.dashboard_url, min(self.timeout_s, 3.0))
@@ -1052,6 +1086,7 @@ class RayAPI:
             response.raise_for_status()
 
     async def serve_deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
+        await ray_import.ensure("serve")
         validated = await anyio.to_thread.run_sync(validate_serve_config, config)
         current = await self.serve_details()
         new_names = [a.get("name", "default") for a in validated.get("applications") or []]
@@ -1097,9 +1132,11 @@ class RayAPI:
 
     async def kill_actor(self, actor_id: str, *, no_restart: bool) -> None:
         """Force-kill an actor through the GCS (KillActorViaGcs): what ray.kill does, without a driver."""
+        await ray_import.ensure("core")
         await anyio.to_thread.run_sync(self._kill_actor_sync, actor_id, no_restart)
 
     def _kill_actor_sync(self, actor_id: str, no_restart: bool) -> None:
+        ray_import.load_sync("core")
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
         stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(self._gcs())
@@ -1250,6 +1287,7 @@ async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str]
 
 def dashboard_url_from_gcs(gcs_address: str, timeout_s: float) -> str | None:
     """Ask the GCS where the dashboard listens (Ray records it in its internal KV). Imports Ray: slow."""
+    ray_import.load_sync("core")
     from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     client = GcsClient(address=gcs_address)
@@ -1258,117 +1296,6 @@ def dashboard_url_from_gcs(gcs_address: str, timeout_s: float) -> str | None:
         return None
     address = value.decode()
     return address if re.match(r"^https?://", address) else f"http://{address}"
-
-
-# -- the live API reference (imports the installed Ray on demand) -----------------------------------------
-
-API_DOC_MAX_CHARS = 12_000
-API_MEMBERS_MAX = 60
-
-
-def describe_symbol(qualified_name: str) -> str:
-    """Markdown with the signature and docstring of a public Ray symbol, read from the installed Ray.
-
-    Raises LookupError, whose message lists close matches, for a name that does not exist.
-    """
-    import importlib
-    import inspect
-
-    name = qualified_name.strip()
-    parts = name.split(".")
-    if parts[0] != "ray" or not all(p.isidentifier() for p in parts):
-        raise LookupError(f"{qualified_name!r} is not a Ray name. Ask for a dotted name such as ray.remote.")
-    if any(p.startswith("_") for p in parts[1:]):
-        raise LookupError(f"{qualified_name!r} is private; only public Ray names are described.")
-
-    try:
-        obj: Any = importlib.import_module("ray")
-    except ImportError as exc:
-        raise LookupError(f"Ray cannot be imported here: {exc}") from exc
-    obj = _resolve(obj, parts, 1)
-    if obj is _MISSING:
-        parent, i = _deepest_parent(parts)
-        public = [m for m in dir(parent) if not m.startswith("_")]
-        close = difflib.get_close_matches(parts[i], public, n=5, cutoff=0.5)
-        prefix = ".".join(parts[:i])
-        hint = (
-            ", ".join(f"{prefix}.{c}" for c in close) or f"none; read ray-docs://api/{prefix} for its members"
-        )
-        raise LookupError(f"{name} does not exist in Ray {_ray_version()}. Close matches: {hint}.")
-
-    kind = "module" if inspect.ismodule(obj) else "class" if inspect.isclass(obj) else "function"
-    if not inspect.ismodule(obj) and not inspect.isclass(obj) and not callable(obj):
-        kind = type(obj).__name__
-    lines = [f"# {name}", "", f"{kind} in Ray {_ray_version()} (read from the installed package)", ""]
-    target = getattr(obj, "__wrapped__", obj)
-    with contextlib.suppress(TypeError, ValueError):
-        if callable(obj) and not inspect.ismodule(obj):
-            lines += ["```python", f"{parts[-1]}{inspect.signature(target)}", "```", ""]
-    with contextlib.suppress(TypeError, OSError):
-        source = inspect.getsourcefile(target)
-        if source:
-            _, line = inspect.getsourcelines(target)
-            lines += [f"Defined in `{source.split('site-packages/')[-1]}` line {line}.", ""]
-    doc = inspect.getdoc(obj) or "(no docstring)"
-    if len(doc) > API_DOC_MAX_CHARS:
-        doc = doc[:API_DOC_MAX_CHARS] + f"\n\n[docstring cut at {API_DOC_MAX_CHARS} characters]"
-    lines += [doc, ""]
-    if inspect.ismodule(obj) or inspect.isclass(obj):
-        members = getattr(obj, "__all__", None) if inspect.ismodule(obj) else None
-        members = sorted(members or (m for m in vars(obj) if not m.startswith("_")))
-        if members:
-            shown = members[:API_MEMBERS_MAX]
-            lines.append(f"## Public members ({len(members)})")
-            lines += [f"- `{name}.{m}`" for m in shown]
-            if len(members) > len(shown):
-                lines.append(f"- … {len(members) - len(shown)} more")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-_MISSING = object()
-
-
-def _resolve(obj: Any, parts: list[str], i: int) -> Any:
-    """Walk ``parts[i:]`` from ``obj``. The package namespace wins over a submodule of the same name
-    (``ray.serve.deployment`` is the decorator), with a fall back to the submodule when the rest of the
-    name only exists there (``ray.util.placement_group.placement_group``)."""
-    import importlib
-
-    if i == len(parts):
-        return obj
-    candidates = []
-    if hasattr(obj, parts[i]):
-        candidates.append(getattr(obj, parts[i]))
-    try:
-        module = importlib.import_module(".".join(parts[: i + 1]))
-        if all(module is not c for c in candidates):
-            candidates.append(module)
-    except ImportError:
-        pass
-    for candidate in candidates:
-        found = _resolve(candidate, parts, i + 1)
-        if found is not _MISSING:
-            return found
-    return _MISSING
-
-
-def _deepest_parent(parts: list[str]) -> tuple[Any, int]:
-    """The object of the longest prefix of ``parts`` that resolves, and the index of the first part that does not."""
-    import importlib
-
-    obj: Any = importlib.import_module("ray")
-    for i in range(1, len(parts)):
-        found = _resolve(obj, parts[: i + 1], i)
-        if found is _MISSING:
-            return obj, i
-        obj = found
-    return obj, len(parts) - 1
-
-
-def _ray_version() -> str:
-    from importlib.metadata import version
-
-    return version("ray")
 
 
 # -- cluster state helpers (issue 4) -----------------------------------------------------------------------
@@ -1401,7 +1328,8 @@ def bounded_job_client_class(timeout_s: float) -> type:
     worker thread forever (and enough of them would starve every other call). Reads get the dashboard
     timeout; a POST or DELETE (a submission with an upload, a stop) may wait for the job server longer.
     """
-    from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
+    ray_import.load_sync("core")
+    from ray.job_submission import JobSubmissionClient
 
     class BoundedJobSubmissionClient(JobSubmissionClient):
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
@@ -1460,6 +1388,7 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
     """The GCS whose dashboard is ``dashboard_url``: try host:6379, then (for a local dashboard) every GCS
     process on this machine, and keep the one that reports this dashboard. Imports Ray: slow, run in a thread."""
+    ray_import.load_sync("core")
     from ray._private.services import find_gcs_addresses
 
     parts = urlsplit(dashboard_url)
@@ -1475,6 +1404,7 @@ def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
 
 
 def _gcs_reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
+    ray_import.load_sync("core")
     import grpc
     from ray._private.grpc_utils import init_grpc_channel
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -1495,6 +1425,8 @@ def _gcs_reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
 def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """Check a Serve config against Ray's own schema before sending it. Imports Ray Serve: run in a thread."""
     from pydantic import ValidationError
+
+    ray_import.load_sync("serve")
     from ray.serve.schema import ServeDeploySchema
 
     if not isinstance(config, Mapping) or not isinstance(config.get("applications"), list):

@@ -268,7 +268,7 @@ def build_topology(ev: Evidence, *, job: str) -> JobTopology:
         bundles: list[TopoBundle] = []
         for b in row.get("bundles") or []:
             idx = int((b.get("bundle_id") or {}).get("bundle_index", len(bundles)))
-            res = {k: float(v) for k, v in (b.get("unit_resources") or {}).items()}
+            res = {k: float(v) for k, v in sorted((b.get("unit_resources") or {}).items())}
             node = b.get("node_id") or None
             bundles.append(TopoBundle(index=idx, resources=res, node_id=node,
                                       actor_ids=[a.actor_id for a in members if a.bundle_index == idx]))  # fmt: skip

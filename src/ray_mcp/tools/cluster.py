@@ -8,7 +8,8 @@ from pydantic import Field
 
 from ray_mcp.context import app_of
 from ray_mcp.models import ClusterStatus
-from ray_mcp.shaping import render_cluster_status, tool_result
+from ray_mcp.shaping.cluster import render_cluster_status
+from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY
 
 

@@ -9,8 +9,9 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.diagnosis import gather
 from ray_mcp.models import ClusterHealth, JobDiagnosis
-from ray_mcp.shaping import tool_result
+from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY
 
 DEFAULT_MAX_BYTES = 6_000
@@ -35,7 +36,7 @@ def register(server: MCPServer) -> None:
         likely root cause comes first, with next steps (tools, prompts, reference pages). Read-only.
         """
         api = await app_of(ctx).api()
-        model, text = await api.diagnose_job(submission_id, max_bytes=max_bytes)
+        model, text = await gather.diagnose_job(api, submission_id, max_bytes=max_bytes)
         return tool_result(model, text)
 
     @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Cluster health"}))
@@ -54,5 +55,5 @@ def register(server: MCPServer) -> None:
         its error), and memory/object store pressure. Read-only.
         """
         api = await app_of(ctx).api()
-        model, text = await api.cluster_health(max_bytes=max_bytes)
+        model, text = await gather.cluster_health(api, max_bytes=max_bytes)
         return tool_result(model, text)

@@ -12,7 +12,8 @@ from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
-from ray_mcp.shaping import render_job, render_job_list, render_wait, tool_result
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, redacted_progress
 
 DEFAULT_WAIT_S = 60.0
@@ -21,7 +22,7 @@ MAX_WAIT_S = 600.0
 JobId = Annotated[
     str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
 ]
-# ray-mcp checks the runtime_env itself (shaping.check_runtime_env), so that a mistake gets a message naming
+# ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming
 # the field and the fix; the schema still tells the model every field.
 RuntimeEnvArg = Annotated[
     dict[str, Any] | None,

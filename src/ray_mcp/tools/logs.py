@@ -8,8 +8,9 @@ from pydantic import Field
 
 from ray_mcp.context import app_of
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api import DEFAULT_MAX_SCAN_MB, MAX_LOG_LINES, LogTarget
-from ray_mcp.shaping import log_target_kind, render_log_tail, tool_result
+from ray_mcp.ray_api.logs import DEFAULT_MAX_SCAN_MB, MAX_LOG_LINES, LogTarget
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.logs import log_target_kind, render_log_tail
 from ray_mcp.tools import READ_ONLY, redacted_progress
 
 DEFAULT_LINES = 100

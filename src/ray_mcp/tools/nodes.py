@@ -6,9 +6,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import shaping
 from ray_mcp.context import app_of
 from ray_mcp.models import NodeList
+from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.nodes import render_node_list
 from ray_mcp.tools import READ_ONLY
 
 
@@ -26,7 +27,7 @@ def register(server: MCPServer) -> None:
         Use it to see where work can run (per-node free resources, labels for label selectors) and why a node
         died (its death reason). cluster_status gives the cluster-wide summary instead. Read-only.
         """
-        limit, note = shaping.clamp_limit(limit, what="nodes")
+        limit, note = clamp_limit(limit, what="nodes")
         api = await app_of(ctx).api()
         page = await api.list_nodes(state=state, limit=limit, notes=[note] if note else [])
-        return shaping.tool_result(page, shaping.render_node_list(page))
+        return tool_result(page, render_node_list(page))

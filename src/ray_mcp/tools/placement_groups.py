@@ -6,9 +6,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import shaping
 from ray_mcp.context import app_of
 from ray_mcp.models import PlacementGroupList
+from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.placement_groups import render_pg_list
 from ray_mcp.tools import READ_ONLY
 
 
@@ -34,9 +35,9 @@ def register(server: MCPServer) -> None:
         PENDING group it names the constraint that fails (a bundle larger than any node, STRICT_SPREAD with more
         bundles than nodes, STRICT_PACK larger than any node) or says it waits for resources in use. Read-only.
         """
-        limit, note = shaping.clamp_limit(limit, what="placement groups")
+        limit, note = clamp_limit(limit, what="placement groups")
         api = await app_of(ctx).api()
         page = await api.pg_status(
             pg=pg, state=state, job_id=job_id, limit=limit, notes=[note] if note else []
         )
-        return shaping.tool_result(page, shaping.render_pg_list(page))
+        return tool_result(page, render_pg_list(page))

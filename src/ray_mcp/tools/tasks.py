@@ -6,9 +6,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import shaping
 from ray_mcp.context import app_of
 from ray_mcp.models import TaskList, TaskSummary
+from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.tasks import render_task_list, render_task_summary
 from ray_mcp.tools import READ_ONLY, state_filters
 
 TaskStateName = Literal[
@@ -45,13 +46,13 @@ def register(server: MCPServer) -> None:
         counts over many tasks use summarize_tasks first. Ray keeps a bounded history of finished tasks.
         Read-only.
         """
-        limit, note = shaping.clamp_limit(limit, what="tasks")
+        limit, note = clamp_limit(limit, what="tasks")
         filters = state_filters(
             state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type
         )
         api = await app_of(ctx).api()
         page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
-        return shaping.tool_result(page, shaping.render_task_list(page))
+        return tool_result(page, render_task_list(page))
 
     @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Summarize tasks"}))
     async def summarize_tasks(
@@ -72,4 +73,4 @@ def register(server: MCPServer) -> None:
         )
         api = await app_of(ctx).api()
         summary = await api.summarize_tasks(filters=filters)
-        return shaping.tool_result(summary, shaping.render_task_summary(summary))
+        return tool_result(summary, render_task_summary(summary))

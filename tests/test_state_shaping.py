@@ -8,6 +8,7 @@ import pytest
 from tests.support import text_of
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import MAX_LIMIT
 from ray_mcp.shaping.actors import (
     actor_from_state,
     actor_summary_from_rows,
@@ -15,7 +16,7 @@ from ray_mcp.shaping.actors import (
     death_cause,
     render_actor_list,
 )
-from ray_mcp.shaping.common import MAX_LIMIT, clamp_limit, tool_result
+from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import (
     build_pg_list,

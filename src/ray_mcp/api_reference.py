@@ -8,8 +8,7 @@ import contextlib
 import difflib
 from typing import Any
 
-API_DOC_MAX_CHARS = 12_000
-API_MEMBERS_MAX = 60
+from ray_mcp.limits import API_DOC_CHARS, API_MEMBERS_SHOWN
 
 
 def describe_symbol(qualified_name: str) -> str:
@@ -56,14 +55,14 @@ def describe_symbol(qualified_name: str) -> str:
             _, line = inspect.getsourcelines(target)
             lines += [f"Defined in `{source.split('site-packages/')[-1]}` line {line}.", ""]
     doc = inspect.getdoc(obj) or "(no docstring)"
-    if len(doc) > API_DOC_MAX_CHARS:
-        doc = doc[:API_DOC_MAX_CHARS] + f"\n\n[docstring cut at {API_DOC_MAX_CHARS} characters]"
+    if len(doc) > API_DOC_CHARS:
+        doc = doc[:API_DOC_CHARS] + f"\n\n[docstring cut at {API_DOC_CHARS} characters]"
     lines += [doc, ""]
     if inspect.ismodule(obj) or inspect.isclass(obj):
         members = getattr(obj, "__all__", None) if inspect.ismodule(obj) else None
         members = sorted(members or (m for m in vars(obj) if not m.startswith("_")))
         if members:
-            shown = members[:API_MEMBERS_MAX]
+            shown = members[:API_MEMBERS_SHOWN]
             lines.append(f"## Public members ({len(members)})")
             lines += [f"- `{name}.{m}`" for m in shown]
             if len(members) > len(shown):

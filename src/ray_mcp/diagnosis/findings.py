@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ray_mcp import models
+from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
 
 # Severities: higher is more likely the root cause (diagnose_job) or more urgent (cluster_health).
 ROOT_CAUSE = 100
@@ -26,9 +27,9 @@ def finding(
         severity=severity,
         kind=kind,
         title=title,
-        evidence=[e for e in evidence if e][:12],
-        next_steps=list(next_steps)[:3],
-        refs=list(refs)[:3],
+        evidence=[e for e in evidence if e][:EVIDENCE_ITEMS],
+        next_steps=list(next_steps)[:NEXT_STEPS],
+        refs=list(refs)[:NEXT_STEPS],
     )
 
 

@@ -10,9 +10,8 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
-from ray_mcp.errors import (
-    RayMCPError,
-)
+from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.logs import LogTarget
@@ -38,7 +37,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status = await gather(
-        optional(api.tail_logs(LogTarget(kind="job", job=sid or job), lines=400, max_bytes=96_000),
+        optional(api.tail_logs(LogTarget(kind="job", job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
                        notes, "the driver log"),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
                        notes, "the job's dead actors") if by_job else nothing(),
@@ -68,7 +67,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     )
     crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
     logs = await gather(
-        *(optional(api.tail_logs(LogTarget(kind="actor_id", actor_id=a.actor_id), lines=60, max_bytes=8_000,
+        *(optional(api.tail_logs(LogTarget(kind="actor_id", actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
                                         grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip

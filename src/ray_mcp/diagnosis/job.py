@@ -30,6 +30,7 @@ from ray_mcp.diagnosis.tracebacks import (
     tidy,
     user_lines,
 )
+from ray_mcp.limits import CAUSE_CHARS, EVIDENCE_LINE_CHARS, SAMPLE_ERROR_CHARS, SHORT_CAUSE_CHARS
 
 
 @dataclass
@@ -75,8 +76,8 @@ def _actor_title(actor: models.Actor) -> str:
         error = (
             f"{cause.error_type}: {cause.message}" if cause.error_type else (cause.message or cause.reason)
         )
-        return f"{who} died {where}: {clip(error, 200)}".replace("  ", " ")
-    return f"{who} died: {cause.reason}: {clip(cause.message or '', 200)}"
+        return f"{who} died {where}: {clip(error, CAUSE_CHARS)}".replace("  ", " ")
+    return f"{who} died: {cause.reason}: {clip(cause.message or '', CAUSE_CHARS)}"
 
 
 def _actor_evidence(actor: models.Actor, log_lines: list[str]) -> list[str]:
@@ -88,7 +89,7 @@ def _actor_evidence(actor: models.Actor, log_lines: list[str]) -> list[str]:
         lines.append(tidy(cause.message))
     shown = set(lines)
     lines += [f"[worker log] {line}" for line in user_lines(log_lines)[-6:] if line not in shown]
-    return [clip(line, 240) for line in lines]
+    return [clip(line, EVIDENCE_LINE_CHARS) for line in lines]
 
 
 NORMAL_EXIT = re.compile(
@@ -198,7 +199,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
         severity = (
             ROOT_CAUSE + 1 if (driver_mentions_task and app_error) else CONTRIBUTING if app_error else SYMPTOM
         )
-        sample = clip(group.sample_message or "", 600)
+        sample = clip(group.sample_message or "", SAMPLE_ERROR_CHARS)
         sample_lines = [line for line in sample.splitlines() if line.strip()][-6:]
         findings.append(
             finding(
@@ -219,17 +220,18 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
         if driver_wrapped:
             title = (
                 f"The driver failed with {short_type(tb.outermost[0]) if tb.outermost else 'an error'} "
-                f"raised by remote work: {short_type(inner_type)}: {clip(inner_msg, 160)} ({where})"
+                f"raised by remote work: {short_type(inner_type)}: {clip(inner_msg, SHORT_CAUSE_CHARS)} ({where})"
             )
             severity = ROOT_CAUSE if not (driver_mentions_actor or driver_mentions_task) else SYMPTOM + 5
         else:
-            title = f"The driver raised {short_type(inner_type)}: {clip(inner_msg, 200)} ({where})"
+            title = f"The driver raised {short_type(inner_type)}: {clip(inner_msg, CAUSE_CHARS)} ({where})"
             severity = ROOT_CAUSE
         findings.append(
             finding(
                 severity,
                 title,
-                [clip(line, 240) for line in tb.excerpt(20)] + [f"[remote] {r}" for r in tb.remote[-3:]],
+                [clip(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(20)]
+                + [f"[remote] {r}" for r in tb.remote[-3:]],
                 [f"tail_logs job={job} grep='Traceback|Error' context=20 for earlier errors"],
                 [JOBS_DOC, "prompt:diagnose-failed-job"],
                 kind="driver_exception",
@@ -244,7 +246,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
             finding(
                 STUCK + 5 if infeasible else STUCK - 10,
                 f"{'Stuck on an infeasible' if infeasible else 'Waiting on a pending'} placement group "
-                f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {clip(reason, 200)}",
+                f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {clip(reason, CAUSE_CHARS)}",
                 [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:4]] + _capacity_lines(e.node_totals),
                 [f"pg_status pg={pg.placement_group_id}", f"prompt debug-pending-placement-group(pg_id={pg.placement_group_id})"],
                 [PG_DOC, "prompt:debug-pending-placement-group"],
@@ -293,11 +295,16 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
     last = next((line for line in reversed(e.driver_lines or []) if line.strip()), "")
     if info.status == "SUCCEEDED":
         return finding(
-            INFO, "The job succeeded; nothing failed.", [f"last log line: {clip(last, 200)}"] if last else []
+            INFO,
+            "The job succeeded; nothing failed.",
+            [f"last log line: {clip(last, CAUSE_CHARS)}"] if last else [],
         )
     if info.status == "FAILED":
         code = f" with exit code {info.driver_exit_code}" if info.driver_exit_code is not None else ""
-        evidence = [first_line(info.message), *[clip(line, 240) for line in (e.driver_lines or [])[-8:]]]
+        evidence = [
+            first_line(info.message),
+            *[clip(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-8:]],
+        ]
         return finding(ROOT_CAUSE - 10, f"The driver exited{code} without a Python traceback ({info.error_type or 'FAILED'})",
                        evidence, [f"tail_logs job={job} lines=300"], [JOBS_DOC], kind="driver_exit")  # fmt: skip
     if info.status == "STOPPED":
@@ -308,5 +315,5 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
         return finding(CONTRIBUTING, "The job is PENDING: its driver has not started yet.",
                        [first_line(info.message)], ["wait_for_job", "cluster_status"], [JOBS_DOC], kind="pending")  # fmt: skip
     return finding(INFO, "The job is RUNNING and shows no failure signal.",
-                   [f"newest log line: {clip(last, 200)}"] if last else [],
+                   [f"newest log line: {clip(last, CAUSE_CHARS)}"] if last else [],
                    [f"wait_for_job job={job}", f"tail_logs job={job}"], kind="running")  # fmt: skip

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ray_mcp.limits import ERROR_LINES, EVIDENCE_LINE_CHARS, LINE_CHARS, TRACEBACK_LINES
 from ray_mcp.text import ANSI, CARETS
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
@@ -77,7 +78,7 @@ class Traceback:
                 return frame
         return self.frames[-1] if self.frames else None
 
-    def excerpt(self, max_lines: int = 24) -> list[str]:
+    def excerpt(self, max_lines: int = TRACEBACK_LINES) -> list[str]:
         """The block without Ray's own frames and caret lines, cut in the middle if still too long."""
         lines = user_lines(self.lines)
         if len(lines) <= max_lines:
@@ -182,12 +183,12 @@ def user_lines(lines: Iterable[str]) -> list[str]:
     return out
 
 
-def clip(text: str, limit: int = 300) -> str:
+def clip(text: str, limit: int = LINE_CHARS) -> str:
     text = " ".join(text.split()) if "\n" not in text else text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def first_line(text: str | None, limit: int = 240) -> str:
+def first_line(text: str | None, limit: int = EVIDENCE_LINE_CHARS) -> str:
     if not text:
         return ""
     for line in text.strip().splitlines():
@@ -196,7 +197,7 @@ def first_line(text: str | None, limit: int = 240) -> str:
     return ""
 
 
-def error_lines(text: str | None, limit: int = 6) -> list[str]:
+def error_lines(text: str | None, limit: int = ERROR_LINES) -> list[str]:
     """The lines of a message that carry the error (pip's ERROR lines, an exception line), bounded."""
     if not text:
         return []
@@ -205,4 +206,4 @@ def error_lines(text: str | None, limit: int = 6) -> list[str]:
         for line in text.splitlines()
         if re.search(r"(?i)\berror\b|exception|failed|not found|no such|cannot|could not", line)
     ]
-    return [clip(line, 240) for line in picked[-limit:]] or [first_line(text)]
+    return [clip(line, EVIDENCE_LINE_CHARS) for line in picked[-limit:]] or [first_line(text)]

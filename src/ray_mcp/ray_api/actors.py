@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from ray_mcp import models
-from ray_mcp.errors import (
-    NotFound,
-)
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.errors import NotFound
 from ray_mcp.ray_api import gcs
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.ids import check_id

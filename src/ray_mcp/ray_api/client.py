@@ -21,11 +21,10 @@ from ray_mcp.errors import (
     dashboard_errors,
     log_request_failed,
 )
+from ray_mcp.ray_api import gcs
 
 if TYPE_CHECKING:
     import httpx
-
-from ray_mcp.ray_api import gcs
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-from ray_mcp.errors import (
-    InvalidArgument,
-)
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import JOB_ID_CHARS
 
 # Ray's ids are hex strings of fixed length: a malformed one gets a clear error before any request.
 ID_HEX_LENGTHS = {"actor": 32, "placement group": 36, "node": 56, "job": 8, "task": 48}
@@ -31,14 +25,13 @@ def check_id(kind: str, value: str) -> str:
 # A job id goes into the job server's URL path (/api/jobs/<id>): '#', '?', '/' or '%' would address another
 # resource (an id of '#' asks for the job list), so they are refused before any request.
 _JOB_REF_UNSAFE = re.compile(r"[/?#%\\\s\x00-\x1f\x7f]")
-MAX_JOB_REF = 256
 
 
 def check_job_ref(job: str, *, what: str = "job id") -> str:
-    if len(job) > MAX_JOB_REF or _JOB_REF_UNSAFE.search(job):
+    if len(job) > JOB_ID_CHARS or _JOB_REF_UNSAFE.search(job):
         shown = job if len(job) <= 80 else job[:80] + "…"
         raise InvalidArgument(
-            f"{shown!r} is not a valid {what}: ids are at most {MAX_JOB_REF} characters without spaces, '/', "
+            f"{shown!r} is not a valid {what}: ids are at most {JOB_ID_CHARS} characters without spaces, '/', "
             "'?', '#', '%' or '\\'. Submission ids look like raysubmit_…, job ids like 02000000; call list_jobs "
             "to see them."
         )

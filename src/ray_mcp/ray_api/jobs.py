@@ -6,7 +6,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -18,13 +18,10 @@ from ray_mcp.errors import (
     RayMCPError,
     job_sdk_errors,
 )
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
-from ray_mcp.ray_api.runtime_env import _validate_runtime_env_with_ray, check_runtime_env
+from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.text import truncate_text
@@ -115,7 +112,7 @@ class JobsAPI(RayClient):
             check_job_ref(submission_id, what="submission_id")
         env, uploaded = check_runtime_env(runtime_env)
         await self._in_thread(
-            functools.partial(_validate_runtime_env_with_ray, env),
+            functools.partial(validate_with_ray, env),
             what="runtime_env validation",
             timeout_s=max(30.0, 3 * self.timeout_s),  # local work (imports ray), no request
         )
@@ -162,7 +159,7 @@ class JobsAPI(RayClient):
                 if on_progress is not None:
                     elapsed = round(time.monotonic() - started, 1)
                     note = f"{details.get('status')}" + (f": {last_line}" if last_line else "")
-                    await on_progress(elapsed, timeout_s, truncate_text(note, 300))
+                    await on_progress(elapsed, timeout_s, truncate_text(note, LINE_CHARS))
                 if details.get("status") in models.TERMINAL_JOB_STATUSES:
                     break
                 await anyio.sleep(poll_s if time.monotonic() - started < 30 else 2 * poll_s)
@@ -194,7 +191,7 @@ class JobsAPI(RayClient):
         except RayMCPError:
             return None
         lines = [line for line in decode_log(data).splitlines() if line.strip()]
-        return truncate_text(lines[-1], 300) if lines else None
+        return truncate_text(lines[-1], LINE_CHARS) if lines else None
 
     async def stop_job(self, job: str) -> models.JobChange:
         info = await self.get_job(job)

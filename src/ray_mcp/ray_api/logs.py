@@ -7,7 +7,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -19,18 +19,13 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.limits import DEFAULT_MAX_SCAN_MB, FILES_LISTED, MAX_LOG_LINES, MIN_LOG_BYTES, PROGRESS_CHARS
 from ray_mcp.ray_api.client import ProgressFn
 from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
 from ray_mcp.ray_api.nodes import NodesAPI
 from ray_mcp.shaping.logs import GrepScanner, count_lines, decode_log, grep_section, log_hints, tail_section
 from ray_mcp.text import truncate_text
 
-DEFAULT_MAX_SCAN_MB = 256
-MAX_LOG_LINES = 2000
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
 _TASK_HINT = (
@@ -202,7 +197,7 @@ class LogsAPI(JobsAPI, NodesAPI):
                     break
         workers = [f for f in files if f.startswith(("worker-", "python-core-worker-"))]
         others = sorted(set(files) - set(workers), key=lambda f: (not f.startswith(_MAIN_LOGS), f))
-        listing = ", ".join(others[:25]) + (f", and {len(workers)} worker files" if workers else "")
+        listing = ", ".join(others[:FILES_LISTED]) + (f", and {len(workers)} worker files" if workers else "")
         return (
             f"Files on node {node_id} include: {listing}."
             if files
@@ -224,7 +219,7 @@ class LogsAPI(JobsAPI, NodesAPI):
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
         pattern = _compile_grep(grep) if grep is not None else None
         sources = await self.resolve_log_sources(target)
-        budget = max(256, max_bytes // len(sources))
+        budget = max(MIN_LOG_BYTES, max_bytes // len(sources))
         sections = []
         followed = follow_s
         for src in sources:
@@ -343,7 +338,7 @@ class LogsAPI(JobsAPI, NodesAPI):
                     del pending[: cut + 1]
                     new += batch
                     if on_progress is not None:
-                        text = truncate_text(decode_log(batch).rstrip("\n"), 1000)
+                        text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
         return bytes(new + pending)
 

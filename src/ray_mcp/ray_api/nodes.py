@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ray_mcp import models
-from ray_mcp.errors import (
-    NotFound,
-)
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.errors import NotFound
+from ray_mcp.limits import STATE_API_MAX_ROWS
 from ray_mcp.ray_api.client import RayClient, gather
 from ray_mcp.shaping.cluster import build_cluster_status
 from ray_mcp.shaping.nodes import NodeCapacity, build_node_list, node_capacities, uncamel_resources
@@ -27,7 +22,7 @@ class NodesAPI(RayClient):
         """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows."""
         version = await self.version()
         nodes_result = await self.list_state(
-            "nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True
+            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
         )
         status = await self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)")
         pending_pgs = await self.list_state(
@@ -49,7 +44,9 @@ class NodesAPI(RayClient):
     async def node_capacities(self) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
         """Every node (State API) and, for the alive ones, total and available resources."""
         nodes_result, status = await gather(
-            self.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True),
+            self.list_state(
+                "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
+            ),
             self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
         )
         nodes = list(nodes_result.get("result") or [])
@@ -67,7 +64,9 @@ class NodesAPI(RayClient):
     async def _resolve_node(self, node: str) -> str:
         """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""
         node = node.strip()
-        result = await self.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000)
+        result = await self.list_state(
+            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS
+        )
         nodes = result.get("result") or []
         for wanted_key in ("node_id", "node_ip"):
             hits = [n for n in nodes if str(n.get(wanted_key)) == node]

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
 from ray_mcp import models
-from ray_mcp.errors import (
-    NotFound,
-)
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.errors import NotFound
 from ray_mcp.ray_api import gcs
 from ray_mcp.ray_api.client import gather
 from ray_mcp.ray_api.ids import check_id

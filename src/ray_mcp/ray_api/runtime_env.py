@@ -96,7 +96,7 @@ def check_runtime_env(raw: Mapping[str, Any] | None) -> tuple[dict[str, Any], li
     return env, local
 
 
-def _validate_runtime_env_with_ray(env: dict[str, Any]) -> None:
+def validate_with_ray(env: dict[str, Any]) -> None:
     """Run Ray's own RuntimeEnv validation (types of pip, conda, uv...) without submitting anything."""
     if not env:
         return

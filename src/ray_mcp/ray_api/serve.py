@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -15,10 +15,7 @@ from ray_mcp.errors import (
     RayRequestFailed,
     dashboard_errors,
 )
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.logs import LogsAPI
 from ray_mcp.shaping.serve import (
     build_serve_status,
@@ -92,7 +89,7 @@ class ServeAPI(LogsAPI):
                 continue
             tail = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
             if tail:
-                deployment.log_tail = [head_text(ln, 300) or "" for ln in tail]
+                deployment.log_tail = [head_text(ln, LINE_CHARS) or "" for ln in tail]
                 deployment.log_source = source
                 return
 

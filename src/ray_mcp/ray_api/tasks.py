@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ray_mcp import models
-
-if TYPE_CHECKING:
-    pass
-
+from ray_mcp.limits import MAX_ERROR_TYPES_SAMPLED, STATE_API_MAX_ROWS
 from ray_mcp.ray_api.client import RayClient, gather
 from ray_mcp.shaping.tasks import build_task_list, build_task_summary
 
@@ -35,7 +32,7 @@ class TasksAPI(RayClient):
             failed_filters = [f for f in filters if f[0] != "state"] + [("state", "=", "FAILED")]
             # Basic columns only (error_type is one): small rows, up to Ray's 10,000 cap.
             _t, matched, rows, _n = await self._state_page(
-                "tasks", filters=failed_filters, limit=10_000, detail=False
+                "tasks", filters=failed_filters, limit=STATE_API_MAX_ROWS, detail=False
             )
             for row in rows:
                 key = str(row.get("error_type") or "UNKNOWN")
@@ -44,7 +41,7 @@ class TasksAPI(RayClient):
                 notes.append(f"Error types counted over the first {len(rows):,} of {matched:,} failed tasks.")
             pages = await gather(
                 *(self._state_page("tasks", filters=[*failed_filters, ("error_type", "=", et)], limit=1, detail=True)
-                  for et in list(failed_counts)[:10] if et != "UNKNOWN")
+                  for et in list(failed_counts)[:MAX_ERROR_TYPES_SAMPLED] if et != "UNKNOWN")
             )  # fmt: skip
             for page in pages:
                 if page[2]:

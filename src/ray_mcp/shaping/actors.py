@@ -7,6 +7,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import EXCEPTION_CHARS, EXCEPTION_CHARS_IN_LIST, FIELD_CHARS, LINE_CHARS, LIST_FIELD_CHARS
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
 from ray_mcp.shaping.nodes import format_shape
 from ray_mcp.text import exception_summary, head_text, tail_text, user_traceback
@@ -22,7 +23,7 @@ def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> model
         return models.DeathCause(
             reason="CREATION_TASK_ERROR",
             error_type=error_type,
-            message=head_text(message, 500),
+            message=head_text(message, FIELD_CHARS),
             exception=tail_text(traceback, exception_chars),
         )
     for key, ctx in raw.items():
@@ -34,7 +35,7 @@ def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> model
         return models.DeathCause(
             reason=str(reason),
             error_type=error_type,
-            message=head_text(message, max(200, exception_chars)),
+            message=head_text(message, max(LIST_FIELD_CHARS, exception_chars)),
         )
     return None
 
@@ -50,7 +51,9 @@ def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
         pid=to_number(raw.get("pid")) or None,
         node_id=raw.get("node_id") or None,
         restarts=to_number(raw.get("num_restarts")),
-        death_cause=death_cause(raw.get("death_cause"), exception_chars=2000 if detail else 300)
+        death_cause=death_cause(
+            raw.get("death_cause"), exception_chars=EXCEPTION_CHARS if detail else EXCEPTION_CHARS_IN_LIST
+        )
         if state == "DEAD"
         else None,
     )
@@ -137,7 +140,7 @@ def _actor_line(a: models.Actor) -> str:
     if a.death_cause:
         d = a.death_cause
         cause = f"{d.error_type}: {d.message}" if d.error_type else (d.message or "")
-        line += f"\n    died: {d.reason}" + (f" — {head_text(cause, 300)}" if cause else "")
+        line += f"\n    died: {d.reason}" + (f" — {head_text(cause, LINE_CHARS)}" if cause else "")
     return line
 
 
@@ -160,7 +163,7 @@ def render_actor(actor: models.Actor) -> str:
     if actor.required_resources:
         lines.append(f"required_resources: {format_shape(actor.required_resources)}")
     if actor.runtime_env:
-        lines.append(f"runtime_env: {head_text(actor.runtime_env, 500)}")
+        lines.append(f"runtime_env: {head_text(actor.runtime_env, FIELD_CHARS)}")
     if actor.death_cause:
         d = actor.death_cause
         lines.append(f"death cause: {d.reason}" + (f" ({d.error_type})" if d.error_type else ""))

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.limits import FAILED_NODES_SHOWN
 from ray_mcp.shaping.nodes import (
     demand_is_feasible,
     format_shape,
@@ -191,7 +192,7 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
         if a.pending_nodes or a.pending_launches:
             parts.append(f"pending: {', '.join(a.pending_nodes) or json.dumps(a.pending_launches)}")
         if a.failed_nodes:
-            parts.append(f"failed: {', '.join(a.failed_nodes[:5])}")
+            parts.append(f"failed: {', '.join(a.failed_nodes[:FAILED_NODES_SHOWN])}")
         if a.error:
             parts.append(f"error: {a.error}")
         lines.append(f"Autoscaler ({a.kind}): " + "; ".join(parts) + ".")

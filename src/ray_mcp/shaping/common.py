@@ -9,6 +9,8 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from ray_mcp.limits import LIST_BUDGET_BYTES, MAX_LIMIT, RESPONSE_BUDGET_BYTES
+
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
     """A tool answer: the concise text for the model, and the structured data with nulls dropped."""
@@ -25,9 +27,6 @@ def to_number(value: Any) -> Any:
     return value
 
 
-MAX_LIMIT = 1000
-
-
 def clamp_limit(limit: int, *, maximum: int = MAX_LIMIT, what: str = "items") -> tuple[int, str | None]:
     """Clamp a caller's ``limit`` to [0, maximum]; 0 means "counts only". Returns the limit and a note, if any."""
     if limit > maximum:
@@ -38,10 +37,6 @@ def clamp_limit(limit: int, *, maximum: int = MAX_LIMIT, what: str = "items") ->
     if limit == 0:
         return 0, f"limit=0: counts only, no {what} listed."
     return limit, None
-
-
-RESPONSE_BUDGET_BYTES = 8 * 1024
-LIST_BUDGET_BYTES = 5 * 1024
 
 
 def fit_budget(items: list[BaseModel], budget: int = LIST_BUDGET_BYTES) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ray_mcp import models
 from ray_mcp.diagnosis.findings import render_findings
+from ray_mcp.limits import NOTES_SHOWN
 
 
 def _fit_findings(
@@ -26,12 +27,12 @@ def job_diagnosis(
         f"Verdict: {verdict}",
         "",
     ]
-    footer = [f"Note: {n}" for n in notes[:4]]
+    footer = [f"Note: {n}" for n in notes[:NOTES_SHOWN]]
     text, shown = _fit_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 1)
     model = models.JobDiagnosis(
         job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
         error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
-        findings=shown, notes=notes[:4],
+        findings=shown, notes=notes[:NOTES_SHOWN],
     )  # fmt: skip
     return model, "\n".join([text, *footer]) if footer else text
 
@@ -56,7 +57,7 @@ def cluster_health(
         f"Verdict: {verdict}",
         "",
     ]
-    footer = [f"Note: {n}" for n in notes[:4]]
+    footer = [f"Note: {n}" for n in notes[:NOTES_SHOWN]]
     text, shown = _fit_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 1)
     model = models.ClusterHealth(
         healthy=healthy,
@@ -64,6 +65,6 @@ def cluster_health(
         dashboard_url=dashboard_url,
         findings=shown,
         checked=checked,
-        notes=notes[:4],
+        notes=notes[:NOTES_SHOWN],
     )
     return model, "\n".join([text, *footer]) if footer else text

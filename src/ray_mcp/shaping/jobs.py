@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.limits import FIELD_CHARS, JOB_MESSAGE_CHARS, JOB_MESSAGE_HEAD_CHARS, LIST_FIELD_CHARS
 from ray_mcp.text import truncate_text
 
 
@@ -18,12 +19,12 @@ def iso_time(ms: Any) -> str | None:
     return datetime.fromtimestamp(int(ms) / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
-def short_message(message: str, limit: int = 1200) -> str:
+def short_message(message: str, limit: int = JOB_MESSAGE_CHARS) -> str:
     """Ray puts up to 20,000 characters of driver log in a failed job's message: keep its head and its end."""
     if len(message) <= limit:
         return message
-    first = message.split("\n", 1)[0][:300]
-    tail = message[-(limit - 300) :]
+    first = message.split("\n", 1)[0][:JOB_MESSAGE_HEAD_CHARS]
+    tail = message[-(limit - JOB_MESSAGE_HEAD_CHARS) :]
     cut = len(message) - len(first) - len(tail)
     return f"{first}\n…[{cut} characters cut; tail_logs has the whole log]…\n{tail}"
 
@@ -78,7 +79,7 @@ def job_list(
             job_id=j.get("job_id"),
             type=str(j.get("type") or "SUBMISSION").upper(),
             status=str(j.get("status")),
-            entrypoint=truncate_text(str(j.get("entrypoint") or ""), 200),
+            entrypoint=truncate_text(str(j.get("entrypoint") or ""), LIST_FIELD_CHARS),
             start_time=iso_time(j.get("start_time")),
             duration_s=job_duration_s(j.get("start_time"), j.get("end_time"), now_s),
             error_type=j.get("error_type") or None,
@@ -101,7 +102,7 @@ def render_job(job: models.JobInfo) -> str:
     lines = [f"Job {ids}: {job.status}" + (f" — {job.message}" if job.message else "")]
     if job.error_type or job.driver_exit_code is not None:
         lines.append(f"error_type: {job.error_type or 'none'}; driver exit code: {job.driver_exit_code}")
-    lines.append(f"entrypoint: {truncate_text(job.entrypoint, 500)}")
+    lines.append(f"entrypoint: {truncate_text(job.entrypoint, FIELD_CHARS)}")
     when = f"started {job.start_time or 'not yet'}"
     if job.end_time:
         when += f", ended {job.end_time}"
@@ -109,9 +110,9 @@ def render_job(job: models.JobInfo) -> str:
         when += f", duration {job.duration_s:g} s"
     lines.append(when)
     if job.metadata:
-        lines.append(f"metadata: {truncate_text(json.dumps(job.metadata), 500)}")
+        lines.append(f"metadata: {truncate_text(json.dumps(job.metadata), FIELD_CHARS)}")
     if job.runtime_env:
-        lines.append(f"runtime_env: {truncate_text(json.dumps(job.runtime_env), 500)}")
+        lines.append(f"runtime_env: {truncate_text(json.dumps(job.runtime_env), FIELD_CHARS)}")
     if job.status == "FAILED":
         lines.append(f"Hint: tail_logs with job={job.submission_id or ids!r} shows the driver's traceback.")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.limits import BUNDLES_SHOWN
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
 from ray_mcp.shaping.nodes import BYTE_RESOURCES, NodeCapacity, fits, format_amount, format_shape
 
@@ -217,8 +218,8 @@ def render_pg_list(page: models.PlacementGroupList) -> str:
         if placed:
             lines.append(
                 "    bundles "
-                + "; ".join(placed[:8])
-                + (f"; … {len(placed) - 8} more" if len(placed) > 8 else "")
+                + "; ".join(placed[:BUNDLES_SHOWN])
+                + (f"; … {len(placed) - BUNDLES_SHOWN} more" if len(placed) > BUNDLES_SHOWN else "")
             )
         if g.why_pending:
             verdict = "INFEASIBLE" if g.infeasible else "waiting"

@@ -8,11 +8,11 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import FAILING_DEPLOYMENTS_WITH_LOGS, LINE_CHARS, MAX_REPLICAS_SHOWN, SERVE_ERROR_CHARS
 from ray_mcp.shaping.common import to_number
 from ray_mcp.text import head_text, tail_text
 
 SERVE_FAILING = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
-MAX_REPLICAS_PER_DEPLOYMENT = 10
 
 
 def serve_is_running(details: Mapping[str, Any]) -> bool:
@@ -54,16 +54,16 @@ def serve_deployment(raw: Mapping[str, Any]) -> models.ServeDeployment:
         name=str(raw.get("name", "")),
         status=status,
         status_trigger=raw.get("status_trigger") or None,
-        message=head_text(raw.get("message"), 300) if status not in SERVE_FAILING else None,
+        message=head_text(raw.get("message"), LINE_CHARS) if status not in SERVE_FAILING else None,
         target_replicas=to_number(target) if target is not None else None,
         running_replicas=sum(1 for r in replicas if r.state == "RUNNING"),
         autoscaling_config={
             k: v for k, v in (config.get("autoscaling_config") or {}).items() if v is not None
         }
         or None,
-        replicas=replicas[:MAX_REPLICAS_PER_DEPLOYMENT],
+        replicas=replicas[:MAX_REPLICAS_SHOWN],
         replicas_total=len(replicas),
-        error=tail_text(raw.get("message"), 1500) if status in SERVE_FAILING else None,
+        error=tail_text(raw.get("message"), SERVE_ERROR_CHARS) if status in SERVE_FAILING else None,
     )
 
 
@@ -88,7 +88,9 @@ def build_serve_status(details: Mapping[str, Any], *, app: str | None) -> models
             models.ServeApp(
                 name=name,
                 status=status,
-                message=(tail_text if status in SERVE_FAILING else head_text)(raw.get("message"), 1500)
+                message=(tail_text if status in SERVE_FAILING else head_text)(
+                    raw.get("message"), SERVE_ERROR_CHARS
+                )
                 or None,
                 route_prefix=raw.get("route_prefix"),
                 last_deployed=_utc(raw.get("last_deployed_time_s")),
@@ -111,7 +113,7 @@ def build_serve_status(details: Mapping[str, Any], *, app: str | None) -> models
 
 
 def failing_deployments(
-    status: models.ServeStatus, limit: int = 3
+    status: models.ServeStatus, limit: int = FAILING_DEPLOYMENTS_WITH_LOGS
 ) -> list[tuple[models.ServeApp, models.ServeDeployment]]:
     out = [(a, d) for a in status.apps for d in a.deployments if d.status in SERVE_FAILING]
     return out[:limit]
@@ -131,7 +133,7 @@ def render_serve_status(s: models.ServeStatus) -> str:
         head += f", last deployed {a.last_deployed}" if a.last_deployed else ""
         lines.append(head)
         if a.message and a.status not in SERVE_FAILING:
-            lines.append(f"  message: {head_text(a.message, 300)}")
+            lines.append(f"  message: {head_text(a.message, LINE_CHARS)}")
         for d in a.deployments:
             target = "?" if d.target_replicas is None else str(d.target_replicas)
             line = f"  deployment {d.name}: {d.status}" + (

@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.limits import LINE_CHARS, LIST_FIELD_CHARS, MAX_TASK_GROUPS, SAMPLE_ERROR_CHARS, TASK_ERROR_CHARS
 from ray_mcp.shaping.common import cap_items, to_number
 from ray_mcp.text import clean_text, exception_summary, head_text, tail_text
 
 
-def task_error_message(message: str | None, max_chars: int = 400) -> str | None:
+def task_error_message(message: str | None, max_chars: int = TASK_ERROR_CHARS) -> str | None:
     """A task's error in a few lines: the exception line first, then the end of the traceback."""
     text = clean_text(message)
     if not text:
@@ -65,12 +66,9 @@ def render_task_list(page: models.TaskList) -> str:
         parts += [f"error={t.error_type}"] if t.error_type else []
         lines.append("  " + " ".join(parts))
         if t.error_message:
-            lines.append("    " + (head_text(t.error_message.split("\n", 1)[0], 200) or ""))
+            lines.append("    " + (head_text(t.error_message.split("\n", 1)[0], LIST_FIELD_CHARS) or ""))
     lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
     return "\n".join(lines)
-
-
-MAX_TASK_GROUPS = 40
 
 
 def build_task_summary(
@@ -99,7 +97,7 @@ def build_task_summary(
                 count=count,
                 sample_task_id=sample.get("task_id"),
                 sample_name=sample.get("name"),
-                sample_message=task_error_message(sample.get("error_message"), 600),
+                sample_message=task_error_message(sample.get("error_message"), SAMPLE_ERROR_CHARS),
             )
         )
     hints = []
@@ -135,6 +133,6 @@ def render_task_summary(s: models.TaskSummary) -> str:
                 + (f" (e.g. {e.sample_name} {e.sample_task_id})" if e.sample_task_id else "")
             )
             if e.sample_message:
-                lines.append("    " + (head_text(e.sample_message.split("\n", 1)[0], 300) or ""))
+                lines.append("    " + (head_text(e.sample_message.split("\n", 1)[0], LINE_CHARS) or ""))
     lines += [f"Note: {n}" for n in s.notes] + [f"Hint: {h}" for h in s.hints]
     return "\n".join(lines)

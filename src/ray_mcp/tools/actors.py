@@ -11,6 +11,7 @@ from pydantic import Field
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import Actor, ActorKill, ActorList
 from ray_mcp.ray_api.ids import check_id
 from ray_mcp.shaping.actors import kill_preflight, render_actor, render_actor_list
@@ -38,8 +39,8 @@ def register(server: MCPServer) -> None:
             str | None, Field(description="Only actors in this placement group.")
         ] = None,
         limit: Annotated[
-            int, Field(ge=0, description="Most actors to list (0: counts only; max 1000).")
-        ] = 50,
+            int, Field(ge=0, description=f"Most actors to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_LIMIT,
         detail: Annotated[
             bool, Field(description="Add job, namespace, resources, detached, full death cause.")
         ] = False,

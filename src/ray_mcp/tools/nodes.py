@@ -7,6 +7,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import NodeList
 from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.nodes import render_node_list
@@ -20,7 +21,9 @@ def register(server: MCPServer) -> None:
         state: Annotated[
             Literal["ALIVE", "DEAD"] | None, Field(description="Only nodes in this state.")
         ] = None,
-        limit: Annotated[int, Field(ge=0, description="Most nodes to list (0: counts only; max 1000).")] = 50,
+        limit: Annotated[
+            int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_LIMIT,
     ) -> Annotated[CallToolResult, NodeList]:
         """List the cluster's nodes: id, ip, alive or dead, head or worker, resources total and free, labels.
 

@@ -7,6 +7,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import PlacementGroupList
 from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.placement_groups import render_pg_list
@@ -26,8 +27,8 @@ def register(server: MCPServer) -> None:
         ] = None,
         job_id: Annotated[str | None, Field(description="Only groups created by this job (hex id).")] = None,
         limit: Annotated[
-            int, Field(ge=0, description="Most groups to list (0: counts only; max 1000).")
-        ] = 50,
+            int, Field(ge=0, description=f"Most groups to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_LIMIT,
     ) -> Annotated[CallToolResult, PlacementGroupList]:
         """Show placement groups: state, strategy, creator job, bundles and their nodes; explain every PENDING one.
 

@@ -11,6 +11,7 @@ from pydantic import Field
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_SERVE_LOG_LINES, MAX_SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
@@ -25,8 +26,13 @@ def register(server: MCPServer) -> None:
             str | None, Field(description="One application by name; all of them if omitted.")
         ] = None,
         log_lines: Annotated[
-            int, Field(ge=0, le=100, description="Log lines to show for each failing deployment's replica.")
-        ] = 15,
+            int,
+            Field(
+                ge=0,
+                le=MAX_SERVE_LOG_LINES,
+                description="Log lines to show for each failing deployment's replica.",
+            ),
+        ] = DEFAULT_SERVE_LOG_LINES,
     ) -> Annotated[CallToolResult, ServeStatus]:
         """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
 

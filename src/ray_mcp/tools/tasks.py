@@ -7,6 +7,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_TASK_LIMIT, MAX_LIMIT
 from ray_mcp.models import TaskList, TaskSummary
 from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.tasks import render_task_list, render_task_summary
@@ -37,7 +38,9 @@ def register(server: MCPServer) -> None:
         job_id: Job = None,
         actor_id: ActorId = None,
         error_type: ErrorType = None,
-        limit: Annotated[int, Field(ge=0, description="Most tasks to list (0: counts only; max 1000).")] = 30,
+        limit: Annotated[
+            int, Field(ge=0, description=f"Most tasks to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_TASK_LIMIT,
         detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
     ) -> Annotated[CallToolResult, TaskList]:
         """List individual tasks (and actor method calls) with state, job, actor, node and error.

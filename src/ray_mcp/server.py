@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
-from ray_mcp.ray_api import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools

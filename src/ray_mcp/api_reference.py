@@ -32,14 +32,17 @@ from pathlib import Path
 import anyio
 import anyio.to_process
 
-API_DOC_MAX_CHARS = 12_000
-API_MEMBERS_MAX = 60
-MAX_NAME_CHARS = 300
+from ray_mcp.limits import (
+    API_ANSWERS_CACHED,
+    API_DOC_CHARS,
+    API_LOOKUP_TIMEOUT_S,
+    API_LOOKUP_WORKERS,
+    API_MEMBERS_SHOWN,
+    API_NAME_CHARS,
+)
+
 MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a larger "source" file is not read
 MAX_HOPS = 40  # re-exports followed for one name (cycles end here)
-LOOKUP_WORKERS = 2  # docs reads in flight at once (worker processes); the rest wait, holding nothing
-LOOKUP_TIMEOUT_S = 30.0
-ANSWERS_CACHED = 512
 
 # Parts of Ray that are programs or test material, not API: never described.
 REFUSED_PARTS = {
@@ -83,7 +86,7 @@ class Found:
 
 
 async def read_symbol(qualified_name: str) -> str:
-    """``describe_symbol`` in a worker process, at most LOOKUP_WORKERS at once, within LOOKUP_TIMEOUT_S.
+    """``describe_symbol`` in a worker process, at most API_LOOKUP_WORKERS at once, within API_LOOKUP_TIMEOUT_S.
 
     A process, not a thread: parsing a large module holds the GIL for up to a second, which would stall the
     event loop (and with it the transports and every other session). Answers are cached here too.
@@ -92,18 +95,18 @@ async def read_symbol(qualified_name: str) -> str:
     cached = _answers.get(qualified_name)
     if cached is None:
         if _limiter is None:
-            _limiter = anyio.CapacityLimiter(LOOKUP_WORKERS)
+            _limiter = anyio.CapacityLimiter(API_LOOKUP_WORKERS)
         try:
-            with anyio.fail_after(LOOKUP_TIMEOUT_S):
+            with anyio.fail_after(API_LOOKUP_TIMEOUT_S):
                 cached = await anyio.to_process.run_sync(
                     _describe_or_reason, qualified_name, cancellable=True, limiter=_limiter
                 )
         except TimeoutError:
             raise TimeoutError(
-                f"Reading the reference of {qualified_name[:80]!r} took more than {LOOKUP_TIMEOUT_S:g} s (the "
+                f"Reading the reference of {qualified_name[:80]!r} took more than {API_LOOKUP_TIMEOUT_S:g} s (the "
                 "server is busy); retry in a moment."
             ) from None
-        if len(_answers) >= ANSWERS_CACHED:
+        if len(_answers) >= API_ANSWERS_CACHED:
             _answers.pop(next(iter(_answers)))
         _answers[qualified_name] = cached
     ok, text = cached
@@ -139,8 +142,8 @@ def describe_symbol(qualified_name: str) -> str:
 
 def _check_name(given: str, name: str) -> list[str]:
     shown = given if len(given) <= 80 else given[:80] + "…"
-    if len(name) > MAX_NAME_CHARS:
-        raise LookupError(f"{shown!r} is too long for a Ray name (at most {MAX_NAME_CHARS} characters).")
+    if len(name) > API_NAME_CHARS:
+        raise LookupError(f"{shown!r} is too long for a Ray name (at most {API_NAME_CHARS} characters).")
     parts = name.split(".")
     if parts[0] != "ray" or not all(p.isidentifier() for p in parts):
         raise LookupError(f"{shown!r} is not a Ray name. Ask for a dotted name such as ray.remote.")
@@ -544,8 +547,8 @@ def _render(name: str, found: Found) -> str:
     if isinstance(doc_node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
         doc = ast.get_docstring(doc_node)
     doc = inspect.cleandoc(doc) if doc else "(no docstring)"
-    if len(doc) > API_DOC_MAX_CHARS:
-        doc = doc[:API_DOC_MAX_CHARS] + f"\n\n[docstring cut at {API_DOC_MAX_CHARS} characters]"
+    if len(doc) > API_DOC_CHARS:
+        doc = doc[:API_DOC_CHARS] + f"\n\n[docstring cut at {API_DOC_CHARS} characters]"
     lines += [doc, ""]
     members: list[str] = []
     if node is None and tree is not None:
@@ -561,7 +564,7 @@ def _render(name: str, found: Found) -> str:
 def _listing(title: str, name: str, members: list[str]) -> list[str]:
     if not members:
         return []
-    shown = members[:API_MEMBERS_MAX]
+    shown = members[:API_MEMBERS_SHOWN]
     out = [f"## {title} ({len(members)})"] + [f"- `{name}.{m}`" for m in shown]
     if len(members) > len(shown):
         out.append(f"- … {len(members) - len(shown)} more")

@@ -24,10 +24,9 @@ import anyio
 import anyio.to_thread
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import GREP_LONG_LINE_BYTES, GREP_THREADS, MAX_GREP_CHARS
 
-MAX_GREP_CHARS = 1000
-LONG_LINE_BYTES = 1024 * 1024  # a line longer than this is matched in pieces of this size, and cut
-GREP_THREADS = 4  # greps scanning at once; others wait for a thread without holding one
+LONG_LINE_BYTES = GREP_LONG_LINE_BYTES
 
 _limiter: anyio.CapacityLimiter | None = None
 

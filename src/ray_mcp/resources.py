@@ -4,7 +4,7 @@ URIs:
     ray-docs://reference/index            every page with its one-line summary
     ray-docs://reference/{topic}          one page, e.g. ray-docs://reference/12-job-submission
     ray-docs://api/{qualified_name}       signature and docstring of a public Ray symbol, e.g. ray.remote,
-                                          parsed from the installed source (see api_reference)
+                                          parsed from the installed source, never imported (api_reference)
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ray_mcp import api_reference
-from ray_mcp.shaping import parse_front_matter
+from ray_mcp.api_reference import read_symbol
 
 MARKDOWN = "text/markdown"
 INDEX_URI = "ray-docs://reference/index"
@@ -112,10 +111,24 @@ def register(server: MCPServer) -> None:
         "ray-docs://api/ray.util.placement_group.placement_group.",
         mime_type=MARKDOWN,
     )
-    async def api_reference_page(qualified_name: str) -> str:
+    async def api_reference(qualified_name: str) -> str:
         try:
-            return await api_reference.read_symbol(qualified_name)
+            return await read_symbol(qualified_name)
         except LookupError as exc:  # unknown, private, refused or unreadable: invalid params (-32602)
             raise ResourceNotFoundError(str(exc)) from None
         except TimeoutError as exc:
             raise ResourceError(str(exc)) from None
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split a Markdown file into its YAML front matter (between ``---`` fences) and its body."""
+    if not text.startswith("---"):
+        return {}, text
+    _, _, rest = text.partition("\n")
+    header, sep, body = rest.partition("\n---")
+    if not sep:
+        return {}, text
+    import yaml  # ships with Ray; only needed when docs are loaded
+
+    meta = yaml.safe_load(header) or {}
+    return (meta if isinstance(meta, dict) else {}), body.partition("\n")[2]

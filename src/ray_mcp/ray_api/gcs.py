@@ -112,6 +112,7 @@ def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: boo
 def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) -> list[dict[str, Any]]:
     """One job's actors from the GCS actor table: who owns each (the worker that created it) and the resource
     ids Ray assigned it (``resource_mapping``: GPU ids, kept after the actor died). The State API has neither."""
+    ray_import.load_sync("core")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)

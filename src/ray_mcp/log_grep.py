@@ -61,15 +61,14 @@ class GrepPattern:
         # Python's \Z is RE2's \z; line anchors ^ and $ hold at every line start and end.
         translated = re.sub(r"(?<!\\)((?:\\\\)*)\\Z", r"\1\\z", grep)
         try:
-            python = re.compile(grep)
-        except re.error as exc:
-            raise InvalidArgument(
-                f"grep {grep!r} is not a valid regular expression: {exc}. Fix it and retry."
-            ) from exc
-        del python
-        try:
             self._re = re2.compile(f"(?m:{translated})", options)
         except re2.error as exc:
+            try:
+                re.compile(grep)  # only to tell a broken pattern from one RE2 lacks a construct for
+            except re.error as invalid:
+                raise InvalidArgument(
+                    f"grep {grep!r} is not a valid regular expression: {invalid}. Fix it and retry."
+                ) from invalid
             raise InvalidArgument(_unsupported_message(grep, exc)) from exc
 
     def search(

@@ -59,7 +59,7 @@ def local_head(num_cpus: int = 1) -> Iterator[LocalHead]:
                 start_local_head,
                 num_cpus=num_cpus,
                 timeout_s=120.0,
-                headers=Settings().dashboard_request_headers(),
+                headers=Settings().dashboard_request_headers(local_cluster=True),
                 on_spawn=started.append,
             )
         )
@@ -78,8 +78,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(ray_cluster: Cluster) -> Iterator[RayMCPServer]:
-    yield build_server(Settings(address=ray_cluster.dashboard_url, allow_destructive=True))
+def server(ray_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayMCPServer]:
+    # Tests upload working dirs from their tmp_path: the session's temp root is the upload root.
+    roots = [tmp_path_factory.getbasetemp()]
+    yield build_server(
+        Settings(address=ray_cluster.dashboard_url, allow_destructive=True, upload_roots=roots)
+    )
 
 
 @pytest.fixture

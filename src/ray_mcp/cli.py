@@ -75,6 +75,13 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     safety.add_argument(
         "--audit-log", help="Append the audit trail of write calls to this file (default stderr)."
     )
+    safety.add_argument(
+        "--upload-root",
+        action="append",
+        dest="upload_roots",
+        help="A directory local runtime_env paths (working_dir, py_modules, requirements files) may come from "
+        "(repeatable; env RAY_MCP_UPLOAD_ROOTS). Default: the starting directory on stdio, none over HTTP.",
+    )
     args = parser.parse_args(argv)
     given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None}
     return Settings(**given)

@@ -346,7 +346,7 @@ class ClusterManager:
         if s.address and s.address not in ("auto", "local") and s.embedded != "always":
             return await self._resolve_address(parse_address(s.address))
         if s.embedded != "always" and await dashboard_answers(
-            LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S, s.dashboard_request_headers()
+            LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S, s.dashboard_request_headers(local_cluster=True)
         ):
             log.info("ray-mcp: using the local Ray cluster at %s", LOCAL_DASHBOARD_URL)
             return Resolved(LOCAL_DASHBOARD_URL, "local")
@@ -392,7 +392,7 @@ class ClusterManager:
         head = await start_local_head(
             num_cpus=self.settings.embedded_num_cpus,
             timeout_s=self.settings.cluster_start_timeout_s,
-            headers=self.settings.dashboard_request_headers(),
+            headers=self.settings.dashboard_request_headers(local_cluster=True),
             on_spawn=keep,
         )
         log.info(

@@ -17,13 +17,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
 
-from ray_mcp import diagnosis, models, shaping
+from ray_mcp import diagnosis, models, shaping, uploads
 from ray_mcp.errors import (
     ClusterUnavailable,
     DashboardTimeout,
@@ -277,14 +278,21 @@ class RayAPI:
         entrypoint_num_gpus: float | None = None,
         entrypoint_memory: int | None = None,
         entrypoint_resources: dict[str, float] | None = None,
+        upload_roots: list[Path],
     ) -> models.JobSubmitted:
-        """Validate the runtime_env, upload local directories, submit, and read back the first status."""
+        """Validate the runtime_env, upload local directories, submit, and read back the first status.
+
+        Local paths Ray would read (working_dir, py_modules, pip/uv/conda files) must lie under
+        ``upload_roots`` (uploads.confine_uploads), checked before Ray sees the runtime_env.
+        """
         if not entrypoint.strip():
             raise InvalidArgument(
                 "The entrypoint is empty: give the shell command to run, e.g. 'python train.py'."
             )
         if submission_id is not None:
             check_job_ref(submission_id, what="submission_id")
+        if isinstance(runtime_env, Mapping) and runtime_env:
+            runtime_env = await anyio.to_thread.run_sync(uploads.confine_uploads, runtime_env, upload_roots)
         env, uploaded = shaping.check_runtime_env(runtime_env)
         await self._in_thread(
             functools.partial(_validate_runtime_env_with_ray, env),
@@ -1404,7 +1412,15 @@ def bounded_job_client_class(timeout_s: float) -> type:
     from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
 
     class BoundedJobSubmissionClient(JobSubmissionClient):
+        def __init__(self, address: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> None:
+            # Exactly the headers ray-mcp chose for this cluster (settings.dashboard_request_headers): in token
+            # mode Ray's client would add this process's own token to every cluster, even to one whose
+            # clusters-file entry names none. Set before super().__init__, whose version check is a request.
+            self._ray_mcp_headers = dict(headers or {})
+            super().__init__(address, headers=headers, **kwargs)
+
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            self._headers = dict(self._ray_mcp_headers)
             read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
             kwargs.setdefault("timeout", (timeout_s, read))
             return super()._do_request(method, endpoint, **kwargs)

@@ -59,15 +59,18 @@ def register(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, JobSubmitted]:
         """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
 
-        A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded.
+        A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded,
+        only from under the server's upload roots (--upload-root; over HTTP none unless the operator names one).
         The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
         job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
         """
-        api = await app_of(ctx).api()
+        app = app_of(ctx)
+        api = await app.api()
         result = await api.submit_job(
             entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
             entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
             entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
+            upload_roots=app.upload_roots,
         )  # fmt: skip
         uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
         text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"

@@ -88,8 +88,9 @@ async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: P
     import json
 
     records = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert len(records) == 1
-    record = records[0]
+    assert [r["outcome"] for r in records] == ["started", "ok"]  # written before the call, then its outcome
+    assert records[0]["call"] == records[1]["call"] and records[0]["target"] == records[1]["target"]
+    record = records[1]
     assert record["tool"] == "launch" and record["kind"] == "write" and record["outcome"] == "ok"
     assert "train.py" in record["target"] and "abcdef123456" not in json.dumps(record)
     assert {"time", "duration_ms"} <= set(record)

@@ -190,9 +190,21 @@ async def serve(settings: Settings) -> None:
             await server.app.aclose()
 
 
+def check_audit_log(settings: Settings) -> None:
+    """Refuse to start (one line, exit 2) when --audit-log cannot be written: no audit, no server."""
+    from ray_mcp.security import AuditLogUnwritable, Auditor
+
+    try:
+        Auditor(settings.audit_log).check()
+    except AuditLogUnwritable as exc:
+        print(f"ray-mcp: refusing to start: {exc}.", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(argv)
     check_bind(settings)
+    check_audit_log(settings)
     try:
         settings.cluster_settings()
     except ValueError as exc:

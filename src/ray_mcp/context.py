@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager
+from ray_mcp.confirm import ClusterRef
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI, dashboard_url_from_gcs
 from ray_mcp.settings import Settings
@@ -111,6 +112,12 @@ class App:
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
         return await self.connections[name].api()
+
+    async def cluster_ref(self) -> ClusterRef:
+        """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
+        api = await self.api(name)
+        return ClusterRef(name, api.dashboard_url)
 
     async def aclose(self) -> None:
         for connection in self.connections.values():

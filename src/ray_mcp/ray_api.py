@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import difflib
 import functools
+import hashlib
+import json
 import re
 import socket
 import time
@@ -398,9 +400,12 @@ class RayAPI:
             job=ident, action="stop", done=bool(stopped), status=after.status, message=message
         )
 
-    async def deletable_job(self, job: str) -> models.JobInfo:
-        """The job, if it may be deleted (it has ended); else InvalidArgument saying what to do first."""
-        info = await self.get_job(job)
+    async def deletable_job(self, job: str) -> tuple[models.JobInfo, str]:
+        """The job, if it may be deleted (it has ended), with its instance key; else InvalidArgument saying what
+        to do first. The key (start time in ms, job id) tells a new job that reuses a submission id apart."""
+        details = await self.job_details(job)
+        info = shaping.job_info(details, time.time())
+        instance = f"start_ms={details.get('start_time')} job_id={details.get('job_id')}"
         if info.status not in models.TERMINAL_JOB_STATUSES:
             raise InvalidArgument(
                 f"Job {info.submission_id or job} is {info.status}; only ended jobs (STOPPED, SUCCEEDED, "
@@ -412,11 +417,18 @@ class RayAPI:
                 f"Job {job} was not submitted through the Jobs API (type {info.type}), so it has no "
                 "submission record to delete."
             )
-        return info
+        return info, instance
 
-    async def delete_job(self, job: str) -> models.JobChange:
-        info = await self.deletable_job(job)
+    async def delete_job(self, job: str, *, instance: str | None = None) -> models.JobChange:
+        """Delete an ended job; with ``instance``, only if it is still that instance (the one confirmed)."""
+        info, now = await self.deletable_job(job)
         sid = str(info.submission_id)
+        if instance is not None and now != instance:
+            raise InvalidArgument(
+                f"Not done (nothing changed): job {sid} is not the job that was confirmed ({instance}; now "
+                f"{now}): the submission id was reused by a new job. Call delete_job again without confirm to "
+                "see the job as it stands."
+            )
         deleted = await self._jobs_call("delete_job", sid, what=f"deleting job {sid!r}", job=sid)
         message = (
             f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
@@ -988,6 +1000,11 @@ class RayAPI:
             )
         return body
 
+    async def serve_app_instances(self) -> dict[str, str]:
+        """Each declared Serve app's instance key: its last deploy time and a digest of its config."""
+        apps = (await self.serve_details()).get("applications") or {}
+        return {name: serve_app_instance(raw) for name, raw in apps.items() if isinstance(raw, Mapping)}
+
     async def serve_status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
         details = await self.serve_details()
         status = shaping.build_serve_status(details, app=app)
@@ -1528,6 +1545,12 @@ def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise InvalidArgument(f"The Serve config is not valid, nothing was deployed: {exc}.") from exc
     return dict(config)
+
+
+def serve_app_instance(raw: Mapping[str, Any]) -> str:
+    """One incarnation of a Serve app: a redeploy (new config or not) changes its last deploy time."""
+    config = json.dumps(raw.get("deployed_app_config") or {}, sort_keys=True, default=str)
+    return f"deployed_s={raw.get('last_deployed_time_s')} config={hashlib.sha256(config.encode()).hexdigest()[:16]}"
 
 
 def details_apps(details: Mapping[str, Any]) -> list[str]:

@@ -152,7 +152,8 @@ def register(server: MCPServer) -> None:
         """
         decision = confirmation.decide(pending, confirm, answer)
         if decision.proceed:
-            result = await (await app_of(ctx).api()).delete_job(pending.target)
+            api = await app_of(ctx).api()
+            result = await api.delete_job(pending.target, instance=pending.instance)
         else:
             result = JobChange(
                 job=pending.target, action="delete", done=False, status=pending.subject.status,
@@ -165,11 +166,16 @@ def register(server: MCPServer) -> None:
 
 
 async def _delete_plan(ctx: Context, job: str) -> Pending:
-    info = await (await app_of(ctx).api()).deletable_job(job)
+    app = app_of(ctx)
+    info, instance = await (await app.api()).deletable_job(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
-    what = f"delete job {sid} ({job_id}{info.status}, entrypoint {info.entrypoint[:80]!r})"
-    return Pending("delete_job", sid, what, subject=info)
+    started = f"started {info.start_time}, " if info.start_time else ""
+    what = f"delete job {sid} ({job_id}{info.status}, {started}entrypoint {info.entrypoint[:80]!r})"
+    return Pending(
+        "delete_job", sid, what, subject=info, instance=instance, cluster=await app.cluster_ref(),
+        ttl_s=app.settings.confirm_token_ttl_s,
+    )  # fmt: skip
 
 
 async def _ask_delete(

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from mcp import Client
 from tests.conftest import local_head
-from tests.jobs_helpers import text_of
+from tests.support import text_of
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.server import build_server

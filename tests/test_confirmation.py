@@ -19,8 +19,8 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
-from tests.jobs_helpers import call_ok, run_to_end, text_of
 from tests.state_drivers import driver
+from tests.support import call_ok, run_to_end, text_of
 
 from ray_mcp.confirm import ClusterRef, Pending, is_confirmed, token_for
 from ray_mcp.errors import InvalidArgument

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from tests.conftest import clean_env
-from tests.jobs_helpers import call_ok, text_of
+from tests.support import call_ok, text_of
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.security import AuditLogUnwritable

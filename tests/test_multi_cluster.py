@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
 from tests.conftest import clean_env, local_head
+from tests.support import text_of
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.cluster import LocalHead
@@ -54,7 +55,7 @@ async def test_each_call_reaches_the_cluster_it_names(
         assert side.structured_content["dashboard_url"] == second_cluster.dashboard_url
         assert side.structured_content["resources"]["CPU"]["total"] == 1
         wrong = await client.call_tool("cluster_status", {"cluster": "nope"})
-        assert wrong.is_error and "side" in wrong.content[0].text
+        assert wrong.is_error and "side" in text_of(wrong)
     await server.app.aclose()
 
 
@@ -68,7 +69,7 @@ async def test_a_destructive_tools_confirmation_looks_in_the_cluster_it_names(
     server = build_server(Settings(clusters_file=clusters, allow_destructive=True))
     async with Client(server) as client:
         missing = await client.call_tool("kill_actor", {"actor_id": "ab" * 16, "cluster": "side"})
-    assert missing.is_error and second_cluster.dashboard_url in missing.content[0].text
+    assert missing.is_error and second_cluster.dashboard_url in text_of(missing)
     await server.app.aclose()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
-from tests.jobs_helpers import call_ok, text_of
+from tests.support import call_ok, text_of
 from tests.test_serve import APPS, app_config
 
 from ray_mcp.cluster import free_ports

@@ -17,12 +17,12 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
-from tests.jobs_helpers import TERMINAL, call_ok, text_of, wait_until
+from tests.support import TERMINAL, call_ok, text_of, wait_until
 from tests.test_transports import RAY_MCP
 
+from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.uploads import confine_uploads
 
 PY = sys.executable
 SECRET = "top-secret-value-from-outside-the-root"

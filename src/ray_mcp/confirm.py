@@ -6,7 +6,7 @@ describes what it would do and returns a token. Calling it again with that token
 
 A token is an HMAC, under a per-process secret, of the tool, the cluster (its name and dashboard URL), the
 target and the target's *instance* (a job's start time and job id, an actor's restarts and pid, a Serve app's
-deploy time and config), and of its expiry time (``Settings.confirm_token_ttl_s``, 5 minutes by default). So it
+deploy time and config), and of its expiry time (``Settings.confirm_token_ttl_s``, default ``limits.CONFIRM_TOKEN_TTL_S``: 5 minutes). So it
 needs no server-side state, cannot be used on another cluster, on another object, or on a new object that
 reuses the old one's name (a resubmitted submission id, a restarted actor, a redeployed app), and dies with the
 server process. The elicitation question names the same cluster and instance, and a tool checks right before
@@ -32,7 +32,7 @@ from mcp.server.mcpserver.resolve import Elicit
 from pydantic import BaseModel, Field
 
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.settings import CONFIRM_TOKEN_TTL_S
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
 _SECRET = secrets.token_bytes(32)
 _PREFIX = "confirm-"

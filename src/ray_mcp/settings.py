@@ -12,14 +12,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_CLUSTER_START_TIMEOUT_S = 90.0
-# How long a confirmation token of a destructive tool stays valid (it is also bound to the target's
-# instance and to the cluster, so a new job reusing a submission id needs a new token anyway).
-CONFIRM_TOKEN_TTL_S = 300.0
 # Ray's own environment variable for its authentication mode ("token" or "disabled").
 RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 

@@ -12,13 +12,15 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
-from ray_mcp import shaping
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import DEFAULT_SERVE_LOG_LINES, MAX_SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
-from ray_mcp.ray_api import validate_serve_config
+from ray_mcp.ray_api.serve import validate_serve_config
 from ray_mcp.security import note_audit_target
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.serve import render_serve_status
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 
@@ -30,8 +32,13 @@ def register(server: MCPServer) -> None:
             str | None, Field(description="One application by name; all of them if omitted.")
         ] = None,
         log_lines: Annotated[
-            int, Field(ge=0, le=100, description="Log lines to show for each failing deployment's replica.")
-        ] = 15,
+            int,
+            Field(
+                ge=0,
+                le=MAX_SERVE_LOG_LINES,
+                description="Log lines to show for each failing deployment's replica.",
+            ),
+        ] = DEFAULT_SERVE_LOG_LINES,
     ) -> Annotated[CallToolResult, ServeStatus]:
         """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
 
@@ -41,7 +48,7 @@ def register(server: MCPServer) -> None:
         """
         api = await app_of(ctx).api()
         status = await api.serve_status(app=app, log_lines=log_lines)
-        return shaping.tool_result(status, shaping.render_serve_status(status))
+        return tool_result(status, render_serve_status(status))
 
     @server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))
     async def serve_deploy(
@@ -77,9 +84,7 @@ def register(server: MCPServer) -> None:
         decision = confirmation.decide(pending, confirm, answer)
         if not decision.proceed:
             status = pending.subject["status"]
-            return shaping.tool_result(
-                ServeChange(action="not done", applications=[], status=status), decision.text
-            )
+            return tool_result(ServeChange(action="not done", applications=[], status=status), decision.text)
         if pending.required:
             confirmation.ensure_unchanged(pending, await _replace_plan(ctx, config, replace))
         names = [
@@ -94,9 +99,9 @@ def register(server: MCPServer) -> None:
         deleted = f" Deleted (replace): {deleting}." if deleting else ""
         text = (
             f"Applied a Serve config with applications {change.applications}.{deleted}\n"
-            + shaping.render_serve_status(change.status)
+            + render_serve_status(change.status)
         )
-        return shaping.tool_result(change, text)
+        return tool_result(change, text)
 
     @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"}))
     async def serve_delete_app(
@@ -113,12 +118,12 @@ def register(server: MCPServer) -> None:
         """
         decision = confirmation.decide(pending, confirm, answer)
         if not decision.proceed:
-            return shaping.tool_result(
+            return tool_result(
                 ServeChange(action="not done", applications=[], status=pending.subject), decision.text
             )
         confirmation.ensure_unchanged(pending, await _delete_app_plan(ctx, app))
         change = await (await app_of(ctx).api()).serve_delete_app(app)
-        return shaping.tool_result(change, f"Deleted {app!r}.\n" + shaping.render_serve_status(change.status))
+        return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
 
 
 # -- confirmation of serve_delete_app (resolvers run before the tool body; see confirm.py) ----------------

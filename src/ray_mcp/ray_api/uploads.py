@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import MAX_UPLOAD_ENTRIES
 
-MAX_UPLOAD_ENTRIES = 100_000  # files and directories walked in one local upload before refusing it
 # Ray's switch to ignore .gitignore files when packaging (ray_constants.RAY_RUNTIME_ENV_IGNORE_GITIGNORE).
 IGNORE_GITIGNORE_ENV = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
 UPLOAD_ROOT_HINT = "--upload-root DIR (repeatable; env RAY_MCP_UPLOAD_ROOTS)"

@@ -34,6 +34,7 @@ from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
 from ray_mcp.tools import tasks as task_tools
+from ray_mcp.tools import topology as topology_tools
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
@@ -219,6 +220,7 @@ def build_server(
         node_tools,
         task_tools,
         serve_tools,
+        topology_tools,
     ):
         area.register(server)
     resources.register(server)

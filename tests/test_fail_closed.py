@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,8 @@ async def test_when_an_audit_write_fails_the_job_is_refused_and_never_submitted(
 ) -> None:
     audit = tmp_path / "audit.jsonl"
     server = build_server(Settings(address=ray_cluster.dashboard_url, audit_log=audit))
-    entrypoint = "echo fail-closed-audit-probe"
+    probe = f"fail-closed-audit-probe-{uuid.uuid4().hex[:8]}"
+    entrypoint = f"echo {probe}"
     async with Client(server) as client:
         before = (await call_ok(client, "list_jobs", {"limit": 1})).structured_content["total"]
         audit.unlink()
@@ -46,7 +48,7 @@ async def test_when_an_audit_write_fails_the_job_is_refused_and_never_submitted(
         refused = await client.call_tool("submit_job", {"entrypoint": entrypoint})
         text = text_of(refused)
         assert refused.is_error and "audit log" in text and "nothing was done" in text and str(audit) in text
-        after = await call_ok(client, "list_jobs", {"entrypoint_contains": "fail-closed-audit-probe"})
+        after = await call_ok(client, "list_jobs", {"entrypoint_contains": probe})
         assert after.structured_content["matching"] == 0 and after.structured_content["total"] == before
         audit.rmdir()  # fixed: calls go through again, and are audited
         ok = await call_ok(client, "submit_job", {"entrypoint": entrypoint})

@@ -27,7 +27,7 @@ def job_diagnosis(
 ) -> tuple[models.JobDiagnosis, str]:
     unchecked = list(unchecked or [])
     if findings:
-        verdict = findings[0].title
+        verdict = findings[0].title + (f" (could not check {', '.join(unchecked)})" if unchecked else "")
     elif unchecked:  # nothing found, but not everything could be looked at: that is not a clean bill
         verdict = f"Unknown: no cause found in what could be read; could not check {', '.join(unchecked)}."
     else:

@@ -35,6 +35,7 @@ from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
 from ray_mcp.tools import tasks as task_tools
 from ray_mcp.tools import topology as topology_tools
+from ray_mcp.tools import train as train_tools
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
@@ -221,6 +222,7 @@ def build_server(
         task_tools,
         serve_tools,
         topology_tools,
+        train_tools,
     ):
         area.register(server)
     resources.register(server)

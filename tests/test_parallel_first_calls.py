@@ -132,7 +132,9 @@ def test_every_import_of_ray_in_the_server_goes_through_the_import_gate() -> Non
         if isinstance(node, ast.Import | ast.ImportFrom)
         and any(
             n == "ray" or n.startswith("ray.")
-            for n in ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+            for n in (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            )
         )
     ]
     assert not module_level, module_level  # the server starts without importing Ray

@@ -104,6 +104,15 @@ TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked 
 TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
 DEATH_CHARS = 200  # a dead rank's cause in a gap
 
+# -- Ray Train (list_train_runs, get_train_run) -------------------------------------------------------------
+
+DEFAULT_TRAIN_RUNS = 20
+MAX_TRAIN_RUNS = 200
+TRAIN_ERROR_CHARS = 1500  # one group of ranks' error snippet
+TRAIN_ERROR_LINES = 12  # of which the text answer shows the last lines
+TRAIN_METRICS_SHOWN = 12  # metrics of the latest checkpoint
+TRAIN_SNAPSHOT_BYTES = 1_048_576  # the checkpoint manager snapshot read from local storage, at most
+
 # -- the live API reference ----------------------------------------------------------------------------------
 
 API_DOC_CHARS = 12_000
@@ -118,3 +127,12 @@ API_ANSWERS_CACHED = 512
 MAX_GREP_CHARS = 1000  # a longer pattern is refused
 GREP_LONG_LINE_BYTES = 1_048_576  # a line longer than this is matched in pieces of this size and shown cut
 GREP_THREADS = 4  # greps scanning at once (worker threads; RE2 releases the GIL)
+
+# -- confirmations and uploads -------------------------------------------------------------------------------
+
+CONFIRM_TOKEN_TTL_S = (
+    300.0  # a destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s)
+)
+MAX_UPLOAD_ENTRIES = (
+    100_000  # files and directories walked in one local upload (working_dir...) before refusing
+)

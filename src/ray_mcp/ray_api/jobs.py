@@ -120,6 +120,7 @@ class JobsAPI(RayClient):
         if submission_id is not None:
             check_job_ref(submission_id, what="submission_id")
         if isinstance(runtime_env, Mapping) and runtime_env:
+            await ray_import.ensure("core")  # the walk uses Ray's packaging code
             runtime_env = await anyio.to_thread.run_sync(confine_uploads, runtime_env, upload_roots)
         env, uploaded = check_runtime_env(runtime_env)
         if env:

@@ -42,6 +42,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "ray.core.generated.gcs_service_pb2",
         "ray.core.generated.gcs_service_pb2_grpc",
         "ray.runtime_env",
+        "ray._private.runtime_env.packaging",
         "ray.job_submission",
         "grpc",
     ),

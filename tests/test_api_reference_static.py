@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from tests.conftest import clean_env
 from tests.test_reference_docs import _dotted_names, _pages, _split_page
-from tests.test_transports import RAY_MCP
+from tests.test_transports import RAY_MCP, http_server
 
 from ray_mcp.api_reference import REFUSED_PARTS, describe_symbol
 
@@ -172,52 +173,85 @@ def test_every_public_name_in_the_reference_pages_is_described_without_importing
     assert not failures, failures
 
 
-async def test_forty_concurrent_reads_leave_a_stdio_server_answering_other_calls_within_a_second() -> None:
-    modules = ["ray.data", "ray.serve", "ray.train", "ray.tune", "ray.util", "ray.actor", "ray.rllib"]
-    names = [f"{m}.{suffix}" for m in modules for suffix in ("nothing_here", "x")] + [
-        "ray.data.Dataset",
-        "ray.serve.deployment",
-        "ray.tune.Tuner",
-        "ray.train.Trainer",
-        "ray.remote",
-        "ray.get",
-        "ray.util.placement_group.placement_group",
-        "ray.actor.ActorHandle",
-        "ray.rllib.algorithms.ppo.PPOConfig",
-        "ray.data.read_parquet",
-    ]
-    names = (names * 3)[:40]
-    params = StdioServerParameters(command=RAY_MCP, args=["--address", "http://127.0.0.1:9"], env=clean_env())
-    latencies: list[float] = []
+FORTY = ((
+    [f"{m}.{suffix}" for m in ("ray.data", "ray.serve", "ray.train", "ray.tune", "ray.util", "ray.actor", "ray.rllib")
+     for suffix in ("nothing_here", "x")]
+    + ["ray.data.Dataset", "ray.serve.deployment", "ray.tune.Tuner", "ray.train.Trainer", "ray.remote", "ray.get",
+       "ray.util.placement_group.placement_group", "ray.actor.ActorHandle", "ray.rllib.algorithms.ppo.PPOConfig",
+       "ray.data.read_parquet"]
+) * 2)[:40]  # fmt: skip
+
+
+async def _reads_while_probing(
+    reader: Client, prober: Client, uris: list[str]
+) -> tuple[list[int], list[float]]:
+    """Read every URI at once with ``reader``; meanwhile ``prober`` calls a tool and reads the index in a loop.
+    Returns the read outcomes (0 or the MCP error code) and the probe latencies."""
     codes: list[int] = []
-    with anyio.fail_after(240):
-        async with Client(stdio_client(params)) as client:
-            await client.list_tools()
-            await client.call_tool("get_job", {"job": "no/such/job"})  # warm: the first call's own imports
-            await client.read_resource("ray-docs://reference/index")
+    latencies: list[float] = []
 
-            async def read(name: str) -> None:
-                try:
-                    await client.read_resource(f"ray-docs://api/{name}")
-                    codes.append(0)
-                except MCPError as exc:
-                    codes.append(exc.error.code)
+    async def read(uri: str) -> None:
+        try:
+            await reader.read_resource(uri)
+            codes.append(0)
+        except MCPError as exc:
+            codes.append(exc.error.code)
 
-            async def probe(done: anyio.Event) -> None:
-                while not done.is_set():
-                    started = time.monotonic()
-                    result: Any = await client.call_tool("get_job", {"job": "no/such/job"})
-                    assert result.is_error
-                    await client.read_resource("ray-docs://reference/index")
-                    latencies.append(time.monotonic() - started)
-                    await anyio.sleep(0.1)
+    async def probe(done: anyio.Event) -> None:
+        while not done.is_set():
+            started = time.monotonic()
+            result: Any = await prober.call_tool("get_job", {"job": "no/such/job"})  # answered by the server
+            assert result.is_error
+            await prober.read_resource("ray-docs://reference/index")
+            latencies.append(time.monotonic() - started)
+            await anyio.sleep(0.1)
 
-            done = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(probe, done)
-                async with anyio.create_task_group() as readers:
-                    for name in names:
-                        readers.start_soon(read, name)
-                done.set()
+    done = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(probe, done)
+        async with anyio.create_task_group() as readers:
+            for uri in uris:
+                readers.start_soon(read, uri)
+        done.set()
+    return codes, latencies
+
+
+async def _warm(client: Client) -> None:
+    await client.list_tools()
+    await client.call_tool("get_job", {"job": "no/such/job"})  # the first call's own imports
+    await client.read_resource("ray-docs://reference/index")
+
+
+async def test_forty_concurrent_reads_leave_another_http_session_answering(
+    tmp_path: Path,
+) -> None:
+    args = ["--transport", "streamable-http", "--address", "http://127.0.0.1:9"]
+    with anyio.fail_after(240), http_server(args, tmp_path / "server.log") as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url) as agent, Client(url) as other:
+            await _warm(agent)
+            await _warm(other)
+            codes, latencies = await _reads_while_probing(
+                agent, other, [f"ray-docs://api/{n}" for n in FORTY]
+            )
     assert len(codes) == 40 and set(codes) <= {0, INVALID_PARAMS}, codes
     assert latencies and max(latencies) < 1.0, [round(x, 2) for x in latencies]
+
+
+async def test_forty_concurrent_reads_keep_a_stdio_server_reading() -> None:
+    """Over stdio every request shares one pipe, so the probe queues behind the 40 reads whatever they do:
+    docs reads may delay it no more than 40 reads of a static page do (plus a second). Before, 41 reads took
+    every worker thread for 30 s each and the server stopped reading stdin."""
+    params = StdioServerParameters(command=RAY_MCP, args=["--address", "http://127.0.0.1:9"], env=clean_env())
+    with anyio.fail_after(240):
+        async with Client(stdio_client(params)) as client:
+            await _warm(client)
+            _, baseline = await _reads_while_probing(client, client, ["ray-docs://reference/index"] * 40)
+            codes, latencies = await _reads_while_probing(
+                client, client, [f"ray-docs://api/{n}" for n in FORTY]
+            )
+    assert len(codes) == 40 and set(codes) <= {0, INVALID_PARAMS}, codes
+    assert latencies and max(latencies) < max(baseline) + 1.0, (
+        [round(x, 2) for x in latencies],
+        [round(x, 2) for x in baseline],
+    )

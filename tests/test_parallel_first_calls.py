@@ -10,6 +10,8 @@ partially initialized ``ray`` behind, so every later call failed.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
-from tests.test_transports import RAY_MCP, http_server
+from tests.test_transports import RAY_MCP, free_port, wait_for_port
 
 # Each of these needs Ray itself (Jobs API client, GCS channel) or the dashboard, and some need both.
 FIRST_CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -56,11 +58,25 @@ async def _stdio_server(dashboard_url: str, errlog: Path) -> list[str]:
     return failures
 
 
+@contextlib.contextmanager
+def _spawned_http(dashboard_url: str, log: Path) -> Iterator[int]:
+    """A ray-mcp over streamable HTTP; up to 2 minutes to listen (8 of them start at once on 2 cores)."""
+    port = free_port()
+    args = [RAY_MCP, "--transport", "streamable-http", "--address", dashboard_url, "--port", str(port)]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=clean_env())
+    try:
+        wait_for_port(port, proc, log, timeout_s=120)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 async def _http_server(dashboard_url: str, log: Path) -> list[str]:
-    args = ["--transport", "streamable-http", "--address", dashboard_url]
     failures: list[str] = []
     with contextlib.ExitStack() as stack:
-        port = await anyio.to_thread.run_sync(lambda: stack.enter_context(http_server(args, log)))
+        port = await anyio.to_thread.run_sync(lambda: stack.enter_context(_spawned_http(dashboard_url, log)))
         url = f"http://127.0.0.1:{port}/mcp"
         async with Client(url) as first, Client(url) as second:  # two sessions, their first calls together
 
@@ -84,7 +100,7 @@ async def test_fresh_servers_answer_parallel_first_calls_over_stdio_and_http(
         logs[label] = log
         results[label] = await coro_fn(ray_cluster.dashboard_url, log)
 
-    with anyio.fail_after(400):  # up to 8 processes importing Ray at once on a 2-core machine
+    with anyio.fail_after(600):  # up to 8 processes importing Ray at once on a 2-core machine
         async with anyio.create_task_group() as tg:
             for i in range(SERVERS_PER_TRANSPORT):
                 tg.start_soon(run, f"stdio-{i}", _stdio_server, tmp_path / f"stdio-{i}.log")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_process
+from anyio.lowlevel import RunVar
 
 from ray_mcp.limits import (
     API_ANSWERS_CACHED,
@@ -65,7 +66,7 @@ REFUSED_PREFIXES = {
     "ray.core.generated": "generated protocol code",
 }
 
-_limiter: anyio.CapacityLimiter | None = None
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_docs_limiter")  # one per event loop
 _answers: dict[str, tuple[bool, str]] = {}  # name -> (described?, markdown or reason), oldest first
 
 
@@ -91,15 +92,16 @@ async def read_symbol(qualified_name: str) -> str:
     A process, not a thread: parsing a large module holds the GIL for up to a second, which would stall the
     event loop (and with it the transports and every other session). Answers are cached here too.
     """
-    global _limiter
     cached = _answers.get(qualified_name)
     if cached is None:
-        if _limiter is None:
-            _limiter = anyio.CapacityLimiter(API_LOOKUP_WORKERS)
+        try:
+            limiter = _LIMITER.get()
+        except LookupError:
+            _LIMITER.set(limiter := anyio.CapacityLimiter(API_LOOKUP_WORKERS))
         try:
             with anyio.fail_after(API_LOOKUP_TIMEOUT_S):
                 cached = await anyio.to_process.run_sync(
-                    _describe_or_reason, qualified_name, cancellable=True, limiter=_limiter
+                    _describe_or_reason, qualified_name, cancellable=True, limiter=limiter
                 )
         except TimeoutError:
             raise TimeoutError(

@@ -22,13 +22,14 @@ from collections import deque
 
 import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, GREP_THREADS, MAX_GREP_CHARS
 
 LONG_LINE_BYTES = GREP_LONG_LINE_BYTES
 
-_limiter: anyio.CapacityLimiter | None = None
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_grep_limiter")  # one per event loop
 
 # Constructs of Python's re that RE2 refuses, with what to write instead.
 _UNSUPPORTED: list[tuple[re.Pattern[str], str, str]] = [
@@ -269,16 +270,18 @@ class GrepScanner:
         self._last_out = number
 
 
+def _limiter() -> anyio.CapacityLimiter:
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        _LIMITER.set(limiter := anyio.CapacityLimiter(GREP_THREADS))
+        return limiter
+
+
 async def feed_in_thread(scanner: GrepScanner, chunk: bytes) -> None:
     """Feed one chunk off the event loop (at most GREP_THREADS scans at once in the process)."""
-    global _limiter
-    if _limiter is None:
-        _limiter = anyio.CapacityLimiter(GREP_THREADS)
-    await anyio.to_thread.run_sync(scanner.feed, chunk, limiter=_limiter)
+    await anyio.to_thread.run_sync(scanner.feed, chunk, limiter=_limiter())
 
 
 async def finish_in_thread(scanner: GrepScanner) -> None:
-    global _limiter
-    if _limiter is None:
-        _limiter = anyio.CapacityLimiter(GREP_THREADS)
-    await anyio.to_thread.run_sync(scanner.finish, limiter=_limiter)
+    await anyio.to_thread.run_sync(scanner.finish, limiter=_limiter())

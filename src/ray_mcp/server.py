@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
-from ray_mcp.ray_api import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -32,6 +32,7 @@ from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
 from ray_mcp.tools import tasks as task_tools
+from ray_mcp.tools import topology as topology_tools
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
@@ -205,6 +206,7 @@ def build_server(
         node_tools,
         task_tools,
         serve_tools,
+        topology_tools,
     ):
         area.register(server)
     resources.register(server)

@@ -25,6 +25,9 @@ LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a
 DEFAULT_MAX_NODES = 20
 MAX_NODES = 1000
 FAILED_NODES_SHOWN = 5
+HOST_USAGE_MAX_NODES = (
+    256  # host CPU/memory/GPU use (/nodes?view=summary, ~1 KB per worker) read up to this size
+)
 
 # -- actors --------------------------------------------------------------------------------------------------
 

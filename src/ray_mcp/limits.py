@@ -120,3 +120,12 @@ TRAIN_SNAPSHOT_BYTES = 1_048_576  # the checkpoint manager snapshot read from lo
 
 API_DOC_CHARS = 12_000
 API_MEMBERS_SHOWN = 60
+
+# -- confirmations and uploads -------------------------------------------------------------------------------
+
+CONFIRM_TOKEN_TTL_S = (
+    300.0  # a destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s)
+)
+MAX_UPLOAD_ENTRIES = (
+    100_000  # files and directories walked in one local upload (working_dir...) before refusing
+)

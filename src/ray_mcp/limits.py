@@ -93,7 +93,7 @@ ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
 
 # -- job_topology -------------------------------------------------------------------------------------------
 
-TOPOLOGY_ACTORS = 1000  # actors in the structured answer (counts stay exact)
+TOPOLOGY_ACTORS = 500  # actors in the structured answer (~600 bytes each; counts stay exact)
 TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
 TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
 TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call

@@ -13,10 +13,10 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.conftest import clean_env
 from tests.test_transports import RAY_MCP, http_server
 
+from ray_mcp.redaction import redact, redact_text
 from ray_mcp.security import tool_allowed, tool_kind
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.shaping import redact, redact_text
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 TOKEN = "s3cret-token-for-tests"

@@ -15,6 +15,7 @@ from mcp.server.mcpserver import Context
 from ray_mcp.cluster import ClusterManager
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI, dashboard_url_from_gcs
+from ray_mcp.redaction import SECRETS, credential_values
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,11 +49,13 @@ class Connection:
             if self._api is not None:
                 await self._api.aclose()
             s = self.settings
+            headers = s.dashboard_request_headers()
+            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
                 source=resolved.source,
-                headers=s.dashboard_request_headers(),
+                headers=headers,
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,

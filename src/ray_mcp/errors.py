@@ -73,9 +73,11 @@ def dashboard_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
             "or raise --request-timeout-s (RAY_MCP_REQUEST_TIMEOUT_S)."
         ) from exc
     except httpx.HTTPStatusError as exc:
+        status = exc.response.status_code
+        if status in AUTH_STATUSES:  # a proxy's 401/403 body may echo the request's credentials: never quoted
+            raise RayRequestFailed(auth_refused(url, what, status)) from None
         raise RayRequestFailed(
-            f"The Ray dashboard at {url} refused {what}: HTTP {exc.response.status_code} "
-            f"{_short_body(exc.response)}."
+            f"The Ray dashboard at {url} refused {what}: HTTP {status} {_short_body(exc.response)}."
         ) from exc
     except httpx.TransportError as exc:
         raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
@@ -89,6 +91,17 @@ def dashboard_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
             f"The Ray dashboard at {url} answered {what} with something that is not JSON ({exc}). "
             "Is this address really a Ray dashboard?"
         ) from exc
+
+
+AUTH_STATUSES = (401, 403, 407)
+
+
+def auth_refused(url: str, what: str, status: int) -> str:
+    return (
+        f"The Ray dashboard at {url} refused {what}: HTTP {status}, the dashboard or a proxy in front of it "
+        "refused the credentials. Check RAY_AUTH_TOKEN (Ray's token) and RAY_MCP_DASHBOARD_HEADERS (proxy "
+        "headers), or the cluster's entry in the clusters file."
+    )
 
 
 def _short_body(response: httpx.Response, limit: int = 300) -> str:
@@ -123,6 +136,8 @@ def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[N
         if match is None:
             raise RayRequestFailed(f"The Ray job server at {url} failed {what}: {_clean(str(exc))}.") from exc
         status, body = int(match[1]), _clean(match[2])
+        if status in AUTH_STATUSES:
+            raise RayRequestFailed(auth_refused(url, what, status)) from None
         if status == 404 and job is not None:
             raise NotFound(
                 f"No job {job!r} in the cluster at {url} (neither a submission id nor a job id). "
@@ -144,6 +159,8 @@ def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[N
 
 def log_request_failed(url: str, status: int, body: str, *, what: str, not_found_hint: str) -> RayMCPError:
     """The error for a failed ``/api/v0/logs/...`` request. The endpoint answers 500 with a text body."""
+    if status in AUTH_STATUSES:
+        return RayRequestFailed(auth_refused(url, what, status))
     text = _clean(body)
     if "Agent for node id" in text or "Cannot find matching node_id" in text:
         return NotFound(f"No such node for {what}: {text}. Call cluster_status to see the node ids and IPs.")

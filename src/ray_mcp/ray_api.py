@@ -35,6 +35,7 @@ from ray_mcp.errors import (
     job_sdk_errors,
     log_request_failed,
 )
+from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping import uncamel_resources
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ Params = Any  # what httpx accepts as query params
 
 DEFAULT_MAX_SCAN_MB = 256
 MAX_LOG_LINES = 2000
+JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
@@ -144,6 +146,10 @@ class RayAPI:
         self._jobs_client: Any = None
         self._jobs_lock = asyncio.Lock()
         self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
+        # the secret registry's view of the jobs' env_vars (learn_job_secrets)
+        self._jobs_secrets_lock = asyncio.Lock()
+        self._jobs_learned_at = -1e9
+        self._jobs_checked: dict[str, float] = {}
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -186,7 +192,48 @@ class RayAPI:
         for key, predicate, value in filters:
             params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
         data = await self.get_data(f"/api/v0/{resource}", what=what, params=params)
-        return data["result"]
+        result = data["result"]
+        rows = result.get("result") if isinstance(result, dict) else None
+        if isinstance(rows, list):  # what these rows' logs and errors may print: their jobs' env_vars
+            await self.learn_job_secrets(
+                {
+                    str(r.get(k))
+                    for r in rows
+                    if isinstance(r, dict)
+                    for k in ("job_id", "creator_job_id")
+                    if r.get(k)
+                }
+            )
+        return result
+
+    async def learn_job_secrets(self, job_ids: set[str] | None = None) -> None:
+        """Make sure the secret registry knows the env_vars of these jobs (None: of every job, at most once
+        per JOB_SECRETS_TTL_S). One request for the whole job list, only when a job is new; best effort."""
+        now = time.monotonic()
+        if job_ids is None:
+            if now - self._jobs_learned_at < JOB_SECRETS_TTL_S:
+                return
+        else:
+            job_ids = {
+                j
+                for j in job_ids
+                if not SECRETS.knows_job(j) and self._jobs_checked.get(j, -1e9) < now - JOB_SECRETS_TTL_S
+            }
+            if not job_ids:
+                return
+        async with self._jobs_secrets_lock:
+            if job_ids is None and now - self._jobs_learned_at < JOB_SECRETS_TTL_S:
+                return
+            with contextlib.suppress(RayMCPError):
+                jobs = await self.get_json("/api/jobs/", what="the job list (/api/jobs/)")
+                for details in jobs if isinstance(jobs, list) else []:
+                    if isinstance(details, dict):
+                        SECRETS.learn_job(details)
+                self._jobs_learned_at = time.monotonic()
+            for job in job_ids or ():
+                self._jobs_checked[job] = (
+                    now  # not a Jobs API job (or unreadable): not asked again for a while
+                )
 
     # -- cluster -----------------------------------------------------------------------------------------
 
@@ -261,7 +308,9 @@ class RayAPI:
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
         job = check_job_ref(job.strip())
         details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
-        return dict(details.model_dump(mode="json"))
+        out = dict(details.model_dump(mode="json"))
+        SECRETS.learn_job(out)
+        return out
 
     async def get_job(self, job: str) -> models.JobInfo:
         return shaping.job_info(await self.job_details(job), time.time())
@@ -317,6 +366,8 @@ class RayAPI:
     ) -> models.JobList:
         jobs = await self._jobs_call("list_jobs", what="the job list")
         dicts = [dict(j.model_dump(mode="json")) for j in jobs]
+        for details in dicts:
+            SECRETS.learn_job(details)
         return shaping.job_list(
             dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
         )
@@ -508,6 +559,7 @@ class RayAPI:
                 for sfx in suffixes
             ]
         node_id = await self._resolve_node(str(target.node))
+        await self.learn_job_secrets()  # any worker's or daemon's log: every job's env_vars may be in it
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [
@@ -974,6 +1026,7 @@ class RayAPI:
         body = await self.get_json(
             "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
         )  # fmt: skip
+        SECRETS.learn(body)  # the apps' runtime_env env_vars, which their replicas' logs may print
         if not isinstance(body, dict):
             raise RayRequestFailed(
                 f"The Ray dashboard at {self.dashboard_url} answered the Serve status oddly."

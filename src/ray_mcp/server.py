@@ -20,6 +20,7 @@ from pydantic import Field
 from ray_mcp import prompts, resources
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.ray_api import dashboard_url_from_gcs
+from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -153,7 +154,10 @@ def build_server(
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
+    install_log_redaction()  # the server's own logs and tracebacks never show a secret it knows of
     app = App(settings, http_transport=http_transport, gcs_lookup=gcs_lookup)
+    for connection in app.connections.values():
+        remember_settings_secrets(connection.settings)
     kinds: dict[str, ToolKind] = {}
 
     @asynccontextmanager

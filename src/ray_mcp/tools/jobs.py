@@ -13,7 +13,7 @@ from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping import render_job, render_job_list, render_wait, tool_result
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, redacted_progress
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 DEFAULT_WAIT_S = 60.0
 MAX_WAIT_S = 600.0
@@ -120,7 +120,7 @@ def register(server: MCPServer) -> None:
         waiting. Use get_job for a single look instead. It changes nothing.
         """
         api = await app_of(ctx).api()
-        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=redacted_progress(ctx))
+        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
         return tool_result(result, render_wait(result))
 
     @server.tool(annotations=WRITE.model_copy(update={"title": "Stop a Ray job", "idempotent_hint": True}))

@@ -10,7 +10,7 @@ from ray_mcp.context import app_of
 from ray_mcp.models import LogTail
 from ray_mcp.ray_api import DEFAULT_MAX_SCAN_MB, MAX_LOG_LINES, LogTarget
 from ray_mcp.shaping import log_target_kind, render_log_tail, tool_result
-from ray_mcp.tools import READ_ONLY, redacted_progress
+from ray_mcp.tools import READ_ONLY
 
 DEFAULT_LINES = 100
 DEFAULT_MAX_BYTES = 16_384
@@ -76,6 +76,6 @@ def register(server: MCPServer) -> None:
         api = await app_of(ctx).api()
         tail = await api.tail_logs(
             target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
-            follow_s=follow_s, on_progress=redacted_progress(ctx),
+            follow_s=follow_s, on_progress=ctx.report_progress,
         )  # fmt: skip
         return tool_result(tail, render_log_tail(tail))

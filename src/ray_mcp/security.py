@@ -82,9 +82,8 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if isinstance(result, BaseModel)
         else result
     )
-    out = redact_tree(
-        data
-    )  # env_vars values in this very result are masked everywhere in it, and from now on
+    # the env_vars values in this very result are masked everywhere in it, and in every later answer
+    out = redact_tree(data)
     structured = out.get("structuredContent") if isinstance(out, dict) else None
     if isinstance(structured, dict):
         texts = [c for c in out.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]

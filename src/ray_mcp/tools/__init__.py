@@ -2,6 +2,8 @@
 
 from mcp.types import ToolAnnotations
 
+from ray_mcp.ray_api.ids import check_id
+
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
 )
@@ -15,7 +17,6 @@ DESTRUCTIVE = ToolAnnotations(
 
 def state_filters(**values: str | None) -> list[tuple[str, str, str]]:
     """State API filters (key = value) for the arguments that were given; ids are checked and lower-cased."""
-    from ray_mcp.ray_api import check_id
 
     kinds = {"job_id": "job", "node_id": "node", "actor_id": "actor", "placement_group_id": "placement group"}
     out = []

@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from tests.jobs_helpers import call_ok, text_of
+from tests.support import call_ok, text_of
 
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
@@ -145,7 +145,7 @@ async def test_a_jobs_secrets_never_leave_through_any_tool_or_notification(ray_c
 
 
 async def test_a_huge_job_keeps_its_structured_content_bounded(client: Client) -> None:
-    from tests.jobs_helpers import submit
+    from tests.support import submit
 
     metadata = {f"key{i}": f"value number {i}" for i in range(3000)}
     sid = await submit(client, entrypoint="echo hi # " + "x" * 100_000, metadata=metadata)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray_mcp.topology_shape import (
+from ray_mcp.shaping.topology import (
     MAX_ACTORS,
     MEMORY_USAGE_THRESHOLD,
     Evidence,

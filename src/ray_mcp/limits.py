@@ -88,6 +88,22 @@ JOB_CAUSE_HEAD_CHARS = 120  # the head of a failed job's message, when it has no
 TRACEBACK_LINES = 24  # lines of the excerpt of a traceback
 ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
 
+# -- job_topology -------------------------------------------------------------------------------------------
+
+TOPOLOGY_ACTORS = 1000  # actors in the structured answer (counts stay exact)
+TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
+TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
+TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call
+TOPOLOGY_BUNDLES_PER_GROUP = 1000
+TOPOLOGY_NODES = 200
+TOPOLOGY_GAPS = 100  # gaps in the structured answer
+TOPOLOGY_TEXT_GAPS = 15  # gaps in the text answer
+TOPOLOGY_TEXT_BYTES = 12 * 1024  # the text tree is cut here (64 ranks on 8 nodes take ~3.6 KB)
+TOPOLOGY_IDLE_GPU_NODES = 5  # GPU nodes without an actor of the job, named one by one
+TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked up (one request each)
+TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
+DEATH_CHARS = 200  # a dead rank's cause in a gap
+
 # -- the live API reference ----------------------------------------------------------------------------------
 
 API_DOC_CHARS = 12_000

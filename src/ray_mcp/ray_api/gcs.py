@@ -100,3 +100,30 @@ def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: boo
         raise RayRequestFailed(
             f"The GCS at {gcs_address} refused to kill actor {actor_id}: {reply.status.message}"
         )
+
+
+def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) -> list[dict[str, Any]]:
+    """One job's actors from the GCS actor table: who owns each (the worker that created it) and the resource
+    ids Ray assigned it (``resource_mapping``: GPU ids, kept after the actor died). The State API has neither."""
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+    request = gcs_service_pb2.GetAllActorInfoRequest(limit=limit)  # type: ignore[attr-defined]
+    request.filters.job_id = bytes.fromhex(job_id)
+    reply = stub.GetAllActorInfo(request, timeout=timeout_s)
+    return [
+        {
+            "actor_id": a.actor_id.hex(),
+            "owner_worker_id": a.owner_address.worker_id.hex(),
+            "worker_id": a.address.worker_id.hex(),
+            "used_resources": {
+                m.name: {
+                    "resourceSlots": [
+                        {"slot": str(r.index), "allocation": r.quantity} for r in m.resource_ids
+                    ]
+                }
+                for m in a.resource_mapping
+            },
+        }
+        for a in reply.actor_table_data
+    ]

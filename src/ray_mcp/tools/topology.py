@@ -7,11 +7,11 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
-from ray_mcp.shaping import tool_result
+from ray_mcp.ray_api.topology import job_topology as gather_topology
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.topology import render_topology
 from ray_mcp.tools import READ_ONLY
-from ray_mcp.topology_gather import job_topology as gather_topology
 from ray_mcp.topology_models import JobTopology
-from ray_mcp.topology_shape import render_topology
 
 
 def register(server: MCPServer) -> None:

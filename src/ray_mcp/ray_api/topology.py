@@ -21,20 +21,23 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from ray_mcp import limits
+from ray_mcp.diagnosis.gather import first_sentence
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
-from ray_mcp.ray_api import _gather, first_sentence
-from ray_mcp.shaping import uncamel_resources
+from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api.client import gather as _gather
+from ray_mcp.shaping.nodes import uncamel_resources
+from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
 from ray_mcp.topology_models import JobTopology
-from ray_mcp.topology_shape import MAX_ACTORS, Evidence, build_topology
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
 
 # State API page sizes: every actor of the job is counted exactly (State API totals); rows are joined up to these.
-ACTOR_ROWS = 5000
-PG_ROWS = 500
-MAX_PG_MEMBER_QUERIES = 20  # groups whose members of other jobs are looked up (one request each)
-LOGICAL_IDS_PER_REQUEST = 100
+ACTOR_ROWS = limits.TOPOLOGY_ACTOR_ROWS
+PG_ROWS = limits.TOPOLOGY_GROUP_ROWS
+MAX_PG_MEMBER_QUERIES = limits.TOPOLOGY_MEMBER_QUERIES
+LOGICAL_IDS_PER_REQUEST = limits.TOPOLOGY_IDS_PER_REQUEST
 # Ray's imports are not safe to run from several threads at once: the GCS calls of this module take turns.
 _RAY_IMPORT = threading.Lock()
 
@@ -180,25 +183,13 @@ async def _gcs_facts(api: RayAPI, job_id: str) -> dict[str, Any]:
 def _gcs_facts_sync(api: RayAPI, job_id: str) -> dict[str, Any]:
     """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
     with _RAY_IMPORT:
-        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
-
-        table = api._pg_table_sync()
-        stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(api._gcs())
-        request = gcs_service_pb2.GetAllActorInfoRequest(limit=ACTOR_ROWS)  # type: ignore[attr-defined]
-        request.filters.job_id = bytes.fromhex(job_id)
-        reply = stub.GetAllActorInfo(request, timeout=api.timeout_s)
-    owners: dict[str, str] = {}
-    stats: dict[str, dict[str, Any]] = {}
-    for a in reply.actor_table_data:
-        actor_id = a.actor_id.hex()
-        owners[actor_id] = a.owner_address.worker_id.hex()
-        used = {
-            m.name: {
-                "resourceSlots": [{"slot": str(r.index), "allocation": r.quantity} for r in m.resource_ids]
-            }
-            for m in a.resource_mapping
-        }
-        stats[actor_id] = {"usedResources": used, "worker_id": a.address.worker_id.hex()}
+        channel = api._gcs()
+        table = gcs.placement_group_table(channel, api.timeout_s)
+        actors = gcs.job_actor_table(channel, job_id, limit=ACTOR_ROWS, timeout_s=api.timeout_s)
+    owners = {a["actor_id"]: a["owner_worker_id"] for a in actors}
+    stats = {
+        a["actor_id"]: {"usedResources": a["used_resources"], "worker_id": a["worker_id"]} for a in actors
+    }
     return {
         "strategies": {r["placement_group_id"]: r["strategy"] for r in table},
         "owners": owners,

@@ -1,7 +1,7 @@
 """job_topology, the pure part: join placement groups, actors, worker stats, Serve and nodes into one tree.
 
 Nothing here talks to Ray: every function takes the rows the dashboard (or GCS) returned and is unit-tested on
-recorded or constructed evidence. topology_gather.py collects those rows.
+recorded or constructed evidence. ray_api/topology.py collects those rows.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray_mcp import models
-from ray_mcp.shaping import (
-    death_cause,
-    format_amount,
-    format_shape,
-    is_internal_resource,
-    to_number,
-    truncate_text,
-)
+from ray_mcp import limits, models
+from ray_mcp.shaping.actors import death_cause
+from ray_mcp.shaping.common import to_number
+from ray_mcp.shaping.nodes import format_amount, format_shape, is_internal_resource
+from ray_mcp.text import truncate_text
 from ray_mcp.topology_models import (
     Gap,
     JobTopology,
@@ -42,14 +38,14 @@ MEMORY_USAGE_THRESHOLD = 0.95
 # Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")
 # Bounds of the structured answer (the text tree groups repeated structure and stays far smaller).
-MAX_ACTORS = 1000
-MAX_GROUPS = 100
-MAX_BUNDLES_PER_GROUP = 1000
-MAX_NODES = 200
-MAX_GAPS = 100
-MAX_TEXT_GAPS = 15
-MAX_TEXT_BYTES = 12 * 1024
-MAX_IDLE_GPU_NODES = 5
+MAX_ACTORS = limits.TOPOLOGY_ACTORS
+MAX_GROUPS = limits.TOPOLOGY_GROUPS
+MAX_BUNDLES_PER_GROUP = limits.TOPOLOGY_BUNDLES_PER_GROUP
+MAX_NODES = limits.TOPOLOGY_NODES
+MAX_GAPS = limits.TOPOLOGY_GAPS
+MAX_TEXT_GAPS = limits.TOPOLOGY_TEXT_GAPS
+MAX_TEXT_BYTES = limits.TOPOLOGY_TEXT_BYTES
+MAX_IDLE_GPU_NODES = limits.TOPOLOGY_IDLE_GPU_NODES
 
 _PG_INDEXED = re.compile(r"^(?P<res>.+)_group_(?P<index>\d+)_(?P<pg>[0-9a-f]{36})$")
 _PG_WILDCARD = re.compile(r"^(?P<res>.+)_group_(?P<pg>[0-9a-f]{36})$")
@@ -398,7 +394,7 @@ def _death_text(a: TopoActor) -> str:
         return "no death cause recorded."
     text = c.reason + (f" ({c.error_type})" if c.error_type else "")
     if c.message:
-        text += ": " + truncate_text(" ".join(c.message.split()), 200)
+        text += ": " + truncate_text(" ".join(c.message.split()), limits.DEATH_CHARS)
     return text
 
 

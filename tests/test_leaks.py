@@ -18,10 +18,14 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent
 from tests.support import call_ok, text_of
 
+from ray_mcp.errors import RayRequestFailed
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
+from ray_mcp.tools import READ_ONLY
 
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
@@ -206,3 +210,41 @@ async def test_credentials_echoed_by_a_failing_dashboard_never_reach_results_or_
     assert "Tool 'cluster_status' failed" in logged  # the SDK's own line, redacted
     for what, value in credentials.items():
         assert value not in logged, (what, logged[-2000:])
+
+
+async def test_any_tools_progress_notifications_and_errors_are_redacted_at_the_choke_point() -> None:
+    value = f"argsecret{uuid.uuid4().hex[:8]}"
+    server = build_server(Settings(address="http://127.0.0.1:9"))
+
+    async def probe(ctx: Context, runtime_env: dict[str, Any], fail: bool) -> CallToolResult:
+        """Reports progress and fails with what its job printed."""
+        await ctx.report_progress(1, 2, f"printed {value} \x1b[2J\u202e")
+        if fail:
+            raise RayRequestFailed(f"upstream said {value}\x07")
+        text = TextContent(type="text", text=f"ran --x {value} as name\x1b")
+        return CallToolResult(
+            content=[text], structured_content={"entrypoint": f"run --x {value}", "n\x1b": 1}
+        )
+
+    server.add_tool(probe, annotations=READ_ONLY)
+    messages: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    secrets = {"argument": value}
+    async with Client(server) as client:
+        env = {"env_vars": {"API_SECRET": value}}
+        failed = await client.call_tool(
+            "probe", {"runtime_env": env, "fail": True}, progress_callback=on_progress
+        )
+        assert failed.is_error and "upstream said ***\\x07" in text_of(failed)
+        ok = await call_ok(
+            client, "probe", {"runtime_env": env, "fail": False}, progress_callback=on_progress
+        )
+        assert text_of(ok) == "ran --x *** as name\\x1b"
+        assert ok.structured_content == {"entrypoint": "run --x ***", "n\\x1b": 1}
+        for result in (failed, ok):
+            assert_clean("probe", everything(result), secrets)
+    assert messages == ["printed *** \\x1b[2J\\u202e"] * 2
+    await server.app.aclose()

@@ -116,6 +116,8 @@ def test_a_private_key_block_is_masked_whole() -> None:
         "Job 'raysubmit_8hTqK3vW4bX2yZ1a' succeeded; node 5ad1f6b0c2e3d4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5",
         "actor 4f9e2b1c8d7a6e5f4b3c2d1e0f9a8b7c ALIVE on 10.0.0.12; http://127.0.0.1:8265/#/jobs",
         "Resources: {'CPU': 4.0, 'GPU': 1.0, 'memory': 8589934592}; PlacementGroup PACK",
+        "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing.",
+        'headers={"Authorization": f"Bearer {token}"}',
         "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    raise ValueError('bad lr')",
     ],
 )
@@ -232,3 +234,14 @@ def test_log_records_and_their_tracebacks_are_redacted(caplog: pytest.LogCapture
 
 def test_redact_text_masks_without_escaping() -> None:
     assert redact_text("a\x1b b DB_PASSWORD=abc123") == "a\x1b b DB_PASSWORD=***"
+
+
+def test_documentation_placeholders_stay() -> None:
+    for text in (
+        "send Authorization: Bearer <token>",
+        "Authorization: Bearer $RAY_MCP_TOKEN",
+        "Authorization: Bearer ${RAY_MCP_TOKEN}",
+        "Authorization: Basic ...",
+        "RAY_AUTH_TOKEN=<your token>",
+    ):
+        assert clean_text(text) == text

@@ -272,6 +272,7 @@ _NAME = (
 )
 _PLACEHOLDER = r"(?![<$*{…]|\.\.\.)"  # <token>, $TOKEN, ${env:TOKEN}, ***, ...: documentation, not secrets
 _VALUE = r"[^\s\"',;}\]]+"
+_SCHEMES = "bearer|basic|token|digest|negotiate"
 
 
 def _keep(group: int) -> Callable[[re.Match[str]], str]:
@@ -281,7 +282,9 @@ def _keep(group: int) -> Callable[[re.Match[str]], str]:
 
 def _prose_or_code(value: str, rest: str) -> bool:
     """An English word followed by more words (``token: use one of``), a small number, or a code expression."""
-    if value.isalpha() and value.islower() and re.match(r"[ \t]+[A-Za-z(]", rest):
+    if value.isalpha() and (value.islower() or value.istitle()) and re.match(r"[ \t]+[A-Za-z(]", rest):
+        return True
+    if re.fullmatch(r"[fFrRbBuU]{1,2}", value) and rest[:1] in ("'", '"'):  # a string prefix: f"Bearer {x}"
         return True
     if value.isdigit() and len(value) <= 3:
         return True
@@ -315,8 +318,8 @@ _SHAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # Authorization: Bearer x / Basic x / x; Proxy-Authorization too
     (
         re.compile(
-            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)((?:bearer|basic|token|digest|negotiate)\s+)?"
-            rf"{_PLACEHOLDER}({_VALUE})"
+            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+            rf"(?!(?:(?:{_SCHEMES})\s+)?(?:[<$*{{…]|\.\.\.))((?:{_SCHEMES})\s+)?({_VALUE})"
         ),
         lambda m: (
             m[0]

@@ -204,7 +204,7 @@ async def test_credentials_echoed_by_a_failing_dashboard_never_reach_results_or_
                 for what, value in credentials.items():
                     assert value not in text, (name, what, text)
                 if result.is_error and status in (401, 403):
-                    assert "refused the credentials" in text and "upstream error" not in text, text
+                    assert "refused the token" in text and "upstream error" not in text, text
         await server.app.aclose()
     logged = caplog.text + "".join(capfd.readouterr())
     assert "Tool 'cluster_status' failed" in logged  # the SDK's own line, redacted

@@ -87,13 +87,15 @@ def _metadata_interceptor(*pairs: tuple[str, str]) -> Any:
     return AddMetadata()
 
 
-def reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
+def reported_dashboard(
+    gcs_address: str, timeout_s: float, authorization: str | None = RAY_DEFAULT
+) -> str | None:
     """Where the GCS says its dashboard listens (Ray records it in its internal KV), as a URL; None if the GCS
-    does not answer or has no dashboard."""
+    does not answer or has no dashboard. ``authorization``: see open_channel."""
     import grpc
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
-    channel = open_channel(gcs_address)
+    channel = open_channel(gcs_address, authorization)
     try:
         stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
         kv_get = gcs_service_pb2.InternalKVGetRequest  # type: ignore[attr-defined]

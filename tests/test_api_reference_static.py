@@ -231,11 +231,17 @@ async def test_forty_concurrent_reads_leave_another_http_session_answering(
         async with Client(url) as agent, Client(url) as other:
             await _warm(agent)
             await _warm(other)
+            _, baseline = await _reads_while_probing(agent, other, ["ray-docs://reference/index"] * 40)
             codes, latencies = await _reads_while_probing(
                 agent, other, [f"ray-docs://api/{n}" for n in FORTY]
             )
     assert len(codes) == 40 and set(codes) <= {0, INVALID_PARAMS}, codes
-    assert latencies and max(latencies) < 1.0, [round(x, 2) for x in latencies]
+    # Within a second of what any 40 requests cost this server on this machine (the baseline: 40 reads of a
+    # static page, which answer in milliseconds on an idle machine).
+    assert latencies and max(latencies) < max(baseline) + 1.0, (
+        [round(x, 2) for x in latencies],
+        [round(x, 2) for x in baseline],
+    )
 
 
 async def test_forty_concurrent_reads_keep_a_stdio_server_reading() -> None:

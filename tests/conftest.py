@@ -48,7 +48,7 @@ def ray_cluster() -> Iterator[Cluster]:
 
 
 @contextmanager
-def local_head(num_cpus: int = 1) -> Iterator[LocalHead]:
+def local_head(num_cpus: int = 1, *, profiling: bool = True) -> Iterator[LocalHead]:
     """A Ray head of our own (retried on a port clash); stops exactly the processes it started."""
     import anyio
 
@@ -61,6 +61,7 @@ def local_head(num_cpus: int = 1) -> Iterator[LocalHead]:
                 timeout_s=120.0,
                 headers=Settings().dashboard_request_headers(),
                 on_spawn=started.append,
+                profiling=profiling,
             )
         )
     finally:

@@ -143,6 +143,9 @@ class LocalHead:
 
     num_cpus: int | None = None
     resources: str | None = None
+    # The dashboard's profiling routes (/worker/traceback, /worker/cpu_profile) that stack_traces and
+    # cpu_profile use: off by default in Ray, on in every head ray-mcp starts.
+    profiling: bool = True
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
     gcs_port: int = 0
     dashboard_port: int = 0
@@ -184,6 +187,10 @@ class LocalHead:
         cmd = self.command()
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        if self.profiling:
+            env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
+        else:
+            env.pop("RAY_DASHBOARD_ENABLE_PROFILING", None)
         # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
         # environment first, so that they run with the same Python and Ray as the head.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -280,11 +287,12 @@ async def start_local_head(
     headers: Mapping[str, str] | None = None,
     attempts: int = 3,
     on_spawn: Callable[[LocalHead], None] | None = None,
+    profiling: bool = True,
 ) -> LocalHead:
     """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
     can take one in between: when the head exits while starting, try again on new ports."""
     for attempt in range(1, attempts + 1):
-        head = LocalHead(num_cpus=num_cpus)
+        head = LocalHead(num_cpus=num_cpus, profiling=profiling)
         log.info("ray-mcp: starting a local Ray head in %s (attempt %d)", head.temp_dir, attempt)
         head.spawn()
         if on_spawn is not None:

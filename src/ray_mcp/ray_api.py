@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from ray_mcp import diagnosis, models, shaping
+from ray_mcp import diagnosis, hang, models, shaping
 from ray_mcp.errors import (
     ClusterUnavailable,
     DashboardTimeout,
@@ -36,6 +36,7 @@ from ray_mcp.errors import (
     log_request_failed,
 )
 from ray_mcp.shaping import uncamel_resources
+from ray_mcp.stacks_api import StackSampler, StackSource
 
 if TYPE_CHECKING:
     import httpx
@@ -122,6 +123,8 @@ class RayAPI:
         verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
         gcs_address: str | None = None,
+        stack_source: StackSource = "auto",
+        py_spy: str | None = None,
     ) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
@@ -144,6 +147,7 @@ class RayAPI:
         self._jobs_client: Any = None
         self._jobs_lock = asyncio.Lock()
         self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
+        self.stacks = StackSampler(self, source=stack_source, py_spy=py_spy)  # stack_traces, cpu_profile
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -1176,6 +1180,10 @@ class RayAPI:
                     line for sec in tail.sections for line in sec.lines
                 ]
         findings = diagnosis.diagnose_job(evidence)
+        # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
+        stall = await self._optional(hang.gather(self, details), notes, "the job's progress")
+        if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
+            findings = diagnosis.rank([*(f for f in findings if f.kind != "running"), *stalled])
         return shaping.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes)
 
     async def cluster_health(self, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:

@@ -30,6 +30,7 @@ from ray_mcp.tools import logs as logs_tools
 from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import stacks as stack_tools
 from ray_mcp.tools import tasks as task_tools
 
 if TYPE_CHECKING:
@@ -186,6 +187,7 @@ def build_server(
         node_tools,
         task_tools,
         serve_tools,
+        stack_tools,
     ):
         area.register(server)
     resources.register(server)

@@ -1018,6 +1018,9 @@ def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> model
     return None
 
 
+ACTOR_FIELD_CHARS = 800
+
+
 def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
     """One row of /api/v0/actors (detail=1) as an Actor: basic fields, plus the rest when ``detail``."""
     state = str(raw.get("state", ""))
@@ -1043,8 +1046,9 @@ def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
             k: float(v) for k, v in (raw.get("required_resources") or {}).items()
         } or None
         env = raw.get("serialized_runtime_env")
-        actor.runtime_env = env if env and env != "{}" else None
-        actor.call_site = raw.get("call_site") or None
+        # Bounded so that get_actor, a follow-up of every diagnosis, stays under 6 KB.
+        actor.runtime_env = env if env and env != "{}" else None  # whole: a cut could split a secret
+        actor.call_site = tail_text(raw.get("call_site"), ACTOR_FIELD_CHARS) or None
         actor.label_selector = dict(raw.get("label_selector") or {}) or None
     return actor
 

@@ -13,7 +13,9 @@ from ray_mcp.shaping import log_target_kind, render_log_tail, tool_result
 from ray_mcp.tools import READ_ONLY, redacted_progress
 
 DEFAULT_LINES = 100
-DEFAULT_MAX_BYTES = 16_384
+# A tail is a follow-up of a diagnosis: text and structured answer each stay under 6 KB by default (16 KB of
+# log text made a 17 KB answer). Ask for more with max_bytes.
+DEFAULT_MAX_BYTES = 4_096
 MAX_FOLLOW_S = 120.0
 
 

@@ -329,3 +329,62 @@ async def _gather(*aws: Awaitable[Any]) -> list[Any]:
         for i, aw in enumerate(aws):
             tg.start_soon(run, i, aw)
     return out
+
+
+# An actor that floods both streams, then dies in __init__ with a deep traceback and a huge message.
+CHATTY_JOB = """\
+import ray
+
+ray.init()
+
+
+def descend(depth):
+    if depth == 0:
+        raise ValueError("shard index corrupt: " + "0123456789abcdef" * 400)
+    return descend(depth - 1)
+
+
+@ray.remote(num_cpus=0)
+class Chatty:
+    def __init__(self):
+        import sys
+
+        for i in range(400):
+            print(f"step {i} " + "loss=0.1234 " * 14, flush=True)
+            print(f"warn {i} " + "grad-norm high " * 11, file=sys.stderr, flush=True)
+        descend(40)
+
+    def ping(self):
+        return 1
+
+
+actor = Chatty.remote()
+try:
+    ray.get(actor.ping.remote())
+except Exception as exc:
+    print("actor died:", type(exc).__name__)
+"""
+
+
+async def test_the_follow_up_tools_of_a_diagnosis_stay_under_6_kb_by_default(
+    client: Client, tmp_path: Path
+) -> None:
+    from tests.jobs_helpers import run_to_end
+
+    _sid, info = await run_to_end(client, **job_dir(tmp_path, "chatty.py", CHATTY_JOB))
+    assert info["status"] == "SUCCEEDED", info
+    dead = (
+        await call_ok(client, "list_actors", {"class_name": "Chatty", "state": "DEAD"})
+    ).structured_content
+    actor_id = dead["actors"][-1]["actor_id"]
+
+    async def logged() -> Any:
+        result = await call_ok(client, "tail_logs", {"actor_id": actor_id})
+        return result if sum(len(s["lines"]) for s in result.structured_content["sections"]) >= 20 else None
+
+    tail = await poll(logged, 60, "the actor's log lines")
+    actor = await call_ok(client, "get_actor", {"actor_id": actor_id})
+    assert "shard index corrupt" in text_of(actor)
+    for result in (tail, actor):
+        assert max(sizes(result)) <= BUDGET, sizes(result)
+    assert "budget" in text_of(tail) or "left out" in text_of(tail)  # it says what was cut

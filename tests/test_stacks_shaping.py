@@ -200,3 +200,36 @@ def test_a_task_pending_on_a_resource_no_node_has_ends_the_chain_as_infeasible()
 
 def test_a_job_that_moves_gets_no_stall_finding() -> None:
     assert hang.findings(hang.HangEvidence("progressing", 300, 2, 10, 10), [], "j") == []
+
+
+def test_py_spy_is_found_beside_the_servers_python_when_the_path_lacks_the_venv() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "from ray_mcp.stacks_api import find_py_spy; print(find_py_spy())"
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == str(Path(sys.executable).with_name("py-spy"))
+
+
+async def test_a_py_spy_refused_ptrace_says_how_to_allow_it_and_a_hung_one_is_killed() -> None:
+    import time
+
+    import pytest
+
+    from ray_mcp.errors import RayRequestFailed
+    from ray_mcp.stacks_api import run_py_spy
+
+    refused = [
+        "sh",
+        "-c",
+        "echo 'Permission Denied: Try running again with elevated permissions' >&2; exit 1",
+    ]
+    with pytest.raises(RayRequestFailed, match=r"ptrace.*same user.*ptrace_scope"):
+        await run_py_spy(refused, 10)
+    started = time.monotonic()
+    with pytest.raises(RayRequestFailed, match=r"did not finish within 0\.5 s"):
+        await run_py_spy(["sleep", "30"], 0.5)
+    assert time.monotonic() - started < 10

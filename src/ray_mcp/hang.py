@@ -111,6 +111,8 @@ async def gather(
         return None
     now_ms = (now_s or time.time()) * 1000
     started = _ms(details.get("start_time")) or now_ms
+    if now_ms - started < NO_PROGRESS_S * 1000:
+        return None  # too young to call stalled: no request spent
     by_job = [("job_id", "=", str(details["job_id"]))]
     finished, open_ = await asyncio.gather(
         api.list_state("tasks", what="the job's finished tasks", filters=[*by_job, ("state", "=", "FINISHED")],

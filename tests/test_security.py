@@ -10,13 +10,15 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
 from tests.conftest import clean_env
+from tests.support import text_of
 from tests.test_transports import RAY_MCP, http_server
 
+from ray_mcp.redaction import redact, redact_text
 from ray_mcp.security import tool_allowed, tool_kind
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.shaping import redact, redact_text
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 TOKEN = "s3cret-token-for-tests"
@@ -77,9 +79,9 @@ async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: P
     audit = tmp_path / "audit.jsonl"
     server = build_server(Settings(address="http://127.0.0.1:9", audit_log=audit))
 
-    def launch(entrypoint: str) -> str:
+    def launch(entrypoint: str) -> CallToolResult:
         """A write probe that takes a target."""
-        return f"launched {entrypoint}"
+        return CallToolResult(content=[TextContent(type="text", text=f"launched {entrypoint}")])
 
     server.add_tool(launch, annotations=WRITE)
     async with Client(server) as client:
@@ -88,8 +90,9 @@ async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: P
     import json
 
     records = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert len(records) == 1
-    record = records[0]
+    assert [r["outcome"] for r in records] == ["started", "ok"]  # written before the call, then its outcome
+    assert records[0]["call"] == records[1]["call"] and records[0]["target"] == records[1]["target"]
+    record = records[1]
     assert record["tool"] == "launch" and record["kind"] == "write" and record["outcome"] == "ok"
     assert "train.py" in record["target"] and "abcdef123456" not in json.dumps(record)
     assert {"time", "duration_ms"} <= set(record)
@@ -203,7 +206,7 @@ async def test_ray_credentials_and_extra_headers_reach_the_dashboard(ray_cluster
 
 
 async def test_a_jobs_secret_env_var_never_appears_in_any_output(client: Client) -> None:
-    from tests.jobs_helpers import call_ok, run_to_end
+    from tests.support import call_ok, run_to_end
 
     secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
     sid, _ = await run_to_end(
@@ -222,4 +225,4 @@ async def test_a_jobs_secret_env_var_never_appears_in_any_output(client: Client)
         assert secret not in everything and "fast-mode" not in everything
     job = outputs[0].structured_content
     assert job["runtime_env"]["env_vars"] == {"HF_TOKEN": "***", "MODE": "***"}
-    assert "***" in outputs[2].content[0].text  # the printed token line is masked, not dropped
+    assert "***" in text_of(outputs[2])  # the printed token line is masked, not dropped

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp import Client
 from tests.conftest import Cluster
-from tests.jobs_helpers import call_ok, submit, text_of
+from tests.support import call_ok, submit, text_of
 
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
@@ -369,7 +369,7 @@ except Exception as exc:
 async def test_the_follow_up_tools_of_a_diagnosis_stay_under_6_kb_by_default(
     client: Client, tmp_path: Path
 ) -> None:
-    from tests.jobs_helpers import run_to_end
+    from tests.support import run_to_end
 
     _sid, info = await run_to_end(client, **job_dir(tmp_path, "chatty.py", CHATTY_JOB))
     assert info["status"] == "SUCCEEDED", info

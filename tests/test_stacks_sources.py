@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from tests.conftest import local_head
-from tests.jobs_helpers import call_ok, submit, text_of
+from tests.support import call_ok, submit, text_of
 from tests.test_stacks import job_dir, poll
 
 from ray_mcp.server import build_server
@@ -43,7 +43,7 @@ def plain_head() -> Iterator[str]:
     if given:
         yield given
         return
-    with local_head(num_cpus=1, profiling=False) as head:
+    with local_head(num_cpus=1, extra_env={"RAY_DASHBOARD_ENABLE_PROFILING": "0"}) as head:
         yield head.dashboard_url
 
 

@@ -7,19 +7,24 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.limits import (
+    DEFAULT_PROFILE_FUNCTIONS,
+    DEFAULT_PROFILE_S,
+    DEFAULT_STACK_BYTES,
+    DEFAULT_STACK_FRAMES,
+    DEFAULT_STACK_PROCESSES,
+    MAX_PROFILE_FUNCTIONS,
+    MAX_PROFILE_S,
+    MAX_STACK_BYTES,
+    MAX_STACK_FRAMES,
+    MAX_STACK_PROCESSES,
+    MIN_STACK_BYTES,
+)
 from ray_mcp.models import CpuProfile, StackTraces
-from ray_mcp.shaping import tool_result
-from ray_mcp.stacks import render_profile, render_stacks
-from ray_mcp.stacks_api import Target, target_kind
+from ray_mcp.ray_api.stacks import Target, target_kind
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.stacks import render_profile, render_stacks
 from ray_mcp.tools import READ_ONLY
-
-DEFAULT_PROCESSES = 16
-MAX_PROCESSES = 64
-DEFAULT_STACK_BYTES = 6_000
-DEFAULT_FRAMES = 8
-DEFAULT_PROFILE_S = 5
-MAX_PROFILE_S = 30
-DEFAULT_TOP = 15
 
 JobArg = Annotated[
     str | None, Field(description="A job's submission id or job id: its driver, actors and task workers.")
@@ -40,13 +45,13 @@ def register(server: MCPServer) -> None:
         pid: PidArg = None,
         node: NodeArg = None,
         limit: Annotated[
-            int, Field(ge=1, le=MAX_PROCESSES, description="Most processes to sample.")
-        ] = DEFAULT_PROCESSES,
+            int, Field(ge=1, le=MAX_STACK_PROCESSES, description="Most processes to sample.")
+        ] = DEFAULT_STACK_PROCESSES,
         max_frames: Annotated[
-            int, Field(ge=1, le=40, description="Most project frames shown per stack.")
-        ] = DEFAULT_FRAMES,
+            int, Field(ge=1, le=MAX_STACK_FRAMES, description="Most project frames shown per stack.")
+        ] = DEFAULT_STACK_FRAMES,
         max_bytes: Annotated[
-            int, Field(ge=1_000, le=64_000, description="Most bytes of the answer.")
+            int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
         ] = DEFAULT_STACK_BYTES,
     ) -> Annotated[CallToolResult, StackTraces]:
         """Where is it stuck? The live Python stacks of a job (driver, actors, task workers), an actor, a task or a pid.
@@ -76,7 +81,9 @@ def register(server: MCPServer) -> None:
         duration_s: Annotated[
             int, Field(ge=1, le=MAX_PROFILE_S, description="Seconds to sample (max 30).")
         ] = DEFAULT_PROFILE_S,
-        top: Annotated[int, Field(ge=1, le=50, description="Functions to list.")] = DEFAULT_TOP,
+        top: Annotated[
+            int, Field(ge=1, le=MAX_PROFILE_FUNCTIONS, description="Functions to list.")
+        ] = DEFAULT_PROFILE_FUNCTIONS,
         job: Annotated[
             str | None,
             Field(
@@ -96,6 +103,6 @@ def register(server: MCPServer) -> None:
         target = Target(kind=kind, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
         api = await app_of(ctx).api()
         profile = await api.stacks.cpu_profile(
-            target, duration_s=duration_s, top=top, max_frames=DEFAULT_FRAMES
+            target, duration_s=duration_s, top=top, max_frames=DEFAULT_STACK_FRAMES
         )
         return tool_result(profile, render_profile(profile))

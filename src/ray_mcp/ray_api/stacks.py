@@ -30,13 +30,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
 
-from ray_mcp import models, stacks
+from ray_mcp import models
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
+from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.ids import check_id
+from ray_mcp.shaping import stacks
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
 
 StackSource = Literal["auto", "dashboard", "py-spy"]
+STACK_SOURCES = ("auto", "dashboard", "py-spy")
 
 MAX_CONCURRENT_SAMPLES = 4
 DUMP_TIMEOUT_S = 20.0  # one py-spy dump (attaching to a big process on a loaded node takes seconds)
@@ -375,8 +379,6 @@ class StackSampler:
             return [Proc(int(target.pid or 0), node_id, ip(node_id), f"pid {target.pid}")]
         if target.kind == "actor_id":
             actor_id = str(target.actor_id).strip().lower()
-            from ray_mcp.ray_api import check_id
-
             check_id("actor", actor_id)
             row = await self.api._one_state("actors", "actor_id", actor_id)
             if row is None:
@@ -583,3 +585,16 @@ async def _reap(process: asyncio.subprocess.Process) -> None:
         process.kill()
     with contextlib.suppress(Exception):
         await asyncio.shield(process.wait())
+
+
+class StacksAPI(RayClient):
+    """The RayAPI layer of stack_traces and cpu_profile: one sampler per cluster connection."""
+
+    _sampler: StackSampler | None = None
+
+    @property
+    def stacks(self) -> StackSampler:
+        if self._sampler is None:
+            source: StackSource = self.stack_source if self.stack_source in STACK_SOURCES else "auto"  # type: ignore[assignment]
+            self._sampler = StackSampler(self, source=source, py_spy=self.py_spy)  # type: ignore[arg-type]
+        return self._sampler

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ray_mcp import models
+from ray_mcp.limits import STACK_PIDS_SHOWN
 
 # -- frames -------------------------------------------------------------------------------------------------
 
@@ -373,7 +374,7 @@ def collapse(samples: Iterable[Sample], *, max_frames: int) -> list[models.Stack
             where=g.where,
             frames=g.frames,
             process_title=g.title or None,
-            pids=g.pids[:8],
+            pids=g.pids[:STACK_PIDS_SHOWN],
         )
         for g in groups.values()
     ]

@@ -18,16 +18,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ray_mcp import models, stacks
+from ray_mcp import models
+from ray_mcp.diagnosis.findings import CONTRIBUTING, STUCK, finding
+from ray_mcp.diagnosis.tracebacks import clip
 from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import HANG_STACK_BYTES, HANG_STACK_PROCESSES, HANG_TASK_ROWS
+from ray_mcp.shaping import stacks
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
 
 NO_PROGRESS_S = 30.0  # a RUNNING job with no task finishing, starting or submitted for this long is stalled
-TASK_ROWS = 1_000  # tasks read per state query (detail rows); more make the progress check a sample
-STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads
-STACK_BYTES = 2_500
 RUNNING_STATES = ("RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT")
 QUEUED_STATES = ("PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", "SUBMITTED_TO_WORKER")
 WHY_PENDING = {
@@ -116,9 +117,9 @@ async def gather(
     by_job = [("job_id", "=", str(details["job_id"]))]
     finished, open_ = await asyncio.gather(
         api.list_state("tasks", what="the job's finished tasks", filters=[*by_job, ("state", "=", "FINISHED")],
-                       limit=TASK_ROWS, detail=True),
+                       limit=HANG_TASK_ROWS, detail=True),
         api.list_state("tasks", what="the job's unfinished tasks", filters=[*by_job, ("state", "!=", "FINISHED")],
-                       limit=TASK_ROWS, detail=True),
+                       limit=HANG_TASK_ROWS, detail=True),
     )  # fmt: skip
     rows = list(finished.get("result") or []) + list(open_.get("result") or [])
     total = int(finished.get("num_filtered") or 0) + int(open_.get("num_filtered") or 0)
@@ -144,12 +145,12 @@ async def gather(
         )
     if status == "progressing":
         return evidence
-    from ray_mcp.stacks_api import Target
+    from ray_mcp.ray_api.stacks import Target
 
     try:
         evidence.stacks = await api.stacks.stack_traces(
             Target(kind="job", job=str(details.get("submission_id") or details["job_id"])),
-            limit=STACK_PROCESSES, max_frames=4, max_bytes=STACK_BYTES,
+            limit=HANG_STACK_PROCESSES, max_frames=4, max_bytes=HANG_STACK_BYTES,
         )  # fmt: skip
     except RayMCPError as exc:
         evidence.notes.append(f"Could not read the job's stacks: {str(exc)[:300]}")
@@ -243,7 +244,6 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
     """The stall finding: how long nothing moved, where the processes wait, and the chain from the driver."""
     if e.status == "progressing":
         return []
-    from ray_mcp.diagnosis import CONTRIBUTING, STUCK, clip, finding
 
     links = wait_links(e.unfinished, node_totals)
     path, cycle = chain(links)

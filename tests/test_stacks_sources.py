@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def plain_head() -> Iterator[str]:
 
 
 async def connect(url: str, **settings: Any) -> AsyncIterator[Client]:
-    server = build_server(Settings(address=url, **settings))
+    server = build_server(Settings(address=url, upload_roots=[Path(tempfile.gettempdir())], **settings))
     async with Client(server) as c:
         yield c
     await server.app.aclose()

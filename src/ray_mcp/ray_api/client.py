@@ -26,6 +26,7 @@ from ray_mcp.errors import (
 )
 from ray_mcp.ray_api import gcs
 from ray_mcp.redaction import SECRETS
+from ray_mcp.shaping.common import source_cap_note
 
 if TYPE_CHECKING:
     import httpx
@@ -163,6 +164,8 @@ class RayClient:
             detail=detail,
         )  # fmt: skip
         notes = [w for w in [result.get("partial_failure_warning"), *list(result.get("warnings") or [])] if w]
+        capped = source_cap_note(resource.replace("_", " "), result)
+        notes += [capped] if capped else []
         rows = list(result.get("result") or [])[:limit]
         return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
 

@@ -395,7 +395,10 @@ class ErrorGroup(BaseModel):
 
 
 class TaskSummary(BaseModel):
-    total: int = Field(description="Tasks that match the filters (exact, up to Ray's 10,000 source cap).")
+    total: int = Field(description="Tasks counted that match the filters (Ray reads at most 10,000 tasks).")
+    in_cluster: int | None = Field(None, description="Tasks the cluster holds, when Ray read fewer.")
+    left_out: int | None = Field(None, description="Tasks Ray did not read (its 10,000 cap): not counted.")
+    capped: bool = Field(False, description="Ray read as many tasks as it can: the counts are lower bounds.")
     by_state: dict[str, int]
     groups: list[TaskGroup]
     groups_total: int

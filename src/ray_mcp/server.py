@@ -18,6 +18,7 @@ from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
 from ray_mcp import prompts, resources
+from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.ray_api import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
@@ -161,6 +162,13 @@ def build_server(
         app.start()  # resolve (or start the embedded cluster) in the background
         yield app
 
+    schemas: dict[str, dict[str, Any]] = {}
+
+    async def input_schemas() -> dict[str, dict[str, Any]]:
+        if not schemas:  # tools are all registered before the first call; list them once
+            schemas.update({t.name: t.input_schema for t in await server.list_tools()})
+        return schemas
+
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -169,6 +177,7 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[
+            CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, Auditor(settings.audit_log)),
             *([ClusterSelection()] if app.multi_cluster else []),
         ],

@@ -56,7 +56,7 @@ class Probe:
 
 async def check_address(p: Probe) -> Check:
     from ray_mcp.cluster import ClusterManager
-    from ray_mcp.ray_api import dashboard_url_from_gcs
+    from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
 
     s = p.settings
     configured = s.dashboard_url or s.address
@@ -217,7 +217,7 @@ async def check_gcs_through_dashboard(p: Probe) -> Check:
 async def check_gcs_direct(p: Probe, seen: str) -> Check:
     """kill_actor and the placement group table talk to the GCS directly: can ray-mcp reach it?"""
     from ray_mcp.cluster import in_daemon_thread
-    from ray_mcp.ray_api import find_gcs_for_dashboard
+    from ray_mcp.ray_api.gcs import find_gcs_for_dashboard
 
     assert p.dashboard_url is not None
     address = p.gcs_address

@@ -20,7 +20,9 @@ KUBERNETES_VERSION = "1.33.0"  # a version kubernetes-validate ships schemas for
 
 def manifests() -> list[dict[str, Any]]:
     resources = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
-    assert sorted(resources) == sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(resources) == sorted(
+        p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
     return [doc for name in resources for doc in yaml.safe_load_all((DEPLOY / name).read_text()) if doc]
 
 
@@ -29,7 +31,9 @@ def by_kind(kind: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml"))
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+)
 def test_each_manifest_is_valid_against_the_kubernetes_schemas(name: str) -> None:
     import kubernetes_validate
     from kubernetes_validate.utils import SchemaNotFoundError
@@ -63,7 +67,9 @@ def raycluster_validator() -> Any:
     return jsonschema.Draft7Validator(schema)
 
 
-@pytest.mark.parametrize("path", [DEPLOY / "raycluster.yaml", KUBERAY / "ray-cluster.sample.yaml"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [DEPLOY / "raycluster.yaml", KUBERAY / "ray-cluster.sample.yaml"], ids=lambda p: p.name
+)
 def test_the_rayclusters_are_valid_against_kuberays_crd_schema(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     errors = sorted(raycluster_validator().iter_errors(doc), key=str)
@@ -114,7 +120,9 @@ def test_the_pod_runs_as_non_root_with_probes_resources_and_no_api_token() -> No
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"mcp": 8270}
     for kind in ("requests", "limits"):
         assert set(container["resources"][kind]) == {"cpu", "memory"}, kind
-    assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"])  # writable scratch on a read-only root
+    assert any(
+        m["mountPath"] == "/tmp" for m in container["volumeMounts"]
+    )  # writable scratch on a read-only root
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(r"useradd .*--uid 1000", dockerfile) and "USER raymcp" in dockerfile
 
@@ -130,7 +138,10 @@ def test_the_service_and_network_policy_select_the_pod_and_allow_only_the_ray_he
     assert ingress["ports"] == [{"protocol": "TCP", "port": 8270}]
     cluster = by_kind("RayCluster")["metadata"]["name"]
     head = policy["egress"][0]
-    assert head["to"][0]["podSelector"]["matchLabels"] == {"ray.io/cluster": cluster, "ray.io/node-type": "head"}
+    assert head["to"][0]["podSelector"]["matchLabels"] == {
+        "ray.io/cluster": cluster,
+        "ray.io/node-type": "head",
+    }
     assert {p["port"] for p in head["ports"]} == {8265, 6379}
     assert {p["port"] for p in policy["egress"][1]["ports"]} == {53}  # DNS only, besides the head
 

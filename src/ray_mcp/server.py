@@ -18,7 +18,7 @@ from mcp.types import ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
-from ray_mcp import prompts, resources, schemas
+from ray_mcp import live, prompts, resources, schemas
 from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
@@ -63,6 +63,7 @@ class RayMCPServer(MCPServer[App]):
     app: App
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
+    job_watchers: live.JobWatchers
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -219,6 +220,7 @@ def build_server(
     ):
         area.register(server)
     resources.register(server)
+    server.job_watchers = live.register(server)
     prompts.register(server)
     if server.hidden_tools:
         log.info(

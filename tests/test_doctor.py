@@ -43,6 +43,17 @@ def test_doctor_passes_on_the_real_cluster_with_one_line_per_check(ray_cluster) 
     assert checks["profiling"][0] == "warn" and "RAY_DASHBOARD_ENABLE_PROFILING=1" in checks["profiling"][1]
     assert "Fix:" not in checks["dashboard"][1]
     assert out.stdout.strip().splitlines()[-1] == "ray-mcp doctor: no check failed."
+    assert (
+        checks["uploads"][0] == "ok" and "local uploads allowed under" in checks["uploads"][1]
+    )  # stdio: cwd
+
+
+def test_doctor_fails_an_upload_root_that_is_not_a_directory(tmp_path) -> None:
+    out = doctor("doctor", "--address", "http://127.0.0.1:9", "--upload-root", str(tmp_path / "missing"))
+    checks = parse(out.stdout)
+    assert checks["uploads"][0] == "FAIL" and "--upload-root" in checks["uploads"][1]
+    http = doctor("doctor", "--address", "http://127.0.0.1:9", "--transport", "streamable-http")
+    assert "no upload root" in parse(http.stdout)["uploads"][1]
 
 
 def test_doctor_finds_the_dashboard_from_a_gcs_address(ray_cluster) -> None:

@@ -43,7 +43,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # Where each setting comes from, for messages about a bad value.
-FLAG_OF = {"embedded_num_cpus": "--num-cpus", "allowed_origins": "--allowed-origin"}
+FLAG_OF = {
+    "embedded_num_cpus": "--num-cpus",
+    "allowed_origins": "--allowed-origin",
+    "upload_roots": "--upload-root",
+}
 ENV_OF = {"embedded_num_cpus": "RAY_MCP_EMBEDDED_NUM_CPUS"}
 
 
@@ -123,6 +127,13 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     )
     safety.add_argument(
         "--audit-log", help="Append the audit trail of write calls to this file (default stderr)."
+    )
+    safety.add_argument(
+        "--upload-root",
+        action="append",
+        dest="upload_roots",
+        help="A directory local runtime_env paths (working_dir, py_modules, requirements files) may come from "
+        "(repeatable; env RAY_MCP_UPLOAD_ROOTS). Default: the starting directory on stdio, none over HTTP.",
     )
     limits = parser.add_argument_group("HTTP limits")
     limits.add_argument(
@@ -235,6 +246,17 @@ async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
             await server.app.aclose()
 
 
+def check_audit_log(settings: Settings) -> None:
+    """Refuse to start (one line, exit 2) when --audit-log cannot be written: no audit, no server."""
+    from ray_mcp.security import AuditLogUnwritable, Auditor
+
+    try:
+        Auditor(settings.audit_log).check()
+    except AuditLogUnwritable as exc:
+        print(f"ray-mcp: refusing to start: {exc}.", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     doctor = wants_doctor(args)
@@ -248,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     if doctor:
         run_doctor(settings)
     check_bind(settings)
+    check_audit_log(settings)
     try:
         settings.cluster_settings()
     except ValueError as exc:

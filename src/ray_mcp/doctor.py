@@ -284,14 +284,21 @@ async def check_logs(p: Probe) -> Check:
 
 
 def check_upload_roots(p: Probe) -> Check:
-    roots = getattr(p.settings, "upload_roots", None)
-    if roots is None:
-        return Check("uploads", "skip", "this ray-mcp has no --upload-root setting to check.")
+    """Where submit_job may upload local working_dir / py_modules from (--upload-root)."""
+    settings = p.settings
+    roots = settings.effective_upload_roots()
+    where = (
+        "set by --upload-root"
+        if settings.upload_roots is not None
+        else f"the default over {settings.transport}"
+    )
     if not roots:
         return Check(
             "uploads",
             "ok",
-            "no upload root: submit_job refuses local working_dir and py_modules (remote URIs still work).",
+            f"no upload root ({where}): submit_job refuses local working_dir and py_modules; remote URIs "
+            "(s3://, gs://, https://) still work.",
+            "",
         )
     missing = [str(r) for r in roots if not r.is_dir()]
     if missing:
@@ -299,9 +306,9 @@ def check_upload_roots(p: Probe) -> Check:
             "uploads",
             "FAIL",
             f"upload root(s) that are not directories: {', '.join(missing)}.",
-            "fix --upload-root.",
+            "pass existing directories to --upload-root (or RAY_MCP_UPLOAD_ROOTS).",
         )
-    return Check("uploads", "ok", f"local uploads allowed under: {', '.join(str(r) for r in roots)}.")
+    return Check("uploads", "ok", f"local uploads allowed under {', '.join(map(str, roots))} ({where}).")
 
 
 # In order: each may use what the previous ones learned (the head node, the dashboard's Ray version).

@@ -104,7 +104,25 @@ TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked 
 TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
 DEATH_CHARS = 200  # a dead rank's cause in a gap
 
+# -- Ray Train (list_train_runs, get_train_run) -------------------------------------------------------------
+
+DEFAULT_TRAIN_RUNS = 20
+MAX_TRAIN_RUNS = 200
+TRAIN_ERROR_CHARS = 1500  # one group of ranks' error snippet
+TRAIN_ERROR_LINES = 12  # of which the text answer shows the last lines
+TRAIN_METRICS_SHOWN = 12  # metrics of the latest checkpoint
+TRAIN_SNAPSHOT_BYTES = 1_048_576  # the checkpoint manager snapshot read from local storage, at most
+
 # -- the live API reference ----------------------------------------------------------------------------------
 
 API_DOC_CHARS = 12_000
 API_MEMBERS_SHOWN = 60
+
+# -- confirmations and uploads -------------------------------------------------------------------------------
+
+CONFIRM_TOKEN_TTL_S = (
+    300.0  # a destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s)
+)
+MAX_UPLOAD_ENTRIES = (
+    100_000  # files and directories walked in one local upload (working_dir...) before refusing
+)

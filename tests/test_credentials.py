@@ -149,3 +149,46 @@ def test_the_home_token_file_is_sent_only_where_ray_would_send_it(tmp_path: Path
     assert Settings().dashboard_request_headers() == bearer
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     assert Settings().dashboard_request_headers(local_cluster=True) == {}
+
+
+GRPC_PROBE = """
+import json, sys
+from concurrent import futures
+import grpc
+from ray_mcp.ray_api.gcs import open_channel
+
+seen = []
+
+def record(request, context):
+    seen.append(dict(context.invocation_metadata()).get("authorization"))
+    return b""
+
+handler = grpc.method_handlers_generic_handler(
+    "probe.Gcs", {"Call": grpc.unary_unary_rpc_method_handler(record)}
+)
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+server.add_generic_rpc_handlers((handler,))
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+for auth in (None, "Bearer token-of-this-cluster", "ray-default"):
+    channel = open_channel(f"127.0.0.1:{port}", auth)
+    channel.unary_unary("/probe.Gcs/Call")(b"", timeout=30)
+    channel.close()
+server.stop(0)
+print(json.dumps(seen))
+"""
+
+
+def test_grpc_calls_to_a_gcs_carry_that_clusters_token_and_never_the_process_token(tmp_path: Path) -> None:
+    """kill_actor and the placement group table talk to the GCS over gRPC: in token mode Ray's own channel adds
+    this process's token (shown by the last call); ray-mcp's channel sends only the cluster's own."""
+    import subprocess
+    import sys
+
+    env = clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="process-wide-token", HOME=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", GRPC_PROBE], capture_output=True, text=True, timeout=180, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == [None, "Bearer token-of-this-cluster", "Bearer process-wide-token"], seen

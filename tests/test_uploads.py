@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
 from tests.support import TERMINAL, call_ok, text_of, wait_until
-from tests.test_transports import RAY_MCP
+from tests.test_transports import RAY_MCP, http_server
 
 from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.server import build_server
@@ -206,3 +206,33 @@ async def test_over_stdio_the_default_root_is_the_directory_the_server_started_i
                     "submit_job", {"entrypoint": "echo no", "runtime_env": {"working_dir": ".."}}
                 )
     assert above.is_error and "outside the upload roots" in text_of(above) and str(project) in text_of(above)
+
+
+async def test_over_real_http_a_client_cannot_read_the_servers_files_until_a_root_is_named(
+    ray_cluster: Any, layout: dict[str, Path]
+) -> None:
+    """The attack of the issue: over HTTP, working_dir (or a requirements file) pointed at the server's files."""
+    base = ["--transport", "streamable-http", "--address", ray_cluster.dashboard_url]
+    attempts = [
+        {"working_dir": str(layout["outside"])},
+        {"pip": str(layout["outside"] / "requirements.txt")},
+        {"working_dir": str(Path.home() / ".ray")},
+    ]
+    with http_server(base, layout["root"] / "server.log") as port:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            with anyio.fail_after(120):
+                for env in attempts:
+                    result = await submit(client, env)
+                    assert result.is_error and "allows no local uploads" in text_of(result), text_of(result)
+                    assert SECRET not in text_of(result)
+    project = layout["project"]
+    (project / "main.py").write_text("print('uploaded-over-http', flush=True)\n")
+    with http_server([*base, "--upload-root", str(layout["root"])], layout["root"] / "server2.log") as port:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            with anyio.fail_after(180):
+                still = await submit(client, {"working_dir": str(layout["outside"])})
+                assert still.is_error and "outside the upload roots" in text_of(still)
+                ok = await submit(client, {"working_dir": str(project)})
+                assert not ok.is_error, text_of(ok)
+                info = await wait_until(client, ok.structured_content["submission_id"], TERMINAL)
+    assert info["status"] == "SUCCEEDED", info

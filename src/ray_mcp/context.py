@@ -6,6 +6,7 @@ the same and ``app_of(ctx).api()`` returns the client of the cluster that call n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -16,7 +17,8 @@ from ray_mcp.cluster import ClusterManager
 from ray_mcp.confirm import ClusterRef
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs, reported_dashboard
+from ray_mcp.redaction import SECRETS, credential_values
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
@@ -43,6 +45,12 @@ class Connection:
     ) -> None:
         self.name = name
         self.settings = settings
+        if gcs_lookup is dashboard_url_from_gcs:  # the real lookup: with this cluster's own credentials only
+            auth = next(
+                (v for k, v in settings.dashboard_request_headers().items() if k.lower() == "authorization"),
+                None,
+            )
+            gcs_lookup = functools.partial(reported_dashboard, authorization=auth)
         self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
         self._http_transport = http_transport
         self._api: RayAPI | None = None
@@ -53,11 +61,13 @@ class Connection:
             if self._api is not None:
                 await self._api.aclose()
             s = self.settings
+            headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
+            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
                 source=resolved.source,
-                headers=s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES),
+                headers=headers,
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,

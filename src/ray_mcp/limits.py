@@ -25,6 +25,9 @@ LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a
 DEFAULT_MAX_NODES = 20
 MAX_NODES = 1000
 FAILED_NODES_SHOWN = 5
+HOST_USAGE_MAX_NODES = (
+    256  # host CPU/memory/GPU use (/nodes?view=summary, ~1 KB per worker) read up to this size
+)
 
 # -- actors --------------------------------------------------------------------------------------------------
 
@@ -90,7 +93,7 @@ ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
 
 # -- job_topology -------------------------------------------------------------------------------------------
 
-TOPOLOGY_ACTORS = 1000  # actors in the structured answer (counts stay exact)
+TOPOLOGY_ACTORS = 500  # actors in the structured answer (~600 bytes each; counts stay exact)
 TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
 TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
 TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call

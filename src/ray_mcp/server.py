@@ -24,6 +24,7 @@ from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -188,9 +189,12 @@ def build_server(
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
+    install_log_redaction()  # the server's own logs and tracebacks never show a secret it knows of
     auditor = Auditor(settings.audit_log)
     auditor.check()  # fail closed: an audit log that cannot be written means no server (AuditLogUnwritable)
     app = App(settings, http_transport=http_transport, gcs_lookup=gcs_lookup)
+    for connection in app.connections.values():
+        remember_settings_secrets(connection.settings)
     kinds: dict[str, ToolKind] = {}
 
     @asynccontextmanager

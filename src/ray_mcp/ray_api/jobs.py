@@ -24,6 +24,7 @@ from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.ray_api.uploads import confine_uploads
+from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.text import truncate_text
@@ -88,7 +89,9 @@ class JobsAPI(RayClient):
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
         job = check_job_ref(job.strip())
         details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
-        return dict(details.model_dump(mode="json"))
+        out = dict(details.model_dump(mode="json"))
+        SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
+        return out
 
     async def get_job(self, job: str) -> models.JobInfo:
         return job_info(await self.job_details(job), time.time())
@@ -151,6 +154,8 @@ class JobsAPI(RayClient):
     ) -> models.JobList:
         jobs = await self._jobs_call("list_jobs", what="the job list")
         dicts = [dict(j.model_dump(mode="json")) for j in jobs]
+        for details in dicts:
+            SECRETS.learn_job(details)
         return job_list(
             dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
         )

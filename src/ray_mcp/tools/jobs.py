@@ -21,7 +21,7 @@ from ray_mcp.limits import (
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, redacted_progress
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 JobId = Annotated[
     str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
@@ -130,7 +130,7 @@ def register(server: MCPServer) -> None:
         waiting. Use get_job for a single look instead. It changes nothing.
         """
         api = await app_of(ctx).api()
-        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=redacted_progress(ctx))
+        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
         return tool_result(result, render_wait(result))
 
     @server.tool(annotations=WRITE.model_copy(update={"title": "Stop a Ray job", "idempotent_hint": True}))

@@ -35,6 +35,7 @@ from ray_mcp.tools import logs as logs_tools
 from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import stacks as stack_tools
 from ray_mcp.tools import tasks as task_tools
 from ray_mcp.tools import topology as topology_tools
 from ray_mcp.tools import train as train_tools
@@ -240,6 +241,7 @@ def build_server(
         serve_tools,
         topology_tools,
         train_tools,
+        stack_tools,
     ):
         area.register(server)
     resources.register(server)

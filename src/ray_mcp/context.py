@@ -71,6 +71,8 @@ class Connection:
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,
+                stack_source=s.stack_source,
+                py_spy=s.py_spy,
             )
         return self._api
 

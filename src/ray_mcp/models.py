@@ -105,44 +105,30 @@ class RuntimeEnvSpec(BaseModel):
 
     working_dir: str | None = Field(
         default=None,
-        description="A local directory on the ray-mcp machine (zipped and uploaded, like `ray job submit "
-        "--working-dir`) or a remote URI (s3://, gs://, https://…/x.zip). The job runs in it.",
+        description="A local dir on the ray-mcp host (uploaded; under an upload root) or a URI (s3://, gs://, "
+        "https://…zip). The job runs in it.",
     )
-    py_modules: list[str] | None = Field(
-        default=None,
-        description="Local directories/.whl files (uploaded) or URIs of Python modules to import.",
-    )
-    excludes: list[str] | None = Field(
-        default=None, description="gitignore-style patterns of files to leave out of working_dir/py_modules."
-    )
+    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded), or URIs.")
+    excludes: list[str] | None = Field(default=None, description="gitignore patterns left out of uploads.")
     pip: list[str] | dict[str, Any] | str | None = Field(
-        default=None,
-        description='Packages to pip-install: a list ["requests==2.31"], a requirements.txt path, or '
-        '{"packages": [...], "pip_check": false, "pip_install_options": [...]}.',
+        default=None, description='["pkg==1.0"], a requirements.txt path, or {"packages": [...]}.'
     )
     uv: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description="Packages to install with uv: a list, a requirements.txt path, or a dict."
+        default=None, description="As pip, installed with uv."
     )
     conda: dict[str, Any] | str | None = Field(
-        default=None,
-        description="A conda environment: the name of an existing env, or an environment.yml dict.",
+        default=None, description="An env name or environment.yml dict."
     )
-    env_vars: dict[str, str] | None = Field(
-        default=None, description="Environment variables (string values)."
-    )
+    env_vars: dict[str, str] | None = Field(default=None, description="String values.")
     config: dict[str, Any] | None = Field(
-        default=None,
-        description='Runtime-env options: {"setup_timeout_seconds": int, "eager_install": bool, '
-        '"log_files": [str]}.',
+        default=None, description='{"setup_timeout_seconds": int, "eager_install": bool}.'
     )
-    image_uri: str | None = Field(default=None, description="A container image to run the job's workers in.")
-    py_executable: str | None = Field(
-        default=None, description="The Python executable (or wrapper) to run with."
-    )
+    image_uri: str | None = Field(default=None, description="A container image for the workers.")
+    py_executable: str | None = Field(default=None, description="A Python executable or wrapper.")
     worker_process_setup_hook: str | None = Field(
-        default=None, description="Module path of a function each worker process runs at start-up."
+        default=None, description="module.function run at worker start."
     )
-    java_jars: list[str] | None = Field(default=None, description="URIs of jars, for Java workers.")
+    java_jars: list[str] | None = Field(default=None, description="Jar URIs.")
 
 
 class JobInfo(BaseModel):
@@ -521,3 +507,65 @@ class ClusterHealth(BaseModel):
     checked: list[str] = Field(description="What was looked at.")
     unchecked: list[str] = Field(default_factory=list, description="Checks that could not run.")
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+
+
+# -- stacks and CPU profiles (stack_traces, cpu_profile) -----------------------------------------------------
+
+
+class StackGroup(BaseModel):
+    """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
+
+    role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
+    thread: str | None = Field(default=None, description="The thread, when it is not the main one.")
+    count: int = Field(description="Processes of this role with this stack.")
+    of: int = Field(description="Processes of this role sampled.")
+    state: str = Field(description="active (on CPU) or idle (waiting), as py-spy saw the thread.")
+    blocked_in: str | None = Field(
+        default=None, description="The call the innermost project frame waits in: ray.get, dist.barrier, ..."
+    )
+    where: str | None = Field(default=None, description="The innermost project frame: file:line in function.")
+    frames: list[str] = Field(
+        description="Project frames, innermost first; Ray's and libraries' frames folded."
+    )
+    process_title: str | None = Field(
+        default=None, description="Ray's process title, e.g. ray::Actor.method."
+    )
+    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
+
+
+class StackTraces(BaseModel):
+    target: str
+    verdict: str = Field(description="Where the processes are, in one line.")
+    source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
+    processes_total: int = Field(description="Processes of the target (driver, actors, task workers).")
+    processes_sampled: int
+    processes_failed: int
+    processes_left_out: int = Field(default=0, description="Not sampled because of limit.")
+    groups: list[StackGroup]
+    groups_left_out: int = 0
+    failures: list[str] = Field(
+        default_factory=list, description="Processes that could not be read, and why."
+    )
+    hints: list[str] = Field(default_factory=list)
+
+
+class HotFunction(BaseModel):
+    function: str
+    file: str
+    line: int | None = Field(default=None, description="The line with the most own samples.")
+    own_samples: int
+    total_samples: int
+    own_pct: float = Field(description="Share of samples spent in this function itself.")
+    total_pct: float = Field(description="Share of samples with this function anywhere on the stack.")
+    project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
+
+
+class CpuProfile(BaseModel):
+    target: str
+    verdict: str
+    source: str
+    duration_s: float
+    samples: int = Field(description="Samples taken while the process was on CPU (100 per second).")
+    functions: list[HotFunction]
+    hottest_stack: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)

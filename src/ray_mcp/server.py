@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -19,7 +20,8 @@ from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
-from ray_mcp import prompts, resources, schemas
+from ray_mcp import live, prompts, resources, schemas
+from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
@@ -34,6 +36,7 @@ from ray_mcp.tools import logs as logs_tools
 from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import stacks as stack_tools
 from ray_mcp.tools import tasks as task_tools
 from ray_mcp.tools import topology as topology_tools
 from ray_mcp.tools import train as train_tools
@@ -66,6 +69,7 @@ class RayMCPServer(MCPServer[App]):
     app: App
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
+    job_watchers: live.JobWatchers
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -114,8 +118,9 @@ class RayMCPServer(MCPServer[App]):
 def publish_compact(tool: Tool | None) -> None:
     """Publish the tool with a dedented description and compact schemas (see schemas.py).
 
-    The output model is dropped after its schema is taken: each tool builds its structured content from
-    that model already, so the SDK's second validation of every result only cost time.
+    A tool that returns a ``CallToolResult`` built from its model (``Annotated[CallToolResult, Model]``) has
+    its output model dropped once the schema is taken: the SDK would only validate that result a second time.
+    A tool that returns the model itself keeps it, since the SDK builds the structured content from it.
     """
     if tool is None:  # pragma: no cover - add_tool always registers
         return
@@ -124,8 +129,19 @@ def publish_compact(tool: Tool | None) -> None:
     metadata = tool.fn_metadata
     if metadata.output_schema is not None:
         metadata.output_schema = schemas.compact_output(metadata.output_schema)
-        metadata.output_model = None
+        if _returns_call_tool_result(tool.fn):
+            metadata.output_model = None
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
+
+
+def _returns_call_tool_result(fn: Callable[..., Any]) -> bool:
+    try:
+        returned = typing.get_type_hints(inspect.unwrap(fn), include_extras=True).get("return")
+    except Exception:  # an annotation that does not resolve: keep the SDK's validation
+        return False
+    if typing.get_origin(returned) is Annotated:
+        returned = typing.get_args(returned)[0]
+    return returned is CallToolResult
 
 
 def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
@@ -200,6 +216,13 @@ def build_server(
         app.start()  # resolve (or start the embedded cluster) in the background
         yield app
 
+    schemas: dict[str, dict[str, Any]] = {}
+
+    async def input_schemas() -> dict[str, dict[str, Any]]:
+        if not schemas:  # tools are all registered before the first call; list them once
+            schemas.update({t.name: t.input_schema for t in await server.list_tools()})
+        return schemas
+
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -208,6 +231,7 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[
+            CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
         ],
@@ -227,9 +251,11 @@ def build_server(
         serve_tools,
         topology_tools,
         train_tools,
+        stack_tools,
     ):
         area.register(server)
     resources.register(server)
+    server.job_watchers = live.register(server)
     prompts.register(server)
     if server.hidden_tools:
         log.info(

@@ -9,8 +9,10 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.diagnosis import hang
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
+from ray_mcp.diagnosis.findings import rank
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
 from ray_mcp.ray_api import RayAPI
@@ -87,6 +89,10 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         if tail is not None:
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
+    # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
+    stall = await optional(hang.gather(api, details), notes, "the job's progress", missed)
+    if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
+        findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
     return answers.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes, unchecked=missed)
 
 

@@ -51,8 +51,12 @@ class RayClient:
         verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
         gcs_address: str | None = None,
+        stack_source: str = "auto",
+        py_spy: str | None = None,
     ) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
+        self.stack_source = stack_source  # where stack_traces and cpu_profile read stacks (ray_api/stacks.py)
+        self.py_spy = py_spy
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
         self._gcs_channel: Any = None
         self._gcs_lock = threading.Lock()  # the channel is made in a worker thread: by one of them

@@ -39,8 +39,8 @@ class Cluster:
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Cluster]:
     given = os.environ.get("RAY_MCP_TEST_ADDRESS")
-    if given:
-        yield Cluster(given, None, None)
+    if given:  # a running cluster: its dashboard URL, and its GCS address for the tests' own drivers
+        yield Cluster(given, os.environ.get("RAY_MCP_TEST_GCS_ADDRESS"), None)
         return
 
     with local_head(num_cpus=2) as head:

@@ -6,9 +6,10 @@ it would do and returns a token. Calling it again with that token carries the ch
 of the tool name and the target under a per-process secret, so it needs no server-side state, cannot be reused
 for another object, and dies with the server process.
 
-Each destructive tool has two ``Resolve`` resolvers that run before its body: a plan (fetch the object, say
-what would change: a ``Pending``) and ``ask`` (the question, or None for the token path); the body then calls
-``decide`` and acts only on ``Decision.proceed``.
+A destructive tool has two parameters filled by ``Resolve`` before its body runs: ``pending``, from the tool's
+plan (fetch the object, say what would change: a ``Pending``), and ``answer``, from ``asking(plan)`` (the
+user's answer, or nothing on the token path). The body calls ``decide`` and acts only on
+``Decision.proceed``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.resolve import Elicit
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
 from ray_mcp.errors import InvalidArgument
@@ -105,6 +107,21 @@ def ask(ctx: Context[Any, Any], pending: Pending) -> Elicit[Approval] | None:
     if pending.noop is not None or not supports_elicitation(ctx):
         return None
     return Elicit(f"ray-mcp asks: {pending.description}? This cannot be undone.", Approval)
+
+
+def asking(plan: Callable[..., Awaitable[Pending]]) -> Resolve:
+    """The ``Resolve`` of a destructive tool's ``answer``: the user's yes or no about the change ``plan`` found.
+
+    Annotate the tool's parameter ``Annotated[ElicitationResult[Approval], asking(plan)]``; the plan runs once
+    per call, shared with the tool's ``pending`` parameter.
+    """
+
+    async def ask_user(ctx: Context[Any, Any], pending: Pending) -> Elicit[Approval] | None:
+        return ask(ctx, pending)
+
+    ask_user.__annotations__["pending"] = Annotated[Pending, Resolve(plan)]
+    ask_user.__qualname__ = f"ask_user_about_{plan.__name__}"
+    return Resolve(ask_user)
 
 
 def decide(pending: Pending, confirm: str | None, answer: ElicitationResult[Approval]) -> Decision:

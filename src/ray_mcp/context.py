@@ -1,18 +1,19 @@
 """The one object every tool reads: settings, and one connection (cluster manager + Ray API) per cluster.
 
-With a clusters file, every tool gets an optional ``cluster`` argument (see server.py); the tool body stays
-the same and ``app_of(ctx).api()`` returns the client of the cluster that call named, through a context var.
+With a clusters file, every tool gets an optional ``cluster`` argument (see server.py): the ClusterSelection
+middleware sets ``CURRENT_CLUSTER`` for the call, and ``App.api()`` returns the adapter of that cluster.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import Context
 
-from ray_mcp.cluster import ClusterManager
+from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
@@ -42,9 +43,14 @@ class Connection:
         self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
         self._http_transport = http_transport
         self._api: RayAPI | None = None
+        self._lock = asyncio.Lock()
 
     async def api(self) -> RayAPI:
         resolved = await self.cluster.resolved()
+        async with self._lock:  # concurrent first calls share one adapter
+            return await self._adapter_for(resolved)
+
+    async def _adapter_for(self, resolved: Resolved) -> RayAPI:
         if self._api is None or self._api.dashboard_url != resolved.dashboard_url.rstrip("/"):
             if self._api is not None:
                 await self._api.aclose()
@@ -98,9 +104,9 @@ class App:
         for connection in self.connections.values():
             connection.cluster.start()
 
-    async def api(self, cluster: str | None = None) -> RayAPI:
-        """The client for the named (or current, or default) cluster; the first call may wait for it."""
-        name = cluster or CURRENT_CLUSTER.get() or self.default_cluster
+    async def api(self) -> RayAPI:
+        """The adapter of the cluster the current call names (else the default); the first call may wait."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
         if name not in self.connections:
             raise InvalidArgument(
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."

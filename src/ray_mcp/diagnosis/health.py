@@ -127,7 +127,7 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
     if e.failed_jobs:
         findings.append(finding(CONTRIBUTING, f"{len(e.failed_jobs)} job(s) failed recently",
                                 [f"{j.submission_id or j.job_id}: {job_cause(j)}" for j in e.failed_jobs[:5]],
-                                ["diagnose_job submission_id=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
+                                ["diagnose_job job=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
     if e.restarting:
         findings.append(finding(CONTRIBUTING + 5, f"{len(e.restarting)} actor(s) restart in a loop or are RESTARTING",
                                 [f"{a.class_name} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:5]],

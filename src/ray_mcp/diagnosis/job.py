@@ -131,7 +131,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                 f"The job's runtime environment failed to set up, so the driver never ran: {first_line(message)}",
                 error_lines(message, 8),
                 ["Fix the runtime_env and resubmit with submit_job (it checks the env first)",
-                 f"prompt runtime-env-failure(submission_id={job})"],
+                 f"prompt runtime-env-failure(job={job})"],
                 [RUNTIME_ENV_DOC, "prompt:runtime-env-failure"],
                 kind="runtime_env",
             )
@@ -248,7 +248,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                 f"{'Stuck on an infeasible' if infeasible else 'Waiting on a pending'} placement group "
                 f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {clip(reason, CAUSE_CHARS)}",
                 [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:4]] + _capacity_lines(e.node_totals),
-                [f"pg_status pg={pg.placement_group_id}", f"prompt debug-pending-placement-group(pg_id={pg.placement_group_id})"],
+                [f"pg_status placement_group={pg.placement_group_id}", f"prompt debug-pending-placement-group(placement_group={pg.placement_group_id})"],
                 [PG_DOC, "prompt:debug-pending-placement-group"],
                 kind="pending_pg",
             )

@@ -22,6 +22,7 @@ from ray_mcp.errors import (
     log_request_failed,
 )
 from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api.query import Filter, encode
 
 if TYPE_CHECKING:
     import httpx
@@ -92,20 +93,19 @@ class RayClient:
         resource: str,
         *,
         what: str,
-        filters: Sequence[tuple[str, str, str]] = (),
+        filters: Sequence[Filter] = (),
         limit: int = 100,
         detail: bool = False,
     ) -> dict[str, Any]:
         """One State API list call (``/api/v0/<resource>``): returns Ray's result with totals."""
         params: list[tuple[str, str]] = [("limit", str(limit)), ("detail", "1" if detail else "0")]
         params += [("timeout", str(max(1, int(self.timeout_s))))]
-        for key, predicate, value in filters:
-            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params += encode(filters)
         data = await self.get_data(f"/api/v0/{resource}", what=what, params=params)
         return data["result"]
 
     async def _state_page(
-        self, resource: str, *, filters: list[tuple[str, str, str]], limit: int, detail: bool
+        self, resource: str, *, filters: list[Filter], limit: int, detail: bool
     ) -> tuple[int, int, list[dict[str, Any]], list[str]]:
         """One State API list call: (total, matched, rows, notes). ``matched`` is exact: Ray filters every row."""
         result = await self.list_state(
@@ -116,13 +116,10 @@ class RayClient:
         rows = list(result.get("result") or [])[:limit]
         return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
 
-    async def _summary(
-        self, resource: str, *, filters: list[tuple[str, str, str]], **extra: str
-    ) -> dict[str, Any]:
+    async def _summary(self, resource: str, *, filters: list[Filter], **extra: str) -> dict[str, Any]:
         params: list[tuple[str, str]] = [("timeout", str(max(1, int(self.timeout_s))))]
         params += list(extra.items())
-        for key, predicate, value in filters:
-            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params += encode(filters)
         data = await self.get_data(
             f"/api/v0/{resource}/summarize", what=f"the {resource} summary (/api/v0/{resource}/summarize)",
             params=params,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from ray_mcp import models
 from ray_mcp.errors import (
     DashboardTimeout,
     InvalidArgument,
+    NotFound,
     RayMCPError,
     job_sdk_errors,
 )
@@ -87,6 +89,21 @@ class JobsAPI(RayClient):
         job = check_job_ref(job.strip())
         details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
         return dict(details.model_dump(mode="json"))
+
+    async def job_id_of(self, job: str | None) -> str | None:
+        """The hex job id of a job given by job id or submission id, to filter actors, tasks and groups by."""
+        if job is None or not job.strip():
+            return None
+        job = job.strip()
+        if re.fullmatch(r"[0-9a-fA-F]{8}", job):
+            return job.lower()
+        details = await self.job_details(job)
+        if not details.get("job_id"):
+            raise NotFound(
+                f"Job {job} has no job id yet (status {details.get('status')}): its driver has not started, so "
+                "nothing of it runs in the cluster. Call wait_for_job, then ask again."
+            )
+        return str(details["job_id"])
 
     async def get_job(self, job: str) -> models.JobInfo:
         return job_info(await self.job_details(job), time.time())

@@ -3,108 +3,99 @@
 from typing import Annotated, Any
 
 from mcp.server.elicitation import ElicitationResult
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
-from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_SERVE_LOG_LINES, MAX_SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
 
 
-def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Serve status"}))
-    async def serve_status(
-        ctx: Context,
-        app: Annotated[
-            str | None, Field(description="One application by name; all of them if omitted.")
-        ] = None,
-        log_lines: Annotated[
-            int,
-            Field(
-                ge=0,
-                le=MAX_SERVE_LOG_LINES,
-                description="Log lines to show for each failing deployment's replica.",
-            ),
-        ] = DEFAULT_SERVE_LOG_LINES,
-    ) -> Annotated[CallToolResult, ServeStatus]:
-        """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
+async def serve_status(
+    api: Api,
+    app: Annotated[str | None, Field(description="One application by name; all of them if omitted.")] = None,
+    log_lines: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_SERVE_LOG_LINES,
+            description="Log lines to show for each failing deployment's replica.",
+        ),
+    ] = DEFAULT_SERVE_LOG_LINES,
+) -> Annotated[CallToolResult, ServeStatus]:
+    """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
 
-        Use it to check a deploy or find why an application is DEPLOY_FAILED or UNHEALTHY: for each failing
-        deployment it adds Ray's error message and the last lines of a failing replica's log. Says plainly when
-        Serve is not running. Read-only; it never sends requests to the applications themselves.
-        """
-        api = await app_of(ctx).api()
-        status = await api.serve_status(app=app, log_lines=log_lines)
-        return tool_result(status, render_serve_status(status))
-
-    @server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))
-    async def serve_deploy(
-        ctx: Context,
-        config: Annotated[
-            dict[str, Any],
-            Field(
-                description='A Serve config: {"applications": [{"name": "app1", "import_path": "module:app", '
-                '"route_prefix": "/app1", "runtime_env": {...}, "deployments": [{"name": ..., "num_replicas": 2}]}], '
-                '"http_options": {...}} (the schema of `serve deploy`).'
-            ),
-        ],
-        replace: Annotated[
-            bool,
-            Field(description="True: the config replaces every application (apps not in it are deleted)."),
-        ] = False,
-    ) -> Annotated[CallToolResult, ServeChange]:
-        """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
-
-        By default the applications are merged into the ones already declared (same name: updated; others
-        kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
-        status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
-        """
-        api = await app_of(ctx).api()
-        change = await api.serve_deploy(config, replace=replace)
-        text = f"Applied a Serve config with applications {change.applications}.\n" + render_serve_status(
-            change.status
-        )
-        return tool_result(change, text)
-
-    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"}))
-    async def serve_delete_app(
-        ctx: Context,
-        app: Annotated[str, Field(description="The application to delete, by name.")],
-        pending: Annotated[Pending, Resolve(_delete_app_plan)],
-        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_delete_app)],
-        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
-    ) -> Annotated[CallToolResult, ServeChange]:
-        """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
-
-        The user is asked first when the client supports it; else a call without confirm changes nothing and
-        returns a token: ask the user, then call again with confirm=<token>. It never shuts Serve itself down.
-        """
-        decision = confirmation.decide(pending, confirm, answer)
-        if not decision.proceed:
-            return tool_result(
-                ServeChange(action="not done", applications=[], status=pending.subject), decision.text
-            )
-        change = await (await app_of(ctx).api()).serve_delete_app(app)
-        return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
+    Use it to check a deploy or find why an application is DEPLOY_FAILED or UNHEALTHY: for each failing
+    deployment it adds Ray's error message and the last lines of a failing replica's log. Says plainly when
+    Serve is not running. It never sends requests to the applications themselves.
+    """
+    status = await api.serve_status(app=app, log_lines=log_lines)
+    return tool_result(status, render_serve_status(status))
 
 
-# -- confirmation of serve_delete_app (resolvers run before the tool body; see confirm.py) ----------------
+async def serve_deploy(
+    api: Api,
+    config: Annotated[
+        dict[str, Any],
+        Field(
+            description='A Serve config: {"applications": [{"name": "app1", "import_path": "module:app", '
+            '"route_prefix": "/app1", "runtime_env": {...}, "deployments": [{"name": ..., "num_replicas": 2}]}], '
+            '"http_options": {...}} (the schema of `serve deploy`).'
+        ),
+    ],
+    replace: Annotated[
+        bool, Field(description="True: the config replaces every application (apps not in it are deleted).")
+    ] = False,
+) -> Annotated[CallToolResult, ServeChange]:
+    """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
+
+    By default the applications are merged into the ones already declared (same name: updated; others
+    kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
+    status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
+    """
+    change = await api.serve_deploy(config, replace=replace)
+    text = f"Applied a Serve config with applications {change.applications}.\n" + render_serve_status(
+        change.status
+    )
+    return tool_result(change, text)
 
 
-async def _delete_app_plan(ctx: Context, app: str) -> Pending:
-    status = await (await app_of(ctx).api()).serve_status(app=app, log_lines=0)  # NotFound for an unknown app
+async def delete_app_plan(api: Api, app: str) -> Pending:
+    """What serve_delete_app would delete (NotFound for an unknown application)."""
+    status = await api.serve_status(app=app, log_lines=0)
     description = f"delete Serve application {app!r} ({status.apps[0].status}) and keep the others"
     return Pending("serve_delete_app", app, description, subject=status)
 
 
-async def _ask_delete_app(
-    ctx: Context, pending: Annotated[Pending, Resolve(_delete_app_plan)]
-) -> Elicit[Approval] | None:
-    return confirmation.ask(ctx, pending)
+async def serve_delete_app(
+    api: Api,
+    app: Annotated[str, Field(description="The application to delete, by name.")],
+    pending: Annotated[Pending, Resolve(delete_app_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_app_plan)],
+    confirm: Confirm = None,
+) -> Annotated[CallToolResult, ServeChange]:
+    """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
+
+    The user is asked first when the client supports it; else a call without confirm changes nothing and
+    returns a token: ask the user, then call again with confirm=<token>. It never shuts Serve itself down.
+    """
+    decision = confirmation.decide(pending, confirm, answer)
+    if not decision.proceed:
+        return tool_result(
+            ServeChange(action="not done", applications=[], status=pending.subject), decision.text
+        )
+    change = await api.serve_delete_app(app)
+    return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
+
+
+def register(server: MCPServer) -> None:
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Serve status"}))(serve_status)
+    server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))(serve_deploy)
+    delete = DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"})
+    server.tool(annotations=delete)(serve_delete_app)

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.ray_api.runtime_env import check_runtime_env
 from ray_mcp.shaping.jobs import job_list, short_message
-from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping.logs import GrepScanner, render_log_section, tail_section
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)

@@ -77,6 +77,22 @@ class RayClient:
             response.raise_for_status()
             return response.json()
 
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        not_found: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Any dashboard request answered in JSON; ``not_found`` is the message for an HTTP 404."""
+        timeout = timeout_s or self.timeout_s
+        with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
+            response = await self._http.request(method, path, timeout=timeout)
+            response.raise_for_status()
+            return response.json()
+
     async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
         body = await self.get_json(path, what=what, params=params)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -365,14 +364,3 @@ class LogsAPI(JobsAPI, NodesAPI):
                         text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
         return bytes(new + pending)
-
-    async def log_tail(self, selector: Mapping[str, str], *, lines: int) -> str:
-        """Last ``lines`` of one log through /api/v0/logs/file (``selector``: actor_id [+ suffix], or node_id +
-        filename). Small on purpose: the general tail_logs tool is built elsewhere on the same endpoint and can
-        absorb this."""
-        params = {**selector, "lines": str(lines), "filter_ansi_code": "true"}
-        what = f"the log {dict(selector)} (/api/v0/logs/file)"
-        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
-            response = await self._http.get("/api/v0/logs/file", params=params)
-            response.raise_for_status()
-            return response.text

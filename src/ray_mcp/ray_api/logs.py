@@ -84,6 +84,22 @@ class LogSource:
     hint: str = field(default="")
 
 
+def _std(
+    suffix: str,
+    params: dict[str, str],
+    what: str,
+    node_id: str | None,
+    stem: str,
+    hint: str,
+    filename_note: str = "",
+) -> LogSource:
+    """The stdout or stderr (``suffix`` out or err) of a worker's log, for an actor, a task or a pid."""
+    return LogSource(
+        params={**params, "suffix": suffix}, source=f"std{suffix} of {what}", node_id=node_id,
+        filename=f"{stem}.{suffix}{filename_note}", stream=suffix, hint=hint,
+    )  # fmt: skip
+
+
 def _compile_grep(grep: str) -> re.Pattern[str]:
     try:
         return re.compile(grep, re.MULTILINE)
@@ -118,16 +134,10 @@ class LogsAPI(JobsAPI, NodesAPI):
                 raise NotFound(f"No actor {actor_id!r} in the cluster at {self.dashboard_url}. {_ACTOR_HINT}")
             desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
             return [
-                LogSource(
-                    params={"actor_id": actor_id, "suffix": sfx},
-                    source=f"std{sfx} of {desc}, worker pid {actor.get('pid')}",
-                    node_id=actor.get("node_id"),
-                    filename=f"worker-*-{actor.get('pid')}.{sfx}",
-                    stream=sfx,
-                    hint=_ACTOR_HINT,
-                )
+                _std(sfx, {"actor_id": actor_id}, f"{desc}, worker pid {actor.get('pid')}", actor.get("node_id"),
+                     f"worker-*-{actor.get('pid')}", _ACTOR_HINT)
                 for sfx in suffixes
-            ]
+            ]  # fmt: skip
         if kind == "task_id":
             task_id = str(target.task_id)
             task = await self._one_state("tasks", "task_id", task_id, attempt=target.attempt)
@@ -137,30 +147,19 @@ class LogsAPI(JobsAPI, NodesAPI):
                     f"{_TASK_HINT}"
                 )
             return [
-                LogSource(
-                    params={"task_id": task_id, "attempt_number": str(target.attempt), "suffix": sfx},
-                    source=f"std{sfx} of task {task_id} attempt {target.attempt} ({task.get('name')})",
-                    node_id=task.get("node_id"),
-                    filename=f"worker-*.{sfx} (the task's byte range)",
-                    stream=sfx,
-                    hint=_TASK_HINT,
-                )
+                _std(sfx, {"task_id": task_id, "attempt_number": str(target.attempt)},
+                     f"task {task_id} attempt {target.attempt} ({task.get('name')})", task.get("node_id"),
+                     "worker-*", _TASK_HINT, filename_note=" (the task's byte range)")
                 for sfx in suffixes
-            ]
+            ]  # fmt: skip
         node_id = await self._resolve_node(str(target.node))
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [
-                LogSource(
-                    params={"node_id": node_id, "pid": str(target.pid), "suffix": sfx},
-                    source=f"std{sfx} of worker pid {target.pid}",
-                    node_id=node_id,
-                    filename=f"worker-*-{target.pid}.{sfx}",
-                    stream=sfx,
-                    hint=hint,
-                )
+                _std(sfx, {"node_id": node_id, "pid": str(target.pid)}, f"worker pid {target.pid}", node_id,
+                     f"worker-*-{target.pid}", hint)
                 for sfx in suffixes
-            ]
+            ]  # fmt: skip
         filename = str(target.filename)
         return [
             LogSource(

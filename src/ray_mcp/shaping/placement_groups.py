@@ -48,6 +48,22 @@ def _no_node_text(label: str, bundle: Mapping[str, float], missing: tuple[str, f
     return f"{label} wants {format_shape(bundle)} and no node has {more}"
 
 
+def _strict_pack(
+    bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]], *, free: bool
+) -> str | None:
+    """Why all the bundles together fit on none of ``nodes`` (totals, or what is free now); None if they do."""
+    merged = _merge(bundles)
+    missing = _missing(merged, nodes)
+    if missing is None:
+        return None
+    label = (
+        f"STRICT_PACK (all {len(bundles)} bundles on one node):"
+        if free
+        else (f"STRICT_PACK puts all {len(bundles)} bundles on one node:")
+    )
+    return _no_node_text(label, merged, missing, free=free)
+
+
 def _never_fits(
     bundles: Sequence[Mapping[str, float]], strategy: str | None, nodes: list[NodeCapacity], ray_says: str
 ) -> str | None:
@@ -63,16 +79,8 @@ def _never_fits(
             f"STRICT_SPREAD puts each of its {len(bundles)} bundles on a different node and only "
             f"{len(nodes)} node(s) are alive" + ray_says
         )
-    if strategy == "STRICT_PACK":
-        merged = _merge(bundles)
-        missing = _missing(merged, totals)
-        if missing:
-            return (
-                _no_node_text(
-                    f"STRICT_PACK puts all {len(bundles)} bundles on one node:", merged, missing, free=False
-                )
-                + ray_says
-            )
+    if strategy == "STRICT_PACK" and (why := _strict_pack(bundles, totals, free=False)):
+        return why + ray_says
     return None
 
 
@@ -83,16 +91,9 @@ def _busy(
     frees = [n.available for n in nodes]
     # 2. It fits the cluster's shape; what is in use now?
     if strategy == "STRICT_PACK":
-        merged = _merge(bundles)
-        missing = _missing(merged, frees)
-        if missing:
-            return (
-                _no_node_text(
-                    f"STRICT_PACK (all {len(bundles)} bundles on one node):", merged, missing, free=True
-                )
-                + "; it waits for resources held by other tasks, actors or placement groups"
-                + ray_says
-            )
+        why = _strict_pack(bundles, frees, free=True)
+        if why:
+            return why + "; it waits for resources held by other tasks, actors or placement groups" + ray_says
     elif strategy == "STRICT_SPREAD":
         for i, bundle in enumerate(bundles):
             room = sum(1 for free in frees if fits(bundle, free))

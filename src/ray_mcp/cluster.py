@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
 from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
+from ray_mcp.ray_api.gcs import GcsLookup
 from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
 
 if TYPE_CHECKING:
@@ -314,9 +315,7 @@ class Resolved:
 class ClusterManager:
     """Resolves the configured address once (in the background) and owns the embedded cluster, if any."""
 
-    def __init__(
-        self, settings: Settings, gcs_lookup: Callable[[str, float], str | None] | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, gcs_lookup: GcsLookup | None = None) -> None:
         self.settings = settings
         self._gcs_lookup = gcs_lookup
         self._task: asyncio.Task[Resolved] | None = None
@@ -362,7 +361,7 @@ class ClusterManager:
             gcs = address.original if address.port else f"{address.host}:6379"
             try:
                 url = await asyncio.wait_for(
-                    asyncio.to_thread(self._gcs_lookup, gcs, self.settings.request_timeout_s),
+                    asyncio.to_thread(self._gcs_lookup.dashboard_of, gcs, self.settings.request_timeout_s),
                     self.settings.request_timeout_s + 2,
                 )
             except Exception as exc:  # Ray raises a variety of RPC errors here

@@ -7,7 +7,6 @@ middleware sets ``CURRENT_CLUSTER`` for the call, and ``App.api()`` returns the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,7 @@ from mcp.server.mcpserver import Context
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,12 +35,13 @@ class Connection:
         settings: Settings,
         *,
         http_transport: httpx.AsyncBaseTransport | None,
-        gcs_lookup: Callable[[str, float], str | None] | None,
+        gcs_lookup: GcsLookup | None,
     ) -> None:
         self.name = name
         self.settings = settings
         self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
         self._http_transport = http_transport
+        self._gcs_lookup = gcs_lookup
         self._api: RayAPI | None = None
         self._lock = asyncio.Lock()
 
@@ -63,6 +63,7 @@ class Connection:
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,
+                gcs_lookup=self._gcs_lookup,
             )
         return self._api
 
@@ -81,7 +82,7 @@ class App:
         settings: Settings,
         *,
         http_transport: httpx.AsyncBaseTransport | None = None,
-        gcs_lookup: Callable[[str, float], str | None] | None = dashboard_url_from_gcs,
+        gcs_lookup: GcsLookup | None = GCS_LOOKUP,
     ) -> None:
         self.settings = settings
         per_cluster = settings.cluster_settings() or {DEFAULT_CLUSTER: settings}

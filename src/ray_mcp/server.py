@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -165,7 +165,7 @@ def build_server(
     settings: Settings | None = None,
     *,
     http_transport: httpx.AsyncBaseTransport | None = None,
-    gcs_lookup: Callable[[str, float], str | None] | None = dashboard_url_from_gcs,
+    gcs_lookup: GcsLookup | None = GCS_LOOKUP,
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()

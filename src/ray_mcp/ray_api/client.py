@@ -45,10 +45,12 @@ class RayClient:
         verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
         gcs_address: str | None = None,
+        gcs_lookup: gcs.GcsLookup | None = gcs.GCS_LOOKUP,
     ) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
         self._gcs_channel: Any = None
+        self._gcs_lookup = gcs_lookup
         self.timeout_s = timeout_s
         self.source = source
         # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
@@ -196,9 +198,9 @@ class RayClient:
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once). Finds the GCS if we were only given the dashboard."""
         if self._gcs_channel is None:
-            address = self.gcs_address or gcs.find_gcs_for_dashboard(
-                self.dashboard_url, min(self.timeout_s, 3.0)
-            )
+            address = self.gcs_address
+            if address is None and self._gcs_lookup is not None:
+                address = self._gcs_lookup.gcs_of(self.dashboard_url, min(self.timeout_s, 3.0))
             if address is None:
                 raise ClusterUnavailable(
                     f"Cannot find the GCS of the cluster whose dashboard is {self.dashboard_url}: this call needs it. "

@@ -37,7 +37,7 @@ async def test_a_recorded_failure_is_diagnosed_from_the_recording_alone_in_well_
 
 
 async def test_a_driver_exception_is_the_verdict_with_its_message_and_line() -> None:
-    diagnosis, text, _ = await diagnose("driver_exception")
+    diagnosis, _, _ = await diagnose("driver_exception")
     top = diagnosis.findings[0]
     assert top.kind == "driver_exception"
     assert "ValueError" in top.title and "learning rate 0.1 is too high" in top.title
@@ -77,7 +77,7 @@ async def test_cluster_health_over_a_recorded_cluster_names_the_failed_jobs_and_
 
 
 async def test_a_request_the_recording_does_not_hold_fails_the_call_clearly() -> None:
-    server, replay, recording = replayed_server("driver_exception")
+    server, replay, _ = replayed_server("driver_exception")
     async with Client(server) as client:
         result = await client.call_tool("get_job", {"job": "raysubmit_not_recorded"})
     await server.app.aclose()

@@ -88,7 +88,41 @@ JOB_CAUSE_HEAD_CHARS = 120  # the head of a failed job's message, when it has no
 TRACEBACK_LINES = 24  # lines of the excerpt of a traceback
 ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
 
+# -- job_topology -------------------------------------------------------------------------------------------
+
+TOPOLOGY_ACTORS = 1000  # actors in the structured answer (counts stay exact)
+TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
+TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
+TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call
+TOPOLOGY_BUNDLES_PER_GROUP = 1000
+TOPOLOGY_NODES = 200
+TOPOLOGY_GAPS = 100  # gaps in the structured answer
+TOPOLOGY_TEXT_GAPS = 15  # gaps in the text answer
+TOPOLOGY_TEXT_BYTES = 12 * 1024  # the text tree is cut here (64 ranks on 8 nodes take ~3.6 KB)
+TOPOLOGY_IDLE_GPU_NODES = 5  # GPU nodes without an actor of the job, named one by one
+TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked up (one request each)
+TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
+DEATH_CHARS = 200  # a dead rank's cause in a gap
+
+# -- Ray Train (list_train_runs, get_train_run) -------------------------------------------------------------
+
+DEFAULT_TRAIN_RUNS = 20
+MAX_TRAIN_RUNS = 200
+TRAIN_ERROR_CHARS = 1500  # one group of ranks' error snippet
+TRAIN_ERROR_LINES = 12  # of which the text answer shows the last lines
+TRAIN_METRICS_SHOWN = 12  # metrics of the latest checkpoint
+TRAIN_SNAPSHOT_BYTES = 1_048_576  # the checkpoint manager snapshot read from local storage, at most
+
 # -- the live API reference ----------------------------------------------------------------------------------
 
 API_DOC_CHARS = 12_000
 API_MEMBERS_SHOWN = 60
+
+# -- confirmations and uploads -------------------------------------------------------------------------------
+
+CONFIRM_TOKEN_TTL_S = (
+    300.0  # a destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s)
+)
+MAX_UPLOAD_ENTRIES = (
+    100_000  # files and directories walked in one local upload (working_dir...) before refusing
+)

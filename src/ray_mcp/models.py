@@ -461,15 +461,23 @@ class JobDiagnosis(BaseModel):
     status: str
     error_type: str | None = None
     driver_exit_code: int | None = None
-    verdict: str = Field(description="The most likely root cause, in one line.")
+    verdict: str = Field(
+        description="The most likely root cause, in one line (Unknown: ... if none was found "
+        "and some evidence could not be read)."
+    )
     findings: list[Finding]
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+    unchecked: list[str] = Field(default_factory=list, description="Evidence that could not be read.")
 
 
 class ClusterHealth(BaseModel):
-    healthy: bool
+    status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = Field(
+        description="UNKNOWN: nothing serious found, but some check could not run (see unchecked and notes)."
+    )
+    healthy: bool = Field(description="True only if every check ran and found nothing serious.")
     verdict: str
     dashboard_url: str
     findings: list[Finding]
     checked: list[str] = Field(description="What was looked at.")
+    unchecked: list[str] = Field(default_factory=list, description="Checks that could not run.")
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")

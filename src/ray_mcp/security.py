@@ -6,7 +6,8 @@ Anyone who reaches a Ray dashboard can run code on the cluster. ray-mcp must not
   read tools, and destructive tools are listed only with ``--allow-destructive``;
 * every tool result, resource and prompt passes through redaction (env_vars values, secret-looking fields
   and log lines become ``***``);
-* every write or destructive call leaves one JSON line in the audit log (stderr, or ``--audit-log``);
+* every write or destructive call leaves JSON lines in the audit log (stderr, or ``--audit-log``): one
+  written before it runs (if that fails, the call is refused unrun) and one with its outcome;
 * the HTTP transports check a bearer token in constant time, and reject foreign Origins (DNS rebinding).
 """
 
@@ -15,21 +16,29 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
+import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
+import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ray_mcp.redaction import redact, redact_text
+
+log = logging.getLogger("ray_mcp.security")
 
 ToolKind = Literal["read", "write", "destructive"]
 
@@ -73,19 +82,46 @@ def _redact_result(result: HandlerResult) -> HandlerResult:
     return redact(result)
 
 
+class AuditLogUnwritable(ValueError):
+    """The audit log cannot be written: ray-mcp refuses to start, or refuses the call (fail closed)."""
+
+
 class Auditor:
-    """Writes one JSON line per write or destructive call: time, tool, target, outcome; never secrets."""
+    """Writes JSON lines for each write or destructive call: time, tool, target, outcome; never secrets.
+
+    Fail closed: ``check`` at startup (the server refuses to start on an unwritable ``--audit-log``), and a
+    ``started`` line is written before each call runs; if that write fails, the call is refused unrun.
+    Lines are written whole under a lock, from worker threads (a slow disk never blocks the event loop).
+    """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise AuditLogUnwritable unless the audit log can be appended to (created if missing)."""
+        if self.path is None:
+            return
+        try:
+            with open(self.path, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise AuditLogUnwritable(
+                f"cannot write the audit log {self.path} ({exc.strerror or exc}); fix its directory or "
+                "permissions, or pass another --audit-log (RAY_MCP_AUDIT_LOG)"
+            ) from exc
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append one line; raises OSError if it could not be written in full."""
         line = json.dumps(record, sort_keys=True, default=str)
-        if self.path is None:
-            print(line, file=sys.stderr, flush=True)
-            return
-        with open(self.path, "a", encoding="utf-8") as out:
-            out.write(line + "\n")
+        with self._lock:
+            if self.path is None:
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+                return
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(line + "\n")
+                out.flush()
 
 
 def audit_target(arguments: dict[str, Any]) -> str | None:
@@ -108,6 +144,23 @@ def call_outcome(result: HandlerResult) -> str:
     return "declined" if any(t.startswith("Not done (") for t in texts) else "ok"
 
 
+class AuditNotes:
+    """What a tool learns while it runs that the audit line must name (the apps a replace deletes)."""
+
+    def __init__(self) -> None:
+        self.target: str | None = None
+
+
+AUDIT_NOTES: ContextVar[AuditNotes | None] = ContextVar("ray_mcp_audit_notes", default=None)
+
+
+def note_audit_target(target: str) -> None:
+    """Name the call's real target in its audit line (called from inside a write or destructive tool)."""
+    notes = AUDIT_NOTES.get()
+    if notes is not None:
+        notes.target = target
+
+
 class SafetyMiddleware(ServerMiddleware[Any]):
     """Redacts every tool result, resource read and prompt; audits write and destructive tool calls."""
 
@@ -128,11 +181,30 @@ class SafetyMiddleware(ServerMiddleware[Any]):
         record: dict[str, Any] = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "event": "ray-mcp.audit",
+            "call": secrets.token_hex(8),  # pairs the "started" line with the outcome line
             "tool": name,
             "kind": kind,
             "target": audit_target(arguments),
         }
+        try:  # write-ahead: no audit line, no action
+            await anyio.to_thread.run_sync(self._auditor.write, {**record, "outcome": "started"})
+        except OSError as exc:
+            log.error("ray-mcp: refused %s: the audit log cannot be written: %s", name, exc)
+            where = self._auditor.path or "stderr"
+            return CallToolResult(
+                content=[
+                    TextContent(
+                        type="text",
+                        text=f"Refused, nothing was done: {name} could not be recorded in the audit log "
+                        f"({where}: {exc.strerror or exc}). Every write or destructive call is audited before "
+                        "it runs. Ask the operator to fix the audit log (--audit-log); do not retry until then.",
+                    )
+                ],
+                is_error=True,
+            )
         started = time.monotonic()
+        notes = AuditNotes()
+        token = AUDIT_NOTES.set(notes)
         try:
             result = await call_next(ctx)
         except BaseException as exc:
@@ -142,8 +214,16 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             record["outcome"] = call_outcome(result)
             return _redact_result(result)
         finally:
+            AUDIT_NOTES.reset(token)
+            if notes.target is not None:
+                record["target"] = redact_text(notes.target[:2000])
+            record["time"] = datetime.now(UTC).isoformat(timespec="milliseconds")
             record["duration_ms"] = round((time.monotonic() - started) * 1000)
-            self._auditor.write(record)
+            try:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._auditor.write, record)
+            except OSError as exc:  # the action already ran: say so loudly, keep its result
+                log.error("ray-mcp: %s ran but its audit line could not be written: %s", name, exc)
 
 
 # -- HTTP transports -------------------------------------------------------------------------------------

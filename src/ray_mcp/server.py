@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
 from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
+from ray_mcp.errors import unexpected_failure
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
@@ -32,6 +34,8 @@ from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
 from ray_mcp.tools import tasks as task_tools
+from ray_mcp.tools import topology as topology_tools
+from ray_mcp.tools import train as train_tools
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
@@ -77,6 +81,16 @@ class RayMCPServer(MCPServer[App]):
             fn = with_cluster_argument(fn, list(self.app.connections))
         super().add_tool(fn, name, *args, **kwargs)
         publish_compact(self._tool_manager.get_tool(tool_name))
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """MCPServer's, with the last-resort mapping: a failure that is not one of ours (``UnexpectedToolError``:
+        the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            raise unexpected_failure(name, exc) from exc
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -169,6 +183,8 @@ def build_server(
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
+    auditor = Auditor(settings.audit_log)
+    auditor.check()  # fail closed: an audit log that cannot be written means no server (AuditLogUnwritable)
     app = App(settings, http_transport=http_transport, gcs_lookup=gcs_lookup)
     kinds: dict[str, ToolKind] = {}
 
@@ -185,7 +201,7 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[
-            SafetyMiddleware(lambda: kinds, Auditor(settings.audit_log)),
+            SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
         ],
     )
@@ -202,6 +218,8 @@ def build_server(
         node_tools,
         task_tools,
         serve_tools,
+        topology_tools,
+        train_tools,
     ):
         area.register(server)
     resources.register(server)

@@ -3,6 +3,7 @@ reasoning over it lives beside (job.py, health.py) and talks to no cluster."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -18,14 +19,24 @@ from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping import diagnosis as answers
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info
 
+log = logging.getLogger("ray_mcp.diagnosis")
 
-async def optional(awaitable: Awaitable[Any], notes: list[str], what: str) -> Any:
-    """One piece of evidence: a failure to get it becomes a note, not an error of the whole diagnosis."""
+
+async def optional(
+    awaitable: Awaitable[Any], notes: list[str], what: str, missed: list[str] | None = None
+) -> Any:
+    """One piece of evidence: a failure to get it becomes a note (and an entry of ``missed``), not an error of
+    the whole diagnosis. A check that could not run is never taken for a clean one: the verdict says UNKNOWN."""
     try:
         return await awaitable
     except RayMCPError as exc:
         notes.append(f"Could not check {what}: {first_sentence(str(exc))}")
-        return None
+    except Exception as exc:  # a bug in one check must not hide the others; its traceback goes to stderr
+        log.error("ray-mcp: checking %s failed with an unexpected %s", what, type(exc).__name__, exc_info=exc)
+        notes.append(f"Could not check {what}: unexpected {type(exc).__name__} in ray-mcp (see its log).")
+    if missed is not None:
+        missed.append(what)
+    return None
 
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
@@ -33,23 +44,24 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     details = await api.job_details(job)
     info = job_info(details, time.time())
     notes: list[str] = []
+    missed: list[str] = []
     job_id = info.job_id
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status = await gather(
         optional(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
-                       notes, "the driver log"),
+                       notes, "the driver log", missed),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
-                       notes, "the job's dead actors") if by_job else nothing(),
+                       notes, "the job's dead actors", missed) if by_job else nothing(),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
-                                        detail=True, notes=[]), notes, "the job's pending actors") if by_job else nothing(),
+                                        detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
         optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
-                                        detail=True, notes=[]), notes, "the job's supervisor") if sid else nothing(),
-        optional(api.summarize_tasks(filters=list(by_job)), notes, "the job's failed tasks") if by_job else nothing(),
+                                        detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
+        optional(api.summarize_tasks(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
         optional(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
-                       notes, "the job's placement groups") if job_id else nothing(),
-        optional(api.node_capacities(), notes, "the nodes"),
-        optional(api.cluster_status(max_nodes=1), notes, "pending demands")
+                       notes, "the job's placement groups", missed) if job_id else nothing(),
+        optional(api.node_capacities(), notes, "the nodes", missed),
+        optional(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
     )  # fmt: skip
     evidence = job_reasoning.JobEvidence(
@@ -75,26 +87,30 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         if tail is not None:
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
-    return answers.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes)
+    return answers.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes, unchecked=missed)
 
 
 async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
     """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
     notes: list[str] = []
-    checked = ["nodes", "resource demands", "placement groups", "jobs", "actors", "tasks", "Serve"]
+    missed: list[str] = []
+    checks = [
+        "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts",
+        "failed tasks", "placement groups", "Serve",
+    ]  # fmt: skip
     status, jobs, dead, restarting, alive, tasks, pgs, serve = await gather(
-        optional(api.cluster_status(max_nodes=50), notes, "nodes and demands"),
-        optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs"),
+        optional(api.cluster_status(max_nodes=50), notes, "nodes and demands", missed),
+        optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs", missed),
         optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
-                       notes, "dead actors"),
+                       notes, "dead actors", missed),
         optional(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
-                       notes, "restarting actors"),
+                       notes, "restarting actors", missed),
         optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
-                       notes, "actor restarts"),
-        optional(api.summarize_tasks(filters=[]), notes, "failed tasks"),
+                       notes, "actor restarts", missed),
+        optional(api.summarize_tasks(filters=[]), notes, "failed tasks", missed),
         optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
-                       "placement groups"),
-        optional(api.serve_status(app=None, log_lines=5), notes, "Serve"),
+                       "placement groups", missed),
+        optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
     )  # fmt: skip
     recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
     failed_jobs = await gather(
@@ -113,7 +129,10 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         pending_pgs_total=pgs.matched if pgs else 0,
     )
     findings = health_reasoning.cluster_health(evidence)
-    return answers.cluster_health(api.dashboard_url, findings, checked, notes, max_bytes=max_bytes)
+    checked = [c for c in checks if c not in missed]
+    return answers.cluster_health(
+        api.dashboard_url, findings, checked, notes, max_bytes=max_bytes, unchecked=missed
+    )
 
 
 def first_sentence(text: str) -> str:

@@ -207,7 +207,9 @@ class RayClient:
                     "Start ray-mcp with the GCS address (--address host:6379)."
                 )
             self.gcs_address = address
-            self._gcs_channel = gcs.open_channel(address)
+            # This cluster's own Authorization (settings.dashboard_request_headers), never the process's token.
+            auth = next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
+            self._gcs_channel = gcs.open_channel(address, auth)
         return self._gcs_channel
 
 

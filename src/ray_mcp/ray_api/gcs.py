@@ -6,28 +6,97 @@ Every function here imports Ray (slow) and blocks: run them in a worker thread. 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import RayRequestFailed
 
+RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
 
-def open_channel(gcs_address: str) -> Any:
-    """A synchronous gRPC channel to the GCS at ``host:port``."""
+
+def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> Any:
+    """A synchronous gRPC channel to the GCS at ``host:port``.
+
+    ``authorization`` is this cluster's own ``Authorization`` value (``Bearer <token>``), or None for none:
+    it rides every call as metadata. Ray's ``init_grpc_channel`` would add this *process's* Ray token to every
+    channel in token mode (RAY_AUTH_MODE=token), so then the channel is built without Ray's interceptor, with
+    the same TLS (RAY_USE_TLS). ``RAY_DEFAULT`` keeps Ray's behaviour (the GCS lookup of a configured address).
+    """
     from ray._private.grpc_utils import init_grpc_channel
 
-    return init_grpc_channel(gcs_address, asynchronous=False)
+    if authorization == RAY_DEFAULT:
+        return init_grpc_channel(gcs_address, asynchronous=False)
+    import grpc
+    from ray._private.authentication import authentication_utils
+
+    if authentication_utils.is_token_auth_enabled():
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            from ray._common.tls_utils import load_certs_from_env
+
+            chain, key, ca = load_certs_from_env()
+            tls = grpc.ssl_channel_credentials(certificate_chain=chain, private_key=key, root_certificates=ca)
+            channel = grpc.secure_channel(gcs_address, tls)
+        else:
+            channel = grpc.insecure_channel(gcs_address)
+    else:
+        channel = init_grpc_channel(gcs_address, asynchronous=False)
+    if authorization:
+        channel = grpc.intercept_channel(channel, _metadata_interceptor(("authorization", authorization)))
+    return channel
 
 
-def reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
+def _metadata_interceptor(*pairs: tuple[str, str]) -> Any:
+    """A gRPC client interceptor that adds ``pairs`` to the metadata of every call."""
+    import collections
+
+    import grpc
+
+    class Details(
+        collections.namedtuple(
+            "Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+        ),
+        grpc.ClientCallDetails,
+    ):
+        pass
+
+    class AddMetadata(
+        grpc.UnaryUnaryClientInterceptor,
+        grpc.UnaryStreamClientInterceptor,
+        grpc.StreamUnaryClientInterceptor,
+        grpc.StreamStreamClientInterceptor,
+    ):
+        def _details(self, d: Any) -> Any:
+            metadata = [*(d.metadata or []), *pairs]
+            return Details(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready, d.compression)
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+            return continuation(self._details(details), requests)
+
+        def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+            return continuation(self._details(details), requests)
+
+    return AddMetadata()
+
+
+def reported_dashboard(
+    gcs_address: str, timeout_s: float, authorization: str | None = RAY_DEFAULT
+) -> str | None:
     """Where the GCS says its dashboard listens (Ray records it in its internal KV), as a URL; None if the GCS
-    does not answer or has no dashboard."""
+    does not answer or has no dashboard. ``authorization``: see open_channel."""
     import grpc
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
-    channel = open_channel(gcs_address)
+    channel = open_channel(gcs_address, authorization)
     try:
         stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
         kv_get = gcs_service_pb2.InternalKVGetRequest  # type: ignore[attr-defined]
@@ -59,13 +128,22 @@ def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
 class GcsLookup:
     """The two questions ray-mcp asks about GCSes: where a GCS's dashboard is (to resolve a GCS address), and
     which GCS serves a dashboard (for the gRPC calls, when only the dashboard was given). build_server takes
-    another one, or None for a server that never looks for a GCS (tests replaying recorded answers)."""
+    another one, or None for a server that never looks for a GCS (tests replaying recorded answers).
+
+    ``authorization`` is the cluster's own credentials (see open_channel); each connection asks with its own.
+    """
+
+    authorization: str | None = RAY_DEFAULT
+
+    def with_authorization(self, authorization: str | None) -> GcsLookup:
+        return replace(self, authorization=authorization)
 
     def dashboard_of(self, gcs_address: str, timeout_s: float) -> str | None:
-        return reported_dashboard(gcs_address, timeout_s)
+        return reported_dashboard(gcs_address, timeout_s, self.authorization)
 
     def gcs_of(self, dashboard_url: str, timeout_s: float) -> str | None:
         return find_gcs_for_dashboard(dashboard_url, timeout_s)
@@ -111,3 +189,30 @@ def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: boo
         raise RayRequestFailed(
             f"The GCS at {gcs_address} refused to kill actor {actor_id}: {reply.status.message}"
         )
+
+
+def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) -> list[dict[str, Any]]:
+    """One job's actors from the GCS actor table: who owns each (the worker that created it) and the resource
+    ids Ray assigned it (``resource_mapping``: GPU ids, kept after the actor died). The State API has neither."""
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+    request = gcs_service_pb2.GetAllActorInfoRequest(limit=limit)  # type: ignore[attr-defined]
+    request.filters.job_id = bytes.fromhex(job_id)
+    reply = stub.GetAllActorInfo(request, timeout=timeout_s)
+    return [
+        {
+            "actor_id": a.actor_id.hex(),
+            "owner_worker_id": a.owner_address.worker_id.hex(),
+            "worker_id": a.address.worker_id.hex(),
+            "used_resources": {
+                m.name: {
+                    "resourceSlots": [
+                        {"slot": str(r.index), "allocation": r.quantity} for r in m.resource_ids
+                    ]
+                }
+                for m in a.resource_mapping
+            },
+        }
+        for a in reply.actor_table_data
+    ]

@@ -3,13 +3,14 @@
 from typing import Annotated, Literal
 
 from mcp.server.elicitation import ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
+from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import Actor, ActorKill, ActorList
 from ray_mcp.ray_api.ids import check_id
@@ -64,16 +65,23 @@ async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Ac
     return tool_result(actor, render_actor(actor))
 
 
-async def kill_plan(api: Api, actor_id: str, no_restart: bool, force: bool) -> Pending:
+async def kill_plan(ctx: Context, api: Api, actor_id: str, no_restart: bool, force: bool) -> Pending:
     """What kill_actor would do (found before anything changes); a detached actor needs force."""
     actor = await api.get_actor(check_id("actor", actor_id.strip()))
-    target = f"{actor.actor_id} no_restart={no_restart}"
+    # The actor's incarnation: a restart gives it a new process (and a restart count), so a token or an answer
+    # for the old one does not kill the new one.
+    instance = f"restarts={actor.restarts} pid={actor.pid} no_restart={no_restart}"
     description = kill_preflight(actor, no_restart=no_restart, force=force)
     noop = description if actor.state == "DEAD" else None
-    return Pending("kill_actor", target, description, subject=actor, noop=noop)
+    app = app_of(ctx)
+    return Pending(
+        "kill_actor", actor.actor_id, description, subject=actor, noop=noop, instance=instance,
+        cluster=await app.cluster_ref(), ttl_s=app.settings.confirm_token_ttl_s,
+    )  # fmt: skip
 
 
 async def kill_actor(
+    ctx: Context,
     api: Api,
     actor_id: ActorId,
     pending: Annotated[Pending, Resolve(kill_plan)],
@@ -96,6 +104,7 @@ async def kill_actor(
     actor: Actor = pending.subject
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:
+        confirmation.ensure_unchanged(pending, await kill_plan(ctx, api, actor_id, no_restart, force))
         result = await api.kill_actor_and_wait(actor, no_restart=no_restart)
     else:
         result = ActorKill(

@@ -10,6 +10,7 @@ from pydantic import Field, WithJsonSchema
 
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
+from ray_mcp.context import app_of
 from ray_mcp.limits import (
     DEFAULT_JOBS_LIMIT,
     DEFAULT_WAIT_S,
@@ -34,6 +35,7 @@ RuntimeEnvArg = Annotated[
 
 
 async def submit_job(
+    ctx: Context,
     api: Api,
     entrypoint: Annotated[
         str, Field(description="The shell command to run, e.g. 'python train.py --lr 3e-4'.")
@@ -58,7 +60,8 @@ async def submit_job(
 ) -> Annotated[CallToolResult, JobSubmitted]:
     """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
 
-    A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded.
+    A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded,
+    only from under the server's upload roots (--upload-root; over HTTP none unless the operator names one).
     The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
     job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
     """
@@ -66,6 +69,7 @@ async def submit_job(
         entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
         entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
         entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
+        upload_roots=app_of(ctx).upload_roots,
     )  # fmt: skip
     uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
     text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
@@ -133,18 +137,19 @@ async def stop_job(api: Api, job: Job) -> Annotated[CallToolResult, JobChange]:
     return tool_result(result, result.message)
 
 
-async def delete_plan(api: Api, job: str) -> Pending:
+async def delete_plan(ctx: Context, api: Api, job: str) -> Pending:
     """What delete_job would delete (found before anything changes); only an ended job may be deleted."""
-    info = await api.deletable_job(job)
+    info, instance = await api.deletable_job(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
+    started = f"started {info.start_time}, " if info.start_time else ""
     entrypoint = info.entrypoint[:ENTRYPOINT_IN_QUESTION_CHARS]
+    what = f"delete job {sid} ({job_id}{info.status}, {started}entrypoint {entrypoint!r})"
+    app = app_of(ctx)
     return Pending(
-        "delete_job",
-        sid,
-        f"delete job {sid} ({job_id}{info.status}, entrypoint {entrypoint!r})",
-        subject=info,
-    )
+        "delete_job", sid, what, subject=info, instance=instance, cluster=await app.cluster_ref(),
+        ttl_s=app.settings.confirm_token_ttl_s,
+    )  # fmt: skip
 
 
 async def delete_job(
@@ -162,7 +167,7 @@ async def delete_job(
     """
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:
-        result = await api.delete_job(pending.target)
+        result = await api.delete_job(pending.target, instance=pending.instance)
     else:
         result = JobChange(
             job=pending.target, action="delete", done=False, status=pending.subject.status,

@@ -46,6 +46,11 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument(
+        "--stack-source",
+        choices=["auto", "dashboard", "py-spy"],
+        help="Where stack_traces and cpu_profile read stacks (default auto: the dashboard, else local py-spy).",
+    )
+    parser.add_argument(
         "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
     )
     safety = parser.add_argument_group("safety")

@@ -186,6 +186,9 @@ class LocalHead:
         cmd = self.command()
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # The dashboard's profiling routes (/worker/traceback, /worker/cpu_profile) that stack_traces and
+        # cpu_profile read: off by default in Ray, on in every head ray-mcp starts (extra_env may turn it off).
+        env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
         env.update(self.extra_env)
         # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
         # environment first, so that they run with the same Python and Ray as the head.

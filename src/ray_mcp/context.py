@@ -17,6 +17,7 @@ from ray_mcp.confirm import ClusterRef
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.redaction import SECRETS, credential_values
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
@@ -65,15 +66,19 @@ class Connection:
             if self._api is not None:
                 await self._api.aclose()
             s = self.settings
+            headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
+            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
                 source=resolved.source,
-                headers=s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES),
+                headers=headers,
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,
                 gcs_lookup=self._gcs_lookup,
+                stack_source=s.stack_source,
+                py_spy=s.py_spy,
             )
         return self._api
 

@@ -174,6 +174,8 @@ def _map_job_sdk_failure(exc: RuntimeError | OSError, url: str, what: str) -> No
 
 def log_request_failed(url: str, status: int, body: str, *, what: str, not_found_hint: str) -> RayMCPError:
     """The error for a failed ``/api/v0/logs/...`` request. The endpoint answers 500 with a text body."""
+    if status in (401, 403, 407):  # the body may echo the credentials: never quoted
+        return auth_refused(url, what, status)
     text = _clean(body)
     if "Agent for node id" in text or "Cannot find matching node_id" in text:
         return NotFound(f"No such node for {what}: {text}. Call cluster_status to see the node ids and IPs.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -23,6 +24,7 @@ from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -33,6 +35,7 @@ from ray_mcp.tools import logs as logs_tools
 from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import stacks as stack_tools
 from ray_mcp.tools import tasks as task_tools
 from ray_mcp.tools import topology as topology_tools
 from ray_mcp.tools import train as train_tools
@@ -113,8 +116,9 @@ class RayMCPServer(MCPServer[App]):
 def publish_compact(tool: Tool | None) -> None:
     """Publish the tool with a dedented description and compact schemas (see schemas.py).
 
-    The output model is dropped after its schema is taken: each tool builds its structured content from
-    that model already, so the SDK's second validation of every result only cost time.
+    A tool that returns a ``CallToolResult`` built from its model (``Annotated[CallToolResult, Model]``) has
+    its output model dropped once the schema is taken: the SDK would only validate that result a second time.
+    A tool that returns the model itself keeps it, since the SDK builds the structured content from it.
     """
     if tool is None:  # pragma: no cover - add_tool always registers
         return
@@ -123,8 +127,19 @@ def publish_compact(tool: Tool | None) -> None:
     metadata = tool.fn_metadata
     if metadata.output_schema is not None:
         metadata.output_schema = schemas.compact_output(metadata.output_schema)
-        metadata.output_model = None
+        if _returns_call_tool_result(tool.fn):
+            metadata.output_model = None
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
+
+
+def _returns_call_tool_result(fn: Callable[..., Any]) -> bool:
+    try:
+        returned = typing.get_type_hints(inspect.unwrap(fn), include_extras=True).get("return")
+    except Exception:  # an annotation that does not resolve: keep the SDK's validation
+        return False
+    if typing.get_origin(returned) is Annotated:
+        returned = typing.get_args(returned)[0]
+    return returned is CallToolResult
 
 
 def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
@@ -183,9 +198,12 @@ def build_server(
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
+    install_log_redaction()  # the server's own logs and tracebacks never show a secret it knows of
     auditor = Auditor(settings.audit_log)
     auditor.check()  # fail closed: an audit log that cannot be written means no server (AuditLogUnwritable)
     app = App(settings, http_transport=http_transport, gcs_lookup=gcs_lookup)
+    for connection in app.connections.values():
+        remember_settings_secrets(connection.settings)
     kinds: dict[str, ToolKind] = {}
 
     @asynccontextmanager
@@ -220,6 +238,7 @@ def build_server(
         serve_tools,
         topology_tools,
         train_tools,
+        stack_tools,
     ):
         area.register(server)
     resources.register(server)

@@ -111,6 +111,18 @@ class Settings(BaseSettings):
     )
     dashboard_ca_file: Path | None = Field(default=None, description="CA bundle for an https dashboard.")
 
+    # -- stacks and profiles (stack_traces, cpu_profile) --------------------------------------------------
+    stack_source: Literal["auto", "dashboard", "py-spy"] = Field(
+        default="auto",
+        description="Where stacks and CPU profiles come from: auto (the dashboard's profiling routes when the "
+        "head runs with RAY_DASHBOARD_ENABLE_PROFILING=1, else py-spy here for processes on this host), "
+        "dashboard only, or py-spy (local) only.",
+    )
+    py_spy: str | None = Field(
+        default=None,
+        description="Path of py-spy (default: beside this Python, then the PATH).",
+    )
+
     credentials_from_entry: bool = Field(
         default=False,
         exclude=True,

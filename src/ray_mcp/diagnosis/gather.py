@@ -9,8 +9,10 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.diagnosis import hang
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
+from ray_mcp.diagnosis.findings import rank
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
 from ray_mcp.ray_api import RayAPI
@@ -57,7 +59,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
                                         detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
         optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
                                         detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
-        optional(api.summarize_tasks(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
+        optional(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
         optional(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
                        notes, "the job's placement groups", missed) if job_id else nothing(),
         optional(api.node_capacities(), notes, "the nodes", missed),
@@ -72,7 +74,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         dead_actors_total=dead.matched if dead else 0,
         pending_actors=list(pending.actors) if pending else [],
         supervisor=supervisor.actors[0] if supervisor and supervisor.actors else None,
-        failed_tasks=list(tasks.failed_by_error) if tasks else [],
+        failed_tasks=list(tasks or []),
         pending_pgs=list(pgs.placement_groups) if pgs else [],
         node_totals=[dict(c.total) for c in capacities[1]] if capacities else [],
         infeasible_demands=[d for d in status.pending_demands if d.infeasible] if status else [],
@@ -87,6 +89,10 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         if tail is not None:
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
+    # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
+    stall = await optional(hang.gather(api, details), notes, "the job's progress", missed)
+    if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
+        findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
     return answers.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes, unchecked=missed)
 
 
@@ -107,7 +113,7 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
                        notes, "restarting actors", missed),
         optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
                        notes, "actor restarts", missed),
-        optional(api.summarize_tasks(filters=[]), notes, "failed tasks", missed),
+        optional(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
         optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                        "placement groups", missed),
         optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
@@ -123,7 +129,7 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         dead_actors=list(dead.actors) if dead else [],
         dead_actors_total=dead.matched if dead else 0,
         restarting=[*(restarting.actors if restarting else []), *looping],
-        task_errors=list(tasks.failed_by_error) if tasks else [],
+        task_errors=list(tasks or []),
         serve=serve if serve is not None and serve.running else None,
         pending_pgs=list(pgs.placement_groups) if pgs else [],
         pending_pgs_total=pgs.matched if pgs else 0,

@@ -173,6 +173,16 @@ def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]
     ]
 
 
+def stored_task_count(channel: Any, timeout_s: float) -> int:
+    """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does
+    not say how many it left out; the GCS's own count does."""
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.TaskInfoGcsServiceStub(channel)
+    reply = stub.GetTaskEvents(gcs_service_pb2.GetTaskEventsRequest(limit=1), timeout=timeout_s)  # type: ignore[attr-defined]
+    return int(reply.num_total_stored)
+
+
 def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: bool, timeout_s: float) -> None:
     """Force-kill an actor (KillActorViaGcs): what ray.kill does, without a driver."""
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc

@@ -27,6 +27,7 @@ from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.ray_api.uploads import confine_uploads
+from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.text import truncate_text
@@ -94,7 +95,9 @@ class JobsAPI(RayClient):
             what=f"the lookup of job {job!r}",
             not_found=_no_job(self.dashboard_url, job),
         )
-        return dict(details)
+        out = dict(details)
+        SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
+        return out
 
     async def job_id_of(self, job: str | None) -> str | None:
         """The hex job id of a job given by job id or submission id, to filter actors, tasks and groups by."""
@@ -172,6 +175,8 @@ class JobsAPI(RayClient):
     ) -> models.JobList:
         jobs = await self.request_json("GET", "/api/jobs/", what="the job list (/api/jobs/)")
         dicts = [dict(j) for j in jobs]
+        for details in dicts:
+            SECRETS.learn_job(details)
         return job_list(
             dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
         )

@@ -20,6 +20,7 @@ from ray_mcp.errors import (
 )
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.logs import LogsAPI, LogSource
+from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.serve import (
     build_serve_status,
     config_without_app,
@@ -39,6 +40,7 @@ class ServeAPI(LogsAPI):
         body = await self.get_json(
             "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
         )  # fmt: skip
+        SECRETS.learn(body)  # the apps' runtime_env env_vars, which their replicas' logs may print
         if not isinstance(body, dict):
             raise RayRequestFailed(
                 f"The Ray dashboard at {self.dashboard_url} answered the Serve status oddly."

@@ -5,7 +5,6 @@ resolution (``Resolve``) fills it before the body runs, so a tool body is only i
 call and one answer.
 """
 
-from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
@@ -15,7 +14,6 @@ from pydantic import Field
 
 from ray_mcp.context import app_of
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.redaction import redact_text
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
@@ -43,12 +41,3 @@ JobFilter = Annotated[
     str | None, Field(description="Only those of this job: a submission id (raysubmit_…) or a job id (hex).")
 ]
 Confirm = Annotated[str | None, Field(description="The token from a first call without it.")]
-
-
-def redacted_progress(ctx: Context) -> Callable[[float, float | None, str | None], Awaitable[None]]:
-    """``ctx.report_progress`` with the message redacted: progress notifications carry log lines too."""
-
-    async def report(progress: float, total: float | None = None, message: str | None = None) -> None:
-        await ctx.report_progress(progress, total, redact_text(message) if message else message)
-
-    return report

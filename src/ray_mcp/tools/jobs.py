@@ -21,7 +21,7 @@ from ray_mcp.limits import (
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, redacted_progress
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
 
 # ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming the
 # field and the fix; the schema still tells the model every field.
@@ -123,7 +123,7 @@ async def wait_for_job(
     not an error: the answer gives the current state and says it timed out, so call it again to keep
     waiting. Use get_job for a single look instead.
     """
-    result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=redacted_progress(ctx))
+    result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
     return tool_result(result, render_wait(result))
 
 

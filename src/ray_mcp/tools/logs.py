@@ -22,7 +22,7 @@ from ray_mcp.models import LogTail
 from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail
-from ray_mcp.tools import READ_ONLY, Api, redacted_progress
+from ray_mcp.tools import READ_ONLY, Api
 
 
 async def log_target(
@@ -97,7 +97,7 @@ async def tail_logs(
     """
     tail = await api.tail_logs(
         target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
-        follow_s=follow_s, on_progress=redacted_progress(ctx),
+        follow_s=follow_s, on_progress=ctx.report_progress,
     )  # fmt: skip
     return tool_result(tail, render_log_tail(tail))
 

@@ -41,6 +41,7 @@ NULLABLE = {
         "tags": {"anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}]},
         "both": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
         "title": {"type": "string", "title": "Title"},
+        "labels": {"anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]},
     },
 }
 
@@ -50,7 +51,7 @@ NULLABLE = {
     [
         {}, {"n": None}, {"n": 3}, {"n": -1}, {"n": "3"}, {"state": None}, {"state": "A"}, {"state": "C"},
         {"tags": None}, {"tags": ["x"]}, {"tags": [1]}, {"both": 1}, {"both": "x"}, {"both": 1.5},
-        {"title": "x"}, {"title": 1},
+        {"title": "x"}, {"title": 1}, {"labels": {"a": 1}}, {"labels": "a"},
     ],
 )  # fmt: skip
 def test_a_compact_input_schema_accepts_exactly_what_the_original_accepts(value: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ middleware sets ``CURRENT_CLUSTER`` for the call, and ``App.api()`` returns the 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -109,6 +110,7 @@ class App:
             for name, s in per_cluster.items()
         }
         self.default_cluster = next(iter(self.connections))
+        self.on_close: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def multi_cluster(self) -> bool:
@@ -139,6 +141,8 @@ class App:
         return ClusterRef(name, api.dashboard_url)
 
     async def aclose(self) -> None:
+        for close in self.on_close:  # what runs on top of the connections (the job pollers of live.py)
+            await close()
         for connection in self.connections.values():
             await connection.aclose()
 

@@ -105,44 +105,30 @@ class RuntimeEnvSpec(BaseModel):
 
     working_dir: str | None = Field(
         default=None,
-        description="A local directory on the ray-mcp machine (zipped and uploaded, like `ray job submit "
-        "--working-dir`) or a remote URI (s3://, gs://, https://…/x.zip). The job runs in it.",
+        description="A local dir on the ray-mcp host (uploaded; under an upload root) or a URI (s3://, gs://, "
+        "https://…zip). The job runs in it.",
     )
-    py_modules: list[str] | None = Field(
-        default=None,
-        description="Local directories/.whl files (uploaded) or URIs of Python modules to import.",
-    )
-    excludes: list[str] | None = Field(
-        default=None, description="gitignore-style patterns of files to leave out of working_dir/py_modules."
-    )
+    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded), or URIs.")
+    excludes: list[str] | None = Field(default=None, description="gitignore patterns left out of uploads.")
     pip: list[str] | dict[str, Any] | str | None = Field(
-        default=None,
-        description='Packages to pip-install: a list ["requests==2.31"], a requirements.txt path, or '
-        '{"packages": [...], "pip_check": false, "pip_install_options": [...]}.',
+        default=None, description='["pkg==1.0"], a requirements.txt path, or {"packages": [...]}.'
     )
     uv: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description="Packages to install with uv: a list, a requirements.txt path, or a dict."
+        default=None, description="As pip, installed with uv."
     )
     conda: dict[str, Any] | str | None = Field(
-        default=None,
-        description="A conda environment: the name of an existing env, or an environment.yml dict.",
+        default=None, description="An env name or environment.yml dict."
     )
-    env_vars: dict[str, str] | None = Field(
-        default=None, description="Environment variables (string values)."
-    )
+    env_vars: dict[str, str] | None = Field(default=None, description="String values.")
     config: dict[str, Any] | None = Field(
-        default=None,
-        description='Runtime-env options: {"setup_timeout_seconds": int, "eager_install": bool, '
-        '"log_files": [str]}.',
+        default=None, description='{"setup_timeout_seconds": int, "eager_install": bool}.'
     )
-    image_uri: str | None = Field(default=None, description="A container image to run the job's workers in.")
-    py_executable: str | None = Field(
-        default=None, description="The Python executable (or wrapper) to run with."
-    )
+    image_uri: str | None = Field(default=None, description="A container image for the workers.")
+    py_executable: str | None = Field(default=None, description="A Python executable or wrapper.")
     worker_process_setup_hook: str | None = Field(
-        default=None, description="Module path of a function each worker process runs at start-up."
+        default=None, description="module.function run at worker start."
     )
-    java_jars: list[str] | None = Field(default=None, description="URIs of jars, for Java workers.")
+    java_jars: list[str] | None = Field(default=None, description="Jar URIs.")
 
 
 class JobInfo(BaseModel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 
@@ -40,8 +39,12 @@ def test_doctor_passes_on_the_real_cluster_with_one_line_per_check(ray_cluster) 
     for name in ("address", "dashboard", "gcs", "serve", "logs"):
         assert checks[name][0] == "ok", checks[name]
     assert TESTED_RAY_VERSION in checks["ray"][1] and checks["ray"][0] == "ok"
-    # Without RAY_DASHBOARD_ENABLE_PROFILING on the head (the test cluster's default): a warning naming the fix.
-    profiling_on = os.environ.get("RAY_DASHBOARD_ENABLE_PROFILING") == "1"
+    # The session's head has profiling on (LocalHead turns it on); a cluster given by address may not: the
+    # verdict follows what the head's dashboard says, and without it is a warning naming the fix.
+    import httpx
+
+    answer = httpx.get(f"{ray_cluster.dashboard_url}/api/profiling_enabled", timeout=30).json()
+    profiling_on = bool(answer["data"]["profilingEnabled"])
     assert checks["profiling"][0] == ("ok" if profiling_on else "warn"), checks["profiling"]
     assert profiling_on or "RAY_DASHBOARD_ENABLE_PROFILING=1" in checks["profiling"][1]
     assert "Fix:" not in checks["dashboard"][1]

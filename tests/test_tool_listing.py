@@ -54,15 +54,17 @@ NULLABLE = {
         {"title": "x"}, {"title": 1}, {"labels": {"a": 1}}, {"labels": "a"},
     ],
 )  # fmt: skip
-def test_a_compact_input_schema_accepts_exactly_what_the_original_accepts(value: dict[str, Any]) -> None:
+def test_a_compact_input_schema_accepts_what_the_original_accepts_but_explicit_nulls(
+    value: dict[str, Any],
+) -> None:
     compact = compact_input(NULLABLE)
     assert "title" in compact["properties"]  # a field named title is kept; the keyword is dropped
-    assert jsonschema.Draft202012Validator(NULLABLE).is_valid(value) == (
-        jsonschema.Draft202012Validator(compact).is_valid(value)
-    )
+    # Optional arguments are published without null: a client leaves them out instead of sending null.
+    expected = jsonschema.Draft202012Validator(NULLABLE).is_valid(value) and None not in value.values()
+    assert jsonschema.Draft202012Validator(compact).is_valid(value) == expected
 
 
-def test_a_compact_output_schema_keeps_the_fields_and_accepts_nested_models_as_objects() -> None:
+def test_a_compact_output_schema_keeps_the_fields_their_types_and_what_is_required() -> None:
     schema = {
         "$defs": {
             "Inner": {"properties": {"x": {"type": "integer"}}, "type": "object"},
@@ -83,7 +85,6 @@ def test_a_compact_output_schema_keeps_the_fields_and_accepts_nested_models_as_o
     validator = jsonschema.Draft202012Validator(compact)
     good = {"inner": {"x": 1}, "items": [{"x": 2}], "color": "red", "maybe": None, "total": 3}
     assert validator.is_valid(good) and jsonschema.Draft202012Validator(schema).is_valid(good)
-    assert not validator.is_valid({**good, "color": "green"})
     assert not validator.is_valid({**good, "total": "3"})
     assert not validator.is_valid({"inner": {"x": 1}})
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
@@ -143,6 +143,7 @@ class LocalHead:
 
     num_cpus: int | None = None
     resources: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # extra environment of the Ray processes (RAY_* knobs)
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
     gcs_port: int = 0
     dashboard_port: int = 0
@@ -184,6 +185,7 @@ class LocalHead:
         cmd = self.command()
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        env.update(self.env)
         # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
         # environment first, so that they run with the same Python and Ray as the head.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -280,11 +282,12 @@ async def start_local_head(
     headers: Mapping[str, str] | None = None,
     attempts: int = 3,
     on_spawn: Callable[[LocalHead], None] | None = None,
+    **head_options: Any,
 ) -> LocalHead:
     """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
     can take one in between: when the head exits while starting, try again on new ports."""
     for attempt in range(1, attempts + 1):
-        head = LocalHead(num_cpus=num_cpus)
+        head = LocalHead(num_cpus=num_cpus, **head_options)
         log.info("ray-mcp: starting a local Ray head in %s (attempt %d)", head.temp_dir, attempt)
         head.spawn()
         if on_spawn is not None:

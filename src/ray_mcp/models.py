@@ -461,15 +461,25 @@ class JobDiagnosis(BaseModel):
     status: str
     error_type: str | None = None
     driver_exit_code: int | None = None
-    verdict: str = Field(description="The most likely root cause, in one line.")
+    verdict: str = Field(
+        description="The job's status and how it got there, then the symptom and the last link of its cause chain."
+    )
     findings: list[Finding]
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+    events: list[str] = Field(
+        default_factory=list, description="Cluster events that explain it, newest first."
+    )
+    other_jobs: list[str] = Field(default_factory=list, description="Other jobs' problems, in one line.")
 
 
 class ClusterHealth(BaseModel):
     healthy: bool
+    status: str = Field(
+        default="HEALTHY", description="HEALTHY, PROBLEMS, or UNKNOWN (a source could not be read)."
+    )
     verdict: str
     dashboard_url: str
     findings: list[Finding]
     checked: list[str] = Field(description="What was looked at.")
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+    events: list[str] = Field(default_factory=list, description="Cluster events, newest first.")

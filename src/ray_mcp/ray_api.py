@@ -13,6 +13,7 @@ import difflib
 import functools
 import re
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from ray_mcp import diagnosis, models, shaping
+from ray_mcp import causal_gather, causal_report, diagnosis, models, shaping
 from ray_mcp.errors import (
     ClusterUnavailable,
     DashboardTimeout,
@@ -1129,13 +1130,14 @@ class RayAPI:
 
     async def diagnose_job(self, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
         """Gather everything about one job concurrently, then rank the findings (diagnosis.diagnose_job)."""
+        await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
         details = await self.job_details(job)
         info = shaping.job_info(details, time.time())
         notes: list[str] = []
         job_id = info.job_id
         sid = info.submission_id
         by_job = [("job_id", "=", job_id)] if job_id else None
-        driver, dead, pending, supervisor, tasks, pgs, capacities, status = await _gather(
+        driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await _gather(
             self._optional(self.tail_logs(LogTarget(kind="job", job=sid or job), lines=400, max_bytes=96_000),
                            notes, "the driver log"),
             self._optional(self.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
@@ -1150,11 +1152,15 @@ class RayAPI:
             self._optional(self.node_capacities(), notes, "the nodes"),
             self._optional(self.cluster_status(max_nodes=1), notes, "pending demands")
             if info.status in ("PENDING", "RUNNING") else _none(),
+            causal_gather.gather_job(self, details, None),
         )  # fmt: skip
+        driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
+        ev.driver_lines = driver_lines
+        await causal_gather.phase_two(self, ev)
         evidence = diagnosis.JobEvidence(
             info=info,
             entrypoint_resources=entrypoint_resources(details),
-            driver_lines=[line for section in driver.sections for line in section.lines] if driver else None,
+            driver_lines=driver_lines,
             dead_actors=list(dead.actors) if dead else [],
             dead_actors_total=dead.matched if dead else 0,
             pending_actors=list(pending.actors) if pending else [],
@@ -1176,13 +1182,14 @@ class RayAPI:
                     line for sec in tail.sections for line in sec.lines
                 ]
         findings = diagnosis.diagnose_job(evidence)
-        return shaping.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes)
+        return causal_report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes)
 
     async def cluster_health(self, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
         """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
+        await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
         notes: list[str] = []
         checked = ["nodes", "resource demands", "placement groups", "jobs", "actors", "tasks", "Serve"]
-        status, jobs, dead, restarting, alive, tasks, pgs, serve = await _gather(
+        status, jobs, dead, restarting, alive, tasks, pgs, serve, ev = await _gather(
             self._optional(self.cluster_status(max_nodes=50), notes, "nodes and demands"),
             self._optional(self.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs"),
             self._optional(self.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
@@ -1195,6 +1202,7 @@ class RayAPI:
             self._optional(self.pg_status(pg=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                            "placement groups"),
             self._optional(self.serve_status(app=None, log_lines=5), notes, "Serve"),
+            causal_gather.gather_cluster(self),
         )  # fmt: skip
         recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
         failed_jobs = await _gather(
@@ -1216,7 +1224,21 @@ class RayAPI:
             pending_pgs_total=pgs.matched if pgs else 0,
         )
         findings = diagnosis.cluster_health(evidence)
-        return shaping.cluster_health(self.dashboard_url, findings, checked, notes, max_bytes=max_bytes)
+        checked.append("cluster events")
+        return causal_report.health_report(
+            self.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes
+        )
+
+
+_RAY_IMPORT = threading.Lock()
+
+
+def import_ray_once() -> None:
+    """Import ray (and the modules the gathering threads use) in one thread: two threads importing parts of ray
+    at the same time can deadlock in the import system (_DeadlockError)."""
+    with _RAY_IMPORT:
+        import ray.core.generated.gcs_service_pb2  # noqa: F401
+        import ray.job_submission  # noqa: F401
 
 
 async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:

@@ -1,0 +1,141 @@
+"""The answer's shape: the verdict line first (status, symptom, last link; at most 300 bytes), then each chain
+with its links quoted, the cluster events that explain it, other jobs in one line, and what could not be read.
+Under the byte budget by construction (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ray_mcp import models
+from ray_mcp.causal import (
+    CONTEXT,
+    Chain,
+    event_lines,
+    explain_cluster,
+    explain_job,
+    fit,
+    verdict_line,
+)
+from ray_mcp.causal_graph import Evidence, clip
+
+VERDICT_BYTES = 300
+# What the chains explain better than the first-generation findings of diagnosis.py (dropped when the chains'
+# sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
+REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
+REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
+
+
+def to_finding(c: Chain) -> models.Finding:
+    kind = "driver_exception" if c.kind == "raised" and len(c.links) == 1 else c.kind
+    driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
+    title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
+    return models.Finding(
+        severity=c.severity, kind=kind, title=clip(title, 400), evidence=c.evidence()[:14],
+        next_steps=c.next_steps[:3], refs=[],
+    )  # fmt: skip
+
+
+def job_report(
+    job: str,
+    info: models.JobInfo,
+    ev: Evidence,
+    legacy: Sequence[models.Finding],
+    notes: list[str],
+    *,
+    max_bytes: int,
+) -> tuple[models.JobDiagnosis, str]:
+    from ray_mcp.diagnosis import render_findings
+
+    phrase, chains, others = explain_job(ev)
+    readable = ev.tasks is not None and ev.actors is not None
+    kept = [f for f in legacy if not (readable and f.kind in REPLACED_JOB_KINDS)]
+    if any(
+        c.links and c.links[0].kind == "raised_in" and "the driver raised" in c.links[0].text for c in chains
+    ):
+        kept = [f for f in kept if f.kind != "driver_exception"]
+    findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
+    top = findings[0] if findings else None
+    legacy_top = top is not None and top in kept and top.severity > CONTEXT
+    verdict = (
+        fit(f"{phrase}: {top.title}", VERDICT_BYTES) if legacy_top and top else verdict_line(phrase, chains)
+    )
+    if not readable and not findings:
+        verdict = fit(
+            f"{phrase}; UNKNOWN whether anything failed: the job's tasks or actors could not be read",
+            VERDICT_BYTES,
+        )
+    job_line = (
+        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{clip(info.entrypoint, 80)}`: {phrase}"
+        + (f", error_type {info.error_type}" if info.error_type else "")
+    )
+    if info.status == "RUNNING" and ev.tasks is not None:
+        from ray_mcp.causal import progress
+        from ray_mcp.causal_graph import Graph
+
+        job_line += f"; progress: {progress(Graph(ev))}"
+    events = explaining_events(ev, findings)
+    unread = [f"Could not read {u} (what it would show is UNKNOWN, not healthy)." for u in ev.unreadable[:3]]
+    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []), *others,
+              *(f"Note: {n}" for n in [*notes, *unread][:5])]  # fmt: skip
+    header = [verdict, job_line, ""]
+    budget = max_bytes - len("\n".join(footer).encode()) - 2
+    text = render_findings(header, findings, budget)
+    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
+    model = models.JobDiagnosis(
+        job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
+        error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
+        findings=shown, notes=[*notes, *unread][:5], events=events, other_jobs=others,
+    )  # fmt: skip
+    return model, "\n".join([text, *footer]) if footer else text
+
+
+def explaining_events(ev: Evidence, findings: Sequence[models.Finding]) -> list[str]:
+    """Cluster events that explain a finding: OOM kills and node deaths, when the findings are about those."""
+    kinds = {f.kind for f in findings}
+    if not kinds & {"oom", "node_died", "worker_crash", "restart_loop", "owner_died", "failed", "raised"}:
+        return []
+    job_id = str((ev.job or {}).get("job_id") or "")
+    ids = {job_id} if job_id else set()
+    ids |= {str(n.get("node_id")) for n in ev.nodes or [] if n.get("state") == "DEAD"}
+    mine = [e for e in ev.events or [] if any(i and i in str(e.get("message") or "") for i in ids)]
+    return event_lines(Evidence(events=mine), limit=4)
+
+
+def health_report(
+    dashboard_url: str,
+    ev: Evidence,
+    legacy: Sequence[models.Finding],
+    checked: list[str],
+    notes: list[str],
+    *,
+    max_bytes: int,
+) -> tuple[models.ClusterHealth, str]:
+    from ray_mcp.diagnosis import render_findings
+
+    chains = explain_cluster(ev)
+    readable = ev.actors is not None and ev.nodes is not None
+    kept = [f for f in legacy if not (readable and f.kind in REPLACED_HEALTH_KINDS)]
+    findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
+    serious = [f for f in findings if f.severity >= 40]
+    unread = [*notes, *(f"Could not read {u}." for u in ev.unreadable)]
+    status = "PROBLEMS" if serious else "UNKNOWN" if unread else "HEALTHY"
+    if status == "HEALTHY":
+        verdict = "HEALTHY: nothing wrong found in " + ", ".join(checked) + "."
+    elif status == "UNKNOWN":
+        verdict = fit(
+            f"UNKNOWN: nothing wrong found, but {len(unread)} source(s) could not be read: {unread[0]}",
+            VERDICT_BYTES,
+        )
+    else:
+        verdict = fit(f"{len(serious)} problem(s); the most severe: {serious[0].title}", VERDICT_BYTES)
+    events = event_lines(ev, limit=6)
+    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []),
+              *(f"Note: {n}" for n in unread[:5])]  # fmt: skip
+    header = [verdict, f"Cluster {dashboard_url}: {status}", ""]
+    text = render_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 2)
+    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
+    model = models.ClusterHealth(
+        healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
+        findings=shown, checked=checked, notes=unread[:5], events=events,
+    )  # fmt: skip
+    return model, "\n".join([text, *footer]) if footer else text

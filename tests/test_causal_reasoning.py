@@ -202,7 +202,9 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
             return httpx.Response(200, json={"result": True, "msg": "", "data": data})
         return httpx.Response(404, json={"result": False, "msg": "not recorded", "data": {}})
 
-    server = build_server(Settings(address="http://recorded:8265"), http_transport=httpx.MockTransport(answer))
+    server = build_server(
+        Settings(address="http://recorded:8265"), http_transport=httpx.MockTransport(answer)
+    )
     async with Client(server) as client:
         result = await client.call_tool("cluster_health", {})
     await server.app.aclose()
@@ -210,5 +212,7 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
     assert not result.is_error, text
     data = result.structured_content
     assert data["status"] == "PROBLEMS" and not data["healthy"], text
-    assert any("tokenize_shard" in f["title"] and "memory monitor" in f["title"] for f in data["findings"]), text
+    assert any("tokenize_shard" in f["title"] and "memory monitor" in f["title"] for f in data["findings"]), (
+        text
+    )
     assert json.dumps(data) and len(text.encode()) <= 6000

@@ -420,7 +420,9 @@ def pg_wait(g: Graph, pg: Row) -> list[Link]:
     pooled = {k: sum(t.get(k, 0.0) for t in totals.values()) for k in need}
     if any(pooled[k] + 1e-9 < v for k, v in need.items()):
         wanted = ", ".join(f"{k} {v:g}" for k, v in need.items())
-        return [Link("waits_on", f"{label} needs {{{wanted}}} in all, more than the cluster has (infeasible)")]
+        return [
+            Link("waits_on", f"{label} needs {{{wanted}}} in all, more than the cluster has (infeasible)")
+        ]
     return resource_wait(g, label, need, f"pg:{pg.get('placement_group_id')}")
 
 

@@ -1237,7 +1237,7 @@ def import_ray_once() -> None:
     """Import ray (and the modules the gathering threads use) in one thread: two threads importing parts of ray
     at the same time can deadlock in the import system (_DeadlockError)."""
     with _RAY_IMPORT:
-        import ray.core.generated.gcs_service_pb2  # noqa: F401
+        import ray.core.generated.gcs_service_pb2
         import ray.job_submission  # noqa: F401
 
 

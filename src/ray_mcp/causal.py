@@ -637,9 +637,9 @@ def job_status(ev: Evidence) -> str:
     start, end = num(job.get("start_time")), num(job.get("end_time"))
     took = span((end - start) / 1000) if start and end else ""
     if status == "SUCCEEDED":
-        return f"SUCCEEDED after {took}" if took else "SUCCEEDED"
+        return "SUCCEEDED: the job succeeded" + (f" after {took}" if took else "")
     if status == "STOPPED":
-        return f"STOPPED on request at {ms_clock(end)}" + (f" after {took}" if took else "")
+        return f"STOPPED: stopped on request at {ms_clock(end)}" + (f" after {took}" if took else "")
     if status == "FAILED":
         code = job.get("driver_exit_code")
         return (

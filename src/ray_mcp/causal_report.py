@@ -17,6 +17,11 @@ from ray_mcp.causal import (
     verdict_line,
 )
 from ray_mcp.causal_graph import Evidence, clip
+from ray_mcp.diagnosis import FT_DOC, OBS_DOC, PG_DOC
+
+CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
+ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
+OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
 
 VERDICT_BYTES = 300
 # What the chains explain better than the first-generation findings of diagnosis.py (dropped when the chains'
@@ -25,13 +30,29 @@ REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor"
 REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
 
 
+KIND_REFS = {
+    "infeasible": [PG_DOC, "prompt:debug-pending-placement-group"],
+    "contention": [PG_DOC, "prompt:debug-pending-placement-group"],
+    "waiting": [PG_DOC],
+    "deadlock": [CORE_DOC],
+    "hung": [CORE_DOC],
+    "oom": [OBS_DOC],
+    "restart_loop": [FT_DOC],
+    "node_died": [FT_DOC],
+    "owner_died": [FT_DOC, OBJECTS_DOC],
+    "pg_removed": [PG_DOC],
+    "worker_crash": [FT_DOC],
+    "named_actor": [ACTORS_DOC],
+}
+
+
 def to_finding(c: Chain) -> models.Finding:
     kind = "driver_exception" if c.kind == "raised" and len(c.links) == 1 else c.kind
     driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
     title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
     return models.Finding(
         severity=c.severity, kind=kind, title=clip(title, 400), evidence=c.evidence()[:14],
-        next_steps=c.next_steps[:3], refs=[],
+        next_steps=c.next_steps[:3], refs=KIND_REFS.get(kind, [])[:3],
     )  # fmt: skip
 
 

@@ -25,14 +25,15 @@ def register(server: MCPServer) -> None:
             int, Field(ge=1_000, le=32_000, description="Budget of the text answer.")
         ] = DEFAULT_MAX_BYTES,
     ) -> Annotated[CallToolResult, JobDiagnosis]:
-        """Find why a Ray job failed or is stuck, in one call: a ranked verdict with the evidence quoted.
+        """Find why a Ray job failed, is stuck, or is unhealthy, in one call: status first, then the cause chain.
 
         Use it first when a job FAILED, or is PENDING/RUNNING without progress, instead of reading logs by hand.
-        It joins the job's status, error_type and driver exit code, the last traceback of the driver log
-        (including the remote `(Actor pid=…)` / RayTaskError chains), the job's dead actors with their death
-        causes and worker-log lines, its failed tasks by error type, its pending placement groups (explained
-        as pg_status does), actors stuck in PENDING_CREATION and entrypoint resources no node has. The most
-        likely root cause comes first, with next steps (tools, prompts, reference pages). Read-only.
+        The first line is the job's status and how it got there, then the symptom and the last link of its cause
+        chain, followed from Ray's records: where an exception was first raised (task, actor, driver), what ended
+        an actor or task (memory monitor, node death, ray.kill, cancel, placement group removal, its owner's
+        death), what a pending task, actor or group waits on (infeasible vs held by whom, in which job), restart
+        loops with their crash reason, deadlocks between actors, and the cluster events that explain it. Only
+        this job's own problems; other jobs in one line. Read-only.
         """
         api = await app_of(ctx).api()
         model, text = await api.diagnose_job(submission_id, max_bytes=max_bytes)
@@ -45,13 +46,14 @@ def register(server: MCPServer) -> None:
             int, Field(ge=1_000, le=32_000, description="Budget of the text answer.")
         ] = DEFAULT_MAX_BYTES,
     ) -> Annotated[CallToolResult, ClusterHealth]:
-        """Answer "what is wrong in this cluster right now?", ranked by severity, or say plainly it is healthy.
+        """Answer "what is wrong in this cluster right now?", ranked, each problem named by its cause.
 
-        Use it for a stuck or misbehaving cluster when no single job is to blame (cluster_status only shows
-        capacity and demands). It checks dead nodes and why, infeasible and pending demands and placement
-        groups, recently failed jobs with a one-line cause, dead actors grouped by cause, actors restarting in
-        a loop, failed tasks by error type, Serve applications that are not RUNNING (with the deployment and
-        its error), and memory/object store pressure. Read-only.
+        Use it for a stuck or misbehaving cluster when no single job is to blame. It follows each problem to its
+        cause the way diagnose_job does: dead nodes and what they took down, work that waits forever
+        (infeasible) or for resources held by other jobs (named), actors in restart loops and why, failed
+        tasks and dead actors by cause and job, Serve apps that are not RUNNING, memory pressure, and the
+        cluster events (node changes, OOM kills), newest first. HEALTHY only when every source was read;
+        otherwise UNKNOWN. Read-only.
         """
         api = await app_of(ctx).api()
         model, text = await api.cluster_health(max_bytes=max_bytes)

@@ -28,7 +28,8 @@ import anyio
 from mcp import Client
 
 from ray_mcp.cluster import LocalHead
-from ray_mcp.ray_api import LogTarget, RayAPI
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 

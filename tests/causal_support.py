@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ray_mcp import causal_gather, shaping
-from ray_mcp.causal_graph import Evidence
-from ray_mcp.ray_api import LogTarget, RayAPI
+from ray_mcp.diagnosis import evidence as causal_gather
+from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.shaping.jobs import job_info as shape_job_info
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -45,4 +47,4 @@ def replay(name: str) -> Evidence:
 
 
 def job_info(ev: Evidence) -> Any:
-    return shaping.job_info(ev.job or {}, ev.now_ms / 1000 or time.time())
+    return shape_job_info(ev.job or {}, ev.now_ms / 1000 or time.time())

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from tests.support import call, text_of
 
 from ray_mcp.models import Actor, ActorKill, ActorList
 from state_drivers import driver
@@ -44,15 +45,9 @@ except Exception:
 """
 
 
-async def call(client: Client, tool: str, **args: Any) -> Any:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content
-    return result
-
-
 async def actors_of(client: Client, namespace: str, **args: Any) -> tuple[ActorList, str]:
     result = await call(client, "list_actors", namespace=namespace, **args)
-    return ActorList.model_validate(result.structured_content), result.content[0].text
+    return ActorList.model_validate(result.structured_content), text_of(result)
 
 
 async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_actor(
@@ -98,22 +93,18 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
 
         # kill_actor: a detached actor is refused without force; then dry run, then confirm.
         refused = await client.call_tool("kill_actor", {"actor_id": keeper.actor_id})
-        assert (
-            refused.is_error
-            and "detached" in refused.content[0].text
-            and "force=true" in refused.content[0].text
-        )
+        assert refused.is_error and "detached" in text_of(refused) and "force=true" in text_of(refused)
         dry = await call(client, "kill_actor", actor_id=keeper.actor_id, force=True)
         dry_model = ActorKill.model_validate(dry.structured_content)
-        assert not dry_model.done and "Not done yet" in dry.content[0].text
+        assert not dry_model.done and "Not done yet" in text_of(dry)
         still, _ = await actors_of(client, namespace, name="keeper")
         assert still.actors[0].state == "ALIVE"
-        token = re.search(r"confirm='([^']+)'", dry.content[0].text)
+        token = re.search(r"confirm='([^']+)'", text_of(dry))
         assert token
         wrong = await client.call_tool(
             "kill_actor", {"actor_id": keeper.actor_id, "force": True, "confirm": "x"}
         )
-        assert wrong.is_error and "does not match" in wrong.content[0].text
+        assert wrong.is_error and "does not match" in text_of(wrong)
         done = await call(client, "kill_actor", actor_id=keeper.actor_id, force=True, confirm=token.group(1))
         killed = ActorKill.model_validate(done.structured_content)
         assert killed.done and killed.state_before == "ALIVE" and killed.state_after == "DEAD"
@@ -122,22 +113,18 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
         )
         assert gone.state == "DEAD" and gone.death_cause is not None
         again = await call(client, "kill_actor", actor_id=keeper.actor_id, force=True)
-        assert "already DEAD" in again.content[0].text
+        assert "already DEAD" in text_of(again)
 
 
 async def test_actor_tools_reject_bad_ids_and_clamp_limits(client: Client) -> None:
     unknown = await client.call_tool("get_actor", {"actor_id": "f" * 32})
-    assert (
-        unknown.is_error
-        and "No actor" in unknown.content[0].text
-        and "list_actors" in unknown.content[0].text
-    )
+    assert unknown.is_error and "No actor" in text_of(unknown) and "list_actors" in text_of(unknown)
     malformed = await client.call_tool("get_actor", {"actor_id": "not-an-id"})
-    assert malformed.is_error and "32 lowercase hex" in malformed.content[0].text
+    assert malformed.is_error and "32 lowercase hex" in text_of(malformed)
     bad_kill = await client.call_tool("kill_actor", {"actor_id": "1234"})
-    assert bad_kill.is_error and "is not an actor id" in bad_kill.content[0].text
+    assert bad_kill.is_error and "is not an actor id" in text_of(bad_kill)
     bad_job = await client.call_tool("list_actors", {"job_id": "zz"})
-    assert bad_job.is_error and "job id" in bad_job.content[0].text
+    assert bad_job.is_error and "job id" in text_of(bad_job)
     counts = await call(client, "list_actors", limit=0)
     page = ActorList.model_validate(counts.structured_content)
     assert page.shown == 0 and any("counts only" in n for n in page.notes)

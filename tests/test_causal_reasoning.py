@@ -10,8 +10,9 @@ import pytest
 from mcp import Client
 from tests.causal_support import RECORDED, job_info, replay
 
-from ray_mcp import causal, causal_report
-from ray_mcp.causal_graph import Evidence
+from ray_mcp.diagnosis import chains as causal
+from ray_mcp.diagnosis import report as causal_report
+from ray_mcp.diagnosis.graph import Evidence
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 

@@ -6,6 +6,7 @@ import textwrap
 
 import anyio
 from mcp import Client
+from tests.support import text_of
 
 from ray_mcp.models import ClusterStatus
 
@@ -34,7 +35,7 @@ async def test_cluster_status_reports_the_head_node_its_cpus_and_the_ray_version
     assert status.ray_version.count(".") == 2
     head = [n for n in status.nodes if n.is_head]
     assert head and head[0].state == "ALIVE" and len(head[0].node_id) == 56
-    text = result.content[0].text
+    text = text_of(result)
     assert head[0].node_id in text  # ids are printed whole
     assert "CPU" in text and status.ray_version in text
     assert len(text) < 4000 and "null" not in str(result.structured_content)
@@ -82,7 +83,7 @@ async def test_cluster_status_flags_infeasible_demands_and_counts_pending_placem
         assert task.bundles == [{"CPU": 64.0}] and task.infeasible
         pg = next(d for d in status.pending_demands if d.kind == "placement_group")
         assert pg.strategy == "STRICT_SPREAD" and pg.infeasible  # 3 bundles, 1 node
-        text = result.content[0].text
+        text = text_of(result)
         assert "INFEASIBLE" in text and "{CPU: 64}" in text and "pg_status" in text
     finally:
         driver.kill()

@@ -15,8 +15,8 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
-from tests.jobs_helpers import call_ok, run_to_end, text_of
 from tests.state_drivers import driver
+from tests.support import call_ok, run_to_end, text_of
 
 from ray_mcp.server import RayMCPServer, build_server
 from ray_mcp.settings import Settings

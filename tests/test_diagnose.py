@@ -7,16 +7,20 @@ from pathlib import Path
 
 import anyio
 from mcp import Client
-from tests.jobs_helpers import call_ok, run_to_end, submit, wait_until
+from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 
-from ray_mcp import diagnosis, models, shaping
+from ray_mcp import models
+from ray_mcp.diagnosis import health
+from ray_mcp.diagnosis.findings import finding
+from ray_mcp.diagnosis.tracebacks import is_ray_wrapper, last_traceback
+from ray_mcp.shaping import diagnosis as answers
 
 BUDGET = 6_000
 
 
 async def diagnose(client: Client, job: str) -> tuple[dict, str]:
     result = await call_ok(client, "diagnose_job", {"submission_id": job})
-    text = result.content[0].text
+    text = text_of(result)
     assert len(text.encode()) <= BUDGET, len(text.encode())
     return result.structured_content, text
 
@@ -143,7 +147,7 @@ async def test_a_successful_job_is_said_to_have_succeeded(client: Client) -> Non
 
 async def test_an_unknown_job_is_an_error_that_says_how_to_list_jobs(client: Client) -> None:
     result = await client.call_tool("diagnose_job", {"submission_id": "raysubmit_doesnotexist"})
-    assert result.is_error and "list_jobs" in result.content[0].text
+    assert result.is_error and "list_jobs" in text_of(result)
 
 
 # -- pure parts -------------------------------------------------------------------------------------------
@@ -167,7 +171,7 @@ RuntimeError: cannot load weights from /ckpt/step-900
 
 
 def test_the_last_traceback_keeps_the_remote_chain_and_finds_the_user_frames() -> None:
-    tb = diagnosis.last_traceback(DRIVER_LOG.splitlines())
+    tb = last_traceback(DRIVER_LOG.splitlines())
     assert tb is not None
     assert tb.outermost == (
         "ray.exceptions.ActorDiedError",
@@ -175,19 +179,19 @@ def test_the_last_traceback_keeps_the_remote_chain_and_finds_the_user_frames() -
     ) and tb.outermost[1].startswith("The actor died")
     assert tb.innermost == ("RuntimeError", "cannot load weights from /ckpt/step-900")
     assert tb.user_frame is not None and tb.user_frame.short() == "driver.py:6 in __init__"
-    assert diagnosis.is_ray_wrapper(tb.outermost[0])
+    assert is_ray_wrapper(tb.outermost[0])
     assert not any("shutting down" in line for line in tb.lines)
 
 
 def test_no_traceback_falls_back_to_the_last_exception_line_or_nothing() -> None:
-    assert diagnosis.last_traceback(["all fine", "done"]) is None
-    tb = diagnosis.last_traceback(["x", "KeyError: 'lr'"])
+    assert last_traceback(["all fine", "done"]) is None
+    tb = last_traceback(["x", "KeyError: 'lr'"])
     assert tb is not None and tb.innermost == ("KeyError", "'lr'")
 
 
 def test_an_empty_cluster_is_healthy_and_a_dead_node_is_not() -> None:
-    empty = diagnosis.cluster_health(diagnosis.HealthEvidence())
-    model, text = shaping.cluster_health("http://x:8265", empty, ["nodes"], [], max_bytes=BUDGET)
+    empty = health.cluster_health(health.HealthEvidence())
+    model, text = answers.cluster_health("http://x:8265", empty, ["nodes"], [], max_bytes=BUDGET)
     assert model.healthy and "Healthy" in text
     status = models.ClusterStatus(
         dashboard_url="http://x:8265", source="external", ray_version="2.60.0", nodes_alive=1, nodes_dead=1,
@@ -195,16 +199,13 @@ def test_an_empty_cluster_is_healthy_and_a_dead_node_is_not() -> None:
         nodes=[models.NodeStatus(node_id="n" * 56, ip="10.0.0.2", state="DEAD", is_head=False,
                                  death_reason="UNEXPECTED_TERMINATION: the raylet died (SIGKILL)")],
     )  # fmt: skip
-    findings = diagnosis.cluster_health(diagnosis.HealthEvidence(status=status))
-    model, text = shaping.cluster_health("http://x:8265", findings, ["nodes"], [], max_bytes=BUDGET)
+    findings = health.cluster_health(health.HealthEvidence(status=status))
+    model, text = answers.cluster_health("http://x:8265", findings, ["nodes"], [], max_bytes=BUDGET)
     assert not model.healthy and "1 node(s) are DEAD" in model.verdict and "SIGKILL" in text
 
 
 def test_many_findings_stay_within_the_byte_budget() -> None:
-    many = [
-        diagnosis.finding(50 - i, f"finding {i} " + "x" * 100, ["evidence " + "y" * 200] * 12)
-        for i in range(40)
-    ]
-    model, text = shaping.cluster_health("http://x:8265", many, ["nodes"], ["a note"], max_bytes=BUDGET)
+    many = [finding(50 - i, f"finding {i} " + "x" * 100, ["evidence " + "y" * 200] * 12) for i in range(40)]
+    model, text = answers.cluster_health("http://x:8265", many, ["nodes"], ["a note"], max_bytes=BUDGET)
     assert len(text.encode()) <= BUDGET and "left out" in text
     assert 1 <= len(model.findings) < 40

@@ -6,15 +6,12 @@ import re
 
 import httpx
 from mcp import Client
+from tests.support import text_of
 
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 BARE_CRASH = re.compile(r"^Error executing tool \S+$")
-
-
-def text_of(result) -> str:
-    return "\n".join(block.text for block in result.content if block.type == "text")
 
 
 async def test_an_unreachable_address_gives_an_error_naming_it_and_the_server_keeps_serving() -> None:

@@ -150,6 +150,7 @@ TOOLS = [
     "cluster_status", "submit_job", "get_job", "list_jobs", "wait_for_job", "stop_job", "delete_job",
     "tail_logs", "list_actors", "get_actor", "kill_actor", "pg_status", "list_nodes", "list_tasks",
     "summarize_tasks", "serve_status", "serve_deploy", "serve_delete_app", "diagnose_job", "cluster_health",
+    "job_topology",
 ]  # fmt: skip
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import anyio
 from mcp import Client
+from tests.support import TERMINAL, call_ok, run_to_end, submit, text_of, wait_until
 
-from jobs_helpers import TERMINAL, call_ok, run_to_end, submit, text_of, wait_until
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait
 
 PY = sys.executable

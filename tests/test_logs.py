@@ -6,8 +6,8 @@ import textwrap
 import anyio
 import httpx
 from mcp import Client
+from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 
-from jobs_helpers import call_ok, run_to_end, submit, text_of, wait_until
 from ray_mcp.models import LogTail
 
 PY = sys.executable

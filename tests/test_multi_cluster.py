@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from tests.conftest import clean_env, local_head
+from tests.support import text_of
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.cluster import LocalHead
@@ -50,7 +51,7 @@ async def test_each_call_reaches_the_cluster_it_names(
         assert side.structured_content["dashboard_url"] == second_cluster.dashboard_url
         assert side.structured_content["resources"]["CPU"]["total"] == 1
         wrong = await client.call_tool("cluster_status", {"cluster": "nope"})
-        assert wrong.is_error and "side" in wrong.content[0].text
+        assert wrong.is_error and "side" in text_of(wrong)
     await server.app.aclose()
 
 
@@ -64,7 +65,7 @@ async def test_a_destructive_tools_confirmation_looks_in_the_cluster_it_names(
     server = build_server(Settings(clusters_file=clusters, allow_destructive=True))
     async with Client(server) as client:
         missing = await client.call_tool("kill_actor", {"actor_id": "ab" * 16, "cluster": "side"})
-    assert missing.is_error and second_cluster.dashboard_url in missing.content[0].text
+    assert missing.is_error and second_cluster.dashboard_url in text_of(missing)
     await server.app.aclose()
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import anyio
 import pytest
 from mcp import Client
+from tests.support import structured, text_of
 
 from ray_mcp.cluster import LocalHead, free_ports, ray_executable
 from ray_mcp.server import build_server
@@ -70,27 +71,11 @@ async def mcp(two_nodes) -> AsyncIterator[Client]:
     await server.app.aclose()
 
 
-async def require(client: Client, *tools: str) -> None:
-    missing = set(tools) - {t.name for t in (await client.list_tools()).tools}
-    if missing:
-        pytest.skip(
-            f"ray-mcp has no {', '.join(sorted(missing))} tool on this branch yet "
-            "(they land with the cluster-state and jobs tools)"
-        )
-
-
-async def call(client: Client, tool: str, **args) -> dict:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
 async def worker_id(client: Client) -> str:
     """The worker's node id, once it has joined (polled: a raylet registers in a few seconds)."""
     with anyio.fail_after(120):
         while True:
-            nodes = (await call(client, "cluster_status"))["nodes"]
+            nodes = (await structured(client, "cluster_status"))["nodes"]
             workers = [n for n in nodes if not n["is_head"] and "worker" in n.get("resources", {})]
             if workers and workers[0]["state"] == "ALIVE":
                 return str(workers[0]["node_id"])
@@ -99,16 +84,15 @@ async def worker_id(client: Client) -> str:
 
 async def test_cluster_status_counts_the_worker_and_its_resource(mcp: Client) -> None:
     with anyio.fail_after(120):
-        while (status := await call(mcp, "cluster_status"))["nodes_alive"] < 2:
+        while (status := await structured(mcp, "cluster_status"))["nodes_alive"] < 2:
             await anyio.sleep(0.5)
     assert status["nodes_alive"] == 2
     assert "worker" in json.dumps(status)
 
 
 async def test_list_nodes_shows_the_head_and_the_worker_with_its_resource(mcp: Client) -> None:
-    await require(mcp, "list_nodes")
     worker = await worker_id(mcp)
-    listing = await call(mcp, "list_nodes")
+    listing = await structured(mcp, "list_nodes")
     assert listing["alive"] == 2
     assert sum(n["is_head"] for n in listing["nodes"]) == 1
     (entry,) = [n for n in listing["nodes"] if n["node_id"] == worker]
@@ -116,29 +100,29 @@ async def test_list_nodes_shows_the_head_and_the_worker_with_its_resource(mcp: C
 
 
 async def test_tail_logs_reads_the_raylet_log_of_the_worker_node(mcp: Client) -> None:
-    await require(mcp, "tail_logs")
     worker = await worker_id(mcp)
     result = await mcp.call_tool("tail_logs", {"node": worker, "filename": "raylet.out", "lines": 50})
     assert not result.is_error, result.content
-    text = result.content[0].text  # type: ignore[union-attr]
+    text = text_of(result)  # type: ignore[union-attr]
     assert "raylet.out" in text and len(text.splitlines()) > 5
 
 
 async def test_a_job_pinned_to_the_worker_runs_there(mcp: Client) -> None:
-    await require(mcp, "submit_job", "get_job", "tail_logs")
     worker = await worker_id(mcp)
     # Half of the worker's {"worker": 1} pins the driver, the other half a task. (Both raylets share one IP
     # here, so the driver's own get_node_id() may name either node; a task scheduled by resource can't.)
     task = "ray.remote(resources={'worker': 0.5})(lambda: ray.get_runtime_context().get_node_id())"
     entrypoint = f"{sys.executable} -c \"import ray; ray.init(); print('RAN_ON', ray.get({task}.remote()))\""
-    submitted = await call(mcp, "submit_job", entrypoint=entrypoint, entrypoint_resources={"worker": 0.5})
+    submitted = await structured(
+        mcp, "submit_job", entrypoint=entrypoint, entrypoint_resources={"worker": 0.5}
+    )
     job = submitted["submission_id"]
     done = ("SUCCEEDED", "FAILED", "STOPPED")
     with anyio.fail_after(180):
-        while (status := (await call(mcp, "get_job", job=job))["status"]) not in done:
+        while (status := (await structured(mcp, "get_job", job=job))["status"]) not in done:
             await anyio.sleep(1)
     logs = await mcp.call_tool("tail_logs", {"job": job})
-    text = logs.content[0].text  # type: ignore[union-attr]
+    text = text_of(logs)  # type: ignore[union-attr]
     assert status == "SUCCEEDED", text
     assert f"on node {worker}" in text  # the driver's log lives on the node that ran it
     assert f"RAN_ON {worker}" in text

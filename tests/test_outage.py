@@ -19,6 +19,7 @@ import pytest
 from anyio.abc import SocketStream, TaskGroup
 from mcp import Client
 from tests.conftest import local_head
+from tests.support import text_of
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.server import build_server
@@ -92,14 +93,14 @@ async def test_a_dashboard_that_accepts_and_never_answers_fails_fast_then_recove
         async with Client(server) as client:
             for name, args in CALLS:
                 result, took = await timed(client, name, args)
-                text = result.content[0].text
+                text = text_of(result)
                 assert result.is_error, (name, text)
                 assert "did not answer" in text or "in time" in text, (name, text)
                 assert took < TIMEOUT_S + SLACK_S, (name, took)
             hole.forward_to(ray_cluster.dashboard_url)  # the dashboard is back
             for name, args in CALLS[:4]:
                 result, _took = await timed(client, name, args)
-                assert not result.is_error, (name, result.content[0].text)
+                assert not result.is_error, (name, text_of(result))
         await server.app.aclose()
 
 
@@ -128,13 +129,13 @@ async def test_killing_the_real_dashboard_mid_session_gives_clear_errors_within_
     async with Client(server) as client:
         with anyio.fail_after(120):
             before = await client.call_tool("cluster_status", {}, read_timeout_seconds=110)
-        assert not before.is_error, before.content[0].text
+        assert not before.is_error, text_of(before)
         dashboard = dashboard_process(private_head)
         dashboard.kill()
         dashboard.wait(timeout=30)
         for name, args in CALLS:
             result, took = await timed(client, name, args)
-            text = result.content[0].text
+            text = text_of(result)
             assert result.is_error, (name, text)
             assert private_head.dashboard_url in text or "job server" in text, (name, text)
             assert took < TIMEOUT_S + SLACK_S, (name, took)

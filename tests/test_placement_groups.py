@@ -5,6 +5,7 @@ import uuid
 
 import anyio
 from mcp import Client
+from tests.support import text_of
 
 from ray_mcp.models import NodeList, PlacementGroupList
 from state_drivers import driver
@@ -25,7 +26,7 @@ ray.get([g.ready() for g in groups])
 async def pgs(client: Client, **args) -> tuple[PlacementGroupList, str]:
     result = await client.call_tool("pg_status", args)
     assert not result.is_error, result.content
-    return PlacementGroupList.model_validate(result.structured_content), result.content[0].text
+    return PlacementGroupList.model_validate(result.structured_content), text_of(result)
 
 
 async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Client, ray_cluster) -> None:
@@ -77,18 +78,18 @@ async def test_pg_status_stays_small_with_300_groups_and_counts_exactly(client: 
                 await anyio.sleep(0.5)
         assert page.matched == page.total >= 300 and sum(page.by_state.values()) == page.matched
         assert 0 < page.shown < page.matched and page.hints and "more placement groups" in page.hints[0]
-        assert len(result.content[0].text) < 8192
+        assert len(text_of(result)) < 8192
         assert len(json.dumps(result.structured_content)) < 8192
         counts = await client.call_tool("pg_status", {"limit": 0})
         assert PlacementGroupList.model_validate(counts.structured_content).matched == page.matched
-        assert len(counts.content[0].text) < 1000
+        assert len(text_of(counts)) < 1000
 
 
 async def test_pg_status_rejects_unknown_and_malformed_ids(client: Client) -> None:
     unknown = await client.call_tool("pg_status", {"pg": "ab" * 18})
-    assert unknown.is_error and "No placement group" in unknown.content[0].text
+    assert unknown.is_error and "No placement group" in text_of(unknown)
     bad_job = await client.call_tool("pg_status", {"job_id": "xyz"})
-    assert bad_job.is_error and "job id" in bad_job.content[0].text
+    assert bad_job.is_error and "job id" in text_of(bad_job)
     clamped = await client.call_tool("pg_status", {"limit": 10**9})
     assert any("clamped" in n for n in PlacementGroupList.model_validate(clamped.structured_content).notes)
 
@@ -101,6 +102,6 @@ async def test_list_nodes_shows_the_head_with_total_and_free_resources(client: C
     head = next(n for n in page.nodes if n.is_head)
     assert head.state == "ALIVE" and len(head.node_id) == 56 and head.resources_total["CPU"] == 2
     assert 0 <= head.resources_available["CPU"] <= 2 and "memory" in head.resources_available
-    assert head.node_id in result.content[0].text and "head ALIVE" in result.content[0].text
+    assert head.node_id in text_of(result) and "head ALIVE" in text_of(result)
     dead = await client.call_tool("list_nodes", {"state": "DEAD"})
     assert NodeList.model_validate(dead.structured_content).shown == 0

@@ -11,12 +11,13 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from tests.conftest import clean_env
+from tests.support import text_of
 from tests.test_transports import RAY_MCP, http_server
 
+from ray_mcp.redaction import redact, redact_text
 from ray_mcp.security import tool_allowed, tool_kind
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.shaping import redact, redact_text
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 TOKEN = "s3cret-token-for-tests"
@@ -203,7 +204,7 @@ async def test_ray_credentials_and_extra_headers_reach_the_dashboard(ray_cluster
 
 
 async def test_a_jobs_secret_env_var_never_appears_in_any_output(client: Client) -> None:
-    from tests.jobs_helpers import call_ok, run_to_end
+    from tests.support import call_ok, run_to_end
 
     secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
     sid, _ = await run_to_end(
@@ -222,4 +223,4 @@ async def test_a_jobs_secret_env_var_never_appears_in_any_output(client: Client)
         assert secret not in everything and "fast-mode" not in everything
     job = outputs[0].structured_content
     assert job["runtime_env"]["env_vars"] == {"HF_TOKEN": "***", "MODE": "***"}
-    assert "***" in outputs[2].content[0].text  # the printed token line is masked, not dropped
+    assert "***" in text_of(outputs[2])  # the printed token line is masked, not dropped

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 from mcp import Client
+from tests.support import text_of
 
 from ray_mcp.cluster import free_ports
 from ray_mcp.models import ServeChange, ServeStatus
@@ -55,9 +56,9 @@ async def test_serve_status_says_plainly_that_serve_is_not_running(client: Clien
         import pytest
 
         pytest.skip("Serve already runs on this cluster")
-    assert status.apps == [] and "Serve is not running" in result.content[0].text
+    assert status.apps == [] and "Serve is not running" in text_of(result)
     delete = await client.call_tool("serve_delete_app", {"app": "nothing"})
-    assert delete.is_error and "No Serve application" in delete.content[0].text
+    assert delete.is_error and "No Serve application" in text_of(delete)
 
 
 async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_error(
@@ -104,7 +105,7 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         failing = broken.deployments[0]
         assert failing.status in ("DEPLOY_FAILED", "UNHEALTHY")
         assert "cannot load model weights from /models/v3" in (failing.error or "")
-        text = result.content[0].text
+        text = text_of(result)
         assert ("RuntimeError" in text and "DEPLOY_FAILED" in text) or "UNHEALTHY" in text
         assert len(text) < 8192 and len(json.dumps(result.structured_content)) < 8192
         # The failing replica's own Serve log, found through its dead actor.
@@ -113,20 +114,20 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         # cluster_health names the failing app, its deployment and the exception (diagnosis scenario 4).
         health = await client.call_tool("cluster_health", {})
         assert not health.is_error, health.content
-        health_text = health.content[0].text
+        health_text = text_of(health)
         assert "'broken'" in health_text and "Broken" in health_text
         assert "RuntimeError" in health_text and "cannot load model weights" in health_text
         assert health.structured_content["healthy"] is False and len(health_text.encode()) <= 6000
         one = await client.call_tool("serve_status", {"app": "hello"})
         assert [a.name for a in ServeStatus.model_validate(one.structured_content).apps] == ["hello"]
         missing = await client.call_tool("serve_status", {"app": "nope"})
-        assert missing.is_error and "hello" in missing.content[0].text
+        assert missing.is_error and "hello" in text_of(missing)
         invalid = await client.call_tool("serve_deploy", {"config": {"applications": [{"name": "x"}]}})
-        assert invalid.is_error and "import_path" in invalid.content[0].text
+        assert invalid.is_error and "import_path" in text_of(invalid)
     finally:
         for name in ("broken", "hello"):
             dry = await client.call_tool("serve_delete_app", {"app": name})
-            token = re.search(r"confirm='([^']+)'", dry.content[0].text)
+            token = re.search(r"confirm='([^']+)'", text_of(dry))
             if token:
                 done = await client.call_tool("serve_delete_app", {"app": name, "confirm": token.group(1)})
                 assert not done.is_error, done.content

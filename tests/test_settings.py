@@ -8,7 +8,7 @@ from mcp import Client
 from ray_mcp.cli import parse_settings
 from ray_mcp.cluster import parse_address
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 

@@ -5,10 +5,35 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.support import text_of
 
-from ray_mcp import shaping
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.shaping import NodeCapacity
+from ray_mcp.limits import MAX_LIMIT
+from ray_mcp.shaping.actors import (
+    actor_from_state,
+    actor_summary_from_rows,
+    build_actor_list,
+    death_cause,
+    render_actor_list,
+)
+from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.nodes import NodeCapacity
+from ray_mcp.shaping.placement_groups import (
+    build_pg_list,
+    explain_pending_pg,
+    pg_state_counts,
+    placement_group_from_state,
+    render_pg_list,
+)
+from ray_mcp.shaping.serve import (
+    build_serve_status,
+    config_without_app,
+    declared_serve_apps,
+    failing_deployments,
+    merge_serve_config,
+    render_serve_status,
+)
+from ray_mcp.shaping.tasks import build_task_summary, render_task_summary
 
 NODE = "d1fd044d6469fa3e736d6cfa3315b40a90631341bb0ab0e97b9bc1aa"
 TRACEBACK = (
@@ -32,12 +57,12 @@ def actor_row(i: int, state: str = "DEAD", cls: str = "Worker") -> dict:
 
 
 def test_death_cause_keeps_the_users_exception_and_drops_ray_wrappers_and_carets() -> None:
-    cause = shaping.death_cause(actor_row(1)["death_cause"], exception_chars=2000)
+    cause = death_cause(actor_row(1)["death_cause"], exception_chars=2000)
     assert cause is not None and cause.reason == "CREATION_TASK_ERROR"
     assert (cause.error_type, cause.message) == ("ValueError", "boom")
     assert cause.exception and 'File "/app/model.py"' in cause.exception and "^^^" not in cause.exception
     assert "ActorDiedError" not in cause.exception
-    died = shaping.death_cause(
+    died = death_cause(
         {"actor_died_error_context": {"reason": "WORKER_DIED", "error_message": "worker process has died"}},
         exception_chars=300,
     )
@@ -45,9 +70,9 @@ def test_death_cause_keeps_the_users_exception_and_drops_ray_wrappers_and_carets
 
 
 def test_actor_rows_become_numbers_and_basic_fields_unless_detail() -> None:
-    basic = shaping.actor_from_state(actor_row(1, "ALIVE"), detail=False)
+    basic = actor_from_state(actor_row(1, "ALIVE"), detail=False)
     assert basic.restarts == 2 and basic.pid == 1001 and basic.job_id is None and basic.name is None
-    full = shaping.actor_from_state(actor_row(1, "ALIVE"), detail=True)
+    full = actor_from_state(actor_row(1, "ALIVE"), detail=True)
     assert full.job_id == "01000000" and full.required_resources == {"CPU": 1.0} and full.runtime_env is None
 
 
@@ -60,24 +85,24 @@ def test_actor_list_of_5000_stays_under_8_kb_with_exact_totals_and_a_narrowing_h
         }
     }
     notes: list[str] = []
-    page = shaping.build_actor_list(
+    page = build_actor_list(
         total=5000, matched=5000, rows=rows, summary=summary, limit=50, detail=False, notes=notes
     )
     assert page.total == page.matched == 5000 and page.by_state == {"ALIVE": 400, "DEAD": 4600}
     assert 0 < page.shown < 50 and page.notes  # the byte budget cut the page, and says so
     assert page.hints[0].startswith(f"{5000 - page.shown:,} more actors") and "C0 DEAD" in page.hints[0]
-    structured = shaping.tool_result(page, shaping.render_actor_list(page))
+    structured = tool_result(page, render_actor_list(page))
     assert len(json.dumps(structured.structured_content)) < 8192
-    assert len(structured.content[0].text) < 8192
-    assert all(a.actor_id in structured.content[0].text for a in page.actors)  # ids whole
+    assert len(text_of(structured)) < 8192
+    assert all(a.actor_id in text_of(structured) for a in page.actors)  # ids whole
     assert "null" not in json.dumps(structured.structured_content)
 
 
 def test_clamp_limit_notes_zero_and_huge_values() -> None:
-    assert shaping.clamp_limit(50) == (50, None)
-    assert shaping.clamp_limit(0)[0] == 0 and "counts only" in (shaping.clamp_limit(0)[1] or "")
-    limit, note = shaping.clamp_limit(10**9)
-    assert limit == shaping.MAX_LIMIT and note and "1,000,000,000" in note
+    assert clamp_limit(50) == (50, None)
+    assert clamp_limit(0)[0] == 0 and "counts only" in (clamp_limit(0)[1] or "")
+    limit, note = clamp_limit(10**9)
+    assert limit == MAX_LIMIT and note and "1,000,000,000" in note
 
 
 def cap(node: str, total: dict, free: dict | None = None) -> NodeCapacity:
@@ -86,19 +111,19 @@ def cap(node: str, total: dict, free: dict | None = None) -> NodeCapacity:
 
 def test_explain_pending_pg_names_the_failing_constraint() -> None:
     one = [cap("a", {"CPU": 2.0, "memory": 4 * 2**30})]
-    why, infeasible = shaping.explain_pending_pg([{"CPU": 64}], "PACK", "INFEASIBLE", one)
+    why, infeasible = explain_pending_pg([{"CPU": 64}], "PACK", "INFEASIBLE", one)
     assert infeasible and why.startswith("bundle 0 wants {CPU: 64} and no node has more than 2 CPUs")
-    why, infeasible = shaping.explain_pending_pg([{"GPU": 1}], "PACK", None, one)
+    why, infeasible = explain_pending_pg([{"GPU": 1}], "PACK", None, one)
     assert infeasible and "no node has any GPU" in why
-    why, infeasible = shaping.explain_pending_pg([{"CPU": 0.1}] * 3, "STRICT_SPREAD", "INFEASIBLE", one)
+    why, infeasible = explain_pending_pg([{"CPU": 0.1}] * 3, "STRICT_SPREAD", "INFEASIBLE", one)
     assert infeasible and "3 bundles on a different node and only 1 node(s)" in why
     two = [cap("a", {"CPU": 2.0}), cap("b", {"CPU": 2.0})]
-    why, infeasible = shaping.explain_pending_pg([{"CPU": 1.5}] * 2, "STRICT_PACK", None, two)
+    why, infeasible = explain_pending_pg([{"CPU": 1.5}] * 2, "STRICT_PACK", None, two)
     assert infeasible and "STRICT_PACK" in why and "{CPU: 3}" in why and "more than 2 CPUs" in why
     busy = [cap("a", {"CPU": 2.0}, {"CPU": 0.5})]
-    why, infeasible = shaping.explain_pending_pg([{"CPU": 1}], "PACK", "WAITING", busy)
+    why, infeasible = explain_pending_pg([{"CPU": 1}], "PACK", "WAITING", busy)
     assert not infeasible and "free" in why and "waits for resources" in why
-    assert shaping.explain_pending_pg([{"CPU": 1}], "PACK", None, [])[1] is True
+    assert explain_pending_pg([{"CPU": 1}], "PACK", None, [])[1] is True
 
 
 def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
@@ -109,13 +134,11 @@ def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
          "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}]}
         for i in range(300)
     ]  # fmt: skip
-    groups = [shaping.placement_group_from_state(r, strategy="PACK", nodes=nodes) for r in rows[:50]]
-    page = shaping.build_pg_list(
-        total=300, matched=300, groups=groups, by_state={"PENDING": 300}, limit=50, notes=[]
-    )
-    result = shaping.tool_result(page, shaping.render_pg_list(page))
+    groups = [placement_group_from_state(r, strategy="PACK", nodes=nodes) for r in rows[:50]]
+    page = build_pg_list(total=300, matched=300, groups=groups, by_state={"PENDING": 300}, limit=50, notes=[])
+    result = tool_result(page, render_pg_list(page))
     assert page.matched == 300 and 0 < page.shown <= 50 and page.hints
-    assert len(json.dumps(result.structured_content)) < 8192 and len(result.content[0].text) < 8192
+    assert len(json.dumps(result.structured_content)) < 8192 and len(text_of(result)) < 8192
 
 
 def test_task_summary_groups_failures_by_error_type_with_a_sample() -> None:
@@ -131,7 +154,7 @@ def test_task_summary_groups_failures_by_error_type_with_a_sample() -> None:
         "name": "flaky",
         "error_message": "User exception:\n  File x\nKeyError: 'shard 1'",
     }
-    s = shaping.build_task_summary(
+    s = build_task_summary(
         summary=summary, failed_counts={"TASK_EXECUTION_EXCEPTION": 6}, samples={"TASK_EXECUTION_EXCEPTION": sample},
         notes=[],
     )  # fmt: skip
@@ -139,7 +162,7 @@ def test_task_summary_groups_failures_by_error_type_with_a_sample() -> None:
     assert s.failed_by_error[0].count == 6 and (s.failed_by_error[0].sample_message or "").startswith(
         "KeyError"
     )
-    assert "KeyError: 'shard 1'" in shaping.render_task_summary(s)
+    assert "KeyError: 'shard 1'" in render_task_summary(s)
 
 
 SERVE = {
@@ -161,29 +184,29 @@ SERVE = {
 
 
 def test_serve_status_shapes_apps_and_says_when_serve_is_off() -> None:
-    off = shaping.build_serve_status({"controller_info": {}, "applications": {}, "proxies": {}}, app=None)
-    assert not off.running and "not running" in shaping.render_serve_status(off)
-    status = shaping.build_serve_status(SERVE, app=None)
+    off = build_serve_status({"controller_info": {}, "applications": {}, "proxies": {}}, app=None)
+    assert not off.running and "not running" in render_serve_status(off)
+    status = build_serve_status(SERVE, app=None)
     apps = {a.name: a for a in status.apps}
     assert apps["ok"].deployments[0].running_replicas == 1 and apps["ok"].deployments[0].replicas[0].pid == 42
     assert apps["bad"].deployments[0].error == "RuntimeError: no weights"
     assert status.http == "127.0.0.1:8123" and apps["ok"].last_deployed == "2023-11-14 22:13:20 UTC"
-    assert [(a.name, d.name) for a, d in shaping.failing_deployments(status)] == [("bad", "Bad")]
+    assert [(a.name, d.name) for a, d in failing_deployments(status)] == [("bad", "Bad")]
 
 
 def test_serve_config_merge_keeps_other_apps_and_refuses_to_drop_python_deployed_ones() -> None:
     with pytest.raises(InvalidArgument, match="deployed from Python"):
-        shaping.declared_serve_apps(SERVE)
-    current = shaping.declared_serve_apps(SERVE, dropping=["bad"])
-    merged = shaping.merge_serve_config(
+        declared_serve_apps(SERVE)
+    current = declared_serve_apps(SERVE, dropping=["bad"])
+    merged = merge_serve_config(
         current, {"applications": [{"name": "new", "import_path": "m:new"}]}, replace=False
     )
     assert [a["name"] for a in merged["applications"]] == ["ok", "new"]
-    replaced = shaping.merge_serve_config(
+    replaced = merge_serve_config(
         current, {"applications": [{"name": "ok", "import_path": "m:v2"}]}, replace=False
     )
     assert replaced["applications"] == [{"name": "ok", "import_path": "m:v2"}]
-    assert shaping.config_without_app(current, "ok") == {"applications": []}
+    assert config_without_app(current, "ok") == {"applications": []}
 
 
 # -- counts computed locally, which spare dashboard requests (bench/, issue 8) --------------------------------
@@ -196,13 +219,11 @@ def test_actor_summary_from_rows_counts_each_class_per_state_like_rays_summary()
         actor_row(3, "ALIVE"),
         actor_row(4, "ALIVE", cls="PS"),
     ]
-    summary = shaping.actor_summary_from_rows(rows)
+    summary = actor_summary_from_rows(rows)
     assert summary == {
         "summary": {"Worker": {"state_counts": {"ALIVE": 2, "DEAD": 1}}, "PS": {"state_counts": {"ALIVE": 1}}}
     }
-    page = shaping.build_actor_list(
-        total=4, matched=4, rows=rows, summary=summary, limit=50, detail=False, notes=[]
-    )
+    page = build_actor_list(total=4, matched=4, rows=rows, summary=summary, limit=50, detail=False, notes=[])
     assert page.by_state == {"ALIVE": 3, "DEAD": 1}
 
 
@@ -212,10 +233,10 @@ def test_pg_state_counts_applies_the_filters_to_the_gcs_table() -> None:
         {"placement_group_id": "bb" * 18, "name": "", "state": "PENDING", "creator_job_id": "01000000"},
         {"placement_group_id": "cc" * 18, "name": "", "state": "CREATED", "creator_job_id": "02000000"},
     ]
-    assert shaping.pg_state_counts(table, []) == {"CREATED": 2, "PENDING": 1}
-    assert shaping.pg_state_counts(table, [("creator_job_id", "=", "01000000")]) == {
+    assert pg_state_counts(table, []) == {"CREATED": 2, "PENDING": 1}
+    assert pg_state_counts(table, [("creator_job_id", "=", "01000000")]) == {
         "CREATED": 1,
         "PENDING": 1,
     }
-    assert shaping.pg_state_counts(table, [("name", "=", "train")]) == {"CREATED": 1}
-    assert shaping.pg_state_counts(table, [("placement_group_id", "=", "dd" * 18)]) == {}
+    assert pg_state_counts(table, [("name", "=", "train")]) == {"CREATED": 1}
+    assert pg_state_counts(table, [("placement_group_id", "=", "dd" * 18)]) == {}

@@ -5,6 +5,7 @@ import uuid
 
 import anyio
 from mcp import Client
+from tests.support import text_of
 
 from ray_mcp.models import TaskList, TaskSummary
 from state_drivers import driver
@@ -50,7 +51,7 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
                 ):
                     break
                 await anyio.sleep(1)
-        assert len(result.content[0].text) < 8192 and len(json.dumps(result.structured_content)) < 8192
+        assert len(text_of(result)) < 8192 and len(json.dumps(result.structured_content)) < 8192
         assert summary.total >= 5006
         errors = {e.error_type: e for e in summary.failed_by_error}
         assert errors["TASK_EXECUTION_EXCEPTION"].count >= 6
@@ -70,9 +71,9 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
         listed = await client.call_tool("list_tasks", {"name": f"tiny_{tag}"})
         page = TaskList.model_validate(listed.structured_content)
         assert page.matched == 5000 and 0 < page.shown <= 30 and page.hints
-        assert len(listed.content[0].text) < 8192 and len(json.dumps(listed.structured_content)) < 8192
+        assert len(text_of(listed)) < 8192 and len(json.dumps(listed.structured_content)) < 8192
         failed = await client.call_tool("list_tasks", {"name": f"flaky_{tag}", "state": "FAILED"})
-        text = failed.content[0].text
+        text = text_of(failed)
         assert (
             "KeyError: 'missing shard 1'" in text and "ZeroDivisionError: division by zero in step 0" in text
         )
@@ -82,9 +83,9 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
 
 async def test_task_tools_reject_malformed_ids_and_clamp_limits(client: Client) -> None:
     bad = await client.call_tool("list_tasks", {"actor_id": "nope"})
-    assert bad.is_error and "actor id" in bad.content[0].text
+    assert bad.is_error and "actor id" in text_of(bad)
     clamped = await client.call_tool("list_tasks", {"limit": 10**9, "state": "FINISHED"})
     assert any("clamped" in n for n in TaskList.model_validate(clamped.structured_content).notes)
-    assert len(clamped.content[0].text) < 8192 and len(json.dumps(clamped.structured_content)) < 8192
+    assert len(text_of(clamped)) < 8192 and len(json.dumps(clamped.structured_content)) < 8192
     none = await client.call_tool("list_tasks", {"limit": 0})
     assert TaskList.model_validate(none.structured_content).shown == 0

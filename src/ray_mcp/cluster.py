@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
-from ray_mcp.ray_api import dashboard_answers, head_node_alive
+from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
 from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
 
 if TYPE_CHECKING:

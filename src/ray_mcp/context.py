@@ -14,7 +14,8 @@ from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api import RayAPI, dashboard_url_from_gcs
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:

@@ -19,8 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ray_mcp import ray_api
-from ray_mcp.shaping import parse_front_matter
+from ray_mcp.api_reference import describe_symbol
 
 MARKDOWN = "text/markdown"
 INDEX_URI = "ray-docs://reference/index"
@@ -113,6 +112,20 @@ def register(server: MCPServer) -> None:
     )
     async def api_reference(qualified_name: str) -> str:
         try:
-            return await anyio.to_thread.run_sync(ray_api.describe_symbol, qualified_name)
+            return await anyio.to_thread.run_sync(describe_symbol, qualified_name)
         except LookupError as exc:
             raise ResourceNotFoundError(str(exc)) from None
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split a Markdown file into its YAML front matter (between ``---`` fences) and its body."""
+    if not text.startswith("---"):
+        return {}, text
+    _, _, rest = text.partition("\n")
+    header, sep, body = rest.partition("\n---")
+    if not sep:
+        return {}, text
+    import yaml  # ships with Ray; only needed when docs are loaded
+
+    meta = yaml.safe_load(header) or {}
+    return (meta if isinstance(meta, dict) else {}), body.partition("\n")[2]

@@ -29,7 +29,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ray_mcp.shaping import REDACTED, redact, redact_text
+from ray_mcp.redaction import redact, redact_text
 
 ToolKind = Literal["read", "write", "destructive"]
 
@@ -222,4 +222,4 @@ class HttpGuard:
         await self.app(scope, receive, send)
 
 
-__all__ = ["REDACTED", "Auditor", "HttpGuard", "SafetyMiddleware", "is_loopback", "tool_allowed", "tool_kind"]
+__all__ = ["Auditor", "HttpGuard", "SafetyMiddleware", "is_loopback", "tool_allowed", "tool_kind"]

@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
-from ray_mcp import prompts, resources
+from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
-from ray_mcp.ray_api import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -31,6 +32,7 @@ from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
 from ray_mcp.tools import tasks as task_tools
+from ray_mcp.tools import topology as topology_tools
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
@@ -75,6 +77,7 @@ class RayMCPServer(MCPServer[App]):
         if self.app.multi_cluster:
             fn = with_cluster_argument(fn, list(self.app.connections))
         super().add_tool(fn, name, *args, **kwargs)
+        publish_compact(self._tool_manager.get_tool(tool_name))
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -92,6 +95,23 @@ class RayMCPServer(MCPServer[App]):
         if missing:
             raise MCPError(INVALID_PARAMS, f"Prompt {name!r} needs the argument(s): {', '.join(missing)}.")
         return await super().get_prompt(name, arguments, context)
+
+
+def publish_compact(tool: Tool | None) -> None:
+    """Publish the tool with a dedented description and compact schemas (see schemas.py).
+
+    The output model is dropped after its schema is taken: each tool builds its structured content from
+    that model already, so the SDK's second validation of every result only cost time.
+    """
+    if tool is None:  # pragma: no cover - add_tool always registers
+        return
+    tool.description = inspect.cleandoc(tool.description)
+    tool.parameters = schemas.compact_input(tool.parameters)
+    metadata = tool.fn_metadata
+    if metadata.output_schema is not None:
+        metadata.output_schema = schemas.compact_output(metadata.output_schema)
+        metadata.output_model = None
+    tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
 
 
 def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
@@ -186,6 +206,7 @@ def build_server(
         node_tools,
         task_tools,
         serve_tools,
+        topology_tools,
     ):
         area.register(server)
     resources.register(server)

@@ -5,7 +5,8 @@ from collections.abc import Awaitable, Callable
 from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 
-from ray_mcp.shaping import redact_text
+from ray_mcp.ray_api.ids import check_id
+from ray_mcp.redaction import redact_text
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
@@ -29,7 +30,6 @@ def redacted_progress(ctx: Context) -> Callable[[float, float | None, str | None
 
 def state_filters(**values: str | None) -> list[tuple[str, str, str]]:
     """State API filters (key = value) for the arguments that were given; ids are checked and lower-cased."""
-    from ray_mcp.ray_api import check_id
 
     kinds = {"job_id": "job", "node_id": "node", "actor_id": "actor", "placement_group_id": "placement group"}
     out = []

@@ -9,11 +9,13 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
-from ray_mcp import shaping
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import Actor, ActorKill, ActorList
-from ray_mcp.ray_api import check_id
+from ray_mcp.ray_api.ids import check_id
+from ray_mcp.shaping.actors import kill_preflight, render_actor, render_actor_list
+from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, state_filters
 
 ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]
@@ -37,8 +39,8 @@ def register(server: MCPServer) -> None:
             str | None, Field(description="Only actors in this placement group.")
         ] = None,
         limit: Annotated[
-            int, Field(ge=0, description="Most actors to list (0: counts only; max 1000).")
-        ] = 50,
+            int, Field(ge=0, description=f"Most actors to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_LIMIT,
         detail: Annotated[
             bool, Field(description="Add job, namespace, resources, detached, full death cause.")
         ] = False,
@@ -49,7 +51,7 @@ def register(server: MCPServer) -> None:
         a worker that exited, OOM, a dead node). Filters narrow the list; get_actor shows one actor in full;
         kill_actor stops one. Basic fields by default: id, class, name, state, pid, node, restarts. Read-only.
         """
-        limit, note = shaping.clamp_limit(limit, what="actors")
+        limit, note = clamp_limit(limit, what="actors")
         filters = state_filters(
             state=state, class_name=class_name, name=name, ray_namespace=namespace,
             job_id=job_id, node_id=node_id, placement_group_id=placement_group_id,
@@ -58,7 +60,7 @@ def register(server: MCPServer) -> None:
         page = await api.list_actors(
             filters=filters, limit=limit, detail=detail, notes=[note] if note else []
         )
-        return shaping.tool_result(page, shaping.render_actor_list(page))
+        return tool_result(page, render_actor_list(page))
 
     @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get actor"}))
     async def get_actor(
@@ -72,7 +74,7 @@ def register(server: MCPServer) -> None:
         """
         api = await app_of(ctx).api()
         actor = await api.get_actor(actor_id.strip())
-        return shaping.tool_result(actor, shaping.render_actor(actor))
+        return tool_result(actor, render_actor(actor))
 
     @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Kill actor"}))
     async def kill_actor(
@@ -104,7 +106,7 @@ def register(server: MCPServer) -> None:
                 actor_id=actor.actor_id, done=False, no_restart=no_restart, state_before=actor.state,
                 message=decision.text,
             )  # fmt: skip
-        return shaping.tool_result(result, result.message)
+        return tool_result(result, result.message)
 
 
 # -- confirmation of kill_actor (resolvers run before the tool body; see confirm.py) ----------------------
@@ -114,7 +116,7 @@ async def _kill_plan(ctx: Context, actor_id: str, no_restart: bool, force: bool)
     api = await app_of(ctx).api()
     actor = await api.get_actor(check_id("actor", actor_id.strip()))
     target = f"{actor.actor_id} no_restart={no_restart}"
-    description = shaping.kill_preflight(actor, no_restart=no_restart, force=force)
+    description = kill_preflight(actor, no_restart=no_restart, force=force)
     noop = description if actor.state == "DEAD" else None
     return Pending("kill_actor", target, description, subject=actor, noop=noop)
 

@@ -7,8 +7,10 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_MAX_NODES, MAX_NODES
 from ray_mcp.models import ClusterStatus
-from ray_mcp.shaping import render_cluster_status, tool_result
+from ray_mcp.shaping.cluster import render_cluster_status
+from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY
 
 
@@ -17,8 +19,8 @@ def register(server: MCPServer) -> None:
     async def cluster_status(
         ctx: Context,
         max_nodes: Annotated[
-            int, Field(ge=1, le=1000, description="Most nodes to list (all are counted).")
-        ] = 20,
+            int, Field(ge=1, le=MAX_NODES, description="Most nodes to list (all are counted).")
+        ] = DEFAULT_MAX_NODES,
     ) -> Annotated[CallToolResult, ClusterStatus]:
         """Show the Ray cluster at a glance: nodes, resources used/total, pending demands and the autoscaler.
 

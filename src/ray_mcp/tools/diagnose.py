@@ -9,11 +9,11 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.diagnosis import gather
+from ray_mcp.limits import DEFAULT_DIAGNOSIS_BYTES, MAX_DIAGNOSIS_BYTES, MIN_DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
-from ray_mcp.shaping import tool_result
+from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY
-
-DEFAULT_MAX_BYTES = 6_000
 
 
 def register(server: MCPServer) -> None:
@@ -22,8 +22,9 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         submission_id: Annotated[str, Field(description="The job's submission id (raysubmit_…) or job id.")],
         max_bytes: Annotated[
-            int, Field(ge=1_000, le=32_000, description="Budget of the text answer.")
-        ] = DEFAULT_MAX_BYTES,
+            int,
+            Field(ge=MIN_DIAGNOSIS_BYTES, le=MAX_DIAGNOSIS_BYTES, description="Budget of the text answer."),
+        ] = DEFAULT_DIAGNOSIS_BYTES,
     ) -> Annotated[CallToolResult, JobDiagnosis]:
         """Find why a Ray job failed, is stuck, or is unhealthy, in one call: status first, then the cause chain.
 
@@ -36,15 +37,16 @@ def register(server: MCPServer) -> None:
         this job's own problems; other jobs in one line. Read-only.
         """
         api = await app_of(ctx).api()
-        model, text = await api.diagnose_job(submission_id, max_bytes=max_bytes)
+        model, text = await gather.diagnose_job(api, submission_id, max_bytes=max_bytes)
         return tool_result(model, text)
 
     @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Cluster health"}))
     async def cluster_health(
         ctx: Context,
         max_bytes: Annotated[
-            int, Field(ge=1_000, le=32_000, description="Budget of the text answer.")
-        ] = DEFAULT_MAX_BYTES,
+            int,
+            Field(ge=MIN_DIAGNOSIS_BYTES, le=MAX_DIAGNOSIS_BYTES, description="Budget of the text answer."),
+        ] = DEFAULT_DIAGNOSIS_BYTES,
     ) -> Annotated[CallToolResult, ClusterHealth]:
         """Answer "what is wrong in this cluster right now?", ranked, each problem named by its cause.
 
@@ -56,5 +58,5 @@ def register(server: MCPServer) -> None:
         otherwise UNKNOWN. Read-only.
         """
         api = await app_of(ctx).api()
-        model, text = await api.cluster_health(max_bytes=max_bytes)
+        model, text = await gather.cluster_health(api, max_bytes=max_bytes)
         return tool_result(model, text)

@@ -11,17 +11,22 @@ from pydantic import Field, WithJsonSchema
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
+from ray_mcp.limits import (
+    DEFAULT_JOBS_LIMIT,
+    DEFAULT_WAIT_S,
+    ENTRYPOINT_IN_QUESTION_CHARS,
+    MAX_JOBS_LIMIT,
+    MAX_WAIT_S,
+)
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
-from ray_mcp.shaping import render_job, render_job_list, render_wait, tool_result
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, redacted_progress
-
-DEFAULT_WAIT_S = 60.0
-MAX_WAIT_S = 600.0
 
 JobId = Annotated[
     str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
 ]
-# ray-mcp checks the runtime_env itself (shaping.check_runtime_env), so that a mistake gets a message naming
+# ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming
 # the field and the fix; the schema still tells the model every field.
 RuntimeEnvArg = Annotated[
     dict[str, Any] | None,
@@ -93,7 +98,9 @@ def register(server: MCPServer) -> None:
         entrypoint_contains: Annotated[
             str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=500, description="Most jobs to show (all are counted).")] = 20,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_JOBS_LIMIT, description="Most jobs to show (all are counted).")
+        ] = DEFAULT_JOBS_LIMIT,
     ) -> Annotated[CallToolResult, JobList]:
         """List the cluster's jobs, newest first: status, entrypoint, start time, duration and error type.
 
@@ -110,7 +117,7 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         job: JobId,
         timeout_s: Annotated[
-            float, Field(gt=0, le=MAX_WAIT_S, description="Most seconds to wait (at most 600).")
+            float, Field(gt=0, le=MAX_WAIT_S, description=f"Most seconds to wait (at most {MAX_WAIT_S:g}).")
         ] = DEFAULT_WAIT_S,
     ) -> Annotated[CallToolResult, JobWait]:
         """Wait until a job ends (SUCCEEDED, FAILED, STOPPED) or timeout_s passes, then show its state.
@@ -165,7 +172,7 @@ async def _delete_plan(ctx: Context, job: str) -> Pending:
     info = await (await app_of(ctx).api()).deletable_job(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
-    what = f"delete job {sid} ({job_id}{info.status}, entrypoint {info.entrypoint[:80]!r})"
+    what = f"delete job {sid} ({job_id}{info.status}, entrypoint {info.entrypoint[:ENTRYPOINT_IN_QUESTION_CHARS]!r})"
     return Pending("delete_job", sid, what, subject=info)
 
 

@@ -7,14 +7,22 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.context import app_of
+from ray_mcp.limits import (
+    DEFAULT_LOG_BYTES,
+    DEFAULT_LOG_LINES,
+    DEFAULT_MAX_SCAN_MB,
+    MAX_FOLLOW_S,
+    MAX_GREP_CONTEXT,
+    MAX_LOG_BYTES,
+    MAX_LOG_LINES,
+    MAX_SCAN_MB,
+    MIN_LOG_BYTES,
+)
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api import DEFAULT_MAX_SCAN_MB, MAX_LOG_LINES, LogTarget
-from ray_mcp.shaping import log_target_kind, render_log_tail, tool_result
+from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.logs import log_target_kind, render_log_tail
 from ray_mcp.tools import READ_ONLY, redacted_progress
-
-DEFAULT_LINES = 100
-DEFAULT_MAX_BYTES = 16_384
-MAX_FOLLOW_S = 120.0
 
 
 def register(server: MCPServer) -> None:
@@ -35,10 +43,10 @@ def register(server: MCPServer) -> None:
         ] = None,
         lines: Annotated[
             int, Field(ge=1, le=MAX_LOG_LINES, description="Most lines to return.")
-        ] = DEFAULT_LINES,
+        ] = DEFAULT_LOG_LINES,
         max_bytes: Annotated[
-            int, Field(ge=256, le=1_048_576, description="Most bytes of log text to return.")
-        ] = DEFAULT_MAX_BYTES,
+            int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES, description="Most bytes of log text to return.")
+        ] = DEFAULT_LOG_BYTES,
         grep: Annotated[
             str | None,
             Field(
@@ -46,17 +54,23 @@ def register(server: MCPServer) -> None:
                 "matching lines instead of the tail."
             ),
         ] = None,
-        context: Annotated[int, Field(ge=0, le=20, description="Lines shown around each grep match.")] = 0,
+        context: Annotated[
+            int, Field(ge=0, le=MAX_GREP_CONTEXT, description="Lines shown around each grep match.")
+        ] = 0,
         stream: Annotated[
             Literal["out", "err", "both"],
             Field(description="For actor, task and pid logs: stdout, stderr or both."),
         ] = "both",
         follow_s: Annotated[
             float,
-            Field(ge=0, le=MAX_FOLLOW_S, description="Then follow the log this many seconds (max 120)."),
+            Field(
+                ge=0,
+                le=MAX_FOLLOW_S,
+                description=f"Then follow the log this many seconds (max {MAX_FOLLOW_S:g}).",
+            ),
         ] = 0,
         max_scan_mb: Annotated[
-            int, Field(ge=1, le=8192, description="With grep: stop scanning after this many MB.")
+            int, Field(ge=1, le=MAX_SCAN_MB, description="With grep: stop scanning after this many MB.")
         ] = DEFAULT_MAX_SCAN_MB,
     ) -> Annotated[CallToolResult, LogTail]:
         """Read the end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's own files.

@@ -6,9 +6,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import shaping
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import PlacementGroupList
+from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.placement_groups import render_pg_list
 from ray_mcp.tools import READ_ONLY
 
 
@@ -25,8 +27,8 @@ def register(server: MCPServer) -> None:
         ] = None,
         job_id: Annotated[str | None, Field(description="Only groups created by this job (hex id).")] = None,
         limit: Annotated[
-            int, Field(ge=0, description="Most groups to list (0: counts only; max 1000).")
-        ] = 50,
+            int, Field(ge=0, description=f"Most groups to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_LIMIT,
     ) -> Annotated[CallToolResult, PlacementGroupList]:
         """Show placement groups: state, strategy, creator job, bundles and their nodes; explain every PENDING one.
 
@@ -34,9 +36,9 @@ def register(server: MCPServer) -> None:
         PENDING group it names the constraint that fails (a bundle larger than any node, STRICT_SPREAD with more
         bundles than nodes, STRICT_PACK larger than any node) or says it waits for resources in use. Read-only.
         """
-        limit, note = shaping.clamp_limit(limit, what="placement groups")
+        limit, note = clamp_limit(limit, what="placement groups")
         api = await app_of(ctx).api()
         page = await api.pg_status(
             pg=pg, state=state, job_id=job_id, limit=limit, notes=[note] if note else []
         )
-        return shaping.tool_result(page, shaping.render_pg_list(page))
+        return tool_result(page, render_pg_list(page))

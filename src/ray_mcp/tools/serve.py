@@ -9,10 +9,12 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import confirm as confirmation
-from ray_mcp import shaping
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_SERVE_LOG_LINES, MAX_SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.serve import render_serve_status
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 
@@ -24,8 +26,13 @@ def register(server: MCPServer) -> None:
             str | None, Field(description="One application by name; all of them if omitted.")
         ] = None,
         log_lines: Annotated[
-            int, Field(ge=0, le=100, description="Log lines to show for each failing deployment's replica.")
-        ] = 15,
+            int,
+            Field(
+                ge=0,
+                le=MAX_SERVE_LOG_LINES,
+                description="Log lines to show for each failing deployment's replica.",
+            ),
+        ] = DEFAULT_SERVE_LOG_LINES,
     ) -> Annotated[CallToolResult, ServeStatus]:
         """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
 
@@ -35,7 +42,7 @@ def register(server: MCPServer) -> None:
         """
         api = await app_of(ctx).api()
         status = await api.serve_status(app=app, log_lines=log_lines)
-        return shaping.tool_result(status, shaping.render_serve_status(status))
+        return tool_result(status, render_serve_status(status))
 
     @server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))
     async def serve_deploy(
@@ -61,11 +68,10 @@ def register(server: MCPServer) -> None:
         """
         api = await app_of(ctx).api()
         change = await api.serve_deploy(config, replace=replace)
-        text = (
-            f"Applied a Serve config with applications {change.applications}.\n"
-            + shaping.render_serve_status(change.status)
+        text = f"Applied a Serve config with applications {change.applications}.\n" + render_serve_status(
+            change.status
         )
-        return shaping.tool_result(change, text)
+        return tool_result(change, text)
 
     @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"}))
     async def serve_delete_app(
@@ -82,11 +88,11 @@ def register(server: MCPServer) -> None:
         """
         decision = confirmation.decide(pending, confirm, answer)
         if not decision.proceed:
-            return shaping.tool_result(
+            return tool_result(
                 ServeChange(action="not done", applications=[], status=pending.subject), decision.text
             )
         change = await (await app_of(ctx).api()).serve_delete_app(app)
-        return shaping.tool_result(change, f"Deleted {app!r}.\n" + shaping.render_serve_status(change.status))
+        return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
 
 
 # -- confirmation of serve_delete_app (resolvers run before the tool body; see confirm.py) ----------------

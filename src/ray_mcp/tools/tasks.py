@@ -6,9 +6,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import shaping
 from ray_mcp.context import app_of
+from ray_mcp.limits import DEFAULT_TASK_LIMIT, MAX_LIMIT
 from ray_mcp.models import TaskList, TaskSummary
+from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.tasks import render_task_list, render_task_summary
 from ray_mcp.tools import READ_ONLY, state_filters
 
 TaskStateName = Literal[
@@ -36,7 +38,9 @@ def register(server: MCPServer) -> None:
         job_id: Job = None,
         actor_id: ActorId = None,
         error_type: ErrorType = None,
-        limit: Annotated[int, Field(ge=0, description="Most tasks to list (0: counts only; max 1000).")] = 30,
+        limit: Annotated[
+            int, Field(ge=0, description=f"Most tasks to list (0: counts only; max {MAX_LIMIT}).")
+        ] = DEFAULT_TASK_LIMIT,
         detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
     ) -> Annotated[CallToolResult, TaskList]:
         """List individual tasks (and actor method calls) with state, job, actor, node and error.
@@ -45,13 +49,13 @@ def register(server: MCPServer) -> None:
         counts over many tasks use summarize_tasks first. Ray keeps a bounded history of finished tasks.
         Read-only.
         """
-        limit, note = shaping.clamp_limit(limit, what="tasks")
+        limit, note = clamp_limit(limit, what="tasks")
         filters = state_filters(
             state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type
         )
         api = await app_of(ctx).api()
         page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
-        return shaping.tool_result(page, shaping.render_task_list(page))
+        return tool_result(page, render_task_list(page))
 
     @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Summarize tasks"}))
     async def summarize_tasks(
@@ -72,4 +76,4 @@ def register(server: MCPServer) -> None:
         )
         api = await app_of(ctx).api()
         summary = await api.summarize_tasks(filters=filters)
-        return shaping.tool_result(summary, shaping.render_task_summary(summary))
+        return tool_result(summary, render_task_summary(summary))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ray_mcp import models
-from ray_mcp.causal import (
+from ray_mcp.diagnosis.chains import (
     CONTEXT,
     Chain,
     event_lines,
@@ -16,15 +16,15 @@ from ray_mcp.causal import (
     fit,
     verdict_line,
 )
-from ray_mcp.causal_graph import Evidence, clip
-from ray_mcp.diagnosis import FT_DOC, OBS_DOC, PG_DOC
+from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, render_findings
+from ray_mcp.diagnosis.graph import Evidence, clip
 
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
 
 VERDICT_BYTES = 300
-# What the chains explain better than the first-generation findings of diagnosis.py (dropped when the chains'
+# What the chains explain better than the first-generation findings of job.py and health.py (dropped when the chains'
 # sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
 REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
 REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
@@ -65,8 +65,6 @@ def job_report(
     *,
     max_bytes: int,
 ) -> tuple[models.JobDiagnosis, str]:
-    from ray_mcp.diagnosis import render_findings
-
     phrase, chains, others = explain_job(ev)
     readable = ev.tasks is not None and ev.actors is not None
     kept = [f for f in legacy if not (readable and f.kind in REPLACED_JOB_KINDS)]
@@ -90,8 +88,8 @@ def job_report(
         + (f", error_type {info.error_type}" if info.error_type else "")
     )
     if info.status == "RUNNING" and ev.tasks is not None:
-        from ray_mcp.causal import progress
-        from ray_mcp.causal_graph import Graph
+        from ray_mcp.diagnosis.chains import progress
+        from ray_mcp.diagnosis.graph import Graph
 
         job_line += f"; progress: {progress(Graph(ev))}"
     events = explaining_events(ev, findings)
@@ -131,8 +129,6 @@ def health_report(
     *,
     max_bytes: int,
 ) -> tuple[models.ClusterHealth, str]:
-    from ray_mcp.diagnosis import render_findings
-
     chains = explain_cluster(ev)
     readable = ev.actors is not None and ev.nodes is not None
     kept = [f for f in legacy if not (readable and f.kind in REPLACED_HEALTH_KINDS)]

@@ -1,4 +1,4 @@
-"""Causal chains over the evidence graph: from a symptom to the entity that holds, owns, ended or raised it.
+"""Causal chains over the evidence graph (graph.py): from a symptom to the entity that holds, owns, ended or raised it.
 
 Pure functions (no I/O). ``explain_job`` and ``explain_cluster`` turn an ``Evidence`` into ``Chain``s, ranked:
 each chain starts at a symptom (a failed task, a dead or looping actor, a pending group, a driver blocked on
@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ray_mcp.causal_graph import (
+from ray_mcp.diagnosis.graph import (
     DRIVER_WORKER,
     Evidence,
     Graph,
@@ -845,7 +845,7 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
 
 def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:
     """Where the driver's exception was raised, joined to the chain of the remote work that raised it."""
-    from ray_mcp import diagnosis
+    from ray_mcp.diagnosis import tracebacks as diagnosis
 
     if not lines:
         return None

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ray_mcp.causal_graph import DRIVER_WORKER, OWNER_REF, Evidence, num
+from ray_mcp.diagnosis.graph import DRIVER_WORKER, OWNER_REF, Evidence, num
 from ray_mcp.errors import RayMCPError
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
 
 async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
     """Stderr of crashed workers: the newest dead worker of each looping actor, and crashed task workers."""
-    from ray_mcp.ray_api import LogTarget
+    from ray_mcp.ray_api.logs import LogTarget
 
     dead = [
         w

@@ -1,0 +1,143 @@
+"""Gathering the evidence for diagnose_job and cluster_health through the Ray adapter, concurrently; the
+reasoning over it lives beside (job.py, health.py) and talks to no cluster."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import anyio.to_thread
+
+from ray_mcp import models
+from ray_mcp.diagnosis import evidence as chain_evidence
+from ray_mcp.diagnosis import health as health_reasoning
+from ray_mcp.diagnosis import job as job_reasoning
+from ray_mcp.diagnosis import report
+from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.client import gather, nothing
+from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.shaping.jobs import entrypoint_resources, job_info
+
+
+async def optional(awaitable: Awaitable[Any], notes: list[str], what: str) -> Any:
+    """One piece of evidence: a failure to get it becomes a note, not an error of the whole diagnosis."""
+    try:
+        return await awaitable
+    except RayMCPError as exc:
+        notes.append(f"Could not check {what}: {first_sentence(str(exc))}")
+        return None
+
+
+async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
+    """Gather everything about one job concurrently, then follow its cause chains (diagnose_job)."""
+    await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
+    details = await api.job_details(job)
+    info = job_info(details, time.time())
+    notes: list[str] = []
+    job_id = info.job_id
+    sid = info.submission_id
+    by_job = [("job_id", "=", job_id)] if job_id else None
+    driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
+        optional(api.tail_logs(LogTarget(kind="job", job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+                       notes, "the driver log"),
+        optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
+                       notes, "the job's dead actors") if by_job else nothing(),
+        optional(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
+                                        detail=True, notes=[]), notes, "the job's pending actors") if by_job else nothing(),
+        optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
+                                        detail=True, notes=[]), notes, "the job's supervisor") if sid else nothing(),
+        optional(api.summarize_tasks(filters=list(by_job)), notes, "the job's failed tasks") if by_job else nothing(),
+        optional(api.pg_status(pg=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
+                       notes, "the job's placement groups") if job_id else nothing(),
+        optional(api.node_capacities(), notes, "the nodes"),
+        optional(api.cluster_status(max_nodes=1), notes, "pending demands")
+        if info.status in ("PENDING", "RUNNING") else nothing(),
+        chain_evidence.gather_job(api, details, None),
+    )  # fmt: skip
+    driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
+    ev.driver_lines = driver_lines
+    await chain_evidence.phase_two(api, ev)
+    evidence = job_reasoning.JobEvidence(
+        info=info,
+        entrypoint_resources=entrypoint_resources(details),
+        driver_lines=driver_lines,
+        dead_actors=list(dead.actors) if dead else [],
+        dead_actors_total=dead.matched if dead else 0,
+        pending_actors=list(pending.actors) if pending else [],
+        supervisor=supervisor.actors[0] if supervisor and supervisor.actors else None,
+        failed_tasks=list(tasks.failed_by_error) if tasks else [],
+        pending_pgs=list(pgs.placement_groups) if pgs else [],
+        node_totals=[dict(c.total) for c in capacities[1]] if capacities else [],
+        infeasible_demands=[d for d in status.pending_demands if d.infeasible] if status else [],
+    )
+    crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
+    logs = await gather(
+        *(optional(api.tail_logs(LogTarget(kind="actor_id", actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
+                                        grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
+          for a in crashed)
+    )  # fmt: skip
+    for actor, tail in zip(crashed, logs, strict=True):
+        if tail is not None:
+            evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
+    findings = job_reasoning.diagnose_job(evidence)
+    return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes)
+
+
+async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
+    """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
+    await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
+    notes: list[str] = []
+    checked = ["nodes", "resource demands", "placement groups", "jobs", "actors", "tasks", "Serve"]
+    status, jobs, dead, restarting, alive, tasks, pgs, serve, ev = await gather(
+        optional(api.cluster_status(max_nodes=50), notes, "nodes and demands"),
+        optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs"),
+        optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
+                       notes, "dead actors"),
+        optional(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
+                       notes, "restarting actors"),
+        optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
+                       notes, "actor restarts"),
+        optional(api.summarize_tasks(filters=[]), notes, "failed tasks"),
+        optional(api.pg_status(pg=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
+                       "placement groups"),
+        optional(api.serve_status(app=None, log_lines=5), notes, "Serve"),
+        chain_evidence.gather_cluster(api),
+    )  # fmt: skip
+    recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
+    failed_jobs = await gather(
+        *(optional(api.get_job(j.submission_id or j.job_id or ""), notes, "a failed job") for j in recent)
+    )
+    looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
+    evidence = health_reasoning.HealthEvidence(
+        status=status,
+        failed_jobs=[j for j in failed_jobs if j is not None],
+        dead_actors=list(dead.actors) if dead else [],
+        dead_actors_total=dead.matched if dead else 0,
+        restarting=[*(restarting.actors if restarting else []), *looping],
+        task_errors=list(tasks.failed_by_error) if tasks else [],
+        serve=serve if serve is not None and serve.running else None,
+        pending_pgs=list(pgs.placement_groups) if pgs else [],
+        pending_pgs_total=pgs.matched if pgs else 0,
+    )
+    findings = health_reasoning.cluster_health(evidence)
+    checked.append("cluster events")
+    return report.health_report(api.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes)
+
+
+_RAY_IMPORT = threading.Lock()
+
+
+def import_ray_once() -> None:
+    """Import ray (and the modules the gathering threads use) in one thread: two threads importing parts of ray
+    at the same time can deadlock in the import system (_DeadlockError)."""
+    with _RAY_IMPORT:
+        import ray.core.generated.gcs_service_pb2
+        import ray.job_submission  # noqa: F401
+
+
+def first_sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".") + "."

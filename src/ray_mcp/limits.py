@@ -1,0 +1,110 @@
+"""Every bound on what ray-mcp sends back to an agent, named once.
+
+Tool parameters (their ``le``/``ge`` and the numbers in their descriptions), the adapter's requests and the
+shaping code all read these; changing an output size means changing this file. An agent's context window is
+the scarce resource: every answer is bounded, and says what it left out.
+"""
+
+# -- lists: actors, tasks, placement groups, nodes --------------------------------------------------------
+
+MAX_LIMIT = 1000  # the most items one list call may ask for (0 means counts only)
+DEFAULT_LIMIT = 50  # actors, placement groups, nodes
+DEFAULT_TASK_LIMIT = 30
+RESPONSE_BUDGET_BYTES = 8 * 1024  # a list answer stays under this, text and structured content each
+LIST_BUDGET_BYTES = 5 * 1024  # the items of a list answer (the rest: totals, notes, hints)
+STATE_API_MAX_ROWS = 10_000  # Ray's State API returns at most this many rows per call
+MAX_TASK_GROUPS = 40  # task names shown by summarize_tasks
+MAX_ERROR_TYPES_SAMPLED = 10  # error types of failed tasks that get a sample task
+BUNDLES_SHOWN = 8  # bundles of one placement group in the text answer
+LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error line)
+FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
+LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
+
+# -- cluster_status ------------------------------------------------------------------------------------------
+
+DEFAULT_MAX_NODES = 20
+MAX_NODES = 1000
+FAILED_NODES_SHOWN = 5
+
+# -- actors --------------------------------------------------------------------------------------------------
+
+EXCEPTION_CHARS = 2000  # an actor's death exception, in get_actor and with detail
+EXCEPTION_CHARS_IN_LIST = LINE_CHARS  # the same in a list without detail
+
+# -- tasks ---------------------------------------------------------------------------------------------------
+
+TASK_ERROR_CHARS = 400
+SAMPLE_ERROR_CHARS = 600  # the sample error message of one error type
+
+# -- jobs ----------------------------------------------------------------------------------------------------
+
+DEFAULT_JOBS_LIMIT = 20
+MAX_JOBS_LIMIT = 500
+DEFAULT_WAIT_S = 60.0
+MAX_WAIT_S = 600.0
+JOB_MESSAGE_CHARS = 1200  # Ray puts up to 20,000 characters of driver log in a failed job's message
+JOB_MESSAGE_HEAD_CHARS = 300  # of which the first line keeps this many
+JOB_ID_CHARS = 256  # the longest job id or submission id accepted
+ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete a job
+
+# -- logs ----------------------------------------------------------------------------------------------------
+
+DEFAULT_LOG_LINES = 100
+MAX_LOG_LINES = 2000
+DEFAULT_LOG_BYTES = 16_384
+MIN_LOG_BYTES = 256
+MAX_LOG_BYTES = 1_048_576
+MAX_GREP_CONTEXT = 20  # lines around each grep match
+MAX_FOLLOW_S = 120.0
+DEFAULT_MAX_SCAN_MB = 256  # grep stops scanning after this many MB
+MAX_SCAN_MB = 8192
+PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
+FILES_LISTED = 25  # files named when a log file is not found on a node
+
+# -- Serve ---------------------------------------------------------------------------------------------------
+
+DEFAULT_SERVE_LOG_LINES = 15  # log lines of each failing deployment's replica
+MAX_SERVE_LOG_LINES = 100
+MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
+SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
+FAILING_DEPLOYMENTS_WITH_LOGS = 3
+
+# -- diagnose_job and cluster_health -------------------------------------------------------------------------
+
+DEFAULT_DIAGNOSIS_BYTES = 6_000
+MIN_DIAGNOSIS_BYTES = 1_000
+MAX_DIAGNOSIS_BYTES = 32_000
+DRIVER_LOG_LINES = 400  # the driver log's tail read for a diagnosis
+DRIVER_LOG_BYTES = 96_000
+ACTOR_LOG_LINES = 60  # grep output of a crashed actor's log
+ACTOR_LOG_BYTES = 8_000
+EVIDENCE_ITEMS = 12  # evidence lines of one finding
+NEXT_STEPS = 3  # next steps (and references) of one finding
+NOTES_SHOWN = 4
+EVIDENCE_LINE_CHARS = 240  # one quoted log or traceback line
+CAUSE_CHARS = 200  # a cause named in a finding's title or evidence
+SHORT_CAUSE_CHARS = 160  # a cause in a grouped line (N actors died of ...)
+JOB_CAUSE_HEAD_CHARS = 120  # the head of a failed job's message, when it has no traceback
+TRACEBACK_LINES = 24  # lines of the excerpt of a traceback
+ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
+
+# -- job_topology -------------------------------------------------------------------------------------------
+
+TOPOLOGY_ACTORS = 1000  # actors in the structured answer (counts stay exact)
+TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
+TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
+TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call
+TOPOLOGY_BUNDLES_PER_GROUP = 1000
+TOPOLOGY_NODES = 200
+TOPOLOGY_GAPS = 100  # gaps in the structured answer
+TOPOLOGY_TEXT_GAPS = 15  # gaps in the text answer
+TOPOLOGY_TEXT_BYTES = 12 * 1024  # the text tree is cut here (64 ranks on 8 nodes take ~3.6 KB)
+TOPOLOGY_IDLE_GPU_NODES = 5  # GPU nodes without an actor of the job, named one by one
+TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked up (one request each)
+TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
+DEATH_CHARS = 200  # a dead rank's cause in a gap
+
+# -- the live API reference ----------------------------------------------------------------------------------
+
+API_DOC_CHARS = 12_000
+API_MEMBERS_SHOWN = 60

@@ -1,0 +1,257 @@
+"""The core of the Ray adapter: the dashboard's HTTP API (JSON, envelopes, State API lists, streams) and
+concurrency helpers. Every area module (jobs, logs, actors, ...) builds on ``RayClient``.
+
+Ray is imported lazily, inside the functions that need it, so that the server answers ``initialize``
+without paying for ``import ray``. Every HTTP failure becomes one of our ``ToolError`` subclasses
+(``errors.dashboard_errors``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from ray_mcp.errors import (
+    ClusterUnavailable,
+    RayMCPError,
+    RayRequestFailed,
+    dashboard_errors,
+    log_request_failed,
+)
+from ray_mcp.ray_api import gcs
+
+if TYPE_CHECKING:
+    import httpx
+
+USER_AGENT = "ray-mcp"
+Params = Any  # what httpx accepts as query params
+ProgressFn = Callable[[float, float, str], Awaitable[None]]
+
+
+class RayClient:
+    """A connection to one Ray cluster through its dashboard. One instance per cluster, reused by every call."""
+
+    def __init__(
+        self,
+        dashboard_url: str,
+        *,
+        timeout_s: float,
+        source: str = "external",
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+        gcs_address: str | None = None,
+    ) -> None:
+        self.dashboard_url = dashboard_url.rstrip("/")
+        self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
+        self._gcs_channel: Any = None
+        self.timeout_s = timeout_s
+        self.source = source
+        # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
+        self.headers = dict(headers or {})
+        self.verify = verify
+        import httpx  # lazily: importing it costs cold start, and a RayAPI is made on the first tool call
+
+        self._http = httpx.AsyncClient(
+            base_url=self.dashboard_url,
+            timeout=httpx.Timeout(timeout_s),
+            headers={"User-Agent": USER_AGENT, **self.headers},
+            verify=verify,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+        if self._gcs_channel is not None:
+            self._gcs_channel.close()
+            self._gcs_channel = None
+
+    async def get_json(self, path: str, *, what: str, params: Params = None) -> Any:
+        """GET a dashboard endpoint and return its decoded JSON body."""
+        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
+            response = await self._http.get(path, params=params)
+            response.raise_for_status()
+            return response.json()
+
+    async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
+        """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
+        body = await self.get_json(path, what=what, params=params)
+        if not isinstance(body, dict) or "data" not in body:
+            raise RayRequestFailed(f"The Ray dashboard at {self.dashboard_url} answered {what} without data.")
+        if body.get("result") is False:
+            raise RayRequestFailed(
+                f"The Ray dashboard at {self.dashboard_url} failed {what}: {body.get('msg') or 'no message'}."
+            )
+        return body["data"]
+
+    async def list_state(
+        self,
+        resource: str,
+        *,
+        what: str,
+        filters: Sequence[tuple[str, str, str]] = (),
+        limit: int = 100,
+        detail: bool = False,
+    ) -> dict[str, Any]:
+        """One State API list call (``/api/v0/<resource>``): returns Ray's result with totals."""
+        params: list[tuple[str, str]] = [("limit", str(limit)), ("detail", "1" if detail else "0")]
+        params += [("timeout", str(max(1, int(self.timeout_s))))]
+        for key, predicate, value in filters:
+            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        data = await self.get_data(f"/api/v0/{resource}", what=what, params=params)
+        return data["result"]
+
+    async def _state_page(
+        self, resource: str, *, filters: list[tuple[str, str, str]], limit: int, detail: bool
+    ) -> tuple[int, int, list[dict[str, Any]], list[str]]:
+        """One State API list call: (total, matched, rows, notes). ``matched`` is exact: Ray filters every row."""
+        result = await self.list_state(
+            resource, what=f"the {resource} list (/api/v0/{resource})", filters=filters, limit=max(1, limit),
+            detail=detail,
+        )  # fmt: skip
+        notes = [w for w in [result.get("partial_failure_warning"), *list(result.get("warnings") or [])] if w]
+        rows = list(result.get("result") or [])[:limit]
+        return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
+
+    async def _summary(
+        self, resource: str, *, filters: list[tuple[str, str, str]], **extra: str
+    ) -> dict[str, Any]:
+        params: list[tuple[str, str]] = [("timeout", str(max(1, int(self.timeout_s))))]
+        params += list(extra.items())
+        for key, predicate, value in filters:
+            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        data = await self.get_data(
+            f"/api/v0/{resource}/summarize", what=f"the {resource} summary (/api/v0/{resource}/summarize)",
+            params=params,
+        )  # fmt: skip
+        return dict(data.get("result") or {})
+
+    async def _one_state(
+        self, resource: str, key: str, value: str, attempt: int | None = None
+    ) -> dict[str, Any] | None:
+        result = await self.list_state(
+            resource, what=f"the lookup of {key} {value}", filters=[(key, "=", value)], limit=100
+        )
+        rows = result.get("result") or []
+        if attempt is not None:
+            rows = [r for r in rows if int(r.get("attempt_number") or 0) == attempt]
+        return dict(rows[0]) if rows else None
+
+    @asynccontextmanager
+    async def _log_stream(
+        self, media: str, params: Mapping[str, str], *, what: str, hint: str, read_timeout: float | None
+    ) -> AsyncIterator[httpx.Response]:
+        """Open ``/api/v0/logs/<media>`` as a stream; failures (the endpoint answers 500) become ours."""
+        import httpx
+
+        timeout = httpx.Timeout(self.timeout_s, read=read_timeout)
+        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
+            request = self._http.build_request("GET", f"/api/v0/logs/{media}", params=params, timeout=timeout)
+            response = await self._http.send(request, stream=True)
+            try:
+                if response.status_code != 200:
+                    body = (await response.aread()).decode("utf-8", errors="replace")
+                    raise log_request_failed(
+                        self.dashboard_url, response.status_code, body, what=what, not_found_hint=hint
+                    )
+                yield response
+            finally:
+                await response.aclose()
+
+    async def _fetch_log(
+        self, media: str, params: Mapping[str, str], *, what: str, hint: str, keep: int
+    ) -> tuple[bytes, int]:
+        """Read a log response, keeping only its last ``keep`` bytes. Returns (kept bytes, total bytes)."""
+        buf = bytearray()
+        total = 0
+        async with self._log_stream(
+            media, params, what=what, hint=hint, read_timeout=self.timeout_s
+        ) as response:
+            with dashboard_errors(self.dashboard_url, what, self.timeout_s):
+                async for chunk in response.aiter_raw():
+                    total += len(chunk)
+                    buf += chunk
+                    if len(buf) > 2 * keep:
+                        del buf[: len(buf) - keep]
+        if len(buf) > keep:
+            del buf[: len(buf) - keep]
+        return bytes(buf), total
+
+    def _gcs(self) -> Any:
+        """A gRPC channel to the GCS (created once). Finds the GCS if we were only given the dashboard."""
+        if self._gcs_channel is None:
+            address = self.gcs_address or gcs.find_gcs_for_dashboard(
+                self.dashboard_url, min(self.timeout_s, 3.0)
+            )
+            if address is None:
+                raise ClusterUnavailable(
+                    f"Cannot find the GCS of the cluster whose dashboard is {self.dashboard_url}: this call needs it. "
+                    "Start ray-mcp with the GCS address (--address host:6379)."
+                )
+            self.gcs_address = address
+            self._gcs_channel = gcs.open_channel(address)
+        return self._gcs_channel
+
+
+async def gather(*awaitables: Awaitable[Any]) -> list[Any]:
+    """Run independent dashboard calls concurrently and return their results in order (errors propagate)."""
+    results: list[Any] = [None] * len(awaitables)
+
+    async def run(i: int, aw: Awaitable[Any]) -> None:
+        results[i] = await aw
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, aw in enumerate(awaitables):
+                tg.start_soon(run, i, aw)
+    except BaseExceptionGroup as group:
+        # Several calls failed together (a dashboard down fails them all): one clear error, not a group,
+        # which mcp would report as a crash. Anything that is not one of ours still propagates as it was.
+        ours = [e for e in _leaves(group) if isinstance(e, RayMCPError)]
+        if ours and len(ours) == len(_leaves(group)):
+            raise ours[0] from group
+        raise
+    return results
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+async def nothing() -> None:
+    return None
+
+
+async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
+    """Is there a Ray dashboard at this URL? (Never raises.)"""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
+            r = await http.get(f"{url}/api/version")
+            return r.status_code == 200 and "ray_version" in r.json()
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
+    """Does the dashboard at this URL answer the State API with at least one ALIVE node? (Never raises.)
+
+    With Ray's token authentication on (a ``~/.ray/auth_token`` makes ``ray start`` turn it on), the probe
+    needs the token too, or it would wait for a head that is in fact ready.
+    """
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
+            r = await http.get(f"{url}/api/v0/nodes", params={"limit": 10})
+            nodes = r.json()["data"]["result"]["result"]
+            return r.status_code == 200 and any(n.get("state") == "ALIVE" for n in nodes)
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return False

@@ -1,0 +1,129 @@
+"""Ray's GCS over gRPC: where the dashboard listens, the placement group table, killing an actor.
+
+Every function here imports Ray (slow) and blocks: run them in a worker thread. Channels come from Ray's own
+``init_grpc_channel``, which adds TLS (RAY_USE_TLS) and token authentication when the cluster uses them.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from ray_mcp.errors import RayRequestFailed
+
+
+def open_channel(gcs_address: str) -> Any:
+    """A synchronous gRPC channel to the GCS at ``host:port``."""
+    from ray._private.grpc_utils import init_grpc_channel
+
+    return init_grpc_channel(gcs_address, asynchronous=False)
+
+
+def reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
+    """Where the GCS says its dashboard listens (Ray records it in its internal KV), as a URL; None if the GCS
+    does not answer or has no dashboard."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    channel = open_channel(gcs_address)
+    try:
+        stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
+        kv_get = gcs_service_pb2.InternalKVGetRequest  # type: ignore[attr-defined]
+        reply = stub.InternalKVGet(kv_get(key=b"dashboard", namespace=b"dashboard"), timeout=timeout_s)
+    except grpc.RpcError:
+        return None
+    finally:
+        channel.close()
+    if not reply.value:
+        return None
+    address = reply.value.decode()
+    return address if re.match(r"^https?://", address) else f"http://{address}"
+
+
+# The GCS lookup of a GCS address given by the user (cluster.py); tests inject another one.
+dashboard_url_from_gcs = reported_dashboard
+
+
+def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
+    """The GCS whose dashboard is ``dashboard_url``: try host:6379, then (for a local dashboard) every GCS
+    process on this machine, and keep the one that reports this dashboard."""
+    from ray._private.services import find_gcs_addresses
+
+    parts = urlsplit(dashboard_url)
+    host, port = parts.hostname or "127.0.0.1", parts.port
+    candidates = [f"{host}:6379"]
+    if host in ("127.0.0.1", "localhost", "::1") or host == socket.gethostbyname(socket.gethostname()):
+        candidates += sorted(f"127.0.0.1:{a.rsplit(':', 1)[1]}" for a in find_gcs_addresses())
+    for candidate in candidates:
+        reported = reported_dashboard(candidate, timeout_s)
+        if reported and urlsplit(reported).port == port:
+            return candidate
+    return None
+
+
+def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]]:
+    """Every placement group's id, name, state, creator job and strategy, in one call (the State API omits the
+    strategy and has no per-state summary)."""
+    from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
+    request = gcs_service_pb2.GetAllPlacementGroupRequest()  # type: ignore[attr-defined]
+    reply = stub.GetAllPlacementGroup(request, timeout=timeout_s)
+    state_name = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]
+    return [
+        {
+            "placement_group_id": d.placement_group_id.hex(),
+            "name": d.name,
+            "state": state_name(d.state),
+            "creator_job_id": d.creator_job_id.hex(),
+            "strategy": common_pb2.PlacementStrategy.Name(d.strategy),  # type: ignore[attr-defined]
+        }
+        for d in reply.placement_group_table_data
+    ]
+
+
+def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: bool, timeout_s: float) -> None:
+    """Force-kill an actor (KillActorViaGcs): what ray.kill does, without a driver."""
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+    request = gcs_service_pb2.KillActorViaGcsRequest(  # type: ignore[attr-defined]
+        actor_id=bytes.fromhex(actor_id), force_kill=True, no_restart=no_restart
+    )
+    try:
+        reply = stub.KillActorViaGcs(request, timeout=timeout_s)
+    except Exception as exc:  # grpc.RpcError: the GCS did not take the request
+        raise RayRequestFailed(f"The GCS at {gcs_address} did not kill actor {actor_id}: {exc}") from exc
+    if reply.status.code != 0:
+        raise RayRequestFailed(
+            f"The GCS at {gcs_address} refused to kill actor {actor_id}: {reply.status.message}"
+        )
+
+
+def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) -> list[dict[str, Any]]:
+    """One job's actors from the GCS actor table: who owns each (the worker that created it) and the resource
+    ids Ray assigned it (``resource_mapping``: GPU ids, kept after the actor died). The State API has neither."""
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+    request = gcs_service_pb2.GetAllActorInfoRequest(limit=limit)  # type: ignore[attr-defined]
+    request.filters.job_id = bytes.fromhex(job_id)
+    reply = stub.GetAllActorInfo(request, timeout=timeout_s)
+    return [
+        {
+            "actor_id": a.actor_id.hex(),
+            "owner_worker_id": a.owner_address.worker_id.hex(),
+            "worker_id": a.address.worker_id.hex(),
+            "used_resources": {
+                m.name: {
+                    "resourceSlots": [
+                        {"slot": str(r.index), "allocation": r.quantity} for r in m.resource_ids
+                    ]
+                }
+                for m in a.resource_mapping
+            },
+        }
+        for a in reply.actor_table_data
+    ]

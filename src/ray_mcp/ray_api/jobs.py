@@ -1,0 +1,262 @@
+"""Ray Jobs: submit (through Ray's JobSubmissionClient, which uploads), get, list, wait, stop, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ray_mcp import models
+from ray_mcp.errors import (
+    DashboardTimeout,
+    InvalidArgument,
+    RayMCPError,
+    job_sdk_errors,
+)
+from ray_mcp.limits import LINE_CHARS
+from ray_mcp.ray_api.client import ProgressFn, RayClient
+from ray_mcp.ray_api.ids import check_job_ref
+from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
+from ray_mcp.shaping.jobs import job_info, job_list
+from ray_mcp.shaping.logs import decode_log
+from ray_mcp.text import truncate_text
+
+JOB_SDK_SLACK_S = 3.0
+UPLOAD_READ_TIMEOUT_S = 300.0
+
+
+def job_log_file(submission_id: str) -> str:
+    return f"job-driver-{submission_id}.log"  # ray.dashboard.modules.job.common.JOB_LOGS_PATH_TEMPLATE
+
+
+class JobsAPI(RayClient):
+    """The Jobs API of one cluster."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Ray's JobSubmissionClient, created on first use (it imports ray and checks the version)
+        self._jobs_client: Any = None
+        self._jobs_lock = asyncio.Lock()
+
+    async def _job_client(self) -> Any:
+        """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
+        async with self._jobs_lock:
+            if self._jobs_client is None:
+                # Importing ray is local work that may take seconds on a busy machine: not bounded by the
+                # dashboard timeout. The constructor's version check is a request: bounded.
+                cls = await anyio.to_thread.run_sync(bounded_job_client_class, self.timeout_s)
+                make = functools.partial(
+                    cls, self.dashboard_url, headers=self.headers or None, verify=self.verify
+                )
+                self._jobs_client = await self._in_thread(make, what="connecting to the Jobs API")
+        return self._jobs_client
+
+    async def _in_thread(
+        self, fn: Callable[[], Any], *, what: str, job: str | None = None, timeout_s: float | None = None
+    ) -> Any:
+        """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
+        # Each request of the Job SDK has the dashboard timeout (bounded_job_client_class); this is the backstop.
+        limit = timeout_s or self.timeout_s + JOB_SDK_SLACK_S
+        with job_sdk_errors(self.dashboard_url, what, job=job):
+            try:
+                with anyio.fail_after(limit):
+                    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            except TimeoutError as exc:
+                raise DashboardTimeout(
+                    f"The Ray job server at {self.dashboard_url} did not finish {what} within {limit:g} s. "
+                    "The cluster may be overloaded; retry, or check it with cluster_status."
+                ) from exc
+
+    async def _jobs_call(
+        self, method: str, *args: Any, what: str, job: str | None = None, **kwargs: Any
+    ) -> Any:
+        client = await self._job_client()
+        return await self._in_thread(
+            functools.partial(getattr(client, method), *args, **kwargs), what=what, job=job
+        )
+
+    async def job_details(self, job: str) -> dict[str, Any]:
+        """Ray's JobDetails of a job, by submission id or job id, as a JSON dict."""
+        if not job.strip():
+            raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
+        job = check_job_ref(job.strip())
+        details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
+        return dict(details.model_dump(mode="json"))
+
+    async def get_job(self, job: str) -> models.JobInfo:
+        return job_info(await self.job_details(job), time.time())
+
+    async def submit_job(
+        self,
+        *,
+        entrypoint: str,
+        submission_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_memory: int | None = None,
+        entrypoint_resources: dict[str, float] | None = None,
+    ) -> models.JobSubmitted:
+        """Validate the runtime_env, upload local directories, submit, and read back the first status."""
+        if not entrypoint.strip():
+            raise InvalidArgument(
+                "The entrypoint is empty: give the shell command to run, e.g. 'python train.py'."
+            )
+        if submission_id is not None:
+            check_job_ref(submission_id, what="submission_id")
+        env, uploaded = check_runtime_env(runtime_env)
+        await self._in_thread(
+            functools.partial(validate_with_ray, env),
+            what="runtime_env validation",
+            timeout_s=max(30.0, 3 * self.timeout_s),  # local work (imports ray), no request
+        )
+        client = await self._job_client()
+        submit = functools.partial(
+            client.submit_job,
+            entrypoint=entrypoint,
+            submission_id=submission_id,
+            metadata=metadata,
+            runtime_env=env or None,
+            entrypoint_num_cpus=entrypoint_num_cpus,
+            entrypoint_num_gpus=entrypoint_num_gpus,
+            entrypoint_memory=entrypoint_memory,
+            entrypoint_resources=entrypoint_resources,
+        )
+        sid = await self._in_thread(submit, what="the job submission", timeout_s=max(300.0, self.timeout_s))
+        info = await self.get_job(str(sid))
+        hints = [
+            f"Call wait_for_job with job={sid!r} to follow it, and tail_logs with job={sid!r} for its output."
+        ]
+        return models.JobSubmitted(
+            submission_id=str(sid), status=info.status, entrypoint=entrypoint, uploaded=uploaded, hints=hints
+        )
+
+    async def list_jobs(
+        self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
+    ) -> models.JobList:
+        jobs = await self._jobs_call("list_jobs", what="the job list")
+        dicts = [dict(j.model_dump(mode="json")) for j in jobs]
+        return job_list(
+            dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
+        )
+
+    async def wait_for_job(
+        self, job: str, *, timeout_s: float, on_progress: ProgressFn | None = None, poll_s: float = 1.0
+    ) -> models.JobWait:
+        """Poll until the job ends or ``timeout_s`` passes, reporting status and newest log line meanwhile."""
+        started = time.monotonic()
+        details = await self.job_details(job)
+        last_line: str | None = None
+        with anyio.move_on_after(timeout_s):
+            while True:
+                last_line = await self.newest_log_line(details) or last_line
+                if on_progress is not None:
+                    elapsed = round(time.monotonic() - started, 1)
+                    note = f"{details.get('status')}" + (f": {last_line}" if last_line else "")
+                    await on_progress(elapsed, timeout_s, truncate_text(note, LINE_CHARS))
+                if details.get("status") in models.TERMINAL_JOB_STATUSES:
+                    break
+                await anyio.sleep(poll_s if time.monotonic() - started < 30 else 2 * poll_s)
+                details = await self.job_details(job)
+        info = job_info(details, time.time())
+        finished = info.status in models.TERMINAL_JOB_STATUSES
+        if finished:
+            last_line = await self.newest_log_line(details) or last_line
+        hints = [] if finished else [f"Call wait_for_job again to keep waiting, or stop_job to stop {job!r}."]
+        return models.JobWait(
+            job=info,
+            finished=finished,
+            timed_out=not finished,
+            waited_s=round(time.monotonic() - started, 1),
+            last_log_line=last_line,
+            hints=hints,
+        )
+
+    async def newest_log_line(self, details: Mapping[str, Any]) -> str | None:
+        """The last non-empty line of a submitted job's driver log, or None if there is none (yet)."""
+        sid, node_id = details.get("submission_id"), details.get("driver_node_id")
+        if not sid or not node_id:
+            return None
+        params = {"node_id": str(node_id), "filename": job_log_file(str(sid)), "lines": "3"}
+        try:
+            data, _total = await self._fetch_log(
+                "file", params, what=f"the log of job {sid}", hint="", keep=8192
+            )
+        except RayMCPError:
+            return None
+        lines = [line for line in decode_log(data).splitlines() if line.strip()]
+        return truncate_text(lines[-1], LINE_CHARS) if lines else None
+
+    async def stop_job(self, job: str) -> models.JobChange:
+        info = await self.get_job(job)
+        ident = info.submission_id or job
+        if info.status in models.TERMINAL_JOB_STATUSES:
+            return models.JobChange(
+                job=ident, action="stop", done=False, status=info.status,
+                message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
+            )  # fmt: skip
+        stopped = await self._jobs_call("stop_job", ident, what=f"stopping job {ident!r}", job=ident)
+        after = await self.get_job(ident)
+        if stopped:
+            message = (
+                f"Stop requested for job {ident} (was {info.status}, now {after.status}): Ray terminates the "
+                "driver (SIGTERM, then SIGKILL after a grace period). Call wait_for_job to see it reach "
+                "STOPPED."
+            )
+        else:
+            message = f"Job {ident} was not running (now {after.status}); nothing was stopped."
+        return models.JobChange(
+            job=ident, action="stop", done=bool(stopped), status=after.status, message=message
+        )
+
+    async def deletable_job(self, job: str) -> models.JobInfo:
+        """The job, if it may be deleted (it has ended); else InvalidArgument saying what to do first."""
+        info = await self.get_job(job)
+        if info.status not in models.TERMINAL_JOB_STATUSES:
+            raise InvalidArgument(
+                f"Job {info.submission_id or job} is {info.status}; only ended jobs (STOPPED, SUCCEEDED, "
+                "FAILED) can be deleted. Call stop_job first, then wait_for_job, then delete_job. Nothing "
+                "was changed."
+            )
+        if not info.submission_id:
+            raise InvalidArgument(
+                f"Job {job} was not submitted through the Jobs API (type {info.type}), so it has no "
+                "submission record to delete."
+            )
+        return info
+
+    async def delete_job(self, job: str) -> models.JobChange:
+        info = await self.deletable_job(job)
+        sid = str(info.submission_id)
+        deleted = await self._jobs_call("delete_job", sid, what=f"deleting job {sid!r}", job=sid)
+        message = (
+            f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
+            "on disk."
+            if deleted
+            else f"Ray did not delete job {sid}; call get_job to see its state."
+        )
+        return models.JobChange(job=sid, action="delete", done=bool(deleted), status=None, message=message)
+
+
+def bounded_job_client_class(timeout_s: float) -> type:
+    """Ray's JobSubmissionClient with a timeout on every request.
+
+    Ray's client sends its requests without one, so a dashboard that accepts and never answers would hold a
+    worker thread forever (and enough of them would starve every other call). Reads get the dashboard
+    timeout; a POST or DELETE (a submission with an upload, a stop) may wait for the job server longer.
+    """
+    from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
+
+    class BoundedJobSubmissionClient(JobSubmissionClient):
+        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
+            kwargs.setdefault("timeout", (timeout_s, read))
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return BoundedJobSubmissionClient

@@ -1,0 +1,354 @@
+"""Logs: find the file of a job, actor, task, worker pid or node, and read its tail, grep it, or follow it."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ray_mcp import models
+from ray_mcp.errors import (
+    InvalidArgument,
+    NotFound,
+    RayMCPError,
+    dashboard_errors,
+)
+from ray_mcp.limits import DEFAULT_MAX_SCAN_MB, FILES_LISTED, MAX_LOG_LINES, MIN_LOG_BYTES, PROGRESS_CHARS
+from ray_mcp.ray_api.client import ProgressFn
+from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
+from ray_mcp.ray_api.nodes import NodesAPI
+from ray_mcp.shaping.logs import GrepScanner, count_lines, decode_log, grep_section, log_hints, tail_section
+from ray_mcp.text import truncate_text
+
+_MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
+_ACTOR_HINT = "Call list_actors to see the actor ids that exist."
+_TASK_HINT = (
+    "Task ids appear in list_tasks and in the job's driver log; tasks of actors log to the actor's log "
+    "(use actor_id)."
+)
+
+
+@dataclass(frozen=True)
+class LogTarget:
+    """Exactly one thing whose log to read (checked by ``log_target_kind``)."""
+
+    kind: str  # job | actor_id | task_id | pid | filename
+    job: str | None = None
+    actor_id: str | None = None
+    task_id: str | None = None
+    attempt: int = 0
+    pid: int | None = None
+    node: str | None = None
+    filename: str | None = None
+    stream: str = "both"
+
+
+@dataclass
+class LogSource:
+    """One file to read: the endpoint's query parameters and how to describe it to the agent."""
+
+    params: dict[str, str]
+    source: str
+    node_id: str | None
+    filename: str | None
+    stream: str | None
+    hint: str = field(default="")
+
+
+def _compile_grep(grep: str) -> re.Pattern[str]:
+    try:
+        return re.compile(grep, re.MULTILINE)
+    except re.error as exc:
+        raise InvalidArgument(
+            f"grep {grep!r} is not a valid regular expression: {exc}. Fix it and retry."
+        ) from exc
+
+
+class LogsAPI(JobsAPI, NodesAPI):
+    """Every log of the cluster, read on the server side through /api/v0/logs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
+
+    async def resolve_log_sources(self, target: LogTarget) -> list[LogSource]:
+        """Turn the target (job, actor, task, pid + node, node + filename) into the file(s) to read."""
+        kind = target.kind
+        suffixes = ["out", "err"] if target.stream == "both" else [target.stream]
+        if kind == "job":
+            return [await self._job_log_source(str(target.job))]
+        if kind == "actor_id":
+            actor_id = str(target.actor_id)
+            if not re.fullmatch(r"[0-9a-fA-F]{32}", actor_id):
+                raise InvalidArgument(
+                    f"{actor_id!r} is not an actor id (32 hex characters). Call list_actors to see the actor "
+                    "ids."
+                )
+            actor = await self._one_state("actors", "actor_id", actor_id)
+            if actor is None:
+                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.dashboard_url}. {_ACTOR_HINT}")
+            desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
+            return [
+                LogSource(
+                    params={"actor_id": actor_id, "suffix": sfx},
+                    source=f"std{sfx} of {desc}, worker pid {actor.get('pid')}",
+                    node_id=actor.get("node_id"),
+                    filename=f"worker-*-{actor.get('pid')}.{sfx}",
+                    stream=sfx,
+                    hint=_ACTOR_HINT,
+                )
+                for sfx in suffixes
+            ]
+        if kind == "task_id":
+            task_id = str(target.task_id)
+            task = await self._one_state("tasks", "task_id", task_id, attempt=target.attempt)
+            if task is None:
+                raise NotFound(
+                    f"No task {task_id!r} (attempt {target.attempt}) in the cluster at {self.dashboard_url}. "
+                    f"{_TASK_HINT}"
+                )
+            return [
+                LogSource(
+                    params={"task_id": task_id, "attempt_number": str(target.attempt), "suffix": sfx},
+                    source=f"std{sfx} of task {task_id} attempt {target.attempt} ({task.get('name')})",
+                    node_id=task.get("node_id"),
+                    filename=f"worker-*.{sfx} (the task's byte range)",
+                    stream=sfx,
+                    hint=_TASK_HINT,
+                )
+                for sfx in suffixes
+            ]
+        node_id = await self._resolve_node(str(target.node))
+        if kind == "pid":
+            hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
+            return [
+                LogSource(
+                    params={"node_id": node_id, "pid": str(target.pid), "suffix": sfx},
+                    source=f"std{sfx} of worker pid {target.pid}",
+                    node_id=node_id,
+                    filename=f"worker-*-{target.pid}.{sfx}",
+                    stream=sfx,
+                    hint=hint,
+                )
+                for sfx in suffixes
+            ]
+        filename = str(target.filename)
+        return [
+            LogSource(
+                params={"node_id": node_id, "filename": filename},
+                source=f"file {filename}",
+                node_id=node_id,
+                filename=filename,
+                stream=None,
+                hint=await self._similar_files_hint(node_id, filename),
+            )
+        ]
+
+    async def _job_log_source(self, job: str) -> LogSource:
+        cached = self._driver_logs.get(job)
+        if cached is not None:  # the fast path of a repeated tail: one request instead of two
+            return cached
+        details = await self.job_details(job)
+        sid = details.get("submission_id")
+        if not sid:
+            raise InvalidArgument(
+                f"Job {job} was not submitted through the Jobs API (type {details.get('type')}): Ray keeps "
+                "no driver log file for such a job, its output went to the terminal that ran it. Read its "
+                "workers' logs with actor_id or task_id instead."
+            )
+        node_id = details.get("driver_node_id")
+        if not node_id:
+            raise NotFound(
+                f"Job {sid} has no driver log yet (status {details.get('status')}: its driver has not "
+                "started). "
+                f"Call wait_for_job with job={sid!r}, then tail_logs again."
+            )
+        filename = job_log_file(str(sid))
+        source = LogSource(
+            params={"node_id": str(node_id), "filename": filename},
+            source=f"driver log of job {sid}",
+            node_id=str(node_id),
+            filename=filename,
+            stream=None,
+            hint="Call list_jobs to see the jobs that exist.",
+        )
+        self._driver_logs[job] = source
+        return source
+
+    async def _similar_files_hint(self, node_id: str, filename: str) -> str:
+        """Say which files exist on the node, for when ``filename`` is not one of them (best effort)."""
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "", filename.rsplit("/", 1)[-1].split(".")[0])[:40]
+        files: list[str] = []
+        with contextlib.suppress(RayMCPError, KeyError, TypeError):
+            for glob in ([f"*{stem}*"] if stem else []) + ["*"]:
+                data = await self.get_data(
+                    "/api/v0/logs", what="the log file list", params={"node_id": node_id, "glob": glob}
+                )
+                files = sorted(
+                    {f for group in (data.get("result") or {}).values() for f in group if "/" not in f}
+                )
+                if files:
+                    break
+        workers = [f for f in files if f.startswith(("worker-", "python-core-worker-"))]
+        others = sorted(set(files) - set(workers), key=lambda f: (not f.startswith(_MAIN_LOGS), f))
+        listing = ", ".join(others[:FILES_LISTED]) + (f", and {len(workers)} worker files" if workers else "")
+        return (
+            f"Files on node {node_id} include: {listing}."
+            if files
+            else "Call cluster_status to check the node."
+        )
+
+    async def tail_logs(
+        self,
+        target: LogTarget,
+        *,
+        lines: int,
+        max_bytes: int,
+        grep: str | None = None,
+        context: int = 0,
+        max_scan_mb: int = DEFAULT_MAX_SCAN_MB,
+        follow_s: float = 0.0,
+        on_progress: ProgressFn | None = None,
+    ) -> models.LogTail:
+        """The tail (or grep result) of one log, read on the server side; optionally follow it."""
+        pattern = _compile_grep(grep) if grep is not None else None
+        sources = await self.resolve_log_sources(target)
+        budget = max(MIN_LOG_BYTES, max_bytes // len(sources))
+        sections = []
+        followed = follow_s
+        for src in sources:
+            if pattern is not None:
+                sections.append(await self._grep(src, pattern, lines=lines, max_bytes=budget, context=context,
+                                                 scan_cap=max_scan_mb * 1024**2, follow_s=follow_s,
+                                                 on_progress=on_progress))  # fmt: skip
+            else:
+                sections.append(await self._tail(src, lines=lines, max_bytes=budget, follow_s=follow_s,
+                                                 on_progress=on_progress))  # fmt: skip
+            follow_s = 0.0  # follow only the first stream (out, for both)
+        hints = log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=MAX_LOG_LINES)
+        if len(sections) == 2 and followed:
+            hints.append("follow_s followed stdout only; pass stream='err' to follow stderr.")
+        return models.LogTail(sections=sections, hints=hints)
+
+    def _section_base(self, src: LogSource) -> models.LogSection:
+        return models.LogSection(
+            source=src.source, node_id=src.node_id, filename=src.filename, stream=src.stream,
+            lines=[], lines_shown=0, more_before=False,
+        )  # fmt: skip
+
+    async def _tail(
+        self, src: LogSource, *, lines: int, max_bytes: int, follow_s: float, on_progress: ProgressFn | None
+    ) -> models.LogSection:
+        keep = 2 * max_bytes + 65_536
+        params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
+        data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
+        complete = total == len(data) and count_lines(data) <= lines
+        if follow_s > 0:
+            data += await self._follow(src, follow_s, on_progress=on_progress, skip_first=bool(data))
+        return tail_section(
+            data,
+            lines=lines,
+            max_bytes=max_bytes,
+            complete=complete,
+            dropped=max(0, total - len(data)),
+            base=self._section_base(src),
+            followed_s=follow_s or None,
+        )
+
+    async def _grep(
+        self,
+        src: LogSource,
+        pattern: re.Pattern[str],
+        *,
+        lines: int,
+        max_bytes: int,
+        context: int,
+        scan_cap: int,
+        follow_s: float,
+        on_progress: ProgressFn | None,
+    ) -> models.LogSection:
+        scanner = GrepScanner(pattern, context=context, keep=lines)
+        params = {**src.params, "lines": "-1", "timeout": str(max(5, int(self.timeout_s)))}
+        complete = True
+        async with self._log_stream(
+            "file", params, what=src.source, hint=src.hint, read_timeout=self.timeout_s
+        ) as r:
+            with dashboard_errors(self.dashboard_url, src.source, self.timeout_s):
+                async for chunk in r.aiter_raw(1 << 20):
+                    scanner.feed(chunk)
+                    if scanner.bytes >= scan_cap:
+                        complete = False
+                        break
+        if complete:
+            scanner.finish()
+        new_lines = 0
+        if follow_s > 0:
+            before = scanner.line_no
+            scanner.feed(
+                await self._follow(src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0)
+            )
+            scanner.finish()
+            new_lines = scanner.line_no - before
+        section = grep_section(
+            scanner,
+            max_bytes=max_bytes,
+            complete=complete,
+            grep=pattern.pattern,
+            base=self._section_base(src),
+        )
+        if follow_s > 0:
+            section = section.model_copy(update={"followed_s": follow_s, "new_lines": new_lines})
+        return section
+
+    async def _follow(
+        self, src: LogSource, follow_s: float, *, on_progress: ProgressFn | None, skip_first: bool
+    ) -> bytes:
+        """Stream the lines appended to a log during ``follow_s`` seconds, reporting each batch as progress.
+
+        The stream endpoint starts with the file's last line (``lines=1``); that line is already in the
+        answer, so it is skipped.
+        """
+        started = time.monotonic()
+        new = bytearray()
+        pending = bytearray()
+        skipping = skip_first
+        params = {**src.params, "lines": "1", "interval": "0.5"}
+        with anyio.move_on_after(follow_s):
+            async with self._log_stream(
+                "stream", params, what=src.source, hint=src.hint, read_timeout=None
+            ) as r:
+                async for chunk in r.aiter_raw():
+                    pending += chunk
+                    if skipping:
+                        cut = pending.find(b"\n")
+                        if cut < 0:
+                            continue
+                        del pending[: cut + 1]
+                        skipping = False
+                    cut = pending.rfind(b"\n")
+                    if cut < 0:
+                        continue
+                    batch = bytes(pending[: cut + 1])
+                    del pending[: cut + 1]
+                    new += batch
+                    if on_progress is not None:
+                        text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
+                        await on_progress(round(time.monotonic() - started, 1), follow_s, text)
+        return bytes(new + pending)
+
+    async def log_tail(self, selector: Mapping[str, str], *, lines: int) -> str:
+        """Last ``lines`` of one log through /api/v0/logs/file (``selector``: actor_id [+ suffix], or node_id +
+        filename). Small on purpose: the general tail_logs tool is built elsewhere on the same endpoint and can
+        absorb this."""
+        params = {**selector, "lines": str(lines), "filter_ansi_code": "true"}
+        what = f"the log {dict(selector)} (/api/v0/logs/file)"
+        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
+            response = await self._http.get("/api/v0/logs/file", params=params)
+            response.raise_for_status()
+            return response.text

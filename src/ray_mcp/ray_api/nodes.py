@@ -1,0 +1,79 @@
+"""Nodes and the cluster's status: the node list, resources in use, pending demands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray_mcp import models
+from ray_mcp.errors import NotFound
+from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.ray_api.client import RayClient, gather
+from ray_mcp.shaping.cluster import build_cluster_status
+from ray_mcp.shaping.nodes import NodeCapacity, build_node_list, node_capacities, uncamel_resources
+
+
+class NodesAPI(RayClient):
+    """Nodes, their capacities, and what ``ray status`` shows."""
+
+    async def version(self) -> dict[str, Any]:
+        return await self.get_json("/api/version", what="the version request (/api/version)")
+
+    async def cluster_status(self, *, max_nodes: int) -> models.ClusterStatus:
+        """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows."""
+        version = await self.version()
+        nodes_result = await self.list_state(
+            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
+        )
+        status = await self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)")
+        pending_pgs = await self.list_state(
+            "placement_groups",
+            what="the placement group list (/api/v0/placement_groups)",
+            filters=[("state", "=", "PENDING")],
+            limit=1,
+        )
+        return build_cluster_status(
+            dashboard_url=self.dashboard_url,
+            source=self.source,
+            version=version,
+            nodes=nodes_result.get("result") or [],
+            status=status,
+            pending_placement_groups=int(pending_pgs.get("num_filtered") or 0),
+            max_nodes=max_nodes,
+        )
+
+    async def node_capacities(self) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
+        """Every node (State API) and, for the alive ones, total and available resources."""
+        nodes_result, status = await gather(
+            self.list_state(
+                "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
+            ),
+            self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
+        )
+        nodes = list(nodes_result.get("result") or [])
+        load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
+        known = {name for node in nodes for name in (node.get("resources_total") or {})}
+        usage = {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
+        return nodes, node_capacities(nodes, usage)
+
+    async def list_nodes(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
+        nodes, capacities = await self.node_capacities()
+        if state:
+            nodes = [n for n in nodes if n.get("state") == state]
+        return build_node_list(rows=nodes, capacities=capacities, limit=limit, notes=notes)
+
+    async def _resolve_node(self, node: str) -> str:
+        """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""
+        node = node.strip()
+        result = await self.list_state(
+            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS
+        )
+        nodes = result.get("result") or []
+        for wanted_key in ("node_id", "node_ip"):
+            hits = [n for n in nodes if str(n.get(wanted_key)) == node]
+            hits.sort(key=lambda n: n.get("state") != "ALIVE")
+            if hits:
+                return str(hits[0]["node_id"])
+        raise NotFound(
+            f"No node {node!r} in the cluster at {self.dashboard_url} (give a node id or IP). "
+            "Call cluster_status to see the nodes, with their ids and IPs."
+        )

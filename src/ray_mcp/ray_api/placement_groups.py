@@ -1,0 +1,92 @@
+"""Placement groups: the State API's list joined with the GCS's table (strategies), pending ones explained."""
+
+from __future__ import annotations
+
+import re
+
+import anyio
+import anyio.to_thread
+
+from ray_mcp import models
+from ray_mcp.errors import NotFound
+from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api.client import gather
+from ray_mcp.ray_api.ids import check_id
+from ray_mcp.ray_api.nodes import NodesAPI
+from ray_mcp.shaping.nodes import NodeCapacity
+from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
+
+
+class PlacementGroupsAPI(NodesAPI):
+    """The placement groups of one cluster."""
+
+    async def pg_status(
+        self, *, pg: str | None, state: str | None, job_id: str | None, limit: int, notes: list[str]
+    ) -> models.PlacementGroupList:
+        filters: list[tuple[str, str, str]] = []
+        if pg is not None:
+            is_id = re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
+            filters.append(("placement_group_id" if is_id else "name", "=", pg.lower() if is_id else pg))
+        if state:
+            filters.append(("state", "=", state))
+        if job_id:
+            check_id("job", job_id)
+            filters.append(("creator_job_id", "=", job_id))
+        # One State API page and the GCS's placement group table (states and strategies), side by side; the
+        # node capacities only when a shown group is PENDING (they explain why it waits).
+        page, table = await gather(
+            self._state_page("placement_groups", filters=filters, limit=limit, detail=True),
+            self._pg_table(),
+        )
+        total, matched, rows, ray_notes = page
+        if pg is not None and not rows:
+            raise NotFound(
+                f"No placement group with id or name {pg!r} in the cluster at {self.dashboard_url}. "
+                "Call pg_status without pg to list them."
+            )
+        if table is None:
+            ray_notes.append(
+                "Strategies unknown: the GCS did not answer, so STRICT_* constraints are not checked."
+            )
+            by_state = await self._pg_counts(filters)
+        else:
+            by_state = {} if any(k == "state" for k, _p, _v in filters) else pg_state_counts(table, filters)
+        strategies = {r["placement_group_id"]: r["strategy"] for r in table or []}
+        capacities: list[NodeCapacity] = []
+        if any(row.get("state") == "PENDING" for row in rows):
+            _nodes, capacities = await self.node_capacities()
+        groups = [
+            placement_group_from_state(
+                row, strategy=strategies.get(row.get("placement_group_id", "")), nodes=capacities
+            )
+            for row in rows
+        ]
+        return build_pg_list(
+            total=total,
+            matched=matched,
+            groups=groups,
+            by_state=by_state,
+            limit=limit,
+            notes=notes + ray_notes,
+        )
+
+    async def _pg_counts(self, filters: list[tuple[str, str, str]]) -> dict[str, int]:
+        """Exact count per state without the GCS: one limit=1 State API call per state (each returns a total)."""
+        if any(key == "state" for key, _p, _v in filters):
+            return {}
+        states = ("PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING")
+        pages = await gather(
+            *(self._state_page("placement_groups", filters=[*filters, ("state", "=", s)], limit=1, detail=False)
+              for s in states)
+        )  # fmt: skip
+        return {s: p[1] for s, p in zip(states, pages, strict=True) if p[1]}
+
+    async def _pg_table(self) -> list[dict[str, str]] | None:
+        """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
+        State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: gcs.placement_group_table(self._gcs(), self.timeout_s)
+            )
+        except Exception:  # the GCS may be unreachable from here; the answer says so
+            return None

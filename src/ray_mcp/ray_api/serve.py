@@ -1,0 +1,157 @@
+"""Ray Serve: status of applications (with a failing replica's log), deploy a config, delete one application."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ray_mcp import models
+from ray_mcp.errors import (
+    InvalidArgument,
+    NotFound,
+    RayRequestFailed,
+    dashboard_errors,
+)
+from ray_mcp.limits import LINE_CHARS
+from ray_mcp.ray_api.logs import LogsAPI
+from ray_mcp.shaping.serve import (
+    build_serve_status,
+    config_without_app,
+    declared_serve_apps,
+    failing_deployments,
+    merge_serve_config,
+)
+from ray_mcp.text import head_text
+
+SERVE_PUT_TIMEOUT_S = 30.0
+
+
+class ServeAPI(LogsAPI):
+    """Ray Serve on one cluster, through the dashboard's Serve REST API."""
+
+    async def serve_details(self) -> dict[str, Any]:
+        body = await self.get_json(
+            "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
+        )  # fmt: skip
+        if not isinstance(body, dict):
+            raise RayRequestFailed(
+                f"The Ray dashboard at {self.dashboard_url} answered the Serve status oddly."
+            )
+        return body
+
+    async def serve_status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
+        details = await self.serve_details()
+        status = build_serve_status(details, app=app)
+        if app is not None and not status.apps:
+            names = ", ".join(sorted(details.get("applications") or {})) or "none"
+            where = "applications" if status.running else "Serve is not running, so none"
+            raise NotFound(
+                f"No Serve application {app!r} on the cluster at {self.dashboard_url} ({where}: {names}). "
+                "Call serve_status without app to see them all."
+            )
+        if log_lines > 0:
+            for application, deployment in failing_deployments(status):
+                await self._attach_replica_log(application.name, deployment, log_lines)
+        return status
+
+    async def _attach_replica_log(self, app: str, deployment: models.ServeDeployment, lines: int) -> None:
+        """The last lines of a failing replica's Serve log (a replica that is not RUNNING, else the latest DEAD
+        one), falling back to its worker's stderr."""
+        replica = next((r for r in deployment.replicas if r.state != "RUNNING" and r.node_id), None)
+        if replica is not None:
+            replica_id, node_id, actor_id = replica.replica_id, replica.node_id, replica.actor_id
+        else:
+            _t, _m, rows, _n = await self._state_page(
+                "actors", filters=[("class_name", "=", f"ServeReplica:{app}:{deployment.name}"), ("state", "=", "DEAD")],
+                limit=100, detail=False,
+            )  # fmt: skip
+            if not rows:
+                return
+            row = rows[-1]
+            replica_id, node_id, actor_id = (
+                str(row.get("name", "")).rsplit("#", 1)[-1],
+                row.get("node_id"),
+                row.get("actor_id"),
+            )
+        attempts = []
+        if replica_id and node_id:
+            filename = f"serve/replica_{app}_{deployment.name}_{replica_id}.log"
+            attempts.append(({"node_id": node_id, "filename": filename}, f"Serve log {filename}"))
+        if actor_id:
+            attempts.append(({"actor_id": actor_id, "suffix": "err"}, f"stderr of replica actor {actor_id}"))
+        for params, source in attempts:
+            try:
+                text = await self.log_tail(params, lines=lines)
+            except RayRequestFailed:
+                continue
+            tail = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
+            if tail:
+                deployment.log_tail = [head_text(ln, LINE_CHARS) or "" for ln in tail]
+                deployment.log_source = source
+                return
+
+    async def serve_put(self, config: dict[str, Any]) -> None:
+        """PUT a whole Serve config. (Never DELETE /api/serve/applications/: that shuts all of Serve down.)"""
+        what = "the Serve deploy (PUT /api/serve/applications/)"
+        with dashboard_errors(self.dashboard_url, what, max(self.timeout_s, SERVE_PUT_TIMEOUT_S)):
+            response = await self._http.put(
+                "/api/serve/applications/", json=config, timeout=max(self.timeout_s, SERVE_PUT_TIMEOUT_S)
+            )
+            response.raise_for_status()
+
+    async def serve_deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
+        validated = await anyio.to_thread.run_sync(validate_serve_config, config)
+        current = await self.serve_details()
+        new_names = [a.get("name", "default") for a in validated.get("applications") or []]
+        current_apps = [] if replace else declared_serve_apps(current, dropping=new_names)
+        merged = merge_serve_config(current_apps, validated, replace=replace)
+        await anyio.to_thread.run_sync(validate_serve_config, merged)
+        await self.serve_put(merged)
+        status = await self.serve_status(app=None, log_lines=0)
+        names = [a.get("name", "default") for a in merged["applications"]]
+        return models.ServeChange(action="deployed", applications=names, status=status)
+
+    async def serve_delete_app(self, app: str) -> models.ServeChange:
+        current = await self.serve_details()
+        if app not in details_apps(current):
+            names = ", ".join(sorted(details_apps(current))) or "none"
+            raise NotFound(
+                f"No Serve application {app!r} on the cluster at {self.dashboard_url} (applications: {names}). "
+                "Call serve_status to see them."
+            )
+        config = config_without_app(declared_serve_apps(current, dropping=[app]), app)
+        await self.serve_put(config)
+        status = await self.serve_status(app=None, log_lines=0)
+        return models.ServeChange(
+            action=f"deleted {app}", applications=[a.get("name", "default") for a in config["applications"]],
+            status=status,
+        )  # fmt: skip
+
+
+def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a Serve config against Ray's own schema before sending it. Imports Ray Serve: run in a thread."""
+    from pydantic import ValidationError
+    from ray.serve.schema import ServeDeploySchema
+
+    if not isinstance(config, Mapping) or not isinstance(config.get("applications"), list):
+        raise InvalidArgument(
+            'A Serve config is {"applications": [{"name": ..., "import_path": "module:app", "route_prefix": ..., '
+            '"runtime_env": {...}, "deployments": [...]}]}; the one given has no "applications" list.'
+        )
+    try:
+        ServeDeploySchema.model_validate(dict(config))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
+        )
+        raise InvalidArgument(f"The Serve config is not valid, nothing was deployed: {problems}.") from exc
+    except ValueError as exc:
+        raise InvalidArgument(f"The Serve config is not valid, nothing was deployed: {exc}.") from exc
+    return dict(config)
+
+
+def details_apps(details: Mapping[str, Any]) -> list[str]:
+    return list((details.get("applications") or {}).keys())

@@ -1,0 +1,205 @@
+"""job_topology, the gathering part: the rows topology_shape joins, from the dashboard and the GCS.
+
+Sources, all read-only:
+- Jobs API: the job (id, status, driver).
+- State API: the job's placement groups (bundles, nodes) and actors (detail: restarts, death cause, the
+  placement-group-formatted resources that carry the bundle index), and actors of other jobs placed in its groups.
+- GCS actor table (one call, filtered by job): each actor's owner (which worker created it: a Serve replica's
+  actors are linked to it that way), the bundle an index -1 actor landed in, and the accelerator ids assigned
+  (``resource_mapping``: GPU ids, also for dead actors). Without the GCS, live actors' ids come from the
+  dashboard's /logical/actors worker stats and owners are unknown (said in a note).
+- Nodes: State API node list, the autoscaler's per-node usage, /nodes?view=summary for host CPU, memory,
+  object store and physical GPUs.
+- Serve: /api/serve/applications/ and the Serve controller actor's job.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from ray_mcp import limits
+from ray_mcp.diagnosis.gather import first_sentence
+from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
+from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api.client import gather as _gather
+from ray_mcp.shaping.nodes import uncamel_resources
+from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
+from ray_mcp.topology_models import JobTopology
+
+if TYPE_CHECKING:
+    from ray_mcp.ray_api import RayAPI
+
+# State API page sizes: every actor of the job is counted exactly (State API totals); rows are joined up to these.
+ACTOR_ROWS = limits.TOPOLOGY_ACTOR_ROWS
+PG_ROWS = limits.TOPOLOGY_GROUP_ROWS
+MAX_PG_MEMBER_QUERIES = limits.TOPOLOGY_MEMBER_QUERIES
+LOGICAL_IDS_PER_REQUEST = limits.TOPOLOGY_IDS_PER_REQUEST
+# Ray's imports are not safe to run from several threads at once: the GCS calls of this module take turns.
+_RAY_IMPORT = threading.Lock()
+
+
+async def job_topology(api: RayAPI, job: str) -> JobTopology:
+    details = await api.job_details(job)
+    job_id = str(details.get("job_id") or "")
+    if not job_id:
+        raise NotFound(
+            f"Job {job!r} has no Ray job id yet (status {details.get('status')}): its driver has not "
+            "started. Call wait_for_job, then job_topology again."
+        )
+    notes: list[str] = []
+    actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
+        api._state_page("actors", filters=[("job_id", "=", job_id)], limit=ACTOR_ROWS, detail=True),
+        api._state_page("placement_groups", filters=[("creator_job_id", "=", job_id)], limit=PG_ROWS, detail=True),
+        _optional(_gcs_facts(api, job_id), notes, "the GCS actor and placement group tables"),
+        _nodes(api),
+        _optional(api.get_data("/nodes", what="the node summary (/nodes?view=summary)",
+                               params={"view": "summary"}), notes, "host memory, CPU and GPU use"),
+        _optional(_serve(api), notes, "Serve"),
+    )  # fmt: skip
+    _t, actors_total, actor_rows, actor_notes = actors_page
+    _t2, pg_total, pg_rows, pg_notes = pgs_page
+    notes += actor_notes + pg_notes
+    actor_rows = list(actor_rows)
+    # Actors of other jobs (e.g. created by a Serve replica) placed in this job's groups.
+    known = {str(r.get("actor_id")) for r in actor_rows}
+    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][:MAX_PG_MEMBER_QUERIES]
+    if len([r for r in pg_rows if r.get("state") != "REMOVED"]) > MAX_PG_MEMBER_QUERIES:
+        notes.append(f"Actors of other jobs looked up in the first {MAX_PG_MEMBER_QUERIES} groups only.")
+    members = await _gather(*(
+        api._state_page("actors", filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
+                        limit=MAX_ACTORS, detail=True)
+        for r in live_groups
+    ))  # fmt: skip
+    for _t, _m3, rows, _n in members:
+        actor_rows += [r for r in rows if str(r.get("actor_id")) not in known]
+        known |= {str(r.get("actor_id")) for r in rows}
+    strategies: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    if gcs is not None:
+        strategies, owners, stats = gcs["strategies"], gcs["owners"], gcs["stats"]
+    else:
+        notes.append("Owners unknown without the GCS: actors a Serve replica created are not linked to it.")
+    missing = [
+        str(r["actor_id"])
+        for r in actor_rows
+        if r.get("state") == "ALIVE" and str(r["actor_id"]) not in stats
+    ]
+    physical_gpus = any((n.get("gpus") or []) for n in ((summary or {}).get("summary") or []))
+    wanted = (
+        [str(r["actor_id"]) for r in actor_rows if r.get("state") == "ALIVE"] if physical_gpus else missing
+    )
+    if wanted:
+        logical = await _optional(
+            _logical_actors(api, wanted[:MAX_ACTORS]), notes, "the actors' worker stats"
+        )
+        for actor_id, info in (logical or {}).items():
+            if not info:
+                continue
+            entry = stats.setdefault(actor_id, {})
+            entry.setdefault("usedResources", info.get("usedResources") or {})
+            entry["gpus"] = info.get("gpus") or []
+    node_rows, usage = nodes
+    controller_job = None
+    serve_details = None
+    if serve is not None:
+        serve_details, controller_job = serve
+    summary_by_node = {
+        str((n.get("raylet") or {}).get("nodeId")): n for n in ((summary or {}).get("summary") or [])
+    }
+    evidence = Evidence(
+        details=details, pg_rows=pg_rows, pg_total=pg_total, strategies=strategies, actor_rows=actor_rows,
+        actors_total=actors_total + sum(1 for r in actor_rows if r.get("job_id") != job_id),
+        worker_stats=stats, owners=owners, node_rows=node_rows, usage_by_node=usage,
+        node_summary=summary_by_node, serve_details=serve_details, serve_controller_job_id=controller_job,
+        notes=notes,
+    )  # fmt: skip
+    return build_topology(evidence, job=job)
+
+
+async def _optional(awaitable: Any, notes: list[str], what: str) -> Any:
+    try:
+        return await awaitable
+    except RayMCPError as exc:
+        notes.append(f"Could not read {what}: {first_sentence(str(exc))}")
+        return None
+
+
+async def _nodes(api: RayAPI) -> tuple[list[dict[str, Any]], dict[str, dict[str, tuple[float, float]]]]:
+    """Every node (State API) and each alive node's logical use (the autoscaler's per-node report)."""
+    nodes_result, status = await _gather(
+        api.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True),
+        api.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
+    )
+    nodes = list(nodes_result.get("result") or [])
+    return nodes, usage_from_status(nodes, status)
+
+
+async def _serve(api: RayAPI) -> tuple[dict[str, Any], str | None] | None:
+    details = await api.serve_details()
+    if not (details.get("applications") or {}):
+        return None
+    controller = (details.get("controller_info") or {}).get("actor_id")
+    job = None
+    if controller:
+        _t, _m, rows, _n = await api._state_page(
+            "actors", filters=[("actor_id", "=", str(controller))], limit=1, detail=False
+        )
+        job = str(rows[0].get("job_id")) if rows else None
+    return details, job
+
+
+async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, Any]:
+    """Worker stats of live actors (assigned resource slots, physical GPUs), from /logical/actors?ids=..."""
+    out: dict[str, Any] = {}
+    chunks = [
+        actor_ids[i : i + LOGICAL_IDS_PER_REQUEST] for i in range(0, len(actor_ids), LOGICAL_IDS_PER_REQUEST)
+    ]
+    pages = await _gather(*(
+        api.get_data("/logical/actors", what="the actors' worker stats (/logical/actors)",
+                     params={"ids": ",".join(chunk), "nocache": "1"})
+        for chunk in chunks
+    ))  # fmt: skip
+    for page in pages:
+        for actor_id, info in ((page or {}).get("actors") or {}).items():
+            if isinstance(info, Mapping):
+                out[actor_id] = {"usedResources": info.get("usedResources"), "gpus": info.get("gpus")}
+    return out
+
+
+async def _gcs_facts(api: RayAPI, job_id: str) -> dict[str, Any]:
+    try:
+        return await anyio.to_thread.run_sync(_gcs_facts_sync, api, job_id)
+    except RayMCPError:
+        raise
+    except Exception as exc:  # grpc errors, an unreachable GCS: a note, not a failure
+        raise InvalidArgument(f"the GCS did not answer ({type(exc).__name__}).") from exc
+
+
+def _gcs_facts_sync(api: RayAPI, job_id: str) -> dict[str, Any]:
+    """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
+    with _RAY_IMPORT:
+        channel = api._gcs()
+        table = gcs.placement_group_table(channel, api.timeout_s)
+        actors = gcs.job_actor_table(channel, job_id, limit=ACTOR_ROWS, timeout_s=api.timeout_s)
+    owners = {a["actor_id"]: a["owner_worker_id"] for a in actors}
+    stats = {
+        a["actor_id"]: {"usedResources": a["used_resources"], "worker_id": a["worker_id"]} for a in actors
+    }
+    return {
+        "strategies": {r["placement_group_id"]: r["strategy"] for r in table},
+        "owners": owners,
+        "stats": stats,
+    }
+
+
+def usage_from_status(
+    nodes: Sequence[Mapping[str, Any]], status: Mapping[str, Any] | None
+) -> dict[str, dict[str, tuple[float, float]]]:
+    load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
+    known = {name for node in nodes for name in (node.get("resources_total") or {})}
+    return {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}

@@ -1,0 +1,109 @@
+"""Compact JSON schemas for ``tools/list``: what a client needs to call a tool and to read its answer.
+
+pydantic's schemas carry a ``title`` on every property, ``default: null`` on every optional field and an
+``anyOf`` pair for every nullable one; the output schemas also spell out every nested model. An agent's
+context pays for each byte of ``tools/list`` on every turn, so ray-mcp publishes:
+
+- input schemas without titles and null defaults, nullable scalars as ``"type": [T, "null"]`` (the same
+  constraints, descriptions and enums);
+- output schemas at the depth an agent or a client reads them: the answer's own fields with their types,
+  nested models as ``{"type": "object"}`` (arrays of them as arrays of objects). Every structured result is
+  still valid against the published schema; the model in ``ray_mcp.models`` documents the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_NULL = {"type": "null"}
+_COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "not", "$ref", "const"})
+
+
+def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
+    """The same input schema without titles, null defaults and nullable ``anyOf`` pairs."""
+    out = _compact(schema, keep_descriptions=True)
+    assert isinstance(out, dict)
+    return out
+
+
+def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """The answer's top-level fields with their types; nested models reduced to objects (see the module)."""
+    props = schema.get("properties") or {}
+    defs = schema.get("$defs") or {}
+    fields = {name: _shallow(sub, defs) for name, sub in props.items()}
+    out: dict[str, Any] = {"type": "object", "properties": fields}
+    if schema.get("required"):
+        out["required"] = list(schema["required"])
+    return out
+
+
+def _compact(node: Any, *, keep_descriptions: bool) -> Any:
+    if isinstance(node, list):
+        return [_compact(x, keep_descriptions=keep_descriptions) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" or (key == "default" and value is None):
+            continue
+        if key == "description" and not keep_descriptions:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {
+                name: _compact(sub, keep_descriptions=keep_descriptions) for name, sub in value.items()
+            }
+        else:
+            out[key] = _compact(value, keep_descriptions=keep_descriptions)
+    return _nullable(out)
+
+
+def _nullable(node: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [{"type": T, ...}, {"type": "null"}]`` as ``{"type": [T, "null"], ...}``.
+
+    The keywords beside ``type`` (minimum, items, additionalProperties, ...) apply to T's values only, so the
+    merged schema accepts exactly what the pair did; an enum gets ``null`` as one more value.
+    """
+    any_of = node.get("anyOf")
+    if not (isinstance(any_of, list) and len(any_of) == 2 and _NULL in any_of):
+        return node
+    other = any_of[0] if any_of[1] == _NULL else any_of[1]
+    if not (isinstance(other, dict) and isinstance(other.get("type"), str)):
+        return node
+    if set(other) & _COMBINATORS or any(key in node for key in other):
+        return node
+    merged = {**{k: v for k, v in node.items() if k != "anyOf"}, **other, "type": [other["type"], "null"]}
+    if "enum" in other:
+        merged["enum"] = [*other["enum"], None]
+    return merged
+
+
+def _shallow(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """One field of an output schema: its type, with nested models as plain objects."""
+    if not isinstance(node, dict):
+        return {}
+    if "$ref" in node:
+        target = defs.get(str(node["$ref"]).rsplit("/", 1)[-1], {})
+        return {"type": "string", "enum": target["enum"]} if "enum" in target else {"type": "object"}
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            options = [_shallow(x, defs) for x in node[key]]
+            types: list[str] = []
+            for option in options:
+                t = option.get("type")
+                for one in t if isinstance(t, list) else [t]:
+                    if one is None:
+                        return {}  # an option without a simple type: accept anything
+                    if one not in types:
+                        types.append(one)
+            return {"type": types[0] if len(types) == 1 else types}
+    out: dict[str, Any] = {}
+    if "type" in node:
+        out["type"] = node["type"]
+    if "enum" in node:
+        out["enum"] = node["enum"]
+    if node.get("type") == "array" and isinstance(node.get("items"), dict):
+        items = _shallow(node["items"], defs)
+        if items:
+            out["items"] = items
+    return out

@@ -1,0 +1,196 @@
+"""Actors: State API rows as Actor models (death causes flattened), the bounded list, and their text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ray_mcp import models
+from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import EXCEPTION_CHARS, EXCEPTION_CHARS_IN_LIST, FIELD_CHARS, LINE_CHARS, LIST_FIELD_CHARS
+from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
+from ray_mcp.shaping.nodes import format_shape
+from ray_mcp.text import exception_summary, head_text, tail_text, user_traceback
+
+
+def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> models.DeathCause | None:
+    """Flatten Ray's ``death_cause`` (one ``*_context`` key) into reason, error type, message and exception."""
+    if not raw:
+        return None
+    if ctx := raw.get("creation_task_failure_context"):
+        traceback = user_traceback(ctx.get("formatted_exception_string"))
+        error_type, message = exception_summary(traceback)
+        return models.DeathCause(
+            reason="CREATION_TASK_ERROR",
+            error_type=error_type,
+            message=head_text(message, FIELD_CHARS),
+            exception=tail_text(traceback, exception_chars),
+        )
+    for key, ctx in raw.items():
+        if not isinstance(ctx, Mapping):
+            continue
+        reason = ctx.get("reason") or key.removesuffix("_context").upper()
+        message = ctx.get("error_message") or ctx.get("message")
+        error_type, _ = exception_summary(message)
+        return models.DeathCause(
+            reason=str(reason),
+            error_type=error_type,
+            message=head_text(message, max(LIST_FIELD_CHARS, exception_chars)),
+        )
+    return None
+
+
+def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
+    """One row of /api/v0/actors (detail=1) as an Actor: basic fields, plus the rest when ``detail``."""
+    state = str(raw.get("state", ""))
+    actor = models.Actor(
+        actor_id=str(raw.get("actor_id", "")),
+        class_name=str(raw.get("class_name", "")),
+        state=state,
+        name=raw.get("name") or None,
+        pid=to_number(raw.get("pid")) or None,
+        node_id=raw.get("node_id") or None,
+        restarts=to_number(raw.get("num_restarts")),
+        death_cause=death_cause(
+            raw.get("death_cause"), exception_chars=EXCEPTION_CHARS if detail else EXCEPTION_CHARS_IN_LIST
+        )
+        if state == "DEAD"
+        else None,
+    )
+    if detail:
+        actor.job_id = raw.get("job_id") or None
+        actor.namespace = raw.get("ray_namespace") or None
+        actor.is_detached = raw.get("is_detached")
+        actor.placement_group_id = raw.get("placement_group_id") or None
+        actor.repr_name = raw.get("repr_name") or None
+        actor.required_resources = {
+            k: float(v) for k, v in (raw.get("required_resources") or {}).items()
+        } or None
+        env = raw.get("serialized_runtime_env")
+        actor.runtime_env = env if env and env != "{}" else None
+        actor.call_site = raw.get("call_site") or None
+        actor.label_selector = dict(raw.get("label_selector") or {}) or None
+    return actor
+
+
+def actor_summary_from_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The State API's actor summary (``{"summary": {class: {"state_counts": {...}}}}``), counted from rows:
+    exact when the rows are every matching actor, which spares the summary request."""
+    summary: dict[str, dict[str, dict[str, int]]] = {}
+    for row in rows:
+        counts = summary.setdefault(str(row.get("class_name") or ""), {"state_counts": {}})["state_counts"]
+        state = str(row.get("state") or "UNKNOWN")
+        counts[state] = counts.get(state, 0) + 1
+    return {"summary": summary}
+
+
+def build_actor_list(
+    *,
+    total: int,
+    matched: int,
+    rows: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any] | None,
+    limit: int,
+    detail: bool,
+    notes: list[str],
+) -> models.ActorList:
+    by_state: dict[str, int] = {}
+    by_class: dict[str, int] = {}
+    for cls, entry in ((summary or {}).get("summary") or {}).items():
+        for state, count in (entry.get("state_counts") or {}).items():
+            by_state[state] = by_state.get(state, 0) + int(count)
+            by_class[f"{cls} {state}"] = by_class.get(f"{cls} {state}", 0) + int(count)
+    actors = [actor_from_state(row, detail=detail) for row in rows]
+    # Alive and failing actors first: they are what an agent usually looks for.
+    order = {
+        s: i
+        for i, s in enumerate(("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY", "DEAD"))
+    }
+    actors.sort(key=lambda a: (order.get(a.state, 9), a.class_name, a.actor_id))
+    shown = cap_items(actors, limit, matched, notes, "actors")
+    hints = []
+    hint = narrowing_hint(matched - len(shown), by_class, "actors", "state, class_name, job_id or name")
+    if hint:
+        hints.append(hint)
+    if shown and not detail:
+        hints.append("get_actor(actor_id) shows one actor in full (resources, namespace, full death cause).")
+    return models.ActorList(
+        total=total,
+        matched=matched,
+        shown=len(shown),
+        by_state=dict(sorted(by_state.items())),
+        actors=shown,
+        notes=notes,
+        hints=hints,
+    )
+
+
+def _actor_line(a: models.Actor) -> str:
+    parts = [a.actor_id, a.class_name]
+    if a.name:
+        parts.append(f"name={a.name}")
+    parts.append(a.state)
+    if a.pid:
+        parts.append(f"pid={a.pid}")
+    if a.node_id:
+        parts.append(f"node={a.node_id}")
+    if a.restarts:
+        parts.append(f"restarts={a.restarts}")
+    line = "  " + " ".join(parts)
+    if a.death_cause:
+        d = a.death_cause
+        cause = f"{d.error_type}: {d.message}" if d.error_type else (d.message or "")
+        line += f"\n    died: {d.reason}" + (f" — {head_text(cause, LINE_CHARS)}" if cause else "")
+    return line
+
+
+def render_actor_list(page: models.ActorList) -> str:
+    counts = ", ".join(f"{n:,} {s}" for s, n in page.by_state.items()) or "none"
+    lines = [
+        f"Actors: {page.matched:,} match of {page.total:,} in the cluster ({counts}); showing {page.shown}."
+    ]
+    lines += [_actor_line(a) for a in page.actors]
+    lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
+    return "\n".join(lines)
+
+
+def render_actor(actor: models.Actor) -> str:
+    lines = [_actor_line(actor).strip().split("\n")[0]]
+    for key in ("job_id", "namespace", "is_detached", "placement_group_id", "repr_name", "call_site"):
+        value = getattr(actor, key)
+        if value not in (None, ""):
+            lines.append(f"{key}: {value}")
+    if actor.required_resources:
+        lines.append(f"required_resources: {format_shape(actor.required_resources)}")
+    if actor.runtime_env:
+        lines.append(f"runtime_env: {head_text(actor.runtime_env, FIELD_CHARS)}")
+    if actor.death_cause:
+        d = actor.death_cause
+        lines.append(f"death cause: {d.reason}" + (f" ({d.error_type})" if d.error_type else ""))
+        if d.message:
+            lines.append(f"message: {d.message}")
+        if d.exception:
+            lines.append("exception:\n" + d.exception)
+    return "\n".join(lines)
+
+
+def kill_preflight(actor: models.Actor, *, no_restart: bool, force: bool) -> str:
+    """What kill_actor would do to this actor, or why it refuses (a detached actor needs force=true)."""
+    who = (
+        f"actor {actor.actor_id} ({actor.class_name}"
+        + (f" {actor.name!r}" if actor.name else "")
+        + (f", job {actor.job_id}" if actor.job_id else "")
+        + f", {actor.state})"
+    )
+    if actor.state == "DEAD":
+        return f"The {who} is already DEAD; nothing to kill."
+    if actor.is_detached and not force:
+        raise InvalidArgument(
+            f"The {who} is detached: it outlives its job and others may rely on it. Nothing was changed. "
+            "Call kill_actor again with force=true if you really mean to kill it."
+        )
+    after = (
+        "and keep it dead (no_restart)" if no_restart else "and let Ray restart it if its max_restarts allows"
+    )
+    where = f" pid {actor.pid} on node {actor.node_id}" if actor.pid else ""
+    return f"kill the {who}{where} {after}"

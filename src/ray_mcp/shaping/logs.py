@@ -1,0 +1,286 @@
+"""Logs: the tail within line and byte budgets, grep over a streamed file, and the text of a section."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from ray_mcp import models
+from ray_mcp.errors import InvalidArgument
+from ray_mcp.shaping.nodes import GIB
+
+
+def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], int, int]:
+    """Keep the newest lines that fit ``max_bytes`` (UTF-8, newline included).
+
+    A single line longer than the whole budget is cut to fit, keeping its start, and counted as truncated.
+    Returns (lines kept, bytes left out, lines truncated).
+    """
+    kept: list[str] = []
+    used = 0
+    left_out = 0
+    truncated = 0
+    for index in range(len(raw_lines) - 1, -1, -1):
+        text = raw_lines[index]
+        size = len(text.encode()) + 1
+        if used + size <= max_bytes:
+            kept.append(text)
+            used += size
+            continue
+        if not kept:  # the newest line alone is over budget: show its start
+            room = max(0, max_bytes - 40)
+            head = text.encode()[:room].decode("utf-8", errors="ignore")
+            cut = size - 1 - len(head.encode())
+            kept.append(f"{head}…[{cut} bytes cut]")
+            left_out += cut
+            truncated += 1
+            used = max_bytes
+            continue
+        left_out += sum(len(t.encode()) + 1 for t in raw_lines[: index + 1])
+        break
+    kept.reverse()
+    return kept, left_out, truncated
+
+
+def count_lines(data: bytes) -> int:
+    """Lines in ``data``, counting a last line without a newline."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def tail_section(
+    data: bytes,
+    *,
+    lines: int,
+    max_bytes: int,
+    complete: bool,
+    dropped: int = 0,
+    base: models.LogSection,
+    followed_s: float | None = None,
+) -> models.LogSection:
+    """Shape the end of a log into a section within the line and byte budgets, keeping the newest lines.
+
+    ``complete`` says ``data`` starts at the beginning of the file (so counts are exact); ``dropped`` is how
+    many bytes before ``data`` were read and thrown away (its first line is then partial and is dropped too).
+    """
+    raw = decode_log(data).split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()
+    if dropped and raw:
+        dropped += len(raw.pop(0).encode()) + 1
+    fetched = len(raw)
+    if len(raw) > lines:
+        dropped += sum(len(t.encode()) + 1 for t in raw[:-lines])
+        raw = raw[-lines:]
+    kept, cut, truncated = cut_to_budget(raw, max_bytes=max_bytes)
+    left_lines = fetched - len(kept)
+    return base.model_copy(
+        update={
+            "lines": kept,
+            "lines_shown": len(kept),
+            "lines_left_out": left_lines if complete else None,
+            "more_before": left_lines > 0 or not complete,
+            "bytes_left_out": cut + dropped,
+            "truncated_lines": truncated,
+            "followed_s": followed_s,
+        }
+    )
+
+
+def log_target_kind(
+    *,
+    job: str | None,
+    actor_id: str | None,
+    task_id: str | None,
+    pid: int | None,
+    node: str | None,
+    filename: str | None,
+) -> str:
+    """Which log the caller means; InvalidArgument unless exactly one target is given (+ node if needed)."""
+    given = [
+        name
+        for name, value in (("job", job), ("actor_id", actor_id), ("task_id", task_id), ("pid", pid),
+                            ("filename", filename))
+        if value is not None
+    ]  # fmt: skip
+    usage = (
+        "Give exactly one of: job (a submission id), actor_id, task_id (+ attempt), pid + node, or "
+        "node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)."
+    )
+    if len(given) != 1:
+        what = ", ".join(given) if given else "none"
+        raise InvalidArgument(f"tail_logs needs one log target, got {what}. {usage}")
+    kind = given[0]
+    if kind in ("pid", "filename") and not node:
+        raise InvalidArgument(
+            f"{kind} needs node (a node id or IP) too. Call cluster_status to see the nodes. {usage}"
+        )
+    if kind not in ("pid", "filename") and node:
+        raise InvalidArgument(f"node goes with pid or filename only, not with {kind}. {usage}")
+    return kind
+
+
+def decode_log(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+class GrepScanner:
+    """Scan a log streamed in chunks for a regex, keeping the last ``keep`` output lines (matches + context).
+
+    Chunks without a match are skipped with one regex search and a newline count, so a large log is scanned
+    at close to the speed it arrives.
+    """
+
+    def __init__(self, pattern: re.Pattern[str], *, context: int, keep: int) -> None:
+        self.pattern = pattern
+        self.context = context
+        self.out: deque[tuple[int, str, bool]] = deque(maxlen=keep)
+        self.before: deque[tuple[int, str]] = deque(maxlen=context or 1)
+        self.after = 0
+        self.line_no = 0
+        self.matches = 0
+        self.first_match: int | None = None
+        self.bytes = 0
+        self._partial = b""
+        self._last_out = 0  # the last line number put in ``out``
+
+    def feed(self, chunk: bytes) -> None:
+        self.bytes += len(chunk)
+        data = self._partial + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._partial = data
+            return
+        self._partial = data[cut + 1 :]
+        self._scan(decode_log(data[: cut + 1]))
+
+    def finish(self) -> None:
+        if self._partial:
+            self._scan(decode_log(self._partial) + "\n")
+            self._partial = b""
+
+    def _scan(self, text: str) -> None:
+        if self.after == 0 and not self.pattern.search(text):
+            count = text.count("\n")
+            if self.context:
+                tail = text[:-1].rsplit("\n", self.context)[-self.context :]
+                start = self.line_no + count - len(tail) + 1
+                self.before.extend(zip(range(start, start + len(tail)), tail, strict=True))
+            self.line_no += count
+            return
+        for line in text[:-1].split("\n"):
+            self.line_no += 1
+            if self.pattern.search(line):
+                self.matches += 1
+                if self.first_match is None:
+                    self.first_match = self.line_no
+                if self.context:
+                    for number, before in self.before:
+                        if number > self._last_out:
+                            self._emit(number, before, False)
+                self._emit(self.line_no, line, True)
+                self.after = self.context
+            elif self.after:
+                self.after -= 1
+                self._emit(self.line_no, line, False)
+            if self.context:
+                self.before.append((self.line_no, line))
+
+    def _emit(self, number: int, line: str, is_match: bool) -> None:
+        self.out.append((number, line, is_match))
+        self._last_out = number
+
+
+def grep_section(
+    scanner: GrepScanner, *, max_bytes: int, complete: bool, grep: str, base: models.LogSection
+) -> models.LogSection:
+    entries = list(scanner.out)
+    kept, _cut, truncated = cut_to_budget([t for _, t, _ in entries], max_bytes=max_bytes)
+    offset = len(entries) - len(kept)
+    numbers = [number for number, _, _ in entries[offset:]]
+    return base.model_copy(
+        update={
+            "lines": kept,
+            "line_numbers": numbers,
+            "match_numbers": [number for number, _, is_match in entries[offset:] if is_match],
+            "lines_shown": len(kept),
+            "lines_left_out": scanner.line_no - len(kept),
+            "more_before": bool(numbers) and numbers[0] > 1,
+            "bytes_left_out": max(0, scanner.bytes - sum(len(x.encode()) + 1 for x in kept)),
+            "truncated_lines": truncated,
+            "grep": grep,
+            "matches": scanner.matches,
+            "scanned_bytes": scanner.bytes,
+            "scanned_lines": scanner.line_no,
+            "scan_complete": complete,
+        }
+    )
+
+
+def format_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024**2:
+        return f"{n / 1024:.1f} KiB"
+    if n < GIB:
+        return f"{n / 1024**2:.1f} MiB"
+    return f"{n / GIB:.2f} GiB"
+
+
+def render_log_section(section: models.LogSection) -> str:
+    where = f"{section.filename or '?'} on node {section.node_id or '?'}"
+    head = f"== {section.source}: {where}"
+    if section.grep is not None:
+        scope = "whole file" if section.scan_complete else "stopped at max_scan_mb, the rest was not searched"
+        head += (
+            f"\ngrep /{section.grep}/: {section.matches} matching line(s) in {section.scanned_lines} lines "
+            f"({format_bytes(section.scanned_bytes or 0)} scanned, {scope})"
+            + (f"; showing the last {section.lines_shown} output lines" if section.lines_shown else "")
+        )
+    else:
+        head += f"\nlast {section.lines_shown} line(s)"
+    left = []
+    if section.grep is None:
+        if section.lines_left_out is None and section.more_before:
+            left.append("earlier lines left out (not counted: the tail is read from the end of the file)")
+        elif section.lines_left_out:
+            left.append(f"{section.lines_left_out} earlier line(s) left out")
+        elif not section.more_before:
+            left.append("this is the whole file")
+    elif section.lines_left_out:
+        left.append(f"{section.lines_left_out} line(s) not shown")
+    if section.bytes_left_out:
+        left.append(f"{format_bytes(section.bytes_left_out)} not shown")
+    if section.truncated_lines:
+        left.append(f"{section.truncated_lines} over-long line(s) cut")
+    if section.followed_s is not None:
+        left.append(f"followed {section.followed_s:g} s: {section.new_lines} new line(s)")
+    if left:
+        head += " — " + "; ".join(left)
+    body = list(section.lines)
+    if section.line_numbers is not None:
+        matches = set(section.match_numbers or [])
+        numbered = zip(section.line_numbers, body, strict=True)
+        body = [f"{n}{':' if n in matches else '-'} {t}" for n, t in numbered]
+    return head + ":\n" + ("\n".join(body) if body else "(no lines)")
+
+
+def render_log_tail(tail: models.LogTail) -> str:
+    parts = [render_log_section(s) for s in tail.sections]
+    parts += [f"Hint: {h}" for h in tail.hints]
+    return "\n".join(parts)
+
+
+def log_hints(sections: list[models.LogSection], *, lines: int, max_bytes: int, max_lines: int) -> list[str]:
+    hints = []
+    budget_cut = [s for s in sections if s.grep is None and s.more_before and s.lines_shown < lines]
+    if budget_cut or any(s.truncated_lines for s in sections):
+        hints.append(f"The {max_bytes}-byte budget cut lines: raise max_bytes, or narrow with grep.")
+    elif any(s.more_before and s.grep is None for s in sections) and lines < max_lines:
+        hints.append(f"For more, raise lines (max {max_lines}) or search the whole file with grep.")
+    if any(s.grep is not None and s.scan_complete is False for s in sections):
+        hints.append(
+            "grep stopped at max_scan_mb before the end of the file: raise max_scan_mb to search it all."
+        )
+    if any(s.grep is not None and (s.matches or 0) > s.lines_shown for s in sections):
+        hints.append("More matches than shown: only the last ones are kept; make the regex more specific.")
+    return hints

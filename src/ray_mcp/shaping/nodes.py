@@ -1,0 +1,191 @@
+"""Nodes and their resources: units, what is free, whether a demand can ever fit; the node list."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from ray_mcp import models
+from ray_mcp.shaping.common import cap_items
+
+# Ray reports these resources in bytes.
+BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
+GIB = 1024**3
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def uncamel_resources(usage: Mapping[str, Any], known: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """Undo the dashboard's camelCasing of resource names (``objectStoreMemory``) using the names Ray knows.
+
+    The autoscaler report converts dict keys to camelCase; the node list keeps them as they are.
+    """
+    reverse = {_camel(name): name for name in known}
+    reverse.update({_camel(name): name for name in BYTE_RESOURCES})
+    out: dict[str, tuple[float, float]] = {}
+    for key, pair in usage.items():
+        name = reverse.get(key, key)
+        try:
+            used, total = float(pair[0]), float(pair[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        out[name] = (used, total)
+    return out
+
+
+def is_internal_resource(name: str) -> bool:
+    """Ray's implicit per-node resources (``node:<ip>``, ``node:__internal_head__``) are noise for an agent."""
+    return name.startswith("node:") or name.startswith("accelerator_type:")
+
+
+def node_resources(
+    totals: Mapping[str, Any], usage: Mapping[str, tuple[float, float]]
+) -> dict[str, models.ResourceUse]:
+    out: dict[str, models.ResourceUse] = {}
+    for name, total in totals.items():
+        if is_internal_resource(name):
+            continue
+        used = usage.get(name, (0.0, float(total)))[0]
+        out[name] = models.ResourceUse(used=used, total=float(total))
+    return dict(sorted(out.items()))
+
+
+def fits(bundle: Mapping[str, float], capacity: Mapping[str, float]) -> bool:
+    return all(
+        float(amount) <= float(capacity.get(name, 0.0)) + 1e-9 for name, amount in bundle.items() if amount
+    )
+
+
+def demand_is_feasible(
+    bundles: Sequence[Mapping[str, float]],
+    node_shapes: Sequence[Mapping[str, float]],
+    *,
+    strategy: str | None,
+) -> bool:
+    """Could this demand ever be placed on nodes of these shapes (ignoring what is in use now)?"""
+    if not bundles:
+        return True
+    if not node_shapes:
+        return False
+    if strategy == "STRICT_PACK":
+        merged: dict[str, float] = {}
+        for bundle in bundles:
+            for name, amount in bundle.items():
+                merged[name] = merged.get(name, 0.0) + float(amount)
+        return any(fits(merged, shape) for shape in node_shapes)
+    if strategy == "STRICT_SPREAD" and len(bundles) > len(node_shapes):
+        return False
+    return all(any(fits(bundle, shape) for shape in node_shapes) for bundle in bundles)
+
+
+def format_amount(name: str, value: float) -> str:
+    if name in BYTE_RESOURCES:
+        return f"{value / GIB:.3g} GiB" if value >= GIB / 10 else f"{value / 1024**2:.3g} MiB"
+    return f"{value:g}"
+
+
+def format_use(name: str, use: models.ResourceUse) -> str:
+    if name in BYTE_RESOURCES:
+        return f"{name} {format_amount(name, use.used).split()[0]}/{format_amount(name, use.total)}"
+    return f"{name} {use.used:g}/{use.total:g}"
+
+
+def format_shape(shape: Mapping[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {format_amount(k, v)}" for k, v in shape.items()) + "}"
+
+
+def node_identity(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields every view of a node shares, from a State API node row; a DEAD node carries its reason."""
+    alive = row.get("state") == "ALIVE"
+    return {
+        "node_id": str(row.get("node_id", "")),
+        "ip": str(row.get("node_ip", "")),
+        "state": "ALIVE" if alive else "DEAD",
+        "is_head": bool(row.get("is_head_node")),
+        "death_reason": None if alive else (row.get("state_message") or "no reason recorded"),
+    }
+
+
+class NodeCapacity(BaseModel):
+    node_id: str
+    total: dict[str, float]
+    available: dict[str, float]
+
+
+def node_capacities(
+    nodes: Sequence[Mapping[str, Any]], usage_by_node: Mapping[str, Mapping[str, tuple[float, float]]]
+) -> list[NodeCapacity]:
+    """Total and available resources of each ALIVE node (available = total - used from the autoscaler report)."""
+    out = []
+    for node in nodes:
+        if node.get("state") != "ALIVE":
+            continue
+        node_id = str(node.get("node_id", ""))
+        totals = {
+            k: float(v) for k, v in (node.get("resources_total") or {}).items() if not is_internal_resource(k)
+        }
+        usage = usage_by_node.get(node_id, {})
+        available = {k: max(0.0, v - usage.get(k, (0.0, v))[0]) for k, v in totals.items()}
+        out.append(NodeCapacity(node_id=node_id, total=totals, available=available))
+    return out
+
+
+def build_node_list(
+    *, rows: Sequence[Mapping[str, Any]], capacities: list[NodeCapacity], limit: int, notes: list[str]
+) -> models.NodeList:
+    by_id = {c.node_id: c for c in capacities}
+    nodes = []
+    for row in rows:
+        alive = row.get("state") == "ALIVE"
+        node_id = str(row.get("node_id", ""))
+        cap = by_id.get(node_id)
+        totals = {
+            k: float(v) for k, v in (row.get("resources_total") or {}).items() if not is_internal_resource(k)
+        }
+        nodes.append(
+            models.Node(
+                **node_identity(row),
+                name=row.get("node_name") if row.get("node_name") != row.get("node_ip") else None,
+                resources_total=dict(sorted(totals.items())),
+                resources_available=dict(sorted(cap.available.items())) if cap and alive else {},
+                labels={
+                    str(k): str(v) for k, v in (row.get("labels") or {}).items() if k != "ray.io/node-id"
+                },
+            )
+        )
+    nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
+    alive = sum(1 for n in nodes if n.state == "ALIVE")
+    shown = cap_items(nodes, limit, len(nodes), notes, "nodes")
+    hints = []
+    if len(shown) < len(nodes):
+        hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")
+    return models.NodeList(
+        total=len(nodes), matched=len(nodes), shown=len(shown), alive=alive, dead=len(nodes) - alive,
+        nodes=shown, notes=notes, hints=hints,
+    )  # fmt: skip
+
+
+def render_node_list(page: models.NodeList) -> str:
+    lines = [f"Nodes: {page.alive} alive, {page.dead} dead; showing {page.shown}."]
+    for n in page.nodes:
+        role = "head" if n.is_head else "worker"
+        line = f"  {n.node_id} {n.ip} {role} {n.state}"
+        if n.state == "ALIVE":
+            res = ", ".join(
+                f"{k} {format_amount(k, n.resources_available.get(k, 0.0))}/{format_amount(k, v)} free"
+                for k, v in n.resources_total.items()
+            )
+            line += f" {res}"
+        else:
+            line += f": {n.death_reason}"
+        if n.labels:
+            line += " labels " + json.dumps(n.labels)
+        lines.append(line)
+    lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
+    return "\n".join(lines)

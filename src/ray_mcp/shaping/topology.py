@@ -1,0 +1,718 @@
+"""job_topology, the pure part: join placement groups, actors, worker stats, Serve and nodes into one tree.
+
+Nothing here talks to Ray: every function takes the rows the dashboard (or GCS) returned and is unit-tested on
+recorded or constructed evidence. ray_api/topology.py collects those rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_mcp import limits, models
+from ray_mcp.shaping.actors import death_cause
+from ray_mcp.shaping.common import to_number
+from ray_mcp.shaping.nodes import format_amount, format_shape, is_internal_resource
+from ray_mcp.text import truncate_text
+from ray_mcp.topology_models import (
+    Gap,
+    JobTopology,
+    TopoActor,
+    TopoBundle,
+    TopoDeployment,
+    TopoGPU,
+    TopoGroup,
+    TopoNode,
+    TopoReplica,
+    TopoServe,
+    TopoServeApp,
+)
+
+# Ray's memory monitor kills workers when a node's memory use reaches this fraction: the raylet config
+# `memory_usage_threshold` (env RAY_memory_usage_threshold), default 0.95. The cluster's own value is not
+# exposed over REST, so the default is what we flag against.
+MEMORY_USAGE_THRESHOLD = 0.95
+# Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
+ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")
+# Bounds of the structured answer (the text tree groups repeated structure and stays far smaller).
+MAX_ACTORS = limits.TOPOLOGY_ACTORS
+MAX_GROUPS = limits.TOPOLOGY_GROUPS
+MAX_BUNDLES_PER_GROUP = limits.TOPOLOGY_BUNDLES_PER_GROUP
+MAX_NODES = limits.TOPOLOGY_NODES
+MAX_GAPS = limits.TOPOLOGY_GAPS
+MAX_TEXT_GAPS = limits.TOPOLOGY_TEXT_GAPS
+MAX_TEXT_BYTES = limits.TOPOLOGY_TEXT_BYTES
+MAX_IDLE_GPU_NODES = limits.TOPOLOGY_IDLE_GPU_NODES
+
+_PG_INDEXED = re.compile(r"^(?P<res>.+)_group_(?P<index>\d+)_(?P<pg>[0-9a-f]{36})$")
+_PG_WILDCARD = re.compile(r"^(?P<res>.+)_group_(?P<pg>[0-9a-f]{36})$")
+LIVE = "ALIVE"
+
+
+def split_pg_resources(required: Mapping[str, Any]) -> tuple[dict[str, float], int | None]:
+    """An actor's required resources in Ray's own names, and its bundle index (None: any bundle or no group).
+
+    Inside a placement group Ray renames each resource: ``GPU_group_<i>_<pg>`` for bundle i and
+    ``GPU_group_<pg>`` for the group; ``bundle_group_*`` (0.001) is Ray's marker that places zero-resource
+    actors in the bundle too.
+    """
+    plain: dict[str, float] = {}
+    wildcard: dict[str, float] = {}
+    index: int | None = None
+    for key, value in required.items():
+        amount = float(value)
+        if m := _PG_INDEXED.match(key):
+            index = int(m["index"])
+            continue
+        if m := _PG_WILDCARD.match(key):
+            if m["res"] != "bundle":
+                wildcard[m["res"]] = amount
+            continue
+        plain[key] = amount
+    return (wildcard or plain), index
+
+
+def accelerator_ids(used_resources: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Assigned accelerator ids per resource, from a worker's ``usedResources`` (slot = device id)."""
+    out: dict[str, list[str]] = {}
+    for key, alloc in used_resources.items():
+        base = key
+        if (m := _PG_INDEXED.match(key)) or (m := _PG_WILDCARD.match(key)):
+            base = m["res"]
+        if base not in ACCELERATOR_RESOURCES:
+            continue
+        slots = alloc.get("resourceSlots") or alloc.get("resource_slots") or []
+        ids = out.setdefault(base, [])
+        for slot in slots:
+            sid = str(slot.get("slot", ""))
+            if sid and sid not in ids:
+                ids.append(sid)
+    return {k: sorted(v, key=_natural) for k, v in out.items() if v}
+
+
+def _natural(text: str) -> tuple[int, str]:
+    return (int(text), "") if text.isdigit() else (1 << 30, text)
+
+
+def compress_ints(values: Iterable[int]) -> str:
+    """0,1,2,3,5 -> '0-3,5'."""
+    nums = sorted(set(values))
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def compress_ids(ids: Sequence[str]) -> str:
+    if ids and all(i.isdigit() for i in ids):
+        return compress_ints(int(i) for i in ids)
+    return ",".join(ids)
+
+
+@dataclass
+class Evidence:
+    """Everything job_topology joins, as the sources returned it."""
+
+    details: Mapping[str, Any]
+    pg_rows: Sequence[Mapping[str, Any]] = ()
+    pg_total: int = 0
+    strategies: Mapping[str, str] = field(default_factory=dict)
+    actor_rows: Sequence[Mapping[str, Any]] = ()
+    actors_total: int = 0
+    worker_stats: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    owners: Mapping[str, str] = field(default_factory=dict)  # actor id -> owner's worker id (GCS)
+    node_rows: Sequence[Mapping[str, Any]] = ()
+    usage_by_node: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
+    node_summary: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    serve_details: Mapping[str, Any] | None = None
+    serve_controller_job_id: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# -- actors -------------------------------------------------------------------------------------------------
+
+
+def topo_actor(row: Mapping[str, Any], job_id: str, stats: Mapping[str, Any] | None) -> TopoActor:
+    resources, index = split_pg_resources(row.get("required_resources") or {})
+    state = str(row.get("state", ""))
+    actor = TopoActor(
+        actor_id=str(row.get("actor_id", "")),
+        class_name=str(row.get("class_name", "")),
+        state=state,
+        name=row.get("name") or None,
+        pid=to_number(row.get("pid")) or None,
+        restarts=to_number(row.get("num_restarts")),
+        node_id=row.get("node_id") or None,
+        job_id=row.get("job_id") if row.get("job_id") not in (None, "", job_id) else None,
+        placement_group_id=row.get("placement_group_id") or None,
+        bundle_index=index,
+        resources={k: v for k, v in sorted(resources.items()) if v},
+        death_cause=death_cause(row.get("death_cause"), exception_chars=300) if state == "DEAD" else None,
+    )
+    used = (stats or {}).get("usedResources") or {}
+    if index is None and actor.placement_group_id:
+        landed = {
+            int(m["index"])
+            for k in used
+            if (m := _PG_INDEXED.match(k)) and m["pg"] == actor.placement_group_id
+        }
+        if len(landed) == 1:  # asked for any bundle (index -1); Ray's allocation names the one it got
+            actor.bundle_index, actor.any_bundle = landed.pop(), True
+    if stats:
+        actor.accelerator_ids = accelerator_ids(used)
+        actor.gpu_devices = [
+            f"{g.get('index')}:{g.get('name')}" for g in stats.get("gpus") or [] if isinstance(g, Mapping)
+        ]
+    return actor
+
+
+def _accel_count(actor: TopoActor) -> str:
+    parts = [f"{actor.resources[r]:g} {r}" for r in ACCELERATOR_RESOURCES if actor.resources.get(r)]
+    return ", ".join(parts)
+
+
+# -- nodes --------------------------------------------------------------------------------------------------
+
+
+def _share_add(share: dict[str, float], resources: Mapping[str, float]) -> None:
+    for name, amount in resources.items():
+        if amount and not is_internal_resource(name) and name != "bundle":
+            share[name] = share.get(name, 0.0) + float(amount)
+
+
+def physical(summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Host CPU, memory and object store use and physical GPUs from one /nodes?view=summary entry."""
+    if not summary:
+        return {}
+    out: dict[str, Any] = {}
+    cpu = summary.get("cpu")
+    if isinstance(cpu, int | float):
+        out["cpu_percent"] = float(cpu)
+    mem = summary.get("mem")
+    if isinstance(mem, list | tuple) and len(mem) >= 2 and float(mem[0]) > 0:
+        out["memory_used_fraction"] = round((float(mem[0]) - float(mem[1])) / float(mem[0]), 4)
+        out["memory_total"] = float(mem[0])
+    raylet = summary.get("raylet") or {}
+    used = raylet.get("objectStoreUsedMemory")
+    if used is None:
+        used = (raylet.get("storeStats") or {}).get("objectStoreBytesUsed")
+    if used is not None:
+        out["object_store_used"] = float(to_number(used) or 0)
+    gpus = []
+    for g in summary.get("gpus") or []:
+        if not isinstance(g, Mapping):
+            continue
+        mib = 1024**2
+        gpus.append(
+            TopoGPU(
+                index=to_number(g.get("index")),
+                name=g.get("name"),
+                utilization_percent=g.get("utilizationGpu"),
+                memory_used=float(g["memoryUsed"]) * mib if g.get("memoryUsed") is not None else None,
+                memory_total=float(g["memoryTotal"]) * mib if g.get("memoryTotal") is not None else None,
+            )
+        )
+    out["gpus"] = gpus
+    return out
+
+
+def memory_flag(fraction: float | None, threshold: float = MEMORY_USAGE_THRESHOLD) -> bool | None:
+    return None if fraction is None else fraction >= threshold
+
+
+# -- the join -------------------------------------------------------------------------------------------------
+
+
+def build_topology(ev: Evidence, *, job: str) -> JobTopology:
+    d = ev.details
+    job_id = str(d.get("job_id") or "")
+    notes = list(ev.notes)
+    stats = ev.worker_stats
+    actors = [topo_actor(r, job_id, stats.get(str(r.get("actor_id")))) for r in ev.actor_rows]
+    actors.sort(key=lambda a: (a.placement_group_id or "~", a.bundle_index if a.bundle_index is not None else 1 << 30,
+                               a.class_name, a.name or "", a.actor_id))  # fmt: skip
+    by_id = {a.actor_id: a for a in actors}
+
+    # Serve: replicas, and the actors each replica's process created (owner = the replica's worker).
+    serve, replica_of_worker = _serve(ev, job_id)
+    for actor in actors:
+        owner = ev.owners.get(actor.actor_id)
+        if owner and owner in replica_of_worker:
+            actor.spawned_by = replica_of_worker[owner][0]
+            replica_of_worker[owner][1].spawned_actor_ids.append(actor.actor_id)
+
+    # Placement groups and their bundles.
+    gaps: list[Gap] = []
+    groups: list[TopoGroup] = []
+    in_group: dict[str, list[TopoActor]] = defaultdict(list)
+    for a in actors:
+        if a.placement_group_id:
+            in_group[a.placement_group_id].append(a)
+    bundle_nodes: dict[str, list[tuple[str, dict[str, float]]]] = defaultdict(list)
+    for row in ev.pg_rows:
+        pg_id = str(row.get("placement_group_id", ""))
+        state = str(row.get("state", ""))
+        members = in_group.get(pg_id, [])
+        bundles: list[TopoBundle] = []
+        for b in row.get("bundles") or []:
+            idx = int((b.get("bundle_id") or {}).get("bundle_index", len(bundles)))
+            res = {k: float(v) for k, v in sorted((b.get("unit_resources") or {}).items())}
+            node = b.get("node_id") or None
+            bundles.append(TopoBundle(index=idx, resources=res, node_id=node,
+                                      actor_ids=[a.actor_id for a in members if a.bundle_index == idx]))  # fmt: skip
+            if node and state != "REMOVED":
+                bundle_nodes[node].append((pg_id, res))
+        bundles.sort(key=lambda b: b.index)
+        live = sum(1 for a in members if a.state == LIVE)
+        group = TopoGroup(
+            placement_group_id=pg_id, name=row.get("name") or None, state=state,
+            strategy=ev.strategies.get(pg_id), bundles_total=len(bundles), live_actors=live,
+            bundles=bundles, any_bundle_actor_ids=[a.actor_id for a in members if a.bundle_index is None],
+        )  # fmt: skip
+        groups.append(group)
+        gaps += _group_gaps(group, by_id)
+    groups.sort(key=lambda g: (g.state == "REMOVED", g.name or "", g.placement_group_id))
+
+    # Actors that are not in a group bundle: pending, restarting and dead ones are gaps too.
+    for a in actors:
+        if a.placement_group_id and a.bundle_index is not None:
+            continue  # reported with its bundle
+        if a.state == "DEAD" and a.placement_group_id is None:
+            continue  # ended actors outside groups are counted, not flagged (jobs end actors all the time)
+        if a.state in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
+            gaps.append(Gap(kind="pending_actor", actor_id=a.actor_id, placement_group_id=a.placement_group_id,
+                            text=f"actor {a.actor_id} ({_who(a)}) is {a.state}: not placed yet."))  # fmt: skip
+        elif a.state == "RESTARTING":
+            gaps.append(Gap(kind="restarting_actor", actor_id=a.actor_id,
+                            text=f"actor {a.actor_id} ({_who(a)}) is RESTARTING (restarts {a.restarts})."))  # fmt: skip
+
+    nodes = _nodes(ev, actors, bundle_nodes, gaps)
+    by_state = dict(Counter(a.state for a in actors))
+    shown_actors = actors[:MAX_ACTORS]
+    hints: list[str] = []
+    if len(actors) < ev.actors_total:
+        notes.append(f"Actors joined: the first {len(actors):,} of {ev.actors_total:,} (State API page).")
+    if len(shown_actors) < len(actors):
+        notes.append(f"Structured actor list capped at {MAX_ACTORS:,} of {len(actors):,}; counts are exact.")
+        hints.append("Call list_actors with filters (job_id, state, class_name) to page through the actors.")
+    if ev.pg_total > len(ev.pg_rows):
+        notes.append(f"Placement groups joined: the first {len(ev.pg_rows):,} of {ev.pg_total:,}.")
+    shown_groups = groups[:MAX_GROUPS]
+    for g in shown_groups:
+        if len(g.bundles) > MAX_BUNDLES_PER_GROUP:
+            g.bundles = g.bundles[:MAX_BUNDLES_PER_GROUP]
+            notes.append(f"Group {g.placement_group_id}: first {MAX_BUNDLES_PER_GROUP} bundles listed.")
+    if len(shown_groups) < len(groups):
+        notes.append(f"Structured group list capped at {MAX_GROUPS} of {len(groups)}.")
+        hints.append(f"Call pg_status with job_id={job_id!r} to page through the placement groups.")
+    if gaps:
+        hints.append(
+            "Call get_actor with actor_id=<id> for a dead rank's full death cause, tail_logs with "
+            "actor_id=<id> for its output."
+        )
+    topo = JobTopology(
+        verdict="",
+        job=job,
+        job_id=job_id,
+        submission_id=d.get("submission_id") or None,
+        status=str(d.get("status", "")),
+        driver_node_id=d.get("driver_node_id") or None,
+        driver_ip=(d.get("driver_info") or {}).get("node_ip_address") or None,
+        driver_pid=to_number((d.get("driver_info") or {}).get("pid")) or None,
+        gaps=gaps[:MAX_GAPS],
+        gaps_total=len(gaps),
+        placement_groups=shown_groups,
+        placement_groups_total=max(ev.pg_total, len(groups)),
+        actors=shown_actors,
+        actors_total=max(ev.actors_total, len(actors)),
+        actors_by_state=by_state,
+        serve=serve,
+        nodes=nodes[:MAX_NODES],
+        memory_threshold=MEMORY_USAGE_THRESHOLD,
+        notes=notes,
+        hints=hints,
+    )
+    topo.verdict = _verdict(topo)
+    return topo
+
+
+def _who(a: TopoActor) -> str:
+    return f"{a.class_name} {a.name}" if a.name else a.class_name
+
+
+def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
+    gaps: list[Gap] = []
+    pg, label = group.placement_group_id, group.name or group.placement_group_id
+    if group.state == "REMOVED":
+        return gaps
+    for b in group.bundles:
+        members = [by_id[i] for i in b.actor_ids if i in by_id]
+        if not b.node_id:
+            gaps.append(Gap(kind="unplaced_bundle", placement_group_id=pg, bundle_index=b.index,
+                            text=f"group {label}: bundle {b.index} {format_shape(b.resources)} is not placed "
+                                 f"(group {group.state})."))  # fmt: skip
+            continue
+        live = [a for a in members if a.state == LIVE]
+        if live or any(
+            a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY") for a in members
+        ):
+            for a in members:
+                if a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY"):
+                    gaps.append(Gap(kind="restarting_actor" if a.state == "RESTARTING" else "pending_actor",
+                                    placement_group_id=pg, bundle_index=b.index, actor_id=a.actor_id,
+                                    text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is {a.state}."))  # fmt: skip
+            continue
+        dead = [a for a in members if a.state == "DEAD"]
+        if dead:
+            a = dead[-1]
+            why = _death_text(a)
+            gaps.append(Gap(kind="dead_rank", placement_group_id=pg, bundle_index=b.index, actor_id=a.actor_id,
+                            node_id=a.node_id,
+                            text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is DEAD: {why}"))  # fmt: skip
+        elif not group.any_bundle_actor_ids:
+            gaps.append(Gap(kind="empty_bundle", placement_group_id=pg, bundle_index=b.index, node_id=b.node_id,
+                            text=f"group {label}: bundle {b.index} {format_shape(b.resources)} on node "
+                                 f"{b.node_id} holds no actor."))  # fmt: skip
+    if group.bundles_total and group.live_actors < group.bundles_total and group.state != "PENDING":
+        gaps.append(Gap(kind="short_group", placement_group_id=pg,
+                        text=f"group {label}: {group.live_actors} live actor(s) for {group.bundles_total} "
+                             "bundles."))  # fmt: skip
+    return gaps
+
+
+def _death_text(a: TopoActor) -> str:
+    c = a.death_cause
+    if c is None:
+        return "no death cause recorded."
+    text = c.reason + (f" ({c.error_type})" if c.error_type else "")
+    if c.message:
+        text += ": " + truncate_text(" ".join(c.message.split()), limits.DEATH_CHARS)
+    return text
+
+
+def _serve(ev: Evidence, job_id: str) -> tuple[TopoServe | None, dict[str, tuple[str, TopoReplica]]]:
+    details = ev.serve_details
+    replica_of_worker: dict[str, tuple[str, TopoReplica]] = {}
+    if not details or not (details.get("applications") or {}):
+        return None, replica_of_worker
+    controller = ev.serve_controller_job_id
+    job_actor_ids = {str(r.get("actor_id")) for r in ev.actor_rows}
+    apps: list[TopoServeApp] = []
+    any_replica_in_job = False
+    for app_name, app in sorted((details.get("applications") or {}).items()):
+        deployments = []
+        for dep_name, dep in sorted((app.get("deployments") or {}).items()):
+            replicas = []
+            for r in dep.get("replicas") or []:
+                rep = TopoReplica(
+                    replica_id=r.get("replica_id"), state=str(r.get("state", "")), actor_id=r.get("actor_id"),
+                    node_id=r.get("node_id"), pid=to_number(r.get("pid")) or None,
+                )  # fmt: skip
+                any_replica_in_job |= rep.actor_id in job_actor_ids
+                if r.get("worker_id"):
+                    label = f"{app_name}/{dep_name}#{rep.replica_id or rep.actor_id}"
+                    replica_of_worker[str(r["worker_id"])] = (label, rep)
+                replicas.append(rep)
+            deployments.append(
+                TopoDeployment(name=dep_name, status=str(dep.get("status", "")), replicas=replicas)
+            )
+        apps.append(TopoServeApp(name=app_name, status=str(app.get("status", "")), deployments=deployments))
+    if controller and controller == job_id:
+        how = (f"Serve's controller was started by this job ({job_id}), so its applications and replicas "
+               "(Serve-created actors carry the controller's job id) belong to it.")  # fmt: skip
+        return TopoServe(attributed=True, controller_job_id=controller, how=how, apps=apps), replica_of_worker
+    if any_replica_in_job:
+        how = "Replica actors carry this job's id."
+        return TopoServe(attributed=True, controller_job_id=controller, how=how, apps=apps), replica_of_worker
+    names = ", ".join(a.name for a in apps[:10])
+    how = (f"Unattributed: Serve's controller belongs to job {controller or 'unknown'}, and Ray records the "
+           "deploying job only inside the Serve controller (not over its REST API), so the "
+           f"{len(apps)} application(s) ({names}) are not linked to this job.")  # fmt: skip
+    return TopoServe(attributed=False, controller_job_id=controller, how=how), {}
+
+
+def _nodes(
+    ev: Evidence,
+    actors: Sequence[TopoActor],
+    bundle_nodes: Mapping[str, list[tuple[str, dict[str, float]]]],
+    gaps: list[Gap],
+) -> list[TopoNode]:
+    d = ev.details
+    driver_node = d.get("driver_node_id") or None
+    driver_ip = (d.get("driver_info") or {}).get("node_ip_address")
+    if driver_node is None and driver_ip:
+        same_ip = [r for r in ev.node_rows if r.get("node_ip") == driver_ip and r.get("state") == "ALIVE"]
+        driver_node = str(same_ip[0].get("node_id")) if len(same_ip) == 1 else None
+    live_on: Counter[str] = Counter(a.node_id for a in actors if a.state == LIVE and a.node_id)
+    share: dict[str, dict[str, float]] = defaultdict(dict)
+    for holder, bundles in bundle_nodes.items():
+        for _pg, res in bundles:
+            _share_add(share[holder], res)
+    for a in actors:
+        if a.state == LIVE and a.node_id and not a.placement_group_id and not a.job_id:
+            _share_add(share[a.node_id], a.resources)
+    hosting = set(live_on) | set(bundle_nodes) | ({driver_node} if driver_node else set())
+    nodes: list[TopoNode] = []
+    idle_gpu: list[TopoNode] = []
+    rows = sorted(
+        ev.node_rows, key=lambda r: (not r.get("is_head_node"), str(r.get("node_ip")), str(r.get("node_id")))
+    )
+    label_no = 0
+    for row in rows:
+        node_id = str(row.get("node_id", ""))
+        alive = row.get("state") == "ALIVE"
+        totals = {
+            k: float(v) for k, v in (row.get("resources_total") or {}).items() if not is_internal_resource(k)
+        }
+        usage = ev.usage_by_node.get(node_id, {})
+        has_gpu = totals.get("GPU", 0) > 0
+        if node_id not in hosting and not (alive and has_gpu):
+            continue
+        label_no += 1
+        phys = physical(ev.node_summary.get(node_id))
+        node = TopoNode(
+            node_id=node_id, label=f"n{label_no}", ip=str(row.get("node_ip", "")),
+            state="ALIVE" if alive else "DEAD", is_head=bool(row.get("is_head_node")),
+            resources={k: models.ResourceUse(used=usage.get(k, (0.0, v))[0], total=v) for k, v in sorted(totals.items())},
+            job_share={k: round(v, 4) for k, v in sorted(share.get(node_id, {}).items())},
+            cpu_percent=phys.get("cpu_percent"), memory_used_fraction=phys.get("memory_used_fraction"),
+            memory_pressure=memory_flag(phys.get("memory_used_fraction")),
+            object_store_used=phys.get("object_store_used"), gpus=phys.get("gpus") or [],
+            actors=live_on.get(node_id, 0), bundles=len(bundle_nodes.get(node_id, [])),
+            driver=node_id == driver_node,
+            death_reason=None if alive else (row.get("state_message") or "no reason recorded"),
+        )  # fmt: skip
+        if node_id in hosting:
+            nodes.append(node)
+            if not alive:
+                gaps.append(Gap(kind="dead_node", node_id=node_id,
+                                text=f"node {node_id} ({node.ip}) that held this job's work is DEAD: {node.death_reason}"))  # fmt: skip
+            if node.memory_pressure:
+                gaps.append(Gap(kind="memory_pressure", node_id=node_id,
+                                text=f"node {node_id} ({node.ip}) uses {node.memory_used_fraction:.0%} of its "
+                                     f"memory (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%})."))  # fmt: skip
+            if alive and has_gpu and node.actors == 0:
+                idle_gpu.append(node)
+        else:
+            idle_gpu.append(node)
+    for node in idle_gpu[:MAX_IDLE_GPU_NODES]:
+        gpu = node.resources.get("GPU")
+        used = f"{gpu.used:g}/{gpu.total:g} GPUs in use" if gpu else "GPUs"
+        mine = " though this job holds bundles there" if node.bundles else ""
+        gaps.append(Gap(kind="idle_gpu_node", node_id=node.node_id,
+                        text=f"node {node.node_id} ({node.ip}) has GPUs ({used}) and hosts no actor of this "
+                             f"job{mine}."))  # fmt: skip
+        if node not in nodes:
+            nodes.append(node)
+    if len(idle_gpu) > MAX_IDLE_GPU_NODES:
+        gaps.append(Gap(kind="idle_gpu_node",
+                        text=f"{len(idle_gpu) - MAX_IDLE_GPU_NODES} more GPU node(s) host no actor of this job."))  # fmt: skip
+    return nodes
+
+
+def _verdict(t: JobTopology) -> str:
+    alive = t.actors_by_state.get(LIVE, 0)
+    node_count = sum(1 for n in t.nodes if n.actors or n.bundles or n.driver)
+    head = (
+        f"Job {t.submission_id + ' (' + t.job_id + ')' if t.submission_id else t.job_id} {t.status}: "
+        f"{t.placement_groups_total} placement "
+        f"group(s), {t.actors_total} actor(s) ({alive} alive) on {node_count} node(s)"
+    )
+    if t.serve and t.serve.attributed:
+        head += f", {len(t.serve.apps)} Serve app(s)"
+    if not t.gaps_total:
+        return head + "; no gaps found."
+    kinds = Counter(g.kind for g in t.gaps)
+    parts = [f"{n} {k.replace('_', ' ')}{'s' if n > 1 else ''}" for k, n in kinds.most_common()]
+    return head + f"; {t.gaps_total} gap(s): " + ", ".join(parts) + "."
+
+
+# -- text ---------------------------------------------------------------------------------------------------
+
+
+def _res(resources: Mapping[str, float]) -> str:
+    return ", ".join(f"{format_amount(k, v)} {k}" for k, v in resources.items() if v)
+
+
+def _occupant_key(actors: Sequence[TopoActor]) -> tuple[Any, ...]:
+    return tuple(sorted((a.class_name, a.state, _accel_count(a)) for a in actors))
+
+
+def _occupant_text(actors: Sequence[TopoActor], each: bool) -> str:
+    if not actors:
+        return "EMPTY"
+    out = []
+    for (cls, state, accel), n in Counter((a.class_name, a.state, _accel_count(a)) for a in actors).items():
+        text = f"{cls}, {state}" + (f", {accel}{' each' if each else ''}" if accel else "")
+        out.append(text if n == 1 else f"{n}× {text}")
+    return "; ".join(out)
+
+
+def render_group(group: TopoGroup, by_id: Mapping[str, TopoActor], labels: Mapping[str, str]) -> list[str]:
+    head = (
+        f"- group {group.name or '(unnamed)'} {group.placement_group_id}: {group.strategy or 'strategy ?'}, "
+    )
+    head += f"{group.state}, {group.bundles_total} bundle(s), {group.live_actors} live actor(s)"
+    lines = [head]
+    runs: list[tuple[list[TopoBundle], tuple[Any, ...]]] = []
+    for b in group.bundles:
+        members = [by_id[i] for i in b.actor_ids if i in by_id]
+        key = (tuple(sorted(b.resources.items())), b.node_id, _occupant_key(members))
+        if runs and runs[-1][1] == key and runs[-1][0][-1].index + 1 == b.index:
+            runs[-1][0].append(b)
+        else:
+            runs.append(([b], key))
+    for bundles, _key in runs:
+        first = bundles[0]
+        members = [by_id[i] for b in bundles for i in b.actor_ids if i in by_id]
+        span = f"bundle {first.index}" if len(bundles) == 1 else f"bundles {first.index}-{bundles[-1].index}"
+        where = labels.get(first.node_id or "", first.node_id or "unplaced")
+        line = f"  {span} {{{_res(first.resources)}}} on {where}: {_occupant_text(members, len(bundles) > 1)}"
+        ids: dict[str, list[str]] = defaultdict(list)
+        for a in members:
+            for r, v in a.accelerator_ids.items():
+                ids[r] += v
+        if ids:
+            line += "; ids " + " ".join(f"{r} {compress_ids(v)}" for r, v in ids.items())
+        if len(members) == 1 and (members[0].state != LIVE or len(bundles) == 1):
+            a = members[0]
+            line += (
+                f" [{a.name + ' ' if a.name else ''}{a.actor_id}" + (f" pid {a.pid}" if a.pid else "") + "]"
+            )
+        lines.append(line)
+    if group.any_bundle_actor_ids:
+        members = [by_id[i] for i in group.any_bundle_actor_ids if i in by_id]
+        where = ",".join(sorted({labels.get(a.node_id or "", "?") for a in members}))
+        lines.append(f"  any bundle (index -1) on {where}: {_occupant_text(members, True)}")
+    return lines
+
+
+def render_outside(actors: Sequence[TopoActor], labels: Mapping[str, str]) -> list[str]:
+    groups: dict[tuple[str, str, str], list[TopoActor]] = defaultdict(list)
+    for a in actors:
+        groups[(a.class_name, a.state, a.spawned_by or "")].append(a)
+    lines = []
+    for (cls, state, spawned), members in sorted(groups.items()):
+        where = ",".join(sorted({labels.get(a.node_id or "", "?") for a in members}))
+        text = (
+            f"  {len(members)}× {cls}, {state} on {where}"
+            if len(members) > 1
+            else f"  {cls}, {state} on {where}"
+        )
+        accel = _accel_count(members[0])
+        if accel:
+            text += f", {accel}{' each' if len(members) > 1 else ''}"
+        if spawned:
+            text += f", spawned by Serve replica {spawned}"
+        if len(members) == 1:
+            a = members[0]
+            text += f" [{a.name + ' ' if a.name else ''}{a.actor_id}]"
+        lines.append(text)
+    return lines
+
+
+def _node_line(n: TopoNode) -> str:
+    role = "head" if n.is_head else "worker"
+    parts = []
+    for name in ("CPU", "GPU", "memory", "object_store_memory"):
+        use = n.resources.get(name)
+        if use is None:
+            continue
+        text = f"{name} {format_amount(name, use.used).split()[0]}/{format_amount(name, use.total)}"
+        if n.job_share.get(name):
+            text += f" (job {format_amount(name, n.job_share[name])})"
+        parts.append(text)
+    for name, amount in n.job_share.items():
+        if name not in ("CPU", "GPU", "memory", "object_store_memory"):
+            parts.append(f"{name} job {amount:g}")
+    line = f"- {n.label} = {n.node_id} {n.ip} {role} {n.state}"
+    if n.state == "DEAD":
+        return line + f": {n.death_reason}"
+    line += ": " + ", ".join(parts)
+    if n.memory_used_fraction is not None:
+        line += f"; host memory {n.memory_used_fraction:.0%}" + (
+            " MEMORY PRESSURE" if n.memory_pressure else ""
+        )
+    if n.object_store_used is not None:
+        line += f"; object store used {format_amount('object_store_memory', n.object_store_used)}"
+    if n.gpus:
+        line += "; GPUs " + ", ".join(
+            f"{g.index}:{g.name}"
+            + (f" {g.utilization_percent:g}%" if g.utilization_percent is not None else "")
+            for g in n.gpus[:8]
+        )
+    hosts = (
+        [f"{n.actors} actor(s)"]
+        + ([f"{n.bundles} bundle(s)"] if n.bundles else [])
+        + (["driver"] if n.driver else [])
+    )
+    return line + "; hosts " + ", ".join(hosts)
+
+
+def render_topology(t: JobTopology) -> str:
+    labels = {n.node_id: n.label for n in t.nodes}
+    by_id = {a.actor_id: a for a in t.actors}
+    lines = [t.verdict]
+    if t.gaps:
+        lines.append("Gaps:")
+        lines += [f"- {g.text}" for g in t.gaps[:MAX_TEXT_GAPS]]
+        if t.gaps_total > MAX_TEXT_GAPS:
+            lines.append(f"- ... {t.gaps_total - MAX_TEXT_GAPS} more in the structured gaps list.")
+    driver = labels.get(t.driver_node_id or "", t.driver_node_id or t.driver_ip or "unknown node")
+    if t.driver_node_id is None:
+        driver = next((n.label for n in t.nodes if n.driver), driver)
+    lines.append(f"Driver: pid {t.driver_pid or '?'} on {driver}.")
+    if t.placement_groups:
+        lines.append(f"Placement groups ({t.placement_groups_total}):")
+        for g in t.placement_groups:
+            lines += render_group(g, by_id, labels)
+    replicas = {
+        r.actor_id for app in (t.serve.apps if t.serve else []) for d in app.deployments for r in d.replicas
+    }
+    outside = [
+        a for a in t.actors if not a.placement_group_id and not a.spawned_by and a.actor_id not in replicas
+    ]
+    if outside:
+        lines.append(f"Actors outside any placement group ({len(outside)}):")
+        lines += render_outside(outside, labels)
+    if t.serve:
+        lines += render_serve(t.serve, by_id, labels)
+    lines.append(f"Nodes ({len(t.nodes)}; used/total, the job's share in brackets):")
+    lines += [_node_line(n) for n in t.nodes]
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(t.actors_by_state.items()))
+    if counts:
+        lines.append(f"Actors by state: {counts}.")
+    lines += [f"Note: {n}" for n in t.notes] + [f"Hint: {h}" for h in t.hints]
+    text = "\n".join(lines)
+    if len(text.encode()) > MAX_TEXT_BYTES:
+        text = text.encode()[: MAX_TEXT_BYTES - 200].decode(errors="ignore").rsplit("\n", 1)[0]
+        text += "\n... (text cut at 12 KB; the structured content has the full tree)"
+    return text
+
+
+def render_serve(s: TopoServe, by_id: Mapping[str, TopoActor], labels: Mapping[str, str]) -> list[str]:
+    if not s.attributed:
+        return [f"Serve: {s.how}"]
+    lines = [f"Serve ({s.how}):"]
+    for app in s.apps:
+        lines.append(f"- app {app.name}: {app.status}")
+        for dep in app.deployments:
+            states = Counter(r.state for r in dep.replicas)
+            where = ",".join(sorted({labels.get(r.node_id or "", "?") for r in dep.replicas})) or "-"
+            lines.append(f"  {dep.name}: {dep.status}, replicas " +
+                         ", ".join(f"{n} {s}" for s, n in states.items()) + f" on {where}")  # fmt: skip
+            for r in dep.replicas:
+                spawned = [by_id[i] for i in r.spawned_actor_ids if i in by_id]
+                if spawned:
+                    lines.append(f"    replica {r.replica_id} spawned: " + "; ".join(
+                        f"{a.class_name} {a.state} on {labels.get(a.node_id or '', '?')} [{a.actor_id}]" for a in spawned[:5]
+                    ) + (f"; +{len(spawned) - 5} more" if len(spawned) > 5 else ""))  # fmt: skip
+    return lines

@@ -1,0 +1,52 @@
+"""Text helpers shared by every layer: colour codes, caret markers, exception lines, cutting to a length."""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CARETS = re.compile(r"\s*[\^~]+\s*")
+EXCEPTION_LINE = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Died)\w*): ?(.*)$"
+)
+
+
+def clean_text(text: str | None) -> str:
+    return ANSI.sub("", text or "").strip()
+
+
+def truncate_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tail_text(text: str | None, max_chars: int) -> str | None:
+    """The end of a long text (tracebacks end with what matters), marked when cut."""
+    text = "\n".join(ln for ln in clean_text(text).splitlines() if ln.strip() and not CARETS.fullmatch(ln))
+    if not text:
+        return None
+    if len(text) <= max_chars:
+        return text
+    return "…" + text[-(max_chars - 1) :]
+
+
+def head_text(text: str | None, max_chars: int) -> str | None:
+    text = re.sub(r"\s+", " ", clean_text(text))
+    if not text:
+        return None
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def exception_summary(text: str | None) -> tuple[str | None, str | None]:
+    """The exception class and message from a Python traceback: its last ``SomeError: message`` line."""
+    for line in reversed(clean_text(text).splitlines()):
+        match = EXCEPTION_LINE.match(line.strip() if line.startswith(("ray.", "builtins.")) else line)
+        if match:
+            return match.group(1).rsplit(".", 1)[-1], match.group(2).strip() or None
+    return None, None
+
+
+def user_traceback(text: str | None) -> str:
+    """Ray wraps the user's exception in its own; keep the user's part (before "During handling ...")."""
+    text = clean_text(text).split("During handling of the above exception", 1)[0]
+    # Python's ^^^^ markers under each frame cost bytes and tell an agent nothing.
+    return "\n".join(line for line in text.splitlines() if not CARETS.fullmatch(line)).strip()

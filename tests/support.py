@@ -1,0 +1,56 @@
+"""Helpers shared by the tests: call tools through the real MCP client, read answers, poll jobs with deadlines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.types import CallToolResult
+
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+def text_of(result: CallToolResult) -> str:
+    """The text the model reads: every text block of a tool result."""
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+async def call_ok(client: Client, name: str, args: dict[str, Any] | None = None, **kw: Any) -> CallToolResult:
+    """Call a tool and assert it succeeded (the failure shows the error text)."""
+    result = await client.call_tool(name, args or {}, **kw)
+    assert not result.is_error, text_of(result)
+    return result
+
+
+async def call(client: Client, name: str, **args: Any) -> CallToolResult:
+    """``call_ok`` with the tool's arguments as keywords."""
+    return await call_ok(client, name, args)
+
+
+async def structured(client: Client, name: str, **args: Any) -> dict[str, Any]:
+    """A successful call's structured content."""
+    result = await call_ok(client, name, args)
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def submit(client: Client, **args: Any) -> str:
+    result = await call_ok(client, "submit_job", args)
+    assert result.structured_content is not None
+    return str(result.structured_content["submission_id"])
+
+
+async def wait_until(client: Client, job: str, statuses: set[str], deadline_s: float = 180) -> dict[str, Any]:
+    """Poll get_job until the job is in one of ``statuses`` (generous deadline: the box is slow, shared)."""
+    with anyio.fail_after(deadline_s):
+        while True:
+            info = (await call_ok(client, "get_job", {"job": job})).structured_content or {}
+            if info["status"] in statuses:
+                return dict(info)
+            await anyio.sleep(0.5)
+
+
+async def run_to_end(client: Client, deadline_s: float = 180, **args: Any) -> tuple[str, dict[str, Any]]:
+    sid = await submit(client, **args)
+    return sid, await wait_until(client, sid, TERMINAL, deadline_s)

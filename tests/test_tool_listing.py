@@ -1,0 +1,83 @@
+"""What tools/list costs an agent's context: compact schemas and dedented descriptions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from mcp import Client
+
+from ray_mcp.schemas import compact_input, compact_output
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+
+
+async def listed_tools() -> list[dict[str, Any]]:
+    server = build_server(Settings(address="http://127.0.0.1:9", allow_destructive=True))
+    async with Client(server) as client:
+        listing = await client.list_tools()
+    await server.app.aclose()
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing.tools]
+
+
+async def test_tool_descriptions_are_dedented_and_schemas_carry_no_titles() -> None:
+    for tool in await listed_tools():
+        assert "        " not in tool["description"], tool["name"]
+        assert not tool["description"].startswith((" ", "\n")), tool["name"]
+        assert '"title"' not in json.dumps(tool["inputSchema"]).replace('"title": {', ""), tool["name"]
+
+
+NULLABLE = {
+    "type": "object",
+    "properties": {
+        "n": {"anyOf": [{"minimum": 0, "type": "integer"}, {"type": "null"}], "default": None, "title": "N"},
+        "state": {"anyOf": [{"enum": ["A", "B"], "type": "string"}, {"type": "null"}], "title": "State"},
+        "tags": {"anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}]},
+        "both": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+        "title": {"type": "string", "title": "Title"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {}, {"n": None}, {"n": 3}, {"n": -1}, {"n": "3"}, {"state": None}, {"state": "A"}, {"state": "C"},
+        {"tags": None}, {"tags": ["x"]}, {"tags": [1]}, {"both": 1}, {"both": "x"}, {"both": 1.5},
+        {"title": "x"}, {"title": 1},
+    ],
+)  # fmt: skip
+def test_a_compact_input_schema_accepts_exactly_what_the_original_accepts(value: dict[str, Any]) -> None:
+    compact = compact_input(NULLABLE)
+    assert "title" in compact["properties"]  # a field named title is kept; the keyword is dropped
+    assert jsonschema.Draft202012Validator(NULLABLE).is_valid(value) == (
+        jsonschema.Draft202012Validator(compact).is_valid(value)
+    )
+
+
+def test_a_compact_output_schema_keeps_the_fields_and_accepts_nested_models_as_objects() -> None:
+    schema = {
+        "$defs": {
+            "Inner": {"properties": {"x": {"type": "integer"}}, "type": "object"},
+            "Color": {"enum": ["red", "blue"], "type": "string"},
+        },
+        "properties": {
+            "inner": {"$ref": "#/$defs/Inner"},
+            "items": {"items": {"$ref": "#/$defs/Inner"}, "type": "array"},
+            "color": {"$ref": "#/$defs/Color"},
+            "maybe": {"anyOf": [{"$ref": "#/$defs/Inner"}, {"type": "null"}]},
+            "total": {"type": "integer", "description": "How many."},
+        },
+        "required": ["total"],
+        "type": "object",
+    }
+    compact = compact_output(schema)
+    assert set(compact["properties"]) == set(schema["properties"]) and compact["required"] == ["total"]
+    validator = jsonschema.Draft202012Validator(compact)
+    good = {"inner": {"x": 1}, "items": [{"x": 2}], "color": "red", "maybe": None, "total": 3}
+    assert validator.is_valid(good) and jsonschema.Draft202012Validator(schema).is_valid(good)
+    assert not validator.is_valid({**good, "color": "green"})
+    assert not validator.is_valid({**good, "total": "3"})
+    assert not validator.is_valid({"inner": {"x": 1}})

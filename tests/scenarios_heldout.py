@@ -189,7 +189,7 @@ SCENARIOS = [
 async def run_all(out: Path | None = None) -> list[dict]:
     from mcp import Client
 
-    head = await start_local_head(num_cpus=4, timeout_s=180.0)
+    head = await start_local_head(num_cpus=4, timeout_s=180.0, attempts=8)
     results = []
     try:
         server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))

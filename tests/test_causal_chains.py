@@ -21,7 +21,7 @@ import psutil
 import pytest
 from mcp import Client
 from tests.causal_support import record
-from tests.jobs_helpers import TERMINAL, call_ok, submit, wait_until
+from tests.support import TERMINAL, call_ok, submit, wait_until
 from tests.test_multi_node import LocalWorker
 
 from ray_mcp.cluster import LocalHead, start_local_head
@@ -31,22 +31,32 @@ from ray_mcp.settings import Settings
 BUDGET = 6_000
 
 
-@pytest.fixture(scope="module")
-def head() -> Iterator[LocalHead]:
-    vm = psutil.virtual_memory()
-    # The memory monitor kills a worker once the node uses 2 GB more than now (other heads on this machine
-    # move the baseline by a few hundred MB; the OOM scenario allocates up to 8 GB).
-    threshold = min(0.95, (vm.total - vm.available + 2 * 1024**3) / vm.total)
-    env = {"RAY_memory_usage_threshold": f"{threshold:.3f}", "RAY_memory_monitor_refresh_ms": "100"}
+def private_head(**options) -> Iterator[LocalHead]:
     started: list[LocalHead] = []
     try:
         yield anyio.run(
-            partial(start_local_head, num_cpus=4, timeout_s=180.0, attempts=6, on_spawn=started.append,
-                    resources=json.dumps({"accel": 2}), env=env)
-        )  # fmt: skip
+            partial(
+                start_local_head, num_cpus=4, timeout_s=180.0, attempts=6, on_spawn=started.append, **options
+            )
+        )
     finally:
         for head in started:
             head.stop()
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[LocalHead]:
+    yield from private_head(resources=json.dumps({"accel": 2}))
+
+
+@pytest.fixture
+def oom_head() -> Iterator[LocalHead]:
+    """A head whose memory monitor kills a worker once the machine uses 1.5 GB more than now (armed only for
+    the OOM scenario: other heads on this machine move the baseline, and would get this head's workers killed)."""
+    vm = psutil.virtual_memory()
+    threshold = min(0.95, (vm.total - vm.available + 1.5 * 1024**3) / vm.total)
+    env = {"RAY_memory_usage_threshold": f"{threshold:.3f}", "RAY_memory_monitor_refresh_ms": "100"}
+    yield from private_head(env=env)
 
 
 @pytest.fixture
@@ -111,8 +121,16 @@ print(ray.get(tokenize_shard.remote(1)))
 
 
 async def test_a_memory_monitor_kill_names_the_task_the_node_the_memory_and_no_retry(
-    mcp: Client, head: LocalHead, tmp_path: Path
+    oom_head: LocalHead, tmp_path: Path
 ) -> None:
+    head = oom_head
+    server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+    async with Client(server) as mcp:
+        await oom_scenario(mcp, head, tmp_path)
+    await server.app.aclose()
+
+
+async def oom_scenario(mcp: Client, head: LocalHead, tmp_path: Path) -> None:
     sid = await run(mcp, tmp_path, OOM)
     data, text = await diagnose(mcp, sid)
     verdict = data["verdict"]

@@ -18,6 +18,7 @@ from ray_mcp.diagnosis.graph import (
     Graph,
     Row,
     ago,
+    bundle_index,
     clip,
     count_by,
     exception_line,
@@ -314,6 +315,14 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         what = "an argument of" if "input arguments" in msg else "an object of"
         return [Link("waits_on", f"{label} needed {what} its whose owner died ({exception_line(msg) or 'OwnerDiedError'})".replace("its whose", "whose"),
                      exc_quote(msg)), *owner_chain(g, msg, depth + 1)]  # fmt: skip
+    if re.search(r"ObjectLostError|ObjectReconstructionFailed|object .* (is )?lost", msg) and not owner:
+        dead = sorted(
+            (n for n in g.nodes.values() if n.get("state") == "DEAD"),
+            key=lambda n: -num(n.get("end_time_ms")),
+        )
+        if dead:
+            return [Link("waits_on", f"{label} needed an object that was lost ({exception_line(msg) or 'ObjectLostError'})",
+                         exc_quote(msg)), *node_death(g, str(dead[0].get("node_id")))]  # fmt: skip
     if kind == "WORKER_DIED" or "worker died" in msg.lower():
         why = worker_crash(g, node_id, t.get("worker_pid"), t.get("worker_id"))
         if "memory" in (why or "").lower() and "kill" in (why or "").lower():
@@ -406,7 +415,7 @@ def pg_wait(g: Graph, pg: Row) -> list[Link]:
     for b in bundles:
         shape = {k: num(v) for k, v in (b.get("unit_resources") or {}).items()}
         links = resource_wait(
-            g, f"bundle {b.get('bundle_index')} of {label}", shape, f"pg:{pg.get('placement_group_id')}"
+            g, f"bundle {bundle_index(b)} of {label}", shape, f"pg:{pg.get('placement_group_id')}"
         )
         if links and "infeasible" in links[-1].text:
             return links
@@ -995,6 +1004,13 @@ def explain_job(ev: Evidence) -> tuple[str, list[Chain], list[str]]:
                         STUCK, wait_kind(links), "The driver cannot start", links, ["cluster_status"], job_id
                     )
                 )
+    message = str(job.get("message") or "")
+    if status == "FAILED" and "running low on memory" in message:
+        # The driver (or its job supervisor) itself was the memory monitor's pick.
+        node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
+        chains.append(Chain(ROOT + 1, "oom", "", [Link("ended_by",
+            f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: {memory_summary(message)}",
+            oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None))  # fmt: skip
     if status in ("SUCCEEDED", "STOPPED"):
         for c in chains:  # context: ranked after the status itself
             c.severity = min(c.severity, CONTEXT)
@@ -1035,7 +1051,7 @@ def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = 300) -> str:
     elif phrase.startswith(("SUCCEEDED", "STOPPED")):
         line = f"{phrase}; warning: {main.cause}"
     else:
-        sep = " but not healthy" if phrase.startswith("RUNNING") and main.severity >= CONTEXT else ""
+        sep = " but not healthy" if phrase.startswith("RUNNING") and main.severity > CONTEXT + 10 else ""
         line = f"{phrase}{sep}: {main.verdict}"
     return fit(line, limit)
 

@@ -119,7 +119,10 @@ async def gather_cluster(api: RayAPI) -> Evidence:
     )
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
     ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = nodes, pgs, jobs, events, workers
-    await _crash_logs(api, ev)
+    await asyncio.gather(
+        _crash_logs(api, ev),
+        _strategies(api, ev) if any(p.get("state") == "PENDING" for p in pgs or []) else _none(),
+    )
     return ev
 
 
@@ -165,11 +168,29 @@ async def _none() -> None:
     return None
 
 
+async def _strategies(api: RayAPI, ev: Evidence) -> None:
+    """The strategy of each pending placement group (the State API omits it; the GCS table has it)."""
+    try:
+        table = await api._pg_table()
+    except RayMCPError as exc:
+        ev.unreadable.append(f"the placement group strategies: {str(exc).split('. ')[0]}")
+        return
+    if table is None:
+        ev.unreadable.append("the placement group strategies: the GCS did not answer (STRICT_* not checked)")
+        return
+    strategies = {r.get("placement_group_id"): r.get("strategy") for r in table}
+    for pg in ev.pgs or []:
+        if not pg.get("strategy") and strategies.get(pg.get("placement_group_id")):
+            pg["strategy"] = strategies[pg.get("placement_group_id")]
+
+
 async def phase_two(api: RayAPI, ev: Evidence) -> None:
     """The requests phase 1 calls for (holders, a named actor, owners, crash logs), concurrently."""
     jobs: list[Awaitable[Any]] = []
     if waits_for_resources(ev):
         jobs.append(_holders(api, ev))
+    if any(p.get("state") in ("PENDING", "RESCHEDULING") for p in ev.pgs or []):
+        jobs.append(_strategies(api, ev))
     text = "\n".join(ev.driver_lines or [])
     m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
     if m:

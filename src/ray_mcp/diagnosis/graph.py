@@ -271,7 +271,7 @@ class Graph:
                 for name, amount in (bundle.get("unit_resources") or {}).items():
                     if num(amount) > 0 and node:
                         self.link(f"pg:{pg_id}", "holds", f"resource:{name}@{node}",
-                                  f"reserves {num(amount):g} {name} (bundle {bundle.get('bundle_index', '?')})")  # fmt: skip
+                                  f"reserves {num(amount):g} {name} (bundle {bundle_index(bundle)})")  # fmt: skip
 
     def holders_of(self, resource: str) -> list[tuple[Entity, float, str]]:
         """(holder, amount, node id) for every holder of ``resource`` on any node, biggest first."""
@@ -331,6 +331,11 @@ class Graph:
 
     def worker_log(self, node_id: str | None, pid: Any) -> list[str]:
         return self.ev.worker_logs.get(f"{node_id}:{int(num(pid))}", [])
+
+
+def bundle_index(bundle: Mapping[str, Any]) -> Any:
+    """A bundle's index: under bundle_id in the State API's detail rows."""
+    return (bundle.get("bundle_id") or {}).get("bundle_index", bundle.get("bundle_index", "?"))
 
 
 def parse_owner(message: str | None) -> dict[str, str] | None:

@@ -51,10 +51,10 @@ def head() -> Iterator[LocalHead]:
 
 @pytest.fixture
 def oom_head() -> Iterator[LocalHead]:
-    """A head whose memory monitor kills a worker once the machine uses 1.5 GB more than now (armed only for
+    """A head whose memory monitor kills a worker once the machine uses 2.5 GB more than now (armed only for
     the OOM scenario: other heads on this machine move the baseline, and would get this head's workers killed)."""
     vm = psutil.virtual_memory()
-    threshold = min(0.95, (vm.total - vm.available + 1.5 * 1024**3) / vm.total)
+    threshold = min(0.95, (vm.total - vm.available + 2.5 * 1024**3) / vm.total)
     env = {"RAY_memory_usage_threshold": f"{threshold:.3f}", "RAY_memory_monitor_refresh_ms": "100"}
     yield from private_head(env=env)
 
@@ -111,8 +111,8 @@ ray.init()
 @ray.remote(max_retries=0)
 def tokenize_shard(n):
     held = []
-    for _ in range(80):
-        held.append(bytearray(100 * 1024 * 1024))
+    for _ in range(60):
+        held.append(bytearray(200 * 1024 * 1024))
         time.sleep(0.05)
     return len(held)
 
@@ -131,8 +131,13 @@ async def test_a_memory_monitor_kill_names_the_task_the_node_the_memory_and_no_r
 
 
 async def oom_scenario(mcp: Client, head: LocalHead, tmp_path: Path) -> None:
-    sid = await run(mcp, tmp_path, OOM)
-    data, text = await diagnose(mcp, sid)
+    for _attempt in range(2):
+        sid = await run(mcp, tmp_path, OOM)
+        data, text = await diagnose(mcp, sid)
+        # Other processes on this machine can push it over the threshold before the task allocates: then the
+        # monitor kills the job's driver or supervisor instead (and the diagnosis says so). Run it once more.
+        if "driver process was killed by the memory monitor" not in data["verdict"]:
+            break
     verdict = data["verdict"]
     assert verdict.startswith("FAILED"), text
     assert "tokenize_shard" in verdict and "memory monitor" in verdict, text
@@ -437,13 +442,13 @@ async def test_a_node_death_is_the_cause_of_the_actor_it_took_down(
     sid = ""
     try:
         sid = await run(mcp, tmp_path, NODE_DEATH, end=False)
-        await log_line(mcp, sid, "ready 0")
+        await log_line(mcp, sid, "ready 0", 360)
         raylets = [p for p in map(psutil.Process, worker.owned_pids()) if "raylet" in " ".join(p.cmdline())]
         assert raylets, "the worker node's raylet"
         for proc in raylets:
             os.kill(proc.pid, signal.SIGKILL)
-        await wait_until(mcp, sid, TERMINAL, 240)
-        data, text = await until(mcp, sid, lambda d, t: "died at" in d["verdict"], 120)
+        await wait_until(mcp, sid, TERMINAL, 300)
+        data, text = await until(mcp, sid, lambda d, t: "died at" in d["verdict"], 180)
         verdict = data["verdict"]
         assert verdict.startswith("FAILED"), text
         assert "ReplayBuffer" in verdict and "node" in verdict, text

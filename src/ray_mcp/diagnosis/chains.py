@@ -83,6 +83,8 @@ class Chain:
             and not self.symptom.startswith(("Stuck", "The driver", "No progress"))
         ):
             return self.cause
+        if self.symptom and self.cause.startswith(" ".join(self.symptom.split()[:2]) + " "):
+            return self.cause  # the cause already names the symptom's subject
         return f"{self.symptom}: {self.cause}" if self.cause and self.symptom else self.symptom or self.cause
 
     def evidence(self) -> list[str]:
@@ -1006,16 +1008,29 @@ def explain_job(ev: Evidence) -> tuple[str, list[Chain], list[str]]:
                 )
     message = str(job.get("message") or "")
     if status == "FAILED" and "running low on memory" in message:
-        # The driver (or its job supervisor) itself was the memory monitor's pick.
-        node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
-        chains.append(Chain(ROOT + 1, "oom", "", [Link("ended_by",
-            f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: {memory_summary(message)}",
-            oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None))  # fmt: skip
+        killed = [c for c in chains if c.kind == "oom"]
+        if killed:  # the monitor's sweep took the job's own tasks too: they are the memory users to name
+            killed[0].severity = ROOT + 2
+            note = "the job failed: the memory monitor's sweep killed its driver's supervisor too"
+            killed[0].links.insert(0, Link("ended_by", note, oom_quote(message)))
+        else:  # the driver (or its job supervisor) itself was the monitor's pick
+            node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
+            top = top_memory_user(message)
+            chains.append(Chain(ROOT + 1, "oom", "", [Link("ended_by",
+                f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: "
+                f"{memory_summary(message)}" + (f"; the top memory user was {top}" if top else ""),
+                oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None))  # fmt: skip
     if status in ("SUCCEEDED", "STOPPED"):
         for c in chains:  # context: ranked after the status itself
             c.severity = min(c.severity, CONTEXT)
     chains.sort(key=lambda c: -c.severity)
     return phrase, chains, other_jobs(g, job_id)
+
+
+def top_memory_user(message: str) -> str:
+    """The first row of the memory monitor's "Top 10 memory users" table: "ray::f (pid 123, 2.33 GB)"."""
+    m = re.search(r"Top \d+ memory users:[^\n]*\n\s*(\d+)\s+([\d.]+)\s+(\S+)", message)
+    return f"{m[3]} (pid {m[1]}, {m[2]} GB)" if m else ""
 
 
 def entrypoint_need(job: Row) -> dict[str, float]:

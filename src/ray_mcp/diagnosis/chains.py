@@ -378,7 +378,7 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
             continue
         total = sum(totals[n].get(resource, 0.0) for n in fits)
         groups = count_by([f"{holder_name(g, ent)} of {g.job_label(ent.job_id)}" for ent, _, _ in holders])
-        who_holds = "; ".join(f"{n} {'x' + str(c) if c > 1 else ''}".strip() for n, c in groups[:3])
+        who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:3])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
             f"{ent.label} holds {a:g} {resource} on node {nid[:8]}" for ent, a, nid in holders[:4]
@@ -841,7 +841,11 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
                                 {f"pg:{pg.get('placement_group_id')}"}))  # fmt: skip
     waiting: dict[str, tuple[list[Link], list[Row]]] = {}
     for t in final_attempts(g, job_id):
-        if t.get("state") == "PENDING_NODE_ASSIGNMENT" and not t.get("placement_group_id"):
+        if (
+            t.get("state") == "PENDING_NODE_ASSIGNMENT"
+            and t.get("type") == "NORMAL_TASK"
+            and not t.get("placement_group_id")
+        ):
             links = task_wait(g, t)
             if links:
                 key = re.sub(r"\([0-9a-f]{16,}\)", "", links[-1].text)
@@ -1024,7 +1028,21 @@ def explain_job(ev: Evidence) -> tuple[str, list[Chain], list[str]]:
         for c in chains:  # context: ranked after the status itself
             c.severity = min(c.severity, CONTEXT)
     chains.sort(key=lambda c: -c.severity)
-    return phrase, chains, other_jobs(g, job_id)
+    return phrase, distinct(chains), other_jobs(g, job_id)
+
+
+def distinct(chains: Sequence[Chain]) -> list[Chain]:
+    """One chain per last link: the same cause reached from several symptoms is told once, where it ranks
+    highest."""
+    seen: set[str] = set()
+    out = []
+    for c in chains:
+        key = re.sub(r"\([0-9a-f]{16,}\)", "", c.cause)
+        if key and key in seen and c.severity > INFO:
+            continue
+        seen.add(key)
+        out.append(c)
+    return out
 
 
 def top_memory_user(message: str) -> str:

@@ -217,3 +217,17 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
         text
     )
     assert json.dumps(data) and len(text.encode()) <= 6000
+
+
+def test_nested_tasks_that_hold_every_cpu_while_their_children_wait_are_called_starvation() -> None:
+    driver = "f" * 40 + "0b000000"
+    shards = [task(f"s{i}", "shard", "0b000000", "RUNNING", parent_task_id=driver) for i in range(4)]
+    leaves = [task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}") for i in range(4)]
+    ev = Evidence(
+        now_ms=NOW, job=job("0b000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[*shards, *leaves], alive_actors=[], running_tasks=shards,
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "leaf" in line and "4 of 4 CPU" in line and "task(s) shard" in line, line
+    assert "nested tasks starve" in chains[0].cause

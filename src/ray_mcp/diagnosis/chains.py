@@ -383,8 +383,18 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
         quote = "; ".join(
             f"{ent.label} holds {a:g} {resource} on node {nid[:8]}" for ent, a, nid in holders[:4]
         )
+        # Nested tasks: the holders are the waiter's own callers, blocked in ray.get on it (starvation).
+        waiter = g.entities.get(self_key)
+        parent = str((waiter.row if waiter else {}).get("parent_task_id") or "")
+        callers = [
+            ent
+            for ent, _, _ in holders
+            if ent.kind == "task" and ent.row.get("name") == (g.attempts.get(parent) or [{}])[-1].get("name")
+        ]
+        starve = (f"; these are its own callers (tasks {callers[0].row.get('name')}), blocked in ray.get on it: nested "
+                  "tasks starve" if callers else "")  # fmt: skip
         links.append(Link("holds", f"{who} waits for {resource} ({shape}): {held_total:g} of {total:g} {resource} on the nodes "
-                          f"that fit it are held by {who_holds}", quote))  # fmt: skip
+                          f"that fit it are held by {who_holds}{starve}", quote))  # fmt: skip
     return links or [
         Link("waits_on", f"{who} needs {{{shape}}}; it fits, but {', '.join(sorted(short_of))} is in use now")
     ]

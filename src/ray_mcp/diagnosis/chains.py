@@ -229,7 +229,8 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
         ]
     if reason == "RAY_KILL":
         return [Link("ended_by", f"{label} was killed by ray.kill (on request)", msg)]
-    if reason == "NODE_DIED" or ("node" in msg.lower() and "died" in msg.lower() and reason != "OWNER_DIED"):
+    node_dead = (g.nodes.get(str(node_id)) or {}).get("state") == "DEAD"
+    if reason == "NODE_DIED" or (node_dead and reason not in ("OWNER_DIED", "RAY_KILL")):
         nd = node_death(g, node_id)
         return [Link("ended_by", f"{label} died with its node", msg), *nd]
     if reason == "OWNER_DIED":

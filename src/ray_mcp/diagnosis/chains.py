@@ -216,6 +216,16 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
     ctx = cause.get("actor_died_error_context") or {}
     reason = str(ctx.get("reason") or "")
     msg = str(ctx.get("error_message") or "")
+    if ctx.get("never_started") and reason != "RAY_KILL":
+        need = {k: num(v) for k, v in (row.get("required_resources") or {}).items()}
+        unplaced = resource_wait(g, label, need, f"actor:{row.get('actor_id')}")
+        if (unplaced and unplaced[-1].kind == "holds") or any("infeasible" in u.text for u in unplaced):
+            return [
+                Link(
+                    "ended_by", f"{label} never started ({reason or 'DEAD'}) because it was never placed", msg
+                ),
+                *unplaced,
+            ]
     if re.search(r"placement group.*(removed|destroyed)", msg, re.I):
         pg = g.pgs.get(str(row.get("placement_group_id") or ""))
         end_ms = (pg.get("stats") or {}).get("end_time_ms") if pg and pg.get("state") == "REMOVED" else None
@@ -886,32 +896,41 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     raised = Link("raised_in", f"the driver raised {diagnosis.short_type(outer_type)}"
                   + (f" ({diagnosis.short_type(inner_type)}: {clip(inner_msg, 120)})" if inner_type != outer_type else f": {clip(inner_msg, 140)}")
                   + f" at {where}", excerpt)  # fmt: skip
-    # The remote work it names: an actor id, or "ray::f() (pid=…)" of a task.
-    actor_ids = re.findall(
-        r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})", text
-    )
-    for ids in actor_ids:
-        aid = next(i for i in ids if i)
-        explained = next((c for c in chains if f"actor:{aid}" in c.subjects), None)
-        if explained is not None:
-            return merge(raised, explained)
-        if aid in g.actors:
-            return Chain(
-                ROOT,
-                "raised",
-                "",
-                [raised, *actor_end(g, g.actors[aid])],
-                job_id=job_id,
-                subjects={f"actor:{aid}"},
-            )
+    # 1. Where it was first raised: "ray::f() (pid=…)" of a task or actor method, the innermost one.
     remote = first_raise(text)
     if remote:
         for c in chains:
-            if any(
-                g.entities.get(s) and (g.entities[s].row.get("name") == remote["name"]) for s in c.subjects
-            ):
+            if any(g.entities.get(s) and g.entities[s].row.get("name") == remote["name"] for s in c.subjects):
                 return merge(raised, c)
-    # The driver's own frames name the remote call it waited on: "ray.get(tokenize_shard.remote(1))".
+    # 2. An object whose owner died; 3. a named actor that is not where it was looked up.
+    if parse_owner(text):
+        return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, text)], job_id=job_id)
+    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
+    if m:
+        return Chain(ROOT, "named_actor", "", [raised, *named_actor(g, m["name"])], job_id=job_id)
+    # 4. A dead actor it names (ActorDiedError and kin).
+    if re.search(r"ActorDied|RayActorError|ActorUnavailable|ActorUnschedulable", text):
+        for ids in re.findall(
+            r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})", text
+        ):
+            aid = next(i for i in ids if i)
+            explained = next((c for c in chains if f"actor:{aid}" in c.subjects), None)
+            if explained is not None:
+                return merge(raised, explained)
+            if aid in g.actors:
+                return Chain(ROOT, "raised", "", [raised, *actor_end(g, g.actors[aid])], job_id=job_id,
+                             subjects={f"actor:{aid}"})  # fmt: skip
+    # 5. It timed out waiting: on what (open work, or work that was never placed).
+    if "GetTimeoutError" in text:
+        waiting = driver_wait(g, job_id)
+        if waiting is not None:
+            return Chain(
+                ROOT, waiting.kind, "", [raised, *waiting.links], waiting.next_steps, job_id, waiting.subjects
+            )
+        unplaced = never_placed(g, job_id)
+        if unplaced:
+            return Chain(ROOT, wait_kind(unplaced), "", [raised, *unplaced], ["cluster_status"], job_id)
+    # 6. The driver's own frames name the remote call it waited on: "ray.get(tokenize_shard.remote(1))".
     failed = [c for c in chains if c.kind not in ("retried", "cancelled", "killed")]
     for c in failed:
         for key in sorted(c.subjects):
@@ -919,28 +938,28 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
             called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
             if called and re.search(rf"\b{re.escape(called)}\b", text):
                 return merge(raised, c)
-    if parse_owner(text):
-        return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, text)], job_id=job_id)
-    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
-    if m:
-        return Chain(ROOT, "named_actor", "", [raised, *named_actor(g, m["name"])], job_id=job_id)
-    if "GetTimeoutError" in text:
-        waiting = driver_wait(g, job_id)
-        if waiting is not None:
-            return Chain(
-                ROOT, waiting.kind, "", [raised, *waiting.links], waiting.next_steps, job_id, waiting.subjects
-            )
     if (
         diagnosis.is_ray_wrapper(outer_type)
         or "RayTaskError" in outer_type
         or outer_type.startswith("ray.exceptions.")
-    ):
-        failed = [c for c in chains if c.kind not in ("retried", "cancelled", "killed")]
-        if failed:
-            return merge(raised, failed[0])
+    ) and failed:
+        return merge(raised, failed[0])
     return Chain(
         ROOT, "raised", "", [raised], [f"tail_logs job={job_id} grep='Traceback|Error' context=20"], job_id
     )
+
+
+def never_placed(g: Graph, job_id: str) -> list[Link]:
+    """The job's actors that died without ever starting, and why they could not be placed."""
+    for row in g.actors.values():
+        ctx = (row.get("death_cause") or {}).get("actor_died_error_context") or {}
+        if row.get("job_id") != job_id or not ctx.get("never_started"):
+            continue
+        need = {k: num(v) for k, v in (row.get("required_resources") or {}).items()}
+        links = resource_wait(g, g.actor_label(row), need, f"actor:{row.get('actor_id')}")
+        if links:
+            return [Link("waits_on", f"{g.actor_label(row)} never started (it was never placed)"), *links]
+    return []
 
 
 def merge(raised: Link, chain: Chain) -> Chain:

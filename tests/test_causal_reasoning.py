@@ -222,7 +222,9 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
 def test_nested_tasks_that_hold_every_cpu_while_their_children_wait_are_called_starvation() -> None:
     driver = "f" * 40 + "0b000000"
     shards = [task(f"s{i}", "shard", "0b000000", "RUNNING", parent_task_id=driver) for i in range(4)]
-    leaves = [task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}") for i in range(4)]
+    leaves = [
+        task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}") for i in range(4)
+    ]
     ev = Evidence(
         now_ms=NOW, job=job("0b000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
         tasks=[*shards, *leaves], alive_actors=[], running_tasks=shards,
@@ -231,3 +233,17 @@ def test_nested_tasks_that_hold_every_cpu_while_their_children_wait_are_called_s
     line = causal.verdict_line(phrase, chains)
     assert "leaf" in line and "4 of 4 CPU" in line and "task(s) shard" in line, line
     assert "nested tasks starve" in chains[0].cause
+
+
+def test_a_driver_that_timed_out_on_a_group_never_created_names_the_group_and_why() -> None:
+    pg = {"placement_group_id": "9" * 36, "name": "learners", "creator_job_id": "0c000000", "state": "REMOVED",
+          "strategy": "STRICT_SPREAD", "stats": {"end_to_end_creation_latency_us": "0", "scheduling_state": "REMOVED"},
+          "bundles": [{"bundle_id": {"bundle_index": i}, "unit_resources": {"CPU": 2.0}} for i in range(2)]}  # fmt: skip
+    ev = Evidence(
+        now_ms=NOW, job=job("0c000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[pg], actors=[], tasks=[],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 6, in <module>',
+                      "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "learners" in line and "STRICT_SPREAD" in line and "infeasible" in line, line

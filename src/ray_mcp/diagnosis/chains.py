@@ -959,6 +959,20 @@ def never_placed(g: Graph, job_id: str) -> list[Link]:
         links = resource_wait(g, g.actor_label(row), need, f"actor:{row.get('actor_id')}")
         if links:
             return [Link("waits_on", f"{g.actor_label(row)} never started (it was never placed)"), *links]
+    for pg in g.pgs.values():
+        stats = pg.get("stats") or {}
+        never = str(stats.get("end_to_end_creation_latency_us") or "0") == "0"
+        if pg.get("creator_job_id") != job_id or pg.get("state") == "CREATED" or not never:
+            continue
+        links = pg_wait(g, pg)
+        if links:
+            return [
+                Link(
+                    "waits_on",
+                    f"{g.pg_label(pg)} was never created ({stats.get('scheduling_state') or pg.get('state')})",
+                ),
+                *links,
+            ]
     return []
 
 

@@ -189,7 +189,9 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
     jobs: list[Awaitable[Any]] = []
     if waits_for_resources(ev):
         jobs.append(_holders(api, ev))
-    if any(p.get("state") in ("PENDING", "RESCHEDULING") for p in ev.pgs or []):
+    job_id = (ev.job or {}).get("job_id")
+    if any((p.get("state") != "CREATED" and p.get("creator_job_id") in (job_id, None)) or p.get("state") == "PENDING"
+           for p in ev.pgs or []):  # fmt: skip
         jobs.append(_strategies(api, ev))
     text = "\n".join(ev.driver_lines or [])
     m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)

@@ -137,9 +137,15 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
 
 
 @asynccontextmanager
-async def stdio_session(address: str | None, errlog_path: Path) -> AsyncIterator[Client]:
-    """ray-mcp over stdio on ``address``; None: the bare MCPServer of bench/bare_server.py."""
-    if address is None:
+async def stdio_session(
+    address: str | None, errlog_path: Path, *, proxy: bool = False
+) -> AsyncIterator[Client]:
+    """ray-mcp over stdio on ``address``; None: the bare MCPServer of bench/bare_server.py. ``proxy``: the
+    minimal MCP proxy of bench/proxy_server.py in front of the dashboard at ``address``."""
+    if proxy:
+        script = str(Path(__file__).with_name("proxy_server.py"))
+        params = StdioServerParameters(command=sys.executable, args=[script, str(address)], env=clean_env())
+    elif address is None:
         bare = str(Path(__file__).with_name("bare_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[bare], env=clean_env())
     else:

@@ -1,8 +1,8 @@
 """Test harness: one real Ray head for the session, and real MCP clients.
 
 The head is started by ray-mcp's own LocalHead (``ray start --head --block``) in a private temp dir on free
-ports, and stopped by killing exactly the processes it started. Set RAY_MCP_TEST_ADDRESS to use a running
-cluster instead.
+ports, and stopped by killing exactly the processes it started. Set RAY_MCP_TEST_ADDRESS (its dashboard URL)
+and RAY_MCP_TEST_GCS_ADDRESS to use a running cluster instead.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class Cluster:
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Cluster]:
     given = os.environ.get("RAY_MCP_TEST_ADDRESS")
-    if given:
-        yield Cluster(given, None, None)
+    if given:  # RAY_MCP_TEST_GCS_ADDRESS too, for the tests that run drivers against the cluster
+        yield Cluster(given, os.environ.get("RAY_MCP_TEST_GCS_ADDRESS"), None)
         return
 
     with local_head(num_cpus=2) as head:
@@ -48,7 +48,9 @@ def ray_cluster() -> Iterator[Cluster]:
 
 
 @contextmanager
-def local_head(num_cpus: int = 1) -> Iterator[LocalHead]:
+def local_head(
+    num_cpus: int = 1, *, extra_env: dict[str, str] | None = None, headers: dict[str, str] | None = None
+) -> Iterator[LocalHead]:
     """A Ray head of our own (retried on a port clash); stops exactly the processes it started."""
     import anyio
 
@@ -58,9 +60,12 @@ def local_head(num_cpus: int = 1) -> Iterator[LocalHead]:
             partial(
                 start_local_head,
                 num_cpus=num_cpus,
-                timeout_s=120.0,
-                headers=Settings().dashboard_request_headers(),
+                timeout_s=240.0,
+                headers=headers
+                if headers is not None
+                else Settings().dashboard_request_headers(local_cluster=True),
                 on_spawn=started.append,
+                extra_env=extra_env,
             )
         )
     finally:
@@ -78,8 +83,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(ray_cluster: Cluster) -> Iterator[RayMCPServer]:
-    yield build_server(Settings(address=ray_cluster.dashboard_url, allow_destructive=True))
+def server(ray_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayMCPServer]:
+    # Tests upload working dirs from their tmp_path: the session's temp root is the upload root.
+    roots = [tmp_path_factory.getbasetemp()]
+    yield build_server(
+        Settings(address=ray_cluster.dashboard_url, allow_destructive=True, upload_roots=roots)
+    )
 
 
 @pytest.fixture

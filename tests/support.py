@@ -23,12 +23,12 @@ async def call_ok(client: Client, name: str, args: dict[str, Any] | None = None,
     return result
 
 
-async def call(client: Client, name: str, **args: Any) -> CallToolResult:
+async def call(client: Client, name: str, /, **args: Any) -> CallToolResult:
     """``call_ok`` with the tool's arguments as keywords."""
     return await call_ok(client, name, args)
 
 
-async def structured(client: Client, name: str, **args: Any) -> dict[str, Any]:
+async def structured(client: Client, name: str, /, **args: Any) -> dict[str, Any]:
     """A successful call's structured content."""
     result = await call_ok(client, name, args)
     assert result.structured_content is not None

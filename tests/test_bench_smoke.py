@@ -22,5 +22,14 @@ def test_the_benchmark_smoke_mode_produces_every_row_of_the_table(tmp_path: Path
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     sections = {row["section"] for row in json.loads(out.read_text())["rows"]}
-    assert sections == {"cold start", "call overhead", "vs CLI", "scale", "memory", "logs"}
+    assert sections == {
+        "cold start",
+        "call overhead",
+        "vs CLI",
+        "scale",
+        "memory",
+        "logs",
+        "payload",
+        "first call",
+    }
     assert "Section" in run.stdout and "Measurement" in run.stdout  # the table was printed

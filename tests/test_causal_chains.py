@@ -56,7 +56,7 @@ def oom_head() -> Iterator[LocalHead]:
     vm = psutil.virtual_memory()
     threshold = min(0.95, (vm.total - vm.available + 2.5 * 1024**3) / vm.total)
     env = {"RAY_memory_usage_threshold": f"{threshold:.3f}", "RAY_memory_monitor_refresh_ms": "100"}
-    yield from private_head(env=env)
+    yield from private_head(extra_env=env)
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ def test_a_succeeded_job_starts_with_its_status_and_keeps_killed_actors_out_of_t
 def test_an_unreadable_source_makes_cluster_health_unknown_never_healthy() -> None:
     ev = Evidence(now_ms=NOW, nodes=[node(HEAD)], actors=None, unreadable=["the actors: timed out"])
     model, text = causal_report.health_report("http://x:8265", ev, [], ["nodes"], [], max_bytes=6000)
-    assert model.status == "UNKNOWN" and not model.healthy and text.startswith("UNKNOWN")
+    assert model.status == "UNKNOWN" and not model.healthy and text.startswith("Unknown")
 
 
 def test_a_huge_cluster_still_answers_under_6_kb_with_the_verdict_first() -> None:
@@ -212,7 +212,7 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
     text = result.content[0].text
     assert not result.is_error, text
     data = result.structured_content
-    assert data["status"] == "PROBLEMS" and not data["healthy"], text
+    assert data["status"] == "PROBLEMS_FOUND" and not data["healthy"], text
     assert any("tokenize_shard" in f["title"] and "memory monitor" in f["title"] for f in data["findings"]), (
         text
     )

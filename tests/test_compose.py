@@ -84,3 +84,10 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
         timeout=120, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert missing.returncode != 0 and "RAY_MCP_AUTH_TOKEN" in missing.stderr
+
+
+def test_compose_turns_on_the_dashboards_profiling_routes_and_lets_py_spy_attach() -> None:
+    services = compose()["services"]
+    for name in ("ray-head", "ray-worker"):
+        assert services[name]["environment"]["RAY_DASHBOARD_ENABLE_PROFILING"] == "1", name
+        assert "SYS_PTRACE" in services[name]["cap_add"], name

@@ -7,7 +7,11 @@ rides an InputRequiredResult round) and the older handshake (a standalone elicit
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,8 @@ from mcp.types import ElicitRequestParams, ElicitResult
 from tests.state_drivers import driver
 from tests.support import call_ok, run_to_end, text_of
 
+from ray_mcp.confirm import ClusterRef, Pending, is_confirmed, token_for
+from ray_mcp.errors import InvalidArgument
 from ray_mcp.server import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
@@ -105,3 +111,78 @@ async def test_without_elicitation_the_confirm_token_path_is_kept(client: Client
     with anyio.fail_after(60):
         done = await call_ok(client, "delete_job", {"job": sid, "confirm": dry["confirm_token"]})
     assert done.structured_content["done"] is True
+
+
+def test_a_token_is_bound_to_its_cluster_target_and_instance_and_expires() -> None:
+    prod = ClusterRef("prod", "http://prod-head:8265")
+    pending = Pending(
+        "delete_job", "raysubmit_x", "delete job raysubmit_x", instance="start_ms=1 job_id=01", cluster=prod
+    )
+    token = token_for(pending.binding, ttl_s=300, now=1_000)
+    assert is_confirmed(pending, token, now=1_299) is True
+    with pytest.raises(InvalidArgument, match="expired"):
+        is_confirmed(pending, token, now=1_301)
+    others = [
+        replace(pending, cluster=ClusterRef("staging", "http://prod-head:8265")),  # same URL, other name
+        replace(pending, cluster=ClusterRef("prod", "http://other-head:8265")),  # same name, other URL
+        replace(pending, instance="start_ms=2 job_id=05"),  # a new job reusing the submission id
+        replace(pending, target="raysubmit_y"),
+        replace(pending, tool="kill_actor"),
+    ]
+    for other in others:
+        with pytest.raises(InvalidArgument, match="does not match"):
+            is_confirmed(other, token, now=1_001)
+    forged = token.replace(token.split("-")[1], str(10**10))  # a later expiry breaks the HMAC
+    with pytest.raises(InvalidArgument, match="does not match"):
+        is_confirmed(pending, forged, now=1_001)
+    with pytest.raises(InvalidArgument, match="does not match"):
+        is_confirmed(pending, "confirm-garbage", now=1_001)
+
+
+async def test_a_token_for_a_reused_submission_id_does_not_delete_the_new_job(client: Client) -> None:
+    sid = f"reused-{uuid.uuid4().hex[:8]}"
+    await run_to_end(client, entrypoint="echo first-incarnation", submission_id=sid)
+    stale = (await call_ok(client, "delete_job", {"job": sid})).structured_content["confirm_token"]
+    fresh = (await call_ok(client, "delete_job", {"job": sid})).structured_content["confirm_token"]
+    assert (await call_ok(client, "delete_job", {"job": sid, "confirm": fresh})).structured_content["done"]
+    await run_to_end(client, entrypoint="echo second-incarnation", submission_id=sid)
+    refused = await client.call_tool("delete_job", {"job": sid, "confirm": stale})
+    assert refused.is_error and "does not match" in text_of(refused), text_of(refused)
+    still = await call_ok(client, "get_job", {"job": sid})
+    assert still.structured_content["entrypoint"] == "echo second-incarnation"
+    dry = (await call_ok(client, "delete_job", {"job": sid})).structured_content
+    assert "second-incarnation" in dry["message"] and "minutes" in dry["message"]
+
+
+async def test_a_token_for_an_actor_does_not_kill_it_after_it_restarted(
+    server: RayMCPServer, ray_cluster: Any
+) -> None:
+    body = """
+        @ray.remote(num_cpus=0, max_restarts=-1)
+        class Phoenix:
+            def pid(self):
+                return os.getpid()
+        p = Phoenix.options(name="phoenix").remote()
+        ray.get(p.pid.remote())
+    """
+    with driver(ray_cluster.gcs_address, body, namespace="confirm-restart"):
+        async with Client(server) as client:
+            found = await call_ok(client, "list_actors", {"name": "phoenix", "state": "ALIVE"})
+            actor = found.structured_content["actors"][0]
+            dry = (await call_ok(client, "kill_actor", {"actor_id": actor["actor_id"]})).structured_content
+            assert dry["done"] is False
+            token = re.search(r"confirm='([^']+)'", dry["message"]).group(1)  # type: ignore[union-attr]
+            os.kill(int(actor["pid"]), signal.SIGKILL)  # the actor dies and Ray restarts it
+            with anyio.fail_after(120):
+                while True:
+                    now = (
+                        await call_ok(client, "get_actor", {"actor_id": actor["actor_id"]})
+                    ).structured_content
+                    if now["state"] == "ALIVE" and now.get("restarts", 0) >= 1:
+                        break
+                    await anyio.sleep(0.5)
+            refused = await client.call_tool("kill_actor", {"actor_id": actor["actor_id"], "confirm": token})
+            assert refused.is_error and "does not match" in text_of(refused), text_of(refused)
+            alive = await call_ok(client, "get_actor", {"actor_id": actor["actor_id"]})
+            assert alive.structured_content["state"] == "ALIVE"
+    await server.app.aclose()

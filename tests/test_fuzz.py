@@ -107,7 +107,7 @@ def harmless(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     if tool == "serve_deploy" and isinstance(args.get("config"), dict):
         apps = args["config"].get("applications")
         args["config"]["applications"] = [{"name": "fuzz", "no_import_path": apps}]
-    for key, cap in (("follow_s", 1.0), ("timeout_s", 2.0)):
+    for key, cap in (("follow_s", 1.0), ("timeout_s", 2.0), ("duration_s", 1)):
         value = args.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1000:
             args[key] = min(value, cap)
@@ -150,7 +150,7 @@ TOOLS = [
     "cluster_status", "submit_job", "get_job", "list_jobs", "wait_for_job", "stop_job", "delete_job",
     "tail_logs", "list_actors", "get_actor", "kill_actor", "pg_status", "list_nodes", "list_tasks",
     "summarize_tasks", "serve_status", "serve_deploy", "serve_delete_app", "diagnose_job", "cluster_health",
-    "job_topology",
+    "job_topology", "list_train_runs", "get_train_run", "stack_traces", "cpu_profile",
 ]  # fmt: skip
 
 

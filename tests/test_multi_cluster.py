@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
+from mcp.types import ElicitRequestParams, ElicitResult
 from tests.conftest import clean_env, local_head
 from tests.support import text_of
 from tests.test_transports import RAY_MCP
@@ -97,3 +101,49 @@ def test_a_bad_clusters_file_is_refused_with_what_is_wrong(
         [RAY_MCP, "--clusters-file", str(path)], capture_output=True, text=True, timeout=60, env=clean_env()
     )
     assert out.returncode != 0 and problem.split()[0] in out.stderr
+
+
+async def test_a_confirmation_made_on_one_cluster_never_acts_on_another(
+    ray_cluster, second_cluster: LocalHead, tmp_path: Path
+) -> None:
+    """The same submission id on both clusters: a token from main's dry run is refused on side."""
+    clusters = write_clusters(
+        tmp_path / "clusters.toml", ray_cluster.dashboard_url, second_cluster.dashboard_url
+    )
+    server = build_server(Settings(clusters_file=clusters, allow_destructive=True))
+    sid = f"twin-{uuid.uuid4().hex[:8]}"
+    async with Client(server) as client:
+        for name in ("main", "side"):
+            done = await client.call_tool(
+                "submit_job", {"entrypoint": f"echo twin-on-{name}", "submission_id": sid, "cluster": name}
+            )
+            assert not done.is_error, done.content[0].text
+        for name in ("main", "side"):
+            with anyio.fail_after(180):
+                while (await client.call_tool("get_job", {"job": sid, "cluster": name})).structured_content[
+                    "status"
+                ] not in ("SUCCEEDED", "FAILED"):
+                    await anyio.sleep(0.5)
+        dry = await client.call_tool("delete_job", {"job": sid, "cluster": "main"})
+        message = dry.structured_content["message"]
+        assert "'main'" in message and ray_cluster.dashboard_url in message, message
+        token = dry.structured_content["confirm_token"]
+        crossed = await client.call_tool("delete_job", {"job": sid, "cluster": "side", "confirm": token})
+        assert crossed.is_error and "does not match" in crossed.content[0].text
+        assert "'side'" in crossed.content[0].text and second_cluster.dashboard_url in crossed.content[0].text
+        kept = await client.call_tool("get_job", {"job": sid, "cluster": "side"})
+        assert not kept.is_error and kept.structured_content["entrypoint"] == "echo twin-on-side"
+        ok = await client.call_tool("delete_job", {"job": sid, "cluster": "main", "confirm": token})
+        assert not ok.is_error and ok.structured_content["done"] is True
+
+    asked: list[str] = []
+
+    async def user(_context: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="decline")
+
+    async with Client(server, elicitation_callback=user) as client:
+        declined = await client.call_tool("delete_job", {"job": sid, "cluster": "side"})
+        assert not declined.is_error and declined.structured_content["done"] is False
+    assert len(asked) == 1 and "'side'" in asked[0] and second_cluster.dashboard_url in asked[0], asked
+    await server.app.aclose()

@@ -10,6 +10,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
 from tests.conftest import clean_env
 from tests.support import text_of
 from tests.test_transports import RAY_MCP, http_server
@@ -78,9 +79,9 @@ async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: P
     audit = tmp_path / "audit.jsonl"
     server = build_server(Settings(address="http://127.0.0.1:9", audit_log=audit))
 
-    def launch(entrypoint: str) -> str:
+    def launch(entrypoint: str) -> CallToolResult:
         """A write probe that takes a target."""
-        return f"launched {entrypoint}"
+        return CallToolResult(content=[TextContent(type="text", text=f"launched {entrypoint}")])
 
     server.add_tool(launch, annotations=WRITE)
     async with Client(server) as client:
@@ -89,8 +90,9 @@ async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: P
     import json
 
     records = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert len(records) == 1
-    record = records[0]
+    assert [r["outcome"] for r in records] == ["started", "ok"]  # written before the call, then its outcome
+    assert records[0]["call"] == records[1]["call"] and records[0]["target"] == records[1]["target"]
+    record = records[1]
     assert record["tool"] == "launch" and record["kind"] == "write" and record["outcome"] == "ok"
     assert "train.py" in record["target"] and "abcdef123456" not in json.dumps(record)
     assert {"time", "duration_ms"} <= set(record)

@@ -16,7 +16,7 @@ from ray_mcp.shaping.actors import (
     death_cause,
     render_actor_list,
 )
-from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.common import clamp_limit, source_cap_note, tool_result
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import (
     build_pg_list,
@@ -240,3 +240,44 @@ def test_pg_state_counts_applies_the_filters_to_the_gcs_table() -> None:
     }
     assert pg_state_counts(table, [("name", "=", "train")]) == {"CREATED": 1}
     assert pg_state_counts(table, [("placement_group_id", "=", "dd" * 18)]) == {}
+
+
+def test_a_summary_past_the_state_api_cap_says_how_many_tasks_were_not_read() -> None:
+    # What Ray 2.60's /api/v0/tasks/summarize answers at 11,150 tasks: it reads 10,000 and counts those.
+    summary = {
+        "total": 11150, "num_after_truncation": 10000, "num_filtered": 10000,
+        "result": {"node_id_to_summary": {"cluster": {"summary": {
+            "noop": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 10000}},
+        }}}},
+    }  # fmt: skip
+    s = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[])
+    assert (s.total, s.in_cluster, s.left_out) == (10000, 11150, 1150)
+    first_line = render_task_summary(s).splitlines()[0]
+    assert first_line.startswith("Tasks: 10,000 counted of 11,150 (1,150 not read)")
+    assert any("1,150 were left out" in n for n in s.notes)
+
+
+def test_a_summary_under_the_cap_has_no_cap_note() -> None:
+    summary = {"total": 12, "num_after_truncation": 12, "num_filtered": 5, "result": {}}
+    s = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[])
+    assert s.in_cluster is None and s.left_out is None and s.notes == []
+    assert source_cap_note("actors", {"total": "3", "num_after_truncation": "3"}) is None
+    assert "7 were left out" in (
+        source_cap_note("actors", {"total": "10007", "num_after_truncation": 10000}) or ""
+    )
+
+
+def test_a_task_summary_at_the_cap_says_there_may_be_more_unless_the_gcs_count_is_known() -> None:
+    # Ray 2.60 counts only the tasks it read: at the cap, total == num_after_truncation == 10,000.
+    summary = {
+        "total": 10000, "num_after_truncation": 10000, "num_filtered": 10000,
+        "result": {"node_id_to_summary": {"cluster": {"summary": {
+            "noop": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 10000}},
+        }}}},
+    }  # fmt: skip
+    unknown = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[])
+    assert unknown.capped and unknown.left_out is None
+    assert "there may be more" in render_task_summary(unknown).splitlines()[0]
+    exact = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[], in_cluster=11150)
+    assert (exact.in_cluster, exact.left_out) == (11150, 1150)
+    assert render_task_summary(exact).startswith("Tasks: 10,000 counted of 11,150 (1,150 not read)")

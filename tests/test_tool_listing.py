@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import jsonschema
 import pytest
 from mcp import Client
+from mcp.types import CallToolResult
+from pydantic import BaseModel
 
 from ray_mcp.schemas import compact_input, compact_output
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.tools import READ_ONLY
 
 
 async def listed_tools() -> list[dict[str, Any]]:
@@ -37,6 +41,7 @@ NULLABLE = {
         "tags": {"anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}]},
         "both": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
         "title": {"type": "string", "title": "Title"},
+        "labels": {"anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]},
     },
 }
 
@@ -46,7 +51,7 @@ NULLABLE = {
     [
         {}, {"n": None}, {"n": 3}, {"n": -1}, {"n": "3"}, {"state": None}, {"state": "A"}, {"state": "C"},
         {"tags": None}, {"tags": ["x"]}, {"tags": [1]}, {"both": 1}, {"both": "x"}, {"both": 1.5},
-        {"title": "x"}, {"title": 1},
+        {"title": "x"}, {"title": 1}, {"labels": {"a": 1}}, {"labels": "a"},
     ],
 )  # fmt: skip
 def test_a_compact_input_schema_accepts_exactly_what_the_original_accepts(value: dict[str, Any]) -> None:
@@ -81,3 +86,28 @@ def test_a_compact_output_schema_keeps_the_fields_and_accepts_nested_models_as_o
     assert not validator.is_valid({**good, "color": "green"})
     assert not validator.is_valid({**good, "total": "3"})
     assert not validator.is_valid({"inner": {"x": 1}})
+
+
+class Echoed(BaseModel):
+    text: str
+    count: int
+
+
+async def test_a_tool_that_returns_its_model_keeps_its_structured_content() -> None:
+    server = build_server(Settings(address="http://127.0.0.1:9"))
+
+    async def echo_model(text: str) -> Echoed:
+        """Echo the text as a model."""
+        return Echoed(text=text, count=len(text))
+
+    async def echo_result(text: str) -> Annotated[CallToolResult, Echoed]:
+        """Echo the text as a result built from the model."""
+        return tool_result(Echoed(text=text, count=len(text)), text)
+
+    server.add_tool(echo_model, annotations=READ_ONLY)
+    server.add_tool(echo_result, annotations=READ_ONLY)
+    async with Client(server) as client:
+        for name in ("echo_model", "echo_result"):
+            result = await client.call_tool(name, {"text": "abc"})
+            assert result.structured_content == {"text": "abc", "count": 3}, name
+    await server.app.aclose()

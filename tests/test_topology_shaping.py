@@ -193,7 +193,7 @@ def test_the_structured_actor_list_is_capped_with_exact_counts() -> None:
     ev = training_evidence(nodes=40, per_node=32, dead=None)  # 1,280 ranks
     topo = build_topology(ev, job="j")
     assert topo.actors_total == 1280 and len(topo.actors) == MAX_ACTORS
-    assert any("capped at 1,000" in n for n in topo.notes) and topo.hints
+    assert any(f"capped at {MAX_ACTORS:,}" in n for n in topo.notes) and topo.hints
     assert len(render_topology(topo).encode()) <= 12 * 1024
 
 

@@ -46,6 +46,11 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument(
+        "--stack-source",
+        choices=["auto", "dashboard", "py-spy"],
+        help="Where stack_traces and cpu_profile read stacks (default auto: the dashboard, else local py-spy).",
+    )
+    parser.add_argument(
         "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
     )
     safety = parser.add_argument_group("safety")
@@ -74,6 +79,13 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     )
     safety.add_argument(
         "--audit-log", help="Append the audit trail of write calls to this file (default stderr)."
+    )
+    safety.add_argument(
+        "--upload-root",
+        action="append",
+        dest="upload_roots",
+        help="A directory local runtime_env paths (working_dir, py_modules, requirements files) may come from "
+        "(repeatable; env RAY_MCP_UPLOAD_ROOTS). Default: the starting directory on stdio, none over HTTP.",
     )
     args = parser.parse_args(argv)
     given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None}
@@ -183,9 +195,21 @@ async def serve(settings: Settings) -> None:
             await server.app.aclose()
 
 
+def check_audit_log(settings: Settings) -> None:
+    """Refuse to start (one line, exit 2) when --audit-log cannot be written: no audit, no server."""
+    from ray_mcp.security import AuditLogUnwritable, Auditor
+
+    try:
+        Auditor(settings.audit_log).check()
+    except AuditLogUnwritable as exc:
+        print(f"ray-mcp: refusing to start: {exc}.", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(argv)
     check_bind(settings)
+    check_audit_log(settings)
     try:
         settings.cluster_settings()
     except ValueError as exc:

@@ -143,12 +143,12 @@ class LocalHead:
 
     num_cpus: int | None = None
     resources: str | None = None
-    env: dict[str, str] = field(default_factory=dict)  # extra environment of the Ray processes (RAY_* knobs)
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
     gcs_port: int = 0
     dashboard_port: int = 0
     process: subprocess.Popen[bytes] | None = None
     _owned_temp_dir: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. RAY_AUTH_MODE=token for a token-auth head
 
     @property
     def dashboard_url(self) -> str:
@@ -185,7 +185,10 @@ class LocalHead:
         cmd = self.command()
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
         env["RAY_USAGE_STATS_ENABLED"] = "0"
-        env.update(self.env)
+        # The dashboard's profiling routes (/worker/traceback, /worker/cpu_profile) that stack_traces and
+        # cpu_profile read: off by default in Ray, on in every head ray-mcp starts (extra_env may turn it off).
+        env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
+        env.update(self.extra_env)
         # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
         # environment first, so that they run with the same Python and Ray as the head.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -282,12 +285,13 @@ async def start_local_head(
     headers: Mapping[str, str] | None = None,
     attempts: int = 3,
     on_spawn: Callable[[LocalHead], None] | None = None,
+    extra_env: Mapping[str, str] | None = None,
     **head_options: Any,
 ) -> LocalHead:
     """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
     can take one in between: when the head exits while starting, try again on new ports."""
     for attempt in range(1, attempts + 1):
-        head = LocalHead(num_cpus=num_cpus, **head_options)
+        head = LocalHead(num_cpus=num_cpus, extra_env=dict(extra_env or {}), **head_options)
         log.info("ray-mcp: starting a local Ray head in %s (attempt %d)", head.temp_dir, attempt)
         head.spawn()
         if on_spawn is not None:
@@ -349,7 +353,7 @@ class ClusterManager:
         if s.address and s.address not in ("auto", "local") and s.embedded != "always":
             return await self._resolve_address(parse_address(s.address))
         if s.embedded != "always" and await dashboard_answers(
-            LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S, s.dashboard_request_headers()
+            LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S, s.dashboard_request_headers(local_cluster=True)
         ):
             log.info("ray-mcp: using the local Ray cluster at %s", LOCAL_DASHBOARD_URL)
             return Resolved(LOCAL_DASHBOARD_URL, "local")
@@ -395,7 +399,7 @@ class ClusterManager:
         head = await start_local_head(
             num_cpus=self.settings.embedded_num_cpus,
             timeout_s=self.settings.cluster_start_timeout_s,
-            headers=self.settings.dashboard_request_headers(),
+            headers=self.settings.dashboard_request_headers(local_cluster=True),
             on_spawn=keep,
         )
         log.info(

@@ -1,14 +1,20 @@
 """Confirmation of destructive calls: ask the user (elicitation), else a stateless token bound to the object.
 
-When the client supports elicitation, the user is asked, with the exact object named, and the tool acts only
-on an explicit yes. Otherwise a destructive tool called without ``confirm`` changes nothing: it describes what
-it would do and returns a token. Calling it again with that token carries the change out. The token is an HMAC
-of the tool name and the target under a per-process secret, so it needs no server-side state, cannot be reused
-for another object, and dies with the server process.
+When the client supports elicitation, the user is asked, with the exact object and cluster named, and the
+tool acts only on an explicit yes. Otherwise a destructive tool called without ``confirm`` changes nothing: it
+describes what it would do and returns a token. Calling it again with that token carries the change out.
+
+A token is an HMAC, under a per-process secret, of the tool, the cluster (its name and dashboard URL), the
+target and the target's *instance* (a job's start time and job id, an actor's restarts and pid, a Serve app's
+deploy time and config), and of its expiry time (``Settings.confirm_token_ttl_s``, default ``limits.CONFIRM_TOKEN_TTL_S``: 5 minutes). So it
+needs no server-side state, cannot be used on another cluster, on another object, or on a new object that
+reuses the old one's name (a resubmitted submission id, a restarted actor, a redeployed app), and dies with the
+server process. The elicitation question names the same cluster and instance, and a tool checks right before
+acting that the instance is still the one confirmed.
 
 Each destructive tool has two ``Resolve`` resolvers that run before its body: a plan (fetch the object, say
 what would change: a ``Pending``) and ``ask`` (the question, or None for the token path); the body then calls
-``decide`` and acts only on ``Decision.proceed``.
+``decide``, acts only on ``Decision.proceed``, and calls ``ensure_unchanged`` with a fresh plan first.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
@@ -25,35 +32,71 @@ from mcp.server.mcpserver.resolve import Elicit
 from pydantic import BaseModel, Field
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
 _SECRET = secrets.token_bytes(32)
+_PREFIX = "confirm-"
 
 
-def token_for(tool: str, target: str, *, secret: bytes = _SECRET) -> str:
-    digest = hmac.new(secret, f"{tool}\0{target}".encode(), hashlib.sha256).hexdigest()
-    return f"confirm-{digest[:24]}"
+@dataclass(frozen=True)
+class ClusterRef:
+    """The cluster a confirmation is for: its name (of the clusters file, or "default") and dashboard URL."""
+
+    name: str
+    url: str
+
+    def describe(self) -> str:
+        return f"on cluster {self.name!r} ({self.url})"
 
 
-def is_confirmed(tool: str, target: str, confirm: str | None, *, secret: bytes = _SECRET) -> bool:
-    """True if ``confirm`` is the token for this tool and target; raises if a wrong token was given.
+def _digest(binding: str, expires: int, secret: bytes) -> str:
+    return hmac.new(secret, f"{binding}\0{expires}".encode(), hashlib.sha256).hexdigest()[:32]
 
-    ``None`` means "dry run": the caller should describe the change and hand out ``token_for(...)``.
+
+def token_for(
+    binding: str, *, ttl_s: float = CONFIRM_TOKEN_TTL_S, now: float | None = None, secret: bytes = _SECRET
+) -> str:
+    """A token for ``binding`` (tool, cluster, target, instance: ``Pending.binding``) valid for ``ttl_s``."""
+    expires = int((time.time() if now is None else now) + ttl_s)
+    return f"{_PREFIX}{expires}-{_digest(binding, expires, secret)}"
+
+
+def is_confirmed(
+    pending: Pending, confirm: str | None, *, now: float | None = None, secret: bytes = _SECRET
+) -> bool:
+    """True if ``confirm`` is a live token for exactly this pending change; raises if a wrong one was given.
+
+    ``None`` means "dry run": the caller should describe the change and hand out a token.
     """
     if confirm is None:
         return False
-    if hmac.compare_digest(confirm, token_for(tool, target, secret=secret)):
+    expires_text, _, digest = confirm.removeprefix(_PREFIX).partition("-")
+    expires = int(expires_text) if expires_text.isdigit() and len(expires_text) < 12 else None
+    valid = expires is not None and hmac.compare_digest(digest, _digest(pending.binding, expires, secret))
+    where = pending.cluster.describe() if pending.cluster else ""
+    if valid and expires is not None and (time.time() if now is None else now) <= expires:
         return True
+    if valid:
+        raise InvalidArgument(
+            f"The confirm token for {pending.tool} on {pending.target} {where} has expired; nothing was changed. "
+            f"Call {pending.tool} without confirm for a fresh token, ask the user again, and use it within "
+            "minutes."
+        )
     raise InvalidArgument(
-        f"The confirm token does not match {tool} on {target}; nothing was changed. Tokens are bound to one "
-        f"object and expire when the server restarts. Call {tool} without confirm to get a fresh token."
+        f"The confirm token does not match {pending.tool} on {pending.target} {where}; nothing was changed. "
+        "A token is bound to one cluster, one object and that object's instance: it was made for another "
+        "cluster or object, or the object changed since (a new job reusing the submission id, a restarted "
+        "actor, a redeployed app), or it is not a token. Call "
+        f"{pending.tool} without confirm to see the change as it stands now and get a fresh token."
     )
 
 
-def dry_run_text(tool: str, target: str, description: str) -> str:
-    token = token_for(tool, target)
+def dry_run_text(pending: Pending, token: str, ttl_s: float) -> str:
+    where = f" {pending.cluster.describe()}" if pending.cluster else ""
     return (
-        f"Not done yet (nothing changed): {tool} would {description}.\n"
-        f"To proceed, ask the user, then call {tool} again with the same arguments and confirm={token!r}."
+        f"Not done yet (nothing changed): {pending.tool} would {pending.description}{where}.\n"
+        f"To proceed, ask the user, then call {pending.tool} again with the same arguments and "
+        f"confirm={token!r} within {ttl_s / 60:g} minutes."
     )
 
 
@@ -70,16 +113,39 @@ class Approval(BaseModel):
 class Pending:
     """A destructive change a tool is about to make, found out before anything changes.
 
-    ``target`` binds the confirm token; ``description`` names the exact object for the user (id, class,
-    name, job, entrypoint...); ``noop`` is the answer when there is nothing to do (an actor already dead).
-    ``subject`` carries what the tool fetched (the actor, the job), so the body need not fetch it again.
+    ``target`` names the object (a submission id, an actor id, an app name); ``instance`` says which
+    incarnation of it (a job's start time, an actor's restarts and pid, an app's deploy time and config);
+    ``cluster`` the cluster it lives in. All three bind the confirm token and appear in the question.
+    ``description`` names the exact object for the user (id, class, name, job, entrypoint...); ``noop`` is the
+    answer when there is nothing to do (an actor already dead); ``required`` is False when the call turns out
+    not to be destructive (a replace that removes no app). ``subject`` carries what the tool fetched (the
+    actor, the job), so the body need not fetch it again.
     """
 
     tool: str
     target: str
     description: str
-    subject: Any = None
+    subject: Any = field(default=None, compare=False)
     noop: str | None = None
+    instance: str = ""
+    cluster: ClusterRef | None = None
+    required: bool = True
+    ttl_s: float = CONFIRM_TOKEN_TTL_S
+
+    @property
+    def binding(self) -> str:
+        cluster = (self.cluster.name, self.cluster.url) if self.cluster else ("", "")
+        return "\0".join((self.tool, *cluster, self.target, self.instance))
+
+
+def ensure_unchanged(confirmed: Pending, now: Pending) -> None:
+    """Raise unless the object is still the instance that was confirmed (checked right before acting)."""
+    if now.binding != confirmed.binding:
+        raise InvalidArgument(
+            f"Not done (nothing changed): {confirmed.target} changed since it was confirmed (now: {now.description}"
+            f"{' ' + now.cluster.describe() if now.cluster else ''}). Call {confirmed.tool} again without confirm "
+            "to see the change as it stands and confirm that."
+        )
 
 
 @dataclass(frozen=True)
@@ -100,28 +166,34 @@ def ask(ctx: Context[Any, Any], pending: Pending) -> Elicit[Approval] | None:
     """The question for the user, for a client that supports elicitation; None means the token path.
 
     Return it from a tool's ``Resolve`` resolver: mcp asks the client (a standalone request on older
-    protocols, an ``InputRequiredResult`` round on 2026-07-28) and injects the answer into the tool.
+    protocols, an ``InputRequiredResult`` round on 2026-07-28) and injects the answer into the tool. The
+    question names the cluster and the instance: on 2026-07-28 an answer counts only for the exact question
+    it was given to, so a later round for another cluster or a changed object asks again.
     """
-    if pending.noop is not None or not supports_elicitation(ctx):
+    if pending.noop is not None or not pending.required or not supports_elicitation(ctx):
         return None
-    return Elicit(f"ray-mcp asks: {pending.description}? This cannot be undone.", Approval)
+    where = f" {pending.cluster.describe()}" if pending.cluster else ""
+    return Elicit(f"ray-mcp asks: {pending.description}{where}? This cannot be undone.", Approval)
 
 
 def decide(pending: Pending, confirm: str | None, answer: ElicitationResult[Approval]) -> Decision:
     """Proceed only on the user's explicit yes, or, without elicitation, on the token of a first dry call."""
     if pending.noop is not None:
         return Decision(False, pending.noop)
+    if not pending.required:
+        return Decision(True)
     tool = pending.tool
     if isinstance(answer, AcceptedElicitation) and answer.data is None:  # not asked: the token path
-        if is_confirmed(tool, pending.target, confirm):
+        if is_confirmed(pending, confirm):
             return Decision(True)
-        token = token_for(tool, pending.target)
-        return Decision(False, dry_run_text(tool, pending.target, pending.description), token)
+        token = token_for(pending.binding, ttl_s=pending.ttl_s)
+        return Decision(False, dry_run_text(pending, token, pending.ttl_s), token)
     if isinstance(answer, AcceptedElicitation) and answer.data.proceed:
         return Decision(True)
     how = "said no" if isinstance(answer, AcceptedElicitation) else f"{answer.action}d the confirmation"
+    where = f" {pending.cluster.describe()}" if pending.cluster else ""
     return Decision(
         False,
-        f"Not done (nothing changed): the user {how} when asked to {pending.description}. "
+        f"Not done (nothing changed): the user {how} when asked to {pending.description}{where}. "
         f"Do not retry {tool} unless the user asks for it.",
     )

@@ -6,6 +6,7 @@ the same and ``app_of(ctx).api()`` returns the client of the cluster that call n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -13,15 +14,20 @@ from typing import TYPE_CHECKING
 from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager
+from ray_mcp.confirm import ClusterRef
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import dashboard_url_from_gcs, reported_dashboard
+from ray_mcp.redaction import SECRETS, credential_values
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
 
 DEFAULT_CLUSTER = "default"
+# Clusters on this machine found without an address, or started here: Ray puts them in token mode when
+# ~/.ray/auth_token exists, so its token goes to them (settings.resolved_ray_auth_token).
+LOCAL_SOURCES = ("embedded", "local")
 # The cluster named by the tool call being served (None: the default cluster).
 CURRENT_CLUSTER: ContextVar[str | None] = ContextVar("ray_mcp_cluster", default=None)
 
@@ -39,6 +45,12 @@ class Connection:
     ) -> None:
         self.name = name
         self.settings = settings
+        if gcs_lookup is dashboard_url_from_gcs:  # the real lookup: with this cluster's own credentials only
+            auth = next(
+                (v for k, v in settings.dashboard_request_headers().items() if k.lower() == "authorization"),
+                None,
+            )
+            gcs_lookup = functools.partial(reported_dashboard, authorization=auth)
         self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
         self._http_transport = http_transport
         self._api: RayAPI | None = None
@@ -49,14 +61,18 @@ class Connection:
             if self._api is not None:
                 await self._api.aclose()
             s = self.settings
+            headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
+            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
                 source=resolved.source,
-                headers=s.dashboard_request_headers(),
+                headers=headers,
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,
+                stack_source=s.stack_source,
+                py_spy=s.py_spy,
             )
         return self._api
 
@@ -78,6 +94,9 @@ class App:
         gcs_lookup: Callable[[str, float], str | None] | None = dashboard_url_from_gcs,
     ) -> None:
         self.settings = settings
+        # Where local runtime_env paths may be read from (uploads.py), fixed at start: the starting directory
+        # on stdio unless --upload-root names others; none over HTTP unless named.
+        self.upload_roots = settings.effective_upload_roots()
         per_cluster = settings.cluster_settings() or {DEFAULT_CLUSTER: settings}
         self.connections = {
             name: Connection(name, s, http_transport=http_transport, gcs_lookup=gcs_lookup)
@@ -106,6 +125,12 @@ class App:
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
         return await self.connections[name].api()
+
+    async def cluster_ref(self) -> ClusterRef:
+        """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
+        api = await self.api(name)
+        return ClusterRef(name, api.dashboard_url)
 
     async def aclose(self) -> None:
         for connection in self.connections.values():

@@ -13,6 +13,7 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,20 @@ class RayRequestFailed(RayMCPError):
     """The cluster answered, with an error."""
 
 
+class AuthRefused(RayRequestFailed):
+    """The dashboard (or a proxy in front of it) refused the credentials: HTTP 401 or 403."""
+
+
+def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
+    """The one message for a refused Ray token. Never quotes the answer: a proxy may echo the credentials."""
+    code = f"HTTP {status}" if status else "HTTP 401/403"
+    return AuthRefused(
+        f"The Ray dashboard at {url} refused the token ({code}) for {what}: check RAY_AUTH_TOKEN (or "
+        "RAY_AUTH_TOKEN_PATH, or this cluster's auth_token/headers in the clusters file) and that the cluster "
+        "runs with the token you expect. Nothing was changed."
+    )
+
+
 _UNREACHABLE_NEXT_STEP = (
     "Check that the cluster is running (`ray status` on the head node) and that the dashboard is reachable "
     "from this machine; pass the right address with --address or RAY_ADDRESS "
@@ -73,6 +88,8 @@ def dashboard_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
             "or raise --request-timeout-s (RAY_MCP_REQUEST_TIMEOUT_S)."
         ) from exc
     except httpx.HTTPStatusError as exc:
+        if exc.response.status_code in (401, 403):
+            raise auth_refused(url, what, exc.response.status_code) from exc
         raise RayRequestFailed(
             f"The Ray dashboard at {url} refused {what}: HTTP {exc.response.status_code} "
             f"{_short_body(exc.response)}."
@@ -118,11 +135,23 @@ def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[N
         yield
     except RayMCPError:
         raise
-    except RuntimeError as exc:
+    except Exception as exc:
+        if type(exc).__name__ == "AuthenticationError":  # ray.exceptions: the dashboard answered 401 or 403
+            status = 401 if str(getattr(exc, "message", "")).startswith("Authentication required") else 403
+            raise auth_refused(url, what, status) from exc
+        if not isinstance(exc, (RuntimeError, OSError)):
+            raise
+        _map_job_sdk_failure(exc, url, what, job)
+
+
+def _map_job_sdk_failure(exc: RuntimeError | OSError, url: str, what: str, job: str | None) -> None:
+    if isinstance(exc, RuntimeError):
         match = _JOB_SDK_STATUS.search(str(exc))
         if match is None:
             raise RayRequestFailed(f"The Ray job server at {url} failed {what}: {_clean(str(exc))}.") from exc
         status, body = int(match[1]), _clean(match[2])
+        if status in (401, 403):
+            raise auth_refused(url, what, status) from exc
         if status == 404 and job is not None:
             raise NotFound(
                 f"No job {job!r} in the cluster at {url} (neither a submission id nor a job id). "
@@ -131,9 +160,7 @@ def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[N
         if status == 400:
             raise InvalidArgument(f"The Ray job server at {url} rejected {what}: {body}.") from exc
         raise RayRequestFailed(f"The Ray job server at {url} failed {what}: HTTP {status} {body}.") from exc
-    except (
-        OSError
-    ) as exc:  # requests' ConnectionError and Timeout are OSErrors, as is the SDK's ConnectionError
+    else:  # requests' ConnectionError and Timeout are OSErrors, as is the SDK's ConnectionError
         if "timeout" in type(exc).__name__.lower():
             raise DashboardTimeout(
                 f"The Ray job server at {url} did not answer {what} in time ({type(exc).__name__}). "
@@ -144,6 +171,8 @@ def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[N
 
 def log_request_failed(url: str, status: int, body: str, *, what: str, not_found_hint: str) -> RayMCPError:
     """The error for a failed ``/api/v0/logs/...`` request. The endpoint answers 500 with a text body."""
+    if status in (401, 403, 407):  # the body may echo the credentials: never quoted
+        return auth_refused(url, what, status)
     text = _clean(body)
     if "Agent for node id" in text or "Cannot find matching node_id" in text:
         return NotFound(f"No such node for {what}: {text}. Call cluster_status to see the node ids and IPs.")
@@ -157,3 +186,28 @@ def log_request_failed(url: str, status: int, body: str, *, what: str, not_found
     if status in (400, 422):
         return InvalidArgument(f"The Ray dashboard at {url} rejected {what}: {text}.")
     return RayRequestFailed(f"The Ray dashboard at {url} failed to read {what}: HTTP {status} {text}.")
+
+
+# -- the last resort: anything no mapping above anticipated -----------------------------------------------------
+
+
+def unexpected_failure(tool: str, exc: BaseException) -> RayMCPError:
+    """The is_error for a failure nothing else mapped (a bug, or a dependency's surprise): log its traceback to
+    stderr and say plainly what happened. The exception's own text is not repeated to the client (it may
+    quote a request or a secret); a refused Ray token still gets its own message."""
+    cause: BaseException = exc
+    while cause.__cause__ is not None and type(cause).__name__ in (
+        "UnexpectedToolError",
+        "UnexpectedResourceError",
+    ):
+        cause = cause.__cause__
+    if type(cause).__name__ == "AuthenticationError":
+        return auth_refused("the configured address", f"{tool}")
+    logging.getLogger("ray_mcp.errors").error(
+        "ray-mcp: tool %s failed with an unexpected %s", tool, type(cause).__name__, exc_info=cause
+    )
+    return RayMCPError(
+        f"{tool} failed on an unexpected {type(cause).__name__} inside ray-mcp (a bug: the traceback is in the "
+        "server's log on stderr). If it was a write, check what happened with a read tool (get_job, list_jobs, "
+        "list_actors, serve_status) before retrying."
+    )

@@ -25,6 +25,9 @@ LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a
 DEFAULT_MAX_NODES = 20
 MAX_NODES = 1000
 FAILED_NODES_SHOWN = 5
+HOST_USAGE_MAX_NODES = (
+    256  # host CPU/memory/GPU use (/nodes?view=summary, ~1 KB per worker) read up to this size
+)
 
 # -- actors --------------------------------------------------------------------------------------------------
 
@@ -51,7 +54,9 @@ ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete
 
 DEFAULT_LOG_LINES = 100
 MAX_LOG_LINES = 2000
-DEFAULT_LOG_BYTES = 16_384
+# A tail is the first follow-up of a diagnosis: by default its text and its structured answer each stay under
+# 6 KB (16 KB of log text made a 17 KB answer). max_bytes asks for more.
+DEFAULT_LOG_BYTES = 4_096
 MIN_LOG_BYTES = 256
 MAX_LOG_BYTES = 1_048_576
 MAX_GREP_CONTEXT = 20  # lines around each grep match
@@ -90,7 +95,7 @@ ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
 
 # -- job_topology -------------------------------------------------------------------------------------------
 
-TOPOLOGY_ACTORS = 1000  # actors in the structured answer (counts stay exact)
+TOPOLOGY_ACTORS = 500  # actors in the structured answer (~600 bytes each; counts stay exact)
 TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
 TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
 TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call
@@ -104,7 +109,44 @@ TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked 
 TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
 DEATH_CHARS = 200  # a dead rank's cause in a gap
 
+# -- Ray Train (list_train_runs, get_train_run) -------------------------------------------------------------
+
+DEFAULT_TRAIN_RUNS = 20
+MAX_TRAIN_RUNS = 200
+TRAIN_ERROR_CHARS = 1500  # one group of ranks' error snippet
+TRAIN_ERROR_LINES = 12  # of which the text answer shows the last lines
+TRAIN_METRICS_SHOWN = 12  # metrics of the latest checkpoint
+TRAIN_SNAPSHOT_BYTES = 1_048_576  # the checkpoint manager snapshot read from local storage, at most
+
 # -- the live API reference ----------------------------------------------------------------------------------
 
 API_DOC_CHARS = 12_000
 API_MEMBERS_SHOWN = 60
+
+# -- confirmations and uploads -------------------------------------------------------------------------------
+
+CONFIRM_TOKEN_TTL_S = (
+    300.0  # a destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s)
+)
+MAX_UPLOAD_ENTRIES = (
+    100_000  # files and directories walked in one local upload (working_dir...) before refusing
+)
+
+# -- stacks and CPU profiles (stack_traces, cpu_profile, the stall finding of diagnose_job) -----------------
+
+DEFAULT_STACK_PROCESSES = 16  # processes sampled by stack_traces
+MAX_STACK_PROCESSES = 64
+DEFAULT_STACK_BYTES = 6_000  # a stack_traces answer, text and structured content each
+MIN_STACK_BYTES = 1_000
+MAX_STACK_BYTES = 64_000
+DEFAULT_STACK_FRAMES = 8  # project frames shown per stack
+MAX_STACK_FRAMES = 40
+STACK_PIDS_SHOWN = 8  # pids named per group of identical stacks
+DEFAULT_PROFILE_S = 5
+MAX_PROFILE_S = 30
+DEFAULT_PROFILE_FUNCTIONS = 15
+MAX_PROFILE_FUNCTIONS = 50
+HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job
+HANG_STACK_BYTES = 2_500
+HANG_TASK_ROWS = 1_000  # task rows read per state to judge a job's progress
+ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor

@@ -14,6 +14,33 @@ class ResourceUse(BaseModel):
     total: float = Field(description="Amount the node or cluster has.")
 
 
+class GPUUse(BaseModel):
+    index: int | None = None
+    name: str | None = None
+    utilization_percent: float | None = None
+    memory_used: float | None = Field(default=None, description="Bytes.")
+    memory_total: float | None = Field(default=None, description="Bytes.")
+
+
+class HostUsage(BaseModel):
+    """What a node's host really uses, from the dashboard agent (/nodes?view=summary), beside Ray's logical use."""
+
+    cpu_percent: float | None = Field(default=None, description="Host CPU use, percent of all cores.")
+    memory_used: float | None = Field(default=None, description="Bytes in use (total - available).")
+    memory_total: float | None = Field(default=None, description="Bytes.")
+    memory_fraction: float | None = Field(default=None, description="memory_used / memory_total.")
+    memory_pressure: bool | None = Field(
+        default=None,
+        description="memory_fraction at or above Ray's memory monitor threshold (memory_usage_threshold, "
+        "default 0.95), where Ray starts killing workers.",
+    )
+    object_store_used: float | None = Field(default=None, description="Bytes in the object store.")
+    object_store_total: float | None = Field(default=None, description="Bytes.")
+    gpus: list[GPUUse] = Field(
+        default_factory=list, description="Physical GPUs, where the node reports them."
+    )
+
+
 class NodeStatus(BaseModel):
     node_id: str
     ip: str
@@ -23,6 +50,7 @@ class NodeStatus(BaseModel):
         default_factory=dict, description="Per resource, used and total."
     )
     death_reason: str | None = Field(default=None, description="Why a DEAD node died, as Ray recorded it.")
+    usage: HostUsage | None = Field(default=None, description="Host CPU, memory, object store and GPU use.")
 
 
 class Demand(BaseModel):
@@ -57,6 +85,10 @@ class ClusterStatus(BaseModel):
     pending_demands: list[Demand] = Field(default_factory=list)
     pending_placement_groups: int = 0
     autoscaler: AutoscalerStatus | None = None
+    memory_pressure_nodes: int = Field(
+        default=0, description="Alive nodes at or above Ray's memory monitor threshold (0.95)."
+    )
+    notes: list[str] = Field(default_factory=list, description="What could not be read.")
     hints: list[str] = Field(default_factory=list)
 
 
@@ -73,44 +105,30 @@ class RuntimeEnvSpec(BaseModel):
 
     working_dir: str | None = Field(
         default=None,
-        description="A local directory on the ray-mcp machine (zipped and uploaded, like `ray job submit "
-        "--working-dir`) or a remote URI (s3://, gs://, https://…/x.zip). The job runs in it.",
+        description="A local dir on the ray-mcp host (uploaded; under an upload root) or a URI (s3://, gs://, "
+        "https://…zip). The job runs in it.",
     )
-    py_modules: list[str] | None = Field(
-        default=None,
-        description="Local directories/.whl files (uploaded) or URIs of Python modules to import.",
-    )
-    excludes: list[str] | None = Field(
-        default=None, description="gitignore-style patterns of files to leave out of working_dir/py_modules."
-    )
+    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded), or URIs.")
+    excludes: list[str] | None = Field(default=None, description="gitignore patterns left out of uploads.")
     pip: list[str] | dict[str, Any] | str | None = Field(
-        default=None,
-        description='Packages to pip-install: a list ["requests==2.31"], a requirements.txt path, or '
-        '{"packages": [...], "pip_check": false, "pip_install_options": [...]}.',
+        default=None, description='["pkg==1.0"], a requirements.txt path, or {"packages": [...]}.'
     )
     uv: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description="Packages to install with uv: a list, a requirements.txt path, or a dict."
+        default=None, description="As pip, installed with uv."
     )
     conda: dict[str, Any] | str | None = Field(
-        default=None,
-        description="A conda environment: the name of an existing env, or an environment.yml dict.",
+        default=None, description="An env name or environment.yml dict."
     )
-    env_vars: dict[str, str] | None = Field(
-        default=None, description="Environment variables (string values)."
-    )
+    env_vars: dict[str, str] | None = Field(default=None, description="String values.")
     config: dict[str, Any] | None = Field(
-        default=None,
-        description='Runtime-env options: {"setup_timeout_seconds": int, "eager_install": bool, '
-        '"log_files": [str]}.',
+        default=None, description='{"setup_timeout_seconds": int, "eager_install": bool}.'
     )
-    image_uri: str | None = Field(default=None, description="A container image to run the job's workers in.")
-    py_executable: str | None = Field(
-        default=None, description="The Python executable (or wrapper) to run with."
-    )
+    image_uri: str | None = Field(default=None, description="A container image for the workers.")
+    py_executable: str | None = Field(default=None, description="A Python executable or wrapper.")
     worker_process_setup_hook: str | None = Field(
-        default=None, description="Module path of a function each worker process runs at start-up."
+        default=None, description="module.function run at worker start."
     )
-    java_jars: list[str] | None = Field(default=None, description="URIs of jars, for Java workers.")
+    java_jars: list[str] | None = Field(default=None, description="Jar URIs.")
 
 
 class JobInfo(BaseModel):
@@ -321,6 +339,7 @@ class Node(BaseModel):
     resources_available: dict[str, float] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     death_reason: str | None = None
+    usage: HostUsage | None = Field(default=None, description="Host CPU, memory, object store and GPU use.")
 
 
 class NodeList(ListPage):
@@ -362,7 +381,10 @@ class ErrorGroup(BaseModel):
 
 
 class TaskSummary(BaseModel):
-    total: int = Field(description="Tasks that match the filters (exact, up to Ray's 10,000 source cap).")
+    total: int = Field(description="Tasks counted that match the filters (Ray reads at most 10,000 tasks).")
+    in_cluster: int | None = Field(None, description="Tasks the cluster holds, when Ray read fewer.")
+    left_out: int | None = Field(None, description="Tasks Ray did not read (its 10,000 cap): not counted.")
+    capped: bool = Field(False, description="Ray read as many tasks as it can: the counts are lower bounds.")
     by_state: dict[str, int]
     groups: list[TaskGroup]
     groups_total: int
@@ -462,10 +484,12 @@ class JobDiagnosis(BaseModel):
     error_type: str | None = None
     driver_exit_code: int | None = None
     verdict: str = Field(
-        description="The job's status and how it got there, then the symptom and the last link of its cause chain."
+        description="The job's status and how it got there, then the symptom and the last link of its cause "
+        "chain (Unknown: ... if none was found and some evidence could not be read)."
     )
     findings: list[Finding]
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+    unchecked: list[str] = Field(default_factory=list, description="Evidence that could not be read.")
     events: list[str] = Field(
         default_factory=list, description="Cluster events that explain it, newest first."
     )
@@ -473,13 +497,76 @@ class JobDiagnosis(BaseModel):
 
 
 class ClusterHealth(BaseModel):
-    healthy: bool
-    status: str = Field(
-        default="HEALTHY", description="HEALTHY, PROBLEMS, or UNKNOWN (a source could not be read)."
+    status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = Field(
+        description="UNKNOWN: nothing serious found, but some check could not run (see unchecked and notes)."
     )
+    healthy: bool = Field(description="True only if every check ran and found nothing serious.")
     verdict: str
     dashboard_url: str
     findings: list[Finding]
     checked: list[str] = Field(description="What was looked at.")
+    unchecked: list[str] = Field(default_factory=list, description="Checks that could not run.")
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
     events: list[str] = Field(default_factory=list, description="Cluster events, newest first.")
+
+
+# -- stacks and CPU profiles (stack_traces, cpu_profile) -----------------------------------------------------
+
+
+class StackGroup(BaseModel):
+    """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
+
+    role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
+    thread: str | None = Field(default=None, description="The thread, when it is not the main one.")
+    count: int = Field(description="Processes of this role with this stack.")
+    of: int = Field(description="Processes of this role sampled.")
+    state: str = Field(description="active (on CPU) or idle (waiting), as py-spy saw the thread.")
+    blocked_in: str | None = Field(
+        default=None, description="The call the innermost project frame waits in: ray.get, dist.barrier, ..."
+    )
+    where: str | None = Field(default=None, description="The innermost project frame: file:line in function.")
+    frames: list[str] = Field(
+        description="Project frames, innermost first; Ray's and libraries' frames folded."
+    )
+    process_title: str | None = Field(
+        default=None, description="Ray's process title, e.g. ray::Actor.method."
+    )
+    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
+
+
+class StackTraces(BaseModel):
+    target: str
+    verdict: str = Field(description="Where the processes are, in one line.")
+    source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
+    processes_total: int = Field(description="Processes of the target (driver, actors, task workers).")
+    processes_sampled: int
+    processes_failed: int
+    processes_left_out: int = Field(default=0, description="Not sampled because of limit.")
+    groups: list[StackGroup]
+    groups_left_out: int = 0
+    failures: list[str] = Field(
+        default_factory=list, description="Processes that could not be read, and why."
+    )
+    hints: list[str] = Field(default_factory=list)
+
+
+class HotFunction(BaseModel):
+    function: str
+    file: str
+    line: int | None = Field(default=None, description="The line with the most own samples.")
+    own_samples: int
+    total_samples: int
+    own_pct: float = Field(description="Share of samples spent in this function itself.")
+    total_pct: float = Field(description="Share of samples with this function anywhere on the stack.")
+    project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
+
+
+class CpuProfile(BaseModel):
+    target: str
+    verdict: str
+    source: str
+    duration_s: float
+    samples: int = Field(description="Samples taken while the process was on CPU (100 per second).")
+    functions: list[HotFunction]
+    hottest_stack: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)

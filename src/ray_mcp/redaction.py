@@ -1,12 +1,45 @@
-"""Redaction: secrets in structured data (env_vars values, secret-named fields) and in free text."""
+"""What leaves the server is safe to show: known secrets and secret shapes masked, control characters made
+visible, structured content bounded.
+
+Three parts, used by the one choke point in security.py (every tool result, resource, prompt, progress
+notification, error and audit line) and by the logging hook (the server's own stderr):
+
+* ``SECRETS``, the process-wide registry of secret *values* the server knows of: the ``env_vars`` values of
+  every job it has read or submitted, Ray's token, ray-mcp's bearer token, configured dashboard header values.
+  Thread-safe and bounded; matched in one pass (Aho-Corasick). Values of 4 characters or more are masked
+  wherever they occur; shorter ones where they stand as whole words.
+* secret *shapes*: the maintained detectors of ``detect-secrets`` (AWS, GitHub, GitLab, Slack, Stripe, JWT,
+  OpenAI, PyPI, npm, SendGrid, Twilio, ...) plus the shapes they lack (``--password x``, ``NAME=value``,
+  ``Password: x``, ``scheme://user:pass@host``, ``Authorization:`` headers, private key blocks, Hugging Face,
+  GCP and Azure keys). A single prefilter regex skips the strings none of them could match.
+* ``escape_controls``: ESC, BEL, CR, BS, other C0/C1, bidi overrides and zero-width characters become visible
+  escapes (``\\x1b``, ``\\u202e``); newlines and tabs stay.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
 import re
+import sys
+import threading
+import traceback
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 REDACTED = "***"
+MAX_KNOWN_SECRETS = 4096  # learned values kept (oldest forgotten first); configured credentials are pinned
+MAX_SECRET_CHARS = 4096  # a longer value is registered by its first MAX_SECRET_CHARS characters
+SHORT_SECRET_CHARS = 4  # values shorter than this are masked only where they stand as whole words
+# env_vars values that configure rather than authenticate: masking them everywhere would mangle every answer
+NOT_SECRET_VALUES = frozenset(
+    {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "debug", "info", "warn", "warning",
+     "error", "critical"}
+)  # fmt: skip
+
 # Names of fields and variables whose values are secrets: *SECRET*, *PASSWORD*, and *_TOKEN, *_KEY, ...
 SECRET_KEY = re.compile(
     r"(?i)(secret|passw(or)?d|passphrase|credential|authorization|cookie|(^|[_.-])(token|api[_-]?key|key|auth)$)"
@@ -15,46 +48,429 @@ SECRET_KEY = re.compile(
 
 def is_secret_key(key: object) -> bool:
     """A field whose value is a secret. Confirmation tokens are not: the agent must be able to send them back."""
-    return isinstance(key, str) and not key.startswith("confirm") and SECRET_KEY.search(key) is not None
+    return isinstance(key, str) and _is_secret_name(key)
 
 
-_SECRET_NAME = (
-    r"[\w.-]*(?:secret|passw(?:or)?d)[\w.-]*|[\w.-]*(?:token|api[_-]?key|_key|credentials?|passphrase)\b"
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(key: str) -> bool:
+    return not key.startswith("confirm") and SECRET_KEY.search(key) is not None
+
+
+# -- the registry of known secret values -------------------------------------------------------------------
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum()
+
+
+# Lower-case substrings without which no shape above nor any detector below can match, found in one pass
+# (Aho-Corasick) over the lower-cased text. "token" and "key" count only at the end of a word.
+_ANCHORS = (
+    "passw", "passphrase", "secret", "credential", "pwd", "key", "token", "authorization", "cookie", "bearer",
+    "sig=", "-----begin", "putty", "aws", "xox", "hooks.slack", "eyj", "ya29.", "://", "hf_", "ghp_", "gho_",
+    "ghs_", "ghu_", "ghr_", "github_pat", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-",
+    "glptt-", "glagent-", "gloas-", "gr1348941", "npm_", "sk-", "sk_", "rk_", "pk_", "pypi-", "sg.",
+    "a3t", "abia", "acca", "akia", "asia", "aiza", "sq0",
+)  # fmt: skip
+_WORD_END_ANCHORS = frozenset({"key", "token"})
+# C0 but newline and tab, DEL, C1, and the invisible format characters that reorder or hide text.
+_CONTROL_CHARS = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]] + [
+    "\u061c", "\u180e", *map(chr, range(0x200B, 0x2010)), *map(chr, range(0x2028, 0x202F)),
+    *map(chr, range(0x2060, 0x206A)), "\ufeff", "\ufff9", "\ufffa", "\ufffb",
+]  # fmt: skip
+_CONTROL = re.compile("[" + "".join(_CONTROL_CHARS) + "]")
+_SECRET, _ANCHOR, _CONTROL_KIND = 0, 1, 2
+
+
+class _Matcher:
+    """An immutable snapshot of the registry: one Aho-Corasick automaton over the lower-cased text that finds, in
+    one pass, every known secret value, every shape anchor and every control character."""
+
+    def __init__(self, values: Iterable[str], *, anchors: bool = True) -> None:
+        import ahocorasick
+
+        entries: dict[str, list[tuple[int, str, frozenset[str]]]] = {}
+        by_lower: dict[str, set[str]] = {}
+        for value in values:
+            if value:
+                by_lower.setdefault(value.lower(), set()).add(value)
+        for lower, originals in by_lower.items():
+            entries.setdefault(lower, []).append((_SECRET, lower, frozenset(originals)))
+        if anchors:
+            for anchor in _ANCHORS:
+                entries.setdefault(anchor, []).append((_ANCHOR, anchor, frozenset()))
+            for ch in _CONTROL_CHARS:
+                entries.setdefault(ch, []).append((_CONTROL_KIND, ch, frozenset()))
+        self.automaton: Any = None
+        self.memo: dict[
+            str, str
+        ] = {}  # short strings already cleaned with this snapshot (keys, states, names)
+        if entries:
+            automaton = ahocorasick.Automaton()
+            for word, found in entries.items():
+                automaton.add_word(word, tuple(found))
+            automaton.make_automaton()
+            self.automaton = automaton
+
+    def scan(self, text: str) -> tuple[list[tuple[int, int]], bool, bool]:
+        """(spans of known secrets to mask, whether a shape may be present, whether control characters are).
+
+        Long values are masked anywhere, short ones where they stand as whole words.
+        """
+        if self.automaton is None or not text:
+            return [], False, False
+        lower = text.lower()
+        if len(lower) != len(text):  # a character whose lower case is longer (İ): keep offsets aligned
+            lower = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+        spans: list[tuple[int, int]] = []
+        shapes = controls = False
+        for end, found in self.automaton.iter(lower):
+            for kind, word, originals in found:
+                if kind == _SECRET:
+                    start, stop = end - len(word) + 1, end + 1
+                    if text[start:stop] not in originals:
+                        continue
+                    if len(word) < SHORT_SECRET_CHARS and (
+                        (start > 0 and _is_word_char(text[start - 1]))
+                        or (stop < len(text) and _is_word_char(text[stop]))
+                    ):
+                        continue
+                    spans.append((start, stop))
+                elif kind == _ANCHOR:
+                    if word in _WORD_END_ANCHORS and end + 1 < len(lower):
+                        after = lower[end + 1]
+                        if after.isalnum() or after == "_":
+                            continue
+                    shapes = True
+                else:
+                    controls = True
+        return spans, shapes, controls
+
+
+class SecretRegistry:
+    """The secret values the server knows of. Thread-safe; bounded (learned values: oldest forgotten first)."""
+
+    def __init__(self, max_values: int = MAX_KNOWN_SECRETS) -> None:
+        self._lock = threading.Lock()
+        self._pinned: set[str] = set()
+        self._learned: OrderedDict[str, None] = OrderedDict()
+        self._max = max_values
+        self._matcher: _Matcher | None = None
+        self._known_jobs: OrderedDict[str, None] = OrderedDict()
+
+    @staticmethod
+    def _usable(value: object) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            return None
+        text = str(value).strip()[:MAX_SECRET_CHARS]
+        if not text or text.lower() in NOT_SECRET_VALUES or (text.isdigit() and len(text) <= 2):
+            return None
+        return text
+
+    def add(self, values: Iterable[object], *, pinned: bool = False) -> bool:
+        """Remember secret values (``pinned``: configured credentials, never forgotten). True if any was new."""
+        fresh = [v for v in (self._usable(value) for value in values) if v is not None]
+        if not fresh:
+            return False
+        with self._lock:
+            changed = False
+            for value in fresh:
+                if pinned:
+                    changed |= value not in self._pinned
+                    self._pinned.add(value)
+                elif value in self._learned:
+                    self._learned.move_to_end(value)
+                else:
+                    self._learned[value] = None
+                    changed = True
+            while len(self._learned) > self._max:
+                self._learned.popitem(last=False)
+                changed = True
+            if changed:
+                self._matcher = None
+            return changed
+
+    def learn(self, obj: Any) -> None:
+        """Remember the secrets a JSON-like structure carries (``env_vars`` values, secret-named fields)."""
+        found = secret_values(obj)
+        if found:
+            self.add(found)
+
+    def learn_job(self, details: Mapping[str, Any]) -> None:
+        """Remember a job's ``runtime_env.env_vars`` values (from Ray's job details, any shape)."""
+        self.learn(details)
+        with self._lock:
+            for key in ("submission_id", "job_id"):
+                ident = details.get(key)
+                if isinstance(ident, str) and ident:
+                    self._known_jobs[ident] = None
+                    self._known_jobs.move_to_end(ident)
+            while len(self._known_jobs) > self._max:
+                self._known_jobs.popitem(last=False)
+
+    def knows_job(self, job: str) -> bool:
+        with self._lock:
+            return job in self._known_jobs
+
+    def matcher(self) -> _Matcher:
+        with self._lock:
+            matcher = self._matcher
+            if matcher is None:
+                matcher = self._matcher = _Matcher([*self._pinned, *self._learned])
+            return matcher
+
+    def __contains__(self, value: object) -> bool:
+        with self._lock:
+            return value in self._pinned or value in self._learned
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pinned) + len(self._learned)
+
+
+SECRETS = SecretRegistry()
+
+
+def credential_values(header_value: str) -> list[str]:
+    """A configured header value and, for ``Bearer x`` / ``Basic x``, the credential alone."""
+    parts = header_value.strip().split(None, 1)
+    return (
+        [header_value, parts[1]]
+        if len(parts) == 2 and len(parts[1]) >= SHORT_SECRET_CHARS
+        else [header_value]
+    )
+
+
+def remember_settings_secrets(settings: Any) -> None:
+    """Pin every credential the settings name: bearer token, Ray's token (setting or file), header values."""
+    values: list[str] = []
+    for getter in ("resolved_auth_token", "resolved_ray_auth_token"):
+        try:
+            value = getattr(settings, getter)()
+        except (OSError, ValueError):
+            value = None
+        if value:
+            values.append(value)
+    for path in (getattr(settings, "ray_auth_token_path", None), Path.home() / ".ray" / "auth_token"):
+        try:
+            if path is not None and Path(path).is_file() and Path(path).stat().st_size <= MAX_SECRET_CHARS:
+                values.append(Path(path).read_text(encoding="utf-8", errors="replace").strip())
+        except OSError:
+            pass
+    for value in (getattr(settings, "dashboard_headers", None) or {}).values():
+        values.extend(credential_values(str(value)))
+    SECRETS.add(values, pinned=True)
+
+
+# -- secret shapes ------------------------------------------------------------------------------------------
+
+# A secret's name: with secret/password/passphrase/credential anywhere, or ending in token, key, pwd, ...
+# (never a longer word: max_new_tokens, tokenizer, pad_token_id and monkey are not secret names).
+_NAME = (
+    r"(?:[\w.-]*(?:secret|passw(?:or)?d|passphrase|credential)[\w.-]*"
+    r"|[\w.-]*(?:pwd|api[_-]?key|apikey|access[_-]?key|account[_-]?key|private[_-]?key|token|[_.-]key))(?![\w])"
 )
+_PLACEHOLDER = r"(?![<$*{…]|\.\.\.)"  # <token>, $TOKEN, ${env:TOKEN}, ***, ...: documentation, not secrets
+_VALUE = r"[^\s\"',;}\]]+"
+_SCHEMES = "bearer|basic|token|digest|negotiate"
 
 
-_PLACEHOLDER = r"(?![<$*{.…])"  # <token>, $TOKEN, ${env:TOKEN}, ***, ...: documentation, not secrets
-_SECRET_TEXT: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    # NAME=value (env and shell style), any secret-looking name
-    (re.compile(rf"""(?i)(\b(?:{_SECRET_NAME})\s*=\s*)(["']?){_PLACEHOLDER}([^\s"',}}]+)"""), r"\1\2***"),
-    # "NAME": "value" (JSON, Python reprs)
-    (re.compile(rf"""(?i)(["'](?:{_SECRET_NAME})["']\s*:\s*)(["']){_PLACEHOLDER}([^"']+)"""), r"\1\2***"),
-    # NAME: value (YAML, logs) where NAME is an identifier such as HF_TOKEN or PASSWORD, not a prose word
+def _keep(group: int) -> Callable[[re.Match[str]], str]:
+    """Keep the text before the value (``group`` groups), mask the value."""
+    return lambda m: "".join(m.group(i) or "" for i in range(1, group + 1)) + REDACTED
+
+
+def _prose_or_code(value: str, rest: str) -> bool:
+    """An English word followed by more words (``token: use one of``), a small number, or a code expression."""
+    if value.isalpha() and (value.islower() or value.istitle()) and re.match(r"[ \t]+[A-Za-z(]", rest):
+        return True
+    if re.fullmatch(r"[fFrRbBuU]{1,2}", value) and rest[:1] in ("'", '"'):  # a string prefix: f"Bearer {x}"
+        return True
+    if value.isdigit() and len(value) <= 3:
+        return True
+    return re.match(r"[A-Za-z_][\w.]*[(\[]", value) is not None
+
+
+def _keyed(prefix_groups: int) -> Callable[[re.Match[str]], str]:
+    def replace(m: re.Match[str]) -> str:
+        value = m.group(prefix_groups + 1)
+        if _prose_or_code(value, m.string[m.end() :]):
+            return m.group(0)
+        return "".join(m.group(i) or "" for i in range(1, prefix_groups + 1)) + REDACTED
+
+    return replace
+
+
+_SHAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
+    # -----BEGIN ... PRIVATE KEY----- ... -----END ... PRIVATE KEY----- (or to the end, when cut)
     (
         re.compile(
-            rf"""(\b(?=[\w.-]*[_A-Z])(?:[A-Z0-9_.-]*(?:SECRET|PASSWORD|PASSWD|TOKEN|KEY|CREDENTIALS?)[A-Z0-9_.-]*|[\w.-]+_(?:token|secret|password|passwd|key|api_key))\s*:\s*)(["']?){_PLACEHOLDER}([^\s"',}}]+)"""
+            r"-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.S,
         ),
-        r"\1\2***",
+        "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----",
     ),
+    # scheme://user:password@host
+    (
+        re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)"),
+        lambda m: f"{m[1]}{REDACTED}{m[3]}",
+    ),
+    # Authorization: Bearer x / Basic x / x; Proxy-Authorization too
     (
         re.compile(
-            r"(?i)\b(authorization\s*[:=]\s*)(?!(?:(?:bearer|basic|token)\s+)?[<$*{.…])(?:(bearer|basic|token)\s+)?\S+"
+            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+            rf"(?!(?:(?:{_SCHEMES})\s+)?(?:[<$*{{…]|\.\.\.))((?:{_SCHEMES})\s+)?({_VALUE})"
         ),
-        lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}***",
+        lambda m: (
+            m[0]
+            if not m[2] and _prose_or_code(m[3], m.string[m.end() :])
+            else f"{m[1]}{m[2] or ''}{REDACTED}"
+        ),
     ),
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "Bearer ***"),
-    (re.compile(r"\b(?:hf|sk|ghp|gho|ghs|ghu|github_pat|xox[abp]|glpat)[-_][A-Za-z0-9_-]{16,}\b"), REDACTED),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"(?i)(\b(?:set-)?cookie\s*:\s*)[^\r\n]+"), r"\1***"),
+    # a bare bearer token (with a digit: "Bearer authentication" is prose)
+    (re.compile(r"(?i)\b(bearer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{8,}"), r"\1***"),
+    # --password x, --api-key=x, -p? no: flags named like secrets only
+    (
+        re.compile(rf"(?i)((?<![\w-])--?{_NAME})(=|[ \t]+)([\"']?){_PLACEHOLDER}(?!-)({_VALUE})"),
+        _keyed(3),
+    ),
+    # NAME=value (env and shell style), "NAME": "value" (JSON, reprs), NAME: value (YAML, logs, headers)
+    (re.compile(rf"(?i)(\b{_NAME})(\s*=\s*)([\"']?){_PLACEHOLDER}({_VALUE})"), _keyed(3)),
+    (re.compile(rf"(?i)([\"']{_NAME}[\"']\s*:\s*)([\"']){_PLACEHOLDER}([^\"'\n]+)"), _keyed(2)),
+    (re.compile(rf"(?i)(\b{_NAME})(\s*:[ \t]*)([\"']?){_PLACEHOLDER}({_VALUE})"), _keyed(3)),
+    # JSON Web Tokens, signature included (the detector below stops before it)
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), REDACTED),
+    # tokens the detectors below lack or know in an older format
+    (
+        re.compile(
+            r"\b(?:hf|sk|rk|pk|ghp|gho|ghs|ghu|ghr|github_pat|glpat|npm|xox[abposr])[-_][A-Za-z0-9_-]{16,}"
+        ),
+        REDACTED,
+    ),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),  # Google API key
+    (re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"), REDACTED),  # Google OAuth access token
+    (re.compile(r"(?i)(\bsig=)[A-Za-z0-9%+/=]{16,}"), r"\1***"),  # Azure SAS signature
+    (re.compile(r"(?i)(\b(?:AccountKey|SharedAccessKey)=)[A-Za-z0-9+/=]{16,}"), r"\1***"),
 ]
+
+# The detect-secrets plugins used. Not the entropy and keyword ones (Ray ids and prose trip them), nor Discord,
+# Telegram, Twilio and Mailchimp (shapes with no literal anchor: they match within ids and hashes).
+_DETECTORS = (
+    "aws.AWSKeyDetector", "azure_storage_key.AzureStorageKeyDetector", "basic_auth.BasicAuthDetector",
+    "github_token.GitHubTokenDetector", "gitlab_token.GitLabTokenDetector", "jwt.JwtTokenDetector",
+    "npm.NpmDetector", "openai.OpenAIDetector", "pypi_token.PypiTokenDetector", "sendgrid.SendGridDetector",
+    "slack.SlackDetector", "square_oauth.SquareOAuthDetector", "stripe.StripeDetector",
+)  # fmt: skip
+_detectors: list[Any] | None = None
+_detectors_lock = threading.Lock()
+
+
+def _load_detectors() -> list[Any]:
+    """The detect-secrets plugins, imported once (thread-safe: importing from several threads can deadlock)."""
+    global _detectors
+    if _detectors is None:
+        with _detectors_lock:
+            if _detectors is None:
+                import importlib
+
+                found = []
+                for spec in _DETECTORS:
+                    module, _, cls = spec.rpartition(".")
+                    found.append(getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)())
+                _detectors = found
+    return _detectors
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    spans.sort()
+    out, pos = [], 0
+    for start, stop in spans:
+        if stop <= pos:
+            continue
+        out.append(text[pos : max(pos, start)])
+        pos = stop
+        out.append(REDACTED)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _mask_shapes(text: str) -> str:
+    for pattern, replacement in _SHAPES:
+        text = pattern.sub(replacement, text)
+    found: set[str] = set()
+    for detector in _load_detectors():
+        found.update(s for s in detector.analyze_string(text) if s and len(s) >= SHORT_SECRET_CHARS)
+    for secret in sorted(found, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+# -- control characters -------------------------------------------------------------------------------------
+
+
+def _escape(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def escape_controls(text: str) -> str:
+    """Make control and invisible formatting characters visible; newlines and tabs stay (CRLF becomes LF)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_escape, text.replace("\r\n", "\n"))
+
+
+# -- the whole pipeline for one string and for a structure ----------------------------------------------------
+
+
+MEMO_MAX_CHARS = 64  # strings this short are remembered once cleaned (per registry snapshot) ...
+MEMO_MAX_ENTRIES = 16_384  # ... up to this many
+
+
+def _clean_memo(text: str, matchers: tuple[_Matcher, ...]) -> str:
+    """``_clean`` for the strings of a result: the short ones (field names, states, class names) once each."""
+    if len(text) > MEMO_MAX_CHARS or len(matchers) != 1:
+        return _clean(text, matchers)
+    memo = matchers[0].memo
+    cleaned = memo.get(text)
+    if cleaned is None:
+        cleaned = _clean(text, matchers)
+        if len(memo) >= MEMO_MAX_ENTRIES:
+            memo.clear()
+        memo[text] = cleaned
+    return cleaned
+
+
+def _clean(text: str, matchers: tuple[_Matcher, ...], *, escape: bool = True) -> str:
+    spans: list[tuple[int, int]] = []
+    shapes = controls = False
+    for matcher in matchers:
+        found, may_shape, has_controls = matcher.scan(text)
+        spans += found
+        shapes |= may_shape
+        controls |= has_controls
+    if spans:
+        text = _mask_spans(text, spans)
+    if shapes:
+        text = _mask_shapes(text)
+    return escape_controls(text) if controls and escape else text
+
+
+def _matchers(extra_secrets: Iterable[str]) -> tuple[_Matcher, ...]:
+    extra = [s for s in extra_secrets if s]
+    known = SECRETS.matcher()
+    return (known, _Matcher(extra, anchors=False)) if extra else (known,)
 
 
 def redact_text(text: str, extra_secrets: Iterable[str] = ()) -> str:
-    """Mask what looks like a token, password or key in free text (log lines, messages, rendered answers)."""
-    for secret in sorted({s for s in extra_secrets if len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    for pattern, replacement in _SECRET_TEXT:
-        text = pattern.sub(replacement, text)
-    return text
+    """Mask known secrets and secret shapes in free text (log lines, messages); control characters stay."""
+    return _clean(text, _matchers(extra_secrets), escape=False)
+
+
+def clean_text(text: str, extra_secrets: Iterable[str] = ()) -> str:
+    """What every string of a result goes through, once: ``redact_text``, then ``escape_controls``."""
+    return _clean(text, _matchers(extra_secrets))
 
 
 def secret_values(obj: Any) -> set[str]:
@@ -66,33 +482,176 @@ def secret_values(obj: Any) -> set[str]:
                 found.update(str(v) for v in value.values() if isinstance(v, str | int | float) and str(v))
             elif is_secret_key(key) and isinstance(value, str) and value:
                 found.add(value)
-            else:
+            elif isinstance(value, Mapping | list | tuple):
                 found |= secret_values(value)
     elif isinstance(obj, list | tuple):
         for item in obj:
-            found |= secret_values(item)
+            if isinstance(item, Mapping | list | tuple):
+                found |= secret_values(item)
     return found
 
 
 def redact(obj: Any, extra_secrets: Iterable[str] = ()) -> Any:
-    """Redact a JSON-like structure: env_vars values, secret-named fields, and secrets inside strings."""
-    extra = set(extra_secrets) | secret_values(obj)
-    return _redact(obj, extra)
+    """Redact a JSON-like structure: env_vars values, secret-named fields, secrets and control characters in
+    every string (keys included). The structure's own ``env_vars`` values are masked wherever they occur."""
+    return _redact(obj, _matchers(set(extra_secrets) | secret_values(obj)), [])
 
 
-def _redact(obj: Any, extra: set[str]) -> Any:
-    if isinstance(obj, str):
-        return redact_text(obj, extra)
-    if isinstance(obj, Mapping):
+def redact_tree(obj: Any) -> Any:
+    """Redact a JSON-like structure once, with the registry; the secrets it carries (``env_vars`` values,
+    secret-named fields) join the registry, and the rare structure that brought new ones is redone with them."""
+    found: list[str] = []
+    out = _redact(obj, (SECRETS.matcher(),), found)
+    if found and SECRETS.add(found):
+        out = _redact(obj, (SECRETS.matcher(),), [])
+    return out
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _redact(obj: Any, matchers: tuple[_Matcher, ...], found: list[str]) -> Any:
+    kind = type(obj)
+    if kind is str:
+        return _clean_memo(obj, matchers)
+    if kind in _SCALARS:
+        return obj
+    if kind is dict or isinstance(obj, Mapping):
         out: dict[Any, Any] = {}
         for key, value in obj.items():
+            name = _clean_memo(key, matchers) if type(key) is str else key
             if key == "env_vars" and isinstance(value, Mapping):
-                out[key] = {k: REDACTED for k in value}
-            elif is_secret_key(key) and isinstance(value, str):
-                out[key] = REDACTED
+                found.extend(str(v) for v in value.values() if isinstance(v, str | int | float))
+                out[name] = {(_clean_memo(k, matchers) if isinstance(k, str) else k): REDACTED for k in value}
+            elif type(value) is str and is_secret_key(key):
+                found.append(value)
+                out[name] = REDACTED
             else:
-                out[key] = _redact(value, extra)
+                out[name] = _redact(value, matchers, found)
         return out
-    if isinstance(obj, list):
-        return [_redact(item, extra) for item in obj]
+    if kind is list or kind is tuple:
+        return [_redact(item, matchers, found) for item in obj]
+    if isinstance(obj, str):
+        return _clean(str(obj), matchers)
     return obj
+
+
+# -- bounds on structured content -------------------------------------------------------------------------------
+
+STRUCTURED_MIN_BYTES = 16_384  # structured content may always be this big ...
+STRUCTURED_TEXT_FACTOR = 2  # ... or twice its text, whichever is more: bounded as the text is bounded
+STRUCTURED_MAX_BYTES = 1_048_576  # and never more than this
+# (max chars per string, max keys per string map, max items per list), tighter at each step
+_CUT_STEPS = ((8192, 500, 2000), (2048, 100, 500), (512, 32, 100), (128, 16, 20), (32, 16, 5))
+MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
+
+
+def json_size(obj: Any) -> int:
+    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
+def _cut(obj: Any, chars: int, keys: int, items: int, cuts: list[str], path: str) -> Any:
+    if isinstance(obj, str):
+        if len(obj) > chars:
+            cuts.append(path or "(top)")
+            return f"{obj[:chars]}… [cut: {len(obj) - chars} more characters]"
+        return obj
+    if isinstance(obj, Mapping):
+        entries = list(obj.items())
+        free_map = len(entries) > keys and all(isinstance(v, str) for _, v in entries)
+        if free_map or len(entries) > MAX_MODEL_KEYS:
+            cuts.append(path or "(top)")
+            out = {k: _cut(v, chars, keys, items, cuts, f"{path}.{k}") for k, v in entries[:keys]}
+            if free_map:
+                out["…"] = f"[cut: {len(entries) - keys} more keys]"
+            return out
+        return {k: _cut(v, chars, keys, items, cuts, f"{path}.{k}" if path else str(k)) for k, v in entries}
+    if isinstance(obj, list):
+        kept = [_cut(v, chars, keys, items, cuts, f"{path}[{i}]") for i, v in enumerate(obj[:items])]
+        if len(obj) > items:
+            cuts.append(path or "(top)")
+            if all(isinstance(v, str) for v in obj):
+                kept.append(f"… [cut: {len(obj) - items} more items]")
+        return kept
+    return obj
+
+
+def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[str, Any], str | None]:
+    """Cut structured content that outgrows its bound, field by field, with a marker at each cut.
+
+    Returns the content and a note for the text (None when nothing was cut). Strings end in
+    ``… [cut: N more characters]``; string maps get a ``"…"`` key; lists of strings a last item; the note is
+    also appended to the content's ``hints`` (or ``notes``) when it has them.
+    """
+    limit = min(STRUCTURED_MAX_BYTES, max(STRUCTURED_MIN_BYTES, STRUCTURED_TEXT_FACTOR * text_bytes))
+    size = json_size(structured)
+    if size <= limit:
+        return structured, None
+    out: dict[str, Any] = structured
+    cuts: list[str] = []
+    for chars, keys, items in _CUT_STEPS:
+        cuts = []
+        out = _cut(structured, chars, keys, items, cuts, "")
+        if json_size(out) <= limit - 512:
+            break
+    fields = ", ".join(dict.fromkeys(cuts))
+    note = (
+        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:300]}); the text above "
+        "is the full answer within its bounds."
+    )
+    for key in ("hints", "notes"):
+        if isinstance(out.get(key), list):
+            out[key] = [*out[key], note]
+            break
+    return out, note
+
+
+# -- the server's own logs ----------------------------------------------------------------------------------------
+
+_log_hook_lock = threading.Lock()
+_log_hook_installed = False
+
+
+def _redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: let logging report it as it would
+        return record
+    record.msg, record.args = redact_text(message), None
+    if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
+        record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+    if record.stack_info:
+        record.stack_info = redact_text(record.stack_info)
+    return record
+
+
+def install_log_redaction() -> None:
+    """Redact every log record of the process (ray_mcp, mcp, uvicorn, asyncio, Ray), tracebacks included, and
+    uncaught exceptions (main thread and other threads). Idempotent."""
+    global _log_hook_installed
+    with _log_hook_lock:
+        if _log_hook_installed:
+            return
+        make_record = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            return _redact_record(make_record(*args, **kwargs))
+
+        logging.setLogRecordFactory(factory)
+        sys.excepthook = _redacting_excepthook
+        threading.excepthook = _redacting_thread_excepthook
+        _log_hook_installed = True
+
+
+def _redacting_excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+    sys.stderr.write(redact_text("".join(traceback.format_exception(exc_type, exc, tb))))
+    sys.stderr.flush()
+
+
+def _redacting_thread_excepthook(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+    sys.stderr.write(redact_text(f"Exception in thread {name}:\n{text}"))
+    sys.stderr.flush()

@@ -37,28 +37,56 @@ class Page:
     title: str
     summary: str
     path: Path
-    meta: dict[str, Any]
 
     @property
     def uri(self) -> str:
         return f"ray-docs://reference/{self.topic}"
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The whole front matter (YAML), parsed on demand: startup needs only the title and summary."""
+        return parse_front_matter(self.path.read_text(encoding="utf-8"))[0]
 
 
 @cache
 def reference_pages() -> tuple[Page, ...]:
     pages = []
     for path in sorted((data_dir("docs") / "reference").glob("*.md")):
-        meta, _body = parse_front_matter(path.read_text(encoding="utf-8"))
+        head = front_matter_scalars(path.read_text(encoding="utf-8"), ("title", "summary"))
+        if head is None:  # a value the line reader cannot take as it is: let YAML read it
+            head = {k: str(v) for k, v in parse_front_matter(path.read_text(encoding="utf-8"))[0].items()}
         pages.append(
             Page(
                 topic=path.stem,
-                title=str(meta.get("title", path.stem)),
-                summary=str(meta.get("summary", "")),
+                title=head.get("title", path.stem),
+                summary=head.get("summary", ""),
                 path=path,
-                meta=meta,
             )
         )
     return tuple(pages)
+
+
+def front_matter_scalars(text: str, keys: tuple[str, ...]) -> dict[str, str] | None:
+    """Top-level plain scalars of a page's front matter without a YAML parser (PyYAML costs ~30 ms at start).
+
+    None when one of ``keys`` is not a plain one-line scalar (quoted, a block, a flow collection): the caller
+    then parses the YAML.
+    """
+    if not text.startswith("---\n"):
+        return {}
+    header = text[4:].partition("\n---")[0]
+    found: dict[str, str] = {}
+    lines = header.splitlines()
+    for i, line in enumerate(lines):
+        key, sep, value = line.partition(": ")
+        if not sep or key not in keys:
+            continue
+        value = value.strip()
+        continued = i + 1 < len(lines) and lines[i + 1].startswith(" ")
+        if not value or value[0] in "'\"|>[{&*!%@`#" or " #" in value or continued:
+            return None
+        found[key] = value
+    return found
 
 
 def page_text(topic: str) -> str:

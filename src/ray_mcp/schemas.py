@@ -21,7 +21,8 @@ _COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "not", "$ref", "const"})
 
 
 def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
-    """The same input schema without titles, null defaults and nullable ``anyOf`` pairs."""
+    """The same input schema without titles, null defaults, ``additionalProperties: true`` (the default) and
+    nullable ``anyOf`` pairs."""
     out = _compact(schema, keep_descriptions=True)
     assert isinstance(out, dict)
     return out
@@ -46,6 +47,8 @@ def _compact(node: Any, *, keep_descriptions: bool) -> Any:
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "title" or (key == "default" and value is None):
+            continue
+        if key == "additionalProperties" and value is True:  # the default
             continue
         if key == "description" and not keep_descriptions:
             continue

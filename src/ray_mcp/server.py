@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -12,15 +13,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
 from ray_mcp import prompts, resources, schemas
 from ray_mcp.context import CURRENT_CLUSTER, App
+from ray_mcp.errors import unexpected_failure
 from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
 from ray_mcp.tools import actors as actor_tools
@@ -31,8 +35,10 @@ from ray_mcp.tools import logs as logs_tools
 from ray_mcp.tools import nodes as node_tools
 from ray_mcp.tools import placement_groups as pg_tools
 from ray_mcp.tools import serve as serve_tools
+from ray_mcp.tools import stacks as stack_tools
 from ray_mcp.tools import tasks as task_tools
 from ray_mcp.tools import topology as topology_tools
+from ray_mcp.tools import train as train_tools
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
@@ -79,6 +85,16 @@ class RayMCPServer(MCPServer[App]):
         super().add_tool(fn, name, *args, **kwargs)
         publish_compact(self._tool_manager.get_tool(tool_name))
 
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """MCPServer's, with the last-resort mapping: a failure that is not one of ours (``UnexpectedToolError``:
+        the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            raise unexpected_failure(name, exc) from exc
+
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
     ) -> GetPromptResult | InputRequiredResult:
@@ -100,8 +116,9 @@ class RayMCPServer(MCPServer[App]):
 def publish_compact(tool: Tool | None) -> None:
     """Publish the tool with a dedented description and compact schemas (see schemas.py).
 
-    The output model is dropped after its schema is taken: each tool builds its structured content from
-    that model already, so the SDK's second validation of every result only cost time.
+    A tool that returns a ``CallToolResult`` built from its model (``Annotated[CallToolResult, Model]``) has
+    its output model dropped once the schema is taken: the SDK would only validate that result a second time.
+    A tool that returns the model itself keeps it, since the SDK builds the structured content from it.
     """
     if tool is None:  # pragma: no cover - add_tool always registers
         return
@@ -110,8 +127,19 @@ def publish_compact(tool: Tool | None) -> None:
     metadata = tool.fn_metadata
     if metadata.output_schema is not None:
         metadata.output_schema = schemas.compact_output(metadata.output_schema)
-        metadata.output_model = None
+        if _returns_call_tool_result(tool.fn):
+            metadata.output_model = None
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
+
+
+def _returns_call_tool_result(fn: Callable[..., Any]) -> bool:
+    try:
+        returned = typing.get_type_hints(inspect.unwrap(fn), include_extras=True).get("return")
+    except Exception:  # an annotation that does not resolve: keep the SDK's validation
+        return False
+    if typing.get_origin(returned) is Annotated:
+        returned = typing.get_args(returned)[0]
+    return returned is CallToolResult
 
 
 def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
@@ -173,7 +201,12 @@ def build_server(
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
+    install_log_redaction()  # the server's own logs and tracebacks never show a secret it knows of
+    auditor = Auditor(settings.audit_log)
+    auditor.check()  # fail closed: an audit log that cannot be written means no server (AuditLogUnwritable)
     app = App(settings, http_transport=http_transport, gcs_lookup=gcs_lookup)
+    for connection in app.connections.values():
+        remember_settings_secrets(connection.settings)
     kinds: dict[str, ToolKind] = {}
 
     @asynccontextmanager
@@ -189,7 +222,7 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[
-            SafetyMiddleware(lambda: kinds, Auditor(settings.audit_log)),
+            SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
         ],
     )
@@ -207,6 +240,8 @@ def build_server(
         task_tools,
         serve_tools,
         topology_tools,
+        train_tools,
+        stack_tools,
     ):
         area.register(server)
     resources.register(server)

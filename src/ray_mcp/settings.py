@@ -4,17 +4,23 @@ Precedence: command-line flags, then environment (``RAY_MCP_*``, plus Ray's own 
 the defaults below.
 """
 
+import json
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_CLUSTER_START_TIMEOUT_S = 90.0
+# Ray's own environment variable for its authentication mode ("token" or "disabled").
+RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 
 Transport = Literal["stdio", "sse", "streamable-http"]
 EmbeddedMode = Literal["auto", "always", "never"]
@@ -73,6 +79,15 @@ class Settings(BaseSettings):
     audit_log: Path | None = Field(
         default=None, description="File for the audit trail of write and destructive calls (default: stderr)."
     )
+    upload_roots: Annotated[list[Path] | None, NoDecode] = Field(
+        default=None,
+        description="Directories under which local runtime_env paths (working_dir, py_modules, pip/uv/conda "
+        "files) may be read and uploaded. Unset: the starting directory on stdio, none over HTTP. "
+        "Env RAY_MCP_UPLOAD_ROOTS: a JSON list or paths separated by ':'.",
+    )
+    confirm_token_ttl_s: float = Field(
+        default=CONFIRM_TOKEN_TTL_S, gt=0, le=3600, description="Lifetime of a confirmation token."
+    )
 
     # -- credentials passed through to the Ray dashboard --------------------------------------------------
     ray_auth_token: SecretStr | None = Field(
@@ -96,18 +111,71 @@ class Settings(BaseSettings):
     )
     dashboard_ca_file: Path | None = Field(default=None, description="CA bundle for an https dashboard.")
 
+    # -- stacks and profiles (stack_traces, cpu_profile) --------------------------------------------------
+    stack_source: Literal["auto", "dashboard", "py-spy"] = Field(
+        default="auto",
+        description="Where stacks and CPU profiles come from: auto (the dashboard's profiling routes when the "
+        "head runs with RAY_DASHBOARD_ENABLE_PROFILING=1, else py-spy here for processes on this host), "
+        "dashboard only, or py-spy (local) only.",
+    )
+    py_spy: str | None = Field(
+        default=None,
+        description="Path of py-spy (default: beside this Python, then the PATH).",
+    )
+
+    credentials_from_entry: bool = Field(
+        default=False,
+        exclude=True,
+        description="Set for a cluster of a clusters file: its credentials come from its entry alone.",
+    )
     clusters_file: Path | None = Field(
         default=None,
         description="TOML file naming several clusters ([clusters.<name>] address, auth_token, headers); "
         "tools then take an optional `cluster` argument, the first cluster being the default.",
     )
 
+    @field_validator("upload_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        """RAY_MCP_UPLOAD_ROOTS: a JSON list, or paths separated by os.pathsep (like PATH)."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part for part in text.split(os.pathsep) if part.strip()]
+        return value
+
+    def effective_upload_roots(self, cwd: Path | None = None) -> list[Path]:
+        """The directories local uploads may come from, resolved (symlinks and ``..``); [] means none.
+
+        Unset: the directory the server started in over stdio (the user's own machine and project), and
+        nothing over HTTP (a remote client must not read the server's files).
+        """
+        if self.upload_roots is not None:
+            roots = self.upload_roots
+        elif self.transport == "stdio":
+            roots = [cwd or Path.cwd()]
+        else:
+            roots = []
+        return [Path(root).expanduser().resolve() for root in roots]
+
     def cluster_settings(self) -> dict[str, "Settings"]:
-        """One Settings per cluster of the clusters file, in file order; {} without a file."""
+        """One Settings per cluster of the clusters file, in file order; {} without a file.
+
+        Each cluster's credentials come from its own entry only: Ray's token (RAY_AUTH_TOKEN, its path) and
+        the dashboard headers of the environment are not inherited, so one cluster's secret never reaches
+        another cluster's dashboard.
+        """
         if self.clusters_file is None:
             return {}
+        isolated: dict[str, object] = {
+            "ray_auth_token": None,
+            "ray_auth_token_path": None,
+            "dashboard_headers": {},
+            "credentials_from_entry": True,
+        }
         return {
-            name: self.model_copy(update=update)
+            name: self.model_copy(update={**isolated, **update})
             for name, update in load_clusters_file(self.clusters_file).items()
         }
 
@@ -119,21 +187,42 @@ class Settings(BaseSettings):
             return self.auth_token_file.read_text().strip() or None
         return None
 
-    def dashboard_request_headers(self) -> dict[str, str]:
-        """Headers for every dashboard request: the configured extras, and Ray's token when there is one."""
+    def dashboard_request_headers(self, *, local_cluster: bool = False) -> dict[str, str]:
+        """Headers for every dashboard request: the configured extras, and Ray's token when there is one.
+
+        ``local_cluster``: the cluster was started here (embedded) or found on this machine without an
+        address, where Ray itself turns token mode on when ~/.ray/auth_token exists.
+        """
         headers = dict(self.dashboard_headers)
-        token = self.resolved_ray_auth_token()
+        token = self.resolved_ray_auth_token(local_cluster=local_cluster)
         if token and not any(k.lower() == "authorization" for k in headers):
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
-    def resolved_ray_auth_token(self) -> str | None:
-        """Ray's dashboard token: the setting, then its file, then Ray's default ~/.ray/auth_token."""
+    def resolved_ray_auth_token(self, *, local_cluster: bool = False) -> str | None:
+        """Ray's dashboard token: the setting (RAY_AUTH_TOKEN), then its file (RAY_AUTH_TOKEN_PATH); then Ray's
+        default ~/.ray/auth_token, only where Ray itself would send it.
+
+        Ray 2.60's clients send a token only in token mode: RAY_AUTH_MODE=token, or (with RAY_AUTH_MODE unset) a
+        local cluster that ``ray start``/``ray.init`` put in token mode because ~/.ray/auth_token exists. A
+        cluster of a clusters file gets only what its own entry names.
+        """
         if self.ray_auth_token is not None:
             return self.ray_auth_token.get_secret_value()
-        for path in (self.ray_auth_token_path, Path.home() / ".ray" / "auth_token"):
-            if path is not None and path.is_file():
-                return path.read_text().strip() or None
+        if self.ray_auth_token_path is not None:
+            return _read_token(self.ray_auth_token_path)
+        if self.credentials_from_entry:
+            return None
+        mode = os.environ.get(RAY_AUTH_MODE_ENV, "").strip().lower()
+        if mode == "token" or (not mode and local_cluster):
+            return _read_token(Path.home() / ".ray" / "auth_token")
+        return None
+
+
+def _read_token(path: Path) -> str | None:
+    try:
+        return path.expanduser().read_text().strip() or None
+    except OSError:
         return None
 
 

@@ -171,3 +171,76 @@ class JobTopology(BaseModel):
     memory_threshold: float = Field(description="The memory fraction flagged as pressure.")
     notes: list[str] = Field(default_factory=list, description="What could not be checked, caps applied.")
     hints: list[str] = Field(default_factory=list)
+
+
+# -- Ray Train (list_train_runs, get_train_run) ---------------------------------------------------------------
+
+
+class TrainWorker(BaseModel):
+    world_rank: int
+    local_rank: int | None = None
+    node_rank: int | None = None
+    actor_id: str | None = None
+    node_id: str | None = None
+    node_ip: str | None = None
+    pid: int | None = None
+    gpu_ids: list[int] = Field(default_factory=list)
+    status: str | None = Field(default=None, description="ALIVE or DEAD (the worker's actor).")
+    resources: dict[str, float] = Field(default_factory=dict)
+    error: str | None = Field(default=None, description="This rank's error in the latest attempt, if any.")
+
+
+class TrainRankError(BaseModel):
+    ranks: list[int] = Field(description="World ranks that failed with this error (Ray groups equal errors).")
+    error_type: str | None = None
+    message: str = Field(description="The error snippet Ray recorded, cut to a budget.")
+
+
+class TrainCheckpoint(BaseModel):
+    source: str = Field(description="Where this was read: the checkpoint manager's snapshot file.")
+    checkpoint_dir: str | None = Field(default=None, description="The latest checkpoint's directory.")
+    metrics: dict[str, object] = Field(default_factory=dict, description="Metrics reported with it.")
+    checkpoints_kept: int | None = None
+    reports: int | None = Field(default=None, description="ray.train.report calls the manager counted.")
+
+
+class TrainRunSummary(BaseModel):
+    run_id: str
+    name: str
+    status: str = Field(
+        description="INITIALIZING, SCHEDULING, RUNNING, RESTARTING, RESIZING, FINISHED, ERRORED, ABORTED."
+    )
+    status_detail: str | None = None
+    job_id: str | None = None
+    submission_id: str | None = None
+    started: str | None = Field(default=None, description="UTC start time.")
+    duration_s: float | None = None
+    attempts: int = 0
+    workers: int | None = Field(default=None, description="Workers of the latest attempt.")
+
+
+class TrainRunList(BaseModel):
+    total: int
+    matched: int
+    shown: int
+    by_status: dict[str, int] = Field(default_factory=dict)
+    runs: list[TrainRunSummary] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)
+
+
+class TrainRun(TrainRunSummary):
+    verdict: str
+    controller_actor_id: str | None = None
+    attempt_status: str | None = Field(default=None, description="The latest attempt's status.")
+    attempt_status_detail: str | None = None
+    scaling: dict[str, object] = Field(
+        default_factory=dict, description="num_workers, use_gpu, resources, strategy."
+    )
+    storage: str | None = Field(default=None, description="The run's storage directory (storage_path/name).")
+    worker_group: list[TrainWorker] = Field(default_factory=list, description="The latest attempt, by rank.")
+    errors: list[TrainRankError] = Field(default_factory=list)
+    latest_checkpoint: TrainCheckpoint | None = None
+    framework_versions: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)

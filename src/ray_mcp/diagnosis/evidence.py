@@ -10,6 +10,7 @@ reasoning says so instead of concluding anything from its absence.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Awaitable
@@ -20,6 +21,8 @@ from ray_mcp.errors import RayMCPError
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
+
+log = logging.getLogger("ray_mcp.diagnosis")
 
 JOB_ACTORS = 500
 JOB_TASKS = 1000
@@ -36,14 +39,21 @@ async def _rows(
 ) -> list[dict[str, Any]] | None:  # fmt: skip
     try:
         result = await api.list_state(resource, what=what, filters=filters or [], limit=limit, detail=detail)
-    except RayMCPError as exc:
-        ev.unreadable.append(f"{what}: {str(exc).split('. ')[0]}")
+    except Exception as exc:  # one source failing (even by a bug) leaves the others; the answer says so
+        ev.unreadable.append(f"{what}: {failure(exc)}")
         return None
     rows = [dict(r) for r in result.get("result") or []]
     total = int(num(result.get("total")))
     if total > len(rows) and not filters:
         ev.unreadable.append(f"{what}: only {len(rows)} of {total} read")
     return rows
+
+
+def failure(exc: BaseException) -> str:
+    if isinstance(exc, RayMCPError):
+        return str(exc).split(". ")[0]
+    log.warning("diagnosis: unexpected %s while gathering", type(exc).__name__, exc_info=exc)
+    return f"unexpected {type(exc).__name__}"
 
 
 async def _first(*aws: Awaitable[Any]) -> list[Any]:
@@ -134,8 +144,8 @@ async def cluster_events(api: RayAPI, ev: Evidence) -> list[dict[str, Any]] | No
     try:
         # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
         result = await api.list_state("cluster_events", what="the cluster events", limit=EVENTS, detail=True)
-    except RayMCPError as exc:
-        first_error = str(exc).split(". ")[0]
+    except Exception as exc:
+        first_error = failure(exc)
     else:
         rows = [dict(r) for r in result.get("result") or []]
         if int(num(result.get("total"))) > len(rows):
@@ -145,7 +155,7 @@ async def cluster_events(api: RayAPI, ev: Evidence) -> list[dict[str, Any]] | No
         return rows
     try:
         data = await api.get_data("/events", what="the cluster events (/events)")
-    except RayMCPError:
+    except Exception:
         ev.unreadable.append(f"the cluster events: {first_error}")
         return None
     rows = []
@@ -172,8 +182,8 @@ async def _strategies(api: RayAPI, ev: Evidence) -> None:
     """The strategy of each pending placement group (the State API omits it; the GCS table has it)."""
     try:
         table = await api._pg_table()
-    except RayMCPError as exc:
-        ev.unreadable.append(f"the placement group strategies: {str(exc).split('. ')[0]}")
+    except Exception as exc:
+        ev.unreadable.append(f"the placement group strategies: {failure(exc)}")
         return
     if table is None:
         ev.unreadable.append("the placement group strategies: the GCS did not answer (STRICT_* not checked)")
@@ -285,9 +295,7 @@ async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
     results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
     for (key, _), result in zip(reads, results, strict=True):
         if isinstance(result, BaseException):
-            if not isinstance(result, RayMCPError):
-                raise result
-            ev.unreadable.append(f"the worker log for {key}: {str(result).split('. ')[0]}")
+            ev.unreadable.append(f"the worker log for {key}: {failure(result)}")
             continue
         ev.worker_logs[key] = [line for sec in result.sections for line in sec.lines][-LOG_LINES:]
 
@@ -300,8 +308,8 @@ async def _worker_files(api: RayAPI, ev: Evidence, node_id: str, job_id: str) ->
             what="the log file list",
             params={"node_id": node_id, "glob": f"worker-*-{job_id}-*.err"},
         )
-    except RayMCPError as exc:
-        ev.unreadable.append(f"the worker log list of node {node_id}: {str(exc).split('. ')[0]}")
+    except Exception as exc:
+        ev.unreadable.append(f"the worker log list of node {node_id}: {failure(exc)}")
         return set()
     pids = set()
     for group in (data.get("result") or {}).values() if isinstance(data, dict) else []:

@@ -3,6 +3,7 @@ reasoning over it lives beside (job.py, health.py) and talks to no cluster."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Awaitable
@@ -12,9 +13,10 @@ import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.diagnosis import evidence as chain_evidence
+from ray_mcp.diagnosis import hang, report
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
-from ray_mcp.diagnosis import report
+from ray_mcp.diagnosis.findings import rank
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
 from ray_mcp.ray_api import RayAPI
@@ -22,39 +24,50 @@ from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info
 
+log = logging.getLogger("ray_mcp.diagnosis")
 
-async def optional(awaitable: Awaitable[Any], notes: list[str], what: str) -> Any:
-    """One piece of evidence: a failure to get it becomes a note, not an error of the whole diagnosis."""
+
+async def optional(
+    awaitable: Awaitable[Any], notes: list[str], what: str, missed: list[str] | None = None
+) -> Any:
+    """One piece of evidence: a failure to get it becomes a note (and an entry of ``missed``), not an error of
+    the whole diagnosis. A check that could not run is never taken for a clean one: the verdict says UNKNOWN."""
     try:
         return await awaitable
     except RayMCPError as exc:
         notes.append(f"Could not check {what}: {first_sentence(str(exc))}")
-        return None
+    except Exception as exc:  # a bug in one check must not hide the others; its traceback goes to stderr
+        log.error("ray-mcp: checking %s failed with an unexpected %s", what, type(exc).__name__, exc_info=exc)
+        notes.append(f"Could not check {what}: unexpected {type(exc).__name__} in ray-mcp (see its log).")
+    if missed is not None:
+        missed.append(what)
+    return None
 
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
-    """Gather everything about one job concurrently, then follow its cause chains (diagnose_job)."""
+    """Gather everything about one job concurrently, then rank the findings (diagnose_job)."""
     await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
     details = await api.job_details(job)
     info = job_info(details, time.time())
     notes: list[str] = []
+    missed: list[str] = []
     job_id = info.job_id
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
         optional(api.tail_logs(LogTarget(kind="job", job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
-                       notes, "the driver log"),
+                       notes, "the driver log", missed),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
-                       notes, "the job's dead actors") if by_job else nothing(),
+                       notes, "the job's dead actors", missed) if by_job else nothing(),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
-                                        detail=True, notes=[]), notes, "the job's pending actors") if by_job else nothing(),
+                                        detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
         optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
-                                        detail=True, notes=[]), notes, "the job's supervisor") if sid else nothing(),
-        optional(api.summarize_tasks(filters=list(by_job)), notes, "the job's failed tasks") if by_job else nothing(),
+                                        detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
+        optional(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
         optional(api.pg_status(pg=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
-                       notes, "the job's placement groups") if job_id else nothing(),
-        optional(api.node_capacities(), notes, "the nodes"),
-        optional(api.cluster_status(max_nodes=1), notes, "pending demands")
+                       notes, "the job's placement groups", missed) if job_id else nothing(),
+        optional(api.node_capacities(), notes, "the nodes", missed),
+        optional(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
         chain_evidence.gather_job(api, details, None),
     )  # fmt: skip
@@ -69,7 +82,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         dead_actors_total=dead.matched if dead else 0,
         pending_actors=list(pending.actors) if pending else [],
         supervisor=supervisor.actors[0] if supervisor and supervisor.actors else None,
-        failed_tasks=list(tasks.failed_by_error) if tasks else [],
+        failed_tasks=list(tasks or []),
         pending_pgs=list(pgs.placement_groups) if pgs else [],
         node_totals=[dict(c.total) for c in capacities[1]] if capacities else [],
         infeasible_demands=[d for d in status.pending_demands if d.infeasible] if status else [],
@@ -84,27 +97,35 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         if tail is not None:
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
-    return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes)
+    # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
+    stall = await optional(hang.gather(api, details), notes, "the job's progress", missed)
+    if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
+        findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
+    return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes, unchecked=missed)
 
 
 async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
     """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
     await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
     notes: list[str] = []
-    checked = ["nodes", "resource demands", "placement groups", "jobs", "actors", "tasks", "Serve"]
+    missed: list[str] = []
+    checks = [
+        "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts",
+        "failed tasks", "placement groups", "Serve", "cluster events",
+    ]  # fmt: skip
     status, jobs, dead, restarting, alive, tasks, pgs, serve, ev = await gather(
-        optional(api.cluster_status(max_nodes=50), notes, "nodes and demands"),
-        optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs"),
+        optional(api.cluster_status(max_nodes=50), notes, "nodes and demands", missed),
+        optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs", missed),
         optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
-                       notes, "dead actors"),
+                       notes, "dead actors", missed),
         optional(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
-                       notes, "restarting actors"),
+                       notes, "restarting actors", missed),
         optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
-                       notes, "actor restarts"),
-        optional(api.summarize_tasks(filters=[]), notes, "failed tasks"),
+                       notes, "actor restarts", missed),
+        optional(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
         optional(api.pg_status(pg=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
-                       "placement groups"),
-        optional(api.serve_status(app=None, log_lines=5), notes, "Serve"),
+                       "placement groups", missed),
+        optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
         chain_evidence.gather_cluster(api),
     )  # fmt: skip
     recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
@@ -118,14 +139,18 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         dead_actors=list(dead.actors) if dead else [],
         dead_actors_total=dead.matched if dead else 0,
         restarting=[*(restarting.actors if restarting else []), *looping],
-        task_errors=list(tasks.failed_by_error) if tasks else [],
+        task_errors=list(tasks or []),
         serve=serve if serve is not None and serve.running else None,
         pending_pgs=list(pgs.placement_groups) if pgs else [],
         pending_pgs_total=pgs.matched if pgs else 0,
     )
     findings = health_reasoning.cluster_health(evidence)
-    checked.append("cluster events")
-    return report.health_report(api.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes)
+    if ev.events is None:
+        missed.append("cluster events")
+    checked = [c for c in checks if c not in missed]
+    return report.health_report(
+        api.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes, unchecked=missed
+    )
 
 
 _RAY_IMPORT = threading.Lock()

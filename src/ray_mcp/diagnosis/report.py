@@ -5,6 +5,7 @@ Under the byte budget by construction (pure)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from ray_mcp import models
 from ray_mcp.diagnosis.chains import (
@@ -27,6 +28,7 @@ VERDICT_BYTES = 300
 # What the chains explain better than the first-generation findings of job.py and health.py (dropped when the chains'
 # sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
 REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
+WAIT_KINDS = {"deadlock", "waiting", "contention", "infeasible", "hung"}
 REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
 
 
@@ -64,6 +66,7 @@ def job_report(
     notes: list[str],
     *,
     max_bytes: int,
+    unchecked: Sequence[str] = (),
 ) -> tuple[models.JobDiagnosis, str]:
     phrase, chains, others = explain_job(ev)
     readable = ev.tasks is not None and ev.actors is not None
@@ -72,17 +75,30 @@ def job_report(
         c.links and c.links[0].kind == "raised_in" and "the driver raised" in c.links[0].text for c in chains
     ):
         kept = [f for f in kept if f.kind != "driver_exception"]
-    findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
+    chain_findings = list(map(to_finding, chains))
+    # The stacks source's stall finding (hang.py) is evidence of the "waits on" kind: its stacks join the chain
+    # that names what the job waits on; without such a chain, it is the finding.
+    hang = next((f for f in kept if f.kind == "hang"), None)
+    waiting = next((f for f in chain_findings if f.kind in WAIT_KINDS and f.severity >= CONTEXT), None)
+    if hang is not None and waiting is not None:
+        waiting.evidence = [*waiting.evidence, *(e for e in hang.evidence if e.startswith("stack:"))][:16]
+        waiting.severity = max(waiting.severity, hang.severity)
+        waiting.next_steps = [*waiting.next_steps[:2], *hang.next_steps[:1]]
+        kept = [f for f in kept if f is not hang]
+    findings = sorted([*chain_findings, *kept], key=lambda f: -f.severity)
     top = findings[0] if findings else None
     legacy_top = top is not None and top in kept and top.severity > CONTEXT
     verdict = (
         fit(f"{phrase}: {top.title}", VERDICT_BYTES) if legacy_top and top else verdict_line(phrase, chains)
     )
-    if not readable and not findings:
-        verdict = fit(
-            f"{phrase}; UNKNOWN whether anything failed: the job's tasks or actors could not be read",
-            VERDICT_BYTES,
-        )
+    if unchecked and not verdict.startswith(phrase + "; Unknown"):
+        suffix = f" (could not check {clip(', '.join(unchecked), 100)})"
+        verdict = fit(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
+    missing = [*unchecked, *ev.unreadable]
+    ended_well = info.status in ("SUCCEEDED", "STOPPED")
+    if (not readable or unchecked) and not ended_well and not any(f.severity > CONTEXT for f in findings):
+        verdict = fit(f"{phrase}; Unknown: no cause found in what could be read; could not check "
+                      f"{', '.join(missing) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
     job_line = (
         f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{clip(info.entrypoint, 80)}`: {phrase}"
         + (f", error_type {info.error_type}" if info.error_type else "")
@@ -103,7 +119,7 @@ def job_report(
     model = models.JobDiagnosis(
         job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
         error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
-        findings=shown, notes=[*notes, *unread][:5], events=events, other_jobs=others,
+        findings=shown, notes=[*notes, *unread][:5], events=events, other_jobs=others, unchecked=list(unchecked),
     )  # fmt: skip
     return model, "\n".join([text, *footer]) if footer else text
 
@@ -128,6 +144,7 @@ def health_report(
     notes: list[str],
     *,
     max_bytes: int,
+    unchecked: Sequence[str] = (),
 ) -> tuple[models.ClusterHealth, str]:
     chains = explain_cluster(ev)
     readable = ev.actors is not None and ev.nodes is not None
@@ -135,24 +152,33 @@ def health_report(
     findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
     serious = [f for f in findings if f.severity >= 40]
     unread = [*notes, *(f"Could not read {u}." for u in ev.unreadable)]
-    status = "PROBLEMS" if serious else "UNKNOWN" if unread else "HEALTHY"
-    if status == "HEALTHY":
-        verdict = "HEALTHY: nothing wrong found in " + ", ".join(checked) + "."
-    elif status == "UNKNOWN":
-        verdict = fit(
-            f"UNKNOWN: nothing wrong found, but {len(unread)} source(s) could not be read: {unread[0]}",
-            VERDICT_BYTES,
+    not_run = f"could not check {', '.join(unchecked)}" if unchecked else ""
+    status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = (
+        "PROBLEMS_FOUND" if serious else "UNKNOWN" if unchecked else "HEALTHY"
+    )
+    if serious:
+        suffix = f" (also {clip(not_run, 120)})" if not_run else ""
+        verdict = (
+            fit(
+                f"{len(serious)} problem(s); the most severe: {serious[0].title}",
+                VERDICT_BYTES - len(suffix.encode()),
+            )
+            + suffix
         )
+    elif unchecked:
+        found = f"nothing wrong found in {', '.join(checked)}" if checked else "nothing could be read"
+        verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
     else:
-        verdict = fit(f"{len(serious)} problem(s); the most severe: {serious[0].title}", VERDICT_BYTES)
+        verdict = "Healthy: nothing wrong found in " + ", ".join(checked) + "."
     events = event_lines(ev, limit=6)
     footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []),
               *(f"Note: {n}" for n in unread[:5])]  # fmt: skip
-    header = [verdict, f"Cluster {dashboard_url}: {status}", ""]
+    state = {"PROBLEMS_FOUND": "PROBLEMS FOUND"}.get(status, status)
+    header = [f"Cluster {dashboard_url}: {state}", f"Verdict: {verdict}", ""]
     text = render_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 2)
     shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
     model = models.ClusterHealth(
         healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
-        findings=shown, checked=checked, notes=unread[:5], events=events,
+        findings=shown, checked=checked, notes=unread[:5], events=events, unchecked=list(unchecked),
     )  # fmt: skip
     return model, "\n".join([text, *footer]) if footer else text

@@ -9,6 +9,7 @@ One module per area, each a layer of ``RayAPI``:
     jobs.py              Ray Jobs (runtime_env.py checks a job's runtime_env before it is submitted)
     logs.py              every log: a job's driver, an actor, a task, a worker pid, a node's files
     actors.py, placement_groups.py, tasks.py, serve.py
+    stacks.py            Python stacks and CPU profiles: the dashboard's profiling routes, or py-spy here
 
 Every method returns our models (``ray_mcp.models``) and raises our errors (``ray_mcp.errors``).
 """
@@ -16,10 +17,11 @@ Every method returns our models (``ray_mcp.models``) and raises our errors (``ra
 from ray_mcp.ray_api.actors import ActorsAPI
 from ray_mcp.ray_api.placement_groups import PlacementGroupsAPI
 from ray_mcp.ray_api.serve import ServeAPI
+from ray_mcp.ray_api.stacks import StacksAPI
 from ray_mcp.ray_api.tasks import TasksAPI
 
 
-class RayAPI(ServeAPI, ActorsAPI, PlacementGroupsAPI, TasksAPI):
+class RayAPI(ServeAPI, ActorsAPI, PlacementGroupsAPI, TasksAPI, StacksAPI):
     """A connection to one Ray cluster, every area in one object. One instance per cluster, reused by every call."""
 
 

@@ -7,6 +7,9 @@ without paying for ``import ray``. Every HTTP failure becomes one of our ``ToolE
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -22,6 +25,8 @@ from ray_mcp.errors import (
     log_request_failed,
 )
 from ray_mcp.ray_api import gcs
+from ray_mcp.redaction import SECRETS
+from ray_mcp.shaping.common import source_cap_note
 
 if TYPE_CHECKING:
     import httpx
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
+JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
 
 
 class RayClient:
@@ -44,8 +50,12 @@ class RayClient:
         verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
         gcs_address: str | None = None,
+        stack_source: str = "auto",
+        py_spy: str | None = None,
     ) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
+        self.stack_source = stack_source  # where stack_traces and cpu_profile read stacks (ray_api/stacks.py)
+        self.py_spy = py_spy
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
         self._gcs_channel: Any = None
         self.timeout_s = timeout_s
@@ -62,6 +72,10 @@ class RayClient:
             verify=verify,
             transport=transport,
         )
+        # the secret registry's view of the jobs' env_vars (learn_job_secrets)
+        self._jobs_secrets_lock = asyncio.Lock()
+        self._jobs_learned_at = -1e9
+        self._jobs_checked: dict[str, float] = {}
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -102,7 +116,48 @@ class RayClient:
         for key, predicate, value in filters:
             params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
         data = await self.get_data(f"/api/v0/{resource}", what=what, params=params)
-        return data["result"]
+        result = data["result"]
+        rows = result.get("result") if isinstance(result, dict) else None
+        if isinstance(rows, list):  # what these rows' logs and errors may print: their jobs' env_vars
+            await self.learn_job_secrets(
+                {
+                    str(r[k])
+                    for r in rows
+                    if isinstance(r, dict)
+                    for k in ("job_id", "creator_job_id")
+                    if r.get(k)
+                }
+            )
+        return result
+
+    async def learn_job_secrets(self, job_ids: set[str] | None = None) -> None:
+        """Make sure the secret registry knows the env_vars of these jobs (None: of every job, at most once
+        per JOB_SECRETS_TTL_S). One request for the whole job list, only when a job is new; best effort."""
+        now = time.monotonic()
+        if job_ids is None:
+            if now - self._jobs_learned_at < JOB_SECRETS_TTL_S:
+                return
+        else:
+            job_ids = {
+                j
+                for j in job_ids
+                if not SECRETS.knows_job(j) and self._jobs_checked.get(j, -1e9) < now - JOB_SECRETS_TTL_S
+            }
+            if not job_ids:
+                return
+        async with self._jobs_secrets_lock:
+            if job_ids is None and time.monotonic() - self._jobs_learned_at < JOB_SECRETS_TTL_S:
+                return
+            with contextlib.suppress(RayMCPError):
+                jobs = await self.get_json("/api/jobs/", what="the job list (/api/jobs/)")
+                for details in jobs if isinstance(jobs, list) else []:
+                    if isinstance(details, dict):
+                        SECRETS.learn_job(details)
+                self._jobs_learned_at = time.monotonic()
+            for job in job_ids or ():
+                self._jobs_checked[job] = (
+                    now  # not a Jobs API job (or unreadable): not asked again for a while
+                )
 
     async def _state_page(
         self, resource: str, *, filters: list[tuple[str, str, str]], limit: int, detail: bool
@@ -113,6 +168,8 @@ class RayClient:
             detail=detail,
         )  # fmt: skip
         notes = [w for w in [result.get("partial_failure_warning"), *list(result.get("warnings") or [])] if w]
+        capped = source_cap_note(resource.replace("_", " "), result)
+        notes += [capped] if capped else []
         rows = list(result.get("result") or [])[:limit]
         return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
 
@@ -192,7 +249,9 @@ class RayClient:
                     "Start ray-mcp with the GCS address (--address host:6379)."
                 )
             self.gcs_address = address
-            self._gcs_channel = gcs.open_channel(address)
+            # This cluster's own Authorization (settings.dashboard_request_headers), never the process's token.
+            auth = next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
+            self._gcs_channel = gcs.open_channel(address, auth)
         return self._gcs_channel
 
 

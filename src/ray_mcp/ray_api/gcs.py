@@ -6,6 +6,7 @@ Every function here imports Ray (slow) and blocks: run them in a worker thread. 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from typing import Any
@@ -13,21 +14,88 @@ from urllib.parse import urlsplit
 
 from ray_mcp.errors import RayRequestFailed
 
+RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
 
-def open_channel(gcs_address: str) -> Any:
-    """A synchronous gRPC channel to the GCS at ``host:port``."""
+
+def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> Any:
+    """A synchronous gRPC channel to the GCS at ``host:port``.
+
+    ``authorization`` is this cluster's own ``Authorization`` value (``Bearer <token>``), or None for none:
+    it rides every call as metadata. Ray's ``init_grpc_channel`` would add this *process's* Ray token to every
+    channel in token mode (RAY_AUTH_MODE=token), so then the channel is built without Ray's interceptor, with
+    the same TLS (RAY_USE_TLS). ``RAY_DEFAULT`` keeps Ray's behaviour (the GCS lookup of a configured address).
+    """
     from ray._private.grpc_utils import init_grpc_channel
 
-    return init_grpc_channel(gcs_address, asynchronous=False)
+    if authorization == RAY_DEFAULT:
+        return init_grpc_channel(gcs_address, asynchronous=False)
+    import grpc
+    from ray._private.authentication import authentication_utils
+
+    if authentication_utils.is_token_auth_enabled():
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            from ray._common.tls_utils import load_certs_from_env
+
+            chain, key, ca = load_certs_from_env()
+            tls = grpc.ssl_channel_credentials(certificate_chain=chain, private_key=key, root_certificates=ca)
+            channel = grpc.secure_channel(gcs_address, tls)
+        else:
+            channel = grpc.insecure_channel(gcs_address)
+    else:
+        channel = init_grpc_channel(gcs_address, asynchronous=False)
+    if authorization:
+        channel = grpc.intercept_channel(channel, _metadata_interceptor(("authorization", authorization)))
+    return channel
 
 
-def reported_dashboard(gcs_address: str, timeout_s: float) -> str | None:
+def _metadata_interceptor(*pairs: tuple[str, str]) -> Any:
+    """A gRPC client interceptor that adds ``pairs`` to the metadata of every call."""
+    import collections
+
+    import grpc
+
+    class Details(
+        collections.namedtuple(
+            "Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+        ),
+        grpc.ClientCallDetails,
+    ):
+        pass
+
+    class AddMetadata(
+        grpc.UnaryUnaryClientInterceptor,
+        grpc.UnaryStreamClientInterceptor,
+        grpc.StreamUnaryClientInterceptor,
+        grpc.StreamStreamClientInterceptor,
+    ):
+        def _details(self, d: Any) -> Any:
+            metadata = [*(d.metadata or []), *pairs]
+            return Details(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready, d.compression)
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+            return continuation(self._details(details), requests)
+
+        def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+            return continuation(self._details(details), requests)
+
+    return AddMetadata()
+
+
+def reported_dashboard(
+    gcs_address: str, timeout_s: float, authorization: str | None = RAY_DEFAULT
+) -> str | None:
     """Where the GCS says its dashboard listens (Ray records it in its internal KV), as a URL; None if the GCS
-    does not answer or has no dashboard."""
+    does not answer or has no dashboard. ``authorization``: see open_channel."""
     import grpc
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
-    channel = open_channel(gcs_address)
+    channel = open_channel(gcs_address, authorization)
     try:
         stub = gcs_service_pb2_grpc.InternalKVGcsServiceStub(channel)
         kv_get = gcs_service_pb2.InternalKVGetRequest  # type: ignore[attr-defined]
@@ -82,6 +150,16 @@ def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]
         }
         for d in reply.placement_group_table_data
     ]
+
+
+def stored_task_count(channel: Any, timeout_s: float) -> int:
+    """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does
+    not say how many it left out; the GCS's own count does."""
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.TaskInfoGcsServiceStub(channel)
+    reply = stub.GetTaskEvents(gcs_service_pb2.GetTaskEventsRequest(limit=1), timeout=timeout_s)  # type: ignore[attr-defined]
+    return int(reply.num_total_stored)
 
 
 def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: bool, timeout_s: float) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,6 +23,8 @@ from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
+from ray_mcp.ray_api.uploads import confine_uploads
+from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.text import truncate_text
@@ -86,7 +89,9 @@ class JobsAPI(RayClient):
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
         job = check_job_ref(job.strip())
         details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
-        return dict(details.model_dump(mode="json"))
+        out = dict(details.model_dump(mode="json"))
+        SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
+        return out
 
     async def get_job(self, job: str) -> models.JobInfo:
         return job_info(await self.job_details(job), time.time())
@@ -102,14 +107,21 @@ class JobsAPI(RayClient):
         entrypoint_num_gpus: float | None = None,
         entrypoint_memory: int | None = None,
         entrypoint_resources: dict[str, float] | None = None,
+        upload_roots: list[Path],
     ) -> models.JobSubmitted:
-        """Validate the runtime_env, upload local directories, submit, and read back the first status."""
+        """Validate the runtime_env, upload local directories, submit, and read back the first status.
+
+        Local paths Ray would read (working_dir, py_modules, pip/uv/conda files) must lie under
+        ``upload_roots`` (uploads.confine_uploads), checked before anything else sees the runtime_env.
+        """
         if not entrypoint.strip():
             raise InvalidArgument(
                 "The entrypoint is empty: give the shell command to run, e.g. 'python train.py'."
             )
         if submission_id is not None:
             check_job_ref(submission_id, what="submission_id")
+        if isinstance(runtime_env, Mapping) and runtime_env:
+            runtime_env = await anyio.to_thread.run_sync(confine_uploads, runtime_env, upload_roots)
         env, uploaded = check_runtime_env(runtime_env)
         await self._in_thread(
             functools.partial(validate_with_ray, env),
@@ -142,6 +154,8 @@ class JobsAPI(RayClient):
     ) -> models.JobList:
         jobs = await self._jobs_call("list_jobs", what="the job list")
         dicts = [dict(j.model_dump(mode="json")) for j in jobs]
+        for details in dicts:
+            SECRETS.learn_job(details)
         return job_list(
             dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
         )
@@ -215,9 +229,12 @@ class JobsAPI(RayClient):
             job=ident, action="stop", done=bool(stopped), status=after.status, message=message
         )
 
-    async def deletable_job(self, job: str) -> models.JobInfo:
-        """The job, if it may be deleted (it has ended); else InvalidArgument saying what to do first."""
-        info = await self.get_job(job)
+    async def deletable_job(self, job: str) -> tuple[models.JobInfo, str]:
+        """The job, if it may be deleted (it has ended), with its instance key; else InvalidArgument saying what
+        to do first. The key (start time in ms, job id) tells a new job that reuses a submission id apart."""
+        details = await self.job_details(job)
+        info = job_info(details, time.time())
+        instance = f"start_ms={details.get('start_time')} job_id={details.get('job_id')}"
         if info.status not in models.TERMINAL_JOB_STATUSES:
             raise InvalidArgument(
                 f"Job {info.submission_id or job} is {info.status}; only ended jobs (STOPPED, SUCCEEDED, "
@@ -229,11 +246,18 @@ class JobsAPI(RayClient):
                 f"Job {job} was not submitted through the Jobs API (type {info.type}), so it has no "
                 "submission record to delete."
             )
-        return info
+        return info, instance
 
-    async def delete_job(self, job: str) -> models.JobChange:
-        info = await self.deletable_job(job)
+    async def delete_job(self, job: str, *, instance: str | None = None) -> models.JobChange:
+        """Delete an ended job; with ``instance``, only if it is still that instance (the one confirmed)."""
+        info, now = await self.deletable_job(job)
         sid = str(info.submission_id)
+        if instance is not None and now != instance:
+            raise InvalidArgument(
+                f"Not done (nothing changed): job {sid} is not the job that was confirmed ({instance}; now "
+                f"{now}): the submission id was reused by a new job. Call delete_job again without confirm to "
+                "see the job as it stands."
+            )
         deleted = await self._jobs_call("delete_job", sid, what=f"deleting job {sid!r}", job=sid)
         message = (
             f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
@@ -254,7 +278,15 @@ def bounded_job_client_class(timeout_s: float) -> type:
     from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
 
     class BoundedJobSubmissionClient(JobSubmissionClient):
+        def __init__(self, address: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> None:
+            # Exactly the headers ray-mcp chose for this cluster (settings.dashboard_request_headers): in token
+            # mode Ray's client would add this process's own token to every cluster, even to one whose
+            # clusters-file entry names none. Set before super().__init__, whose version check is a request.
+            self._ray_mcp_headers = dict(headers or {})
+            super().__init__(address, headers=headers, **kwargs)
+
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            self._headers = dict(self._ray_mcp_headers)
             read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
             kwargs.setdefault("timeout", (timeout_s, read))
             return super()._do_request(method, endpoint, **kwargs)

@@ -125,6 +125,7 @@ class LogsAPI(JobsAPI, NodesAPI):
                 for sfx in suffixes
             ]
         node_id = await self._resolve_node(str(target.node))
+        await self.learn_job_secrets()  # any worker's or daemon's log: every job's env_vars may be in it
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [

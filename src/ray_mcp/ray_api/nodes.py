@@ -5,11 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from ray_mcp import models
-from ray_mcp.errors import NotFound
-from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.limits import HOST_USAGE_MAX_NODES, STATE_API_MAX_ROWS
 from ray_mcp.ray_api.client import RayClient, gather
 from ray_mcp.shaping.cluster import build_cluster_status
-from ray_mcp.shaping.nodes import NodeCapacity, build_node_list, node_capacities, uncamel_resources
+from ray_mcp.shaping.nodes import (
+    NodeCapacity,
+    build_node_list,
+    node_capacities,
+    summary_by_node,
+    uncamel_resources,
+)
 
 
 class NodesAPI(RayClient):
@@ -20,17 +26,21 @@ class NodesAPI(RayClient):
 
     async def cluster_status(self, *, max_nodes: int) -> models.ClusterStatus:
         """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows."""
-        version = await self.version()
-        nodes_result = await self.list_state(
-            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
+        notes: list[str] = []
+        version, nodes_result, status, pending_pgs = await gather(
+            self.version(),
+            self.list_state(
+                "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
+            ),
+            self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
+            self.list_state(
+                "placement_groups",
+                what="the placement group list (/api/v0/placement_groups)",
+                filters=[("state", "=", "PENDING")],
+                limit=1,
+            ),
         )
-        status = await self.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)")
-        pending_pgs = await self.list_state(
-            "placement_groups",
-            what="the placement group list (/api/v0/placement_groups)",
-            filters=[("state", "=", "PENDING")],
-            limit=1,
-        )
+        summary = await self.node_summary(notes, nodes_result.get("result") or [])
         return build_cluster_status(
             dashboard_url=self.dashboard_url,
             source=self.source,
@@ -39,7 +49,29 @@ class NodesAPI(RayClient):
             status=status,
             pending_placement_groups=int(pending_pgs.get("num_filtered") or 0),
             max_nodes=max_nodes,
+            summary=summary,
+            notes=notes,
         )
+
+    async def node_summary(self, notes: list[str], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+        """Host CPU, memory, object store and GPU use per node (/nodes?view=summary); a failure is a note.
+
+        That answer carries every worker's stats (~1 KB each), so it is not read for clusters larger than
+        HOST_USAGE_MAX_NODES alive nodes.
+        """
+        alive = sum(1 for n in nodes if n.get("state") == "ALIVE")
+        if alive > HOST_USAGE_MAX_NODES:
+            notes.append(f"Host CPU, memory and GPU use not read: {alive} alive nodes (more than "
+                         f"{HOST_USAGE_MAX_NODES}); the dashboard's node summary would be too large.")  # fmt: skip
+            return {}
+        try:
+            data = await self.get_data(
+                "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
+            )
+        except RayMCPError as exc:
+            notes.append(f"Host CPU, memory and GPU use unknown: {str(exc).split('. ')[0]}.")
+            return {}
+        return summary_by_node(data)
 
     async def node_capacities(self) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
         """Every node (State API) and, for the alive ones, total and available resources."""
@@ -57,9 +89,10 @@ class NodesAPI(RayClient):
 
     async def list_nodes(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
         nodes, capacities = await self.node_capacities()
+        summary = await self.node_summary(notes, nodes)
         if state:
             nodes = [n for n in nodes if n.get("state") == state]
-        return build_node_list(rows=nodes, capacities=capacities, limit=limit, notes=notes)
+        return build_node_list(rows=nodes, capacities=capacities, limit=limit, notes=notes, summary=summary)
 
     async def _resolve_node(self, node: str) -> str:
         """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +19,7 @@ from ray_mcp.errors import (
 )
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.logs import LogsAPI
+from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.serve import (
     build_serve_status,
     config_without_app,
@@ -36,11 +39,17 @@ class ServeAPI(LogsAPI):
         body = await self.get_json(
             "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
         )  # fmt: skip
+        SECRETS.learn(body)  # the apps' runtime_env env_vars, which their replicas' logs may print
         if not isinstance(body, dict):
             raise RayRequestFailed(
                 f"The Ray dashboard at {self.dashboard_url} answered the Serve status oddly."
             )
         return body
+
+    async def serve_app_instances(self) -> dict[str, str]:
+        """Each declared Serve app's instance key: its last deploy time and a digest of its config."""
+        apps = (await self.serve_details()).get("applications") or {}
+        return {name: serve_app_instance(raw) for name, raw in apps.items() if isinstance(raw, Mapping)}
 
     async def serve_status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
         details = await self.serve_details()
@@ -151,6 +160,13 @@ def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise InvalidArgument(f"The Serve config is not valid, nothing was deployed: {exc}.") from exc
     return dict(config)
+
+
+def serve_app_instance(raw: Mapping[str, Any]) -> str:
+    """One incarnation of a Serve app: a redeploy (new config or not) changes its last deploy time."""
+    config = json.dumps(raw.get("deployed_app_config") or {}, sort_keys=True, default=str)
+    digest = hashlib.sha256(config.encode()).hexdigest()[:16]
+    return f"deployed_s={raw.get('last_deployed_time_s')} config={digest}"
 
 
 def details_apps(details: Mapping[str, Any]) -> list[str]:

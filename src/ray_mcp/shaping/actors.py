@@ -7,7 +7,14 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.limits import EXCEPTION_CHARS, EXCEPTION_CHARS_IN_LIST, FIELD_CHARS, LINE_CHARS, LIST_FIELD_CHARS
+from ray_mcp.limits import (
+    ACTOR_FIELD_CHARS,
+    EXCEPTION_CHARS,
+    EXCEPTION_CHARS_IN_LIST,
+    FIELD_CHARS,
+    LINE_CHARS,
+    LIST_FIELD_CHARS,
+)
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
 from ray_mcp.shaping.nodes import format_shape
 from ray_mcp.text import exception_summary, head_text, tail_text, user_traceback
@@ -68,7 +75,8 @@ def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
         } or None
         env = raw.get("serialized_runtime_env")
         actor.runtime_env = env if env and env != "{}" else None
-        actor.call_site = raw.get("call_site") or None
+        # Bounded: get_actor is a follow-up of every diagnosis and stays under 6 KB.
+        actor.call_site = tail_text(raw.get("call_site"), ACTOR_FIELD_CHARS) or None
         actor.label_selector = dict(raw.get("label_selector") or {}) or None
     return actor
 

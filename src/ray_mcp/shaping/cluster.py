@@ -9,9 +9,12 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.limits import FAILED_NODES_SHOWN
 from ray_mcp.shaping.nodes import (
+    MEMORY_USAGE_THRESHOLD,
     demand_is_feasible,
+    format_host_usage,
     format_shape,
     format_use,
+    host_usage,
     node_identity,
     node_resources,
     uncamel_resources,
@@ -27,6 +30,8 @@ def build_cluster_status(
     status: Mapping[str, Any],
     pending_placement_groups: int,
     max_nodes: int,
+    summary: Mapping[str, Mapping[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> models.ClusterStatus:
     """Join the node list and the autoscaler report into one ClusterStatus (pure, tested without Ray)."""
     cluster_status = status.get("clusterStatus") or {}
@@ -48,7 +53,10 @@ def build_cluster_status(
                 acc = totals.setdefault(name, [0.0, 0.0])
                 acc[0] += use.used
                 acc[1] += use.total
-        node_models.append(models.NodeStatus(**node_identity(node), resources=resources))
+        usage = (
+            host_usage((summary or {}).get(node_id), _total(node, "object_store_memory")) if alive else None
+        )
+        node_models.append(models.NodeStatus(**node_identity(node), resources=resources, usage=usage))
     node_models.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
 
     alive_totals = [n.resources for n in node_models if n.state == "ALIVE"]
@@ -67,6 +75,11 @@ def build_cluster_status(
         hints.append(
             f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits."
         )
+    pressure = [n for n in node_models if n.usage and n.usage.memory_pressure]
+    if pressure:
+        hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above "
+                        f"{MEMORY_USAGE_THRESHOLD:.0%} of host memory, where Ray's memory monitor kills workers): "
+                        + ", ".join(n.node_id for n in pressure[:5]) + ".")  # fmt: skip
     if any(d.infeasible for d in demands):
         hints.append(
             "Some demands fit on no node: lower the request, or add a node with those resources "
@@ -85,8 +98,15 @@ def build_cluster_status(
         pending_demands=demands,
         pending_placement_groups=pending_placement_groups,
         autoscaler=autoscaler,
+        memory_pressure_nodes=len(pressure),
+        notes=list(notes or []),
         hints=hints,
     )
+
+
+def _total(node: Mapping[str, Any], name: str) -> float | None:
+    value = (node.get("resources_total") or {}).get(name)
+    return float(value) if value is not None else None
 
 
 def _demands(
@@ -162,7 +182,12 @@ def _autoscaler(report: Mapping[str, Any] | None, error: str | None) -> models.A
 def render_cluster_status(status: models.ClusterStatus) -> str:
     lines = [
         f"Ray {status.ray_version} cluster at {status.dashboard_url} ({status.source}): "
-        f"{status.nodes_alive} node(s) alive, {status.nodes_dead} dead.",
+        f"{status.nodes_alive} node(s) alive, {status.nodes_dead} dead"
+        + (
+            f"; {status.memory_pressure_nodes} under MEMORY PRESSURE."
+            if status.memory_pressure_nodes
+            else "."
+        ),
         "Resources used/total: "
         + (", ".join(format_use(k, v) for k, v in status.resources.items()) or "none"),
         f"Nodes ({status.nodes_shown} of {status.nodes_alive + status.nodes_dead}):",
@@ -171,7 +196,8 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
         role = "head" if node.is_head else "worker"
         if node.state == "ALIVE":
             use = ", ".join(format_use(k, v) for k, v in node.resources.items())
-            lines.append(f"  {node.node_id} {node.ip} {role} ALIVE {use}")
+            host = f"; {format_host_usage(node.usage)}" if node.usage else ""
+            lines.append(f"  {node.node_id} {node.ip} {role} ALIVE {use}{host}")
         else:
             lines.append(f"  {node.node_id} {node.ip} {role} DEAD: {node.death_reason}")
     if status.pending_demands:
@@ -196,5 +222,5 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
         if a.error:
             parts.append(f"error: {a.error}")
         lines.append(f"Autoscaler ({a.kind}): " + "; ".join(parts) + ".")
-    lines += [f"Hint: {hint}" for hint in status.hints]
+    lines += [f"Note: {note}" for note in status.notes] + [f"Hint: {hint}" for hint in status.hints]
     return "\n".join(lines)

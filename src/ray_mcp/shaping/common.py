@@ -9,7 +9,7 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ray_mcp.limits import LIST_BUDGET_BYTES, MAX_LIMIT, RESPONSE_BUDGET_BYTES
+from ray_mcp.limits import LIST_BUDGET_BYTES, MAX_LIMIT, RESPONSE_BUDGET_BYTES, STATE_API_MAX_ROWS
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
@@ -25,6 +25,30 @@ def to_number(value: Any) -> Any:
     if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
         return int(value)
     return value
+
+
+def source_cap_note(resource: str, result: Mapping[str, Any], *, in_cluster: int | None = None) -> str | None:
+    """A note when Ray's State API did not read every record of a kind (it reads at most 10,000).
+
+    Ray counts and filters only the records it read (``num_after_truncation``), so every count built on them
+    is then a lower bound; the CLI warns, and so must we. For actors and placement groups Ray reports the
+    cluster's ``total``; for tasks it does not count what it left out, so a read of exactly the cap means
+    "at least" unless the caller learned the real number (``in_cluster``) elsewhere.
+    """
+    total = int(to_number(result.get("total")) or 0)
+    read = int(to_number(result.get("num_after_truncation", total)) or 0)
+    known = max(total, in_cluster or 0)
+    if known > read:
+        return (
+            f"Ray's State API read only {read:,} of the {known:,} {resource} in the cluster (its cap is "
+            f"{STATE_API_MAX_ROWS:,}): counts and filters cover those {read:,}; {known - read:,} were left out."
+        )
+    if read >= STATE_API_MAX_ROWS:
+        return (
+            f"Ray's State API read {read:,} {resource}, its cap: the cluster may hold more, and no count here "
+            "includes them."
+        )
+    return None
 
 
 def clamp_limit(limit: int, *, maximum: int = MAX_LIMIT, what: str = "items") -> tuple[int, str | None]:

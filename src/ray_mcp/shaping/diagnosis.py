@@ -17,9 +17,21 @@ def _fit_findings(
 
 
 def job_diagnosis(
-    job: str, info: models.JobInfo, findings: list[models.Finding], notes: list[str], *, max_bytes: int
+    job: str,
+    info: models.JobInfo,
+    findings: list[models.Finding],
+    notes: list[str],
+    *,
+    max_bytes: int,
+    unchecked: list[str] | None = None,
 ) -> tuple[models.JobDiagnosis, str]:
-    verdict = findings[0].title if findings else "No finding."
+    unchecked = list(unchecked or [])
+    if findings:
+        verdict = findings[0].title + (f" (could not check {', '.join(unchecked)})" if unchecked else "")
+    elif unchecked:  # nothing found, but not everything could be looked at: that is not a clean bill
+        verdict = f"Unknown: no cause found in what could be read; could not check {', '.join(unchecked)}."
+    else:
+        verdict = "No finding."
     header = [
         f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}): {info.status}"
         + (f", error_type {info.error_type}" if info.error_type else "")
@@ -32,7 +44,7 @@ def job_diagnosis(
     model = models.JobDiagnosis(
         job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
         error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
-        findings=shown, notes=notes[:NOTES_SHOWN],
+        findings=shown, notes=notes[:NOTES_SHOWN], unchecked=unchecked,
     )  # fmt: skip
     return model, "\n".join([text, *footer]) if footer else text
 
@@ -44,16 +56,28 @@ def cluster_health(
     notes: list[str],
     *,
     max_bytes: int,
+    unchecked: list[str] | None = None,
 ) -> tuple[models.ClusterHealth, str]:
+    """HEALTHY only when every check ran and found nothing serious; UNKNOWN when nothing serious was found
+    but some check could not run (a dashboard down, an endpoint answering 500); else PROBLEMS FOUND."""
+    unchecked = list(unchecked or [])
     serious = [f for f in findings if f.severity >= 40]
-    healthy = not serious
-    verdict = (
-        "Healthy: nothing wrong found in " + ", ".join(checked) + "."
-        if healthy
-        else f"{len(serious)} problem(s); the most severe: {serious[0].title}"
-    )
+    not_run = f"could not check {', '.join(unchecked)}" if unchecked else ""
+    if serious:
+        state = "PROBLEMS FOUND"
+        verdict = f"{len(serious)} problem(s); the most severe: {serious[0].title}" + (
+            f" (also {not_run})" if not_run else ""
+        )
+    elif unchecked:
+        state = "UNKNOWN"
+        found = f"nothing wrong found in {', '.join(checked)}" if checked else "nothing could be read"
+        verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
+    else:
+        state = "HEALTHY"
+        verdict = "Healthy: nothing wrong found in " + ", ".join(checked) + "."
+    healthy = state == "HEALTHY"
     header = [
-        f"Cluster {dashboard_url}: {'HEALTHY' if healthy else 'PROBLEMS FOUND'}",
+        f"Cluster {dashboard_url}: {state}",
         f"Verdict: {verdict}",
         "",
     ]
@@ -65,6 +89,8 @@ def cluster_health(
         dashboard_url=dashboard_url,
         findings=shown,
         checked=checked,
+        unchecked=unchecked,
+        status="PROBLEMS_FOUND" if serious else "UNKNOWN" if unchecked else "HEALTHY",
         notes=notes[:NOTES_SHOWN],
     )
     return model, "\n".join([text, *footer]) if footer else text

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ray_mcp import models
-from ray_mcp.shaping.common import cap_items
+from ray_mcp.shaping.common import cap_items, to_number
 
 # Ray reports these resources in bytes.
 BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
@@ -137,7 +137,12 @@ def node_capacities(
 
 
 def build_node_list(
-    *, rows: Sequence[Mapping[str, Any]], capacities: list[NodeCapacity], limit: int, notes: list[str]
+    *,
+    rows: Sequence[Mapping[str, Any]],
+    capacities: list[NodeCapacity],
+    limit: int,
+    notes: list[str],
+    summary: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> models.NodeList:
     by_id = {c.node_id: c for c in capacities}
     nodes = []
@@ -157,6 +162,9 @@ def build_node_list(
                 labels={
                     str(k): str(v) for k, v in (row.get("labels") or {}).items() if k != "ray.io/node-id"
                 },
+                usage=host_usage((summary or {}).get(node_id), totals.get("object_store_memory"))
+                if alive
+                else None,
             )
         )
     nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
@@ -165,6 +173,10 @@ def build_node_list(
     hints = []
     if len(shown) < len(nodes):
         hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")
+    pressure = [n for n in nodes if n.usage and n.usage.memory_pressure]
+    if pressure:
+        hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above {MEMORY_USAGE_THRESHOLD:.0%}): "
+                        "call list_actors node_id=<id> to see what runs there.")  # fmt: skip
     return models.NodeList(
         total=len(nodes), matched=len(nodes), shown=len(shown), alive=alive, dead=len(nodes) - alive,
         nodes=shown, notes=notes, hints=hints,
@@ -172,7 +184,9 @@ def build_node_list(
 
 
 def render_node_list(page: models.NodeList) -> str:
-    lines = [f"Nodes: {page.alive} alive, {page.dead} dead; showing {page.shown}."]
+    pressure = sum(1 for n in page.nodes if n.usage and n.usage.memory_pressure)
+    lines = [f"Nodes: {page.alive} alive, {page.dead} dead; showing {page.shown}."
+             + (f" {pressure} under MEMORY PRESSURE." if pressure else "")]  # fmt: skip
     for n in page.nodes:
         role = "head" if n.is_head else "worker"
         line = f"  {n.node_id} {n.ip} {role} {n.state}"
@@ -184,8 +198,86 @@ def render_node_list(page: models.NodeList) -> str:
             line += f" {res}"
         else:
             line += f": {n.death_reason}"
+        if n.usage:
+            line += "; " + format_host_usage(n.usage)
         if n.labels:
             line += " labels " + json.dumps(n.labels)
         lines.append(line)
     lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
     return "\n".join(lines)
+
+
+# -- host use (the dashboard agent's node stats) ---------------------------------------------------------------
+
+# Ray's memory monitor kills workers when a node's memory use reaches this fraction: the raylet setting
+# `memory_usage_threshold` (env RAY_memory_usage_threshold), default 0.95. A cluster's own value is not
+# exposed over REST, so nodes are flagged against the default.
+MEMORY_USAGE_THRESHOLD = 0.95
+MIB = 1024**2
+
+
+def summary_by_node(data: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """/nodes?view=summary's entries by node id."""
+    return {
+        str((n.get("raylet") or {}).get("nodeId")): n
+        for n in ((data or {}).get("summary") or [])
+        if isinstance(n, Mapping)
+    }
+
+
+def host_usage(
+    entry: Mapping[str, Any] | None, object_store_total: float | None = None
+) -> models.HostUsage | None:
+    """One node's host CPU, memory, object store and GPUs from its /nodes?view=summary entry."""
+    if not entry:
+        return None
+    usage = models.HostUsage(object_store_total=object_store_total)
+    cpu = entry.get("cpu")
+    if isinstance(cpu, int | float):
+        usage.cpu_percent = float(cpu)
+    mem = entry.get("mem")  # psutil: [total, available, percent, ...]
+    if isinstance(mem, list | tuple) and len(mem) >= 2 and float(mem[0]) > 0:
+        total, available = float(mem[0]), float(mem[1])
+        usage.memory_total, usage.memory_used = total, max(0.0, total - available)
+        usage.memory_fraction = round(usage.memory_used / total, 4)
+        usage.memory_pressure = usage.memory_fraction >= MEMORY_USAGE_THRESHOLD
+    raylet = entry.get("raylet") or {}
+    used = raylet.get("objectStoreUsedMemory")
+    if used is None:
+        used = (raylet.get("storeStats") or {}).get("objectStoreBytesUsed")
+    if used is not None:
+        usage.object_store_used = float(to_number(used) or 0)
+    for g in entry.get("gpus") or []:
+        if isinstance(g, Mapping):
+            usage.gpus.append(models.GPUUse(
+                index=to_number(g.get("index")), name=g.get("name"), utilization_percent=g.get("utilizationGpu"),
+                memory_used=float(g["memoryUsed"]) * MIB if g.get("memoryUsed") is not None else None,
+                memory_total=float(g["memoryTotal"]) * MIB if g.get("memoryTotal") is not None else None,
+            ))  # fmt: skip
+    return usage
+
+
+def format_host_usage(u: models.HostUsage) -> str:
+    parts = []
+    if u.cpu_percent is not None:
+        parts.append(f"host CPU {u.cpu_percent:.0f}%")
+    if u.memory_fraction is not None and u.memory_total:
+        text = f"memory {u.memory_fraction:.0%} of {format_amount('memory', u.memory_total)}"
+        if u.memory_pressure:
+            text += f" MEMORY PRESSURE (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%})"
+        parts.append(text)
+    if u.object_store_used is not None:
+        total = (
+            f"/{format_amount('object_store_memory', u.object_store_total)}" if u.object_store_total else ""
+        )
+        parts.append(f"object store {format_amount('object_store_memory', u.object_store_used)}{total}")
+    for g in u.gpus[:8]:
+        text = f"GPU {g.index} {g.name or ''}".rstrip()
+        if g.utilization_percent is not None:
+            text += f" {g.utilization_percent:.0f}%"
+        if g.memory_used is not None and g.memory_total:
+            text += f" mem {g.memory_used / g.memory_total:.0%}"
+        parts.append(text)
+    if len(u.gpus) > 8:
+        parts.append(f"+{len(u.gpus) - 8} GPUs")
+    return ", ".join(parts)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.limits import LINE_CHARS, LIST_FIELD_CHARS, MAX_TASK_GROUPS, SAMPLE_ERROR_CHARS, TASK_ERROR_CHARS
-from ray_mcp.shaping.common import cap_items, to_number
+from ray_mcp.shaping.common import cap_items, source_cap_note, to_number
 from ray_mcp.text import clean_text, exception_summary, head_text, tail_text
 
 
@@ -71,23 +71,10 @@ def render_task_list(page: models.TaskList) -> str:
     return "\n".join(lines)
 
 
-def build_task_summary(
-    *,
-    summary: Mapping[str, Any],
-    failed_counts: Mapping[str, int],
-    samples: Mapping[str, Mapping[str, Any]],
-    notes: list[str],
-) -> models.TaskSummary:
-    cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster") or {}
-    groups: list[models.TaskGroup] = []
-    by_state: dict[str, int] = {}
-    for name, entry in (cluster.get("summary") or {}).items():
-        counts = {str(k): int(v) for k, v in (entry.get("state_counts") or {}).items()}
-        for state, n in counts.items():
-            by_state[state] = by_state.get(state, 0) + n
-        groups.append(models.TaskGroup(name=str(name), type=entry.get("type"), state_counts=counts))
-    # Groups with failures first, then the biggest.
-    groups.sort(key=lambda g: (-g.state_counts.get("FAILED", 0), -sum(g.state_counts.values()), g.name))
+def error_groups(
+    failed_counts: Mapping[str, int], samples: Mapping[str, Mapping[str, Any]]
+) -> list[models.ErrorGroup]:
+    """Failed tasks by error type, the most frequent first, each with a sample task and its message."""
     errors = []
     for error_type, count in sorted(failed_counts.items(), key=lambda kv: -kv[1]):
         sample = samples.get(error_type) or {}
@@ -100,26 +87,59 @@ def build_task_summary(
                 sample_message=task_error_message(sample.get("error_message"), SAMPLE_ERROR_CHARS),
             )
         )
+    return errors
+
+
+def build_task_summary(
+    *,
+    summary: Mapping[str, Any],
+    failed_counts: Mapping[str, int],
+    samples: Mapping[str, Mapping[str, Any]],
+    notes: list[str],
+    in_cluster: int | None = None,
+) -> models.TaskSummary:
+    cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster") or {}
+    groups: list[models.TaskGroup] = []
+    by_state: dict[str, int] = {}
+    for name, entry in (cluster.get("summary") or {}).items():
+        counts = {str(k): int(v) for k, v in (entry.get("state_counts") or {}).items()}
+        for state, n in counts.items():
+            by_state[state] = by_state.get(state, 0) + n
+        groups.append(models.TaskGroup(name=str(name), type=entry.get("type"), state_counts=counts))
+    # Groups with failures first, then the biggest.
+    groups.sort(key=lambda g: (-g.state_counts.get("FAILED", 0), -sum(g.state_counts.values()), g.name))
+    errors = error_groups(failed_counts, samples)
     hints = []
     if len(groups) > MAX_TASK_GROUPS:
         hints.append(f"{len(groups) - MAX_TASK_GROUPS} more task names not shown; filter by name or job_id.")
     if errors:
         hints.append("list_tasks(state='FAILED', error_type=...) lists the failed tasks of one error type.")
     total = int(summary.get("num_filtered") or sum(by_state.values()))
+    read = int(summary.get("num_after_truncation", 0) or 0)
+    known = max(int(summary.get("total") or 0), in_cluster or 0)
+    capped = source_cap_note("tasks", summary, in_cluster=in_cluster)
     return models.TaskSummary(
         total=total,
+        in_cluster=known if capped and known > read else None,
+        left_out=known - read if capped and known > read else None,
+        capped=bool(capped),
         by_state=dict(sorted(by_state.items())),
         groups=groups[:MAX_TASK_GROUPS],
         groups_total=len(groups),
         failed_by_error=errors,
-        notes=notes,
+        notes=[*notes, capped] if capped else notes,
         hints=hints,
     )
 
 
 def render_task_summary(s: models.TaskSummary) -> str:
     counts = ", ".join(f"{n:,} {st}" for st, n in s.by_state.items()) or "none"
-    lines = [f"Tasks: {s.total:,} ({counts}) in {s.groups_total} names."]
+    counted = f"{s.total:,}"
+    if s.left_out:
+        counted += f" counted of {s.in_cluster:,} ({s.left_out:,} not read)"
+    elif s.capped:
+        counted += " counted (Ray's cap; there may be more)"
+    lines = [f"Tasks: {counted} ({counts}) in {s.groups_total} names."]
     for g in s.groups:
         c = ", ".join(f"{n:,} {st}" for st, n in sorted(g.state_counts.items()))
         lines.append(

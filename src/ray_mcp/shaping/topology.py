@@ -15,7 +15,13 @@ from typing import Any
 from ray_mcp import limits, models
 from ray_mcp.shaping.actors import death_cause
 from ray_mcp.shaping.common import to_number
-from ray_mcp.shaping.nodes import format_amount, format_shape, is_internal_resource
+from ray_mcp.shaping.nodes import (
+    MEMORY_USAGE_THRESHOLD,
+    format_amount,
+    format_shape,
+    host_usage,
+    is_internal_resource,
+)
 from ray_mcp.text import truncate_text
 from ray_mcp.topology_models import (
     Gap,
@@ -31,10 +37,6 @@ from ray_mcp.topology_models import (
     TopoServeApp,
 )
 
-# Ray's memory monitor kills workers when a node's memory use reaches this fraction: the raylet config
-# `memory_usage_threshold` (env RAY_memory_usage_threshold), default 0.95. The cluster's own value is not
-# exposed over REST, so the default is what we flag against.
-MEMORY_USAGE_THRESHOLD = 0.95
 # Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")
 # Bounds of the structured answer (the text tree groups repeated structure and stays far smaller).
@@ -190,38 +192,12 @@ def _share_add(share: dict[str, float], resources: Mapping[str, float]) -> None:
 
 def physical(summary: Mapping[str, Any] | None) -> dict[str, Any]:
     """Host CPU, memory and object store use and physical GPUs from one /nodes?view=summary entry."""
-    if not summary:
+    usage = host_usage(summary)
+    if usage is None:
         return {}
-    out: dict[str, Any] = {}
-    cpu = summary.get("cpu")
-    if isinstance(cpu, int | float):
-        out["cpu_percent"] = float(cpu)
-    mem = summary.get("mem")
-    if isinstance(mem, list | tuple) and len(mem) >= 2 and float(mem[0]) > 0:
-        out["memory_used_fraction"] = round((float(mem[0]) - float(mem[1])) / float(mem[0]), 4)
-        out["memory_total"] = float(mem[0])
-    raylet = summary.get("raylet") or {}
-    used = raylet.get("objectStoreUsedMemory")
-    if used is None:
-        used = (raylet.get("storeStats") or {}).get("objectStoreBytesUsed")
-    if used is not None:
-        out["object_store_used"] = float(to_number(used) or 0)
-    gpus = []
-    for g in summary.get("gpus") or []:
-        if not isinstance(g, Mapping):
-            continue
-        mib = 1024**2
-        gpus.append(
-            TopoGPU(
-                index=to_number(g.get("index")),
-                name=g.get("name"),
-                utilization_percent=g.get("utilizationGpu"),
-                memory_used=float(g["memoryUsed"]) * mib if g.get("memoryUsed") is not None else None,
-                memory_total=float(g["memoryTotal"]) * mib if g.get("memoryTotal") is not None else None,
-            )
-        )
-    out["gpus"] = gpus
-    return out
+    gpus = [TopoGPU(**g.model_dump()) for g in usage.gpus]
+    return {"cpu_percent": usage.cpu_percent, "memory_used_fraction": usage.memory_fraction,
+            "object_store_used": usage.object_store_used, "gpus": gpus}  # fmt: skip
 
 
 def memory_flag(fraction: float | None, threshold: float = MEMORY_USAGE_THRESHOLD) -> bool | None:

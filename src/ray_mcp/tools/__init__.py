@@ -1,12 +1,8 @@
 """MCP tools, one module per area. Each module has ``register(server)`` and thin tool bodies."""
 
-from collections.abc import Awaitable, Callable
-
-from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 
 from ray_mcp.ray_api.ids import check_id
-from ray_mcp.redaction import redact_text
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
@@ -17,15 +13,6 @@ WRITE = ToolAnnotations(
 DESTRUCTIVE = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
 )
-
-
-def redacted_progress(ctx: Context) -> Callable[[float, float | None, str | None], Awaitable[None]]:
-    """``ctx.report_progress`` with the message redacted: progress notifications carry log lines too."""
-
-    async def report(progress: float, total: float | None = None, message: str | None = None) -> None:
-        await ctx.report_progress(progress, total, redact_text(message) if message else message)
-
-    return report
 
 
 def state_filters(**values: str | None) -> list[tuple[str, str, str]]:

@@ -100,6 +100,7 @@ def register(server: MCPServer) -> None:
         actor: Actor = pending.subject
         decision = confirmation.decide(pending, confirm, answer)
         if decision.proceed:
+            confirmation.ensure_unchanged(pending, await _kill_plan(ctx, actor_id, no_restart, force))
             result = await (await app_of(ctx).api()).kill_actor_and_wait(actor, no_restart=no_restart)
         else:
             result = ActorKill(
@@ -113,12 +114,18 @@ def register(server: MCPServer) -> None:
 
 
 async def _kill_plan(ctx: Context, actor_id: str, no_restart: bool, force: bool) -> Pending:
-    api = await app_of(ctx).api()
+    app = app_of(ctx)
+    api = await app.api()
     actor = await api.get_actor(check_id("actor", actor_id.strip()))
-    target = f"{actor.actor_id} no_restart={no_restart}"
+    # The actor's incarnation: a restart gives it a new process (and a restart count), so a token or an answer
+    # for the old one does not kill the new one.
+    instance = f"restarts={actor.restarts} pid={actor.pid} no_restart={no_restart}"
     description = kill_preflight(actor, no_restart=no_restart, force=force)
     noop = description if actor.state == "DEAD" else None
-    return Pending("kill_actor", target, description, subject=actor, noop=noop)
+    return Pending(
+        "kill_actor", actor.actor_id, description, subject=actor, noop=noop, instance=instance,
+        cluster=await app.cluster_ref(), ttl_s=app.settings.confirm_token_ttl_s,
+    )  # fmt: skip
 
 
 async def _ask_kill(

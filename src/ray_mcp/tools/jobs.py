@@ -21,7 +21,7 @@ from ray_mcp.limits import (
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, redacted_progress
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 JobId = Annotated[
     str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
@@ -64,15 +64,18 @@ def register(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, JobSubmitted]:
         """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
 
-        A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded.
+        A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded,
+        only from under the server's upload roots (--upload-root; over HTTP none unless the operator names one).
         The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
         job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
         """
-        api = await app_of(ctx).api()
+        app = app_of(ctx)
+        api = await app.api()
         result = await api.submit_job(
             entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
             entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
             entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
+            upload_roots=app.upload_roots,
         )  # fmt: skip
         uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
         text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
@@ -127,7 +130,7 @@ def register(server: MCPServer) -> None:
         waiting. Use get_job for a single look instead. It changes nothing.
         """
         api = await app_of(ctx).api()
-        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=redacted_progress(ctx))
+        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
         return tool_result(result, render_wait(result))
 
     @server.tool(annotations=WRITE.model_copy(update={"title": "Stop a Ray job", "idempotent_hint": True}))
@@ -156,7 +159,8 @@ def register(server: MCPServer) -> None:
         """
         decision = confirmation.decide(pending, confirm, answer)
         if decision.proceed:
-            result = await (await app_of(ctx).api()).delete_job(pending.target)
+            api = await app_of(ctx).api()
+            result = await api.delete_job(pending.target, instance=pending.instance)
         else:
             result = JobChange(
                 job=pending.target, action="delete", done=False, status=pending.subject.status,
@@ -169,11 +173,17 @@ def register(server: MCPServer) -> None:
 
 
 async def _delete_plan(ctx: Context, job: str) -> Pending:
-    info = await (await app_of(ctx).api()).deletable_job(job)
+    app = app_of(ctx)
+    info, instance = await (await app.api()).deletable_job(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
-    what = f"delete job {sid} ({job_id}{info.status}, entrypoint {info.entrypoint[:ENTRYPOINT_IN_QUESTION_CHARS]!r})"
-    return Pending("delete_job", sid, what, subject=info)
+    started = f"started {info.start_time}, " if info.start_time else ""
+    entrypoint = info.entrypoint[:ENTRYPOINT_IN_QUESTION_CHARS]
+    what = f"delete job {sid} ({job_id}{info.status}, {started}entrypoint {entrypoint!r})"
+    return Pending(
+        "delete_job", sid, what, subject=info, instance=instance, cluster=await app.cluster_ref(),
+        ttl_s=app.settings.confirm_token_ttl_s,
+    )  # fmt: skip
 
 
 async def _ask_delete(

@@ -22,7 +22,7 @@ from ray_mcp.models import LogTail
 from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import log_target_kind, render_log_tail
-from ray_mcp.tools import READ_ONLY, redacted_progress
+from ray_mcp.tools import READ_ONLY
 
 
 def register(server: MCPServer) -> None:
@@ -90,6 +90,6 @@ def register(server: MCPServer) -> None:
         api = await app_of(ctx).api()
         tail = await api.tail_logs(
             target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
-            follow_s=follow_s, on_progress=redacted_progress(ctx),
+            follow_s=follow_s, on_progress=ctx.report_progress,
         )  # fmt: skip
         return tool_result(tail, render_log_tail(tail))

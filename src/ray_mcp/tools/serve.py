@@ -1,7 +1,10 @@
 """Ray Serve: status of applications, deploying a config, deleting one application."""
 
+import hashlib
+import json
 from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
@@ -11,8 +14,11 @@ from pydantic import Field
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
+from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import DEFAULT_SERVE_LOG_LINES, MAX_SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
+from ray_mcp.ray_api.serve import validate_serve_config
+from ray_mcp.security import note_audit_target
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
@@ -55,10 +61,18 @@ def register(server: MCPServer) -> None:
                 '"http_options": {...}} (the schema of `serve deploy`).'
             ),
         ],
+        pending: Annotated[Pending, Resolve(_replace_plan)],
+        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_replace)],
         replace: Annotated[
             bool,
-            Field(description="True: the config replaces every application (apps not in it are deleted)."),
+            Field(
+                description="True: the config replaces every application, and apps not in it are DELETED. "
+                "Destructive: needs --allow-destructive and a confirmation naming the apps it deletes."
+            ),
         ] = False,
+        confirm: Annotated[
+            str | None, Field(description="For replace=true: the token from a first call without it.")
+        ] = None,
     ) -> Annotated[CallToolResult, ServeChange]:
         """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
 
@@ -66,10 +80,26 @@ def register(server: MCPServer) -> None:
         kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
         status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
         """
+        deleting: list[str] = pending.subject.get("deleting", []) if isinstance(pending.subject, dict) else []
+        decision = confirmation.decide(pending, confirm, answer)
+        if not decision.proceed:
+            status = pending.subject["status"]
+            return tool_result(ServeChange(action="not done", applications=[], status=status), decision.text)
+        if pending.required:
+            confirmation.ensure_unchanged(pending, await _replace_plan(ctx, config, replace))
+        names = [
+            str(a.get("name", "default")) for a in config.get("applications") or [] if isinstance(a, dict)
+        ]
+        note_audit_target(
+            f"apps={','.join(names)}"
+            + (f" replace=true deletes={','.join(deleting) or 'none'}" if replace else "")
+        )
         api = await app_of(ctx).api()
         change = await api.serve_deploy(config, replace=replace)
-        text = f"Applied a Serve config with applications {change.applications}.\n" + render_serve_status(
-            change.status
+        deleted = f" Deleted (replace): {deleting}." if deleting else ""
+        text = (
+            f"Applied a Serve config with applications {change.applications}.{deleted}\n"
+            + render_serve_status(change.status)
         )
         return tool_result(change, text)
 
@@ -91,6 +121,7 @@ def register(server: MCPServer) -> None:
             return tool_result(
                 ServeChange(action="not done", applications=[], status=pending.subject), decision.text
             )
+        confirmation.ensure_unchanged(pending, await _delete_app_plan(ctx, app))
         change = await (await app_of(ctx).api()).serve_delete_app(app)
         return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
 
@@ -98,10 +129,59 @@ def register(server: MCPServer) -> None:
 # -- confirmation of serve_delete_app (resolvers run before the tool body; see confirm.py) ----------------
 
 
+async def _replace_plan(ctx: Context, config: dict[str, Any], replace: bool) -> Pending:
+    """A replace deletes every declared app the config leaves out: that is what must be confirmed."""
+    if not replace:
+        return Pending("serve_deploy", "merge", "merge the config", required=False)
+    server = app_of(ctx)
+    if not server.settings.allow_destructive:
+        raise InvalidArgument(
+            "serve_deploy with replace=true deletes every Serve application the config leaves out, so it needs "
+            "--allow-destructive (RAY_MCP_ALLOW_DESTRUCTIVE), which this server runs without; nothing was "
+            "changed. Deploy without replace (a merge keeps the other apps), or delete one app with "
+            "serve_delete_app."
+        )
+    api = await server.api()
+    validated = await anyio.to_thread.run_sync(validate_serve_config, config)
+    keep = {str(a.get("name", "default")) for a in validated.get("applications") or []}
+    instances = await api.serve_app_instances()
+    deleting = sorted(set(instances) - keep)
+    cluster = await server.cluster_ref()
+    if not deleting:
+        return Pending("serve_deploy", "replace", "replace, deleting no app", required=False, cluster=cluster)
+    status = await api.serve_status(app=None, log_lines=0)
+    config_digest = hashlib.sha256(json.dumps(validated, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]
+    instance = " ".join(f"{name}:{instances[name]}" for name in deleting) + f" config={config_digest}"
+    description = (
+        f"replace every Serve application with the config's {sorted(keep)}, DELETING {len(deleting)} "
+        f"application(s) not in it: {', '.join(repr(n) for n in deleting)}"
+    )
+    return Pending(
+        "serve_deploy", f"replace deleting {', '.join(deleting)}", description,
+        subject={"deleting": deleting, "status": status}, instance=instance, cluster=cluster,
+        ttl_s=server.settings.confirm_token_ttl_s,
+    )  # fmt: skip
+
+
+async def _ask_replace(
+    ctx: Context, pending: Annotated[Pending, Resolve(_replace_plan)]
+) -> Elicit[Approval] | None:
+    return confirmation.ask(ctx, pending)
+
+
 async def _delete_app_plan(ctx: Context, app: str) -> Pending:
-    status = await (await app_of(ctx).api()).serve_status(app=app, log_lines=0)  # NotFound for an unknown app
-    description = f"delete Serve application {app!r} ({status.apps[0].status}) and keep the others"
-    return Pending("serve_delete_app", app, description, subject=status)
+    server = app_of(ctx)
+    api = await server.api()
+    status = await api.serve_status(app=app, log_lines=0)  # NotFound for an unknown app
+    instance = (await api.serve_app_instances()).get(app, "gone")
+    deployed = f", deployed {status.apps[0].last_deployed}" if status.apps[0].last_deployed else ""
+    description = f"delete Serve application {app!r} ({status.apps[0].status}{deployed}) and keep the others"
+    return Pending(
+        "serve_delete_app", app, description, subject=status, instance=instance,
+        cluster=await server.cluster_ref(), ttl_s=server.settings.confirm_token_ttl_s,
+    )  # fmt: skip
 
 
 async def _ask_delete_app(

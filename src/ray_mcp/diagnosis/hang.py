@@ -1,0 +1,289 @@
+"""Is a RUNNING job stuck, and on what? Evidence for diagnose_job (gathering) and its reading (pure).
+
+"No progress" is read from evidence one call can get: the job's tasks from the State API. A job counts as
+stalled when it has run for at least ``NO_PROGRESS_S`` and no task of it finished, started or was submitted in
+the last ``NO_PROGRESS_S``. (Ray's log listing has no file times, so logs cannot tell progress cheaply.)
+
+For a stalled job, the "waits on" links are followed from the driver: a task the driver submitted that has not
+finished; a running task's own unfinished children; an actor task queued behind the method running on the same
+actor; a task pending on resources, arguments or object store memory. A cycle is a deadlock. The stacks of the
+job's processes (stack_traces) say where each waits in the code. ``WaitLink`` is the edge type that diagnosis'
+evidence graph can take over as its "waits on" edge.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ray_mcp import models
+from ray_mcp.diagnosis.findings import CONTRIBUTING, STUCK, finding
+from ray_mcp.diagnosis.tracebacks import clip
+from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import HANG_STACK_BYTES, HANG_STACK_PROCESSES, HANG_TASK_ROWS
+from ray_mcp.shaping import stacks
+
+if TYPE_CHECKING:
+    from ray_mcp.ray_api import RayAPI
+
+NO_PROGRESS_S = 30.0  # a RUNNING job with no task finishing, starting or submitted for this long is stalled
+RUNNING_STATES = ("RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT")
+QUEUED_STATES = ("PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", "SUBMITTED_TO_WORKER")
+WHY_PENDING = {
+    "PENDING_ARGS_AVAIL": "waits for its arguments (objects that other tasks have not produced yet)",
+    "PENDING_ARGS_FETCH": "fetches its arguments from other nodes",
+    "PENDING_OBJ_STORE_MEM_AVAIL": "waits for object store memory",
+    "PENDING_ACTOR_TASK_ARGS_FETCH": "fetches its arguments",
+    "NIL": "has not been scheduled yet",
+}
+
+
+@dataclass
+class Task:
+    task_id: str
+    name: str
+    state: str
+    actor_id: str | None
+    parent_task_id: str | None
+    worker_pid: int | None
+    node_id: str | None
+    required: dict[str, float]
+    since_ms: int | None  # start (running) or creation (pending)
+
+
+@dataclass
+class WaitLink:
+    """One "waits on" edge: ``waiter`` cannot go on until ``target`` does (an object, a task, a queue, a resource)."""
+
+    waiter: str  # "driver" or a task id
+    target: str  # a task id, or a description of a resource / argument / code position
+    kind: str  # task | queue | resource | arguments | code
+    detail: str
+
+
+@dataclass
+class HangEvidence:
+    status: str  # stalled | progressing | unknown
+    running_s: float
+    idle_s: float  # since the last task finished, started or was submitted (or the job started)
+    tasks_checked: int
+    tasks_total: int
+    unfinished: dict[str, Task] = field(default_factory=dict)
+    links: list[WaitLink] = field(default_factory=list)
+    stacks: models.StackTraces | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _ms(value: Any) -> int | None:
+    try:
+        return int(value) if value not in (None, "", 0, "0") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _task(row: Mapping[str, Any]) -> Task:
+    state = str(row.get("state") or "NIL")
+    since = _ms(row.get("start_time_ms")) if state in RUNNING_STATES else _ms(row.get("creation_time_ms"))
+    return Task(
+        task_id=str(row.get("task_id")),
+        name=str(row.get("name") or row.get("func_or_class_name") or "?"),
+        state=state,
+        actor_id=row.get("actor_id") or None,
+        parent_task_id=row.get("parent_task_id") or None,
+        worker_pid=int(row["worker_pid"]) if row.get("worker_pid") else None,
+        node_id=row.get("node_id") or None,
+        required={str(k): float(v) for k, v in (row.get("required_resources") or {}).items() if v},
+        since_ms=since,
+    )
+
+
+# -- gathering ----------------------------------------------------------------------------------------------
+
+
+async def gather(
+    api: RayAPI, details: Mapping[str, Any], *, now_s: float | None = None
+) -> HangEvidence | None:
+    """The progress evidence of a RUNNING job (None for any other status), with stacks when it is stalled."""
+    import asyncio
+
+    if details.get("status") != "RUNNING" or not details.get("job_id"):
+        return None
+    now_ms = (now_s or time.time()) * 1000
+    started = _ms(details.get("start_time")) or now_ms
+    if now_ms - started < NO_PROGRESS_S * 1000:
+        return None  # too young to call stalled: no request spent
+    by_job = [("job_id", "=", str(details["job_id"]))]
+    finished, open_ = await asyncio.gather(
+        api.list_state("tasks", what="the job's finished tasks", filters=[*by_job, ("state", "=", "FINISHED")],
+                       limit=HANG_TASK_ROWS, detail=True),
+        api.list_state("tasks", what="the job's unfinished tasks", filters=[*by_job, ("state", "!=", "FINISHED")],
+                       limit=HANG_TASK_ROWS, detail=True),
+    )  # fmt: skip
+    rows = list(finished.get("result") or []) + list(open_.get("result") or [])
+    total = int(finished.get("num_filtered") or 0) + int(open_.get("num_filtered") or 0)
+    marks = [started]
+    for row in rows:
+        marks += [
+            m for m in (_ms(row.get(k)) for k in ("end_time_ms", "start_time_ms", "creation_time_ms")) if m
+        ]
+    idle_s = max(0.0, (now_ms - max(marks)) / 1000)
+    running_s = max(0.0, (now_ms - started) / 1000)
+    latest: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    for row in open_.get("result") or []:
+        attempt = int(row.get("attempt_number") or 0)
+        if row.get("task_id") and attempt >= latest.get(str(row["task_id"]), (-1, {}))[0]:
+            latest[str(row["task_id"])] = (attempt, row)
+    unfinished = {tid: _task(r) for tid, (_a, r) in latest.items() if r.get("state") != "FAILED"}
+    complete = len(rows) >= total
+    status = "progressing" if idle_s < NO_PROGRESS_S else "stalled" if complete else "unknown"
+    evidence = HangEvidence(status, running_s, idle_s, len(rows), total, unfinished)
+    if not complete:
+        evidence.notes.append(
+            f"Progress read from {len(rows):,} of {total:,} tasks (Ray returns them in id order, not by time)."
+        )
+    if status == "progressing":
+        return evidence
+    from ray_mcp.ray_api.stacks import Target
+
+    try:
+        evidence.stacks = await api.stacks.stack_traces(
+            Target(kind="job", job=str(details.get("submission_id") or details["job_id"])),
+            limit=HANG_STACK_PROCESSES, max_frames=4, max_bytes=HANG_STACK_BYTES,
+        )  # fmt: skip
+    except RayMCPError as exc:
+        evidence.notes.append(f"Could not read the job's stacks: {str(exc)[:300]}")
+    return evidence
+
+
+# -- reading ------------------------------------------------------------------------------------------------
+
+
+def wait_links(tasks: Mapping[str, Task], node_totals: Sequence[Mapping[str, float]]) -> list[WaitLink]:
+    """Every "waits on" edge between the driver, the unfinished tasks, actor queues and resources."""
+    links: list[WaitLink] = []
+    running_on: dict[str, list[Task]] = {}
+    for t in tasks.values():
+        if t.actor_id and t.state in RUNNING_STATES:
+            running_on.setdefault(t.actor_id, []).append(t)
+    for t in tasks.values():
+        parent = t.parent_task_id if t.parent_task_id and t.parent_task_id in tasks else "driver"
+        if parent == "driver" or tasks[parent].state in RUNNING_STATES:
+            links.append(WaitLink(parent, t.task_id, "task", f"{t.name} is {t.state}"))
+        if t.state in QUEUED_STATES and t.actor_id:
+            for r in running_on.get(t.actor_id, []):
+                if r.task_id != t.task_id:
+                    links.append(
+                        WaitLink(t.task_id, r.task_id, "queue", f"queued behind {r.name} on its actor")
+                    )
+        elif t.state == "PENDING_NODE_ASSIGNMENT":
+            short = [
+                f"{k} {v:g}"
+                for k, v in t.required.items()
+                if v > max((n.get(k, 0) for n in node_totals), default=0)
+            ]
+            why = (
+                f"needs {', '.join(short)}: no node has that much (infeasible)"
+                if short and node_totals
+                else f"needs {t.required or 'resources'} that other work holds now"
+            )
+            links.append(WaitLink(t.task_id, why, "resource", why))
+        elif t.state in WHY_PENDING:
+            links.append(WaitLink(t.task_id, WHY_PENDING[t.state], "arguments", WHY_PENDING[t.state]))
+    return links
+
+
+def chain(links: Sequence[WaitLink], start: str = "driver", depth: int = 8) -> tuple[list[WaitLink], bool]:
+    """The path of "waits on" links from ``start``: a cycle (a deadlock) if there is one, else the deepest.
+
+    A depth-first walk that visits each task once, so a job with thousands of tasks costs linear time.
+    """
+    out: dict[str, list[WaitLink]] = {}
+    for link in links:
+        out.setdefault(link.waiter, []).append(link)
+    best: list[WaitLink] = []
+    done: set[str] = set()
+
+    def walk(node: str, path: list[WaitLink], on_path: set[str]) -> list[WaitLink] | None:
+        nonlocal best
+        if len(path) > len(best):
+            best = list(path)
+        if len(path) >= depth or node in done:
+            return None
+        for link in out.get(node, []):
+            if link.target in on_path:
+                return [*path, link]  # back to a task already on the path: a cycle
+            found = walk(link.target, [*path, link], on_path | {link.target})
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    cycle = walk(start, [], {start})
+    return (cycle, True) if cycle else (best, False)
+
+
+def _who(node: str, tasks: Mapping[str, Task]) -> str:
+    if node == "driver":
+        return "the driver"
+    t = tasks.get(node)
+    if t is None:
+        return node
+    where = f", pid {t.worker_pid}" if t.worker_pid and t.state in RUNNING_STATES else ""
+    return f"{t.name} ({t.state}{where})"
+
+
+def _stack_of(t: Task | None, groups: Sequence[models.StackGroup]) -> models.StackGroup | None:
+    if t is None or not t.worker_pid:
+        return None
+    return next((g for g in groups if any(p.split("@")[0] == str(t.worker_pid) for p in g.pids)), None)
+
+
+def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: str) -> list[models.Finding]:
+    """The stall finding: how long nothing moved, where the processes wait, and the chain from the driver."""
+    if e.status == "progressing":
+        return []
+
+    links = wait_links(e.unfinished, node_totals)
+    path, cycle = chain(links)
+    groups = e.stacks.groups if e.stacks else []
+    evidence: list[str] = []
+    for link in path:
+        target = _who(link.target, e.unfinished) if link.kind in ("task", "queue") else link.detail
+        verb = {"task": "waits on", "queue": "is queued behind"}.get(link.kind, "")
+        line = f"{_who(link.waiter, e.unfinished)} {verb} {target}".replace("  ", " ")
+        stack = _stack_of(e.unfinished.get(link.target), groups) if link.kind in ("task", "queue") else None
+        if stack is not None:
+            line += f" [{stacks.group_line(stack)}]"
+        evidence.append(f"waits on: {clip(line, 300)}")
+    for g in groups[:5]:
+        evidence.append(f"stack: {stacks.group_line(g)}")
+    moved = f"RUNNING {e.running_s:.0f} s, no task activity for {e.idle_s:.0f} s"
+    if e.status == "unknown":
+        moved += f" in the {e.tasks_checked:,} tasks checked"
+    busy = any(g.state == "active" and not g.blocked_in for g in groups if not stacks.is_idle_group(g))
+    end = path[-1] if path else None
+    last = (_who(end.target, e.unfinished) if end.kind in ("task", "queue") else end.detail) if end else ""
+    if cycle:
+        names = " -> ".join(_who(link.target, e.unfinished).split(" (")[0] for link in path)
+        title = f"Deadlock ({moved}): the driver -> {names}"
+    elif groups:
+        title = f"No progress ({moved}): {stacks.group_line(groups[0])}"
+        if len(groups) > 1 and not stacks.is_idle_group(groups[1]):
+            title += f"; {stacks.group_line(groups[1])}"
+    elif path:
+        title = f"No progress ({moved}): the driver waits on {last}"
+    else:
+        title = f"No progress ({moved}); the job's stacks could not be read"
+    severity = STUCK + 8 if (cycle or (path and not busy)) else STUCK if not busy else CONTRIBUTING + 15
+    if e.status == "unknown":
+        severity -= 20
+    steps = [f"stack_traces job={job} for every process's stack"]
+    if busy:
+        steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")
+    steps.append(f"tail_logs job={job} for the driver's last lines")
+    return [
+        finding(severity, clip(title, 300), [*evidence, *e.notes][:12], steps,
+                ["ray-docs://reference/13-dashboard-observability"], kind="hang"),
+    ]  # fmt: skip

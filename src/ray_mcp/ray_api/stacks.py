@@ -1,0 +1,600 @@
+"""Reading the Python stacks and CPU profiles of Ray processes: the dashboard's profiling routes, or local py-spy.
+
+Sources, in order (``--stack-source auto``):
+
+1. the dashboard's ``/worker/traceback`` and ``/worker/cpu_profile`` (reporter module): the head forwards to
+   the agent of the process's node, which runs py-spy there, so remote nodes work. Only when the head runs
+   with ``RAY_DASHBOARD_ENABLE_PROFILING=1`` (else the routes answer 403);
+2. ``py-spy`` run here, for a process on this host (its node's IP is one of ours, the pid exists and is a Ray
+   process);
+3. otherwise an error that names ``RAY_DASHBOARD_ENABLE_PROFILING=1``.
+
+Every py-spy run is an asyncio subprocess with a timeout, and at most ``MAX_CONCURRENT_SAMPLES`` run at once
+per cluster (dashboard requests included: each one runs py-spy on a node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio.to_thread
+
+from ray_mcp import models
+from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
+from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.ids import check_id
+from ray_mcp.shaping import stacks
+
+if TYPE_CHECKING:
+    from ray_mcp.ray_api import RayAPI
+
+StackSource = Literal["auto", "dashboard", "py-spy"]
+STACK_SOURCES = ("auto", "dashboard", "py-spy")
+
+MAX_CONCURRENT_SAMPLES = 4
+DUMP_TIMEOUT_S = 20.0  # one py-spy dump (attaching to a big process on a loaded node takes seconds)
+PROFILE_SLACK_S = 30.0  # on top of a profile's duration
+PROFILING_CHECK_TTL_S = 60.0
+PROFILING_FIX = (
+    "start the Ray head with RAY_DASHBOARD_ENABLE_PROFILING=1 in its environment "
+    "(`RAY_DASHBOARD_ENABLE_PROFILING=1 ray start --head ...`; on KubeRay, an env var of the head container) "
+    "so that the dashboard reads stacks on every node"
+)
+PTRACE_FIX = (
+    "py-spy needs ptrace permission: run it as the same user as the Ray workers (or root), allow ptrace with "
+    "`sudo sysctl kernel.yama.ptrace_scope=0`, and in a container add the SYS_PTRACE capability"
+)
+_PERMISSION = ("permission denied", "operation not permitted", "elevated permissions", "ptrace")
+_GONE = ("no such process", "failed to find process", "process not found", "failed to open process")
+
+
+def find_py_spy(configured: str | None = None) -> str | None:
+    """py-spy: the configured path, else beside this Python (clients often start us with a PATH lacking our
+    venv's bin/), else on the PATH."""
+    if configured:
+        return configured if Path(configured).is_file() and os.access(configured, os.X_OK) else None
+    beside = Path(sys.executable).with_name("py-spy")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+def failure_reason(text: str) -> str:
+    """One sentence for an agent from py-spy's (or the agent's) error output, with the fix when there is one."""
+    low = text.lower()
+    if any(p in low for p in _PERMISSION):
+        return f"py-spy was refused ptrace ({stacks_excerpt(text)}): {PTRACE_FIX}"
+    if any(p in low for p in _GONE):
+        return f"the process exited before it could be read ({stacks_excerpt(text)})"
+    if "not installed" in low or "no such file" in low:
+        return f"py-spy is not installed where the process runs ({stacks_excerpt(text)}): pip install py-spy there"
+    return stacks_excerpt(text, 300)
+
+
+def stacks_excerpt(text: str, limit: int = 160) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("===")]
+    interesting = [ln for ln in lines if "error" in ln.lower() or "denied" in ln.lower()] or lines
+    joined = " | ".join(interesting[-3:])
+    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+
+
+@dataclass
+class Proc:
+    """One process to sample."""
+
+    pid: int
+    node_id: str | None
+    node_ip: str | None
+    role: str  # how it is grouped: actor class, "task f", "driver", "pid 123"
+    driver: bool = False
+
+    @property
+    def node(self) -> str:
+        return self.node_ip or (self.node_id or "?")[:12]
+
+
+@dataclass
+class Target:
+    kind: str  # job | actor_id | task_id | pid
+    job: str | None = None
+    actor_id: str | None = None
+    task_id: str | None = None
+    attempt: int = 0
+    pid: int | None = None
+    node: str | None = None
+
+    def label(self) -> str:
+        if self.kind == "job":
+            return f"job {self.job}"
+        if self.kind == "actor_id":
+            return f"actor {self.actor_id}"
+        if self.kind == "task_id":
+            return f"task {self.task_id}"
+        return f"pid {self.pid} on node {self.node}"
+
+
+def target_kind(
+    *,
+    job: str | None,
+    actor_id: str | None,
+    task_id: str | None,
+    pid: int | None,
+    node: str | None,
+    tool: str,
+) -> str:
+    """Which processes the caller means; InvalidArgument unless exactly one target is given (pid needs node)."""
+    given = [n for n, v in (("job", job), ("actor_id", actor_id), ("task_id", task_id), ("pid", pid)) if v]
+    usage = "Give exactly one of: job (a submission id or job id), actor_id, task_id, or pid + node."
+    if tool == "cpu_profile":
+        usage = "Give exactly one of: actor_id, task_id, or pid + node (one process)."
+        if job:
+            raise InvalidArgument(
+                "cpu_profile samples one process, not a whole job. Call stack_traces with job=... to see the "
+                f"job's processes, then profile one of them by actor_id or pid + node. {usage}"
+            )
+    if len(given) != 1:
+        raise InvalidArgument(f"{tool} needs one target, got {', '.join(given) or 'none'}. {usage}")
+    kind = given[0]
+    if kind == "pid" and not node:
+        raise InvalidArgument(
+            f"pid needs node (a node id or IP) too. Call cluster_status to see the nodes. {usage}"
+        )
+    if kind != "pid" and node:
+        raise InvalidArgument(f"node goes with pid only, not with {kind}. {usage}")
+    return kind
+
+
+def _local_addresses() -> set[str]:
+    import psutil
+
+    out = {"127.0.0.1", "::1", "localhost"}
+    with contextlib.suppress(OSError):
+        out.add(socket.gethostbyname(socket.gethostname()))
+    with contextlib.suppress(Exception):
+        for addrs in psutil.net_if_addrs().values():
+            out.update(
+                a.address.split("%")[0] for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6)
+            )
+    return out
+
+
+def check_local_process(pid: int) -> tuple[bool, str]:
+    """(is a Ray process on this host, its title or why not). Runs in a thread: psutil and /proc reads."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        cmdline = proc.cmdline()
+    except psutil.NoSuchProcess:
+        return False, f"no process {pid} runs on this host (it exited)"
+    except psutil.AccessDenied:
+        return False, f"process {pid} belongs to another user: {PTRACE_FIX}"
+    title = " ".join(" ".join(cmdline).split())[:200] or proc.name()
+    if cmdline and ("ray::" in cmdline[0] or any("default_worker.py" in c for c in cmdline)):
+        return True, title
+    try:  # a driver: a Python process that loaded Ray's core worker
+        if b"_raylet" in Path(f"/proc/{pid}/maps").read_bytes():
+            return True, title
+    except PermissionError:
+        return False, f"process {pid} cannot be inspected: {PTRACE_FIX}"
+    except OSError:
+        pass
+    return False, f"process {pid} on this host is not a Ray worker or driver (its command is {title[:80]!r})"
+
+
+class StackSampler:
+    """Reads stacks and profiles for one cluster. One per RayAPI; safe under concurrent calls."""
+
+    def __init__(self, api: RayAPI, *, source: StackSource = "auto", py_spy: str | None = None) -> None:
+        self.api = api
+        self.source = source
+        self.py_spy_setting = py_spy
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_SAMPLES)
+        self._profiling: tuple[float, bool | None] | None = None
+        self._local: set[str] | None = None
+
+    # -- where a process can be read from -------------------------------------------------------------------
+
+    async def profiling_enabled(self) -> bool | None:
+        """Does the dashboard serve its profiling routes? None if it cannot say (an older Ray: try anyway)."""
+        now = time.monotonic()
+        if self._profiling is not None and now - self._profiling[0] < PROFILING_CHECK_TTL_S:
+            return self._profiling[1]
+        enabled: bool | None
+        try:
+            body = await self.api.get_json("/api/profiling_enabled", what="the profiling check")
+            data = body.get("data") if isinstance(body, dict) else None
+            value = (data or {}).get("profilingEnabled", (data or {}).get("profiling_enabled"))
+            enabled = bool(value) if value is not None else None
+        except RayMCPError:
+            enabled = None
+        self._profiling = (now, enabled)
+        return enabled
+
+    async def is_local(self, proc: Proc) -> bool:
+        if self._local is None:
+            self._local = await anyio.to_thread.run_sync(_local_addresses)
+        return bool(proc.node_ip) and proc.node_ip in self._local
+
+    async def _plan(self, proc: Proc) -> tuple[list[str], str]:
+        """The sources to try for one process, in order, and what to say if there is none."""
+        enabled = await self.profiling_enabled() if self.source != "py-spy" else False
+        local = await self.is_local(proc)
+        order = []
+        if self.source in ("auto", "dashboard") and enabled is not False:
+            order.append("dashboard")
+        if self.source in ("auto", "py-spy") and local:
+            order.append("py-spy")
+        if order:
+            return order, ""
+        if self.source == "py-spy":
+            why = (
+                f"node {proc.node} is not this host and ray-mcp is set to read stacks with local py-spy only "
+                f"(RAY_MCP_STACK_SOURCE=py-spy); use auto and {PROFILING_FIX}"
+            )
+        elif self.source == "dashboard":
+            why = f"the dashboard's profiling routes are off: {PROFILING_FIX}"
+        else:
+            why = (
+                f"the dashboard's profiling routes are off and node {proc.node} is not this host, so local "
+                f"py-spy cannot reach it: {PROFILING_FIX}"
+            )
+        return [], why
+
+    # -- one process ----------------------------------------------------------------------------------------
+
+    async def dump(self, proc: Proc) -> stacks.Sample:
+        sample = stacks.Sample(pid=proc.pid, node=proc.node, role=proc.role)
+        order, why = await self._plan(proc)
+        if not order:
+            sample.error = why
+            return sample
+        errors = []
+        async with self._slots:
+            for source in order:
+                started = time.monotonic()
+                try:
+                    if source == "dashboard":
+                        sample.dump = await self._dashboard_dump(proc)
+                    else:
+                        sample.dump = await self._local_dump(proc)
+                    sample.source = source
+                    sample.error = None
+                    sample.elapsed_s = time.monotonic() - started
+                    return sample
+                except _Disabled:
+                    errors.append(f"dashboard: profiling is off ({PROFILING_FIX})")
+                except RayMCPError as exc:
+                    errors.append(f"{source}: {exc}")
+        sample.error = "; ".join(errors)
+        return sample
+
+    async def _dashboard_get(self, path: str, proc: Proc, timeout_s: float, **extra: str) -> str:
+        if not proc.node_id:
+            raise RayRequestFailed(
+                "the process's node id is unknown, so the dashboard cannot route the request"
+            )
+        params = {"pid": str(proc.pid), "node_id": proc.node_id, "native": "0", **extra}
+        what = f"{path} of pid {proc.pid}"
+        with dashboard_errors(self.api.dashboard_url, what, timeout_s):
+            response = await self.api._http.get(path, params=params, timeout=timeout_s)
+        if response.status_code == 403 and "RAY_DASHBOARD_ENABLE_PROFILING" in response.text:
+            self._profiling = (time.monotonic(), False)
+            raise _Disabled()
+        if response.status_code != 200:
+            raise RayRequestFailed(failure_reason(response.text or f"HTTP {response.status_code}"))
+        return response.text
+
+    async def _dashboard_dump(self, proc: Proc) -> stacks.ProcessDump:
+        text = await self._dashboard_get("/worker/traceback", proc, max(self.api.timeout_s, DUMP_TIMEOUT_S))
+        try:
+            return stacks.parse_dump_text(text, proc.pid)
+        except ValueError as exc:
+            raise RayRequestFailed(f"the dashboard answered no stack ({stacks_excerpt(text)})") from exc
+
+    def _py_spy(self) -> str:
+        found = find_py_spy(self.py_spy_setting)
+        if found is None:
+            where = self.py_spy_setting or f"beside {sys.executable} or on the PATH"
+            raise RayRequestFailed(
+                f"py-spy is not installed ({where}): `pip install py-spy` (ray[default] ships it), "
+                f"or {PROFILING_FIX}"
+            )
+        return found
+
+    async def _check_local(self, proc: Proc) -> str:
+        ok, title = await anyio.to_thread.run_sync(check_local_process, proc.pid)
+        if not ok:
+            raise RayRequestFailed(title)
+        return title
+
+    async def _local_dump(self, proc: Proc) -> stacks.ProcessDump:
+        py_spy = self._py_spy()
+        title = await self._check_local(proc)
+        out = await run_py_spy([py_spy, "dump", "--pid", str(proc.pid), "--json"], DUMP_TIMEOUT_S)
+        try:
+            return stacks.parse_dump_json(out, proc.pid, title)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RayRequestFailed(f"py-spy answered no stack ({stacks_excerpt(out)})") from exc
+
+    async def profile(self, proc: Proc, duration_s: int) -> tuple[str, str]:
+        """(raw collapsed stacks, source) of one process over ``duration_s`` seconds."""
+        order, why = await self._plan(proc)
+        if not order:
+            raise RayRequestFailed(f"Cannot profile pid {proc.pid}: {why}.")
+        errors = []
+        async with self._slots:
+            for source in order:
+                try:
+                    if source == "dashboard":
+                        raw = await self._dashboard_get(
+                            "/worker/cpu_profile", proc, duration_s + PROFILE_SLACK_S,
+                            duration=str(duration_s), format="raw",
+                        )  # fmt: skip
+                    else:
+                        raw = await self._local_profile(proc, duration_s)
+                    return raw, source
+                except _Disabled:
+                    errors.append(f"dashboard: profiling is off ({PROFILING_FIX})")
+                except RayMCPError as exc:
+                    errors.append(f"{source}: {exc}")
+        raise RayRequestFailed(f"Could not profile pid {proc.pid} on node {proc.node}: {'; '.join(errors)}.")
+
+    async def _local_profile(self, proc: Proc, duration_s: int) -> str:
+        py_spy = self._py_spy()
+        await self._check_local(proc)
+        with tempfile.TemporaryDirectory(prefix="ray-mcp-profile-") as tmp:
+            out = Path(tmp) / "profile.txt"
+            cmd = [py_spy, "record", "--pid", str(proc.pid), "--duration", str(duration_s), "--format", "raw",
+                   "--output", str(out)]  # fmt: skip
+            await run_py_spy(cmd, duration_s + PROFILE_SLACK_S)
+            return out.read_text(errors="replace") if out.exists() else ""
+
+    # -- which processes ------------------------------------------------------------------------------------
+
+    async def nodes(self) -> dict[str, tuple[str | None, str | None]]:
+        result = await self.api.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000)
+        return {str(n.get("node_id")): (n.get("node_ip"), n.get("state")) for n in result.get("result") or []}
+
+    async def processes(self, target: Target) -> list[Proc]:
+        """The processes of the target: one for an actor, task or pid; a job's driver, actors and task workers."""
+        nodes = await self.nodes()
+
+        def ip(node_id: str | None) -> str | None:
+            return nodes.get(str(node_id), (None, None))[0]
+
+        if target.kind == "pid":
+            node_id = await self.api._resolve_node(str(target.node))
+            return [Proc(int(target.pid or 0), node_id, ip(node_id), f"pid {target.pid}")]
+        if target.kind == "actor_id":
+            actor_id = str(target.actor_id).strip().lower()
+            check_id("actor", actor_id)
+            row = await self.api._one_state("actors", "actor_id", actor_id)
+            if row is None:
+                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.api.dashboard_url}. "
+                               "Call list_actors to see the actor ids that exist.")  # fmt: skip
+            return [self._actor_proc(row, ip)]
+        if target.kind == "task_id":
+            return [await self._task_proc(str(target.task_id).strip(), target.attempt, ip)]
+        return await self._job_procs(str(target.job), ip)
+
+    def _actor_proc(self, row: Mapping[str, Any], ip: Any) -> Proc:
+        if row.get("state") != "ALIVE" or not row.get("pid"):
+            raise InvalidArgument(
+                f"Actor {row.get('actor_id')} ({row.get('class_name')}) is {row.get('state')}: no process runs "
+                "it now, so it has no stack. get_actor shows why; diagnose_job explains a job's dead actors."
+            )
+        return Proc(int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
+
+    async def _task_proc(self, task_id: str, attempt: int, ip: Any) -> Proc:
+        rows = (await self.api.list_state(
+            "tasks", what=f"the lookup of task {task_id}", filters=[("task_id", "=", task_id)], limit=100
+        )).get("result") or []  # fmt: skip
+        rows = sorted(rows, key=lambda r: -int(r.get("attempt_number") or 0))
+        if not rows:
+            raise NotFound(f"No task {task_id!r} in the cluster at {self.api.dashboard_url}. Task ids appear "
+                           "in list_tasks.")  # fmt: skip
+        row = next((r for r in rows if int(r.get("attempt_number") or 0) == attempt), rows[0])
+        if row.get("state") != "RUNNING":
+            raise InvalidArgument(
+                f"Task {task_id} ({row.get('name')}) is {row.get('state')}, not RUNNING: no process runs it, so "
+                "it has no stack. A PENDING task waits for resources or arguments: diagnose_job says which."
+            )
+        name = str(row.get("name") or row.get("func_or_class_name") or "?")
+        if row.get("actor_id"):
+            actor = await self.api._one_state("actors", "actor_id", str(row["actor_id"]))
+            if actor is not None:
+                return self._actor_proc(actor, ip)
+        if not row.get("worker_pid"):
+            raise RayRequestFailed(
+                f"Ray does not report the worker pid of task {task_id}; retry in a second."
+            )
+        return Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
+
+    async def _job_procs(self, job: str, ip: Any) -> list[Proc]:
+        details = await self.api.job_details(job)
+        status = details.get("status")
+        ident = details.get("submission_id") or details.get("job_id") or job
+        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            raise InvalidArgument(
+                f"Job {ident} is {status}: its processes have exited, so there are no stacks to read. "
+                f"diagnose_job job={ident!r} explains how it ended."
+            )
+        job_id = details.get("job_id")
+        if not job_id:
+            raise InvalidArgument(f"Job {ident} is {status}: its driver has not started yet, so it has no stacks. "
+                                  f"diagnose_job job={ident!r} says what it waits for.")  # fmt: skip
+        procs: list[Proc] = []
+        driver = details.get("driver_info") or {}
+        if driver.get("pid"):
+            node_id = details.get("driver_node_id")
+            procs.append(Proc(int(driver["pid"]), node_id, driver.get("node_ip_address") or ip(node_id), "driver",
+                              driver=True))  # fmt: skip
+        by_job = [("job_id", "=", str(job_id))]
+        actors, tasks = await asyncio.gather(
+            self.api.list_state("actors", what="the job's actors", filters=[*by_job, ("state", "=", "ALIVE")],
+                                limit=10_000),
+            self.api.list_state("tasks", what="the job's running tasks",
+                                filters=[*by_job, ("state", "=", "RUNNING")], limit=10_000),
+        )  # fmt: skip
+        seen = {(p.node_id, p.pid) for p in procs}
+        for row in sorted(actors.get("result") or [], key=lambda r: str(r.get("class_name"))):
+            if not row.get("pid") or str(row.get("class_name")).startswith("JobSupervisor"):
+                continue
+            proc = Proc(
+                int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name"))
+            )
+            if (proc.node_id, proc.pid) not in seen:
+                seen.add((proc.node_id, proc.pid))
+                procs.append(proc)
+        for row in tasks.get("result") or []:
+            if row.get("actor_id") or not row.get("worker_pid") or row.get("type") != "NORMAL_TASK":
+                continue
+            name = str(row.get("func_or_class_name") or row.get("name") or "?").rsplit(".", 1)[-1]
+            proc = Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
+            if (proc.node_id, proc.pid) not in seen:
+                seen.add((proc.node_id, proc.pid))
+                procs.append(proc)
+        return procs
+
+    # -- the tools ------------------------------------------------------------------------------------------
+
+    async def stack_traces(
+        self, target: Target, *, limit: int, max_frames: int, max_bytes: int
+    ) -> models.StackTraces:
+        procs = await self.processes(target)
+        if not procs:
+            raise NotFound(
+                f"{target.label()} has no running process (no driver pid, no alive actor, no running task). "
+                "diagnose_job says what it waits for."
+            )
+        chosen = procs[:limit]
+        samples = await asyncio.gather(*(self.dump(p) for p in chosen))
+        return self.shape(target.label(), list(samples), total=len(procs), max_frames=max_frames,
+                          max_bytes=max_bytes, limit=limit)  # fmt: skip
+
+    def shape(
+        self,
+        label: str,
+        samples: list[stacks.Sample],
+        *,
+        total: int,
+        max_frames: int,
+        max_bytes: int,
+        limit: int,
+    ) -> models.StackTraces:
+        ok = [s for s in samples if s.dump is not None]
+        failed = [s for s in samples if s.dump is None]
+        if not ok:
+            reasons = sorted({s.error or "unknown" for s in failed})
+            raise RayRequestFailed(
+                f"Could not read the stack of any of the {len(samples)} process(es) of {label}: "
+                + " | ".join(reasons[:3])
+            )
+        groups = stacks.collapse(ok, max_frames=max_frames)
+        sources = sorted({s.source for s in ok})
+        hints = []
+        if total > len(samples):
+            hints.append(
+                f"Sampled {len(samples)} of {total} processes (limit={limit}); raise limit (max 64)."
+            )
+        if any(g.state == "active" and not g.blocked_in for g in groups):
+            hints.append("A process runs code rather than waiting: cpu_profile it (actor_id or pid + node).")
+        result = models.StackTraces(
+            target=label, verdict=stacks.verdict(label, groups, len(ok)),
+            source="+".join(sources), processes_total=total, processes_sampled=len(ok),
+            processes_failed=len(failed), processes_left_out=max(0, total - len(samples)), groups=groups,
+            failures=[f"pid {s.pid}@{s.node} ({s.role}): {s.error}" for s in failed], hints=hints,
+        )  # fmt: skip
+        return stacks.fit_groups(result, max_bytes)
+
+    async def cpu_profile(
+        self, target: Target, *, duration_s: int, top: int, max_frames: int
+    ) -> models.CpuProfile:
+        (proc,) = await self.processes(target)
+        raw, source = await self.profile(proc, duration_s)
+        parsed = stacks.parse_raw_profile(raw)
+        functions, samples = stacks.profile_functions(parsed, top)
+        label = f"{target.label()} (pid {proc.pid} on {proc.node}, {proc.role})"
+        hints = []
+        if samples == 0:
+            verdict = (
+                f"{label} used no CPU in {duration_s} s: it waits (sleeping, blocked in ray.get or I/O). "
+                "stack_traces shows where."
+            )
+            hints.append("Call stack_traces with the same target to see what it waits in.")
+        else:
+            project = next((f for f in functions if f.project and f.own_samples), None)
+            hot = functions[0]
+            verdict = (
+                f"{label}: {samples} samples in {duration_s} s; hottest function {hot.function} "
+                f"({hot.file}:{hot.line}) {hot.own_pct:g}% own time"
+            )
+            if project is not None and project is not hot:
+                verdict += f"; hottest project function {project.function} ({project.file}:{project.line}) {project.own_pct:g}%"
+        return models.CpuProfile(
+            target=label, verdict=verdict, source=source, duration_s=duration_s, samples=samples,
+            functions=functions, hottest_stack=stacks.hottest_path(parsed, max_frames), hints=hints,
+        )  # fmt: skip
+
+
+class _Disabled(Exception):
+    """The dashboard's profiling routes answered 403 (RAY_DASHBOARD_ENABLE_PROFILING is off)."""
+
+
+async def run_py_spy(cmd: list[str], timeout_s: float) -> str:
+    """Run py-spy without blocking the loop; its stdout, or RayRequestFailed with the reason and the fix."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *cmd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise RayRequestFailed(f"py-spy could not be started ({cmd[0]}): {exc}") from exc
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        await _reap(process)
+        raise RayRequestFailed(
+            f"py-spy did not finish within {timeout_s:g} s (a loaded node?); retry."
+        ) from None
+    except asyncio.CancelledError:
+        await _reap(process)
+        raise
+    if process.returncode != 0:
+        raise RayRequestFailed(failure_reason((err or out).decode(errors="replace")))
+    return out.decode(errors="replace")
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Kill a py-spy that outlived its call (it detaches from its target when it dies) and wait for it."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    with contextlib.suppress(Exception):
+        await asyncio.shield(process.wait())
+
+
+class StacksAPI(RayClient):
+    """The RayAPI layer of stack_traces and cpu_profile: one sampler per cluster connection."""
+
+    _sampler: StackSampler | None = None
+
+    @property
+    def stacks(self) -> StackSampler:
+        if self._sampler is None:
+            source: StackSource = self.stack_source if self.stack_source in STACK_SOURCES else "auto"  # type: ignore[assignment]
+            self._sampler = StackSampler(self, source=source, py_spy=self.py_spy)  # type: ignore[arg-type]
+        return self._sampler

@@ -1,0 +1,168 @@
+"""Ray Train runs from the dashboard's Train API, and a run's latest checkpoint from its storage.
+
+Ray 2.60 serves two Train endpoints: ``/api/train/v2/runs/v1`` for Train v2 (the default since
+``RAY_TRAIN_V2_ENABLED`` defaults to on) and ``/api/train/v2/runs`` for the legacy v1 trainers. Both read a
+state actor that exists only once a training driver ran with ``RAY_TRAIN_ENABLE_STATE_TRACKING=1``; without it
+the dashboard answers 500 and we say that the runs are unknown (never "no runs").
+
+Checkpoints are not in the Train API. The checkpoint manager writes ``checkpoint_manager_snapshot.json`` in the
+run's storage directory; it is read when that directory is on this machine (the run's nodes are local), else
+the answer says it could not be checked.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from ray_mcp import limits
+from ray_mcp.errors import NotFound, RayRequestFailed, dashboard_errors
+from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
+from ray_mcp.topology_models import TrainCheckpoint, TrainRun, TrainRunList
+
+if TYPE_CHECKING:
+    from ray_mcp.ray_api import RayAPI
+
+TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
+SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"  # ray.train.v2._internal.constants
+STATE_TRACKING = "RAY_TRAIN_ENABLE_STATE_TRACKING"
+
+
+async def train_runs(api: RayAPI) -> list[dict[str, Any]]:
+    """Every Train v2 run the cluster's Train state actor knows, newest first (Ray returns them all at once)."""
+    what = f"the Train runs ({TRAIN_RUNS_PATH})"
+    with dashboard_errors(api.dashboard_url, what, api.timeout_s):
+        response = await api._http.get(TRAIN_RUNS_PATH)
+        status, body = response.status_code, response.text
+    if status == 404:
+        raise RayRequestFailed(
+            f"Train runs unknown: the Ray dashboard at {api.dashboard_url} has no Train API ({TRAIN_RUNS_PATH} "
+            "answered 404; it needs Ray 2.4x or later with the dashboard's train module)."
+        )
+    if status == 500 and "not installed" in body:
+        raise RayRequestFailed(
+            f"Train runs unknown: Ray Train is not installed where the dashboard at {api.dashboard_url} runs "
+            "(it answered: Train is not installed). Install ray[train] on the cluster's head node."
+        )
+    if status == 500 and STATE_TRACKING in body:
+        raise RayRequestFailed(
+            f"Train runs unknown: the cluster at {api.dashboard_url} has no Ray Train state. Ray records runs "
+            f"only when the training driver runs with {STATE_TRACKING}=1 (for a job: runtime_env "
+            f'{{"env_vars": {{"{STATE_TRACKING}": "1"}}}}), and no such run has started since the head started. '
+            "Runs without it do not show here; use list_jobs and list_actors (class RayTrainWorker) instead."
+        )
+    if status >= 400:
+        short = " ".join(body.split())[:300]
+        raise RayRequestFailed(
+            f"The Ray dashboard at {api.dashboard_url} refused {what}: HTTP {status} {short}. "
+            + ("The Train state actor did not answer; retry." if status == 503 else "")
+        )
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise RayRequestFailed(
+            f"The Ray dashboard at {api.dashboard_url} answered {what} with non-JSON."
+        ) from exc
+    runs = data.get("train_runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        raise RayRequestFailed(
+            f"The Ray dashboard at {api.dashboard_url} answered {what} without train_runs."
+        )
+    return [r for r in runs if isinstance(r, dict)]
+
+
+async def list_train_runs(api: RayAPI, *, status: str | None, name: str | None, limit: int) -> TrainRunList:
+    runs = await train_runs(api)
+    return build_run_list(runs, status=status, name=name, limit=limit, now_s=time.time())
+
+
+async def get_train_run(api: RayAPI, run: str) -> TrainRun:
+    if not run.strip():
+        raise NotFound("The run is empty. Call list_train_runs to see the run ids and names.")
+    runs = await train_runs(api)
+    found = find_run(runs, run.strip())
+    if found is None:
+        names = ", ".join(sorted({str(r.get("name")) for r in runs})[:10]) or "none"
+        raise NotFound(
+            f"No Train run with id or name {run!r} on the cluster at {api.dashboard_url} (run names: {names}). "
+            "Call list_train_runs to see them."
+        )
+    notes: list[str] = []
+    checkpoint = await anyio.to_thread.run_sync(read_checkpoint, found, notes)
+    return build_run(found, now_s=time.time(), checkpoint=checkpoint, notes=notes)
+
+
+def read_checkpoint(run: Mapping[str, Any], notes: list[str]) -> TrainCheckpoint | None:
+    """The run's checkpoint manager snapshot, if its storage is a directory of this machine."""
+    config = ((run.get("run_settings") or {}).get("run_config")) or {}
+    storage, name = str(config.get("storage_path") or ""), str(config.get("name") or run.get("name") or "")
+    if not storage or not name:
+        notes.append("Latest checkpoint unknown: the run records no storage path.")
+        return None
+    where = storage.rstrip("/") + "/" + name
+    local = storage.removeprefix("file://")
+    if "://" in local or not local.startswith("/"):
+        notes.append(f"Latest checkpoint not checked: the run's storage {where} is not a local path.")
+        return None
+    if not runs_here(run):
+        notes.append(f"Latest checkpoint not checked: the run's storage {where} is on the cluster's nodes, "
+                     "not on the machine ray-mcp runs on.")  # fmt: skip
+        return None
+    path = Path(local) / name / SNAPSHOT_FILE
+    try:
+        with path.open("rb") as f:
+            raw = f.read(limits.TRAIN_SNAPSHOT_BYTES + 1)
+    except FileNotFoundError:
+        notes.append(f"No checkpoint yet: {path} does not exist (it is written at the first checkpoint).")
+        return None
+    except OSError as exc:
+        notes.append(f"Latest checkpoint not read: {path}: {exc.strerror or type(exc).__name__}.")
+        return None
+    if len(raw) > limits.TRAIN_SNAPSHOT_BYTES:
+        notes.append(
+            f"Latest checkpoint not read: {path} is larger than {limits.TRAIN_SNAPSHOT_BYTES:,} bytes."
+        )
+        return None
+    try:
+        snapshot = json.loads(raw)
+    except ValueError:
+        notes.append(f"Latest checkpoint not read: {path} is not JSON.")
+        return None
+    if not isinstance(snapshot, dict):
+        return None
+    return checkpoint_from_snapshot(snapshot, str(path))
+
+
+def runs_here(run: Mapping[str, Any]) -> bool:
+    """True if the run's workers ran on this machine (their node IP is one of ours)."""
+    ips = {
+        str(w.get("node_ip"))
+        for a in run.get("attempts") or []
+        for w in a.get("workers") or []
+        if w.get("node_ip")
+    }
+    ips |= {str(((run.get("job_details") or {}).get("driver_info") or {}).get("node_ip_address") or "")} - {
+        ""
+    }
+    return bool(ips) and ips <= local_addresses()
+
+
+def local_addresses() -> set[str]:
+    import psutil
+
+    out = {"127.0.0.1", "::1"}
+    for addresses in psutil.net_if_addrs().values():
+        for a in addresses:
+            if a.family in (socket.AF_INET, socket.AF_INET6):
+                try:
+                    out.add(str(ipaddress.ip_address(a.address.split("%")[0])))
+                except ValueError:
+                    continue
+    return out

@@ -1,0 +1,247 @@
+"""The redactor alone: known values, secret shapes, ordinary text left alone, control characters, bounds."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+
+import pytest
+
+from ray_mcp.redaction import (
+    SECRETS,
+    SecretRegistry,
+    bound_structured,
+    clean_text,
+    escape_controls,
+    install_log_redaction,
+    redact_text,
+    redact_tree,
+)
+
+
+def unique(prefix: str = "v") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "--password hunter2x",
+        "--password=hunter2x",
+        "--db-password 'hunter2x'",
+        "--token hunter2x",
+        "--api-key hunter2x",
+        "--api_key=hunter2x",
+        "Password: hunter2x",
+        "password: hunter2x",
+        "DB_PASSWORD=hunter2x",
+        'export HF_TOKEN="hunter2x"',
+        '{"password": "hunter2x"}',
+        "{'api_key': 'hunter2x'}",
+        "aws_secret_access_key = hunter2x",
+        "X-Api-Key: hunter2x",
+        "Authorization: Bearer hunter2x.abc",
+        "authorization: Basic aHVudGVyMng6eA==hunter2x",
+        "Proxy-Authorization: hunter2x",
+        "curl -H 'Authorization: token hunter2x'",
+        "connecting to postgresql://admin:hunter2x@db.internal:5432/app",
+        "redis://:hunter2x@cache:6379/0",
+        "Cookie: session=hunter2x; theme=dark",
+    ],
+)
+def test_secret_shapes_are_masked(line: str) -> None:
+    masked = clean_text(line)
+    assert "hunter2x" not in masked, masked
+    assert "***" in masked
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "AKIAIOSFODNN7EXAMPLE",  # AWS access key id
+        "ASIAY34FZKBOKMUTVV7A",  # AWS session key id
+        "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",  # GCP API key
+        "ya29.a0AfH6SMBx3kTq_Zr9c8VnE4kqWdCpLmN0oPqRsTuV",  # GCP OAuth token
+        "hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z",  # Hugging Face
+        "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",  # GitHub classic
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ",
+        "glpat-" + "xY9zA8bC7dE6fG5hI4jK",  # GitLab
+        "sk-proj-" + "Ab3De5Gh7Jk9Mn1Pq3St5Vw7Yz9Bc1Df3",  # OpenAI (project key)
+        "sk-ant-api03-" + "Zx8Cv7Bn6Mm5Ll4Kk3Jj2Hh1Gg0Ff9Dd8",  # Anthropic
+        "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",  # Slack
+        "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",  # Stripe
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + "A" * 86 + "==",  # Azure storage
+        "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=AbCdEf0123456789AbCdEf0123456789%3D",  # Azure SAS
+    ],
+)
+def test_cloud_keys_and_vendor_tokens_are_masked(secret: str) -> None:
+    body = secret.split("AccountKey=")[-1].split("sig=")[-1]
+    masked = clean_text(f"starting with {secret} now")
+    assert body not in masked, masked
+    assert masked.startswith("starting with") and masked.endswith(" now")
+
+
+def test_a_private_key_block_is_masked_whole() -> None:
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx7\nq2ZkYv\n-----END RSA PRIVATE KEY-----"
+    escaped_json = (
+        '{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBg\\n-----END PRIVATE KEY-----\\n"}'
+    )
+    assert "MIIE" not in clean_text(f"key:\n{pem}\ndone") and "done" in clean_text(f"key:\n{pem}\ndone")
+    assert "MIIE" not in clean_text(escaped_json)
+    assert "MIIE" not in clean_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk (cut")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "use one of ALIVE, DEAD",
+        "unknown key runtime_env.api_key: use one of conda, env_vars, pip",
+        "Invalid state 'dead': use one of PENDING, RUNNING",
+        "RAY_TOKEN: use one of the documented forms",
+        "Authorization: use one of the two schemes",
+        "the secret: keep it safe",
+        "num_tokens=5 tokenizer=bert max_new_tokens: 100 --max-new-tokens 2048 tokens/s=18123",
+        "pad_token: <pad> eos_token: </s> eos_token_id=2 pad_token_id=0",
+        "Press any key to continue; the monkey=banana; keys: 3",
+        "Bearer authentication and Basic authentication are supported",
+        "password = os.environ['DB_PASSWORD']",
+        "token = get_token(user)",
+        "export HF_TOKEN=$HF_TOKEN; --token <token>; password: ***; api_key: ${API_KEY}",
+        "(RolloutWorker pid=41234) INFO rollout.py:212 -- collected 512 episodes in 3.2 s",
+        "Epoch 3 step 100: loss=0.2311 lr=3e-4 grad_norm=1.12 gpu_mem=71.3GiB",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+        "Job 'raysubmit_8hTqK3vW4bX2yZ1a' succeeded; node 5ad1f6b0c2e3d4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5",
+        "actor 4f9e2b1c8d7a6e5f4b3c2d1e0f9a8b7c ALIVE on 10.0.0.12; http://127.0.0.1:8265/#/jobs",
+        "Resources: {'CPU': 4.0, 'GPU': 1.0, 'memory': 8589934592}; PlacementGroup PACK",
+        "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing.",
+        'headers={"Authorization": f"Bearer {token}"}',
+        "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    raise ValueError('bad lr')",
+    ],
+)
+def test_ordinary_english_and_ray_output_stay_unchanged(text: str) -> None:
+    assert clean_text(text) == text
+
+
+def test_known_values_are_masked_anywhere_and_short_ones_as_whole_words() -> None:
+    long_value, short_value = unique("pw"), "q7z"
+    SECRETS.add([long_value, short_value])
+    text = f"a{long_value}b and {short_value} but q7zq, xq7z and ({short_value})."
+    assert clean_text(text) == "a***b and *** but q7zq, xq7z and (***)."
+
+
+def test_configuration_values_are_not_treated_as_secrets() -> None:
+    registry = SecretRegistry()
+    registry.add(["true", "0", "12", "INFO", "", "  "])
+    assert len(registry) == 0
+    registry.add(["123", "abc"])
+    assert len(registry) == 2
+
+
+def test_the_registry_is_bounded_and_keeps_pinned_credentials() -> None:
+    registry = SecretRegistry(max_values=10)
+    registry.add(["pinned-credential"], pinned=True)
+    registry.add([f"learned-{i:03d}" for i in range(50)])
+    assert len(registry) == 11
+    assert "pinned-credential" in registry and "learned-049" in registry and "learned-000" not in registry
+
+
+def test_the_registry_is_safe_under_concurrent_writers_and_readers() -> None:
+    registry = SecretRegistry(max_values=500)
+    values = [f"concurrent-{t}-{i}" for t in range(8) for i in range(100)]
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(100):
+                registry.add([f"concurrent-{t}-{i}"])
+                registry.matcher().scan(f"x concurrent-{t}-{i} y")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(registry) == 500
+    kept = [v for v in values if v in registry]
+    assert len(kept) == 500
+    spans, _, _ = registry.matcher().scan(" ".join(kept))
+    assert len(spans) == 500
+
+
+def test_a_result_teaches_the_registry_its_env_vars_and_masks_them_everywhere_in_it() -> None:
+    value = unique("hf")
+    result = {
+        "content": [{"type": "text", "text": f"printed {value}"}],
+        "structuredContent": {
+            "entrypoint": f"python x.py --x {value}",
+            "runtime_env": {"env_vars": {"A": value}},
+        },
+    }
+    out = redact_tree(result)
+    assert value not in json.dumps(out)
+    assert out["structuredContent"]["runtime_env"]["env_vars"] == {"A": "***"}
+    assert value in SECRETS and clean_text(f"later {value}") == "later ***"
+
+
+def test_control_characters_become_visible_and_newlines_and_tabs_stay() -> None:
+    raw = "a\x1b[31mred\x1b[0m\x07b\x08c\rd\r\ne\tf\n\u202eevil\u2066x\u2069\u200bzw\ufeff\x85\x9b"
+    assert escape_controls(raw) == (
+        "a\\x1b[31mred\\x1b[0m\\x07b\\x08c\\x0dd\ne\tf\n\\u202eevil\\u2066x\\u2069\\u200bzw\\ufeff\\x85\\x9b"
+    )
+    assert clean_text("plain\ttext\nline") == "plain\ttext\nline"
+    out = redact_tree({"k\x1b": ["v\u202e"], "n": 3})
+    assert out == {"k\\x1b": ["v\\u202e"], "n": 3}
+
+
+def test_structured_content_is_bounded_with_markers_where_it_was_cut() -> None:
+    structured = {
+        "entrypoint": "python x.py " + "a" * 200_000,
+        "metadata": {f"k{i}": f"value {i}" for i in range(3000)},
+        "hints": [],
+        "ids": list(range(10)),
+    }
+    out, note = bound_structured(structured, text_bytes=2000)
+    size = len(json.dumps(out).encode())
+    assert size <= 16_384
+    assert note is not None and out["hints"][-1] == note
+    assert out["entrypoint"].startswith("python x.py aaa") and "[cut: " in out["entrypoint"]
+    assert "[cut: " in out["metadata"]["…"]
+    assert out["ids"] == list(range(10))
+    small = {"a": "b", "hints": []}
+    assert bound_structured(small, text_bytes=10) == (small, None)
+
+
+def test_log_records_and_their_tracebacks_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    install_log_redaction()
+    value = unique("tok")
+    SECRETS.add([value], pinned=True)
+    log = logging.getLogger("mcp.server.mcpserver.server")
+    with caplog.at_level(logging.INFO):
+        log.info("Tool %r failed: %r", "cluster_status", f"echoed Authorization: Bearer {value}")
+        try:
+            raise RuntimeError(f"upstream said {value}")
+        except RuntimeError:
+            logging.getLogger("ray_mcp.x").exception("boom %s", value)
+    text = caplog.text
+    assert value not in text and "***" in text and "RuntimeError: upstream said ***" in text
+
+
+def test_redact_text_masks_without_escaping() -> None:
+    assert redact_text("a\x1b b DB_PASSWORD=abc123") == "a\x1b b DB_PASSWORD=***"
+
+
+def test_documentation_placeholders_stay() -> None:
+    for text in (
+        "send Authorization: Bearer <token>",
+        "Authorization: Bearer $RAY_MCP_TOKEN",
+        "Authorization: Bearer ${RAY_MCP_TOKEN}",
+        "Authorization: Basic ...",
+        "RAY_AUTH_TOKEN=<your token>",
+    ):
+        assert clean_text(text) == text

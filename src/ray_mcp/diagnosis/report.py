@@ -152,9 +152,12 @@ def health_report(
     findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
     serious = [f for f in findings if f.severity >= 40]
     unread = [*notes, *(f"Could not read {u}." for u in ev.unreadable)]
-    not_run = f"could not check {', '.join(unchecked)}" if unchecked else ""
+    gaps = list(unchecked) or [
+        u.split(":")[0] for u in ev.unreadable
+    ]  # checks that did not run, else sources
+    not_run = f"could not check {', '.join(gaps)}" if gaps else ""
     status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = (
-        "PROBLEMS_FOUND" if serious else "UNKNOWN" if unchecked else "HEALTHY"
+        "PROBLEMS_FOUND" if serious else "UNKNOWN" if gaps else "HEALTHY"
     )
     if serious:
         suffix = f" (also {clip(not_run, 120)})" if not_run else ""
@@ -165,7 +168,7 @@ def health_report(
             )
             + suffix
         )
-    elif unchecked:
+    elif gaps:
         found = f"nothing wrong found in {', '.join(checked)}" if checked else "nothing could be read"
         verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
     else:

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
-PORT ?= 8000
+PORT ?= 8270
 
 .PHONY: install run test lint bench bench-smoke clean
 
@@ -16,9 +16,11 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # Serve MCP over streamable HTTP on $(HOST):$(PORT), against an embedded local Ray cluster
-# (or the cluster in RAY_ADDRESS). The URL to connect to is printed on stderr.
+# (or the cluster in RAY_ADDRESS). The URL to connect to is printed on stderr. Write tools are on and loopback
+# needs no token, so any local user can submit jobs: `make run ARGS=--read-only` offers only read tools.
+ARGS ?=
 run: install
-	$(VENV)/bin/ray-mcp --transport streamable-http --host $(HOST) --port $(PORT)
+	$(VENV)/bin/ray-mcp --transport streamable-http --host $(HOST) --port $(PORT) $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

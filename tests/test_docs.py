@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,10 @@ def test_every_claude_mcp_add_line_in_the_docs_uses_flags_claude_code_has() -> N
                 r"--transport http ray http://[\w.-]+:\d+/mcp --header \"Authorization: Bearer ", line
             ), line
         else:
-            assert re.match(r"claude mcp add ray -- ray-mcp( |$)", line), line
+            assert re.match(r'claude mcp add ray -- (ray-mcp|"\$PWD/\.venv/bin/ray-mcp")( |$)', line), line
+    # After `make run` the command is in the repo's venv, not on PATH: the README gives that form.
+    readme = (REPO / "README.md").read_text()
+    assert 'claude mcp add ray -- "$PWD/.venv/bin/ray-mcp"' in readme and ".venv/bin/ray-mcp" in readme
 
 
 async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_cluster, tmp_path: Path) -> None:
@@ -106,10 +110,51 @@ async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_clust
     (tmp_path / "token").write_text("docs-test-token")
     args = ["--transport", "streamable-http", "--address", ray_cluster.dashboard_url]
     with http_server([*args, "--auth-token-file", str(tmp_path / "token")], tmp_path / "server.log") as port:
-        script = block.replace("http://127.0.0.1:8000/mcp", f"http://127.0.0.1:{port}/mcp")
+        script = block.replace("http://127.0.0.1:8270/mcp", f"http://127.0.0.1:{port}/mcp")
         out = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
             env=clean_env(RAY_MCP_AUTH_TOKEN="docs-test-token"),
         )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    assert "node(s) alive" in out.stdout
+        assert out.returncode == 0, out.stderr
+        assert "node(s) alive" in out.stdout
+        # The same client, with a call that takes longer than httpx's default 5 s timeout: it must finish.
+        follow = (
+            'call_tool("tail_logs", {"node": "%s", "filename": "gcs_server.out", "lines": 1, "follow_s": 8})'
+        )
+        long_call = script.replace('call_tool("cluster_status", {})', follow % node_ip(ray_cluster))
+        assert long_call != script
+        started = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-c", long_call], capture_output=True, text=True, timeout=180,
+            env=clean_env(RAY_MCP_AUTH_TOKEN="docs-test-token"),
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert time.monotonic() - started > 8 and "gcs_server.out" in out.stdout
+
+
+def node_ip(ray_cluster) -> str:
+    import httpx
+
+    nodes = httpx.get(f"{ray_cluster.dashboard_url}/api/v0/nodes", timeout=30).json()["data"]["result"][
+        "result"
+    ]
+    return next(n["node_ip"] for n in nodes if n["state"] == "ALIVE")
+
+
+def test_every_doc_says_destructive_calls_confirm_by_elicitation_first_then_token() -> None:
+    """README, docs/security.md and docs/conformance.md agree with confirm.py: elicitation, else a token."""
+    from ray_mcp import confirm
+
+    assert "elicitation" in (confirm.__doc__ or "") and "token" in (confirm.__doc__ or "")
+    for name in ("README.md", "docs/security.md", "docs/conformance.md"):
+        text = (REPO / name).read_text()
+        parts = re.split(r"\n\s*\n|\n\||\n- |\n\d\. ", text)  # paragraphs, table rows, list items
+        paragraphs = [p for p in parts if re.search(r"confirm", p, re.I)]
+        assert paragraphs, name
+        for paragraph in paragraphs:
+            if "token" in paragraph and re.search(r"destructive", paragraph, re.I):
+                assert "elicitation" in paragraph, (name, paragraph)
+                assert not re.search(r"token,? not elicitation|only with a token", paragraph), (
+                    name,
+                    paragraph,
+                )

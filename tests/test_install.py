@@ -1,13 +1,20 @@
-"""Install paths: the built wheel installs into a fresh venv and serves its packaged docs; uvx runs it too.
+"""Install paths: the ones README.md gives, each run here from a local git URL or the built wheel.
 
-The fresh venv gets ray-mcp from the wheel only. Its dependencies (Ray and the rest: minutes to install) come
-from this venv's site-packages through a .pth file, and the tests check that ray_mcp itself is imported from
-the fresh venv, never from the source tree.
+* ``uvx --from git+file://<clone> ray-mcp`` and ``pipx install git+file://<clone>`` (pipx's uv backend), with
+  their dependencies resolved and installed for real (uv's cache keeps that affordable);
+* ``python -m build`` into ``dist/``, then ``uvx --from ./dist/<wheel> ray-mcp``;
+* the built wheel in a fresh venv, serving its packaged docs over stdio.
+
+The clone is a git repository made from the working tree (tracked and untracked, not ignored files), so the
+tests check what is about to be committed. The fresh venv gets ray-mcp from the wheel only; its dependencies
+(Ray and the rest: minutes to install with pip) come from this venv's site-packages through a .pth file, and the
+tests check that ray_mcp itself is imported from the fresh venv, never from the source tree.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,16 +30,52 @@ from tests.npm_tools import REPO
 from ray_mcp.prompts import prompt_files
 from ray_mcp.resources import INDEX_URI, reference_pages
 
+INSTALL_TIMEOUT_S = 1500  # a cold uv cache downloads Ray and its dependencies once
+
+
+def tool(name: str) -> Path:
+    path = BIN / name
+    if not path.exists():
+        pytest.skip(f"{name} is not installed in {BIN} (it is in the dev extras: pip install -e '.[dev]')")
+    return path
+
+
+def run(cmd: list, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=cwd,
+        env=clean_env(PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **env),
+    )  # fmt: skip
+    assert out.returncode == 0, f"{cmd}: {out.stdout[-2000:]}{out.stderr[-3000:]}"
+    return out
+
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(out), str(REPO)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    (built,) = out.glob("ray_mcp-*.whl")
-    return built
+def clone(tmp_path_factory) -> Path:
+    """A git repository holding the working tree's files, committed: what `git+file://` installs from."""
+    root = tmp_path_factory.mktemp("clone") / "ray-mcp"
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")  # fmt: skip
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        subprocess.run([*git, *cmd], cwd=root, check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def wheel(clone: Path) -> Path:
+    """`python -m build` in the clone, as README says: an sdist and a wheel (built from the sdist) in dist/."""
+    run([sys.executable, "-m", "build"], clone)
+    assert sorted(p.name for p in (clone / "dist").iterdir()) == [
+        "ray_mcp-0.1.0-py3-none-any.whl", "ray_mcp-0.1.0.tar.gz",
+    ]  # fmt: skip
+    return clone / "dist" / "ray_mcp-0.1.0-py3-none-any.whl"
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +134,43 @@ async def test_the_installed_ray_mcp_serves_its_packaged_docs_over_stdio(venv: P
         assert not status.is_error and status.structured_content["dashboard_url"] == ray_cluster.dashboard_url
 
 
-def test_uvx_runs_ray_mcp_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
-    uvx = BIN / "uvx"
-    if not uvx.exists():
-        pytest.skip(f"uv is not installed in {BIN} (pip install uv; it is in the dev extras)")
-    env = clean_env(UV_CACHE_DIR=str(REPO / ".cache" / "uv"))
+def test_uvx_runs_ray_mcp_from_the_wheel_in_dist(wheel: Path, clone: Path) -> None:
+    out = run([tool("uvx"), "--from", "./dist/ray_mcp-0.1.0-py3-none-any.whl", "ray-mcp", "--help"], clone)
+    assert "--transport" in out.stdout and "RAY_ADDRESS" in out.stdout and "doctor" in out.stdout
+
+
+def test_uvx_from_a_git_url_runs_ray_mcp_doctor_against_the_cluster(
+    clone: Path, ray_cluster, tmp_path
+) -> None:
+    """The whole dependency tree resolved by uv from pyproject.toml: the doctor imports Ray and reaches the GCS."""
     out = subprocess.run(
-        [uvx, "--from", str(wheel), "ray-mcp", "--help"], capture_output=True, text=True, timeout=600,
-        env=env, cwd=tmp_path,
+        [str(tool("uvx")), "--from", f"git+file://{clone}", "ray-mcp", "doctor", "--address", ray_cluster.dashboard_url],
+        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=tmp_path, env=clean_env(),
     )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "--transport" in out.stdout and "RAY_ADDRESS" in out.stdout
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "ok   dashboard" in out.stdout and "ray-mcp doctor: no check failed." in out.stdout
+
+
+def test_pipx_installs_ray_mcp_from_a_git_url(clone: Path, tmp_path: Path) -> None:
+    home, bin_dir = tmp_path / "pipx", tmp_path / "bin"
+    env = {"PIPX_HOME": str(home), "PIPX_BIN_DIR": str(bin_dir), "PIPX_MAN_DIR": str(tmp_path / "man")}
+    run([tool("pipx"), "install", "--backend", "uv", f"git+file://{clone}"], tmp_path, **env)
+    out = run([bin_dir / "ray-mcp", "--help"], tmp_path)
+    assert "--transport" in out.stdout
+    version = run(
+        [home / "venvs" / "ray-mcp" / "bin" / "python", "-c", "import ray; print(ray.__version__)"], tmp_path
+    )
+    assert version.stdout.strip() == "2.60.0"
+
+
+def test_the_license_is_the_apache_2_text_pyproject_names(wheel: Path) -> None:
+    import tomllib
+    import zipfile
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (REPO / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text and len(text) > 10_000
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names

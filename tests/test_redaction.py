@@ -215,6 +215,15 @@ def test_structured_content_is_bounded_with_markers_where_it_was_cut() -> None:
     assert out["ids"] == list(range(10))
     small = {"a": "b", "hints": []}
     assert bound_structured(small, text_bytes=10) == (small, None)
+    # a long list of small rows is bounded by the tool's limit (and counted in `shown`), not cut here
+    rows = {
+        "shown": 300,
+        "actors": [{"actor_id": "ab" * 16, "state": "ALIVE", "name": f"w{i}"} for i in range(300)],
+    }
+    assert bound_structured(rows, text_bytes=5000) == (rows, None)
+    huge = {"lines": ["x" * 100] * 20_000, "hints": []}
+    cut, note = bound_structured(huge, text_bytes=5000)
+    assert note is not None and len(cut["lines"]) < 20_000 and cut["lines"][-1].startswith("… [cut: ")
 
 
 def test_log_records_and_their_tracebacks_are_redacted(caplog: pytest.LogCaptureFixture) -> None:

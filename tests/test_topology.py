@@ -16,6 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from conftest import local_head
 from ray_mcp.cluster import LocalHead, free_ports
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
@@ -89,18 +90,13 @@ class GPUWorker(LocalWorker):
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[tuple[LocalHead, GPUWorker]]:
-    head = LocalHead(num_cpus=2)
-    head.spawn()
-    worker: GPUWorker | None = None
-    try:
-        anyio.run(head.wait_ready, 180.0)
+    with local_head(num_cpus=2) as head:  # retried when a loaded machine makes the head time out starting
         worker = GPUWorker(num_cpus=1, head_gcs_address=head.gcs_address)
         worker.spawn()
-        yield head, worker
-    finally:
-        if worker is not None:
+        try:
+            yield head, worker
+        finally:
             worker.stop()
-        head.stop()
 
 
 @pytest.fixture
@@ -134,7 +130,8 @@ def training_job(gpu_cluster, tmp_path_factory) -> Iterator[str]:
                 port = free_ports(1)[0]
                 sub, _ = await call(client, "submit_job", entrypoint=f"{sys.executable} {script} {port}")
                 job = sub["submission_id"]
-                with anyio.fail_after(300):
+                text = ""
+                with anyio.move_on_after(300):
                     while True:
                         logs = await client.call_tool("tail_logs", {"job": job, "lines": 50})
                         text = logs.content[0].text  # type: ignore[union-attr]
@@ -143,6 +140,7 @@ def training_job(gpu_cluster, tmp_path_factory) -> Iterator[str]:
                         info, _ = await call(client, "get_job", job=job)
                         assert info["status"] in ("PENDING", "RUNNING"), text
                         await anyio.sleep(1)
+                raise AssertionError(f"the training job was not READY within 300 s; its log:\n{text}")
         finally:
             await server.app.aclose()
 

@@ -84,7 +84,7 @@ def http_server(args: list[str], log: Path) -> Iterator[int]:
         proc.wait(timeout=60)
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout_s: float = 120) -> None:
     import time
 
     deadline = time.monotonic() + timeout_s

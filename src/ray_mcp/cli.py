@@ -3,26 +3,79 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 from anyio.abc import TaskStatus
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from ray_mcp.settings import Settings
+from ray_mcp.settings import (
+    DEFAULT_HTTP_HEADER_TIMEOUT_S,
+    DEFAULT_HTTP_MAX_CONNECTIONS,
+    DEFAULT_HTTP_MAX_SESSIONS,
+    DEFAULT_PORT,
+    Settings,
+)
 
 if TYPE_CHECKING:
-    from ray_mcp.server import RayMCPServer
+    pass
+
+
+class BadUsage(SystemExit):
+    """A flag or environment value that cannot be used: one line on stderr, exit status 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise BadUsage(f"ray-mcp: {message} (see ray-mcp --help)")
+
+
+# Where each setting comes from, for messages about a bad value.
+FLAG_OF = {
+    "embedded_num_cpus": "--num-cpus",
+    "allowed_origins": "--allowed-origin",
+    "upload_roots": "--upload-root",
+}
+ENV_OF = {"embedded_num_cpus": "RAY_MCP_EMBEDDED_NUM_CPUS"}
+
+
+def describe_invalid(exc: ValidationError | SettingsError) -> str:
+    """One line for pydantic's multi-line report: which flag or variable, the value given, what is allowed."""
+    if isinstance(exc, SettingsError):
+        return f"ray-mcp: {exc} (check the RAY_MCP_* environment variables)"
+    parts = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        flag = FLAG_OF.get(field, "--" + field.replace("_", "-"))
+        env = ENV_OF.get(field, "RAY_MCP_" + field.upper())
+        message = str(error["msg"]).replace("Input should be", "must be")
+        parts.append(f"{flag} (or {env}) = {error.get('input')!r}: {message}")
+    return "ray-mcp: invalid setting: " + "; ".join(parts) + " (see ray-mcp --help)"
+
+
+def wants_doctor(argv: list[str]) -> bool:
+    return (bool(argv) and argv[0] == "doctor") or "--check" in argv
 
 
 def parse_settings(argv: list[str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ray-mcp",
-        description="MCP server for operating and debugging Ray clusters. Flags override RAY_MCP_* env vars.",
+        usage="ray-mcp [doctor] [options]",
+        description="MCP server for operating and debugging Ray clusters. Flags override RAY_MCP_* env vars. "
+        "`ray-mcp doctor` (or --check) checks the setup instead: address, dashboard, Ray version, token auth, "
+        "profiling, GCS, Serve, logs.",
     )
     parser.add_argument(
         "--address",
@@ -40,7 +93,7 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     )
     parser.add_argument("--transport", choices=["stdio", "sse", "streamable-http"], help="Default stdio.")
     parser.add_argument("--host", help="Bind address for HTTP transports (default 127.0.0.1).")
-    parser.add_argument("--port", type=int, help="Port for HTTP transports (default 8000).")
+    parser.add_argument("--port", type=int, help=f"Port for HTTP transports (default {DEFAULT_PORT}).")
     parser.add_argument(
         "--request-timeout-s", type=float, help="Timeout of each dashboard request (default 10)."
     )
@@ -87,9 +140,41 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         help="A directory local runtime_env paths (working_dir, py_modules, requirements files) may come from "
         "(repeatable; env RAY_MCP_UPLOAD_ROOTS). Default: the starting directory on stdio, none over HTTP.",
     )
+    limits = parser.add_argument_group("HTTP limits")
+    limits.add_argument(
+        "--http-header-timeout-s",
+        type=float,
+        help=f"Close a connection whose request headers take longer (default {DEFAULT_HTTP_HEADER_TIMEOUT_S:g}).",
+    )
+    limits.add_argument(
+        "--http-max-connections",
+        type=int,
+        help=f"Open connections above this get 503 (default {DEFAULT_HTTP_MAX_CONNECTIONS}).",
+    )
+    limits.add_argument(
+        "--max-sessions",
+        type=int,
+        help=f"Streamable HTTP sessions open at once (default {DEFAULT_HTTP_MAX_SESSIONS}).",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="Check the setup (same as `ray-mcp doctor`): one line per check, exit status 1 if one failed.",
+    )
     args = parser.parse_args(argv)
-    given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None}
-    return Settings(**given)
+    given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None and k != "check"}
+    given.pop("check", None)
+    try:
+        settings = Settings(**given)
+    except (ValidationError, SettingsError) as exc:
+        raise BadUsage(describe_invalid(exc)) from None
+    if settings.transport == "stdio" and ({"host", "port"} & given.keys()):
+        flags = " and ".join(f"--{k}" for k in ("host", "port") if k in given)
+        print(
+            f"ray-mcp: warning: {flags} only apply to --transport streamable-http or sse; ignored over stdio.",
+            file=sys.stderr,
+        )
+    return settings
 
 
 async def _watch_signals(
@@ -129,39 +214,9 @@ def check_bind(settings: Settings) -> None:
         )
 
 
-async def serve_http(server: RayMCPServer, settings: Settings) -> None:
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from ray_mcp.security import HttpGuard
-
-    # Host and Origin are checked by HttpGuard for every bind address, so the SDK's own check is off.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    if settings.transport == "sse":
-        asgi: Any = server.sse_app(transport_security=security, host=settings.host)
-        path = "/sse"
-    else:
-        asgi = server.streamable_http_app(transport_security=security, host=settings.host)
-        path = "/mcp"
-    token = settings.resolved_auth_token()
-    guarded = HttpGuard(asgi, token=token, bind_host=settings.host, allowed_origins=settings.allowed_origins)
-    kind = "SSE" if settings.transport == "sse" else "streamable HTTP"
-    logging.getLogger("ray_mcp").info(
-        "ray-mcp: serving MCP over %s at http://%s:%d%s (%s)",
-        kind,
-        settings.host,
-        settings.port,
-        path,
-        "bearer token required" if token else "no token: loopback clients only",
-    )
-    config = uvicorn.Config(
-        guarded, host=settings.host, port=settings.port, log_level=settings.log_level.lower()
-    )
-    await uvicorn.Server(config).serve()
-
-
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
     from ray_mcp.server import build_server  # keep `--help` fast
+    from ray_mcp.transport import serve_http, serve_stdio
 
     server = build_server(settings)
 
@@ -179,7 +234,7 @@ async def serve(settings: Settings) -> None:
         if settings.transport == "stdio":
             async with anyio.create_task_group() as tg:
                 await tg.start(_watch_signals, tg.cancel_scope, stop_stdio_now)
-                await server.run_stdio_async()
+                await serve_stdio(server)
                 tg.cancel_scope.cancel()
         else:
             # uvicorn shuts down gracefully on SIGINT and SIGTERM, then raises the signal again with the handler
@@ -187,7 +242,8 @@ async def serve(settings: Settings) -> None:
             # embedded cluster is stopped below, with no traceback and exit status 0.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            await serve_http(server, settings)
+            assert sock is not None
+            await serve_http(server, settings, sock)
     finally:
         # Finish shutting the embedded cluster down even if the client follows up with SIGTERM.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -207,18 +263,50 @@ def check_audit_log(settings: Settings) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = parse_settings(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    doctor = wants_doctor(args)
+    if args and args[0] == "doctor":
+        args = args[1:]
+    try:
+        settings = parse_settings(args)
+    except BadUsage as exc:
+        print(exc.message, file=sys.stderr)
+        raise
+    if doctor:
+        run_doctor(settings)
     check_bind(settings)
     check_audit_log(settings)
     try:
         settings.cluster_settings()
     except ValueError as exc:
         raise StartupRefused(f"ray-mcp: {exc}") from None
+    # Bind the HTTP port first: a port in use is one line now, not an error after an embedded cluster started.
+    sock = None
+    if settings.transport != "stdio":
+        from ray_mcp.transport import bind_listener
+
+        sock = bind_listener(settings.host, settings.port)
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per dashboard request is noise
-    anyio.run(serve, settings)
+    anyio.run(serve, settings, sock)
+    # Everything of ours is closed (the embedded cluster included). Tearing down the interpreter's modules
+    # (Ray, pydantic, the SDK) takes seconds on a busy machine: a client that closed stdin waits for none of it.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
+def run_doctor(settings: Settings) -> NoReturn:
+    from ray_mcp.doctor import doctor
+
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    raise SystemExit(anyio.run(doctor, settings))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,11 +25,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
@@ -45,6 +46,7 @@ LOCAL_DASHBOARD_URL = f"http://127.0.0.1:{DEFAULT_DASHBOARD_PORT}"
 PROBE_TIMEOUT_S = 2.0
 STOP_GRACE_S = 3.0
 
+T = TypeVar("T")
 AddressKind = Literal["dashboard", "ray_client", "gcs"]
 
 
@@ -311,6 +313,46 @@ async def start_local_head(
 # -- choosing the cluster -----------------------------------------------------------------------------------
 
 
+async def tcp_reachable(host: str, port: int, timeout_s: float) -> bool:
+    """Does anything accept a TCP connection at host:port within the timeout? (Never raises.)"""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (TimeoutError, OSError, ValueError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+def in_daemon_thread(fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+    """Run a blocking call in a daemon thread: unlike the default executor, the process never waits for it
+    at exit (a Ray RPC to a dead address can block for a minute)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(cast(T, value))
+
+    def run() -> None:
+        try:
+            value = fn(*args)
+        except BaseException as exc:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(settle, None, exc)
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=run, name="ray-mcp-gcs-lookup", daemon=True).start()
+    return future
+
+
 @dataclass
 class Resolved:
     dashboard_url: str
@@ -367,14 +409,19 @@ class ClusterManager:
             return Resolved(address.original, "external")
         if address.kind == "gcs" and self._gcs_lookup is not None:
             gcs = address.original if address.port else f"{address.host}:6379"
-            try:
-                url = await asyncio.wait_for(
-                    asyncio.to_thread(self._gcs_lookup, gcs, self.settings.request_timeout_s),
-                    self.settings.request_timeout_s + 2,
-                )
-            except Exception as exc:  # Ray raises a variety of RPC errors here
-                log.info("ray-mcp: GCS %s did not tell its dashboard address: %s", gcs, exc)
-                url = None
+            url = None
+            # Ray's GCS client retries an unreachable address for ~50 s, printing C++ warnings on stderr, in a
+            # thread that nothing interrupts: only ask it once a TCP connection shows something listens there.
+            if await tcp_reachable(address.host, address.port or 6379, PROBE_TIMEOUT_S):
+                try:
+                    url = await asyncio.wait_for(
+                        in_daemon_thread(self._gcs_lookup, gcs, self.settings.request_timeout_s),
+                        self.settings.request_timeout_s + 2,
+                    )
+                except Exception as exc:  # Ray raises a variety of RPC errors here
+                    log.info("ray-mcp: GCS %s did not tell its dashboard address: %s", gcs, exc)
+            else:
+                log.info("ray-mcp: nothing accepts connections at the GCS address %s", gcs)
             if url:
                 log.info("ray-mcp: GCS %s reports its dashboard at %s", gcs, url)
                 return Resolved(url, "external", gcs_address=gcs)

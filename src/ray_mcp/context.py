@@ -7,7 +7,7 @@ the same and ``app_of(ctx).api()`` returns the client of the cluster that call n
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -103,6 +103,7 @@ class App:
             for name, s in per_cluster.items()
         }
         self.default_cluster = next(iter(self.connections))
+        self.on_close: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def multi_cluster(self) -> bool:
@@ -133,6 +134,8 @@ class App:
         return ClusterRef(name, api.dashboard_url)
 
     async def aclose(self) -> None:
+        for close in self.on_close:  # what runs on top of the connections (the job pollers of live.py)
+            await close()
         for connection in self.connections.values():
             await connection.aclose()
 

@@ -542,7 +542,11 @@ STRUCTURED_MIN_BYTES = 16_384  # structured content may always be this big ...
 STRUCTURED_TEXT_FACTOR = 2  # ... or twice its text, whichever is more: bounded as the text is bounded
 STRUCTURED_MAX_BYTES = 1_048_576  # and never more than this
 # (max chars per string, max keys per string map, max items per list), tighter at each step
-_CUT_STEPS = ((8192, 500, 2000), (2048, 100, 500), (512, 32, 100), (128, 16, 20), (32, 16, 5))
+# (max chars per string, max keys per string map), tighter at each step. Lists are already bounded by each
+# tool's `limit` (and counted in its `shown`): they are cut only past STRUCTURED_MAX_BYTES.
+_CUT_STEPS = ((8192, 500), (2048, 100), (512, 32), (128, 16), (32, 16))
+_LIST_STEPS = (2000, 500, 100, 20, 5)
+NO_LIST_CUT = 1 << 62
 MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
 
 
@@ -579,6 +583,8 @@ def _cut(obj: Any, chars: int, keys: int, items: int, cuts: list[str], path: str
 def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[str, Any], str | None]:
     """Cut structured content that outgrows its bound, field by field, with a marker at each cut.
 
+    Long strings and string maps (entrypoints, messages, metadata) are what grows without bound; lists are
+    bounded by each tool's limit, so they are cut only past STRUCTURED_MAX_BYTES.
     Returns the content and a note for the text (None when nothing was cut). Strings end in
     ``… [cut: N more characters]``; string maps get a ``"…"`` key; lists of strings a last item; the note is
     also appended to the content's ``hints`` (or ``notes``) when it has them.
@@ -589,11 +595,18 @@ def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[
         return structured, None
     out: dict[str, Any] = structured
     cuts: list[str] = []
-    for chars, keys, items in _CUT_STEPS:
+    for chars, keys in _CUT_STEPS:
         cuts = []
-        out = _cut(structured, chars, keys, items, cuts, "")
+        out = _cut(structured, chars, keys, NO_LIST_CUT, cuts, "")
         if json_size(out) <= limit - 512:
             break
+    else:
+        for items in _LIST_STEPS:  # still huge: a list past any tool's limit
+            if json_size(out) <= STRUCTURED_MAX_BYTES - 512:
+                break
+            out = _cut(out, 32, 16, items, cuts, "")
+    if not cuts:  # over the bound only by lists a limit already bounds: nothing to cut
+        return structured, None
     fields = ", ".join(dict.fromkeys(cuts))
     note = (
         f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:300]}); the text above "

@@ -20,7 +20,8 @@ from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
-from ray_mcp import prompts, resources, schemas
+from ray_mcp import live, prompts, resources, schemas
+from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
@@ -68,6 +69,7 @@ class RayMCPServer(MCPServer[App]):
     app: App
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
+    job_watchers: live.JobWatchers
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -214,6 +216,13 @@ def build_server(
         app.start()  # resolve (or start the embedded cluster) in the background
         yield app
 
+    schemas: dict[str, dict[str, Any]] = {}
+
+    async def input_schemas() -> dict[str, dict[str, Any]]:
+        if not schemas:  # tools are all registered before the first call; list them once
+            schemas.update({t.name: t.input_schema for t in await server.list_tools()})
+        return schemas
+
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -222,6 +231,7 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[
+            CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
         ],
@@ -245,6 +255,7 @@ def build_server(
     ):
         area.register(server)
     resources.register(server)
+    server.job_watchers = live.register(server)
     prompts.register(server)
     if server.hidden_tools:
         log.info(

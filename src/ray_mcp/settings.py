@@ -15,10 +15,17 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
+# Not 8000 (Ray Serve's HTTP proxy), 8265 (dashboard), 6379 (GCS), 10001 (Ray Client), 8080 (KubeRay metrics),
+# 9000 (Serve gRPC), 52365 (dashboard agent), 8076 (object manager), 10002-19999 (workers), 3000/9090 (Grafana,
+# Prometheus): no Ray component listens on 8270.
+DEFAULT_PORT = 8270
 DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_CLUSTER_START_TIMEOUT_S = 90.0
+DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0
+DEFAULT_HTTP_MAX_CONNECTIONS = 256
+DEFAULT_HTTP_MAX_SESSIONS = 64
+DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S = 1800.0
 # Ray's own environment variable for its authentication mode ("token" or "disabled").
 RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 
@@ -51,6 +58,28 @@ class Settings(BaseSettings):
     transport: Transport = "stdio"
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    http_header_timeout_s: float = Field(
+        default=DEFAULT_HTTP_HEADER_TIMEOUT_S,
+        gt=0,
+        le=300,
+        description="HTTP transports: a connection whose request headers are not complete within this time "
+        "is closed.",
+    )
+    http_max_connections: int = Field(
+        default=DEFAULT_HTTP_MAX_CONNECTIONS,
+        ge=1,
+        description="HTTP transports: open connections (and requests in flight) above this answer 503.",
+    )
+    max_sessions: int = Field(
+        default=DEFAULT_HTTP_MAX_SESSIONS,
+        ge=1,
+        description="Streamable HTTP: MCP sessions open at once; a new session above this is refused (503).",
+    )
+    session_idle_timeout_s: float = Field(
+        default=DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S,
+        gt=0,
+        description="Streamable HTTP: a session with no request for this long is closed.",
+    )
     request_timeout_s: float = Field(
         default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=300, description="Timeout of each dashboard request."
     )

@@ -240,6 +240,28 @@ def _stack_of(t: Task | None, groups: Sequence[models.StackGroup]) -> models.Sta
     return next((g for g in groups if any(p.split("@")[0] == str(t.worker_pid) for p in g.pids)), None)
 
 
+def _driver_waits(
+    links: Sequence[WaitLink], tasks: Mapping[str, Task], groups: Sequence[models.StackGroup]
+) -> list[str]:
+    """What the driver waits on directly, grouped: '1 of 4 Trainer.epoch (RUNNING) [1 of 4 Trainer: waiting at ...]'."""
+    direct = [tasks[link.target] for link in links if link.waiter == "driver" and link.target in tasks]
+    counts: dict[tuple[str, str, str], int] = {}
+    for t in direct:
+        stack = _stack_of(t, groups)
+        key = (t.name, t.state, f" [{stacks.group_line(stack)}]" if stack else "")
+        counts[key] = counts.get(key, 0) + 1
+    if len(counts) < 2:
+        return []  # one kind of wait: the chain below says it
+    per_name: dict[str, int] = {}
+    for (name, _s, _g), n in counts.items():
+        per_name[name] = per_name.get(name, 0) + n
+    ranked = sorted(counts.items(), key=lambda kv: kv[1])  # the odd ones out first
+    return [
+        f"waits on: the driver waits on {n} of {per_name[name]} {name} ({state}){stack}"
+        for (name, state, stack), n in ranked[:4]
+    ]
+
+
 def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: str) -> list[models.Finding]:
     """The stall finding: how long nothing moved, where the processes wait, and the chain from the driver."""
     if e.status == "progressing":
@@ -248,7 +270,7 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
     links = wait_links(e.unfinished, node_totals)
     path, cycle = chain(links)
     groups = e.stacks.groups if e.stacks else []
-    evidence: list[str] = []
+    evidence = _driver_waits(links, e.unfinished, groups) if not cycle else []
     for link in path:
         target = _who(link.target, e.unfinished) if link.kind in ("task", "queue") else link.detail
         verb = {"task": "waits on", "queue": "is queued behind"}.get(link.kind, "")

@@ -433,8 +433,14 @@ class StackSampler:
             )
         job_id = details.get("job_id")
         if not job_id:
-            raise InvalidArgument(f"Job {ident} is {status}: its driver has not started yet, so it has no stacks. "
-                                  f"diagnose_job job={ident!r} says what it waits for.")  # fmt: skip
+            started = (
+                "has started but not yet connected to Ray; retry in a few seconds"
+                if status == "RUNNING"
+                else (
+                    f"has not started yet, so it has no stacks. diagnose_job job={ident!r} says what it waits for"
+                )
+            )
+            raise InvalidArgument(f"Job {ident} is {status}: its driver {started}.")
         procs: list[Proc] = []
         driver = details.get("driver_info") or {}
         if driver.get("pid"):

@@ -1,0 +1,313 @@
+"""Live job updates: the resource ``ray://jobs/{submission_id}``, which clients can subscribe to.
+
+Reading it gives the job's current state and the tail of its driver log (bounded, and redacted like every
+resource). Subscribing starts one shared poller per job (however many sessions subscribe); each time the job's
+status changes, every subscriber gets ``notifications/resources/updated`` and reads the resource again.
+
+Both eras of the protocol are served:
+
+* 2025 sessions (Claude Code, Cursor, the SDK's ``mode="legacy"``): ``resources/subscribe`` and
+  ``resources/unsubscribe``; the notification goes to each subscribed session.
+* 2026-07-28 sessions: ``subscriptions/listen`` with ``resourceSubscriptions``; the job is watched for as long as
+  the listen stream is open, and the update goes through the SDK's subscription bus.
+
+Bounds: at most ``MAX_WATCHED_JOBS`` jobs watched at once (another subscribe is refused with the reason), one
+poll every ``POLL_INTERVAL_S`` per job, and a poller stops when its last subscriber leaves (unsubscribe, a closed
+listen stream, a session that is gone) or once the job has ended and that last change was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types import (
+    INVALID_PARAMS,
+    EmptyResult,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+    UnsubscribeRequestParams,
+)
+
+from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.models import TERMINAL_JOB_STATUSES
+
+if TYPE_CHECKING:
+    from ray_mcp.context import App
+    from ray_mcp.server import RayMCPServer
+
+log = logging.getLogger("ray_mcp.live")
+
+JOB_URI_TEMPLATE = "ray://jobs/{submission_id}"
+JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})$")
+POLL_INTERVAL_S = 2.0
+MAX_WATCHED_JOBS = 64
+LOG_TAIL_LINES = 40
+LOG_TAIL_BYTES = 8_192
+
+
+def job_of(uri: str) -> str:
+    match = JOB_URI.match(uri)
+    if match is None:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Cannot subscribe to {uri!r}: only jobs change, as ray://jobs/{{submission_id}} "
+            "(find ids with list_jobs). The reference pages are static.",
+        )
+    return match.group(1)
+
+
+@dataclass
+class Watch:
+    """One job's poller and who listens to it."""
+
+    job: str
+    sessions: dict[int, Any] = field(default_factory=dict)  # 2025 sessions, by their connection
+    listeners: int = 0  # open 2026 listen streams
+    task: asyncio.Task[None] | None = None
+    status: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        return self.listeners > 0 or len(self.sessions) > 0
+
+
+class JobWatchers:
+    """The shared pollers, one per subscribed job. Safe under concurrent subscribes and unsubscribes."""
+
+    def __init__(
+        self,
+        app: App,
+        publish: Callable[[str], Awaitable[None]],
+        *,
+        poll_interval_s: float = POLL_INTERVAL_S,
+        max_watched: int = MAX_WATCHED_JOBS,
+    ) -> None:
+        self._app = app
+        self._publish = publish  # the 2026 bus
+        self._poll_interval_s = poll_interval_s
+        self._max_watched = max_watched
+        self._watches: dict[str, Watch] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def watched(self) -> dict[str, int]:
+        """Job -> number of subscribers (for tests and logs)."""
+        return {uri: len(w.sessions) + w.listeners for uri, w in self._watches.items()}
+
+    async def subscribe(self, uri: str, session: Any | None) -> None:
+        job = job_of(uri)
+        async with self._lock:
+            for other, finished in list(self._watches.items()):  # ended jobs whose subscribers are gone
+                if not finished.wanted and (finished.task is None or finished.task.done()):
+                    del self._watches[other]
+            watch = self._watches.get(uri)
+            if watch is None:
+                if len(self._watches) >= self._max_watched:
+                    raise MCPError(
+                        INVALID_PARAMS,
+                        f"Already watching {self._max_watched} jobs, the most ray-mcp follows at once; "
+                        "unsubscribe from a finished job first.",
+                    )
+                watch = self._watches[uri] = Watch(job)
+            if session is None:
+                watch.listeners += 1
+            else:
+                watch.sessions[connection_key(session)] = session
+            if watch.task is None or watch.task.done():
+                watch.task = asyncio.get_running_loop().create_task(
+                    self._poll(uri, watch), name=f"watch {uri}"
+                )
+
+    async def unsubscribe(self, uri: str, session: Any | None) -> None:
+        async with self._lock:
+            watch = self._watches.get(uri)
+            if watch is None:
+                return
+            if session is None:
+                watch.listeners = max(0, watch.listeners - 1)
+            else:
+                watch.sessions.pop(connection_key(session), None)
+            if not watch.wanted:
+                self._stop(uri)
+
+    def _stop(self, uri: str) -> None:
+        watch = self._watches.pop(uri, None)
+        if watch is not None and watch.task is not None and watch.task is not asyncio.current_task():
+            watch.task.cancel()
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            tasks = [w.task for w in self._watches.values() if w.task is not None]
+            self._watches.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _poll(self, uri: str, watch: Watch) -> None:
+        """Poll the job until nobody listens or it has ended; notify every status change."""
+        while watch.wanted and self._watches.get(uri) is watch:
+            status = await self._status(watch.job)
+            if status is not None and status != watch.status:
+                first = watch.status is None
+                watch.status = status
+                if not first:
+                    await self._notify(uri, watch)
+                if status in TERMINAL_JOB_STATUSES or status == "NOT_FOUND":
+                    break  # nothing changes after the end; the resource still reads the final state
+            await asyncio.sleep(self._poll_interval_s)
+        async with self._lock:
+            if self._watches.get(uri) is watch and not watch.wanted:
+                self._watches.pop(uri, None)
+
+    async def _status(self, job: str) -> str | None:
+        """The job's status; NOT_FOUND once it is gone; None when it cannot be read right now."""
+        try:
+            api = await self._app.api()
+            return (await api.get_job(job)).status
+        except NotFound:
+            return "NOT_FOUND"
+        except RayMCPError as exc:
+            log.info("ray-mcp: cannot read job %s for its subscribers (will retry): %s", job, exc)
+            return None
+
+    async def _notify(self, uri: str, watch: Watch) -> None:
+        log.info("ray-mcp: job %s is now %s; notifying its subscribers", watch.job, watch.status)
+        for key, session in list(watch.sessions.items()):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception as exc:  # the session is gone: it no longer listens
+                log.info("ray-mcp: dropping a subscriber of %s: %s", uri, type(exc).__name__)
+                watch.sessions.pop(key, None)
+        if watch.listeners:
+            await self._publish(uri)
+
+
+async def read_job(app: App, submission_id: str) -> str:
+    """The resource: the job's state, then the tail of its driver log (bounded; redacted by the middleware)."""
+    from ray_mcp.ray_api.logs import LogTarget
+    from ray_mcp.shaping.jobs import render_job
+    from ray_mcp.shaping.logs import render_log_tail
+
+    try:
+        api = await app.api()
+        info = await api.get_job(submission_id)
+    except NotFound as exc:
+        raise ResourceNotFoundError(str(exc)) from None
+    except RayMCPError as exc:
+        raise ResourceError(str(exc)) from None
+    parts = [render_job(info), ""]
+    try:
+        target = LogTarget(kind="job", job=submission_id)
+        tail = await api.tail_logs(target, lines=LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES)
+        parts += [
+            f"Driver log, last {LOG_TAIL_LINES} lines at most (tail_logs reads more):",
+            render_log_tail(tail),
+        ]
+    except RayMCPError as exc:
+        parts.append(f"Driver log: not readable now ({exc}).")
+    if info.status not in TERMINAL_JOB_STATUSES:
+        parts.append(
+            f"\nSubscribe to {JOB_URI_TEMPLATE.format(submission_id=submission_id)} to hear when it changes."
+        )
+    return "\n".join(parts)
+
+
+def connection_key(session: Any) -> int:
+    """One key per client connection (a 2025 session), whichever request's session object carries it."""
+    return id(getattr(session, "_connection", session))
+
+
+def forget_on_close(session: Any, uri: str, watchers: JobWatchers) -> None:
+    """When the session's connection closes, drop its subscriptions (a poller with no subscriber stops)."""
+    connection = getattr(session, "_connection", None)
+    if connection is None:  # pragma: no cover - the SDK's ServerSession always has one
+        return
+    known = connection.state.get("ray_mcp_job_subscriptions")
+    uris: set[str] = known if isinstance(known, set) else set()
+    if known is None:
+        connection.state["ray_mcp_job_subscriptions"] = uris
+
+        async def unsubscribe_all() -> None:
+            for each in list(uris):
+                await watchers.unsubscribe(each, session)
+
+        connection.exit_stack.push_async_callback(unsubscribe_all)
+    uris.add(uri)
+
+
+def register(server: RayMCPServer) -> JobWatchers:
+    """The job resource template, the 2025 subscribe handlers, and the 2026 listen handler around the SDK's."""
+    app = server.app
+    bus = server._subscriptions
+    lowlevel = server._lowlevel_server
+
+    async def publish(uri: str) -> None:
+        await bus.publish(ResourceUpdated(uri=uri))
+
+    watchers = JobWatchers(app, publish)
+
+    @server.resource(
+        JOB_URI_TEMPLATE,
+        name="ray-job",
+        title="Ray job (live)",
+        description="A job's status, error and the tail of its driver log. Subscribe to it to be notified when "
+        "the job's status changes.",
+        mime_type="text/markdown",
+    )
+    async def job_resource(submission_id: str) -> str:
+        return await read_job(app, submission_id)
+
+    async def on_subscribe(
+        ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        await watchers.subscribe(params.uri, ctx.session)
+        forget_on_close(ctx.session, params.uri, watchers)
+        return EmptyResult()
+
+    async def on_unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        job_of(params.uri)
+        await watchers.unsubscribe(params.uri, ctx.session)
+        return EmptyResult()
+
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+
+    listen = lowlevel._request_handlers.get("subscriptions/listen")
+    if listen is not None:
+        inner = listen.handler
+
+        async def on_listen(
+            ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+        ) -> SubscriptionsListenResult:
+            uris = list(params.notifications.resource_subscriptions or [])
+            for uri in uris:
+                job_of(uri)  # refuse what cannot change before the stream opens
+            watching: list[str] = []
+            try:
+                for uri in uris:
+                    await watchers.subscribe(uri, None)
+                    watching.append(uri)
+                return cast(SubscriptionsListenResult, await inner(ctx, params))
+            finally:
+                with contextlib.suppress(Exception):
+                    for uri in watching:
+                        await watchers.unsubscribe(uri, None)
+
+        lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
+    app.on_close.append(watchers.aclose)
+    return watchers

@@ -1,0 +1,234 @@
+"""The HTTP transports' listener: bound before anything else starts, with bounded headers, connections, sessions.
+
+* The port is bound first (before uvicorn's lifespan, so before an embedded Ray cluster starts), and a port in
+  use is one line naming the port and the fix, not a traceback after a cluster start.
+* Every connection must deliver complete request headers within ``http_header_timeout_s`` (h11 keeps a
+  connection that trickles a partial request forever: slowloris); the same bound applies between the requests
+  of a keep-alive connection.
+* ``http_max_connections`` caps open connections and requests in flight (uvicorn answers 503 above it), and
+  ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it).
+* uvicorn logs through our stderr handler: its default config writes the access log to stdout.
+
+And the stdio transport, which answers every request that has an id (see reject_line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import io
+import json
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import h11
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCRequest
+from pydantic import ValidationError
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+if TYPE_CHECKING:
+    from ray_mcp.server import RayMCPServer
+    from ray_mcp.settings import Settings
+
+log = logging.getLogger("ray_mcp")
+
+
+class PortInUse(SystemExit):
+    """The HTTP port is taken: one line on stderr, exit status 1."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port, or PortInUse naming the port and how to pick another."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror}. Check --host.") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"ray-mcp: port {port} on {host} is already in use (by another server, or a Ray Serve proxy); "
+                "pick a free one with --port N (make run PORT=N)."
+            ) from None
+        raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def bounded_h11_protocol(header_timeout_s: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, closing a connection whose request headers are not complete in time."""
+
+    class BoundedH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_header_timer()  # the next request on this keep-alive connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_overdue)
+
+        def _headers_overdue(self) -> None:
+            self._header_timer = None
+            # IDLE: h11 has not seen a complete request line and headers since the connection (or the last
+            # response) began. A request in progress (body, or a long SSE response) is left alone.
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.logger.debug("Closing a connection whose request headers did not arrive in time")
+                self.transport.close()
+
+    return BoundedH11Protocol
+
+
+async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.socket) -> None:
+    """Serve the MCP HTTP app (streamable HTTP or SSE) on an already bound socket until uvicorn stops."""
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from ray_mcp.security import HttpGuard
+
+    # Host and Origin are checked by HttpGuard for every bind address, so the SDK's own check is off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if settings.transport == "sse":
+        asgi: Any = server.sse_app(transport_security=security, host=settings.host)
+        path = "/sse"
+    else:
+        asgi = server.streamable_http_app(
+            transport_security=security,
+            host=settings.host,
+            max_sessions=settings.max_sessions,
+            session_idle_timeout=settings.session_idle_timeout_s,
+        )
+        path = "/mcp"
+    token = settings.resolved_auth_token()
+    guarded = HttpGuard(asgi, token=token, bind_host=settings.host, allowed_origins=settings.allowed_origins)
+    kind = "SSE" if settings.transport == "sse" else "streamable HTTP"
+    port = sock.getsockname()[1]
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    log.info(
+        "ray-mcp: serving MCP over %s at http://%s:%d%s (%s)",
+        kind,
+        host,
+        port,
+        path,
+        "bearer token required" if token else "no token: loopback clients only",
+    )
+    config = uvicorn.Config(
+        guarded,
+        host=settings.host,
+        port=port,
+        http=bounded_h11_protocol(settings.http_header_timeout_s),
+        limit_concurrency=settings.http_max_connections,
+        timeout_keep_alive=5,
+        log_config=None,  # uvicorn's own config sends the access log to stdout; ours is stderr only
+        log_level=settings.log_level.lower(),
+    )
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+# -- stdio ----------------------------------------------------------------------------------------------------
+
+
+def reject_line(line: str) -> JSONRPCError | None:
+    """The JSON-RPC error for a request the SDK would drop without an answer, or None to pass the line on.
+
+    mcp 2.3's stdio reader validates each line as a whole message; a request whose params are not an object
+    (or whose id is not a string or integer, or which lacks "jsonrpc") fails that, is logged, and the client
+    waits forever. Anything with an "id" and a "method" gets an error reply here instead.
+    """
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None  # not JSON: no id to answer (the SDK logs it)
+    if isinstance(message, list):
+        if any(isinstance(m, dict) and "id" in m and "method" in m for m in message):
+            return _error(
+                None, INVALID_REQUEST, "JSON-RPC batches are not part of MCP: send one request per line."
+            )
+        return None
+    if not isinstance(message, dict) or "id" not in message or "method" not in message:
+        return None
+    try:
+        JSONRPCRequest.model_validate(message)
+        return None
+    except ValidationError as exc:
+        problems = exc.errors()
+    request_id = message["id"]
+    echo = request_id if isinstance(request_id, str) or type(request_id) is int else None
+    method = message.get("method")
+    fields = {str(p["loc"][0]) for p in problems if p["loc"]}
+    if fields == {"params"}:
+        kind = type(message["params"]).__name__
+        return _error(
+            echo, INVALID_PARAMS, f"Invalid params for {method!r}: params must be an object, not {kind}."
+        )
+    detail = "; ".join(f"{'.'.join(map(str, p['loc'])) or 'message'}: {p['msg']}" for p in problems[:3])
+    return _error(echo, INVALID_REQUEST, f"Invalid request ({detail}).")
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+@asynccontextmanager
+async def answering_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's stdio transport, reading the wire through reject_line so every request gets an answer.
+
+    Like the SDK, fd 0 then points at the null device, so that Ray and other children never read the wire.
+    """
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    # closefd=False: a worker thread may still block on this descriptor after the transport exits.
+    stdin = anyio.wrap_file(
+        io.TextIOWrapper(os.fdopen(wire, "rb", closefd=False), encoding="utf-8", errors="replace")
+    )
+    ready = anyio.Event()
+    replies: list[Any] = []
+
+    async def lines() -> AsyncIterator[str]:
+        await ready.wait()
+        async for line in stdin:
+            error = reject_line(line)
+            if error is None:
+                yield line
+            else:
+                log.warning("ray-mcp: answered a malformed request: %s", error.error.message)
+                await replies[0].send(SessionMessage(error))
+
+    async with stdio_server(stdin=cast(Any, lines())) as (read_stream, write_stream):
+        replies.append(write_stream)
+        ready.set()
+        yield read_stream, write_stream
+
+
+async def serve_stdio(server: RayMCPServer) -> None:
+    lowlevel = server._lowlevel_server
+    async with answering_stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

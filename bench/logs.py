@@ -98,7 +98,7 @@ async def run(
     await server.app.aclose()
 
     api = RayAPI(address, timeout_s=60)
-    target = LogTarget(kind="job", job=sid)
+    target = LogTarget(job=sid)
 
     async def via_api() -> None:
         tail = await api.tail_logs(target, lines=100, max_bytes=16_384)

@@ -23,7 +23,7 @@ async def gather(dashboard_url: str, job: str) -> Evidence:
         details = await api.job_details(job)
         ev = await causal_gather.gather_job(api, details, None)
         try:
-            tail = await api.tail_logs(LogTarget(kind="job", job=job), lines=400, max_bytes=96_000)
+            tail = await api.tail_logs(LogTarget(job=job), lines=400, max_bytes=96_000)
             ev.driver_lines = [line for s in tail.sections for line in s.lines]
         except Exception:  # a DRIVER-type job has no log file
             ev.driver_lines = None

@@ -226,7 +226,7 @@ async def run_one(client, sc: Scenario) -> dict:
     if not sc.running:
         await asyncio.sleep(min(sc.settle_s, 3))
     started = time.monotonic()
-    result = await client.call_tool("diagnose_job", {"submission_id": sid})
+    result = await client.call_tool("diagnose_job", {"job": sid})
     took = time.monotonic() - started
     text = result.content[0].text
     first = text.splitlines()[0] if text else ""

@@ -123,7 +123,7 @@ async def test_actor_tools_reject_bad_ids_and_clamp_limits(client: Client) -> No
     assert malformed.is_error and "32 lowercase hex" in text_of(malformed)
     bad_kill = await client.call_tool("kill_actor", {"actor_id": "1234"})
     assert bad_kill.is_error and "is not an actor id" in text_of(bad_kill)
-    bad_job = await client.call_tool("list_actors", {"job_id": "zz"})
+    bad_job = await client.call_tool("list_actors", {"job": "zz"})
     assert bad_job.is_error and "job id" in text_of(bad_job)
     counts = await call(client, "list_actors", limit=0)
     page = ActorList.model_validate(counts.structured_content)

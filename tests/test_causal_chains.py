@@ -68,7 +68,7 @@ async def mcp(head: LocalHead) -> AsyncIterator[Client]:
 
 
 async def diagnose(client: Client, job: str) -> tuple[dict, str]:
-    result = await call_ok(client, "diagnose_job", {"submission_id": job})
+    result = await call_ok(client, "diagnose_job", {"job": job})
     text = result.content[0].text
     assert len(text.encode()) <= BUDGET, len(text.encode())
     first = text.splitlines()[0]

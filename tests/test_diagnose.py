@@ -19,7 +19,7 @@ BUDGET = 6_000
 
 
 async def diagnose(client: Client, job: str) -> tuple[dict, str]:
-    result = await call_ok(client, "diagnose_job", {"submission_id": job})
+    result = await call_ok(client, "diagnose_job", {"job": job})
     text = text_of(result)
     assert len(text.encode()) <= BUDGET, len(text.encode())
     return result.structured_content, text
@@ -146,7 +146,7 @@ async def test_a_successful_job_is_said_to_have_succeeded(client: Client) -> Non
 
 
 async def test_an_unknown_job_is_an_error_that_says_how_to_list_jobs(client: Client) -> None:
-    result = await client.call_tool("diagnose_job", {"submission_id": "raysubmit_doesnotexist"})
+    result = await client.call_tool("diagnose_job", {"job": "raysubmit_doesnotexist"})
     assert result.is_error and "list_jobs" in text_of(result)
 
 

@@ -143,7 +143,7 @@ async def test_a_jobs_secrets_never_leave_through_any_tool_or_notification(ray_c
             "wait_for_job": waited,
             "get_job": await call_ok(client, "get_job", {"job": sid}),
             "list_jobs": await call_ok(client, "list_jobs", {}),
-            "diagnose_job": await call_ok(client, "diagnose_job", {"submission_id": sid}),
+            "diagnose_job": await call_ok(client, "diagnose_job", {"job": sid}),
             "cluster_health": await call_ok(client, "cluster_health", {}),
             "tail_logs": await call_ok(client, "tail_logs", {"job": sid, "lines": 200}),
         }

@@ -6,7 +6,6 @@ against real jobs on the session cluster.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +31,8 @@ ENTRYPOINT = (
     "print('live-done', flush=True)\""
 )
 RUNTIME_ENV = {"env_vars": {"API_TOKEN": SECRET}}
-warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")
+# The 2025 protocol's resources/subscribe is what Claude Code and Cursor speak; the SDK marks it deprecated.
+pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 
 
 def uri_of(job: str) -> str:

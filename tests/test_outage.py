@@ -95,7 +95,7 @@ async def test_a_dashboard_that_accepts_and_never_answers_fails_fast_then_recove
                 result, took = await timed(client, name, args)
                 text = text_of(result)
                 assert result.is_error, (name, text)
-                assert "did not answer" in text or "in time" in text, (name, text)
+                assert "did not answer" in text, (name, text)
                 assert took < TIMEOUT_S + SLACK_S, (name, took)
             hole.forward_to(ray_cluster.dashboard_url)  # the dashboard is back
             for name, args in CALLS[:4]:
@@ -137,7 +137,7 @@ async def test_killing_the_real_dashboard_mid_session_gives_clear_errors_within_
             result, took = await timed(client, name, args)
             text = text_of(result)
             assert result.is_error, (name, text)
-            assert private_head.dashboard_url in text or "job server" in text, (name, text)
+            assert private_head.dashboard_url in text, (name, text)
             assert took < TIMEOUT_S + SLACK_S, (name, took)
         assert (await client.list_tools()).tools  # the server itself keeps serving
     await server.app.aclose()

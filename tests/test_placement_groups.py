@@ -58,11 +58,11 @@ async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Clien
         assert spread.why_pending and "3 bundles on a different node and only 1 node(s)" in spread.why_pending
         assert "INFEASIBLE" in text and huge.placement_group_id in text
         # One group by name or id; a state filter with exact counts.
-        one, _ = await pgs(client, pg=f"{tag}-huge")
+        one, _ = await pgs(client, placement_group=f"{tag}-huge")
         assert one.shown == 1 and one.placement_groups[0].placement_group_id == huge.placement_group_id
-        by_id, _ = await pgs(client, pg=huge.placement_group_id)
+        by_id, _ = await pgs(client, placement_group=huge.placement_group_id)
         assert by_id.placement_groups[0].name == f"{tag}-huge"
-        pending, _ = await pgs(client, state="PENDING", job_id=ok.creator_job_id)
+        pending, _ = await pgs(client, state="PENDING", job=ok.creator_job_id)
         assert pending.matched == 2 and {g.state for g in pending.placement_groups} == {"PENDING"}
 
 
@@ -86,9 +86,9 @@ async def test_pg_status_stays_small_with_300_groups_and_counts_exactly(client: 
 
 
 async def test_pg_status_rejects_unknown_and_malformed_ids(client: Client) -> None:
-    unknown = await client.call_tool("pg_status", {"pg": "ab" * 18})
+    unknown = await client.call_tool("pg_status", {"placement_group": "ab" * 18})
     assert unknown.is_error and "No placement group" in text_of(unknown)
-    bad_job = await client.call_tool("pg_status", {"job_id": "xyz"})
+    bad_job = await client.call_tool("pg_status", {"job": "xyz"})
     assert bad_job.is_error and "job id" in text_of(bad_job)
     clamped = await client.call_tool("pg_status", {"limit": 10**9})
     assert any("clamped" in n for n in PlacementGroupList.model_validate(clamped.structured_content).notes)

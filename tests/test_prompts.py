@@ -11,17 +11,17 @@ from ray_mcp.prompts import prompt_files
 
 RUNBOOKS = {
     "ray-expert": ["focus"],
-    "diagnose-failed-job": ["submission_id"],
-    "debug-pending-placement-group": ["pg_id"],
+    "diagnose-failed-job": ["job"],
+    "debug-pending-placement-group": ["placement_group"],
     "serve-deployment-unhealthy": ["app"],
-    "runtime-env-failure": ["submission_id"],
+    "runtime-env-failure": ["job"],
     "submit-training-job": ["script", "gpus"],
 }
 # Words shaped like our tool names (verb_noun with a ray-mcp verb); a typo such as `list_actor` must fail.
 TOOLISH = re.compile(
     r"\b((?:list|get|submit|wait|stop|delete|tail|kill|serve|pg|cluster|summarize|diagnose)_[a-z_]+)\b"
 )
-NOT_TOOLS = {"wait_for", "get_log", "serve_deploy_schema", "list_of_refs", "pg_id"}  # Ray words and arguments
+NOT_TOOLS = {"wait_for", "get_log", "serve_deploy_schema", "list_of_refs"}  # Ray words and arguments
 
 
 async def test_every_expected_prompt_is_listed_with_its_arguments(offline_client: Client) -> None:
@@ -64,6 +64,6 @@ async def test_every_tool_and_resource_a_prompt_names_exists(offline_client: Cli
 
 
 async def test_a_missing_required_argument_is_an_error_not_a_crash(offline_client: Client) -> None:
-    with pytest.raises(Exception, match="submission_id"):
+    with pytest.raises(Exception, match="job"):
         await offline_client.get_prompt("diagnose-failed-job", {})
     assert (await offline_client.list_prompts()).prompts

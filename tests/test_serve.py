@@ -106,7 +106,7 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         assert failing.status in ("DEPLOY_FAILED", "UNHEALTHY")
         assert "cannot load model weights from /models/v3" in (failing.error or "")
         text = text_of(result)
-        assert ("RuntimeError" in text and "DEPLOY_FAILED" in text) or "UNHEALTHY" in text
+        assert failing.status in text and "cannot load model weights from /models/v3" in text
         assert len(text) < 8192 and len(json.dumps(result.structured_content)) < 8192
         # The failing replica's own Serve log, found through its dead actor.
         assert failing.log_tail and "replica_broken_Broken_" in (failing.log_source or "")

@@ -8,7 +8,7 @@ from mcp import Client
 from ray_mcp.cli import parse_settings
 from ray_mcp.cluster import parse_address
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import GCS_LOOKUP
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
@@ -56,7 +56,7 @@ def test_flags_override_env_which_overrides_defaults(monkeypatch) -> None:
 def test_the_gcs_reports_where_its_dashboard_listens(ray_cluster) -> None:
     if ray_cluster.gcs_address is None:
         pytest.skip("needs the session's own cluster")
-    assert dashboard_url_from_gcs(ray_cluster.gcs_address, 10) == ray_cluster.dashboard_url
+    assert GCS_LOOKUP.dashboard_of(ray_cluster.gcs_address, 10) == ray_cluster.dashboard_url
 
 
 async def test_a_gcs_address_is_resolved_to_its_dashboard(ray_cluster) -> None:

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.ray_api.runtime_env import check_runtime_env
 from ray_mcp.shaping.jobs import job_list, short_message
-from ray_mcp.shaping.logs import GrepScanner, log_target_kind, render_log_section, tail_section
+from ray_mcp.shaping.logs import GrepScanner, render_log_section, tail_section
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)
 
@@ -71,14 +72,15 @@ def test_check_runtime_env_resolves_a_local_working_dir_and_rejects_a_missing_on
         check_runtime_env({"working_dir": str(tmp_path / "f.txt")})
 
 
-def test_log_target_kind_wants_exactly_one_target_and_node_with_pid_or_filename() -> None:
-    none = dict(job=None, actor_id=None, task_id=None, pid=None, node=None, filename=None)
-    assert log_target_kind(**{**none, "job": "j"}) == "job"
-    assert log_target_kind(**{**none, "pid": 3, "node": "n"}) == "pid"
+def test_a_log_target_wants_exactly_one_target_and_node_with_pid_or_filename() -> None:
+    assert LogTarget(job="j").kind == "job"
+    assert LogTarget(pid=3, node="n").kind == "pid"
     with pytest.raises(InvalidArgument, match="needs node"):
-        log_target_kind(**{**none, "filename": "raylet.out"})
+        LogTarget(filename="raylet.out")
     with pytest.raises(InvalidArgument, match="node goes with pid or filename"):
-        log_target_kind(**{**none, "job": "j", "node": "n"})
+        LogTarget(job="j", node="n")
+    with pytest.raises(InvalidArgument, match="got job, actor_id"):
+        LogTarget(job="j", actor_id="a")
 
 
 def test_a_failed_jobs_long_message_keeps_its_first_line_and_its_end() -> None:

@@ -215,7 +215,7 @@ async def test_stack_traces_collapse_a_barrier_hang_and_put_the_straggler_first(
 
         # diagnose_job on the RUNNING job: once nothing moved for a while, the verdict says where it is stuck.
         async def stalled() -> Any:
-            result = await call_ok(client, "diagnose_job", {"submission_id": sid})
+            result = await call_ok(client, "diagnose_job", {"job": sid})
             return result if "No progress" in result.structured_content["verdict"] else None
 
         result = await poll(stalled, 240, "the stall verdict")
@@ -250,7 +250,7 @@ async def test_diagnose_job_names_a_deadlock_between_two_actors(client: Client, 
         assert group["blocked_in"] == "ray.get" and group["where"] == f"ledger.py:{line} in Ledger.transfer"
 
         async def deadlock() -> Any:
-            result = await call_ok(client, "diagnose_job", {"submission_id": sid})
+            result = await call_ok(client, "diagnose_job", {"job": sid})
             return result if result.structured_content["verdict"].startswith("Deadlock") else None
 
         result = await poll(deadlock, 240, "the deadlock verdict")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import anyio
@@ -56,7 +57,10 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
         errors = {e.error_type: e for e in summary.failed_by_error}
         assert errors["TASK_EXECUTION_EXCEPTION"].count >= 6
         sample = errors["TASK_EXECUTION_EXCEPTION"].sample_message or ""
-        assert "KeyError" in sample or "ZeroDivisionError" in sample or "Error" in sample
+        # One of the six failures is the sample: a KeyError or a ZeroDivisionError of flaky_<tag>.
+        assert re.search(
+            r"KeyError: 'missing shard \d'|ZeroDivisionError: division by zero in step \d", sample
+        ), sample
 
         # Filtered: exact counts of one function; failed ones listed with their exception line.
         one = TaskSummary.model_validate(

@@ -64,7 +64,7 @@ def test_stdio_stdout_carries_nothing_but_protocol_messages(ray_cluster) -> None
     rest, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr.decode()[-2000:]
     assert [a["id"] for a in answers] == [1, 2]
-    assert "Cluster status" in json.dumps(answers[1]) or "node(s) alive" in json.dumps(answers[1])
+    assert "node(s) alive" in json.dumps(answers[1])
     for line in rest.decode().splitlines():
         json.loads(line)  # anything else on stdout would corrupt the protocol
 

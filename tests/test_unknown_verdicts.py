@@ -99,13 +99,13 @@ async def test_diagnose_job_says_what_evidence_it_could_not_read_in_its_verdict(
     )
     try:
         async with Client(server) as faulty:
-            ended = (await call_ok(faulty, "diagnose_job", {"submission_id": done})).structured_content
+            ended = (await call_ok(faulty, "diagnose_job", {"job": done})).structured_content
             with anyio.fail_after(60):
                 while (await call_ok(client, "get_job", {"job": running})).structured_content[
                     "status"
                 ] == "PENDING":
                     await anyio.sleep(0.5)
-            live = await call_ok(faulty, "diagnose_job", {"submission_id": running})
+            live = await call_ok(faulty, "diagnose_job", {"job": running})
     finally:
         await call_ok(client, "stop_job", {"job": running})
         await server.app.aclose()

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
 from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
+from ray_mcp.ray_api.gcs import GcsLookup
 from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
 
 if TYPE_CHECKING:
@@ -363,9 +364,7 @@ class Resolved:
 class ClusterManager:
     """Resolves the configured address once (in the background) and owns the embedded cluster, if any."""
 
-    def __init__(
-        self, settings: Settings, gcs_lookup: Callable[[str, float], str | None] | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, gcs_lookup: GcsLookup | None = None) -> None:
         self.settings = settings
         self._gcs_lookup = gcs_lookup
         self._task: asyncio.Task[Resolved] | None = None
@@ -415,7 +414,7 @@ class ClusterManager:
             if await tcp_reachable(address.host, address.port or 6379, PROBE_TIMEOUT_S):
                 try:
                     url = await asyncio.wait_for(
-                        in_daemon_thread(self._gcs_lookup, gcs, self.settings.request_timeout_s),
+                        in_daemon_thread(self._gcs_lookup.dashboard_of, gcs, self.settings.request_timeout_s),
                         self.settings.request_timeout_s + 2,
                     )
                 except Exception as exc:  # Ray raises a variety of RPC errors here

@@ -12,9 +12,10 @@ reuses the old one's name (a resubmitted submission id, a restarted actor, a red
 server process. The elicitation question names the same cluster and instance, and a tool checks right before
 acting that the instance is still the one confirmed.
 
-Each destructive tool has two ``Resolve`` resolvers that run before its body: a plan (fetch the object, say
-what would change: a ``Pending``) and ``ask`` (the question, or None for the token path); the body then calls
-``decide``, acts only on ``Decision.proceed``, and calls ``ensure_unchanged`` with a fresh plan first.
+A destructive tool has two parameters filled by ``Resolve`` before its body runs: ``pending``, from the tool's
+plan (fetch the object, say what would change: a ``Pending``), and ``answer``, from ``asking(plan)`` (the
+user's answer, or nothing on the token path). The body calls ``decide``, acts only on ``Decision.proceed``,
+and calls ``ensure_unchanged`` with a fresh plan first.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.resolve import Elicit
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
 from ray_mcp.errors import InvalidArgument
@@ -174,6 +176,21 @@ def ask(ctx: Context[Any, Any], pending: Pending) -> Elicit[Approval] | None:
         return None
     where = f" {pending.cluster.describe()}" if pending.cluster else ""
     return Elicit(f"ray-mcp asks: {pending.description}{where}? This cannot be undone.", Approval)
+
+
+def asking(plan: Callable[..., Awaitable[Pending]]) -> Resolve:
+    """The ``Resolve`` of a destructive tool's ``answer``: the user's yes or no about the change ``plan`` found.
+
+    Annotate the tool's parameter ``Annotated[ElicitationResult[Approval], asking(plan)]``; the plan runs once
+    per call, shared with the tool's ``pending`` parameter.
+    """
+
+    async def ask_user(ctx: Context[Any, Any], pending: Pending) -> Elicit[Approval] | None:
+        return ask(ctx, pending)
+
+    ask_user.__annotations__["pending"] = Annotated[Pending, Resolve(plan)]
+    ask_user.__qualname__ = f"ask_user_about_{plan.__name__}"
+    return Resolve(ask_user)
 
 
 def decide(pending: Pending, confirm: str | None, answer: ElicitationResult[Approval]) -> Decision:

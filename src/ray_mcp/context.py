@@ -1,23 +1,23 @@
 """The one object every tool reads: settings, and one connection (cluster manager + Ray API) per cluster.
 
-With a clusters file, every tool gets an optional ``cluster`` argument (see server.py); the tool body stays
-the same and ``app_of(ctx).api()`` returns the client of the cluster that call named, through a context var.
+With a clusters file, every tool gets an optional ``cluster`` argument (see server.py): the ClusterSelection
+middleware sets ``CURRENT_CLUSTER`` for the call, and ``App.api()`` returns the adapter of that cluster.
 """
 
 from __future__ import annotations
 
-import functools
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import Context
 
-from ray_mcp.cluster import ClusterManager
+from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.confirm import ClusterRef
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs, reported_dashboard
+from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.redaction import SECRETS, credential_values
 from ray_mcp.settings import Settings
 
@@ -41,22 +41,28 @@ class Connection:
         settings: Settings,
         *,
         http_transport: httpx.AsyncBaseTransport | None,
-        gcs_lookup: Callable[[str, float], str | None] | None,
+        gcs_lookup: GcsLookup | None,
     ) -> None:
         self.name = name
         self.settings = settings
-        if gcs_lookup is dashboard_url_from_gcs:  # the real lookup: with this cluster's own credentials only
+        if gcs_lookup is not None:  # asked with this cluster's own credentials only
             auth = next(
                 (v for k, v in settings.dashboard_request_headers().items() if k.lower() == "authorization"),
                 None,
             )
-            gcs_lookup = functools.partial(reported_dashboard, authorization=auth)
+            gcs_lookup = gcs_lookup.with_authorization(auth)
         self.cluster = ClusterManager(settings, gcs_lookup=gcs_lookup)
         self._http_transport = http_transport
+        self._gcs_lookup = gcs_lookup
         self._api: RayAPI | None = None
+        self._lock = asyncio.Lock()
 
     async def api(self) -> RayAPI:
         resolved = await self.cluster.resolved()
+        async with self._lock:  # concurrent first calls share one adapter
+            return await self._adapter_for(resolved)
+
+    async def _adapter_for(self, resolved: Resolved) -> RayAPI:
         if self._api is None or self._api.dashboard_url != resolved.dashboard_url.rstrip("/"):
             if self._api is not None:
                 await self._api.aclose()
@@ -71,6 +77,7 @@ class Connection:
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
                 transport=self._http_transport,
                 gcs_address=resolved.gcs_address,
+                gcs_lookup=self._gcs_lookup,
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
             )
@@ -91,7 +98,7 @@ class App:
         settings: Settings,
         *,
         http_transport: httpx.AsyncBaseTransport | None = None,
-        gcs_lookup: Callable[[str, float], str | None] | None = dashboard_url_from_gcs,
+        gcs_lookup: GcsLookup | None = GCS_LOOKUP,
     ) -> None:
         self.settings = settings
         # Where local runtime_env paths may be read from (uploads.py), fixed at start: the starting directory
@@ -118,9 +125,9 @@ class App:
         for connection in self.connections.values():
             connection.cluster.start()
 
-    async def api(self, cluster: str | None = None) -> RayAPI:
-        """The client for the named (or current, or default) cluster; the first call may wait for it."""
-        name = cluster or CURRENT_CLUSTER.get() or self.default_cluster
+    async def api(self) -> RayAPI:
+        """The adapter of the cluster the current call names (else the default); the first call may wait."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
         if name not in self.connections:
             raise InvalidArgument(
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
@@ -130,7 +137,7 @@ class App:
     async def cluster_ref(self) -> ClusterRef:
         """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""
         name = CURRENT_CLUSTER.get() or self.default_cluster
-        api = await self.api(name)
+        api = await self.api()
         return ClusterRef(name, api.dashboard_url)
 
     async def aclose(self) -> None:

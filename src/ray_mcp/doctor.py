@@ -56,11 +56,11 @@ class Probe:
 
 async def check_address(p: Probe) -> Check:
     from ray_mcp.cluster import ClusterManager
-    from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+    from ray_mcp.ray_api.gcs import GCS_LOOKUP
 
     s = p.settings
     configured = s.dashboard_url or s.address
-    manager = ClusterManager(s.model_copy(update={"embedded": "never"}), gcs_lookup=dashboard_url_from_gcs)
+    manager = ClusterManager(s.model_copy(update={"embedded": "never"}), gcs_lookup=GCS_LOOKUP)
     try:
         resolved = await manager.resolved()
     except Exception as exc:

@@ -75,24 +75,32 @@ def unreachable(address: str, cause: str) -> ClusterUnavailable:
 
 
 @contextmanager
-def dashboard_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
-    """Map httpx failures of one dashboard request onto our error tree."""
+def dashboard_errors(
+    url: str, what: str, timeout_s: float, *, not_found: str | None = None
+) -> Iterator[None]:
+    """Map httpx failures of one dashboard request onto our error tree.
+
+    ``not_found`` is the message for an HTTP 404 (the id the caller gave does not exist); an HTTP 400 of an
+    endpoint that says so (the Jobs API) is the caller's mistake.
+    """
     import httpx  # lazily: see ray_api
 
     try:
         yield
+    except httpx.HTTPStatusError as exc:
+        status, body = exc.response.status_code, _short_body(exc.response)
+        if status in (401, 403):
+            raise auth_refused(url, what, status) from exc
+        if status == 404 and not_found is not None:
+            raise NotFound(not_found) from exc
+        if status == 400 and not_found is not None:
+            raise InvalidArgument(f"The Ray dashboard at {url} rejected {what}: {body}.") from exc
+        raise RayRequestFailed(f"The Ray dashboard at {url} refused {what}: HTTP {status} {body}.") from exc
     except httpx.TimeoutException as exc:
         raise DashboardTimeout(
             f"The Ray dashboard at {url} did not answer {what} within {timeout_s:g} s "
             f"({type(exc).__name__}). The cluster may be overloaded or the dashboard stuck; retry, "
             "or raise --request-timeout-s (RAY_MCP_REQUEST_TIMEOUT_S)."
-        ) from exc
-    except httpx.HTTPStatusError as exc:
-        if exc.response.status_code in (401, 403):
-            raise auth_refused(url, what, exc.response.status_code) from exc
-        raise RayRequestFailed(
-            f"The Ray dashboard at {url} refused {what}: HTTP {exc.response.status_code} "
-            f"{_short_body(exc.response)}."
         ) from exc
     except httpx.TransportError as exc:
         raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
@@ -117,9 +125,9 @@ def _short_body(response: httpx.Response, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-# -- Ray Jobs SDK and the log endpoint (jobs & logs) ---------------------------------------------------------
+# -- Ray's Jobs SDK (used to submit, because it uploads the working_dir) and the log endpoint ----------------
 
-# JobSubmissionClient raises a bare RuntimeError with the HTTP status in its text.
+# JobSubmissionClient raises a bare RuntimeError with the HTTP status in its text: no typed error to use.
 _JOB_SDK_STATUS = re.compile(r"status code (\d{3}): (.*)", re.S)
 
 
@@ -129,7 +137,7 @@ def _clean(text: str, limit: int = 400) -> str:
 
 
 @contextmanager
-def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[None]:
+def job_sdk_errors(url: str, what: str) -> Iterator[None]:
     """Map the failures of one ``JobSubmissionClient`` call onto our error tree."""
     try:
         yield
@@ -141,10 +149,10 @@ def job_sdk_errors(url: str, what: str, *, job: str | None = None) -> Iterator[N
             raise auth_refused(url, what, status) from exc
         if not isinstance(exc, (RuntimeError, OSError)):
             raise
-        _map_job_sdk_failure(exc, url, what, job)
+        _map_job_sdk_failure(exc, url, what)
 
 
-def _map_job_sdk_failure(exc: RuntimeError | OSError, url: str, what: str, job: str | None) -> None:
+def _map_job_sdk_failure(exc: RuntimeError | OSError, url: str, what: str) -> None:
     if isinstance(exc, RuntimeError):
         match = _JOB_SDK_STATUS.search(str(exc))
         if match is None:
@@ -152,11 +160,6 @@ def _map_job_sdk_failure(exc: RuntimeError | OSError, url: str, what: str, job: 
         status, body = int(match[1]), _clean(match[2])
         if status in (401, 403):
             raise auth_refused(url, what, status) from exc
-        if status == 404 and job is not None:
-            raise NotFound(
-                f"No job {job!r} in the cluster at {url} (neither a submission id nor a job id). "
-                "Call list_jobs to see the jobs that exist."
-            ) from exc
         if status == 400:
             raise InvalidArgument(f"The Ray job server at {url} rejected {what}: {body}.") from exc
         raise RayRequestFailed(f"The Ray job server at {url} failed {what}: HTTP {status} {body}.") from exc

@@ -210,7 +210,7 @@ async def read_job(app: App, submission_id: str) -> str:
         raise ResourceError(str(exc)) from None
     parts = [render_job(info), ""]
     try:
-        target = LogTarget(kind="job", job=submission_id)
+        target = LogTarget(job=submission_id)
         tail = await api.tail_logs(target, lines=LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES)
         parts += [
             f"Driver log, last {LOG_TAIL_LINES} lines at most (tail_logs reads more):",

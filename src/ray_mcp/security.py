@@ -50,12 +50,10 @@ ToolKind = Literal["read", "write", "destructive"]
 TARGET_ARGUMENTS = (
     "job",
     "submission_id",
-    "job_id",
     "actor_id",
-    "app_name",
     "app",
+    "placement_group",
     "name",
-    "pg_id",
     "node_id",
     "entrypoint",
 )

@@ -24,7 +24,7 @@ from ray_mcp import live, prompts, resources, schemas
 from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
-from ray_mcp.ray_api.gcs import dashboard_url_from_gcs
+from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
 from ray_mcp.settings import Settings
@@ -159,12 +159,9 @@ def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, cluster: str | None = None, **kwargs: Any) -> Any:
-        token = CURRENT_CLUSTER.set(cluster)
-        try:
-            result = fn(*args, **kwargs)
-            return await result if inspect.isawaitable(result) else result
-        finally:
-            CURRENT_CLUSTER.reset(token)
+        del cluster  # ClusterSelection chose the cluster for the whole call, resolvers included
+        result = fn(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
 
     wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), parameter])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {
@@ -176,11 +173,11 @@ def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[
 
 
 class ClusterSelection(ServerMiddleware[Any]):
-    """Selects the cluster a tools/call names for the whole call, resolvers included.
+    """The one place that selects the cluster a tools/call names, for the whole call.
 
-    A destructive tool's ``Resolve`` resolvers (confirm.py) run before the tool body, outside the
-    ``with_cluster_argument`` wrapper, so the choice must already be made when the call starts. An unknown
-    name is rejected by the argument's Literal before any resolver runs.
+    The tool's ``Resolve`` resolvers (the adapter, confirmation plans) run before its body, so the choice is
+    made when the call starts; ``context.App.api()`` reads it. An unknown name is rejected by the argument's
+    Literal before any resolver runs.
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -199,7 +196,7 @@ def build_server(
     settings: Settings | None = None,
     *,
     http_transport: httpx.AsyncBaseTransport | None = None,
-    gcs_lookup: Callable[[str, float], str | None] | None = dashboard_url_from_gcs,
+    gcs_lookup: GcsLookup | None = GCS_LOOKUP,
 ) -> RayMCPServer:
     """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()

@@ -277,15 +277,13 @@ async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
         ]  # fmt: skip
         newest = sorted(mine, key=lambda w: num(w.get("end_time_ms")))[-1:]
         for w in newest:
-            target = LogTarget(kind="pid", pid=int(num(w.get("pid"))), node=str(node), stream="err")
+            target = LogTarget(pid=int(num(w.get("pid"))), node=str(node), stream="err")
             reads.append(
                 (f"actor:{actor.get('actor_id')}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000))
             )
     crashed = [t for t in ev.tasks or [] if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")][:2]
     for t in crashed:
-        target = LogTarget(
-            kind="pid", pid=int(num(t.get("worker_pid"))), node=str(t.get("node_id")), stream="err"
-        )
+        target = LogTarget(pid=int(num(t.get("worker_pid"))), node=str(t.get("node_id")), stream="err")
         reads.append(
             (
                 f"{t.get('node_id')}:{int(num(t.get('worker_pid')))}",

@@ -55,7 +55,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
-        optional(api.tail_logs(LogTarget(kind="job", job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+        optional(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
                        notes, "the driver log", missed),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
                        notes, "the job's dead actors", missed) if by_job else nothing(),
@@ -64,7 +64,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
                                         detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
         optional(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
-        optional(api.pg_status(pg=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
+        optional(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
                        notes, "the job's placement groups", missed) if job_id else nothing(),
         optional(api.node_capacities(), notes, "the nodes", missed),
         optional(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
@@ -89,7 +89,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     )
     crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
     logs = await gather(
-        *(optional(api.tail_logs(LogTarget(kind="actor_id", actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
+        *(optional(api.tail_logs(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
                                         grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip
@@ -123,7 +123,7 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
                        notes, "actor restarts", missed),
         optional(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
-        optional(api.pg_status(pg=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
+        optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                        "placement groups", missed),
         optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
         chain_evidence.gather_cluster(api),

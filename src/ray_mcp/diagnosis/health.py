@@ -71,34 +71,65 @@ class HealthEvidence:
     pending_pgs_total: int = 0
 
 
-def cluster_health(e: HealthEvidence) -> list[models.Finding]:
+def _status_findings(s: models.ClusterStatus) -> list[models.Finding]:
+    """Dead nodes, demands that wait (forever or for resources in use), memory pressure."""
     findings: list[models.Finding] = []
-    s = e.status
-    if s is not None:
-        dead = [n for n in s.nodes if n.state == "DEAD"]
-        if s.nodes_dead:
-            findings.append(finding(STUCK, f"{s.nodes_dead} node(s) are DEAD",
-                                    [f"{n.node_id} {n.ip}: {clip(n.death_reason or '', CAUSE_CHARS)}" for n in dead[:5]],
-                                    ["list_nodes state=DEAD"], [FT_DOC], kind="dead_node"))  # fmt: skip
-        infeasible = [d for d in s.pending_demands if d.infeasible]
-        waiting = [d for d in s.pending_demands if not d.infeasible]
-        if infeasible:
-            findings.append(finding(STUCK - 5, f"{len(infeasible)} resource demand(s) fit on no node and wait forever",
-                                    [f"{d.kind} {d.strategy or ''} {d.bundles} x{d.count}".replace("  ", " ") for d in infeasible[:5]],
-                                    ["pg_status state=PENDING", "cluster_status"], [PG_DOC], kind="infeasible"))  # fmt: skip
-        if waiting:
-            findings.append(finding(SYMPTOM, f"{len(waiting)} resource demand(s) wait for resources in use",
-                                    [f"{d.kind} {d.bundles} x{d.count}" for d in waiting[:4]], ["cluster_status"],
-                                    kind="pending_demand"))  # fmt: skip
-        for name in ("object_store_memory", "memory"):
-            for node in s.nodes:
-                use = node.resources.get(name)
-                if node.state == "ALIVE" and use and use.total and use.used / use.total >= 0.8:
-                    pct = 100 * use.used / use.total
-                    findings.append(finding(CONTRIBUTING + 10 if pct >= 95 else SYMPTOM,
-                                            f"{name} on node {node.node_id} is {pct:.0f}% used",
-                                            [f"{use.used / 1024**3:.2f} of {use.total / 1024**3:.2f} GiB"],
-                                            ["list_actors node_id=... to see who holds it"], [OBS_DOC], kind="memory"))  # fmt: skip
+    dead = [n for n in s.nodes if n.state == "DEAD"]
+    if s.nodes_dead:
+        findings.append(finding(STUCK, f"{s.nodes_dead} node(s) are DEAD",
+                            [f"{n.node_id} {n.ip}: {clip(n.death_reason or '', CAUSE_CHARS)}" for n in dead[:5]],
+                            ["list_nodes state=DEAD"], [FT_DOC], kind="dead_node"))  # fmt: skip
+    infeasible = [d for d in s.pending_demands if d.infeasible]
+    waiting = [d for d in s.pending_demands if not d.infeasible]
+    if infeasible:
+        findings.append(finding(STUCK - 5, f"{len(infeasible)} resource demand(s) fit on no node and wait forever",
+                            [f"{d.kind} {d.strategy or ''} {d.bundles} x{d.count}".replace("  ", " ") for d in infeasible[:5]],
+                            ["pg_status state=PENDING", "cluster_status"], [PG_DOC], kind="infeasible"))  # fmt: skip
+    if waiting:
+        findings.append(finding(SYMPTOM, f"{len(waiting)} resource demand(s) wait for resources in use",
+                            [f"{d.kind} {d.bundles} x{d.count}" for d in waiting[:4]], ["cluster_status"],
+                            kind="pending_demand"))  # fmt: skip
+    for name in ("object_store_memory", "memory"):
+        for node in s.nodes:
+            use = node.resources.get(name)
+            if node.state == "ALIVE" and use and use.total and use.used / use.total >= 0.8:
+                pct = 100 * use.used / use.total
+                findings.append(finding(CONTRIBUTING + 10 if pct >= 95 else SYMPTOM,
+                                    f"{name} on node {node.node_id} is {pct:.0f}% used",
+                                    [f"{use.used / 1024**3:.2f} of {use.total / 1024**3:.2f} GiB"],
+                                    ["list_actors node_id=... to see who holds it"], [OBS_DOC], kind="memory"))  # fmt: skip
+    return findings
+
+
+def _serve_findings(serve: models.ServeStatus) -> list[models.Finding]:
+    """Serve applications that are not RUNNING, with the failing deployments' errors and replica logs."""
+    findings: list[models.Finding] = []
+    for app in serve.apps:
+        if app.status in ("RUNNING", "NOT_STARTED"):
+            continue
+        bad = [d for d in app.deployments if d.status not in ("HEALTHY", "UPSCALING", "DOWNSCALING")]
+        evidence = [first_line(app.message)] if app.message else []
+        for d in bad[:3]:
+            error = d.error or d.message or ""
+            evidence.append(
+                f"deployment {d.name}: {d.status} ({d.status_trigger or '-'}) {first_line(error, LINE_CHARS)}"
+            )
+            exc = [line for line in (error or "").splitlines() if _EXCEPTION.match(line.strip())]
+            evidence += [f"  {clip(line, EVIDENCE_LINE_CHARS)}" for line in exc[-2:]]
+            evidence += [f"  [replica log] {clip(line, CAUSE_CHARS)}" for line in (d.log_tail or [])[-3:]]
+        findings.append(finding(STUCK if app.status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTRIBUTING,
+                            f"Serve application {app.name!r} is {app.status}"
+                            + (f": deployment {bad[0].name} is {bad[0].status}" if bad else ""),
+                            evidence, [f"serve_status app={app.name}", f"prompt serve-deployment-unhealthy(app={app.name})"],
+                            [SERVE_DOC, "prompt:serve-deployment-unhealthy"], kind="serve"))  # fmt: skip
+    return findings
+
+
+def cluster_health(e: HealthEvidence) -> list[models.Finding]:
+    """Every finding about the cluster, ranked: the most urgent first."""
+    findings: list[models.Finding] = []
+    if e.status is not None:
+        findings += _status_findings(e.status)
     if e.pending_pgs_total:
         findings.append(finding(CONTRIBUTING + 10 if any(p.infeasible for p in e.pending_pgs) else SYMPTOM,
                                 f"{e.pending_pgs_total} placement group(s) are PENDING",
@@ -106,28 +137,11 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
                                 ["pg_status state=PENDING"], [PG_DOC, "prompt:debug-pending-placement-group"],
                                 kind="pending_pg"))  # fmt: skip
     if e.serve is not None:
-        for app in e.serve.apps:
-            if app.status in ("RUNNING", "NOT_STARTED"):
-                continue
-            bad = [d for d in app.deployments if d.status not in ("HEALTHY", "UPSCALING", "DOWNSCALING")]
-            evidence = [first_line(app.message)] if app.message else []
-            for d in bad[:3]:
-                error = d.error or d.message or ""
-                evidence.append(
-                    f"deployment {d.name}: {d.status} ({d.status_trigger or '-'}) {first_line(error, LINE_CHARS)}"
-                )
-                exc = [line for line in (error or "").splitlines() if _EXCEPTION.match(line.strip())]
-                evidence += [f"  {clip(line, EVIDENCE_LINE_CHARS)}" for line in exc[-2:]]
-                evidence += [f"  [replica log] {clip(line, CAUSE_CHARS)}" for line in (d.log_tail or [])[-3:]]
-            findings.append(finding(STUCK if app.status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTRIBUTING,
-                                    f"Serve application {app.name!r} is {app.status}"
-                                    + (f": deployment {bad[0].name} is {bad[0].status}" if bad else ""),
-                                    evidence, [f"serve_status app={app.name}", f"prompt serve-deployment-unhealthy(app={app.name})"],
-                                    [SERVE_DOC, "prompt:serve-deployment-unhealthy"], kind="serve"))  # fmt: skip
+        findings += _serve_findings(e.serve)
     if e.failed_jobs:
         findings.append(finding(CONTRIBUTING, f"{len(e.failed_jobs)} job(s) failed recently",
                                 [f"{j.submission_id or j.job_id}: {job_cause(j)}" for j in e.failed_jobs[:5]],
-                                ["diagnose_job submission_id=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
+                                ["diagnose_job job=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
     if e.restarting:
         findings.append(finding(CONTRIBUTING + 5, f"{len(e.restarting)} actor(s) restart in a loop or are RESTARTING",
                                 [f"{a.class_name} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:5]],

@@ -21,6 +21,7 @@ from ray_mcp.diagnosis.findings import (
     rank,
 )
 from ray_mcp.diagnosis.tracebacks import (
+    Traceback,
     clip,
     error_lines,
     first_line,
@@ -108,21 +109,55 @@ def crashed(actor: models.Actor) -> bool:
     return cause.reason == "WORKER_DIED" and not NORMAL_EXIT.search(cause.message or "")
 
 
-def diagnose_job(e: JobEvidence) -> list[models.Finding]:
+@dataclass(frozen=True)
+class _Reading:
+    """What the driver log says, read once for every kind of finding."""
+
+    job: str
+    tb: Traceback | None
+    driver_wrapped: bool  # the driver died of an error raised by remote work
+    driver_mentions_actor: bool
+    driver_mentions_task: bool
+
+
+def _read(e: JobEvidence) -> _Reading:
     info = e.info
-    job = info.submission_id or info.job_id or "?"
-    findings: list[models.Finding] = []
-    message = info.message or ""
     tb = last_traceback(e.driver_lines) if e.driver_lines else None
-    driver_wrapped = bool(tb and tb.outermost and is_ray_wrapper(tb.outermost[0]))
-    driver_mentions_actor = bool(
-        tb
-        and any(
-            short_type(t).startswith(("ActorDied", "RayActorError", "ActorUnavailable"))
-            for t, _ in tb.exceptions
-        )
+    types = [short_type(t) for t, _ in tb.exceptions] if tb else []
+    return _Reading(
+        job=info.submission_id or info.job_id or "?",
+        tb=tb,
+        driver_wrapped=bool(tb and tb.outermost and is_ray_wrapper(tb.outermost[0])),
+        driver_mentions_actor=any(
+            t.startswith(("ActorDied", "RayActorError", "ActorUnavailable")) for t in types
+        ),
+        driver_mentions_task=tb is not None
+        and (any("TaskError" in t for t in types) or any("RayTaskError" in line for line in tb.lines)),
     )
 
+
+def diagnose_job(e: JobEvidence) -> list[models.Finding]:
+    """Every finding about one job, ranked: the most likely root cause first."""
+    r = _read(e)
+    findings = [
+        *_setup_findings(e, r),
+        *_actor_findings(e, r),
+        *_task_findings(e, r),
+        *_driver_findings(e, r),
+        *_stuck_findings(e, r),
+    ]
+    # Nothing found: say what the status means.
+    if not findings or all(f.severity < SYMPTOM for f in findings):
+        findings.append(_status_finding(e, r.job))
+    return rank(findings)
+
+
+def _setup_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+    """The driver never ran: the runtime env, the entrypoint's resources, or its command."""
+    info = e.info
+    job = r.job
+    message = e.info.message or ""
+    findings: list[models.Finding] = []
     # The runtime env could not be set up: the driver never ran.
     if info.error_type == "RUNTIME_ENV_SETUP_FAILURE" or re.search(r"(?i)runtime.env.*(fail|error)", message):
         findings.append(
@@ -131,7 +166,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                 f"The job's runtime environment failed to set up, so the driver never ran: {first_line(message)}",
                 error_lines(message, 8),
                 ["Fix the runtime_env and resubmit with submit_job (it checks the env first)",
-                 f"prompt runtime-env-failure(submission_id={job})"],
+                 f"prompt runtime-env-failure(job={job})"],
                 [RUNTIME_ENV_DOC, "prompt:runtime-env-failure"],
                 kind="runtime_env",
             )
@@ -168,12 +203,18 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                     error_lines(message), ["Check the entrypoint command and that its files are in working_dir"],
                     [JOBS_DOC], kind="entrypoint"),
         )  # fmt: skip
+    return findings
 
+
+def _actor_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+    """The job's dead actors: the root cause when the driver died of their death."""
+    info = e.info
+    findings: list[models.Finding] = []
     # Dead actors of the job: the root cause when the driver died of their death.
     dead = sorted(e.dead_actors, key=lambda a: not crashed(a))
     for actor in dead[:4]:
         broke = crashed(actor)
-        severity = ROOT_CAUSE + 2 if (driver_mentions_actor and broke) else CONTRIBUTING if broke else INFO
+        severity = ROOT_CAUSE + 2 if (r.driver_mentions_actor and broke) else CONTRIBUTING if broke else INFO
         findings.append(
             finding(
                 severity,
@@ -187,17 +228,24 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
     if e.dead_actors_total > len(dead[:4]):
         findings.append(
             finding(INFO, f"{e.dead_actors_total - len(dead[:4])} more dead actors of this job",
-                    next_steps=[f"list_actors job_id={info.job_id} state=DEAD"], kind="actor_died"),
+                    next_steps=[f"list_actors job={info.job_id} state=DEAD"], kind="actor_died"),
         )  # fmt: skip
+    return findings
 
+
+def _task_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+    """The job's failed tasks, grouped by error type."""
+    info = e.info
+    findings: list[models.Finding] = []
     # Failed tasks, grouped by error type.
-    driver_mentions_task = bool(
-        tb and any("RayTaskError" in t or "TaskError" in t for t, _ in tb.exceptions)
-    ) or bool(tb and any("RayTaskError" in line for line in tb.lines))
     for group in e.failed_tasks[:3]:
         app_error = group.error_type == "APPLICATION_ERROR"
         severity = (
-            ROOT_CAUSE + 1 if (driver_mentions_task and app_error) else CONTRIBUTING if app_error else SYMPTOM
+            ROOT_CAUSE + 1
+            if (r.driver_mentions_task and app_error)
+            else CONTRIBUTING
+            if app_error
+            else SYMPTOM
         )
         sample = clip(group.sample_message or "", SAMPLE_ERROR_CHARS)
         sample_lines = [line for line in sample.splitlines() if line.strip()][-6:]
@@ -207,22 +255,30 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                 f"{group.count} task(s) failed with {group.error_type}"
                 + (f", e.g. {group.sample_name}" if group.sample_name else ""),
                 sample_lines,
-                [f"list_tasks job_id={info.job_id} state=FAILED", "summarize_tasks for the whole picture"],
+                [f"list_tasks job={info.job_id} state=FAILED", "summarize_tasks for the whole picture"],
                 [FT_DOC],
                 kind="task_failed",
             )
         )
+    return findings
 
+
+def _driver_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+    """The driver's own traceback."""
+    info = e.info
+    job = r.job
+    tb = r.tb
+    findings: list[models.Finding] = []
     # The driver's own traceback.
     if tb is not None and tb.exceptions and info.status in ("FAILED", "STOPPED", "RUNNING"):
         inner_type, inner_msg = tb.innermost or ("", "")
         where = tb.user_frame.short() if tb.user_frame else "unknown line"
-        if driver_wrapped:
+        if r.driver_wrapped:
             title = (
                 f"The driver failed with {short_type(tb.outermost[0]) if tb.outermost else 'an error'} "
                 f"raised by remote work: {short_type(inner_type)}: {clip(inner_msg, SHORT_CAUSE_CHARS)} ({where})"
             )
-            severity = ROOT_CAUSE if not (driver_mentions_actor or driver_mentions_task) else SYMPTOM + 5
+            severity = ROOT_CAUSE if not (r.driver_mentions_actor or r.driver_mentions_task) else SYMPTOM + 5
         else:
             title = f"The driver raised {short_type(inner_type)}: {clip(inner_msg, CAUSE_CHARS)} ({where})"
             severity = ROOT_CAUSE
@@ -237,7 +293,13 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                 kind="driver_exception",
             )
         )
+    return findings
 
+
+def _stuck_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+    """What the job waits for: pending placement groups and actors, infeasible demands."""
+    info = e.info
+    findings: list[models.Finding] = []
     # Stuck: pending placement groups and actors of this job, infeasible demands.
     for pg in e.pending_pgs[:3]:
         infeasible = bool(pg.infeasible) or pg.scheduling_state == "INFEASIBLE"
@@ -248,7 +310,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
                 f"{'Stuck on an infeasible' if infeasible else 'Waiting on a pending'} placement group "
                 f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {clip(reason, CAUSE_CHARS)}",
                 [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:4]] + _capacity_lines(e.node_totals),
-                [f"pg_status pg={pg.placement_group_id}", f"prompt debug-pending-placement-group(pg_id={pg.placement_group_id})"],
+                [f"pg_status placement_group={pg.placement_group_id}", f"prompt debug-pending-placement-group(placement_group={pg.placement_group_id})"],
                 [PG_DOC, "prompt:debug-pending-placement-group"],
                 kind="pending_pg",
             )
@@ -273,11 +335,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
             finding(CONTRIBUTING + 10, "The cluster has demands that fit on no node (they wait forever)",
                     [*shapes, *_capacity_lines(e.node_totals)], ["cluster_status"], [PG_DOC], kind="infeasible"),
         )  # fmt: skip
-
-    # Nothing found: say what the status means.
-    if not findings or all(f.severity < SYMPTOM for f in findings):
-        findings.append(_status_finding(e, job))
-    return rank(findings)
+    return findings
 
 
 def _capacity_lines(node_totals: Sequence[dict[str, float]]) -> list[str]:

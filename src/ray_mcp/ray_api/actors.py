@@ -14,6 +14,7 @@ from ray_mcp.errors import NotFound
 from ray_mcp.ray_api import gcs
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.ids import check_id
+from ray_mcp.ray_api.query import Filter
 from ray_mcp.shaping.actors import actor_from_state, actor_summary_from_rows, build_actor_list
 
 KILL_WAIT_S = 10.0
@@ -23,7 +24,7 @@ class ActorsAPI(RayClient):
     """The actors of one cluster."""
 
     async def list_actors(
-        self, *, filters: list[tuple[str, str, str]], limit: int, detail: bool, notes: list[str]
+        self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
         # detail=1 always: restarts and the death cause are detail columns in Ray's schema. Only `limit` rows come.
         total, matched, rows, ray_notes = await self._state_page(

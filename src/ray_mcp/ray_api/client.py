@@ -25,6 +25,7 @@ from ray_mcp.errors import (
     log_request_failed,
 )
 from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api.query import Filter, encode
 from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.common import source_cap_note
 
@@ -50,6 +51,7 @@ class RayClient:
         verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
         gcs_address: str | None = None,
+        gcs_lookup: gcs.GcsLookup | None = gcs.GCS_LOOKUP,
         stack_source: str = "auto",
         py_spy: str | None = None,
     ) -> None:
@@ -58,6 +60,7 @@ class RayClient:
         self.py_spy = py_spy
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
         self._gcs_channel: Any = None
+        self._gcs_lookup = gcs_lookup
         self.timeout_s = timeout_s
         self.source = source
         # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
@@ -90,6 +93,22 @@ class RayClient:
             response.raise_for_status()
             return response.json()
 
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        not_found: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Any dashboard request answered in JSON; ``not_found`` is the message for an HTTP 404."""
+        timeout = timeout_s or self.timeout_s
+        with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
+            response = await self._http.request(method, path, timeout=timeout)
+            response.raise_for_status()
+            return response.json()
+
     async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
         body = await self.get_json(path, what=what, params=params)
@@ -106,15 +125,14 @@ class RayClient:
         resource: str,
         *,
         what: str,
-        filters: Sequence[tuple[str, str, str]] = (),
+        filters: Sequence[Filter] = (),
         limit: int = 100,
         detail: bool = False,
     ) -> dict[str, Any]:
         """One State API list call (``/api/v0/<resource>``): returns Ray's result with totals."""
         params: list[tuple[str, str]] = [("limit", str(limit)), ("detail", "1" if detail else "0")]
         params += [("timeout", str(max(1, int(self.timeout_s))))]
-        for key, predicate, value in filters:
-            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params += encode(filters)
         data = await self.get_data(f"/api/v0/{resource}", what=what, params=params)
         result = data["result"]
         rows = result.get("result") if isinstance(result, dict) else None
@@ -160,7 +178,7 @@ class RayClient:
                 )
 
     async def _state_page(
-        self, resource: str, *, filters: list[tuple[str, str, str]], limit: int, detail: bool
+        self, resource: str, *, filters: list[Filter], limit: int, detail: bool
     ) -> tuple[int, int, list[dict[str, Any]], list[str]]:
         """One State API list call: (total, matched, rows, notes). ``matched`` is exact: Ray filters every row."""
         result = await self.list_state(
@@ -173,13 +191,10 @@ class RayClient:
         rows = list(result.get("result") or [])[:limit]
         return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
 
-    async def _summary(
-        self, resource: str, *, filters: list[tuple[str, str, str]], **extra: str
-    ) -> dict[str, Any]:
+    async def _summary(self, resource: str, *, filters: list[Filter], **extra: str) -> dict[str, Any]:
         params: list[tuple[str, str]] = [("timeout", str(max(1, int(self.timeout_s))))]
         params += list(extra.items())
-        for key, predicate, value in filters:
-            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params += encode(filters)
         data = await self.get_data(
             f"/api/v0/{resource}/summarize", what=f"the {resource} summary (/api/v0/{resource}/summarize)",
             params=params,
@@ -240,9 +255,9 @@ class RayClient:
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once). Finds the GCS if we were only given the dashboard."""
         if self._gcs_channel is None:
-            address = self.gcs_address or gcs.find_gcs_for_dashboard(
-                self.dashboard_url, min(self.timeout_s, 3.0)
-            )
+            address = self.gcs_address
+            if address is None and self._gcs_lookup is not None:
+                address = self._gcs_lookup.gcs_of(self.dashboard_url, min(self.timeout_s, 3.0))
             if address is None:
                 raise ClusterUnavailable(
                     f"Cannot find the GCS of the cluster whose dashboard is {self.dashboard_url}: this call needs it. "

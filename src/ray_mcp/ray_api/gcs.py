@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -110,10 +111,6 @@ def reported_dashboard(
     return address if re.match(r"^https?://", address) else f"http://{address}"
 
 
-# The GCS lookup of a GCS address given by the user (cluster.py); tests inject another one.
-dashboard_url_from_gcs = reported_dashboard
-
-
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
     """The GCS whose dashboard is ``dashboard_url``: try host:6379, then (for a local dashboard) every GCS
     process on this machine, and keep the one that reports this dashboard."""
@@ -129,6 +126,30 @@ def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
         if reported and urlsplit(reported).port == port:
             return candidate
     return None
+
+
+@dataclass(frozen=True)
+class GcsLookup:
+    """The two questions ray-mcp asks about GCSes: where a GCS's dashboard is (to resolve a GCS address), and
+    which GCS serves a dashboard (for the gRPC calls, when only the dashboard was given). build_server takes
+    another one, or None for a server that never looks for a GCS (tests replaying recorded answers).
+
+    ``authorization`` is the cluster's own credentials (see open_channel); each connection asks with its own.
+    """
+
+    authorization: str | None = RAY_DEFAULT
+
+    def with_authorization(self, authorization: str | None) -> GcsLookup:
+        return replace(self, authorization=authorization)
+
+    def dashboard_of(self, gcs_address: str, timeout_s: float) -> str | None:
+        return reported_dashboard(gcs_address, timeout_s, self.authorization)
+
+    def gcs_of(self, dashboard_url: str, timeout_s: float) -> str | None:
+        return find_gcs_for_dashboard(dashboard_url, timeout_s)
+
+
+GCS_LOOKUP = GcsLookup()
 
 
 def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]]:

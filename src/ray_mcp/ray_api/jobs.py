@@ -1,9 +1,11 @@
-"""Ray Jobs: submit (through Ray's JobSubmissionClient, which uploads), get, list, wait, stop, delete."""
+"""Ray Jobs: get, list, wait, stop and delete through the Jobs REST API (/api/jobs/); submit through Ray's
+JobSubmissionClient, which zips and uploads a local working_dir (the only path that imports Ray)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -16,6 +18,7 @@ from ray_mcp import models
 from ray_mcp.errors import (
     DashboardTimeout,
     InvalidArgument,
+    NotFound,
     RayMCPError,
     job_sdk_errors,
 )
@@ -31,6 +34,14 @@ from ray_mcp.text import truncate_text
 
 JOB_SDK_SLACK_S = 3.0
 UPLOAD_READ_TIMEOUT_S = 300.0
+JOB_CHANGE_TIMEOUT_S = 60.0  # a stop or delete waits for the job agent on the head node
+
+
+def _no_job(url: str, job: str) -> str:
+    return (
+        f"No job {job!r} in the cluster at {url} (neither a submission id nor a job id). "
+        "Call list_jobs to see the jobs that exist."
+    )
 
 
 def job_log_file(submission_id: str) -> str:
@@ -59,13 +70,11 @@ class JobsAPI(RayClient):
                 self._jobs_client = await self._in_thread(make, what="connecting to the Jobs API")
         return self._jobs_client
 
-    async def _in_thread(
-        self, fn: Callable[[], Any], *, what: str, job: str | None = None, timeout_s: float | None = None
-    ) -> Any:
+    async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
         # Each request of the Job SDK has the dashboard timeout (bounded_job_client_class); this is the backstop.
         limit = timeout_s or self.timeout_s + JOB_SDK_SLACK_S
-        with job_sdk_errors(self.dashboard_url, what, job=job):
+        with job_sdk_errors(self.dashboard_url, what):
             try:
                 with anyio.fail_after(limit):
                     return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
@@ -75,23 +84,35 @@ class JobsAPI(RayClient):
                     "The cluster may be overloaded; retry, or check it with cluster_status."
                 ) from exc
 
-    async def _jobs_call(
-        self, method: str, *args: Any, what: str, job: str | None = None, **kwargs: Any
-    ) -> Any:
-        client = await self._job_client()
-        return await self._in_thread(
-            functools.partial(getattr(client, method), *args, **kwargs), what=what, job=job
-        )
-
     async def job_details(self, job: str) -> dict[str, Any]:
-        """Ray's JobDetails of a job, by submission id or job id, as a JSON dict."""
+        """Ray's JobDetails of a job, by submission id or job id (GET /api/jobs/<id>), as a JSON dict."""
         if not job.strip():
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
         job = check_job_ref(job.strip())
-        details = await self._jobs_call("get_job_info", job, what=f"the lookup of job {job!r}", job=job)
-        out = dict(details.model_dump(mode="json"))
+        details = await self.request_json(
+            "GET",
+            f"/api/jobs/{job}",
+            what=f"the lookup of job {job!r}",
+            not_found=_no_job(self.dashboard_url, job),
+        )
+        out = dict(details)
         SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
         return out
+
+    async def job_id_of(self, job: str | None) -> str | None:
+        """The hex job id of a job given by job id or submission id, to filter actors, tasks and groups by."""
+        if job is None or not job.strip():
+            return None
+        job = job.strip()
+        if re.fullmatch(r"[0-9a-fA-F]{8}", job):
+            return job.lower()
+        details = await self.job_details(job)
+        if not details.get("job_id"):
+            raise NotFound(
+                f"Job {job} has no job id yet (status {details.get('status')}): its driver has not started, so "
+                "nothing of it runs in the cluster. Call wait_for_job, then ask again."
+            )
+        return str(details["job_id"])
 
     async def get_job(self, job: str) -> models.JobInfo:
         return job_info(await self.job_details(job), time.time())
@@ -152,8 +173,8 @@ class JobsAPI(RayClient):
     async def list_jobs(
         self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
     ) -> models.JobList:
-        jobs = await self._jobs_call("list_jobs", what="the job list")
-        dicts = [dict(j.model_dump(mode="json")) for j in jobs]
+        jobs = await self.request_json("GET", "/api/jobs/", what="the job list (/api/jobs/)")
+        dicts = [dict(j) for j in jobs]
         for details in dicts:
             SECRETS.learn_job(details)
         return job_list(
@@ -215,7 +236,11 @@ class JobsAPI(RayClient):
                 job=ident, action="stop", done=False, status=info.status,
                 message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
             )  # fmt: skip
-        stopped = await self._jobs_call("stop_job", ident, what=f"stopping job {ident!r}", job=ident)
+        answer = await self.request_json(
+            "POST", f"/api/jobs/{ident}/stop", what=f"stopping job {ident!r}",
+            not_found=_no_job(self.dashboard_url, ident), timeout_s=max(self.timeout_s, JOB_CHANGE_TIMEOUT_S),
+        )  # fmt: skip
+        stopped = bool(answer.get("stopped"))
         after = await self.get_job(ident)
         if stopped:
             message = (
@@ -258,7 +283,11 @@ class JobsAPI(RayClient):
                 f"{now}): the submission id was reused by a new job. Call delete_job again without confirm to "
                 "see the job as it stands."
             )
-        deleted = await self._jobs_call("delete_job", sid, what=f"deleting job {sid!r}", job=sid)
+        answer = await self.request_json(
+            "DELETE", f"/api/jobs/{sid}", what=f"deleting job {sid!r}", not_found=_no_job(self.dashboard_url, sid),
+            timeout_s=max(self.timeout_s, JOB_CHANGE_TIMEOUT_S),
+        )  # fmt: skip
+        deleted = bool(answer.get("deleted"))
         message = (
             f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
             "on disk."

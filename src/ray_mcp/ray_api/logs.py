@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +35,9 @@ _TASK_HINT = (
 
 @dataclass(frozen=True)
 class LogTarget:
-    """Exactly one thing whose log to read (checked by ``log_target_kind``)."""
+    """Exactly one thing whose log to read, checked when made: a job, an actor, a task (+ attempt), a worker
+    pid on a node, or a file on a node. InvalidArgument says what to give instead."""
 
-    kind: str  # job | actor_id | task_id | pid | filename
     job: str | None = None
     actor_id: str | None = None
     task_id: str | None = None
@@ -47,6 +46,30 @@ class LogTarget:
     node: str | None = None
     filename: str | None = None
     stream: str = "both"
+    kind: str = field(init=False)  # job | actor_id | task_id | pid | filename
+
+    def __post_init__(self) -> None:
+        given = [
+            name
+            for name, value in (("job", self.job), ("actor_id", self.actor_id), ("task_id", self.task_id),
+                                ("pid", self.pid), ("filename", self.filename))
+            if value is not None
+        ]  # fmt: skip
+        usage = (
+            "Give exactly one of: job (a submission id), actor_id, task_id (+ attempt), pid + node, or "
+            "node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)."
+        )
+        if len(given) != 1:
+            what = ", ".join(given) if given else "none"
+            raise InvalidArgument(f"tail_logs needs one log target, got {what}. {usage}")
+        kind = given[0]
+        if kind in ("pid", "filename") and not self.node:
+            raise InvalidArgument(
+                f"{kind} needs node (a node id or IP) too. Call cluster_status to see the nodes. {usage}"
+            )
+        if kind not in ("pid", "filename") and self.node:
+            raise InvalidArgument(f"node goes with pid or filename only, not with {kind}. {usage}")
+        object.__setattr__(self, "kind", kind)
 
 
 @dataclass
@@ -59,6 +82,22 @@ class LogSource:
     filename: str | None
     stream: str | None
     hint: str = field(default="")
+
+
+def _std(
+    suffix: str,
+    params: dict[str, str],
+    what: str,
+    node_id: str | None,
+    stem: str,
+    hint: str,
+    filename_note: str = "",
+) -> LogSource:
+    """The stdout or stderr (``suffix`` out or err) of a worker's log, for an actor, a task or a pid."""
+    return LogSource(
+        params={**params, "suffix": suffix}, source=f"std{suffix} of {what}", node_id=node_id,
+        filename=f"{stem}.{suffix}{filename_note}", stream=suffix, hint=hint,
+    )  # fmt: skip
 
 
 def _compile_grep(grep: str) -> re.Pattern[str]:
@@ -95,16 +134,10 @@ class LogsAPI(JobsAPI, NodesAPI):
                 raise NotFound(f"No actor {actor_id!r} in the cluster at {self.dashboard_url}. {_ACTOR_HINT}")
             desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
             return [
-                LogSource(
-                    params={"actor_id": actor_id, "suffix": sfx},
-                    source=f"std{sfx} of {desc}, worker pid {actor.get('pid')}",
-                    node_id=actor.get("node_id"),
-                    filename=f"worker-*-{actor.get('pid')}.{sfx}",
-                    stream=sfx,
-                    hint=_ACTOR_HINT,
-                )
+                _std(sfx, {"actor_id": actor_id}, f"{desc}, worker pid {actor.get('pid')}", actor.get("node_id"),
+                     f"worker-*-{actor.get('pid')}", _ACTOR_HINT)
                 for sfx in suffixes
-            ]
+            ]  # fmt: skip
         if kind == "task_id":
             task_id = str(target.task_id)
             task = await self._one_state("tasks", "task_id", task_id, attempt=target.attempt)
@@ -114,31 +147,20 @@ class LogsAPI(JobsAPI, NodesAPI):
                     f"{_TASK_HINT}"
                 )
             return [
-                LogSource(
-                    params={"task_id": task_id, "attempt_number": str(target.attempt), "suffix": sfx},
-                    source=f"std{sfx} of task {task_id} attempt {target.attempt} ({task.get('name')})",
-                    node_id=task.get("node_id"),
-                    filename=f"worker-*.{sfx} (the task's byte range)",
-                    stream=sfx,
-                    hint=_TASK_HINT,
-                )
+                _std(sfx, {"task_id": task_id, "attempt_number": str(target.attempt)},
+                     f"task {task_id} attempt {target.attempt} ({task.get('name')})", task.get("node_id"),
+                     "worker-*", _TASK_HINT, filename_note=" (the task's byte range)")
                 for sfx in suffixes
-            ]
+            ]  # fmt: skip
         node_id = await self._resolve_node(str(target.node))
         await self.learn_job_secrets()  # any worker's or daemon's log: every job's env_vars may be in it
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [
-                LogSource(
-                    params={"node_id": node_id, "pid": str(target.pid), "suffix": sfx},
-                    source=f"std{sfx} of worker pid {target.pid}",
-                    node_id=node_id,
-                    filename=f"worker-*-{target.pid}.{sfx}",
-                    stream=sfx,
-                    hint=hint,
-                )
+                _std(sfx, {"node_id": node_id, "pid": str(target.pid)}, f"worker pid {target.pid}", node_id,
+                     f"worker-*-{target.pid}", hint)
                 for sfx in suffixes
-            ]
+            ]  # fmt: skip
         filename = str(target.filename)
         return [
             LogSource(
@@ -342,14 +364,3 @@ class LogsAPI(JobsAPI, NodesAPI):
                         text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
         return bytes(new + pending)
-
-    async def log_tail(self, selector: Mapping[str, str], *, lines: int) -> str:
-        """Last ``lines`` of one log through /api/v0/logs/file (``selector``: actor_id [+ suffix], or node_id +
-        filename). Small on purpose: the general tail_logs tool is built elsewhere on the same endpoint and can
-        absorb this."""
-        params = {**selector, "lines": str(lines), "filter_ansi_code": "true"}
-        what = f"the log {dict(selector)} (/api/v0/logs/file)"
-        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
-            response = await self._http.get("/api/v0/logs/file", params=params)
-            response.raise_for_status()
-            return response.text

@@ -11,8 +11,8 @@ from ray_mcp import models
 from ray_mcp.errors import NotFound
 from ray_mcp.ray_api import gcs
 from ray_mcp.ray_api.client import gather
-from ray_mcp.ray_api.ids import check_id
 from ray_mcp.ray_api.nodes import NodesAPI
+from ray_mcp.ray_api.query import Filter, has, where
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
 
@@ -21,17 +21,18 @@ class PlacementGroupsAPI(NodesAPI):
     """The placement groups of one cluster."""
 
     async def pg_status(
-        self, *, pg: str | None, state: str | None, job_id: str | None, limit: int, notes: list[str]
+        self,
+        *,
+        placement_group: str | None,
+        state: str | None,
+        job_id: str | None,
+        limit: int,
+        notes: list[str],
     ) -> models.PlacementGroupList:
-        filters: list[tuple[str, str, str]] = []
-        if pg is not None:
-            is_id = re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
-            filters.append(("placement_group_id" if is_id else "name", "=", pg.lower() if is_id else pg))
-        if state:
-            filters.append(("state", "=", state))
-        if job_id:
-            check_id("job", job_id)
-            filters.append(("creator_job_id", "=", job_id))
+        pg = placement_group
+        is_id = pg is not None and re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
+        by_id, by_name = (pg, None) if is_id else (None, pg)
+        filters = where(placement_group_id=by_id, name=by_name, state=state, creator_job_id=job_id)
         # One State API page and the GCS's placement group table (states and strategies), side by side; the
         # node capacities only when a shown group is PENDING (they explain why it waits).
         page, table = await gather(
@@ -42,7 +43,7 @@ class PlacementGroupsAPI(NodesAPI):
         if pg is not None and not rows:
             raise NotFound(
                 f"No placement group with id or name {pg!r} in the cluster at {self.dashboard_url}. "
-                "Call pg_status without pg to list them."
+                "Call pg_status without placement_group to list them."
             )
         if table is None:
             ray_notes.append(
@@ -50,7 +51,7 @@ class PlacementGroupsAPI(NodesAPI):
             )
             by_state = await self._pg_counts(filters)
         else:
-            by_state = {} if any(k == "state" for k, _p, _v in filters) else pg_state_counts(table, filters)
+            by_state = {} if has(filters, "state") else pg_state_counts(table, filters)
         strategies = {r["placement_group_id"]: r["strategy"] for r in table or []}
         capacities: list[NodeCapacity] = []
         if any(row.get("state") == "PENDING" for row in rows):
@@ -70,9 +71,9 @@ class PlacementGroupsAPI(NodesAPI):
             notes=notes + ray_notes,
         )
 
-    async def _pg_counts(self, filters: list[tuple[str, str, str]]) -> dict[str, int]:
+    async def _pg_counts(self, filters: list[Filter]) -> dict[str, int]:
         """Exact count per state without the GCS: one limit=1 State API call per state (each returns a total)."""
-        if any(key == "state" for key, _p, _v in filters):
+        if has(filters, "state"):
             return {}
         states = ("PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING")
         pages = await gather(

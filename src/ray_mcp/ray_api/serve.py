@@ -14,11 +14,12 @@ from ray_mcp import models
 from ray_mcp.errors import (
     InvalidArgument,
     NotFound,
+    RayMCPError,
     RayRequestFailed,
     dashboard_errors,
 )
 from ray_mcp.limits import LINE_CHARS
-from ray_mcp.ray_api.logs import LogsAPI
+from ray_mcp.ray_api.logs import LogsAPI, LogSource
 from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.serve import (
     build_serve_status,
@@ -85,21 +86,39 @@ class ServeAPI(LogsAPI):
                 row.get("node_id"),
                 row.get("actor_id"),
             )
-        attempts = []
+        sources = []
         if replica_id and node_id:
             filename = f"serve/replica_{app}_{deployment.name}_{replica_id}.log"
-            attempts.append(({"node_id": node_id, "filename": filename}, f"Serve log {filename}"))
+            sources.append(
+                LogSource(
+                    {"node_id": node_id, "filename": filename},
+                    f"Serve log {filename}",
+                    node_id,
+                    filename,
+                    None,
+                )
+            )
         if actor_id:
-            attempts.append(({"actor_id": actor_id, "suffix": "err"}, f"stderr of replica actor {actor_id}"))
-        for params, source in attempts:
+            sources.append(
+                LogSource(
+                    {"actor_id": actor_id, "suffix": "err"},
+                    f"stderr of replica actor {actor_id}",
+                    node_id,
+                    None,
+                    "err",
+                )
+            )
+        for source in sources:
             try:
-                text = await self.log_tail(params, lines=lines)
-            except RayRequestFailed:
+                section = await self._tail(
+                    source, lines=lines, max_bytes=lines * LINE_CHARS, follow_s=0, on_progress=None
+                )
+            except RayMCPError:
                 continue
-            tail = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
+            tail = [ln for ln in section.lines if ln.strip() and not ln.startswith(":")][-lines:]
             if tail:
                 deployment.log_tail = [head_text(ln, LINE_CHARS) or "" for ln in tail]
-                deployment.log_source = source
+                deployment.log_source = source.source
                 return
 
     async def serve_put(self, config: dict[str, Any]) -> None:

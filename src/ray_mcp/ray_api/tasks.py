@@ -10,6 +10,7 @@ from ray_mcp import models
 from ray_mcp.limits import MAX_ERROR_TYPES_SAMPLED, STATE_API_MAX_ROWS
 from ray_mcp.ray_api import gcs
 from ray_mcp.ray_api.client import RayClient, gather
+from ray_mcp.ray_api.query import Filter
 from ray_mcp.shaping.tasks import build_task_list, build_task_summary, error_groups
 
 
@@ -21,14 +22,14 @@ class TasksAPI(RayClient):
     """The tasks of one cluster."""
 
     async def list_tasks(
-        self, *, filters: list[tuple[str, str, str]], limit: int, detail: bool, notes: list[str]
+        self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.TaskList:
         total, matched, rows, ray_notes = await self._state_page(
             "tasks", filters=filters, limit=limit, detail=detail
         )
         return build_task_list(total=total, matched=matched, rows=rows, limit=limit, notes=notes + ray_notes)
 
-    async def summarize_tasks(self, *, filters: list[tuple[str, str, str]]) -> models.TaskSummary:
+    async def summarize_tasks(self, *, filters: list[Filter]) -> models.TaskSummary:
         summary = await self._summary("tasks", filters=filters, summary_by="func_name")
         notes = [
             w for w in [summary.get("partial_failure_warning"), *list(summary.get("warnings") or [])] if w

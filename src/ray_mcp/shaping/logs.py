@@ -6,7 +6,6 @@ import re
 from collections import deque
 
 from ray_mcp import models
-from ray_mcp.errors import InvalidArgument
 from ray_mcp.shaping.nodes import GIB
 
 
@@ -84,39 +83,6 @@ def tail_section(
             "followed_s": followed_s,
         }
     )
-
-
-def log_target_kind(
-    *,
-    job: str | None,
-    actor_id: str | None,
-    task_id: str | None,
-    pid: int | None,
-    node: str | None,
-    filename: str | None,
-) -> str:
-    """Which log the caller means; InvalidArgument unless exactly one target is given (+ node if needed)."""
-    given = [
-        name
-        for name, value in (("job", job), ("actor_id", actor_id), ("task_id", task_id), ("pid", pid),
-                            ("filename", filename))
-        if value is not None
-    ]  # fmt: skip
-    usage = (
-        "Give exactly one of: job (a submission id), actor_id, task_id (+ attempt), pid + node, or "
-        "node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)."
-    )
-    if len(given) != 1:
-        what = ", ".join(given) if given else "none"
-        raise InvalidArgument(f"tail_logs needs one log target, got {what}. {usage}")
-    kind = given[0]
-    if kind in ("pid", "filename") and not node:
-        raise InvalidArgument(
-            f"{kind} needs node (a node id or IP) too. Call cluster_status to see the nodes. {usage}"
-        )
-    if kind not in ("pid", "filename") and node:
-        raise InvalidArgument(f"node goes with pid or filename only, not with {kind}. {usage}")
-    return kind
 
 
 def decode_log(data: bytes) -> str:

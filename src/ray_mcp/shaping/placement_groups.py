@@ -48,6 +48,81 @@ def _no_node_text(label: str, bundle: Mapping[str, float], missing: tuple[str, f
     return f"{label} wants {format_shape(bundle)} and no node has {more}"
 
 
+def _strict_pack(
+    bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]], *, free: bool
+) -> str | None:
+    """Why all the bundles together fit on none of ``nodes`` (totals, or what is free now); None if they do."""
+    merged = _merge(bundles)
+    missing = _missing(merged, nodes)
+    if missing is None:
+        return None
+    label = (
+        f"STRICT_PACK (all {len(bundles)} bundles on one node):"
+        if free
+        else (f"STRICT_PACK puts all {len(bundles)} bundles on one node:")
+    )
+    return _no_node_text(label, merged, missing, free=free)
+
+
+def _never_fits(
+    bundles: Sequence[Mapping[str, float]], strategy: str | None, nodes: list[NodeCapacity], ray_says: str
+) -> str | None:
+    """Why the group can never be placed on these nodes, whatever is freed; None if it could be."""
+    totals = [n.total for n in nodes]
+    # 1. Can it ever fit, by node totals?
+    for i, bundle in enumerate(bundles):
+        missing = _missing(bundle, totals)
+        if missing:
+            return _no_node_text(f"bundle {i}", bundle, missing, free=False) + ray_says
+    if strategy == "STRICT_SPREAD" and len(bundles) > len(nodes):
+        return (
+            f"STRICT_SPREAD puts each of its {len(bundles)} bundles on a different node and only "
+            f"{len(nodes)} node(s) are alive" + ray_says
+        )
+    if strategy == "STRICT_PACK" and (why := _strict_pack(bundles, totals, free=False)):
+        return why + ray_says
+    return None
+
+
+def _busy(
+    bundles: Sequence[Mapping[str, float]], strategy: str | None, nodes: list[NodeCapacity], ray_says: str
+) -> str | None:
+    """Why the group waits for resources in use now; None if the free resources hold it."""
+    frees = [n.available for n in nodes]
+    # 2. It fits the cluster's shape; what is in use now?
+    if strategy == "STRICT_PACK":
+        why = _strict_pack(bundles, frees, free=True)
+        if why:
+            return why + "; it waits for resources held by other tasks, actors or placement groups" + ray_says
+    elif strategy == "STRICT_SPREAD":
+        for i, bundle in enumerate(bundles):
+            room = sum(1 for free in frees if fits(bundle, free))
+            if room < len(bundles):
+                return (
+                    f"STRICT_SPREAD needs {len(bundles)} nodes with {format_shape(bundle)} free (bundle {i}) and "
+                    f"only {room} have it now; it waits for resources held by others" + ray_says
+                )
+    else:
+        for i, bundle in enumerate(bundles):
+            missing = _missing(bundle, frees)
+            if missing:
+                return (
+                    _no_node_text(f"bundle {i}", bundle, missing, free=True)
+                    + "; it waits for resources held by other tasks, actors or placement groups"
+                    + ray_says
+                )
+        need = _merge(bundles)
+        have = _merge(frees)
+        for name, amount in need.items():
+            if amount > have.get(name, 0.0) + 1e-9:
+                return (
+                    f"its bundles want {_plural(name, amount)} in all and the cluster has "
+                    f"{_plural(name, have.get(name, 0.0))} free; it waits for resources held by others"
+                    + ray_says
+                )
+    return None
+
+
 def explain_pending_pg(
     bundles: Sequence[Mapping[str, float]],
     strategy: str | None,
@@ -58,72 +133,12 @@ def explain_pending_pg(
     ray_says = f" (Ray's scheduling state: {scheduling_state})" if scheduling_state else ""
     if not nodes:
         return "no node is alive to hold it" + ray_says, True
-    totals = [n.total for n in nodes]
-    frees = [n.available for n in nodes]
-    # 1. Can it ever fit, by node totals?
-    for i, bundle in enumerate(bundles):
-        missing = _missing(bundle, totals)
-        if missing:
-            return _no_node_text(f"bundle {i}", bundle, missing, free=False) + ray_says, True
-    if strategy == "STRICT_SPREAD" and len(bundles) > len(nodes):
-        return (
-            f"STRICT_SPREAD puts each of its {len(bundles)} bundles on a different node and only "
-            f"{len(nodes)} node(s) are alive" + ray_says,
-            True,
-        )
-    if strategy == "STRICT_PACK":
-        merged = _merge(bundles)
-        missing = _missing(merged, totals)
-        if missing:
-            return (
-                _no_node_text(
-                    f"STRICT_PACK puts all {len(bundles)} bundles on one node:", merged, missing, free=False
-                )
-                + ray_says,
-                True,
-            )
-    # 2. It fits the cluster's shape; what is in use now?
-    if strategy == "STRICT_PACK":
-        merged = _merge(bundles)
-        missing = _missing(merged, frees)
-        if missing:
-            return (
-                _no_node_text(
-                    f"STRICT_PACK (all {len(bundles)} bundles on one node):", merged, missing, free=True
-                )
-                + "; it waits for resources held by other tasks, actors or placement groups"
-                + ray_says,
-                False,
-            )
-    elif strategy == "STRICT_SPREAD":
-        for i, bundle in enumerate(bundles):
-            room = sum(1 for free in frees if fits(bundle, free))
-            if room < len(bundles):
-                return (
-                    f"STRICT_SPREAD needs {len(bundles)} nodes with {format_shape(bundle)} free (bundle {i}) and "
-                    f"only {room} have it now; it waits for resources held by others" + ray_says,
-                    False,
-                )
-    else:
-        for i, bundle in enumerate(bundles):
-            missing = _missing(bundle, frees)
-            if missing:
-                return (
-                    _no_node_text(f"bundle {i}", bundle, missing, free=True)
-                    + "; it waits for resources held by other tasks, actors or placement groups"
-                    + ray_says,
-                    False,
-                )
-        need = _merge(bundles)
-        have = _merge(frees)
-        for name, amount in need.items():
-            if amount > have.get(name, 0.0) + 1e-9:
-                return (
-                    f"its bundles want {_plural(name, amount)} in all and the cluster has "
-                    f"{_plural(name, have.get(name, 0.0))} free; it waits for resources held by others"
-                    + ray_says,
-                    False,
-                )
+    why = _never_fits(bundles, strategy, nodes, ray_says)
+    if why is not None:
+        return why, True
+    why = _busy(bundles, strategy, nodes, ray_says)
+    if why is not None:
+        return why, False
     if scheduling_state == "INFEASIBLE":
         return (
             "Ray marks it INFEASIBLE though its resources fit a node: check its bundles' label selectors "

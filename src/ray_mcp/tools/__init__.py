@@ -1,8 +1,19 @@
-"""MCP tools, one module per area. Each module has ``register(server)`` and thin tool bodies."""
+"""MCP tools, one module per area: tool functions at module level, and ``register(server)`` adding them.
 
+A tool gets the adapter of the cluster its call is for as a parameter, ``api: Api``: the SDK's dependency
+resolution (``Resolve``) fills it before the body runs, so a tool body is only its arguments, one adapter
+call and one answer.
+"""
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
-from ray_mcp.ray_api.ids import check_id
+from ray_mcp.context import app_of
+from ray_mcp.ray_api import RayAPI
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
@@ -15,16 +26,18 @@ DESTRUCTIVE = ToolAnnotations(
 )
 
 
-def state_filters(**values: str | None) -> list[tuple[str, str, str]]:
-    """State API filters (key = value) for the arguments that were given; ids are checked and lower-cased."""
+async def current_api(ctx: Context) -> RayAPI:
+    """The adapter of the cluster this call is for (the first call may wait for the cluster to be found)."""
+    return await app_of(ctx).api()
 
-    kinds = {"job_id": "job", "node_id": "node", "actor_id": "actor", "placement_group_id": "placement group"}
-    out = []
-    for key, value in values.items():
-        if value is None or value == "":
-            continue
-        value = value.strip()
-        if key in kinds:
-            value = check_id(kinds[key], value.lower())
-        out.append((key, "=", value))
-    return out
+
+Api = Annotated[RayAPI, Resolve(current_api)]
+
+# The arguments that name the same thing in every area.
+Job = Annotated[
+    str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
+]
+JobFilter = Annotated[
+    str | None, Field(description="Only those of this job: a submission id (raysubmit_…) or a job id (hex).")
+]
+Confirm = Annotated[str | None, Field(description="The token from a first call without it.")]

@@ -4,7 +4,7 @@ from typing import Annotated, Literal
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
@@ -14,121 +14,107 @@ from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import Actor, ActorKill, ActorList
 from ray_mcp.ray_api.ids import check_id
+from ray_mcp.ray_api.query import where
 from ray_mcp.shaping.actors import kill_preflight, render_actor, render_actor_list
 from ray_mcp.shaping.common import clamp_limit, tool_result
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, state_filters
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, Api, Confirm, JobFilter
 
 ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]
+ActorId = Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")]
 
 
-def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List actors"}))
-    async def list_actors(
-        ctx: Context,
-        state: Annotated[ActorStateName | None, Field(description="Only actors in this state.")] = None,
-        class_name: Annotated[
-            str | None, Field(description="Only actors of this class (exact name).")
-        ] = None,
-        name: Annotated[str | None, Field(description="Only the actor with this name.")] = None,
-        namespace: Annotated[str | None, Field(description="Only actors in this Ray namespace.")] = None,
-        job_id: Annotated[
-            str | None, Field(description="Only actors of this job (hex id, e.g. 01000000).")
-        ] = None,
-        node_id: Annotated[str | None, Field(description="Only actors on this node (56 hex chars).")] = None,
-        placement_group_id: Annotated[
-            str | None, Field(description="Only actors in this placement group.")
-        ] = None,
-        limit: Annotated[
-            int, Field(ge=0, description=f"Most actors to list (0: counts only; max {MAX_LIMIT}).")
-        ] = DEFAULT_LIMIT,
-        detail: Annotated[
-            bool, Field(description="Add job, namespace, resources, detached, full death cause.")
-        ] = False,
-    ) -> Annotated[CallToolResult, ActorList]:
-        """List the cluster's actors with exact totals and a count per state; DEAD ones carry their death cause.
+async def list_actors(
+    api: Api,
+    state: Annotated[ActorStateName | None, Field(description="Only actors in this state.")] = None,
+    class_name: Annotated[str | None, Field(description="Only actors of this class (exact name).")] = None,
+    name: Annotated[str | None, Field(description="Only the actor with this name.")] = None,
+    namespace: Annotated[str | None, Field(description="Only actors in this Ray namespace.")] = None,
+    job: JobFilter = None,
+    node_id: Annotated[str | None, Field(description="Only actors on this node (56 hex chars).")] = None,
+    placement_group: Annotated[
+        str | None, Field(description="Only actors in this placement group (its id).")
+    ] = None,
+    limit: Annotated[
+        int, Field(ge=0, description=f"Most actors to list (0: counts only; max {MAX_LIMIT}).")
+    ] = DEFAULT_LIMIT,
+    detail: Annotated[
+        bool, Field(description="Add job, namespace, resources, detached, full death cause.")
+    ] = False,
+) -> Annotated[CallToolResult, ActorList]:
+    """List the cluster's actors with exact totals and a count per state; DEAD ones carry their death cause.
 
-        Use it to find what is alive, what restarts and what died (and why: the exception raised in __init__,
-        a worker that exited, OOM, a dead node). Filters narrow the list; get_actor shows one actor in full;
-        kill_actor stops one. Basic fields by default: id, class, name, state, pid, node, restarts. Read-only.
-        """
-        limit, note = clamp_limit(limit, what="actors")
-        filters = state_filters(
-            state=state, class_name=class_name, name=name, ray_namespace=namespace,
-            job_id=job_id, node_id=node_id, placement_group_id=placement_group_id,
-        )  # fmt: skip
-        api = await app_of(ctx).api()
-        page = await api.list_actors(
-            filters=filters, limit=limit, detail=detail, notes=[note] if note else []
-        )
-        return tool_result(page, render_actor_list(page))
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get actor"}))
-    async def get_actor(
-        ctx: Context,
-        actor_id: Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")],
-    ) -> Annotated[CallToolResult, Actor]:
-        """Show one actor in full: state, pid, node, restarts, job, namespace, resources and full death cause.
-
-        Use it after list_actors to see why an actor died (the whole exception text) or how it was created.
-        Read-only.
-        """
-        api = await app_of(ctx).api()
-        actor = await api.get_actor(actor_id.strip())
-        return tool_result(actor, render_actor(actor))
-
-    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Kill actor"}))
-    async def kill_actor(
-        ctx: Context,
-        actor_id: Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")],
-        pending: Annotated[Pending, Resolve(_kill_plan)],
-        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_kill)],
-        no_restart: Annotated[
-            bool, Field(description="True: the actor stays dead even if it has max_restarts.")
-        ] = True,
-        force: Annotated[
-            bool, Field(description="Required to kill a detached actor (they outlive jobs).")
-        ] = False,
-        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
-    ) -> Annotated[CallToolResult, ActorKill]:
-        """Kill one actor (like ray.kill): its process is stopped at once and pending calls fail. Destructive.
-
-        The user is asked first (naming the actor's class, name and job) when the client supports it; else a
-        call without confirm changes nothing and returns a token: ask the user, then call again with
-        confirm=<token>. no_restart=false lets an actor with max_restarts come back. A detached actor is refused
-        unless force=true. Use list_actors or get_actor first to pick the right id.
-        """
-        actor: Actor = pending.subject
-        decision = confirmation.decide(pending, confirm, answer)
-        if decision.proceed:
-            confirmation.ensure_unchanged(pending, await _kill_plan(ctx, actor_id, no_restart, force))
-            result = await (await app_of(ctx).api()).kill_actor_and_wait(actor, no_restart=no_restart)
-        else:
-            result = ActorKill(
-                actor_id=actor.actor_id, done=False, no_restart=no_restart, state_before=actor.state,
-                message=decision.text,
-            )  # fmt: skip
-        return tool_result(result, result.message)
+    Use it to find what is alive, what restarts and what died (and why: the exception raised in __init__,
+    a worker that exited, OOM, a dead node). Filters narrow the list; get_actor shows one actor in full;
+    kill_actor stops one. Basic fields by default: id, class, name, state, pid, node, restarts.
+    """
+    limit, note = clamp_limit(limit, what="actors")
+    filters = where(
+        state=state, class_name=class_name, name=name, ray_namespace=namespace, job_id=await api.job_id_of(job),
+        node_id=node_id, placement_group_id=placement_group,
+    )  # fmt: skip
+    page = await api.list_actors(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+    return tool_result(page, render_actor_list(page))
 
 
-# -- confirmation of kill_actor (resolvers run before the tool body; see confirm.py) ----------------------
+async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Actor]:
+    """Show one actor in full: state, pid, node, restarts, job, namespace, resources and full death cause.
+
+    Use it after list_actors to see why an actor died (the whole exception text) or how it was created.
+    """
+    actor = await api.get_actor(actor_id.strip())
+    return tool_result(actor, render_actor(actor))
 
 
-async def _kill_plan(ctx: Context, actor_id: str, no_restart: bool, force: bool) -> Pending:
-    app = app_of(ctx)
-    api = await app.api()
+async def kill_plan(ctx: Context, api: Api, actor_id: str, no_restart: bool, force: bool) -> Pending:
+    """What kill_actor would do (found before anything changes); a detached actor needs force."""
     actor = await api.get_actor(check_id("actor", actor_id.strip()))
     # The actor's incarnation: a restart gives it a new process (and a restart count), so a token or an answer
     # for the old one does not kill the new one.
     instance = f"restarts={actor.restarts} pid={actor.pid} no_restart={no_restart}"
     description = kill_preflight(actor, no_restart=no_restart, force=force)
     noop = description if actor.state == "DEAD" else None
+    app = app_of(ctx)
     return Pending(
         "kill_actor", actor.actor_id, description, subject=actor, noop=noop, instance=instance,
         cluster=await app.cluster_ref(), ttl_s=app.settings.confirm_token_ttl_s,
     )  # fmt: skip
 
 
-async def _ask_kill(
-    ctx: Context, pending: Annotated[Pending, Resolve(_kill_plan)]
-) -> Elicit[Approval] | None:
-    return confirmation.ask(ctx, pending)
+async def kill_actor(
+    ctx: Context,
+    api: Api,
+    actor_id: ActorId,
+    pending: Annotated[Pending, Resolve(kill_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(kill_plan)],
+    no_restart: Annotated[
+        bool, Field(description="True: the actor stays dead even if it has max_restarts.")
+    ] = True,
+    force: Annotated[
+        bool, Field(description="Required to kill a detached actor (they outlive jobs).")
+    ] = False,
+    confirm: Confirm = None,
+) -> Annotated[CallToolResult, ActorKill]:
+    """Kill one actor (like ray.kill): its process is stopped at once and pending calls fail. Destructive.
+
+    The user is asked first (naming the actor's class, name and job) when the client supports it; else a
+    call without confirm changes nothing and returns a token: ask the user, then call again with
+    confirm=<token>. no_restart=false lets an actor with max_restarts come back. A detached actor is refused
+    unless force=true. Use list_actors or get_actor first to pick the right id.
+    """
+    actor: Actor = pending.subject
+    decision = confirmation.decide(pending, confirm, answer)
+    if decision.proceed:
+        confirmation.ensure_unchanged(pending, await kill_plan(ctx, api, actor_id, no_restart, force))
+        result = await api.kill_actor_and_wait(actor, no_restart=no_restart)
+    else:
+        result = ActorKill(
+            actor_id=actor.actor_id, done=False, no_restart=no_restart, state_before=actor.state,
+            message=decision.text,
+        )  # fmt: skip
+    return tool_result(result, result.message)
+
+
+def register(server: MCPServer) -> None:
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "List actors"}))(list_actors)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get actor"}))(get_actor)
+    server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Kill actor"}))(kill_actor)

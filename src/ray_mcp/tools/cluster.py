@@ -2,33 +2,33 @@
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_MAX_NODES, MAX_NODES
 from ray_mcp.models import ClusterStatus
 from ray_mcp.shaping.cluster import render_cluster_status
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.tools import READ_ONLY, Api
+
+
+async def cluster_status(
+    api: Api,
+    max_nodes: Annotated[
+        int, Field(ge=1, le=MAX_NODES, description="Most nodes to list (all are counted).")
+    ] = DEFAULT_MAX_NODES,
+) -> Annotated[CallToolResult, ClusterStatus]:
+    """Show the Ray cluster at a glance: nodes, resources used/total, pending demands and the autoscaler.
+
+    Use it first, to learn what the cluster has (CPUs, GPUs, memory, custom resources, nodes alive and
+    dead) and whether anything waits for resources: pending task/actor demands, pending placement groups
+    (flagged INFEASIBLE when no node could ever hold them). It is the agent's `ray status`. Dead nodes carry
+    the reason Ray recorded.
+    """
+    status = await api.cluster_status(max_nodes=max_nodes)
+    return tool_result(status, render_cluster_status(status))
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Cluster status"}))
-    async def cluster_status(
-        ctx: Context,
-        max_nodes: Annotated[
-            int, Field(ge=1, le=MAX_NODES, description="Most nodes to list (all are counted).")
-        ] = DEFAULT_MAX_NODES,
-    ) -> Annotated[CallToolResult, ClusterStatus]:
-        """Show the Ray cluster at a glance: nodes, resources used/total, pending demands and the autoscaler.
-
-        Use it first, to learn what the cluster has (CPUs, GPUs, memory, custom resources, nodes alive and
-        dead) and whether anything waits for resources: pending task/actor demands, pending placement groups
-        (flagged INFEASIBLE when no node could ever hold them). It is the agent's `ray status`. It changes
-        nothing in the cluster. Dead nodes carry the reason Ray recorded.
-        """
-        api = await app_of(ctx).api()
-        status = await api.cluster_status(max_nodes=max_nodes)
-        return tool_result(status, render_cluster_status(status))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Cluster status"}))(cluster_status)

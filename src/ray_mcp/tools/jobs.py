@@ -1,10 +1,10 @@
-"""Ray Jobs: submit, inspect, list, wait for, stop and delete jobs (through Ray's JobSubmissionClient)."""
+"""Ray Jobs: submit, inspect, list, wait for, stop and delete jobs."""
 
 from typing import Annotated, Any, Literal
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field, WithJsonSchema
 
@@ -21,13 +21,10 @@ from ray_mcp.limits import (
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
 
-JobId = Annotated[
-    str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
-]
-# ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming
-# the field and the fix; the schema still tells the model every field.
+# ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming the
+# field and the fix; the schema still tells the model every field.
 RuntimeEnvArg = Annotated[
     dict[str, Any] | None,
     WithJsonSchema({**RuntimeEnvSpec.model_json_schema(), "type": ["object", "null"]}),
@@ -37,156 +34,153 @@ RuntimeEnvArg = Annotated[
 ]
 
 
-def register(server: MCPServer) -> None:
-    @server.tool(annotations=WRITE.model_copy(update={"title": "Submit a Ray job"}))
-    async def submit_job(
-        ctx: Context,
-        entrypoint: Annotated[
-            str, Field(description="The shell command to run, e.g. 'python train.py --lr 3e-4'.")
-        ],
-        runtime_env: RuntimeEnvArg = None,
-        submission_id: Annotated[
-            str | None, Field(description="Your own unique id for the job; Ray makes one if omitted.")
-        ] = None,
-        metadata: Annotated[dict[str, str] | None, Field(description="Labels stored with the job.")] = None,
-        entrypoint_num_cpus: Annotated[
-            float | None, Field(ge=0, description="CPUs reserved for the driver.")
-        ] = None,
-        entrypoint_num_gpus: Annotated[
-            float | None, Field(ge=0, description="GPUs reserved for the driver.")
-        ] = None,
-        entrypoint_memory: Annotated[
-            int | None, Field(ge=0, description="Bytes of memory for the driver.")
-        ] = None,
-        entrypoint_resources: Annotated[
-            dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
-        ] = None,
-    ) -> Annotated[CallToolResult, JobSubmitted]:
-        """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
+async def submit_job(
+    ctx: Context,
+    api: Api,
+    entrypoint: Annotated[
+        str, Field(description="The shell command to run, e.g. 'python train.py --lr 3e-4'.")
+    ],
+    runtime_env: RuntimeEnvArg = None,
+    submission_id: Annotated[
+        str | None, Field(description="Your own unique id for the job; Ray makes one if omitted.")
+    ] = None,
+    metadata: Annotated[dict[str, str] | None, Field(description="Labels stored with the job.")] = None,
+    entrypoint_num_cpus: Annotated[
+        float | None, Field(ge=0, description="CPUs reserved for the driver.")
+    ] = None,
+    entrypoint_num_gpus: Annotated[
+        float | None, Field(ge=0, description="GPUs reserved for the driver.")
+    ] = None,
+    entrypoint_memory: Annotated[
+        int | None, Field(ge=0, description="Bytes of memory for the driver.")
+    ] = None,
+    entrypoint_resources: Annotated[
+        dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
+    ] = None,
+) -> Annotated[CallToolResult, JobSubmitted]:
+    """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
 
-        A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded,
-        only from under the server's upload roots (--upload-root; over HTTP none unless the operator names one).
-        The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
-        job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
-        """
-        app = app_of(ctx)
-        api = await app.api()
-        result = await api.submit_job(
-            entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
-            entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
-            entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
-            upload_roots=app.upload_roots,
-        )  # fmt: skip
-        uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
-        text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
-        return tool_result(result, text)
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get a Ray job"}))
-    async def get_job(ctx: Context, job: JobId) -> Annotated[CallToolResult, JobInfo]:
-        """Show one job: status, message, error_type, exit code, entrypoint, times, metadata, runtime_env.
-
-        Use it to check a job once; wait_for_job waits for it to end, list_jobs finds jobs, tail_logs reads
-        its output. Accepts a submission id or a job id. It changes nothing.
-        """
-        info = await (await app_of(ctx).api()).get_job(job)
-        return tool_result(info, render_job(info))
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List Ray jobs"}))
-    async def list_jobs(
-        ctx: Context,
-        status: Annotated[
-            list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None,
-            Field(description="Only jobs in these states."),
-        ] = None,
-        entrypoint_contains: Annotated[
-            str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
-        ] = None,
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_JOBS_LIMIT, description="Most jobs to show (all are counted).")
-        ] = DEFAULT_JOBS_LIMIT,
-    ) -> Annotated[CallToolResult, JobList]:
-        """List the cluster's jobs, newest first: status, entrypoint, start time, duration and error type.
-
-        Use it to find a job's submission id or to see what failed; get_job shows one job in full. Filter by
-        status and entrypoint text; the answer gives total, matching and shown. It changes nothing.
-        """
-        result = await (await app_of(ctx).api()).list_jobs(
-            statuses=list(status) if status else None, entrypoint_contains=entrypoint_contains, limit=limit
-        )
-        return tool_result(result, render_job_list(result))
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Wait for a Ray job"}))
-    async def wait_for_job(
-        ctx: Context,
-        job: JobId,
-        timeout_s: Annotated[
-            float, Field(gt=0, le=MAX_WAIT_S, description=f"Most seconds to wait (at most {MAX_WAIT_S:g}).")
-        ] = DEFAULT_WAIT_S,
-    ) -> Annotated[CallToolResult, JobWait]:
-        """Wait until a job ends (SUCCEEDED, FAILED, STOPPED) or timeout_s passes, then show its state.
-
-        While waiting it sends progress notifications with the status and the newest log line. A timeout is
-        not an error: the answer gives the current state and says it timed out, so call it again to keep
-        waiting. Use get_job for a single look instead. It changes nothing.
-        """
-        api = await app_of(ctx).api()
-        result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
-        return tool_result(result, render_wait(result))
-
-    @server.tool(annotations=WRITE.model_copy(update={"title": "Stop a Ray job", "idempotent_hint": True}))
-    async def stop_job(ctx: Context, job: JobId) -> Annotated[CallToolResult, JobChange]:
-        """Stop a running or pending job (like `ray job stop`): Ray kills its driver; the job ends STOPPED.
-
-        A job that has already ended is left as it is and the answer says so. Its record and logs stay; use
-        delete_job to remove an ended job's record. Follow with wait_for_job to see it reach STOPPED.
-        """
-        result = await (await app_of(ctx).api()).stop_job(job)
-        return tool_result(result, result.message)
-
-    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Ray job"}))
-    async def delete_job(
-        ctx: Context,
-        job: JobId,
-        pending: Annotated[Pending, Resolve(_delete_plan)],
-        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_delete)],
-        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
-    ) -> Annotated[CallToolResult, JobChange]:
-        """Delete an ended job's record and runtime-env data (like `ray job delete`); irreversible.
-
-        Only ended jobs (STOPPED, SUCCEEDED, FAILED) can be deleted: stop_job a running one first. Log files
-        stay on disk. The user is asked first when the client supports it; else a call without confirm changes
-        nothing and returns a confirmation token: call it again with confirm=<token> to delete.
-        """
-        decision = confirmation.decide(pending, confirm, answer)
-        if decision.proceed:
-            api = await app_of(ctx).api()
-            result = await api.delete_job(pending.target, instance=pending.instance)
-        else:
-            result = JobChange(
-                job=pending.target, action="delete", done=False, status=pending.subject.status,
-                dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
-            )  # fmt: skip
-        return tool_result(result, result.message)
+    A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded,
+    only from under the server's upload roots (--upload-root; over HTTP none unless the operator names one).
+    The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
+    job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
+    """
+    result = await api.submit_job(
+        entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
+        entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
+        entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
+        upload_roots=app_of(ctx).upload_roots,
+    )  # fmt: skip
+    uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
+    text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
+    return tool_result(result, text)
 
 
-# -- confirmation of delete_job (resolvers run before the tool body; see confirm.py) ----------------------
+async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
+    """Show one job: status, message, error_type, exit code, entrypoint, times, metadata, runtime_env.
+
+    Use it to check a job once; wait_for_job waits for it to end, list_jobs finds jobs, tail_logs reads
+    its output. Accepts a submission id or a job id.
+    """
+    info = await api.get_job(job)
+    return tool_result(info, render_job(info))
 
 
-async def _delete_plan(ctx: Context, job: str) -> Pending:
-    app = app_of(ctx)
-    info, instance = await (await app.api()).deletable_job(job)
+async def list_jobs(
+    api: Api,
+    status: Annotated[
+        list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None,
+        Field(description="Only jobs in these states."),
+    ] = None,
+    entrypoint_contains: Annotated[
+        str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
+    ] = None,
+    limit: Annotated[
+        int, Field(ge=1, le=MAX_JOBS_LIMIT, description="Most jobs to show (all are counted).")
+    ] = DEFAULT_JOBS_LIMIT,
+) -> Annotated[CallToolResult, JobList]:
+    """List the cluster's jobs, newest first: status, entrypoint, start time, duration and error type.
+
+    Use it to find a job's submission id or to see what failed; get_job shows one job in full. Filter by
+    status and entrypoint text; the answer gives total, matching and shown.
+    """
+    statuses = [str(s) for s in status] if status else None
+    result = await api.list_jobs(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
+    return tool_result(result, render_job_list(result))
+
+
+async def wait_for_job(
+    api: Api,
+    ctx: Context,
+    job: Job,
+    timeout_s: Annotated[
+        float, Field(gt=0, le=MAX_WAIT_S, description=f"Most seconds to wait (at most {MAX_WAIT_S:g}).")
+    ] = DEFAULT_WAIT_S,
+) -> Annotated[CallToolResult, JobWait]:
+    """Wait until a job ends (SUCCEEDED, FAILED, STOPPED) or timeout_s passes, then show its state.
+
+    While waiting it sends progress notifications with the status and the newest log line. A timeout is
+    not an error: the answer gives the current state and says it timed out, so call it again to keep
+    waiting. Use get_job for a single look instead.
+    """
+    result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
+    return tool_result(result, render_wait(result))
+
+
+async def stop_job(api: Api, job: Job) -> Annotated[CallToolResult, JobChange]:
+    """Stop a running or pending job (like `ray job stop`): Ray kills its driver; the job ends STOPPED.
+
+    A job that has already ended is left as it is and the answer says so. Its record and logs stay; use
+    delete_job to remove an ended job's record. Follow with wait_for_job to see it reach STOPPED.
+    """
+    result = await api.stop_job(job)
+    return tool_result(result, result.message)
+
+
+async def delete_plan(ctx: Context, api: Api, job: str) -> Pending:
+    """What delete_job would delete (found before anything changes); only an ended job may be deleted."""
+    info, instance = await api.deletable_job(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
     started = f"started {info.start_time}, " if info.start_time else ""
     entrypoint = info.entrypoint[:ENTRYPOINT_IN_QUESTION_CHARS]
     what = f"delete job {sid} ({job_id}{info.status}, {started}entrypoint {entrypoint!r})"
+    app = app_of(ctx)
     return Pending(
         "delete_job", sid, what, subject=info, instance=instance, cluster=await app.cluster_ref(),
         ttl_s=app.settings.confirm_token_ttl_s,
     )  # fmt: skip
 
 
-async def _ask_delete(
-    ctx: Context, pending: Annotated[Pending, Resolve(_delete_plan)]
-) -> Elicit[Approval] | None:
-    return confirmation.ask(ctx, pending)
+async def delete_job(
+    api: Api,
+    job: Job,
+    pending: Annotated[Pending, Resolve(delete_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_plan)],
+    confirm: Confirm = None,
+) -> Annotated[CallToolResult, JobChange]:
+    """Delete an ended job's record and runtime-env data (like `ray job delete`); irreversible.
+
+    Only ended jobs (STOPPED, SUCCEEDED, FAILED) can be deleted: stop_job a running one first. Log files
+    stay on disk. The user is asked first when the client supports it; else a call without confirm changes
+    nothing and returns a confirmation token: call it again with confirm=<token> to delete.
+    """
+    decision = confirmation.decide(pending, confirm, answer)
+    if decision.proceed:
+        result = await api.delete_job(pending.target, instance=pending.instance)
+    else:
+        result = JobChange(
+            job=pending.target, action="delete", done=False, status=pending.subject.status,
+            dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
+        )  # fmt: skip
+    return tool_result(result, result.message)
+
+
+def register(server: MCPServer) -> None:
+    server.tool(annotations=WRITE.model_copy(update={"title": "Submit a Ray job"}))(submit_job)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get a Ray job"}))(get_job)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "List Ray jobs"}))(list_jobs)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Wait for a Ray job"}))(wait_for_job)
+    stop = WRITE.model_copy(update={"title": "Stop a Ray job", "idempotent_hint": True})
+    server.tool(annotations=stop)(stop_job)
+    server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Ray job"}))(delete_job)

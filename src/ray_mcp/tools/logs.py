@@ -3,10 +3,10 @@
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.limits import (
     DEFAULT_LOG_BYTES,
     DEFAULT_LOG_LINES,
@@ -21,75 +21,86 @@ from ray_mcp.limits import (
 from ray_mcp.models import LogTail
 from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.shaping.logs import log_target_kind, render_log_tail
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.shaping.logs import render_log_tail
+from ray_mcp.tools import READ_ONLY, Api
+
+
+async def log_target(
+    job: str | None,
+    actor_id: str | None,
+    task_id: str | None,
+    attempt: int,
+    pid: int | None,
+    node: str | None,
+    filename: str | None,
+    stream: str,
+) -> LogTarget:
+    """The log the call names, checked before the cluster is asked anything (tail_logs reads it as ``target``)."""
+    return LogTarget(
+        job=job, actor_id=actor_id, task_id=task_id, attempt=attempt, pid=pid, node=node, filename=filename,
+        stream=stream,
+    )  # fmt: skip
+
+
+async def tail_logs(
+    target: Annotated[LogTarget, Resolve(log_target)],
+    api: Api,
+    ctx: Context,
+    job: Annotated[str | None, Field(description="A job's submission id: its driver log.")] = None,
+    actor_id: Annotated[str | None, Field(description="An actor id: its worker's stdout/stderr.")] = None,
+    task_id: Annotated[str | None, Field(description="A task id: that task's stdout/stderr.")] = None,
+    attempt: Annotated[int, Field(ge=0, description="The task's attempt number (retries count up).")] = 0,
+    pid: Annotated[int | None, Field(ge=1, description="A worker process id; needs node.")] = None,
+    node: Annotated[str | None, Field(description="A node id or IP, with pid or filename.")] = None,
+    filename: Annotated[
+        str | None,
+        Field(description="A file in the node's Ray log dir: raylet.out, gcs_server.out, dashboard.log, …"),
+    ] = None,
+    lines: Annotated[
+        int, Field(ge=1, le=MAX_LOG_LINES, description="Most lines to return.")
+    ] = DEFAULT_LOG_LINES,
+    max_bytes: Annotated[
+        int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES, description="Most bytes of log text to return.")
+    ] = DEFAULT_LOG_BYTES,
+    grep: Annotated[
+        str | None,
+        Field(
+            description="A regex: search the WHOLE file (streamed, from the start) and return the last "
+            "matching lines instead of the tail."
+        ),
+    ] = None,
+    context: Annotated[
+        int, Field(ge=0, le=MAX_GREP_CONTEXT, description="Lines shown around each grep match.")
+    ] = 0,
+    stream: Annotated[
+        Literal["out", "err", "both"],
+        Field(description="For actor, task and pid logs: stdout, stderr or both."),
+    ] = "both",
+    follow_s: Annotated[
+        float,
+        Field(
+            ge=0,
+            le=MAX_FOLLOW_S,
+            description=f"Then follow the log this many seconds (max {MAX_FOLLOW_S:g}).",
+        ),
+    ] = 0,
+    max_scan_mb: Annotated[
+        int, Field(ge=1, le=MAX_SCAN_MB, description="With grep: stop scanning after this many MB.")
+    ] = DEFAULT_MAX_SCAN_MB,
+) -> Annotated[CallToolResult, LogTail]:
+    """Read the end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's own files.
+
+    Give exactly one target: job, actor_id, task_id (+attempt), pid + node, or node + filename. The tail
+    is cut on the cluster side, so a 1 GB log is as fast as a small one; grep searches the whole file.
+    The answer says which file on which node, and what was left out. follow_s streams new lines as
+    progress notifications. Find ids with list_jobs and list_actors, nodes with cluster_status.
+    """
+    tail = await api.tail_logs(
+        target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
+        follow_s=follow_s, on_progress=ctx.report_progress,
+    )  # fmt: skip
+    return tool_result(tail, render_log_tail(tail))
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Tail a Ray log"}))
-    async def tail_logs(
-        ctx: Context,
-        job: Annotated[str | None, Field(description="A job's submission id: its driver log.")] = None,
-        actor_id: Annotated[str | None, Field(description="An actor id: its worker's stdout/stderr.")] = None,
-        task_id: Annotated[str | None, Field(description="A task id: that task's stdout/stderr.")] = None,
-        attempt: Annotated[int, Field(ge=0, description="The task's attempt number (retries count up).")] = 0,
-        pid: Annotated[int | None, Field(ge=1, description="A worker process id; needs node.")] = None,
-        node: Annotated[str | None, Field(description="A node id or IP, with pid or filename.")] = None,
-        filename: Annotated[
-            str | None,
-            Field(
-                description="A file in the node's Ray log dir: raylet.out, gcs_server.out, dashboard.log, …"
-            ),
-        ] = None,
-        lines: Annotated[
-            int, Field(ge=1, le=MAX_LOG_LINES, description="Most lines to return.")
-        ] = DEFAULT_LOG_LINES,
-        max_bytes: Annotated[
-            int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES, description="Most bytes of log text to return.")
-        ] = DEFAULT_LOG_BYTES,
-        grep: Annotated[
-            str | None,
-            Field(
-                description="A regex: search the WHOLE file (streamed, from the start) and return the last "
-                "matching lines instead of the tail."
-            ),
-        ] = None,
-        context: Annotated[
-            int, Field(ge=0, le=MAX_GREP_CONTEXT, description="Lines shown around each grep match.")
-        ] = 0,
-        stream: Annotated[
-            Literal["out", "err", "both"],
-            Field(description="For actor, task and pid logs: stdout, stderr or both."),
-        ] = "both",
-        follow_s: Annotated[
-            float,
-            Field(
-                ge=0,
-                le=MAX_FOLLOW_S,
-                description=f"Then follow the log this many seconds (max {MAX_FOLLOW_S:g}).",
-            ),
-        ] = 0,
-        max_scan_mb: Annotated[
-            int, Field(ge=1, le=MAX_SCAN_MB, description="With grep: stop scanning after this many MB.")
-        ] = DEFAULT_MAX_SCAN_MB,
-    ) -> Annotated[CallToolResult, LogTail]:
-        """Read the end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's own files.
-
-        Give exactly one target: job, actor_id, task_id (+attempt), pid + node, or node + filename. The tail
-        is cut on the cluster side, so a 1 GB log is as fast as a small one; grep searches the whole file.
-        The answer says which file on which node, and what was left out. follow_s streams new lines as
-        progress notifications. Find ids with list_jobs and list_actors, nodes with cluster_status. Read-only.
-        """
-        kind = log_target_kind(
-            job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, filename=filename
-        )
-        target = LogTarget(
-            kind=kind, job=job, actor_id=actor_id, task_id=task_id, attempt=attempt, pid=pid, node=node,
-            filename=filename, stream=stream,
-        )  # fmt: skip
-        api = await app_of(ctx).api()
-        tail = await api.tail_logs(
-            target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
-            follow_s=follow_s, on_progress=ctx.report_progress,
-        )  # fmt: skip
-        return tool_result(tail, render_log_tail(tail))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Tail a Ray log"}))(tail_logs)

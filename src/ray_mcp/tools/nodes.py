@@ -2,35 +2,33 @@
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import NodeList
 from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.nodes import render_node_list
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.tools import READ_ONLY, Api
+
+
+async def list_nodes(
+    api: Api,
+    state: Annotated[Literal["ALIVE", "DEAD"] | None, Field(description="Only nodes in this state.")] = None,
+    limit: Annotated[
+        int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
+    ] = DEFAULT_LIMIT,
+) -> Annotated[CallToolResult, NodeList]:
+    """List the cluster's nodes: id, ip, alive or dead, head or worker, resources total and free, labels.
+
+    Use it to see where work can run (per-node free resources, labels for label selectors) and why a node
+    died (its death reason). cluster_status gives the cluster-wide summary instead.
+    """
+    limit, note = clamp_limit(limit, what="nodes")
+    page = await api.list_nodes(state=state, limit=limit, notes=[note] if note else [])
+    return tool_result(page, render_node_list(page))
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List nodes"}))
-    async def list_nodes(
-        ctx: Context,
-        state: Annotated[
-            Literal["ALIVE", "DEAD"] | None, Field(description="Only nodes in this state.")
-        ] = None,
-        limit: Annotated[
-            int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
-        ] = DEFAULT_LIMIT,
-    ) -> Annotated[CallToolResult, NodeList]:
-        """List the cluster's nodes: id, ip, alive or dead, head or worker, resources total and free, labels.
-
-        Use it to see where work can run (per-node free resources, labels for label selectors) and why a node
-        died (its death reason). cluster_status gives the cluster-wide summary instead. Read-only.
-        """
-        limit, note = clamp_limit(limit, what="nodes")
-        api = await app_of(ctx).api()
-        page = await api.list_nodes(state=state, limit=limit, notes=[note] if note else [])
-        return tool_result(page, render_node_list(page))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "List nodes"}))(list_nodes)

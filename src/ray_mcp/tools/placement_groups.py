@@ -2,43 +2,44 @@
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import PlacementGroupList
 from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.placement_groups import render_pg_list
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.tools import READ_ONLY, Api, JobFilter
+
+
+async def pg_status(
+    api: Api,
+    placement_group: Annotated[
+        str | None, Field(description="One placement group, by id (36 hex chars) or name.")
+    ] = None,
+    state: Annotated[
+        Literal["PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING"] | None,
+        Field(description="Only groups in this state."),
+    ] = None,
+    job: JobFilter = None,
+    limit: Annotated[
+        int, Field(ge=0, description=f"Most groups to list (0: counts only; max {MAX_LIMIT}).")
+    ] = DEFAULT_LIMIT,
+) -> Annotated[CallToolResult, PlacementGroupList]:
+    """Show placement groups: state, strategy, creator job, bundles and their nodes; explain every PENDING one.
+
+    Use it when tasks or actors wait on a placement group, or cluster_status reports pending groups. For a
+    PENDING group it names the constraint that fails (a bundle larger than any node, STRICT_SPREAD with more
+    bundles than nodes, STRICT_PACK larger than any node) or says it waits for resources in use.
+    """
+    limit, note = clamp_limit(limit, what="placement groups")
+    page = await api.pg_status(
+        placement_group=placement_group, state=state, job_id=await api.job_id_of(job), limit=limit,
+        notes=[note] if note else [],
+    )  # fmt: skip
+    return tool_result(page, render_pg_list(page))
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Placement group status"}))
-    async def pg_status(
-        ctx: Context,
-        pg: Annotated[
-            str | None, Field(description="One placement group, by id (36 hex chars) or name.")
-        ] = None,
-        state: Annotated[
-            Literal["PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING"] | None,
-            Field(description="Only groups in this state."),
-        ] = None,
-        job_id: Annotated[str | None, Field(description="Only groups created by this job (hex id).")] = None,
-        limit: Annotated[
-            int, Field(ge=0, description=f"Most groups to list (0: counts only; max {MAX_LIMIT}).")
-        ] = DEFAULT_LIMIT,
-    ) -> Annotated[CallToolResult, PlacementGroupList]:
-        """Show placement groups: state, strategy, creator job, bundles and their nodes; explain every PENDING one.
-
-        Use it when tasks or actors wait on a placement group, or cluster_status reports pending groups. For a
-        PENDING group it names the constraint that fails (a bundle larger than any node, STRICT_SPREAD with more
-        bundles than nodes, STRICT_PACK larger than any node) or says it waits for resources in use. Read-only.
-        """
-        limit, note = clamp_limit(limit, what="placement groups")
-        api = await app_of(ctx).api()
-        page = await api.pg_status(
-            pg=pg, state=state, job_id=job_id, limit=limit, notes=[note] if note else []
-        )
-        return tool_result(page, render_pg_list(page))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Placement group status"}))(pg_status)

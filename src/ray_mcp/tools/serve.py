@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import anyio.to_thread
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
@@ -21,115 +21,32 @@ from ray_mcp.ray_api.serve import validate_serve_config
 from ray_mcp.security import note_audit_target
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
 
 
-def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Serve status"}))
-    async def serve_status(
-        ctx: Context,
-        app: Annotated[
-            str | None, Field(description="One application by name; all of them if omitted.")
-        ] = None,
-        log_lines: Annotated[
-            int,
-            Field(
-                ge=0,
-                le=MAX_SERVE_LOG_LINES,
-                description="Log lines to show for each failing deployment's replica.",
-            ),
-        ] = DEFAULT_SERVE_LOG_LINES,
-    ) -> Annotated[CallToolResult, ServeStatus]:
-        """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
+async def serve_status(
+    api: Api,
+    app: Annotated[str | None, Field(description="One application by name; all of them if omitted.")] = None,
+    log_lines: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_SERVE_LOG_LINES,
+            description="Log lines to show for each failing deployment's replica.",
+        ),
+    ] = DEFAULT_SERVE_LOG_LINES,
+) -> Annotated[CallToolResult, ServeStatus]:
+    """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
 
-        Use it to check a deploy or find why an application is DEPLOY_FAILED or UNHEALTHY: for each failing
-        deployment it adds Ray's error message and the last lines of a failing replica's log. Says plainly when
-        Serve is not running. Read-only; it never sends requests to the applications themselves.
-        """
-        api = await app_of(ctx).api()
-        status = await api.serve_status(app=app, log_lines=log_lines)
-        return tool_result(status, render_serve_status(status))
-
-    @server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))
-    async def serve_deploy(
-        ctx: Context,
-        config: Annotated[
-            dict[str, Any],
-            Field(
-                description='A Serve config: {"applications": [{"name": "app1", "import_path": "module:app", '
-                '"route_prefix": "/app1", "runtime_env": {...}, "deployments": [{"name": ..., "num_replicas": 2}]}], '
-                '"http_options": {...}} (the schema of `serve deploy`).'
-            ),
-        ],
-        pending: Annotated[Pending, Resolve(_replace_plan)],
-        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_replace)],
-        replace: Annotated[
-            bool,
-            Field(
-                description="True: the config replaces every application, and apps not in it are DELETED. "
-                "Destructive: needs --allow-destructive and a confirmation naming the apps it deletes."
-            ),
-        ] = False,
-        confirm: Annotated[
-            str | None, Field(description="For replace=true: the token from a first call without it.")
-        ] = None,
-    ) -> Annotated[CallToolResult, ServeChange]:
-        """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
-
-        By default the applications are merged into the ones already declared (same name: updated; others
-        kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
-        status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
-        """
-        deleting: list[str] = pending.subject.get("deleting", []) if isinstance(pending.subject, dict) else []
-        decision = confirmation.decide(pending, confirm, answer)
-        if not decision.proceed:
-            status = pending.subject["status"]
-            return tool_result(ServeChange(action="not done", applications=[], status=status), decision.text)
-        if pending.required:
-            confirmation.ensure_unchanged(pending, await _replace_plan(ctx, config, replace))
-        names = [
-            str(a.get("name", "default")) for a in config.get("applications") or [] if isinstance(a, dict)
-        ]
-        note_audit_target(
-            f"apps={','.join(names)}"
-            + (f" replace=true deletes={','.join(deleting) or 'none'}" if replace else "")
-        )
-        api = await app_of(ctx).api()
-        change = await api.serve_deploy(config, replace=replace)
-        deleted = f" Deleted (replace): {deleting}." if deleting else ""
-        text = (
-            f"Applied a Serve config with applications {change.applications}.{deleted}\n"
-            + render_serve_status(change.status)
-        )
-        return tool_result(change, text)
-
-    @server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"}))
-    async def serve_delete_app(
-        ctx: Context,
-        app: Annotated[str, Field(description="The application to delete, by name.")],
-        pending: Annotated[Pending, Resolve(_delete_app_plan)],
-        answer: Annotated[ElicitationResult[Approval], Resolve(_ask_delete_app)],
-        confirm: Annotated[str | None, Field(description="The token from a first call without it.")] = None,
-    ) -> Annotated[CallToolResult, ServeChange]:
-        """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
-
-        The user is asked first when the client supports it; else a call without confirm changes nothing and
-        returns a token: ask the user, then call again with confirm=<token>. It never shuts Serve itself down.
-        """
-        decision = confirmation.decide(pending, confirm, answer)
-        if not decision.proceed:
-            return tool_result(
-                ServeChange(action="not done", applications=[], status=pending.subject), decision.text
-            )
-        confirmation.ensure_unchanged(pending, await _delete_app_plan(ctx, app))
-        change = await (await app_of(ctx).api()).serve_delete_app(app)
-        return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
+    Use it to check a deploy or find why an application is DEPLOY_FAILED or UNHEALTHY: for each failing
+    deployment it adds Ray's error message and the last lines of a failing replica's log. Says plainly when
+    Serve is not running. It never sends requests to the applications themselves.
+    """
+    status = await api.serve_status(app=app, log_lines=log_lines)
+    return tool_result(status, render_serve_status(status))
 
 
-# -- confirmation of serve_delete_app (resolvers run before the tool body; see confirm.py) ----------------
-
-
-async def _replace_plan(ctx: Context, config: dict[str, Any], replace: bool) -> Pending:
+async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: bool) -> Pending:
     """A replace deletes every declared app the config leaves out: that is what must be confirmed."""
     if not replace:
         return Pending("serve_deploy", "merge", "merge the config", required=False)
@@ -141,7 +58,6 @@ async def _replace_plan(ctx: Context, config: dict[str, Any], replace: bool) -> 
             "changed. Deploy without replace (a merge keeps the other apps), or delete one app with "
             "serve_delete_app."
         )
-    api = await server.api()
     validated = await anyio.to_thread.run_sync(validate_serve_config, config)
     keep = {str(a.get("name", "default")) for a in validated.get("applications") or []}
     instances = await api.serve_app_instances()
@@ -165,16 +81,61 @@ async def _replace_plan(ctx: Context, config: dict[str, Any], replace: bool) -> 
     )  # fmt: skip
 
 
-async def _ask_replace(
-    ctx: Context, pending: Annotated[Pending, Resolve(_replace_plan)]
-) -> Elicit[Approval] | None:
-    return confirmation.ask(ctx, pending)
+async def serve_deploy(
+    ctx: Context,
+    api: Api,
+    config: Annotated[
+        dict[str, Any],
+        Field(
+            description='A Serve config: {"applications": [{"name": "app1", "import_path": "module:app", '
+            '"route_prefix": "/app1", "runtime_env": {...}, "deployments": [{"name": ..., "num_replicas": 2}]}], '
+            '"http_options": {...}} (the schema of `serve deploy`).'
+        ),
+    ],
+    pending: Annotated[Pending, Resolve(replace_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(replace_plan)],
+    replace: Annotated[
+        bool,
+        Field(
+            description="True: the config replaces every application, and apps not in it are DELETED. "
+            "Destructive: needs --allow-destructive and a confirmation naming the apps it deletes."
+        ),
+    ] = False,
+    confirm: Annotated[
+        str | None, Field(description="For replace=true: the token from a first call without it.")
+    ] = None,
+) -> Annotated[CallToolResult, ServeChange]:
+    """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
+
+    By default the applications are merged into the ones already declared (same name: updated; others
+    kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
+    status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
+    """
+    deleting: list[str] = pending.subject.get("deleting", []) if isinstance(pending.subject, dict) else []
+    decision = confirmation.decide(pending, confirm, answer)
+    if not decision.proceed:
+        status = pending.subject["status"]
+        return tool_result(ServeChange(action="not done", applications=[], status=status), decision.text)
+    if pending.required:
+        confirmation.ensure_unchanged(pending, await replace_plan(ctx, api, config, replace))
+    names = [str(a.get("name", "default")) for a in config.get("applications") or [] if isinstance(a, dict)]
+    note_audit_target(
+        f"apps={','.join(names)}"
+        + (f" replace=true deletes={','.join(deleting) or 'none'}" if replace else "")
+    )
+    change = await api.serve_deploy(config, replace=replace)
+    deleted = f" Deleted (replace): {deleting}." if deleting else ""
+    text = (
+        f"Applied a Serve config with applications {change.applications}.{deleted}\n"
+        + render_serve_status(change.status)
+    )
+    return tool_result(change, text)
 
 
-async def _delete_app_plan(ctx: Context, app: str) -> Pending:
+async def delete_app_plan(ctx: Context, api: Api, app: str) -> Pending:
+    """What serve_delete_app would delete (NotFound for an unknown application)."""
     server = app_of(ctx)
-    api = await server.api()
-    status = await api.serve_status(app=app, log_lines=0)  # NotFound for an unknown app
+    status = await api.serve_status(app=app, log_lines=0)
     instance = (await api.serve_app_instances()).get(app, "gone")
     deployed = f", deployed {status.apps[0].last_deployed}" if status.apps[0].last_deployed else ""
     description = f"delete Serve application {app!r} ({status.apps[0].status}{deployed}) and keep the others"
@@ -184,7 +145,31 @@ async def _delete_app_plan(ctx: Context, app: str) -> Pending:
     )  # fmt: skip
 
 
-async def _ask_delete_app(
-    ctx: Context, pending: Annotated[Pending, Resolve(_delete_app_plan)]
-) -> Elicit[Approval] | None:
-    return confirmation.ask(ctx, pending)
+async def serve_delete_app(
+    ctx: Context,
+    api: Api,
+    app: Annotated[str, Field(description="The application to delete, by name.")],
+    pending: Annotated[Pending, Resolve(delete_app_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_app_plan)],
+    confirm: Confirm = None,
+) -> Annotated[CallToolResult, ServeChange]:
+    """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
+
+    The user is asked first when the client supports it; else a call without confirm changes nothing and
+    returns a token: ask the user, then call again with confirm=<token>. It never shuts Serve itself down.
+    """
+    decision = confirmation.decide(pending, confirm, answer)
+    if not decision.proceed:
+        return tool_result(
+            ServeChange(action="not done", applications=[], status=pending.subject), decision.text
+        )
+    confirmation.ensure_unchanged(pending, await delete_app_plan(ctx, api, app))
+    change = await api.serve_delete_app(app)
+    return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
+
+
+def register(server: MCPServer) -> None:
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Serve status"}))(serve_status)
+    server.tool(annotations=WRITE.model_copy(update={"title": "Deploy Serve applications"}))(serve_deploy)
+    delete = DESTRUCTIVE.model_copy(update={"title": "Delete a Serve application"})
+    server.tool(annotations=delete)(serve_delete_app)

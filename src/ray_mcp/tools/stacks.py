@@ -2,11 +2,10 @@
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.limits import (
     DEFAULT_PROFILE_FUNCTIONS,
     DEFAULT_PROFILE_S,
@@ -24,7 +23,7 @@ from ray_mcp.models import CpuProfile, StackTraces
 from ray_mcp.ray_api.stacks import Target, target_kind
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.stacks import render_profile, render_stacks
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.tools import READ_ONLY, Api
 
 JobArg = Annotated[
     str | None, Field(description="A job's submission id or job id: its driver, actors and task workers.")
@@ -35,74 +34,73 @@ PidArg = Annotated[int | None, Field(ge=1, description="A process id on a node; 
 NodeArg = Annotated[str | None, Field(description="A node id or IP, with pid.")]
 
 
+async def stack_traces(
+    api: Api,
+    job: JobArg = None,
+    actor_id: ActorArg = None,
+    task_id: TaskArg = None,
+    pid: PidArg = None,
+    node: NodeArg = None,
+    limit: Annotated[
+        int, Field(ge=1, le=MAX_STACK_PROCESSES, description="Most processes to sample.")
+    ] = DEFAULT_STACK_PROCESSES,
+    max_frames: Annotated[
+        int, Field(ge=1, le=MAX_STACK_FRAMES, description="Most project frames shown per stack.")
+    ] = DEFAULT_STACK_FRAMES,
+    max_bytes: Annotated[
+        int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
+    ] = DEFAULT_STACK_BYTES,
+) -> Annotated[CallToolResult, StackTraces]:
+    """Where is it stuck? The live Python stacks of a job (driver, actors, task workers), an actor, a task or a pid.
+
+    Identical stacks are collapsed with counts ("4 of 4 TrainWorker: blocked in ray.get at train.py:88"),
+    project frames first, Ray's own frames folded. Use it for a job or actor that is RUNNING but makes no
+    progress (deadlock, barrier, a slow loop); diagnose_job calls it for a stalled job. Reads via the
+    dashboard (RAY_DASHBOARD_ENABLE_PROFILING=1 on the head) or py-spy on this host. Read-only.
+    """
+    kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="stack_traces")
+    target = Target(kind=kind, job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
+    result = await api.stacks.stack_traces(target, limit=limit, max_frames=max_frames, max_bytes=max_bytes)
+    return tool_result(result, render_stacks(result))
+
+
+async def cpu_profile(
+    api: Api,
+    actor_id: ActorArg = None,
+    task_id: TaskArg = None,
+    pid: PidArg = None,
+    node: NodeArg = None,
+    duration_s: Annotated[
+        int, Field(ge=1, le=MAX_PROFILE_S, description="Seconds to sample (max 30).")
+    ] = DEFAULT_PROFILE_S,
+    top: Annotated[
+        int, Field(ge=1, le=MAX_PROFILE_FUNCTIONS, description="Functions to list.")
+    ] = DEFAULT_PROFILE_FUNCTIONS,
+    job: Annotated[
+        str | None,
+        Field(
+            description="Not supported (a job has many processes): stack_traces job=... lists them; profile one."
+        ),
+    ] = None,
+) -> Annotated[CallToolResult, CpuProfile]:
+    """It runs but it is slow: sample one worker's CPU for a few seconds and list its hottest functions.
+
+    py-spy record of an actor, a RUNNING task's worker, or pid + node, for duration_s (default 5, max 30):
+    functions by own time and total time, project code marked, and the hottest stack. For where a process
+    waits rather than computes, use stack_traces. Read-only (py-spy pauses the process briefly per sample).
+    """
+    kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="cpu_profile")
+    target = Target(kind=kind, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
+    profile = await api.stacks.cpu_profile(
+        target, duration_s=duration_s, top=top, max_frames=DEFAULT_STACK_FRAMES
+    )
+    return tool_result(profile, render_profile(profile))
+
+
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Python stacks of Ray processes"}))
-    async def stack_traces(
-        ctx: Context,
-        job: JobArg = None,
-        actor_id: ActorArg = None,
-        task_id: TaskArg = None,
-        pid: PidArg = None,
-        node: NodeArg = None,
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_STACK_PROCESSES, description="Most processes to sample.")
-        ] = DEFAULT_STACK_PROCESSES,
-        max_frames: Annotated[
-            int, Field(ge=1, le=MAX_STACK_FRAMES, description="Most project frames shown per stack.")
-        ] = DEFAULT_STACK_FRAMES,
-        max_bytes: Annotated[
-            int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
-        ] = DEFAULT_STACK_BYTES,
-    ) -> Annotated[CallToolResult, StackTraces]:
-        """Where is it stuck? The live Python stacks of a job (driver, actors, task workers), an actor, a task or a pid.
-
-        Identical stacks are collapsed with counts ("4 of 4 TrainWorker: blocked in ray.get at train.py:88"),
-        project frames first, Ray's own frames folded. Use it for a job or actor that is RUNNING but makes no
-        progress (deadlock, barrier, a slow loop); diagnose_job calls it for a stalled job. Reads via the
-        dashboard (RAY_DASHBOARD_ENABLE_PROFILING=1 on the head) or py-spy on this host. Read-only.
-        """
-        kind = target_kind(
-            job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="stack_traces"
-        )
-        target = Target(kind=kind, job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
-        api = await app_of(ctx).api()
-        result = await api.stacks.stack_traces(
-            target, limit=limit, max_frames=max_frames, max_bytes=max_bytes
-        )
-        return tool_result(result, render_stacks(result))
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "CPU profile of one Ray worker"}))
-    async def cpu_profile(
-        ctx: Context,
-        actor_id: ActorArg = None,
-        task_id: TaskArg = None,
-        pid: PidArg = None,
-        node: NodeArg = None,
-        duration_s: Annotated[
-            int, Field(ge=1, le=MAX_PROFILE_S, description="Seconds to sample (max 30).")
-        ] = DEFAULT_PROFILE_S,
-        top: Annotated[
-            int, Field(ge=1, le=MAX_PROFILE_FUNCTIONS, description="Functions to list.")
-        ] = DEFAULT_PROFILE_FUNCTIONS,
-        job: Annotated[
-            str | None,
-            Field(
-                description="Not supported (a job has many processes): stack_traces job=... lists them; profile one."
-            ),
-        ] = None,
-    ) -> Annotated[CallToolResult, CpuProfile]:
-        """It runs but it is slow: sample one worker's CPU for a few seconds and list its hottest functions.
-
-        py-spy record of an actor, a RUNNING task's worker, or pid + node, for duration_s (default 5, max 30):
-        functions by own time and total time, project code marked, and the hottest stack. For where a process
-        waits rather than computes, use stack_traces. Read-only (py-spy pauses the process briefly per sample).
-        """
-        kind = target_kind(
-            job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="cpu_profile"
-        )
-        target = Target(kind=kind, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
-        api = await app_of(ctx).api()
-        profile = await api.stacks.cpu_profile(
-            target, duration_s=duration_s, top=top, max_frames=DEFAULT_STACK_FRAMES
-        )
-        return tool_result(profile, render_profile(profile))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Python stacks of Ray processes"}))(
+        stack_traces
+    )
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "CPU profile of one Ray worker"}))(
+        cpu_profile
+    )

@@ -2,16 +2,17 @@
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_TASK_LIMIT, MAX_LIMIT
 from ray_mcp.models import TaskList, TaskSummary
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.query import Filter, where
 from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.tasks import render_task_list, render_task_summary
-from ray_mcp.tools import READ_ONLY, state_filters
+from ray_mcp.tools import READ_ONLY, Api, JobFilter
 
 TaskStateName = Literal[
     "NIL", "PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT", "PENDING_OBJ_STORE_MEM_AVAIL",
@@ -21,7 +22,6 @@ TaskStateName = Literal[
 ]  # fmt: skip
 State = Annotated[TaskStateName | None, Field(description="Only tasks in this state (e.g. FAILED, RUNNING).")]
 Name = Annotated[str | None, Field(description="Only tasks with this name (function or Class.method).")]
-Job = Annotated[str | None, Field(description="Only tasks of this job (hex id, e.g. 01000000).")]
 ActorId = Annotated[str | None, Field(description="Only tasks of this actor (32 hex chars).")]
 ErrorType = Annotated[
     str | None,
@@ -29,51 +29,60 @@ ErrorType = Annotated[
 ]
 
 
+async def task_filters(
+    api: RayAPI,
+    state: str | None,
+    name: str | None,
+    job: str | None,
+    actor_id: str | None,
+    error_type: str | None,
+) -> list[Filter]:
+    job_id = await api.job_id_of(job)
+    return where(state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type)
+
+
+async def list_tasks(
+    api: Api,
+    state: State = None,
+    name: Name = None,
+    job: JobFilter = None,
+    actor_id: ActorId = None,
+    error_type: ErrorType = None,
+    limit: Annotated[
+        int, Field(ge=0, description=f"Most tasks to list (0: counts only; max {MAX_LIMIT}).")
+    ] = DEFAULT_TASK_LIMIT,
+    detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
+) -> Annotated[CallToolResult, TaskList]:
+    """List individual tasks (and actor method calls) with state, job, actor, node and error.
+
+    Use it to find specific tasks, e.g. the failed ones of one error type with their error message. For
+    counts over many tasks use summarize_tasks first. Ray keeps a bounded history of finished tasks.
+    """
+    limit, note = clamp_limit(limit, what="tasks")
+    filters = await task_filters(api, state, name, job, actor_id, error_type)
+    page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+    return tool_result(page, render_task_list(page))
+
+
+async def summarize_tasks(
+    api: Api,
+    state: State = None,
+    name: Name = None,
+    job: JobFilter = None,
+    actor_id: ActorId = None,
+    error_type: ErrorType = None,
+) -> Annotated[CallToolResult, TaskSummary]:
+    """Count tasks by function name and state; group failed tasks by error type with one sample error each.
+
+    Use it first when asking "what ran, what is stuck, what failed and why": it covers every task Ray
+    recorded in a few KB. Then list_tasks shows individual tasks of one group.
+    """
+    summary = await api.summarize_tasks(
+        filters=await task_filters(api, state, name, job, actor_id, error_type)
+    )
+    return tool_result(summary, render_task_summary(summary))
+
+
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List tasks"}))
-    async def list_tasks(
-        ctx: Context,
-        state: State = None,
-        name: Name = None,
-        job_id: Job = None,
-        actor_id: ActorId = None,
-        error_type: ErrorType = None,
-        limit: Annotated[
-            int, Field(ge=0, description=f"Most tasks to list (0: counts only; max {MAX_LIMIT}).")
-        ] = DEFAULT_TASK_LIMIT,
-        detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
-    ) -> Annotated[CallToolResult, TaskList]:
-        """List individual tasks (and actor method calls) with state, job, actor, node and error.
-
-        Use it to find specific tasks, e.g. the failed ones of one error type with their error message. For
-        counts over many tasks use summarize_tasks first. Ray keeps a bounded history of finished tasks.
-        Read-only.
-        """
-        limit, note = clamp_limit(limit, what="tasks")
-        filters = state_filters(
-            state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type
-        )
-        api = await app_of(ctx).api()
-        page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
-        return tool_result(page, render_task_list(page))
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Summarize tasks"}))
-    async def summarize_tasks(
-        ctx: Context,
-        state: State = None,
-        name: Name = None,
-        job_id: Job = None,
-        actor_id: ActorId = None,
-        error_type: ErrorType = None,
-    ) -> Annotated[CallToolResult, TaskSummary]:
-        """Count tasks by function name and state; group failed tasks by error type with one sample error each.
-
-        Use it first when asking "what ran, what is stuck, what failed and why": it covers every task Ray
-        recorded in a few KB. Then list_tasks shows individual tasks of one group. Read-only.
-        """
-        filters = state_filters(
-            state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type
-        )
-        api = await app_of(ctx).api()
-        summary = await api.summarize_tasks(filters=filters)
-        return tool_result(summary, render_task_summary(summary))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "List tasks"}))(list_tasks)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Summarize tasks"}))(summarize_tasks)

@@ -2,31 +2,31 @@
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.ray_api.topology import job_topology as gather_topology
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.topology import render_topology
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.topology_models import JobTopology
 
 
-def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Job topology"}))
-    async def job_topology(
-        ctx: Context,
-        job: Annotated[str, Field(description="The job: submission id (raysubmit_...) or job id (hex).")],
-    ) -> Annotated[CallToolResult, JobTopology]:
-        """Show one job's structure: driver, placement groups and bundles, the actors in each (node, GPU ids,
-        state), actors outside groups, its Serve apps and replicas, and the nodes with the job's share.
+async def job_topology(
+    api: Api,
+    job: Annotated[str, Field(description="The job: submission id (raysubmit_...) or job id (hex).")],
+) -> Annotated[CallToolResult, JobTopology]:
+    """Show one job's structure: driver, placement groups and bundles, the actors in each (node, GPU ids,
+    state), actors outside groups, its Serve apps and replicas, and the nodes with the job's share.
 
-        Use it for structural questions about a training job: which actor sits on which node and GPU, which
-        bundle is empty, which rank died and why, which worker group is short. Gaps come first. For one
-        actor's detail use list_actors; for why a group is PENDING use pg_status. Read-only.
-        """
-        api = await app_of(ctx).api()
-        topology = await gather_topology(api, job)
-        return tool_result(topology, render_topology(topology))
+    Use it for structural questions about a training job: which actor sits on which node and GPU, which
+    bundle is empty, which rank died and why, which worker group is short. Gaps come first. For one
+    actor's detail use list_actors; for why a group is PENDING use pg_status.
+    """
+    topology = await gather_topology(api, job)
+    return tool_result(topology, render_topology(topology))
+
+
+def register(server: MCPServer) -> None:
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Job topology"}))(job_topology)

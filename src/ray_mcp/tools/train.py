@@ -2,16 +2,15 @@
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import limits
-from ray_mcp.context import app_of
 from ray_mcp.ray_api import train as train_api
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
-from ray_mcp.tools import READ_ONLY
+from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.topology_models import TrainRun, TrainRunList
 
 RunStatus = Literal[
@@ -19,43 +18,44 @@ RunStatus = Literal[
 ]
 
 
+async def list_train_runs(
+    api: Api,
+    status: Annotated[RunStatus | None, Field(description="Only runs in this status.")] = None,
+    name: Annotated[str | None, Field(description="Only runs with this name (RunConfig.name).")] = None,
+    limit: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=limits.MAX_TRAIN_RUNS,
+            description=f"Most runs to list (max {limits.MAX_TRAIN_RUNS}).",
+        ),
+    ] = limits.DEFAULT_TRAIN_RUNS,
+) -> Annotated[CallToolResult, TrainRunList]:
+    """List Ray Train runs (Train v2) with status, job, attempts and workers, newest first.
+
+    Runs show only if the training driver ran with RAY_TRAIN_ENABLE_STATE_TRACKING=1; otherwise the answer
+    is an error saying the runs are unknown. get_train_run shows one run by rank.
+    """
+    page = await train_api.list_train_runs(api, status=status, name=name, limit=limit)
+    return tool_result(page, render_run_list(page))
+
+
+async def get_train_run(
+    api: Api,
+    run: Annotated[
+        str, Field(description="The run id (32 hex chars) or name (the newest run of that name).")
+    ],
+) -> Annotated[CallToolResult, TrainRun]:
+    """Show one Ray Train run: status, its worker group by rank (actor, node, GPUs, state), the errors by
+    rank, and the latest checkpoint with its metrics when the run's storage is readable from here.
+
+    Use it when a training job fails or hangs and it uses Ray Train; job_topology shows any job's actors and
+    placement groups instead.
+    """
+    result = await train_api.get_train_run(api, run)
+    return tool_result(result, render_run(result))
+
+
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "List Train runs"}))
-    async def list_train_runs(
-        ctx: Context,
-        status: Annotated[RunStatus | None, Field(description="Only runs in this status.")] = None,
-        name: Annotated[str | None, Field(description="Only runs with this name (RunConfig.name).")] = None,
-        limit: Annotated[
-            int,
-            Field(
-                ge=0,
-                le=limits.MAX_TRAIN_RUNS,
-                description=f"Most runs to list (max {limits.MAX_TRAIN_RUNS}).",
-            ),
-        ] = limits.DEFAULT_TRAIN_RUNS,
-    ) -> Annotated[CallToolResult, TrainRunList]:
-        """List Ray Train runs (Train v2) with status, job, attempts and workers, newest first.
-
-        Runs show only if the training driver ran with RAY_TRAIN_ENABLE_STATE_TRACKING=1; otherwise the answer
-        is an error saying the runs are unknown. get_train_run shows one run by rank. Read-only.
-        """
-        api = await app_of(ctx).api()
-        page = await train_api.list_train_runs(api, status=status, name=name, limit=limit)
-        return tool_result(page, render_run_list(page))
-
-    @server.tool(annotations=READ_ONLY.model_copy(update={"title": "Train run"}))
-    async def get_train_run(
-        ctx: Context,
-        run: Annotated[
-            str, Field(description="The run id (32 hex chars) or name (the newest run of that name).")
-        ],
-    ) -> Annotated[CallToolResult, TrainRun]:
-        """Show one Ray Train run: status, its worker group by rank (actor, node, GPUs, state), the errors by
-        rank, and the latest checkpoint with its metrics when the run's storage is readable from here.
-
-        Use it when a training job fails or hangs and it uses Ray Train; job_topology shows any job's actors and
-        placement groups instead. Read-only.
-        """
-        api = await app_of(ctx).api()
-        result = await train_api.get_train_run(api, run)
-        return tool_result(result, render_run(result))
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "List Train runs"}))(list_train_runs)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Train run"}))(get_train_run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -33,6 +34,17 @@ def request_key(request: httpx.Request) -> str:
     return f"{request.method} {request.url.path}?{urlencode(params)}"
 
 
+class Body(httpx.AsyncByteStream):
+    """A recorded body served as a stream (an ``httpx.ByteStream`` would be read at once, and the adapter
+    streams log bodies with ``aiter_raw``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.data
+
+
 class Recorder(httpx.AsyncBaseTransport):
     """Passes every request to the real dashboard and keeps the request and its answer."""
 
@@ -48,7 +60,7 @@ class Recorder(httpx.AsyncBaseTransport):
             {"request": request_key(request), "status": response.status_code, "content_type": content_type,
              "body": body.decode("utf-8", errors="replace")}
         )  # fmt: skip
-        return httpx.Response(response.status_code, headers={"content-type": content_type}, content=body)
+        return httpx.Response(response.status_code, headers={"content-type": content_type}, stream=Body(body))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -69,7 +81,7 @@ class Replay(httpx.MockTransport):
             self.missed.append(request_key(request))
             return httpx.Response(599, text="not recorded")
         headers = {"content-type": recorded["content_type"]}
-        return httpx.Response(recorded["status"], headers=headers, content=recorded["body"].encode())
+        return httpx.Response(recorded["status"], headers=headers, stream=Body(recorded["body"].encode()))
 
 
 def load(name: str) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""The diagnosis over evidence recorded from a real cluster (tests/recorded/, made by ``python -m tests.replay``),
+replayed through httpx.MockTransport: the reasoning is tested in milliseconds, on what Ray really answers."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from mcp import Client
+from tests.replay import replayed_server
+from tests.support import call_ok, text_of
+
+from ray_mcp.models import ClusterHealth, JobDiagnosis
+
+DIAGNOSES = ["driver_exception", "actor_init_fails", "task_errors"]
+
+
+async def diagnose(name: str) -> tuple[JobDiagnosis, str, float]:
+    server, replay, recording = replayed_server(name)
+    started = time.monotonic()
+    async with Client(server) as client:
+        result = await call_ok(client, recording["tool"], recording["arguments"])
+    took = time.monotonic() - started
+    await server.app.aclose()
+    assert not replay.missed, f"requests the recording does not hold: {replay.missed}"
+    return JobDiagnosis.model_validate(result.structured_content), text_of(result), took
+
+
+@pytest.mark.parametrize("name", DIAGNOSES)
+async def test_a_recorded_failure_is_diagnosed_from_the_recording_alone_in_well_under_a_second(
+    name: str,
+) -> None:
+    diagnosis, text, took = await diagnose(name)
+    assert diagnosis.status == "FAILED" and diagnosis.findings
+    assert text.splitlines()[1] == f"Verdict: {diagnosis.verdict}"
+    assert took < 5.0, took  # a loaded, shared box; without a cluster it is milliseconds
+
+
+async def test_a_driver_exception_is_the_verdict_with_its_message_and_line() -> None:
+    diagnosis, _, _ = await diagnose("driver_exception")
+    top = diagnosis.findings[0]
+    assert top.kind == "driver_exception"
+    assert "ValueError" in top.title and "learning rate 0.1 is too high" in top.title
+    assert "driver_exception.py" in top.title  # the user's frame: file and line
+
+
+async def test_an_actor_that_fails_in_init_is_the_root_cause_not_the_drivers_actor_died_error() -> None:
+    diagnosis, _, _ = await diagnose("actor_init_fails")
+    top = diagnosis.findings[0]
+    assert top.kind == "actor_died"
+    assert "Trainer" in top.title and "CUDA out of memory while building the model" in " ".join(top.evidence)
+    driver = next(f for f in diagnosis.findings if f.kind == "driver_exception")
+    assert driver.severity < top.severity
+
+
+async def test_a_driver_that_reraised_a_tasks_error_is_diagnosed_at_the_tasks_own_line() -> None:
+    diagnosis, _, _ = await diagnose("task_errors")
+    top = diagnosis.findings[0]
+    # The verdict names the task's exception and the user's frame inside the task, not the driver's ray.get.
+    assert (
+        "KeyError" in top.title
+        and "has no column 'label'" in top.title
+        and "task_errors.py:8 in shard" in top.title
+    )
+    failed = [f for f in diagnosis.findings if f.kind == "task_failed"]
+    assert any("KeyError" in " ".join(f.evidence) for f in failed)
+
+
+async def test_cluster_health_over_a_recorded_cluster_names_each_failed_jobs_cause_and_the_task_errors() -> (
+    None
+):
+    server, replay, recording = replayed_server("cluster_health")
+    async with Client(server) as client:
+        result = await call_ok(client, recording["tool"], recording["arguments"])
+    await server.app.aclose()
+    assert not replay.missed, replay.missed
+    health = ClusterHealth.model_validate(result.structured_content)
+    assert not health.healthy
+    kinds = {f.kind: f for f in health.findings}
+    assert re.fullmatch(r"\d+ job\(s\) failed recently", kinds["failed_jobs"].title)
+    evidence = " ".join(kinds["failed_jobs"].evidence)
+    assert "ValueError: learning rate 0.1 is too high" in evidence and "KeyError" in evidence
+    assert "CUDA out of memory while building the model" in evidence
+    assert "TASK_EXECUTION_EXCEPTION" in " ".join(kinds["failed_tasks"].evidence)
+
+
+async def test_a_request_the_recording_does_not_hold_fails_the_call_clearly() -> None:
+    server, replay, _ = replayed_server("driver_exception")
+    async with Client(server) as client:
+        result = await client.call_tool("get_job", {"job": "raysubmit_not_recorded"})
+    await server.app.aclose()
+    assert result.is_error and "HTTP 599" in text_of(result)
+    assert replay.missed == ["GET /api/jobs/raysubmit_not_recorded?"]

@@ -351,7 +351,12 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
     where = first_raise(msg)
     exc = exception_line(msg)
     if where:
-        place = f"{where['name']} (pid {where['pid']}, {where['ip']})"
+        from ray_mcp.diagnosis.tracebacks import last_traceback
+
+        tb = last_traceback(msg.splitlines())
+        frame = tb.user_frame if tb is not None else None
+        at = f" at {frame.short()}" if frame is not None and not frame.internal else ""
+        place = f"{where['name']}{at} (pid {where['pid']}, {where['ip']})"
         return [Link("raised_in", f"{exc or kind} was raised in {place}", exc_quote(msg))]
     return [Link("ended_by", f"{label} failed with {kind}: {exc or clip(msg, 140)}", exc_quote(msg))]
 

@@ -20,14 +20,8 @@ MaxBytes = Annotated[
 async def diagnose_job(
     api: Api, job: Job, max_bytes: MaxBytes = DEFAULT_DIAGNOSIS_BYTES
 ) -> Annotated[CallToolResult, JobDiagnosis]:
-    """Find why a Ray job failed or is stuck, in one call: a ranked verdict with the evidence quoted.
-
-    Use it first when a job FAILED, or is PENDING/RUNNING without progress, instead of reading logs by hand.
-    It joins the job's status, error_type and driver exit code, the last traceback of the driver log
-    (including the remote `(Actor pid=…)` / RayTaskError chains), the job's dead actors with their death
-    causes and worker-log lines, its failed tasks by error type, its pending placement groups (explained
-    as pg_status does), actors stuck in PENDING_CREATION and entrypoint resources no node has. The most
-    likely root cause comes first, with next steps (tools, prompts, reference pages).
+    """Why a job failed, hangs or misbehaves, in one call: the cause first (with names and ids), then the
+    evidence quoted and the next steps.
     """
     model, text = await gather.diagnose_job(api, job, max_bytes=max_bytes)
     return tool_result(model, text)
@@ -36,13 +30,8 @@ async def diagnose_job(
 async def cluster_health(
     api: Api, max_bytes: MaxBytes = DEFAULT_DIAGNOSIS_BYTES
 ) -> Annotated[CallToolResult, ClusterHealth]:
-    """Answer "what is wrong in this cluster right now?", ranked by severity, or say plainly it is healthy.
-
-    Use it for a stuck or misbehaving cluster when no single job is to blame (cluster_status only shows
-    capacity and demands). It checks dead nodes and why, infeasible and pending demands and placement
-    groups, recently failed jobs with a one-line cause, dead actors grouped by cause, actors restarting in
-    a loop, failed tasks by error type, Serve applications that are not RUNNING (with the deployment and
-    its error), and memory/object store pressure.
+    """What is wrong in the cluster right now, ranked: dead nodes, infeasible demands, failed jobs,
+    crash-looping actors, failed tasks, Serve errors. HEALTHY only when every check ran.
     """
     model, text = await gather.cluster_health(api, max_bytes=max_bytes)
     return tool_result(model, text)

@@ -18,7 +18,7 @@ async def test_cluster_status_is_listed_with_annotations_docstring_and_output_sc
     assert tool.annotations.read_only_hint is True
     assert tool.annotations.destructive_hint is False
     assert tool.annotations.idempotent_hint is True
-    assert tool.description and "Use it first" in tool.description
+    assert tool.description and "Start here" in tool.description
     assert tool.output_schema is not None
     assert "nodes" in tool.output_schema["properties"]
 

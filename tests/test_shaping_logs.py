@@ -6,15 +6,15 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_mcp import models
+from ray_mcp import log_grep, models
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.ray_api.runtime_env import check_runtime_env
 from ray_mcp.shaping.jobs import job_list, short_message
-from ray_mcp.shaping.logs import GrepScanner, render_log_section, tail_section
+from ray_mcp.shaping.logs import render_log_section, tail_section
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)
 
@@ -44,10 +44,11 @@ def test_tail_keeps_the_newest_lines_within_both_budgets(raw: list[str], lines: 
     assert section.lines_left_out == len(raw) - len(shown)
 
 
+@settings(deadline=None)  # one byte at a time on a loaded machine can take more than 200 ms
 @given(st.integers(1, 4096), st.integers(0, 3))
 def test_grep_finds_the_same_lines_whatever_the_chunking(chunk: int, context: int) -> None:
     text = "".join(f"{'ERROR' if i % 37 == 5 else 'ok'} {i}\n" for i in range(500))
-    scanner = GrepScanner(re.compile("^ERROR", re.M), context=context, keep=10_000)
+    scanner = log_grep.GrepScanner(log_grep.compile_grep("^ERROR"), context=context, keep=10_000)
     data = text.encode()
     for start in range(0, len(data), chunk):
         scanner.feed(data[start : start + chunk])
@@ -57,6 +58,69 @@ def test_grep_finds_the_same_lines_whatever_the_chunking(chunk: int, context: in
     assert [n for n, _, m in scanner.out if m] == expected
     wanted = sorted({n + d for n in expected for d in range(-context, context + 1) if 1 <= n + d <= 500})
     assert [n for n, _, _ in scanner.out] == wanted
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab\u00e9 x", max_size=40), max_size=40),
+    st.sampled_from(["a", "^a", "b$", "^$", "a+b", "(a|b)+x", "[^a ]x", "(?i)A.B", "é", "a*"]),
+    st.integers(1, 97),
+    st.integers(0, 2),
+)
+def test_grep_matches_exactly_the_lines_pythons_re_matches(
+    raw: list[str], grep: str, chunk: int, context: int
+) -> None:
+    scanner = log_grep.GrepScanner(log_grep.compile_grep(grep), context=context, keep=10_000, piece=4096)
+    data = "".join(f"{t}\n" for t in raw).encode()
+    for start in range(0, len(data), chunk):
+        scanner.feed(data[start : start + chunk])
+    scanner.finish()
+    expected = [i + 1 for i, t in enumerate(raw) if re.search(grep, t)]
+    assert [n for n, _, m in scanner.out if m] == expected
+    assert scanner.line_no == len(raw)
+    shown = {n: t for n, t, _ in scanner.out}
+    assert all(shown[n] == raw[n - 1] for n in shown)
+
+
+def test_grep_keeps_a_line_without_newline_cut_and_matches_it_piece_by_piece() -> None:
+    scanner = log_grep.GrepScanner(
+        log_grep.compile_grep("needle"), context=0, keep=10, line_cap=100, piece=1000
+    )
+    line = b"x" * 2500 + b"needle" + b"y" * 2500
+    for start in range(0, len(line), 333):
+        scanner.feed(line[start : start + 333])
+    scanner.feed(b"\nlast needle\n")
+    scanner.finish()
+    assert scanner.matches == 2 and scanner.line_no == 2 and scanner.long_lines == 1
+    first = scanner.out[0][1]
+    assert first.startswith("x" * 100) and first.endswith(f"…[line of {len(line)} bytes, cut at 100]")
+    assert len(scanner._partial) == 0 and scanner.bytes == len(line) + 13
+
+
+@pytest.mark.parametrize(
+    ("grep", "construct"),
+    [
+        ("(a)\\1", "backreferences"),
+        ("(?P<w>a)(?P=w)", "backreferences"),
+        ("foo(?=bar)", "lookahead"),
+        ("(?<!x)y", "lookbehind"),
+        ("(?>ab)", "atomic groups"),
+        ("a++", "possessive"),
+    ],
+)
+def test_grep_names_the_construct_re2_lacks_and_what_to_write_instead(grep: str, construct: str) -> None:
+    with pytest.raises(InvalidArgument, match=construct) as caught:
+        log_grep.compile_grep(grep)
+    message = str(caught.value)
+    assert repr(grep) in message and ("instead" in message or "not needed" in message)
+
+
+def test_grep_rejects_an_invalid_or_huge_pattern_with_a_clear_error() -> None:
+    with pytest.raises(InvalidArgument, match="not a valid regular expression"):
+        log_grep.compile_grep("(unclosed")
+    with pytest.raises(InvalidArgument, match="at most 1000"):
+        log_grep.compile_grep("x" * 1001)
+    assert log_grep.compile_grep("end\\Z").search(b"the end") is not None  # Python's \Z is RE2's \z
 
 
 def test_check_runtime_env_resolves_a_local_working_dir_and_rejects_a_missing_one(tmp_path: Path) -> None:

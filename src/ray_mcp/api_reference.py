@@ -1,116 +1,573 @@
-"""The live API reference: signature and docstring of a public Ray symbol, read from the installed Ray.
+"""The live API reference (``ray-docs://api/<dotted.name>``), read statically from the installed Ray.
 
-Talks to no cluster; serves the ray-docs://api/{qualified_name} resource."""
+A docs read never imports or runs anything: importing a module chosen by the caller would run its top-level
+code (``ray.util.client.client_app`` connects to a Ray Client server and runs actors; other modules print,
+or block for seconds under the import lock). Instead the installed sources are parsed with ``ast``:
+
+- the ``ray`` package directory is found on ``sys.path`` without importing it (``PathFinder``), and each
+  dotted name is walked through the files: a package's ``__init__.py``, a module's ``.py`` (or the ``.pyi``
+  stub of a compiled module), then the names bound in it (``def``, ``class``, assignments and ``from x import
+  y`` re-exports, followed across modules), then class members;
+- scripts, examples, tests, Ray Client and dashboard modules are refused, as are private names;
+- an unknown or unreadable name raises ``LookupError`` with the reason and close matches (the resource
+  handler turns it into MCP error -32602).
+
+``read_symbol`` runs the lookup in a worker process (parsing holds the GIL) under its own small limiter and
+a timeout, so that many concurrent reads can neither stall the event loop nor take the worker threads the
+transports and the tools need; cancelling a read (or the timeout) kills its worker.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import ast
 import difflib
-from typing import Any
+import inspect
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib.machinery import PathFinder
+from pathlib import Path
 
-from ray_mcp.limits import API_DOC_CHARS, API_MEMBERS_SHOWN
+import anyio
+import anyio.to_process
+from anyio.lowlevel import RunVar
+
+from ray_mcp.limits import (
+    API_ANSWERS_CACHED,
+    API_DOC_CHARS,
+    API_LOOKUP_TIMEOUT_S,
+    API_LOOKUP_WORKERS,
+    API_MEMBERS_SHOWN,
+    API_NAME_CHARS,
+)
+
+MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a larger "source" file is not read
+MAX_HOPS = 40  # re-exports followed for one name (cycles end here)
+
+# Parts of Ray that are programs or test material, not API: never described.
+REFUSED_PARTS = {
+    "tests": "tests",
+    "test": "tests",
+    "test_utils": "tests",
+    "conftest": "tests",
+    "examples": "examples",
+    "example": "examples",
+    "scripts": "scripts (command-line programs)",
+    "dashboard": "the dashboard server",
+    "__main__": "scripts (command-line programs)",
+    "setup-dev": "scripts (command-line programs)",
+    "thirdparty_files": "vendored third-party code",
+    "benchmarks": "benchmarks",
+    "release": "release tooling",
+}
+REFUSED_PREFIXES = {
+    "ray.util.client": "Ray Client internals (ray.util.client): use ray.init('ray://...') and read ray.init",
+    "ray.core.generated": "generated protocol code",
+}
+
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_docs_limiter")  # one per event loop
+_answers: dict[str, tuple[bool, str]] = {}  # name -> (described?, markdown or reason), oldest first
 
 
-def describe_symbol(qualified_name: str) -> str:
-    """Markdown with the signature and docstring of a public Ray symbol, read from the installed Ray.
+@dataclass(frozen=True)
+class Found:
+    """What a dotted name resolved to: a module, or a node (def, class, assignment) in a module's source."""
 
-    Raises LookupError, whose message lists close matches, for a name that does not exist.
+    module: str
+    path: Path
+    node: ast.AST | None  # None: the module itself
+
+    @property
+    def is_module(self) -> bool:
+        return self.node is None
+
+
+# == public entry points ====================================================================================
+
+
+async def read_symbol(qualified_name: str) -> str:
+    """``describe_symbol`` in a worker process, at most API_LOOKUP_WORKERS at once, within API_LOOKUP_TIMEOUT_S.
+
+    A process, not a thread: parsing a large module holds the GIL for up to a second, which would stall the
+    event loop (and with it the transports and every other session). Answers are cached here too.
     """
-    import importlib
-    import inspect
+    cached = _answers.get(qualified_name)
+    if cached is None:
+        try:
+            limiter = _LIMITER.get()
+        except LookupError:
+            _LIMITER.set(limiter := anyio.CapacityLimiter(API_LOOKUP_WORKERS))
+        try:
+            with anyio.fail_after(API_LOOKUP_TIMEOUT_S):
+                cached = await anyio.to_process.run_sync(
+                    _describe_or_reason, qualified_name, cancellable=True, limiter=limiter
+                )
+        except TimeoutError:
+            raise TimeoutError(
+                f"Reading the reference of {qualified_name[:80]!r} took more than {API_LOOKUP_TIMEOUT_S:g} s (the "
+                "server is busy); retry in a moment."
+            ) from None
+        if len(_answers) >= API_ANSWERS_CACHED:
+            _answers.pop(next(iter(_answers)))
+        _answers[qualified_name] = cached
+    ok, text = cached
+    if not ok:
+        raise LookupError(text)
+    return text
 
+
+def _describe_or_reason(qualified_name: str) -> tuple[bool, str]:
+    """Runs in the worker process: (True, markdown) or (False, why the name cannot be described)."""
+    try:
+        return True, describe_symbol(qualified_name)
+    except LookupError as exc:
+        return False, str(exc)
+
+
+@lru_cache(maxsize=512)
+def describe_symbol(qualified_name: str) -> str:
+    """Markdown with the signature, docstring and members of a public Ray name, parsed from its source.
+
+    Raises LookupError, whose message says why and lists close matches, for a name that cannot be described.
+    """
     name = qualified_name.strip()
+    parts = _check_name(qualified_name, name)
+    found = _resolve_module("ray", parts[1:], 0)
+    if isinstance(found, _Miss):
+        raise LookupError(found.message(name))
+    return _render(name, found)
+
+
+# == checking the name ======================================================================================
+
+
+def _check_name(given: str, name: str) -> list[str]:
+    shown = given if len(given) <= 80 else given[:80] + "…"
+    if len(name) > API_NAME_CHARS:
+        raise LookupError(f"{shown!r} is too long for a Ray name (at most {API_NAME_CHARS} characters).")
     parts = name.split(".")
     if parts[0] != "ray" or not all(p.isidentifier() for p in parts):
-        raise LookupError(f"{qualified_name!r} is not a Ray name. Ask for a dotted name such as ray.remote.")
+        raise LookupError(f"{shown!r} is not a Ray name. Ask for a dotted name such as ray.remote.")
     if any(p.startswith("_") for p in parts[1:]):
-        raise LookupError(f"{qualified_name!r} is private; only public Ray names are described.")
+        raise LookupError(f"{shown!r} is private; only public Ray names are described.")
+    for part in parts[1:]:
+        if part in REFUSED_PARTS:
+            raise LookupError(
+                f"{shown!r} is part of Ray's {REFUSED_PARTS[part]}, not its API; it is not described. "
+                "Read ray-docs://reference/index for the documented APIs."
+            )
+    for prefix, why in REFUSED_PREFIXES.items():
+        if name == prefix or name.startswith(prefix + "."):
+            raise LookupError(f"{shown!r} is refused: it is {why}.")
+    return parts
+
+
+# == finding and parsing sources (never importing) ==========================================================
+
+
+@cache
+def ray_root() -> Path | None:
+    """The installed ``ray`` package directory, found on sys.path without importing anything."""
+    spec = PathFinder.find_spec("ray", sys.path)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _module_file(module: str) -> tuple[Path | None, bool]:
+    """(source file of a ``ray.*`` module, is it a package). A compiled module counts through its ``.pyi``."""
+    root = ray_root()
+    if root is None or (module != "ray" and not module.startswith("ray.")):
+        return None, False
+    base = root.joinpath(*module.split(".")[1:])
+    for candidate, package in (
+        (base / "__init__.py", True),
+        (base / "__init__.pyi", True),
+        (base.with_name(base.name + ".py"), False),
+        (base.with_name(base.name + ".pyi"), False),
+    ):
+        if candidate.is_file():
+            return candidate, package
+    return None, False
+
+
+def _compiled(module: str) -> bool:
+    root = ray_root()
+    if root is None:
+        return False
+    base = root.joinpath(*module.split(".")[1:])
+    return any(base.parent.glob(base.name + ".*.so")) or (base.with_name(base.name + ".so")).is_file()
+
+
+@lru_cache(maxsize=64)
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        return ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _tree(module: str) -> tuple[Path, ast.Module] | None:
+    path, _ = _module_file(module)
+    if path is None:
+        return None
+    tree = _parse(path)
+    return (path, tree) if tree is not None else None
+
+
+def _submodules(module: str) -> list[str]:
+    path, package = _module_file(module)
+    if path is None or not package:
+        return []
+    names = set()
+    for child in path.parent.iterdir():
+        stem = child.name.split(".")[0]
+        if not stem.isidentifier() or stem.startswith("_") or stem in REFUSED_PARTS:
+            continue
+        if (child.is_dir() and (child / "__init__.py").is_file()) or child.suffix in (".py", ".pyi"):
+            names.add(stem)
+    return sorted(n for n in names if not _refused_prefix(f"{module}.{n}"))
+
+
+def _refused_prefix(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in REFUSED_PREFIXES)
+
+
+# == resolving a dotted name ================================================================================
+
+
+@dataclass
+class _Miss:
+    """Where resolution stopped: the deepest name that exists, the part that does not, and the reason."""
+
+    prefix: str
+    missing: str
+    choices: list[str]
+    reason: str = ""
+
+    def message(self, name: str) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            where = f"Ray {version('ray')}"
+        except PackageNotFoundError:
+            where = "the installed Ray"
+        if self.reason:
+            return f"{name} cannot be described: {self.reason.rstrip('.')}."
+        close = difflib.get_close_matches(self.missing, self.choices, n=5, cutoff=0.5)
+        hint = ", ".join(f"{self.prefix}.{c}" for c in close) or (
+            f"none; read ray-docs://api/{self.prefix} for its members"
+        )
+        return f"{name} does not exist in {where}. Close matches: {hint}."
+
+
+def _resolve_module(module: str, rest: list[str], hops: int) -> Found | _Miss:
+    tree = _tree(module)
+    if tree is None:
+        reason = (
+            f"{module} is compiled code without a readable source or stub"
+            if _compiled(module)
+            else f"the source of {module} cannot be read"
+            if _module_file(module)[0] is not None
+            else "Ray's installed source cannot be found next to the server"
+            if ray_root() is None
+            else ""
+        )
+        return _Miss(module, rest[0] if rest else "", [], reason)
+    path, module_tree = tree
+    body = module_tree.body
+    removed = _raises_on_import(body)
+    if removed:
+        return _Miss(module, rest[0] if rest else "", [], f"importing {module} raises {removed}")
+    if not rest:
+        return Found(module, path, None)
+    head, tail = rest[0], rest[1:]
+    if hops > MAX_HOPS:
+        return _Miss(module, head, [], f"the name is re-exported more than {MAX_HOPS} times")
+    miss: _Miss | None = None
+    binding = _binding(body, head)
+    if binding is not None:
+        result = _follow(module, path, binding, head, tail, hops + 1)
+        if isinstance(result, Found):
+            return result
+        miss = result
+    submodule = f"{module}.{head}"
+    if _module_file(submodule)[0] is not None or _compiled(submodule):
+        if _refused_prefix(submodule):
+            return _Miss(module, head, [], f"{submodule} is refused")
+        result = _resolve_module(submodule, tail, hops + 1)
+        if isinstance(result, Found) or miss is None:
+            return result
+    return miss or _Miss(module, head, _module_members(module, body))
+
+
+def _raises_on_import(body: list[ast.stmt]) -> str | None:
+    """The error a module raises unconditionally at import (a removed library), as text; else None."""
+    for stmt in body:
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc
+            if isinstance(exc, ast.Call) and exc.args:
+                message = " ".join(
+                    str(a.value) for a in exc.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                )
+                return f"{ast.unparse(exc.func)}: {message or ast.unparse(exc.args[0])}".strip()
+            return ast.unparse(exc)
+    return None
+
+
+def _follow(module: str, path: Path, node: ast.AST, name: str, rest: list[str], hops: int) -> Found | _Miss:
+    """Continue resolving ``rest`` from a binding of ``name`` found in ``module``."""
+    if isinstance(node, ast.ImportFrom):
+        source = _absolute(module, node, path)
+        original = next(a.name for a in node.names if (a.asname or a.name) == name)
+        if source is None or (source != "ray" and not source.startswith("ray.")):
+            return _Miss(module, name, [], f"it is {source or '?'}.{original}, defined outside Ray")
+        if source == module:  # `from ray import data` inside ray/__init__.py: the submodule
+            return _resolve_module(f"{source}.{original}", rest, hops)
+        return _resolve_module(source, [original, *rest], hops)
+    if isinstance(node, ast.Import):
+        target = next(
+            a.name if a.asname else a.name.split(".")[0]
+            for a in node.names
+            if (a.asname or a.name.split(".")[0]) == name
+        )
+        if target != "ray" and not target.startswith("ray."):
+            return _Miss(module, name, [], f"it is the module {target}, outside Ray")
+        return _resolve_module(target, rest, hops)
+    if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and not rest:
+        return Found(module, path, node)
+    if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Name | ast.Attribute):
+        dotted = _dotted(node.value)  # an alias: X = other.name
+        if dotted:
+            tree = _tree(module)
+            first = _binding(tree[1].body, dotted[0]) if tree else None
+            if first is not None and first is not node:
+                return _follow(module, path, first, dotted[0], [*dotted[1:], *rest], hops + 1)
+    if isinstance(node, ast.ClassDef):
+        if not rest:
+            return Found(module, path, node)
+        member = _binding(node.body, rest[0])
+        if member is None or rest[0].startswith("_"):
+            return _Miss(f"{module}.{node.name}", rest[0], _class_members(node))
+        if isinstance(member, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and len(rest) == 1:
+            return Found(module, path, member)
+        return _follow(module, path, member, rest[0], rest[1:], hops + 1)
+    if not rest:
+        return Found(module, path, node)
+    return _Miss(module, rest[0], [], f"{name} is a {_kind(node)}, which has no member {rest[0]!r}")
+
+
+def _absolute(module: str, node: ast.ImportFrom, path: Path) -> str | None:
+    if not node.level:
+        return node.module
+    package = module.split(".") if path.name.startswith("__init__.") else module.split(".")[:-1]
+    if node.level > 1:
+        package = package[: len(package) - (node.level - 1)]
+    if not package:
+        return None
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def _dotted(expr: ast.expr) -> list[str] | None:
+    if isinstance(expr, ast.Name):
+        return [expr.id]
+    if isinstance(expr, ast.Attribute):
+        base = _dotted(expr.value)
+        return [*base, expr.attr] if base else None
+    return None
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Top-level statements, including those inside if/try/with blocks (a conditional definition)."""
+    for stmt in body:
+        if isinstance(stmt, ast.If | ast.Try | ast.With | ast.TryStar):
+            blocks = [stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", [])]
+            blocks += [h.body for h in getattr(stmt, "handlers", [])]
+            for block in blocks:
+                yield from _statements(block)
+        else:
+            yield stmt
+
+
+def _bound_names(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [stmt.name]
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return [stmt.target.id]
+    if isinstance(stmt, ast.ImportFrom):
+        return [a.asname or a.name for a in stmt.names if a.name != "*"]
+    if isinstance(stmt, ast.Import):
+        return [a.asname or a.name.split(".")[0] for a in stmt.names]
+    return []
+
+
+def _binding(body: list[ast.stmt], name: str) -> ast.stmt | None:
+    """The statement that binds ``name`` last (the one Python keeps), skipping typing overloads."""
+    found = None
+    for stmt in _statements(body):
+        if name in _bound_names(stmt) and not _is_overload(stmt):
+            found = stmt
+    return found
+
+
+def _is_overload(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    return any((_dotted(d) or [""])[-1] == "overload" for d in stmt.decorator_list)
+
+
+# == members ================================================================================================
+
+
+def _literal_all(body: list[ast.stmt]) -> list[str] | None:
+    names: list[str] | None = None
+    for stmt in _statements(body):
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
+        ):
+            names, value = [], stmt.value
+        elif (
+            isinstance(stmt, ast.AugAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.target.id == "__all__"
+        ):
+            value = stmt.value
+        if value is None:
+            continue
+        strings = _strings(value)
+        if strings is None or names is None:
+            return None  # built at run time: fall back to the bound names
+        names += strings
+    return names
+
+
+def _strings(expr: ast.expr) -> list[str] | None:
+    if isinstance(expr, ast.List | ast.Tuple):
+        items = [e.value for e in expr.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return items if len(items) == len(expr.elts) else None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        left, right = _strings(expr.left), _strings(expr.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+def _module_members(module: str, body: list[ast.stmt]) -> list[str]:
+    listed = _literal_all(body)
+    if listed is not None:
+        return sorted(set(listed))
+    names = {n for stmt in _statements(body) if not isinstance(stmt, ast.Import) for n in _bound_names(stmt)}
+    return sorted(n for n in names if not n.startswith("_"))
+
+
+def _class_members(node: ast.ClassDef) -> list[str]:
+    names = {n for stmt in _statements(node.body) for n in _bound_names(stmt)}
+    return sorted(n for n in names if not n.startswith("_"))
+
+
+# == rendering ==============================================================================================
+
+
+def _kind(node: ast.AST | None) -> str:
+    if node is None:
+        return "module"
+    if isinstance(node, ast.ClassDef):
+        return "class"
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        decorators = {(_dotted(d) or [""])[-1] for d in node.decorator_list}
+        if "property" in decorators or "cached_property" in decorators:
+            return "property"
+        if "staticmethod" in decorators:
+            return "static method"
+        if "classmethod" in decorators:
+            return "class method"
+        return "async function" if isinstance(node, ast.AsyncFunctionDef) else "function"
+    return "attribute"
+
+
+def _signature(node: ast.AST, name: str) -> str | None:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if _kind(node) == "property":
+            return f"{name}: {ast.unparse(node.returns)}" if node.returns else None
+        args = node.args
+        if args.posonlyargs or args.args:
+            first = (args.posonlyargs or args.args)[0].arg
+            if first in ("self", "cls"):
+                args = _drop_first(args)
+        text = f"{name}({ast.unparse(args)})"
+        return text + (f" -> {ast.unparse(node.returns)}" if node.returns else "")
+    if isinstance(node, ast.ClassDef):
+        init = _binding(node.body, "__init__")
+        if isinstance(init, ast.FunctionDef | ast.AsyncFunctionDef):
+            return f"{name}({ast.unparse(_drop_first(init.args))})"
+        bases = ", ".join(ast.unparse(b) for b in node.bases)
+        return f"class {name}({bases})" if bases else None
+    if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+        annotation = f": {ast.unparse(node.annotation)}" if isinstance(node, ast.AnnAssign) else ""
+        value = ast.unparse(node.value)
+        return f"{name}{annotation} = {value if len(value) <= 300 else value[:300] + ' …'}"
+    return None
+
+
+def _drop_first(args: ast.arguments) -> ast.arguments:
+    copy = ast.arguments(**{f: getattr(args, f) for f in args._fields})
+    if copy.posonlyargs:
+        copy.posonlyargs = copy.posonlyargs[1:]
+    elif copy.args:
+        copy.args = copy.args[1:]
+        copy.defaults = copy.defaults[-len(copy.args) :] if copy.args else []
+    return copy
+
+
+def _render(name: str, found: Found) -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
-        obj: Any = importlib.import_module("ray")
-    except ImportError as exc:
-        raise LookupError(f"Ray cannot be imported here: {exc}") from exc
-    obj = _resolve(obj, parts, 1)
-    if obj is _MISSING:
-        parent, i = _deepest_parent(parts)
-        public = [m for m in dir(parent) if not m.startswith("_")]
-        close = difflib.get_close_matches(parts[i], public, n=5, cutoff=0.5)
-        prefix = ".".join(parts[:i])
-        hint = (
-            ", ".join(f"{prefix}.{c}" for c in close) or f"none; read ray-docs://api/{prefix} for its members"
-        )
-        raise LookupError(f"{name} does not exist in Ray {_ray_version()}. Close matches: {hint}.")
-
-    kind = "module" if inspect.ismodule(obj) else "class" if inspect.isclass(obj) else "function"
-    if not inspect.ismodule(obj) and not inspect.isclass(obj) and not callable(obj):
-        kind = type(obj).__name__
-    lines = [f"# {name}", "", f"{kind} in Ray {_ray_version()} (read from the installed package)", ""]
-    target = getattr(obj, "__wrapped__", obj)
-    with contextlib.suppress(TypeError, ValueError):
-        if callable(obj) and not inspect.ismodule(obj):
-            lines += ["```python", f"{parts[-1]}{inspect.signature(target)}", "```", ""]
-    with contextlib.suppress(TypeError, OSError):
-        source = inspect.getsourcefile(target)
-        if source:
-            _, line = inspect.getsourcelines(target)
-            lines += [f"Defined in `{source.split('site-packages/')[-1]}` line {line}.", ""]
-    doc = inspect.getdoc(obj) or "(no docstring)"
+        ray_version = version("ray")
+    except PackageNotFoundError:
+        ray_version = "?"
+    node = found.node
+    tree = _parse(found.path)
+    kind = _kind(node)
+    lines = [f"# {name}", "", f"{kind} in Ray {ray_version} (read from the installed package's source)", ""]
+    last = name.rsplit(".", 1)[-1]
+    signature = _signature(node, last) if node is not None else None
+    if signature:
+        lines += ["```python", signature, "```", ""]
+    relative = found.path.relative_to(ray_root().parent) if ray_root() else found.path  # type: ignore[union-attr]
+    where = f"Defined in `{relative}`" + (
+        f" line {node.lineno}" if node is not None and hasattr(node, "lineno") else ""
+    )
+    lines += [where + ".", ""]
+    doc_node = tree if node is None else node
+    doc = None
+    if isinstance(doc_node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        doc = ast.get_docstring(doc_node)
+    doc = inspect.cleandoc(doc) if doc else "(no docstring)"
     if len(doc) > API_DOC_CHARS:
         doc = doc[:API_DOC_CHARS] + f"\n\n[docstring cut at {API_DOC_CHARS} characters]"
     lines += [doc, ""]
-    if inspect.ismodule(obj) or inspect.isclass(obj):
-        members = getattr(obj, "__all__", None) if inspect.ismodule(obj) else None
-        members = sorted(members or (m for m in vars(obj) if not m.startswith("_")))
-        if members:
-            shown = members[:API_MEMBERS_SHOWN]
-            lines.append(f"## Public members ({len(members)})")
-            lines += [f"- `{name}.{m}`" for m in shown]
-            if len(members) > len(shown):
-                lines.append(f"- … {len(members) - len(shown)} more")
+    members: list[str] = []
+    if node is None and tree is not None:
+        members = _module_members(found.module, tree.body)
+    elif isinstance(node, ast.ClassDef):
+        members = _class_members(node)
+    lines += _listing("Public members", name, members)
+    if node is None:
+        lines += _listing("Submodules", name, [s for s in _submodules(found.module) if s not in members])
     return "\n".join(lines).rstrip() + "\n"
 
 
-_MISSING = object()
-
-
-def _resolve(obj: Any, parts: list[str], i: int) -> Any:
-    """Walk ``parts[i:]`` from ``obj``. The package namespace wins over a submodule of the same name
-    (``ray.serve.deployment`` is the decorator), with a fall back to the submodule when the rest of the
-    name only exists there (``ray.util.placement_group.placement_group``)."""
-    import importlib
-
-    if i == len(parts):
-        return obj
-    candidates = []
-    if hasattr(obj, parts[i]):
-        candidates.append(getattr(obj, parts[i]))
-    try:
-        module = importlib.import_module(".".join(parts[: i + 1]))
-        if all(module is not c for c in candidates):
-            candidates.append(module)
-    except ImportError:
-        pass
-    for candidate in candidates:
-        found = _resolve(candidate, parts, i + 1)
-        if found is not _MISSING:
-            return found
-    return _MISSING
-
-
-def _deepest_parent(parts: list[str]) -> tuple[Any, int]:
-    """The object of the longest prefix of ``parts`` that resolves, and the index of the first part that does not."""
-    import importlib
-
-    obj: Any = importlib.import_module("ray")
-    for i in range(1, len(parts)):
-        found = _resolve(obj, parts[: i + 1], i)
-        if found is _MISSING:
-            return obj, i
-        obj = found
-    return obj, len(parts) - 1
-
-
-def _ray_version() -> str:
-    from importlib.metadata import version
-
-    return version("ray")
+def _listing(title: str, name: str, members: list[str]) -> list[str]:
+    if not members:
+        return []
+    shown = members[:API_MEMBERS_SHOWN]
+    out = [f"## {title} ({len(members)})"] + [f"- `{name}.{m}`" for m in shown]
+    if len(members) > len(shown):
+        out.append(f"- … {len(members) - len(shown)} more")
+    return [*out, ""]

@@ -8,7 +8,8 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
     ├── NotFound               the id or name does not exist in the cluster
     ├── ClusterUnavailable     the cluster could not be reached, or the embedded one failed to start
     │   └── DashboardTimeout   the dashboard accepted the request but did not answer in time
-    └── RayRequestFailed       the cluster answered with an error
+    ├── RayRequestFailed       the cluster answered with an error
+    └── RayUnavailable         the server's own Ray could not be imported (see ray_import)
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class DashboardTimeout(ClusterUnavailable):
 
 class RayRequestFailed(RayMCPError):
     """The cluster answered, with an error."""
+
+
+class RayUnavailable(RayMCPError):
+    """Ray (or the part of it a call needs) could not be imported in the server's environment."""
 
 
 class AuthRefused(RayRequestFailed):

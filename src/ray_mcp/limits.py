@@ -122,6 +122,16 @@ TRAIN_SNAPSHOT_BYTES = 1_048_576  # the checkpoint manager snapshot read from lo
 
 API_DOC_CHARS = 12_000
 API_MEMBERS_SHOWN = 60
+API_NAME_CHARS = 300  # a longer ray-docs://api/ name is refused
+API_LOOKUP_WORKERS = 2  # docs reads parsed at once (worker processes); the rest wait, holding nothing
+API_LOOKUP_TIMEOUT_S = 30.0
+API_ANSWERS_CACHED = 512
+
+# -- tail_logs grep ----------------------------------------------------------------------------------------------
+
+MAX_GREP_CHARS = 1000  # a longer pattern is refused
+GREP_LONG_LINE_BYTES = 1_048_576  # a line longer than this is matched in pieces of this size and shown cut
+GREP_THREADS = 4  # greps scanning at once (worker threads; RE2 releases the GIL)
 
 # -- confirmations and uploads -------------------------------------------------------------------------------
 

@@ -238,6 +238,10 @@ class LogSection(BaseModel):
     scanned_bytes: int | None = None
     scanned_lines: int | None = None
     scan_complete: bool | None = Field(default=None, description="False if grep stopped at max_scan_mb.")
+    long_lines: int | None = Field(
+        default=None,
+        description="For grep: lines over 1 MiB without a newline, matched in 1 MiB pieces and shown cut.",
+    )
     followed_s: float | None = None
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
 

@@ -3,7 +3,8 @@
 URIs:
     ray-docs://reference/index            every page with its one-line summary
     ray-docs://reference/{topic}          one page, e.g. ray-docs://reference/12-job-submission
-    ray-docs://api/{qualified_name}       signature and docstring of a public Ray symbol, e.g. ray.remote
+    ray-docs://api/{qualified_name}       signature and docstring of a public Ray symbol, e.g. ray.remote,
+                                          parsed from the installed source, never imported (api_reference)
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ray_mcp.api_reference import describe_symbol
+from ray_mcp.api_reference import read_symbol
 
 MARKDOWN = "text/markdown"
 INDEX_URI = "ray-docs://reference/index"
@@ -134,15 +134,18 @@ def register(server: MCPServer) -> None:
         "ray-docs://api/{qualified_name}",
         name="ray-api",
         title="Ray API reference (live)",
-        description="Signature and docstring of any public Ray symbol, read from the Ray installed next to the "
-        "server, e.g. ray-docs://api/ray.util.placement_group.placement_group.",
+        description="Signature, docstring and members of any public Ray symbol, read from the source of the Ray "
+        "installed next to the server (nothing is imported or run), e.g. "
+        "ray-docs://api/ray.util.placement_group.placement_group.",
         mime_type=MARKDOWN,
     )
     async def api_reference(qualified_name: str) -> str:
         try:
-            return await anyio.to_thread.run_sync(describe_symbol, qualified_name)
-        except LookupError as exc:
+            return await read_symbol(qualified_name)
+        except LookupError as exc:  # unknown, private, refused or unreadable: invalid params (-32602)
             raise ResourceNotFoundError(str(exc)) from None
+        except TimeoutError as exc:
+            raise ResourceError(str(exc)) from None
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:

@@ -6,9 +6,9 @@ context pays for each byte of ``tools/list`` on every turn, so ray-mcp publishes
 
 - input schemas without titles and null defaults, nullable scalars as ``"type": [T, "null"]`` (the same
   constraints, descriptions and enums);
-- output schemas at the depth an agent or a client reads them: the answer's own fields with their types,
-  nested models as ``{"type": "object"}`` (arrays of them as arrays of objects). Every structured result is
-  still valid against the published schema; the model in ``ray_mcp.models`` documents the rest.
+- output schemas that name the answer's own fields, their JSON types and which are always there; what is
+  inside a nested object or array is documented by its model in ``ray_mcp.models``. Every structured result
+  is valid against the published schema (the SDK's client checks each one in the tests).
 """
 
 from __future__ import annotations
@@ -21,18 +21,51 @@ _COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "not", "$ref", "const"})
 
 
 def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
-    """The same input schema without titles, null defaults, ``additionalProperties: true`` (the default) and
-    nullable ``anyOf`` pairs."""
+    """The input schema without titles, null defaults, ``additionalProperties: true`` (the default) and
+    nullable ``anyOf`` pairs. An optional argument is published without its ``null``: a client leaves it out
+    instead (the server still takes an explicit null, as before)."""
     out = _compact(schema, keep_descriptions=True)
     assert isinstance(out, dict)
+    return _omit_optional_nulls(out)
+
+
+def _omit_optional_nulls(node: dict[str, Any]) -> dict[str, Any]:
+    """Drop ``null`` from the types of the properties an object does not require, at every depth."""
+    props = node.get("properties")
+    if isinstance(props, dict):
+        required = set(node.get("required") or ())
+        node["properties"] = {
+            name: _omit_optional_nulls(sub if name in required else without_null(sub))
+            for name, sub in props.items()
+        }
+    return node
+
+
+def without_null(node: dict[str, Any]) -> dict[str, Any]:
+    """The schema without its ``null`` option (a type list, an enum value or an ``anyOf`` branch)."""
+    out = dict(node)
+    t = out.get("type")
+    if isinstance(t, list) and "null" in t and len(t) > 1:
+        rest = [x for x in t if x != "null"]
+        out["type"] = rest[0] if len(rest) == 1 else rest
+        if "enum" in out:
+            out["enum"] = [v for v in out["enum"] if v is not None]
+    options = out.get("anyOf")
+    if isinstance(options, list) and _NULL in options and len(options) > 2:
+        out["anyOf"] = [o for o in options if o != _NULL]
     return out
 
 
-def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
-    """The answer's top-level fields with their types; nested models reduced to objects (see the module)."""
+def compact_output(schema: dict[str, Any], *, nulls: bool = True) -> dict[str, Any]:
+    """The answer's top-level fields with their types; nested models reduced to objects (see the module).
+
+    ``nulls=False`` for an answer whose structured content never holds a null (ray-mcp's results drop them).
+    """
     props = schema.get("properties") or {}
     defs = schema.get("$defs") or {}
     fields = {name: _shallow(sub, defs) for name, sub in props.items()}
+    if not nulls:
+        fields = {name: without_null(sub) for name, sub in fields.items()}
     out: dict[str, Any] = {"type": "object", "properties": fields}
     if schema.get("required"):
         out["required"] = list(schema["required"])
@@ -82,12 +115,12 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shallow(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    """One field of an output schema: its type, with nested models as plain objects."""
+    """One field of an output schema: its JSON type alone (a nested model is an object, an enum a string)."""
     if not isinstance(node, dict):
         return {}
     if "$ref" in node:
         target = defs.get(str(node["$ref"]).rsplit("/", 1)[-1], {})
-        return {"type": "string", "enum": target["enum"]} if "enum" in target else {"type": "object"}
+        return {"type": "string"} if "enum" in target else {"type": "object"}
     for key in ("anyOf", "oneOf"):
         if key in node:
             options = [_shallow(x, defs) for x in node[key]]
@@ -100,13 +133,4 @@ def _shallow(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
                     if one not in types:
                         types.append(one)
             return {"type": types[0] if len(types) == 1 else types}
-    out: dict[str, Any] = {}
-    if "type" in node:
-        out["type"] = node["type"]
-    if "enum" in node:
-        out["enum"] = node["enum"]
-    if node.get("type") == "array" and isinstance(node.get("items"), dict):
-        items = _shallow(node["items"], defs)
-        if items:
-            out["items"] = items
-    return out
+    return {"type": node["type"]} if "type" in node else {}

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
@@ -75,6 +76,23 @@ def tool_allowed(kind: ToolKind, *, read_only: bool, allow_destructive: bool) ->
 
 
 # -- redaction and audit ---------------------------------------------------------------------------------
+
+
+async def redact_off_loop(result: HandlerResult) -> HandlerResult:
+    """``redact_result`` in a worker thread: a large answer (a log tail, a diagnosis, 40 docs pages at once)
+    takes tens of milliseconds of regex work, which on the event loop would hold up every other session."""
+    return await anyio.to_thread.run_sync(redact_result, result, limiter=_redaction_limiter())
+
+
+_REDACTION_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_redaction_limiter")
+
+
+def _redaction_limiter() -> anyio.CapacityLimiter:
+    try:
+        return _REDACTION_LIMITER.get()
+    except LookupError:
+        _REDACTION_LIMITER.set(limiter := anyio.CapacityLimiter(4))
+        return limiter
 
 
 def redact_result(result: HandlerResult) -> HandlerResult:
@@ -225,7 +243,7 @@ class SafetyMiddleware(ServerMiddleware[Any]):
         name = params.get("name") if ctx.method == "tools/call" else None
         kind = self._kinds().get(name) if isinstance(name, str) else None
         if kind not in ("write", "destructive"):
-            return redact_result(await call_next(ctx))
+            return await redact_off_loop(await call_next(ctx))
         given = params.get("arguments")
         arguments: dict[str, Any] = given if isinstance(given, dict) else {}
         record: dict[str, Any] = {
@@ -263,7 +281,7 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             raise
         else:
             record["outcome"] = call_outcome(result)
-            return redact_result(result)
+            return await redact_off_loop(result)
         finally:
             AUDIT_NOTES.reset(token)
             if notes.target is not None:

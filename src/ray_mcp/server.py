@@ -128,8 +128,9 @@ def publish_compact(tool: Tool | None) -> None:
     tool.parameters = schemas.compact_input(tool.parameters)
     metadata = tool.fn_metadata
     if metadata.output_schema is not None:
-        metadata.output_schema = schemas.compact_output(metadata.output_schema)
-        if _returns_call_tool_result(tool.fn):
+        built_here = _returns_call_tool_result(tool.fn)  # by tool_result, which drops nulls
+        metadata.output_schema = schemas.compact_output(metadata.output_schema, nulls=not built_here)
+        if built_here:
             metadata.output_model = None
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
 

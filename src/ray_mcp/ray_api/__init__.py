@@ -4,6 +4,7 @@ One module per area, each a layer of ``RayAPI``:
 
     client.py            RayClient: HTTP (JSON, envelopes, State API lists, streams), threads, concurrency
     gcs.py               gRPC to the GCS: the dashboard's address, the placement group table, killing an actor
+    ray_import.py        the one gate through which Ray itself is imported (once, by one thread)
     ids.py               what a well-formed Ray id looks like
     nodes.py             nodes and the cluster's status
     jobs.py              Ray Jobs (runtime_env.py checks a job's runtime_env before it is submitted)

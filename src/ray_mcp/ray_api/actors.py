@@ -11,7 +11,7 @@ import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.errors import NotFound
-from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.ids import check_id
 from ray_mcp.ray_api.query import Filter
@@ -69,4 +69,5 @@ class ActorsAPI(RayClient):
     async def kill_actor(self, actor_id: str, *, no_restart: bool) -> None:
         """Force-kill an actor through the GCS (KillActorViaGcs): what ray.kill does, without a driver."""
         kill = functools.partial(gcs.kill_actor, no_restart=no_restart, timeout_s=self.timeout_s)
+        await ray_import.ensure("core")
         await anyio.to_thread.run_sync(lambda: kill(self._gcs(), str(self.gcs_address), actor_id))

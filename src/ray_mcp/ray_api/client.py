@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -60,6 +61,7 @@ class RayClient:
         self.py_spy = py_spy
         self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
         self._gcs_channel: Any = None
+        self._gcs_lock = threading.Lock()  # the channel is made in a worker thread: by one of them
         self._gcs_lookup = gcs_lookup
         self.timeout_s = timeout_s
         self.source = source
@@ -253,7 +255,12 @@ class RayClient:
         return bytes(buf), total
 
     def _gcs(self) -> Any:
-        """A gRPC channel to the GCS (created once). Finds the GCS if we were only given the dashboard."""
+        """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the
+        dashboard."""
+        with self._gcs_lock:
+            return self._gcs_channel_locked()
+
+    def _gcs_channel_locked(self) -> Any:
         if self._gcs_channel is None:
             address = self.gcs_address
             if address is None and self._gcs_lookup is not None:

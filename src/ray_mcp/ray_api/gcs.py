@@ -1,6 +1,7 @@
 """Ray's GCS over gRPC: where the dashboard listens, the placement group table, killing an actor.
 
-Every function here imports Ray (slow) and blocks: run them in a worker thread. Channels come from Ray's own
+Every function here imports Ray (slow, through ray_import's one lock) and blocks: run them in a worker
+thread, after ``await ray_import.ensure()`` so that waiting for the import holds no thread. Channels come from Ray's own
 ``init_grpc_channel``, which adds TLS (RAY_USE_TLS) and token authentication when the cluster uses them.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import RayRequestFailed
+from ray_mcp.ray_api import ray_import
 
 RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
 
@@ -26,6 +28,7 @@ def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> A
     channel in token mode (RAY_AUTH_MODE=token), so then the channel is built without Ray's interceptor, with
     the same TLS (RAY_USE_TLS). ``RAY_DEFAULT`` keeps Ray's behaviour (the GCS lookup of a configured address).
     """
+    ray_import.load_sync("core")
     from ray._private.grpc_utils import init_grpc_channel
 
     if authorization == RAY_DEFAULT:
@@ -93,6 +96,7 @@ def reported_dashboard(
 ) -> str | None:
     """Where the GCS says its dashboard listens (Ray records it in its internal KV), as a URL; None if the GCS
     does not answer or has no dashboard. ``authorization``: see open_channel."""
+    ray_import.load_sync("core")
     import grpc
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
@@ -114,6 +118,7 @@ def reported_dashboard(
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
     """The GCS whose dashboard is ``dashboard_url``: try host:6379, then (for a local dashboard) every GCS
     process on this machine, and keep the one that reports this dashboard."""
+    ray_import.load_sync("core")
     from ray._private.services import find_gcs_addresses
 
     parts = urlsplit(dashboard_url)
@@ -155,6 +160,7 @@ GCS_LOOKUP = GcsLookup()
 def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]]:
     """Every placement group's id, name, state, creator job and strategy, in one call (the State API omits the
     strategy and has no per-state summary)."""
+    ray_import.load_sync("core")
     from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
@@ -176,6 +182,7 @@ def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]
 def stored_task_count(channel: Any, timeout_s: float) -> int:
     """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does
     not say how many it left out; the GCS's own count does."""
+    ray_import.load_sync("core")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.TaskInfoGcsServiceStub(channel)
@@ -185,6 +192,7 @@ def stored_task_count(channel: Any, timeout_s: float) -> int:
 
 def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: bool, timeout_s: float) -> None:
     """Force-kill an actor (KillActorViaGcs): what ray.kill does, without a driver."""
+    ray_import.load_sync("core")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
@@ -204,6 +212,7 @@ def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: boo
 def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) -> list[dict[str, Any]]:
     """One job's actors from the GCS actor table: who owns each (the worker that created it) and the resource
     ids Ray assigned it (``resource_mapping``: GPU ids, kept after the actor died). The State API has neither."""
+    ray_import.load_sync("core")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)

@@ -23,6 +23,7 @@ from ray_mcp.errors import (
     job_sdk_errors,
 )
 from ray_mcp.limits import LINE_CHARS
+from ray_mcp.ray_api import ray_import
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
@@ -63,6 +64,7 @@ class JobsAPI(RayClient):
             if self._jobs_client is None:
                 # Importing ray is local work that may take seconds on a busy machine: not bounded by the
                 # dashboard timeout. The constructor's version check is a request: bounded.
+                await ray_import.ensure("core")
                 cls = await anyio.to_thread.run_sync(bounded_job_client_class, self.timeout_s)
                 make = functools.partial(
                     cls, self.dashboard_url, headers=self.headers or None, verify=self.verify
@@ -142,8 +144,11 @@ class JobsAPI(RayClient):
         if submission_id is not None:
             check_job_ref(submission_id, what="submission_id")
         if isinstance(runtime_env, Mapping) and runtime_env:
+            await ray_import.ensure("core")  # the walk uses Ray's packaging code
             runtime_env = await anyio.to_thread.run_sync(confine_uploads, runtime_env, upload_roots)
         env, uploaded = check_runtime_env(runtime_env)
+        if env:
+            await ray_import.ensure("core")
         await self._in_thread(
             functools.partial(validate_with_ray, env),
             what="runtime_env validation",
@@ -304,7 +309,8 @@ def bounded_job_client_class(timeout_s: float) -> type:
     worker thread forever (and enough of them would starve every other call). Reads get the dashboard
     timeout; a POST or DELETE (a submission with an upload, a stop) may wait for the job server longer.
     """
-    from ray.job_submission import JobSubmissionClient  # lazily, like all of ray
+    ray_import.load_sync("core")
+    from ray.job_submission import JobSubmissionClient
 
     class BoundedJobSubmissionClient(JobSubmissionClient):
         def __init__(self, address: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from ray_mcp import models
+from ray_mcp import log_grep, models
 from ray_mcp.errors import (
     InvalidArgument,
     NotFound,
@@ -22,7 +24,7 @@ from ray_mcp.limits import DEFAULT_MAX_SCAN_MB, FILES_LISTED, MAX_LOG_LINES, MIN
 from ray_mcp.ray_api.client import ProgressFn
 from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
 from ray_mcp.ray_api.nodes import NodesAPI
-from ray_mcp.shaping.logs import GrepScanner, count_lines, decode_log, grep_section, log_hints, tail_section
+from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
 from ray_mcp.text import truncate_text
 
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
@@ -98,15 +100,6 @@ def _std(
         params={**params, "suffix": suffix}, source=f"std{suffix} of {what}", node_id=node_id,
         filename=f"{stem}.{suffix}{filename_note}", stream=suffix, hint=hint,
     )  # fmt: skip
-
-
-def _compile_grep(grep: str) -> re.Pattern[str]:
-    try:
-        return re.compile(grep, re.MULTILINE)
-    except re.error as exc:
-        raise InvalidArgument(
-            f"grep {grep!r} is not a valid regular expression: {exc}. Fix it and retry."
-        ) from exc
 
 
 class LogsAPI(JobsAPI, NodesAPI):
@@ -240,7 +233,7 @@ class LogsAPI(JobsAPI, NodesAPI):
         on_progress: ProgressFn | None = None,
     ) -> models.LogTail:
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
-        pattern = _compile_grep(grep) if grep is not None else None
+        pattern = log_grep.compile_grep(grep) if grep is not None else None
         sources = await self.resolve_log_sources(target)
         budget = max(MIN_LOG_BYTES, max_bytes // len(sources))
         sections = []
@@ -272,14 +265,20 @@ class LogsAPI(JobsAPI, NodesAPI):
         params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
         data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
         complete = total == len(data) and count_lines(data) <= lines
+        dropped = max(0, total - len(data))
         if follow_s > 0:
-            data += await self._follow(src, follow_s, on_progress=on_progress, skip_first=bool(data))
+            new, new_dropped = await self._follow(
+                src, follow_s, on_progress=on_progress, skip_first=bool(data), keep=keep
+            )
+            if new_dropped:
+                complete, dropped, data = False, dropped + len(data) + new_dropped, b""
+            data += new
         return tail_section(
             data,
             lines=lines,
             max_bytes=max_bytes,
             complete=complete,
-            dropped=max(0, total - len(data)),
+            dropped=dropped,
             base=self._section_base(src),
             followed_s=follow_s or None,
         )
@@ -287,7 +286,7 @@ class LogsAPI(JobsAPI, NodesAPI):
     async def _grep(
         self,
         src: LogSource,
-        pattern: re.Pattern[str],
+        pattern: log_grep.GrepPattern,
         *,
         lines: int,
         max_bytes: int,
@@ -296,7 +295,8 @@ class LogsAPI(JobsAPI, NodesAPI):
         follow_s: float,
         on_progress: ProgressFn | None,
     ) -> models.LogSection:
-        scanner = GrepScanner(pattern, context=context, keep=lines)
+        # The scan runs in worker threads (log_grep.feed_in_thread): the loop keeps serving other calls.
+        scanner = log_grep.GrepScanner(pattern, context=context, keep=lines, line_cap=max_bytes)
         params = {**src.params, "lines": "-1", "timeout": str(max(5, int(self.timeout_s)))}
         complete = True
         async with self._log_stream(
@@ -304,19 +304,22 @@ class LogsAPI(JobsAPI, NodesAPI):
         ) as r:
             with dashboard_errors(self.dashboard_url, src.source, self.timeout_s):
                 async for chunk in r.aiter_raw(1 << 20):
-                    scanner.feed(chunk)
-                    if scanner.bytes >= scan_cap:
+                    if scanner.bytes + len(chunk) > scan_cap:
+                        chunk = chunk[: scan_cap - scanner.bytes]
                         complete = False
+                    await log_grep.feed_in_thread(scanner, chunk)
+                    if not complete:
                         break
         if complete:
-            scanner.finish()
+            await log_grep.finish_in_thread(scanner)
         new_lines = 0
         if follow_s > 0:
             before = scanner.line_no
-            scanner.feed(
-                await self._follow(src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0)
-            )
-            scanner.finish()
+            await self._follow(
+                src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0, keep=0,
+                on_data=functools.partial(log_grep.feed_in_thread, scanner),
+            )  # fmt: skip
+            await log_grep.finish_in_thread(scanner)
             new_lines = scanner.line_no - before
         section = grep_section(
             scanner,
@@ -330,37 +333,57 @@ class LogsAPI(JobsAPI, NodesAPI):
         return section
 
     async def _follow(
-        self, src: LogSource, follow_s: float, *, on_progress: ProgressFn | None, skip_first: bool
-    ) -> bytes:
-        """Stream the lines appended to a log during ``follow_s`` seconds, reporting each batch as progress.
+        self,
+        src: LogSource,
+        follow_s: float,
+        *,
+        on_progress: ProgressFn | None,
+        skip_first: bool,
+        keep: int,
+        on_data: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> tuple[bytes, int]:
+        """Stream what is appended to a log during ``follow_s`` seconds, reporting each batch of lines as
+        progress. Returns (the last ``keep`` bytes, the bytes dropped before them); with ``on_data``, every
+        chunk goes there instead (grep scans it all) and nothing is kept.
 
         The stream endpoint starts with the file's last line (``lines=1``); that line is already in the
-        answer, so it is skipped.
+        answer, so it is skipped. Each chunk is looked at once: a line with no newline costs no rescans.
         """
         started = time.monotonic()
         new = bytearray()
-        pending = bytearray()
+        dropped = 0
+        line_start = bytearray()  # the start of the line in progress, for the progress text only
         skipping = skip_first
         params = {**src.params, "lines": "1", "interval": "0.5"}
         with anyio.move_on_after(follow_s):
             async with self._log_stream(
                 "stream", params, what=src.source, hint=src.hint, read_timeout=None
             ) as r:
-                async for chunk in r.aiter_raw():
-                    pending += chunk
+                async for raw in r.aiter_raw():
+                    chunk = raw
                     if skipping:
-                        cut = pending.find(b"\n")
+                        cut = chunk.find(b"\n")
                         if cut < 0:
                             continue
-                        del pending[: cut + 1]
-                        skipping = False
-                    cut = pending.rfind(b"\n")
+                        chunk, skipping = chunk[cut + 1 :], False
+                    if on_data is not None:
+                        await on_data(chunk)
+                    else:
+                        new += chunk
+                        if len(new) > 2 * keep:
+                            dropped += len(new) - keep
+                            del new[: len(new) - keep]
+                    cut = chunk.rfind(b"\n")
                     if cut < 0:
+                        if len(line_start) < 4096:
+                            line_start += chunk[: 4096 - len(line_start)]
                         continue
-                    batch = bytes(pending[: cut + 1])
-                    del pending[: cut + 1]
-                    new += batch
+                    batch = bytes(line_start) + chunk[max(0, cut + 1 - 4096) : cut + 1]
+                    line_start = bytearray(chunk[cut + 1 :][:4096])
                     if on_progress is not None:
                         text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
-        return bytes(new + pending)
+        if len(new) > keep:
+            dropped += len(new) - keep
+            del new[: len(new) - keep]
+        return bytes(new), dropped

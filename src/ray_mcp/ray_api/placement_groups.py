@@ -9,7 +9,7 @@ import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.errors import NotFound
-from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import gather
 from ray_mcp.ray_api.nodes import NodesAPI
 from ray_mcp.ray_api.query import Filter, has, where
@@ -86,6 +86,7 @@ class PlacementGroupsAPI(NodesAPI):
         """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
         State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
         try:
+            await ray_import.ensure("core")
             return await anyio.to_thread.run_sync(
                 lambda: gcs.placement_group_table(self._gcs(), self.timeout_s)
             )

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.ray_api import ray_import
 from ray_mcp.text import truncate_text
 
 _RUNTIME_ENV_FIXES = {
@@ -100,7 +101,8 @@ def validate_with_ray(env: dict[str, Any]) -> None:
     """Run Ray's own RuntimeEnv validation (types of pip, conda, uv...) without submitting anything."""
     if not env:
         return
-    from ray.runtime_env import RuntimeEnv  # lazily: the server must start without importing ray
+    ray_import.load_sync("core")  # the one safe way to import ray (see ray_import)
+    from ray.runtime_env import RuntimeEnv
 
     try:
         RuntimeEnv(**env)

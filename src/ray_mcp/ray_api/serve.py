@@ -19,6 +19,7 @@ from ray_mcp.errors import (
     dashboard_errors,
 )
 from ray_mcp.limits import LINE_CHARS
+from ray_mcp.ray_api import ray_import
 from ray_mcp.ray_api.logs import LogsAPI, LogSource
 from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.serve import (
@@ -131,6 +132,7 @@ class ServeAPI(LogsAPI):
             response.raise_for_status()
 
     async def serve_deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
+        await ray_import.ensure("serve")
         validated = await anyio.to_thread.run_sync(validate_serve_config, config)
         current = await self.serve_details()
         new_names = [a.get("name", "default") for a in validated.get("applications") or []]
@@ -162,6 +164,8 @@ class ServeAPI(LogsAPI):
 def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """Check a Serve config against Ray's own schema before sending it. Imports Ray Serve: run in a thread."""
     from pydantic import ValidationError
+
+    ray_import.load_sync("serve")
     from ray.serve.schema import ServeDeploySchema
 
     if not isinstance(config, Mapping) or not isinstance(config.get("applications"), list):

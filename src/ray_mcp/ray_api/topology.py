@@ -15,7 +15,6 @@ Sources, all read-only:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ import anyio.to_thread
 from ray_mcp import limits
 from ray_mcp.diagnosis.gather import first_sentence
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
-from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import gather as _gather
 from ray_mcp.shaping.nodes import uncamel_resources
 from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
@@ -38,8 +37,6 @@ ACTOR_ROWS = limits.TOPOLOGY_ACTOR_ROWS
 PG_ROWS = limits.TOPOLOGY_GROUP_ROWS
 MAX_PG_MEMBER_QUERIES = limits.TOPOLOGY_MEMBER_QUERIES
 LOGICAL_IDS_PER_REQUEST = limits.TOPOLOGY_IDS_PER_REQUEST
-# Ray's imports are not safe to run from several threads at once: the GCS calls of this module take turns.
-_RAY_IMPORT = threading.Lock()
 
 
 async def job_topology(api: RayAPI, job: str) -> JobTopology:
@@ -173,6 +170,7 @@ async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, An
 
 async def _gcs_facts(api: RayAPI, job_id: str) -> dict[str, Any]:
     try:
+        await ray_import.ensure("core")
         return await anyio.to_thread.run_sync(_gcs_facts_sync, api, job_id)
     except RayMCPError:
         raise
@@ -182,10 +180,9 @@ async def _gcs_facts(api: RayAPI, job_id: str) -> dict[str, Any]:
 
 def _gcs_facts_sync(api: RayAPI, job_id: str) -> dict[str, Any]:
     """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
-    with _RAY_IMPORT:
-        channel = api._gcs()
-        table = gcs.placement_group_table(channel, api.timeout_s)
-        actors = gcs.job_actor_table(channel, job_id, limit=ACTOR_ROWS, timeout_s=api.timeout_s)
+    channel = api._gcs()  # Ray is imported by ray_import's one lock, the channel made once (client.py)
+    table = gcs.placement_group_table(channel, api.timeout_s)
+    actors = gcs.job_actor_table(channel, job_id, limit=ACTOR_ROWS, timeout_s=api.timeout_s)
     owners = {a["actor_id"]: a["owner_worker_id"] for a in actors}
     stats = {
         a["actor_id"]: {"usedResources": a["used_resources"], "worker_id": a["worker_id"]} for a in actors

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from collections import deque
-
-from ray_mcp import models
+from ray_mcp import log_grep, models
 from ray_mcp.shaping.nodes import GIB
 
 
@@ -89,75 +86,8 @@ def decode_log(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-class GrepScanner:
-    """Scan a log streamed in chunks for a regex, keeping the last ``keep`` output lines (matches + context).
-
-    Chunks without a match are skipped with one regex search and a newline count, so a large log is scanned
-    at close to the speed it arrives.
-    """
-
-    def __init__(self, pattern: re.Pattern[str], *, context: int, keep: int) -> None:
-        self.pattern = pattern
-        self.context = context
-        self.out: deque[tuple[int, str, bool]] = deque(maxlen=keep)
-        self.before: deque[tuple[int, str]] = deque(maxlen=context or 1)
-        self.after = 0
-        self.line_no = 0
-        self.matches = 0
-        self.first_match: int | None = None
-        self.bytes = 0
-        self._partial = b""
-        self._last_out = 0  # the last line number put in ``out``
-
-    def feed(self, chunk: bytes) -> None:
-        self.bytes += len(chunk)
-        data = self._partial + chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._partial = data
-            return
-        self._partial = data[cut + 1 :]
-        self._scan(decode_log(data[: cut + 1]))
-
-    def finish(self) -> None:
-        if self._partial:
-            self._scan(decode_log(self._partial) + "\n")
-            self._partial = b""
-
-    def _scan(self, text: str) -> None:
-        if self.after == 0 and not self.pattern.search(text):
-            count = text.count("\n")
-            if self.context:
-                tail = text[:-1].rsplit("\n", self.context)[-self.context :]
-                start = self.line_no + count - len(tail) + 1
-                self.before.extend(zip(range(start, start + len(tail)), tail, strict=True))
-            self.line_no += count
-            return
-        for line in text[:-1].split("\n"):
-            self.line_no += 1
-            if self.pattern.search(line):
-                self.matches += 1
-                if self.first_match is None:
-                    self.first_match = self.line_no
-                if self.context:
-                    for number, before in self.before:
-                        if number > self._last_out:
-                            self._emit(number, before, False)
-                self._emit(self.line_no, line, True)
-                self.after = self.context
-            elif self.after:
-                self.after -= 1
-                self._emit(self.line_no, line, False)
-            if self.context:
-                self.before.append((self.line_no, line))
-
-    def _emit(self, number: int, line: str, is_match: bool) -> None:
-        self.out.append((number, line, is_match))
-        self._last_out = number
-
-
 def grep_section(
-    scanner: GrepScanner, *, max_bytes: int, complete: bool, grep: str, base: models.LogSection
+    scanner: log_grep.GrepScanner, *, max_bytes: int, complete: bool, grep: str, base: models.LogSection
 ) -> models.LogSection:
     entries = list(scanner.out)
     kept, _cut, truncated = cut_to_budget([t for _, t, _ in entries], max_bytes=max_bytes)
@@ -178,6 +108,7 @@ def grep_section(
             "scanned_bytes": scanner.bytes,
             "scanned_lines": scanner.line_no,
             "scan_complete": complete,
+            "long_lines": scanner.long_lines or None,
         }
     )
 
@@ -202,6 +133,12 @@ def render_log_section(section: models.LogSection) -> str:
             f"({format_bytes(section.scanned_bytes or 0)} scanned, {scope})"
             + (f"; showing the last {section.lines_shown} output lines" if section.lines_shown else "")
         )
+        if section.long_lines:
+            piece = format_bytes(log_grep.LONG_LINE_BYTES)
+            head += (
+                f"\n{section.long_lines} line(s) longer than {piece} without a newline: each was matched in "
+                f"{piece} pieces (a match across two pieces can be missed) and is shown cut"
+            )
     else:
         head += f"\nlast {section.lines_shown} line(s)"
     left = []

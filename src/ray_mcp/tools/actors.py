@@ -41,12 +41,7 @@ async def list_actors(
         bool, Field(description="Add job, namespace, resources, detached, full death cause.")
     ] = False,
 ) -> Annotated[CallToolResult, ActorList]:
-    """List the cluster's actors with exact totals and a count per state; DEAD ones carry their death cause.
-
-    Use it to find what is alive, what restarts and what died (and why: the exception raised in __init__,
-    a worker that exited, OOM, a dead node). Filters narrow the list; get_actor shows one actor in full;
-    kill_actor stops one. Basic fields by default: id, class, name, state, pid, node, restarts.
-    """
+    """Actors with exact totals per state; dead ones with their death cause. get_actor shows one in full."""
     limit, note = clamp_limit(limit, what="actors")
     filters = where(
         state=state, class_name=class_name, name=name, ray_namespace=namespace, job_id=await api.job_id_of(job),
@@ -57,10 +52,7 @@ async def list_actors(
 
 
 async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Actor]:
-    """Show one actor in full: state, pid, node, restarts, job, namespace, resources and full death cause.
-
-    Use it after list_actors to see why an actor died (the whole exception text) or how it was created.
-    """
+    """One actor in full: state, pid, node, restarts, job, namespace, resources, death cause."""
     actor = await api.get_actor(actor_id.strip())
     return tool_result(actor, render_actor(actor))
 
@@ -94,12 +86,8 @@ async def kill_actor(
     ] = False,
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, ActorKill]:
-    """Kill one actor (like ray.kill): its process is stopped at once and pending calls fail. Destructive.
-
-    The user is asked first (naming the actor's class, name and job) when the client supports it; else a
-    call without confirm changes nothing and returns a token: ask the user, then call again with
-    confirm=<token>. no_restart=false lets an actor with max_restarts come back. A detached actor is refused
-    unless force=true. Use list_actors or get_actor first to pick the right id.
+    """Kill an actor (like ray.kill): its process stops and pending calls fail. Confirmed by the user, or
+    by the token a first call returns.
     """
     actor: Actor = pending.subject
     decision = confirmation.decide(pending, confirm, answer)

@@ -19,12 +19,8 @@ async def cluster_status(
         int, Field(ge=1, le=MAX_NODES, description="Most nodes to list (all are counted).")
     ] = DEFAULT_MAX_NODES,
 ) -> Annotated[CallToolResult, ClusterStatus]:
-    """Show the Ray cluster at a glance: nodes, resources used/total, pending demands and the autoscaler.
-
-    Use it first, to learn what the cluster has (CPUs, GPUs, memory, custom resources, nodes alive and
-    dead) and whether anything waits for resources: pending task/actor demands, pending placement groups
-    (flagged INFEASIBLE when no node could ever hold them). It is the agent's `ray status`. Dead nodes carry
-    the reason Ray recorded.
+    """The cluster at a glance (like `ray status`): nodes, resources used/total, per-node use, pending and
+    infeasible demands, autoscaler. Start here.
     """
     status = await api.cluster_status(max_nodes=max_nodes)
     return tool_result(status, render_cluster_status(status))

@@ -58,12 +58,8 @@ async def submit_job(
         dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
     ] = None,
 ) -> Annotated[CallToolResult, JobSubmitted]:
-    """Submit a Ray job (like `ray job submit`): run a shell entrypoint on the cluster; returns at once.
-
-    A local runtime_env.working_dir (or py_modules) on the machine running ray-mcp is zipped and uploaded,
-    only from under the server's upload roots (--upload-root; over HTTP none unless the operator names one).
-    The runtime_env is validated first: a mistake changes nothing. Then use wait_for_job to follow the
-    job, get_job for its state and tail_logs(job=...) for its output. It starts a new job in the cluster.
+    """Submit a job (like `ray job submit`); returns at once. A local working_dir is uploaded. Follow it
+    with wait_for_job, get_job or tail_logs(job=...).
     """
     result = await api.submit_job(
         entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
@@ -77,11 +73,7 @@ async def submit_job(
 
 
 async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
-    """Show one job: status, message, error_type, exit code, entrypoint, times, metadata, runtime_env.
-
-    Use it to check a job once; wait_for_job waits for it to end, list_jobs finds jobs, tail_logs reads
-    its output. Accepts a submission id or a job id.
-    """
+    """One job: status, message, error type, exit code, entrypoint, times, metadata, runtime_env."""
     info = await api.get_job(job)
     return tool_result(info, render_job(info))
 
@@ -99,11 +91,7 @@ async def list_jobs(
         int, Field(ge=1, le=MAX_JOBS_LIMIT, description="Most jobs to show (all are counted).")
     ] = DEFAULT_JOBS_LIMIT,
 ) -> Annotated[CallToolResult, JobList]:
-    """List the cluster's jobs, newest first: status, entrypoint, start time, duration and error type.
-
-    Use it to find a job's submission id or to see what failed; get_job shows one job in full. Filter by
-    status and entrypoint text; the answer gives total, matching and shown.
-    """
+    """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
     statuses = [str(s) for s in status] if status else None
     result = await api.list_jobs(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
     return tool_result(result, render_job_list(result))
@@ -117,21 +105,16 @@ async def wait_for_job(
         float, Field(gt=0, le=MAX_WAIT_S, description=f"Most seconds to wait (at most {MAX_WAIT_S:g}).")
     ] = DEFAULT_WAIT_S,
 ) -> Annotated[CallToolResult, JobWait]:
-    """Wait until a job ends (SUCCEEDED, FAILED, STOPPED) or timeout_s passes, then show its state.
-
-    While waiting it sends progress notifications with the status and the newest log line. A timeout is
-    not an error: the answer gives the current state and says it timed out, so call it again to keep
-    waiting. Use get_job for a single look instead.
+    """Wait until a job ends or timeout_s passes, with progress notifications. A timeout is not an error:
+    call again to keep waiting.
     """
     result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
     return tool_result(result, render_wait(result))
 
 
 async def stop_job(api: Api, job: Job) -> Annotated[CallToolResult, JobChange]:
-    """Stop a running or pending job (like `ray job stop`): Ray kills its driver; the job ends STOPPED.
-
-    A job that has already ended is left as it is and the answer says so. Its record and logs stay; use
-    delete_job to remove an ended job's record. Follow with wait_for_job to see it reach STOPPED.
+    """Stop a running or pending job (like `ray job stop`); an ended job is left as it is. Its record and
+    logs stay.
     """
     result = await api.stop_job(job)
     return tool_result(result, result.message)
@@ -159,11 +142,8 @@ async def delete_job(
     answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_plan)],
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, JobChange]:
-    """Delete an ended job's record and runtime-env data (like `ray job delete`); irreversible.
-
-    Only ended jobs (STOPPED, SUCCEEDED, FAILED) can be deleted: stop_job a running one first. Log files
-    stay on disk. The user is asked first when the client supports it; else a call without confirm changes
-    nothing and returns a confirmation token: call it again with confirm=<token> to delete.
+    """Delete an ended job's record (like `ray job delete`); irreversible. Confirmed by the user, or by the
+    token a first call returns.
     """
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:

@@ -88,12 +88,8 @@ async def tail_logs(
         int, Field(ge=1, le=MAX_SCAN_MB, description="With grep: stop scanning after this many MB.")
     ] = DEFAULT_MAX_SCAN_MB,
 ) -> Annotated[CallToolResult, LogTail]:
-    """Read the end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's own files.
-
-    Give exactly one target: job, actor_id, task_id (+attempt), pid + node, or node + filename. The tail
-    is cut on the cluster side, so a 1 GB log is as fast as a small one; grep searches the whole file.
-    The answer says which file on which node, and what was left out. follow_s streams new lines as
-    progress notifications. Find ids with list_jobs and list_actors, nodes with cluster_status.
+    """The end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's file (exactly
+    one target). grep searches the whole file; follow_s streams new lines.
     """
     tail = await api.tail_logs(
         target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,

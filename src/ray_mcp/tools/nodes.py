@@ -20,11 +20,7 @@ async def list_nodes(
         int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
     ] = DEFAULT_LIMIT,
 ) -> Annotated[CallToolResult, NodeList]:
-    """List the cluster's nodes: id, ip, alive or dead, head or worker, resources total and free, labels.
-
-    Use it to see where work can run (per-node free resources, labels for label selectors) and why a node
-    died (its death reason). cluster_status gives the cluster-wide summary instead.
-    """
+    """Nodes: alive or dead (and why), head or worker, resources total and free, host use, labels."""
     limit, note = clamp_limit(limit, what="nodes")
     page = await api.list_nodes(state=state, limit=limit, notes=[note] if note else [])
     return tool_result(page, render_node_list(page))

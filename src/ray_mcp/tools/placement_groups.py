@@ -27,12 +27,7 @@ async def pg_status(
         int, Field(ge=0, description=f"Most groups to list (0: counts only; max {MAX_LIMIT}).")
     ] = DEFAULT_LIMIT,
 ) -> Annotated[CallToolResult, PlacementGroupList]:
-    """Show placement groups: state, strategy, creator job, bundles and their nodes; explain every PENDING one.
-
-    Use it when tasks or actors wait on a placement group, or cluster_status reports pending groups. For a
-    PENDING group it names the constraint that fails (a bundle larger than any node, STRICT_SPREAD with more
-    bundles than nodes, STRICT_PACK larger than any node) or says it waits for resources in use.
-    """
+    """Placement groups: state, strategy, bundles and their nodes, and why each PENDING one waits."""
     limit, note = clamp_limit(limit, what="placement groups")
     page = await api.pg_status(
         placement_group=placement_group, state=state, job_id=await api.job_id_of(job), limit=limit,

@@ -36,12 +36,7 @@ async def serve_status(
         ),
     ] = DEFAULT_SERVE_LOG_LINES,
 ) -> Annotated[CallToolResult, ServeStatus]:
-    """Show Ray Serve: applications, their deployments, replicas, and the error of anything failing.
-
-    Use it to check a deploy or find why an application is DEPLOY_FAILED or UNHEALTHY: for each failing
-    deployment it adds Ray's error message and the last lines of a failing replica's log. Says plainly when
-    Serve is not running. It never sends requests to the applications themselves.
-    """
+    """Ray Serve: applications, deployments, replicas, and the error and log tail of anything failing."""
     status = await api.serve_status(app=app, log_lines=log_lines)
     return tool_result(status, render_serve_status(status))
 
@@ -105,11 +100,8 @@ async def serve_deploy(
         str | None, Field(description="For replace=true: the token from a first call without it.")
     ] = None,
 ) -> Annotated[CallToolResult, ServeChange]:
-    """Deploy or update Ray Serve applications from a declarative config; starts Serve if needed.
-
-    By default the applications are merged into the ones already declared (same name: updated; others
-    kept). The config is validated against Ray's schema before anything is sent. Returns the resulting
-    status; deploying is asynchronous, so call serve_status to follow it. Changes the cluster.
+    """Deploy or update Serve applications from a declarative config, merged with what runs. replace=true
+    removes the apps it omits (destructive, confirmed).
     """
     deleting: list[str] = pending.subject.get("deleting", []) if isinstance(pending.subject, dict) else []
     decision = confirmation.decide(pending, confirm, answer)
@@ -153,10 +145,8 @@ async def serve_delete_app(
     answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_app_plan)],
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, ServeChange]:
-    """Delete one Serve application (its deployments and replicas) and keep the others running. Destructive.
-
-    The user is asked first when the client supports it; else a call without confirm changes nothing and
-    returns a token: ask the user, then call again with confirm=<token>. It never shuts Serve itself down.
+    """Delete one Serve application; the others keep running. Confirmed by the user, or by the token a
+    first call returns.
     """
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:

@@ -51,12 +51,8 @@ async def stack_traces(
         int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
     ] = DEFAULT_STACK_BYTES,
 ) -> Annotated[CallToolResult, StackTraces]:
-    """Where is it stuck? The live Python stacks of a job (driver, actors, task workers), an actor, a task or a pid.
-
-    Identical stacks are collapsed with counts ("4 of 4 TrainWorker: blocked in ray.get at train.py:88"),
-    project frames first, Ray's own frames folded. Use it for a job or actor that is RUNNING but makes no
-    progress (deadlock, barrier, a slow loop); diagnose_job calls it for a stalled job. Reads via the
-    dashboard (RAY_DASHBOARD_ENABLE_PROFILING=1 on the head) or py-spy on this host. Read-only.
+    """Where is it stuck? Live Python stacks of a job's driver and workers, an actor, a task or a pid,
+    identical ones collapsed with counts.
     """
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="stack_traces")
     target = Target(kind=kind, job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
@@ -83,12 +79,7 @@ async def cpu_profile(
         ),
     ] = None,
 ) -> Annotated[CallToolResult, CpuProfile]:
-    """It runs but it is slow: sample one worker's CPU for a few seconds and list its hottest functions.
-
-    py-spy record of an actor, a RUNNING task's worker, or pid + node, for duration_s (default 5, max 30):
-    functions by own time and total time, project code marked, and the hottest stack. For where a process
-    waits rather than computes, use stack_traces. Read-only (py-spy pauses the process briefly per sample).
-    """
+    """Why is it slow? Samples one worker's CPU for a few seconds and lists its hottest functions."""
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="cpu_profile")
     target = Target(kind=kind, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
     profile = await api.stacks.cpu_profile(

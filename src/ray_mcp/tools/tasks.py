@@ -53,11 +53,7 @@ async def list_tasks(
     ] = DEFAULT_TASK_LIMIT,
     detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
 ) -> Annotated[CallToolResult, TaskList]:
-    """List individual tasks (and actor method calls) with state, job, actor, node and error.
-
-    Use it to find specific tasks, e.g. the failed ones of one error type with their error message. For
-    counts over many tasks use summarize_tasks first. Ray keeps a bounded history of finished tasks.
-    """
+    """Individual tasks and actor calls: state, job, actor, node, error. For counts, summarize_tasks."""
     limit, note = clamp_limit(limit, what="tasks")
     filters = await task_filters(api, state, name, job, actor_id, error_type)
     page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
@@ -72,11 +68,7 @@ async def summarize_tasks(
     actor_id: ActorId = None,
     error_type: ErrorType = None,
 ) -> Annotated[CallToolResult, TaskSummary]:
-    """Count tasks by function name and state; group failed tasks by error type with one sample error each.
-
-    Use it first when asking "what ran, what is stuck, what failed and why": it covers every task Ray
-    recorded in a few KB. Then list_tasks shows individual tasks of one group.
-    """
+    """Tasks counted by function and state; failures grouped by error type with a sample each."""
     summary = await api.summarize_tasks(
         filters=await task_filters(api, state, name, job, actor_id, error_type)
     )

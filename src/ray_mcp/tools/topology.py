@@ -17,12 +17,8 @@ async def job_topology(
     api: Api,
     job: Annotated[str, Field(description="The job: submission id (raysubmit_...) or job id (hex).")],
 ) -> Annotated[CallToolResult, JobTopology]:
-    """Show one job's structure: driver, placement groups and bundles, the actors in each (node, GPU ids,
-    state), actors outside groups, its Serve apps and replicas, and the nodes with the job's share.
-
-    Use it for structural questions about a training job: which actor sits on which node and GPU, which
-    bundle is empty, which rank died and why, which worker group is short. Gaps come first. For one
-    actor's detail use list_actors; for why a group is PENDING use pg_status.
+    """One job's structure: driver, placement groups and bundles, their actors (node, GPU ids, state),
+    Serve replicas, nodes and the job's share. Gaps first.
     """
     topology = await gather_topology(api, job)
     return tool_result(topology, render_topology(topology))

@@ -31,11 +31,7 @@ async def list_train_runs(
         ),
     ] = limits.DEFAULT_TRAIN_RUNS,
 ) -> Annotated[CallToolResult, TrainRunList]:
-    """List Ray Train runs (Train v2) with status, job, attempts and workers, newest first.
-
-    Runs show only if the training driver ran with RAY_TRAIN_ENABLE_STATE_TRACKING=1; otherwise the answer
-    is an error saying the runs are unknown. get_train_run shows one run by rank.
-    """
+    """Ray Train runs, newest first: status, job, attempts, workers."""
     page = await train_api.list_train_runs(api, status=status, name=name, limit=limit)
     return tool_result(page, render_run_list(page))
 
@@ -46,11 +42,8 @@ async def get_train_run(
         str, Field(description="The run id (32 hex chars) or name (the newest run of that name).")
     ],
 ) -> Annotated[CallToolResult, TrainRun]:
-    """Show one Ray Train run: status, its worker group by rank (actor, node, GPUs, state), the errors by
-    rank, and the latest checkpoint with its metrics when the run's storage is readable from here.
-
-    Use it when a training job fails or hangs and it uses Ray Train; job_topology shows any job's actors and
-    placement groups instead.
+    """One Ray Train run: its worker group by rank (actor, node, GPUs, state), errors by rank, latest
+    checkpoint.
     """
     result = await train_api.get_train_run(api, run)
     return tool_result(result, render_run(result))

@@ -19,7 +19,7 @@ from ray_mcp.settings import Settings
 
 ALL_CHECKS = {
     "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts", "failed tasks",
-    "placement groups", "Serve",
+    "placement groups", "Serve", "cluster events",
 }  # fmt: skip
 
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
@@ -289,11 +289,12 @@ async def start_local_head(
     attempts: int = 3,
     on_spawn: Callable[[LocalHead], None] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    **head_options: Any,
 ) -> LocalHead:
     """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
     can take one in between: when the head exits while starting, try again on new ports."""
     for attempt in range(1, attempts + 1):
-        head = LocalHead(num_cpus=num_cpus, extra_env=dict(extra_env or {}))
+        head = LocalHead(num_cpus=num_cpus, extra_env=dict(extra_env or {}), **head_options)
         log.info("ray-mcp: starting a local Ray head in %s (attempt %d)", head.temp_dir, attempt)
         head.spawn()
         if on_spawn is not None:

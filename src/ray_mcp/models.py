@@ -488,12 +488,16 @@ class JobDiagnosis(BaseModel):
     error_type: str | None = None
     driver_exit_code: int | None = None
     verdict: str = Field(
-        description="The most likely root cause, in one line (Unknown: ... if none was found "
-        "and some evidence could not be read)."
+        description="The job's status and how it got there, then the symptom and the last link of its cause "
+        "chain (Unknown: ... if none was found and some evidence could not be read)."
     )
     findings: list[Finding]
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
     unchecked: list[str] = Field(default_factory=list, description="Evidence that could not be read.")
+    events: list[str] = Field(
+        default_factory=list, description="Cluster events that explain it, newest first."
+    )
+    other_jobs: list[str] = Field(default_factory=list, description="Other jobs' problems, in one line.")
 
 
 class ClusterHealth(BaseModel):
@@ -507,6 +511,7 @@ class ClusterHealth(BaseModel):
     checked: list[str] = Field(description="What was looked at.")
     unchecked: list[str] = Field(default_factory=list, description="Checks that could not run.")
     notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
+    events: list[str] = Field(default_factory=list, description="Cluster events, newest first.")
 
 
 # -- stacks and CPU profiles (stack_traces, cpu_profile) -----------------------------------------------------

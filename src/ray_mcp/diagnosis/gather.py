@@ -4,12 +4,16 @@ reasoning over it lives beside (job.py, health.py) and talks to no cluster."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Awaitable
 from typing import Any
 
+import anyio.to_thread
+
 from ray_mcp import models
-from ray_mcp.diagnosis import hang
+from ray_mcp.diagnosis import evidence as chain_evidence
+from ray_mcp.diagnosis import hang, report
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
 from ray_mcp.diagnosis.findings import rank
@@ -18,7 +22,6 @@ from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, D
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.logs import LogTarget
-from ray_mcp.shaping import diagnosis as answers
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info
 
 log = logging.getLogger("ray_mcp.diagnosis")
@@ -43,6 +46,7 @@ async def optional(
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
     """Gather everything about one job concurrently, then rank the findings (diagnose_job)."""
+    await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
     details = await api.job_details(job)
     info = job_info(details, time.time())
     notes: list[str] = []
@@ -50,7 +54,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     job_id = info.job_id
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
-    driver, dead, pending, supervisor, tasks, pgs, capacities, status = await gather(
+    driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
         optional(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
                        notes, "the driver log", missed),
         optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
@@ -65,11 +69,15 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         optional(api.node_capacities(), notes, "the nodes", missed),
         optional(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
+        chain_evidence.gather_job(api, details, None),
     )  # fmt: skip
+    driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
+    ev.driver_lines = driver_lines
+    await chain_evidence.phase_two(api, ev)
     evidence = job_reasoning.JobEvidence(
         info=info,
         entrypoint_resources=entrypoint_resources(details),
-        driver_lines=[line for section in driver.sections for line in section.lines] if driver else None,
+        driver_lines=driver_lines,
         dead_actors=list(dead.actors) if dead else [],
         dead_actors_total=dead.matched if dead else 0,
         pending_actors=list(pending.actors) if pending else [],
@@ -93,18 +101,19 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     stall = await optional(hang.gather(api, details), notes, "the job's progress", missed)
     if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
         findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
-    return answers.job_diagnosis(job, info, findings, notes, max_bytes=max_bytes, unchecked=missed)
+    return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes, unchecked=missed)
 
 
 async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
     """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
+    await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
     notes: list[str] = []
     missed: list[str] = []
     checks = [
         "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts",
-        "failed tasks", "placement groups", "Serve",
+        "failed tasks", "placement groups", "Serve", "cluster events",
     ]  # fmt: skip
-    status, jobs, dead, restarting, alive, tasks, pgs, serve = await gather(
+    status, jobs, dead, restarting, alive, tasks, pgs, serve, ev = await gather(
         optional(api.cluster_status(max_nodes=50), notes, "nodes and demands", missed),
         optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs", missed),
         optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
@@ -117,6 +126,7 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                        "placement groups", missed),
         optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
+        chain_evidence.gather_cluster(api),
     )  # fmt: skip
     recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
     failed_jobs = await gather(
@@ -135,10 +145,23 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         pending_pgs_total=pgs.matched if pgs else 0,
     )
     findings = health_reasoning.cluster_health(evidence)
+    if ev.events is None:
+        missed.append("cluster events")
     checked = [c for c in checks if c not in missed]
-    return answers.cluster_health(
-        api.dashboard_url, findings, checked, notes, max_bytes=max_bytes, unchecked=missed
+    return report.health_report(
+        api.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes, unchecked=missed
     )
+
+
+_RAY_IMPORT = threading.Lock()
+
+
+def import_ray_once() -> None:
+    """Import ray (and the modules the gathering threads use) in one thread: two threads importing parts of ray
+    at the same time can deadlock in the import system (_DeadlockError)."""
+    with _RAY_IMPORT:
+        import ray.core.generated.gcs_service_pb2
+        import ray.job_submission  # noqa: F401
 
 
 def first_sentence(text: str) -> str:

@@ -1,0 +1,318 @@
+"""Gathering the evidence graph's inputs through RayAPI, in a bounded number of requests.
+
+Phase 1 (concurrent, 7 requests): the job's actors and task attempts, nodes, placement groups, jobs, cluster
+events and dead workers. Phase 2 (concurrent, only what phase 1 calls for, at most ~8 requests): the holders of
+resources when something waits for them, an actor looked up by name, owners that are not the job's own, and the
+stderr of workers that crashed in a loop. A source that fails is recorded in ``Evidence.unreadable`` and the
+reasoning says so instead of concluding anything from its absence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from ray_mcp.diagnosis.graph import DRIVER_WORKER, OWNER_REF, Evidence, num
+from ray_mcp.errors import RayMCPError
+
+if TYPE_CHECKING:
+    from ray_mcp.ray_api import RayAPI
+
+log = logging.getLogger("ray_mcp.diagnosis")
+
+JOB_ACTORS = 500
+JOB_TASKS = 1000
+CLUSTER_ROWS = 2000
+EVENTS = 2000  # Ray returns the OLDEST events first when it cuts at the limit: keep it high
+DEAD_WORKERS = 500
+LOG_LINES = 40
+LOOPING = 2
+
+
+async def _rows(
+    api: RayAPI, ev: Evidence, resource: str, what: str, *, filters: list[tuple[str, str, str]] | None = None,
+    limit: int = 100, detail: bool = True,
+) -> list[dict[str, Any]] | None:  # fmt: skip
+    try:
+        result = await api.list_state(resource, what=what, filters=filters or [], limit=limit, detail=detail)
+    except Exception as exc:  # one source failing (even by a bug) leaves the others; the answer says so
+        ev.unreadable.append(f"{what}: {failure(exc)}")
+        return None
+    rows = [dict(r) for r in result.get("result") or []]
+    total = int(num(result.get("total")))
+    if total > len(rows) and not filters:
+        ev.unreadable.append(f"{what}: only {len(rows)} of {total} read")
+    return rows
+
+
+def failure(exc: BaseException) -> str:
+    if isinstance(exc, RayMCPError):
+        return str(exc).split(". ")[0]
+    log.warning("diagnosis: unexpected %s while gathering", type(exc).__name__, exc_info=exc)
+    return f"unexpected {type(exc).__name__}"
+
+
+async def _first(*aws: Awaitable[Any]) -> list[Any]:
+    return list(await asyncio.gather(*aws))
+
+
+def waits_for_resources(ev: Evidence) -> bool:
+    states = {"PENDING_NODE_ASSIGNMENT"}
+    if any(t.get("state") in states for t in ev.tasks or []):
+        return True
+    if any(a.get("state") in ("PENDING_CREATION", "RESTARTING") for a in ev.actors or []):
+        return True
+    if any(p.get("state") in ("PENDING", "RESCHEDULING") for p in ev.pgs or []):
+        return True
+    return bool(ev.job and ev.job.get("status") == "PENDING")
+
+
+def owner_workers(ev: Evidence, texts: list[str]) -> list[str]:
+    found = []
+    for text in texts:
+        for m in OWNER_REF.finditer(text):
+            wid = m["worker"]
+            if not DRIVER_WORKER.match(wid) and wid not in found:
+                found.append(wid)
+    for a in ev.actors or []:
+        ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
+        if (
+            ctx.get("reason") == "OWNER_DIED"
+            and ctx.get("owner_id")
+            and not DRIVER_WORKER.match(str(ctx["owner_id"]))
+        ):
+            found.append(str(ctx["owner_id"]))
+    return found[:2]
+
+
+async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[str] | None) -> Evidence:
+    ev = Evidence(now_ms=time.time() * 1000, job=dict(details), driver_lines=driver_lines)
+    job_id = details.get("job_id")
+    by_job = [("job_id", "=", str(job_id))] if job_id else None
+    actors, tasks, nodes, pgs, jobs, events, workers = await _first(
+        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS) if by_job else _none(),
+        _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=JOB_TASKS) if by_job else _none(),
+        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
+        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
+        _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
+        cluster_events(api, ev),
+        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
+    )  # fmt: skip
+    ev.actors, ev.tasks, ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = (
+        actors, tasks, nodes, pgs, jobs, events, workers
+    )  # fmt: skip
+    return ev
+
+
+async def gather_cluster(api: RayAPI) -> Evidence:
+    ev = Evidence(now_ms=time.time() * 1000)
+    not_alive = [("state", "!=", "ALIVE")]
+    actors, alive, tasks, running, nodes, pgs, jobs, events, workers = await _first(
+        _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS),
+        _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
+        _rows(api, ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")], limit=JOB_TASKS),
+        _rows(api, ev, "tasks", "the running tasks", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
+        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
+        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
+        _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
+        cluster_events(api, ev),
+        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
+    )  # fmt: skip
+    ev.actors = (
+        (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
+        if actors is not None
+        else None
+    )
+    ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
+    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = nodes, pgs, jobs, events, workers
+    await asyncio.gather(
+        _crash_logs(api, ev),
+        _strategies(api, ev) if any(p.get("state") == "PENDING" for p in pgs or []) else _none(),
+    )
+    return ev
+
+
+async def cluster_events(api: RayAPI, ev: Evidence) -> list[dict[str, Any]] | None:
+    """Cluster events (node added or removed, OOM kills, autoscaler decisions, worker crashes), oldest first.
+
+    /api/v0/cluster_events first; the dashboard's older /events (the same store, no list options) when the
+    State API's variant fails, as it does on some event records."""
+    try:
+        # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
+        result = await api.list_state("cluster_events", what="the cluster events", limit=EVENTS, detail=True)
+    except Exception as exc:
+        first_error = failure(exc)
+    else:
+        rows = [dict(r) for r in result.get("result") or []]
+        if int(num(result.get("total"))) > len(rows):
+            ev.unreadable.append(
+                f"the newest cluster events: Ray returned the oldest {len(rows)} of {result.get('total')}"
+            )
+        return rows
+    try:
+        data = await api.get_data("/events", what="the cluster events (/events)")
+    except Exception:
+        ev.unreadable.append(f"the cluster events: {first_error}")
+        return None
+    rows = []
+    for events in (data.get("events") or {}).values() if isinstance(data, dict) else []:
+        for e in events:
+            ts = num(e.get("timestamp"))
+            rows.append({"time": _clock(ts), "timestamp": ts, "severity": e.get("severity"),
+                         "source_type": e.get("sourceType") or e.get("source_type"), "message": e.get("message")})  # fmt: skip
+    rows.sort(key=lambda r: r["timestamp"])
+    return rows[-EVENTS:]
+
+
+def _clock(ts: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"
+
+
+async def _none() -> None:
+    return None
+
+
+async def _strategies(api: RayAPI, ev: Evidence) -> None:
+    """The strategy of each pending placement group (the State API omits it; the GCS table has it)."""
+    try:
+        table = await api._pg_table()
+    except Exception as exc:
+        ev.unreadable.append(f"the placement group strategies: {failure(exc)}")
+        return
+    if table is None:
+        ev.unreadable.append("the placement group strategies: the GCS did not answer (STRICT_* not checked)")
+        return
+    strategies = {r.get("placement_group_id"): r.get("strategy") for r in table}
+    for pg in ev.pgs or []:
+        if not pg.get("strategy") and strategies.get(pg.get("placement_group_id")):
+            pg["strategy"] = strategies[pg.get("placement_group_id")]
+
+
+async def phase_two(api: RayAPI, ev: Evidence) -> None:
+    """The requests phase 1 calls for (holders, a named actor, owners, crash logs), concurrently."""
+    jobs: list[Awaitable[Any]] = []
+    if waits_for_resources(ev):
+        jobs.append(_holders(api, ev))
+    job_id = (ev.job or {}).get("job_id")
+    if any((p.get("state") != "CREATED" and p.get("creator_job_id") in (job_id, None)) or p.get("state") == "PENDING"
+           for p in ev.pgs or []):  # fmt: skip
+        jobs.append(_strategies(api, ev))
+    text = "\n".join(ev.driver_lines or [])
+    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
+    if m:
+        jobs.append(_related(api, ev, [("name", "=", m["name"])], f"actors named {m['name']!r}"))
+    messages = [
+        text,
+        *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][:50],
+    ]
+    for wid in owner_workers(ev, messages):
+        jobs.append(_owner(api, ev, wid))
+    jobs.append(_crash_logs(api, ev))
+    await asyncio.gather(*jobs)
+
+
+async def _holders(api: RayAPI, ev: Evidence) -> None:
+    alive, running = await _first(
+        _rows(api, ev, "actors", "the alive actors (resource holders)", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
+        _rows(api, ev, "tasks", "the running tasks (resource holders)", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
+    )  # fmt: skip
+    ev.alive_actors, ev.running_tasks = alive, running
+    # Jobs of holders that the job list may lack (a job list cut at its limit).
+
+
+async def _related(api: RayAPI, ev: Evidence, filters: list[tuple[str, str, str]], what: str) -> None:
+    rows = await _rows(api, ev, "actors", what, filters=filters, limit=20)
+    ev.related_actors += rows or []
+
+
+async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
+    """The owner worker of a lost object or an orphaned actor: its exit, and the actor that ran in it."""
+    known = {w.get("worker_id"): w for w in ev.workers or []}
+    worker = known.get(worker_id)
+    if worker is None:
+        rows = await _rows(
+            api, ev, "workers", f"worker {worker_id}", filters=[("worker_id", "=", worker_id)], limit=1
+        )
+        if rows:
+            worker = rows[0]
+            ev.workers = [*(ev.workers or []), worker]
+    pid = int(num((worker or {}).get("pid")))
+    if pid and not any(int(num(a.get("pid"))) == pid for a in ev.actors or []):
+        await _related(api, ev, [("pid", "=", str(pid))], f"the actor in pid {pid}")
+
+
+async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
+    """Stderr of crashed workers: the newest dead worker of each looping actor, and crashed task workers."""
+    from ray_mcp.ray_api.logs import LogTarget
+
+    dead = [
+        w
+        for w in ev.workers or []
+        if w.get("worker_type") == "WORKER"
+        and w.get("exit_type") not in ("INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT")
+    ]
+    looping = [
+        a for a in ev.actors or [] if int(num(a.get("num_restarts"))) >= 1 and a.get("state") != "DEAD"
+    ][:LOOPING]
+    reads: list[tuple[str, Awaitable[Any]]] = []
+    for actor in looping:
+        node = actor.get("node_id")
+        job = str(actor.get("job_id") or "")
+        files = await _worker_files(api, ev, str(node), job)
+        mine = [
+            w
+            for w in dead
+            if w.get("node_id") == node
+            and int(num(w.get("pid"))) in files
+            and int(num(w.get("pid"))) != int(num(actor.get("pid")))
+        ]
+        actor["_dead_workers"] = [
+            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")} for w in mine[-20:]
+        ]  # fmt: skip
+        newest = sorted(mine, key=lambda w: num(w.get("end_time_ms")))[-1:]
+        for w in newest:
+            target = LogTarget(pid=int(num(w.get("pid"))), node=str(node), stream="err")
+            reads.append(
+                (f"actor:{actor.get('actor_id')}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000))
+            )
+    crashed = [t for t in ev.tasks or [] if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")][:2]
+    for t in crashed:
+        target = LogTarget(pid=int(num(t.get("worker_pid"))), node=str(t.get("node_id")), stream="err")
+        reads.append(
+            (
+                f"{t.get('node_id')}:{int(num(t.get('worker_pid')))}",
+                api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000),
+            )
+        )
+    results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
+    for (key, _), result in zip(reads, results, strict=True):
+        if isinstance(result, BaseException):
+            ev.unreadable.append(f"the worker log for {key}: {failure(result)}")
+            continue
+        ev.worker_logs[key] = [line for sec in result.sections for line in sec.lines][-LOG_LINES:]
+
+
+async def _worker_files(api: RayAPI, ev: Evidence, node_id: str, job_id: str) -> set[int]:
+    """The pids of the job's worker processes on a node, from their log file names (worker-<id>-<job>-<pid>)."""
+    try:
+        data = await api.get_data(
+            "/api/v0/logs",
+            what="the log file list",
+            params={"node_id": node_id, "glob": f"worker-*-{job_id}-*.err"},
+        )
+    except Exception as exc:
+        ev.unreadable.append(f"the worker log list of node {node_id}: {failure(exc)}")
+        return set()
+    pids = set()
+    for group in (data.get("result") or {}).values() if isinstance(data, dict) else []:
+        for name in group:
+            m = re.search(r"-(\d+)\.err$", str(name))
+            if m:
+                pids.add(int(m[1]))
+    return pids

@@ -1,0 +1,396 @@
+"""The evidence graph of a diagnosis: Ray's records as entities joined by causal edges (pure, no I/O).
+
+Entities are jobs, drivers, tasks, actors, objects, placement groups and bundles, nodes, Serve replicas,
+workers and resources. Edges say why one entity is in its state:
+
+- ``waits_on``: a driver or task blocked on an object or a child task, a task or actor waiting for resources,
+  a placement group waiting for bundles, a queued actor call waiting for the call that occupies its actor;
+- ``holds``: an actor, task or bundle that holds a resource on a node (and the job it belongs to);
+- ``owns`` / ``created_by``: the owner of an object or actor, the job that created an entity;
+- ``ended_by``: a user's stop or kill, a cancel, a node's death, the memory monitor, a placement group's
+  removal, a worker's exit, the end of the owning job;
+- ``raised_in``: where an exception first happened (a task on a node, an actor method, the driver).
+
+Every input is the raw JSON Ray's State API, job API and event API return, so a recorded ``Evidence`` replays
+exactly (tests/recorded). ``chains.py`` follows the edges into chains and verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Row = dict[str, Any]
+
+NIL_ID = re.compile(r"^f+$")
+# Ray's driver worker ids are the job id followed by f's (JobID + WorkerID::FromDriver).
+DRIVER_WORKER = re.compile(r"^(?P<job>[0-9a-f]{8})f{48}$")
+OWNER_REF = re.compile(
+    r"[Oo]wner worker ID: (?P<worker>[0-9a-f]{56})(?:, owner node ID: (?P<node>[0-9a-f]{56}))?"
+    r"(?:, owner address: (?P<addr>[\d.]+):\d+)?"
+)
+RAY_FRAME = re.compile(r"ray::(?P<name>[\w.<>-]+)\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[\d.a-f:]+)")
+MEMORY_LINE = re.compile(
+    r"Memory on the node \(IP: (?P<ip>[^,]+), ID: (?P<node>[0-9a-f]+)\)[^\n]*?was (?P<used>[^\n]*)"
+)
+OOM_REASON = re.compile(r"OOM kill reason: (?P<reason>[^\n]+)")
+
+
+@dataclass
+class Evidence:
+    """What the gathering read from Ray, as Ray returned it. ``None`` means the source could not be read."""
+
+    now_ms: float = 0.0
+    job: Row | None = None  # JobDetails of the diagnosed job (diagnose_job only)
+    driver_lines: list[str] | None = None
+    actors: list[Row] | None = None  # the job's actors (all states); the whole cluster's for cluster_health
+    tasks: list[Row] | None = None  # the job's task attempts (State API rows, one per attempt)
+    nodes: list[Row] | None = None
+    jobs: list[Row] | None = None  # every job (State API), to name the jobs of holders and owners
+    pgs: list[Row] | None = None
+    events: list[Row] | None = None  # cluster events, newest last as Ray returns them
+    workers: list[Row] | None = None  # dead workers: exit type and detail
+    alive_actors: list[Row] | None = None  # every ALIVE actor: who holds resources (contention)
+    running_tasks: list[Row] | None = None  # every RUNNING task: who holds resources
+    related_actors: list[Row] = field(default_factory=list)  # looked up by name or pid (other jobs)
+    worker_logs: dict[str, list[str]] = field(default_factory=dict)  # "<node_id>:<pid>" -> stderr tail
+    serve: Row | None = None
+    demands: list[Row] | None = None  # cluster_status pending demands
+    stacks: Row | None = None  # hung-job evidence from the stacks source (issue 14 item 7), when present
+    unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> Evidence:
+        data = json.loads(text)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Entity:
+    key: str  # "<kind>:<id>"
+    kind: str
+    id: str
+    label: str  # how an agent reads it: "actor TrainWorker 'w0' (47b4…)"
+    state: str = ""
+    job_id: str | None = None
+    node_id: str | None = None
+    row: Row = field(default_factory=dict)
+
+
+@dataclass
+class Edge:
+    src: str
+    kind: str  # waits_on | holds | owns | created_by | ended_by | raised_in
+    dst: str
+    text: str  # the link in words: "was killed by the memory monitor"
+    quote: str = ""  # the record of Ray that shows it
+
+
+def short(id_: str | None, n: int = 8) -> str:
+    return (id_ or "?")[:n]
+
+
+def num(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def clip(text: str | None, limit: int = 240) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def ms_clock(ms: float | None) -> str:
+    """A time of day in UTC from Ray's epoch milliseconds."""
+    import datetime
+
+    if not ms:
+        return "?"
+    return datetime.datetime.fromtimestamp(num(ms) / 1000, datetime.UTC).strftime("%H:%M:%S")
+
+
+def ago(ms: float | None, now_ms: float) -> str:
+    if not ms or not now_ms:
+        return "?"
+    return span((now_ms - num(ms)) / 1000)
+
+
+def span(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+class Graph:
+    """Entities by key and edges by source, built once per diagnosis from an Evidence."""
+
+    def __init__(self, ev: Evidence) -> None:
+        self.ev = ev
+        self.entities: dict[str, Entity] = {}
+        self.edges: dict[str, list[Edge]] = {}
+        self.jobs: dict[str, Row] = {str(j.get("job_id")): j for j in ev.jobs or [] if j.get("job_id")}
+        if ev.job and ev.job.get("job_id"):
+            self.jobs.setdefault(str(ev.job["job_id"]), ev.job)
+        self.nodes: dict[str, Row] = {str(n.get("node_id")): n for n in ev.nodes or []}
+        self.actors: dict[str, Row] = {}
+        for row in [*(ev.alive_actors or []), *ev.related_actors, *(ev.actors or [])]:
+            self.actors[str(row.get("actor_id"))] = row
+        self.attempts: dict[str, list[Row]] = {}
+        for t in ev.tasks or []:
+            self.attempts.setdefault(str(t.get("task_id")), []).append(t)
+        for rows in self.attempts.values():
+            rows.sort(key=lambda t: int(num(t.get("attempt_number"))))
+        self.running = {str(t.get("task_id")): t for t in ev.running_tasks or []}
+        self.pgs: dict[str, Row] = {str(p.get("placement_group_id")): p for p in ev.pgs or []}
+        self.workers: dict[str, Row] = {str(w.get("worker_id")): w for w in ev.workers or []}
+        self.worker_by_pid: dict[int, Row] = {
+            int(num(w.get("pid"))): w for w in ev.workers or [] if w.get("pid")
+        }
+        self._add_all()
+
+    # -- entities ------------------------------------------------------------------------------------------
+
+    def job_label(self, job_id: str | None) -> str:
+        if not job_id:
+            return "an unknown job"
+        row = self.jobs.get(job_id) or {}
+        entry = clip(str(row.get("entrypoint") or ""), 60)
+        sid = row.get("submission_id")
+        what = f"({entry})" if entry else ""
+        return " ".join(x for x in (f"job {job_id}", what, f"[{sid}]" if sid and entry == "" else "") if x)
+
+    def node_label(self, node_id: str | None) -> str:
+        if not node_id:
+            return "an unknown node"
+        row = self.nodes.get(node_id) or {}
+        ip = row.get("node_ip")
+        head = ", head" if row.get("is_head_node") else ""
+        return f"node {node_id[:12]}" + (f" ({ip}{head})" if ip else "")
+
+    def actor_label(self, row: Mapping[str, Any]) -> str:
+        name = row.get("name")
+        return (
+            f"actor {row.get('class_name') or '?'}"
+            + (f" '{name}'" if name else "")
+            + f" ({row.get('actor_id')})"
+        )
+
+    def task_label(self, row: Mapping[str, Any]) -> str:
+        return f"task {row.get('name') or row.get('func_or_class_name') or '?'} ({row.get('task_id')})"
+
+    def pg_label(self, row: Mapping[str, Any]) -> str:
+        name = row.get("name")
+        return "placement group" + (f" '{name}'" if name else "") + f" ({row.get('placement_group_id')})"
+
+    def add(self, kind: str, id_: str, label: str, row: Mapping[str, Any] | None = None, **kw: Any) -> str:
+        key = f"{kind}:{id_}"
+        if key not in self.entities:
+            self.entities[key] = Entity(key, kind, id_, label, row=dict(row or {}), **kw)
+        return key
+
+    def link(self, src: str, kind: str, dst: str, text: str, quote: str = "") -> None:
+        edge = Edge(src, kind, dst, text, clip(quote, 400))
+        if not any(e.kind == kind and e.dst == dst for e in self.edges.get(src, [])):
+            self.edges.setdefault(src, []).append(edge)
+
+    def out(self, key: str, *kinds: str) -> list[Edge]:
+        return [e for e in self.edges.get(key, []) if not kinds or e.kind in kinds]
+
+    def into(self, key: str, *kinds: str) -> list[Edge]:
+        return [
+            e for es in self.edges.values() for e in es if e.dst == key and (not kinds or e.kind in kinds)
+        ]
+
+    def _add_all(self) -> None:
+        for job_id in self.jobs:
+            self.add("job", job_id, self.job_label(job_id), self.jobs[job_id], job_id=job_id)
+        for node_id, row in self.nodes.items():
+            self.add("node", node_id, self.node_label(node_id), row, state=str(row.get("state") or ""))
+        for actor_id, row in self.actors.items():
+            key = self.add("actor", actor_id, self.actor_label(row), row, state=str(row.get("state") or ""),
+                           job_id=row.get("job_id"), node_id=row.get("node_id"))  # fmt: skip
+            self._created_by(key, row)
+        for task_id, rows in self.attempts.items():
+            last = rows[-1]
+            key = self.add("task", task_id, self.task_label(last), last, state=str(last.get("state") or ""),
+                           job_id=last.get("job_id"), node_id=last.get("node_id"))  # fmt: skip
+            self._created_by(key, last)
+        for pg_id, row in self.pgs.items():
+            key = self.add("pg", pg_id, self.pg_label(row), row, state=str(row.get("state") or ""),
+                           job_id=row.get("creator_job_id"))  # fmt: skip
+            if row.get("creator_job_id"):
+                self.link(key, "created_by", f"job:{row['creator_job_id']}", "was created by",
+                          f"creator_job_id={row['creator_job_id']}")  # fmt: skip
+        self._holders()
+
+    def _created_by(self, key: str, row: Mapping[str, Any]) -> None:
+        job_id = row.get("job_id")
+        if job_id:
+            detached = " (detached: it outlives the job)" if row.get("is_detached") else ""
+            self.link(key, "created_by", f"job:{job_id}", f"was created by {self.job_label(job_id)}{detached}",
+                      f"job_id={job_id}" + (f", namespace={row.get('ray_namespace')}" if row.get("ray_namespace") else ""))  # fmt: skip
+
+    # -- holds ---------------------------------------------------------------------------------------------
+
+    def _holders(self) -> None:
+        """Which ALIVE actors, RUNNING tasks and CREATED placement group bundles hold which resources where."""
+        for row in self.ev.alive_actors or []:
+            if row.get("state") != "ALIVE" or row.get("placement_group_id"):
+                continue  # an actor in a group uses its bundle's reservation: the group is the holder
+            for name, amount in (row.get("required_resources") or {}).items():
+                if num(amount) > 0 and row.get("node_id"):
+                    self.link(f"actor:{row['actor_id']}", "holds", f"resource:{name}@{row['node_id']}",
+                              f"holds {num(amount):g} {name}")  # fmt: skip
+        for task_id, row in self.running.items():
+            if row.get("type") != "NORMAL_TASK" or row.get("placement_group_id"):
+                continue
+            key = self.add("task", task_id, self.task_label(row), row, state="RUNNING", job_id=row.get("job_id"),
+                           node_id=row.get("node_id"))  # fmt: skip
+            for name, amount in (row.get("required_resources") or {}).items():
+                if num(amount) > 0 and row.get("node_id"):
+                    self.link(
+                        key, "holds", f"resource:{name}@{row['node_id']}", f"holds {num(amount):g} {name}"
+                    )
+        for pg_id, row in self.pgs.items():
+            if row.get("state") != "CREATED":
+                continue
+            for bundle in row.get("bundles") or []:
+                node = bundle.get("node_id")
+                for name, amount in (bundle.get("unit_resources") or {}).items():
+                    if num(amount) > 0 and node:
+                        self.link(f"pg:{pg_id}", "holds", f"resource:{name}@{node}",
+                                  f"reserves {num(amount):g} {name} (bundle {bundle_index(bundle)})")  # fmt: skip
+
+    def holders_of(self, resource: str) -> list[tuple[Entity, float, str]]:
+        """(holder, amount, node id) for every holder of ``resource`` on any node, biggest first."""
+        out = []
+        for src, edges in self.edges.items():
+            for e in edges:
+                if e.kind == "holds" and e.dst.startswith(f"resource:{resource}@"):
+                    ent = self.entities.get(src)
+                    if ent is not None:
+                        amount = num(e.text.split()[1]) if len(e.text.split()) > 1 else 0.0
+                        out.append((ent, amount, e.dst.split("@", 1)[1]))
+        return sorted(out, key=lambda h: -h[1])
+
+    def node_totals(self) -> dict[str, dict[str, float]]:
+        return {
+            nid: {k: num(v) for k, v in (row.get("resources_total") or {}).items()}
+            for nid, row in self.nodes.items()
+            if row.get("state") == "ALIVE"
+        }
+
+    def held_on(self, node_id: str) -> dict[str, float]:
+        held: dict[str, float] = {}
+        for (_ent, amount, node), name in (
+            (h, r) for r in self._resource_names() for h in self.holders_of(r)
+        ):
+            if node == node_id:
+                held[name] = held.get(name, 0.0) + amount
+        return held
+
+    def _resource_names(self) -> set[str]:
+        return {
+            e.dst.split(":", 1)[1].split("@", 1)[0]
+            for es in self.edges.values()
+            for e in es
+            if e.kind == "holds"
+        }
+
+    # -- lookups used by the reasoning -----------------------------------------------------------------------
+
+    def actor_by_pid(self, pid: int, node_id: str | None = None) -> Row | None:
+        for row in self.actors.values():
+            cause = (row.get("death_cause") or {}).get("actor_died_error_context") or {}
+            pids = {int(num(row.get("pid"))), int(num(cause.get("pid")))}
+            if pid in pids and (not node_id or row.get("node_id") in (node_id, None)):
+                return row
+        return None
+
+    def task_by_worker(self, worker_id: str) -> Row | None:
+        for rows in self.attempts.values():
+            for t in rows:
+                if t.get("worker_id") == worker_id:
+                    return t
+        for t in self.running.values():
+            if t.get("worker_id") == worker_id:
+                return t
+        return None
+
+    def worker_log(self, node_id: str | None, pid: Any) -> list[str]:
+        return self.ev.worker_logs.get(f"{node_id}:{int(num(pid))}", [])
+
+
+def bundle_index(bundle: Mapping[str, Any]) -> Any:
+    """A bundle's index: under bundle_id in the State API's detail rows."""
+    return (bundle.get("bundle_id") or {}).get("bundle_index", bundle.get("bundle_index", "?"))
+
+
+def parse_owner(message: str | None) -> dict[str, str] | None:
+    m = OWNER_REF.search(message or "")
+    return {k: v for k, v in m.groupdict().items() if v} if m else None
+
+
+def first_raise(message: str | None) -> dict[str, str] | None:
+    """Where an exception first happened, from Ray's "ray::f() (pid=…, ip=…)" line: the innermost one."""
+    found = list(RAY_FRAME.finditer(message or ""))
+    return found[-1].groupdict() if found else None
+
+
+def exception_line(message: str | None) -> str:
+    """The innermost "SomeError: message" line of a Ray error text."""
+    pattern = re.compile(
+        r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Died|Lost))(?:\((?P<inner>\w+)\))?:\s*(?P<msg>.*)$"
+    )
+    last = ""
+    for line in (message or "").splitlines():
+        m = pattern.match(line.strip())
+        if m:
+            last = line.strip()
+    return clip(re.sub(r"\x1b\[[0-9;]*m", "", last), 200)
+
+
+def memory_summary(message: str | None) -> str:
+    """ "4.84GB used / 23.54GB limit, threshold 20.5%" out of the memory monitor's message."""
+    text = message or ""
+    m = MEMORY_LINE.search(text)
+    used = clip(m["used"], 80).rstrip(".") if m else ""
+    r = OOM_REASON.search(text)
+    thr = re.search(r"threshold of \d+B \((?P<pct>[\d.]+% of \d+B limit)\)", text)
+    threshold = re.search(r"exceeds the memory usage threshold of (?P<f>[\d.]+)", text)
+    parts = [used]
+    if thr:
+        parts.append(f"threshold {thr['pct'].split(' of ')[0]}")
+    elif threshold:
+        parts.append(f"threshold {threshold['f']}")
+    elif r:
+        parts.append(clip(r["reason"], 100))
+    return ", ".join(p for p in parts if p)
+
+
+def names(items: Iterable[str], limit: int = 3) -> str:
+    seen: list[str] = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    more = f" and {len(seen) - limit} more" if len(seen) > limit else ""
+    return ", ".join(seen[:limit]) + more
+
+
+def count_by(items: Sequence[str]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return sorted(counts.items(), key=lambda kv: -kv[1])

@@ -1,0 +1,187 @@
+"""The answer's shape: the verdict line first (status, symptom, last link; at most 300 bytes), then each chain
+with its links quoted, the cluster events that explain it, other jobs in one line, and what could not be read.
+Under the byte budget by construction (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from ray_mcp import models
+from ray_mcp.diagnosis.chains import (
+    CONTEXT,
+    Chain,
+    event_lines,
+    explain_cluster,
+    explain_job,
+    fit,
+    verdict_line,
+)
+from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, render_findings
+from ray_mcp.diagnosis.graph import Evidence, clip
+
+CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
+ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
+OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
+
+VERDICT_BYTES = 300
+# What the chains explain better than the first-generation findings of job.py and health.py (dropped when the chains'
+# sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
+REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
+WAIT_KINDS = {"deadlock", "waiting", "contention", "infeasible", "hung"}
+REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
+
+
+KIND_REFS = {
+    "infeasible": [PG_DOC, "prompt:debug-pending-placement-group"],
+    "contention": [PG_DOC, "prompt:debug-pending-placement-group"],
+    "waiting": [PG_DOC],
+    "deadlock": [CORE_DOC],
+    "hung": [CORE_DOC],
+    "oom": [OBS_DOC],
+    "restart_loop": [FT_DOC],
+    "node_died": [FT_DOC],
+    "owner_died": [FT_DOC, OBJECTS_DOC],
+    "pg_removed": [PG_DOC],
+    "worker_crash": [FT_DOC],
+    "named_actor": [ACTORS_DOC],
+}
+
+
+def to_finding(c: Chain) -> models.Finding:
+    kind = "driver_exception" if c.kind == "raised" and len(c.links) == 1 else c.kind
+    driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
+    title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
+    return models.Finding(
+        severity=c.severity, kind=kind, title=clip(title, 400), evidence=c.evidence()[:14],
+        next_steps=c.next_steps[:3], refs=KIND_REFS.get(kind, [])[:3],
+    )  # fmt: skip
+
+
+def job_report(
+    job: str,
+    info: models.JobInfo,
+    ev: Evidence,
+    legacy: Sequence[models.Finding],
+    notes: list[str],
+    *,
+    max_bytes: int,
+    unchecked: Sequence[str] = (),
+) -> tuple[models.JobDiagnosis, str]:
+    phrase, chains, others = explain_job(ev)
+    readable = ev.tasks is not None and ev.actors is not None
+    kept = [f for f in legacy if not (readable and f.kind in REPLACED_JOB_KINDS)]
+    if any(
+        c.links and c.links[0].kind == "raised_in" and "the driver raised" in c.links[0].text for c in chains
+    ):
+        kept = [f for f in kept if f.kind != "driver_exception"]
+    chain_findings = list(map(to_finding, chains))
+    # The stacks source's stall finding (hang.py) is evidence of the "waits on" kind: its stacks join the chain
+    # that names what the job waits on; without such a chain, it is the finding.
+    hang = next((f for f in kept if f.kind == "hang"), None)
+    waiting = next((f for f in chain_findings if f.kind in WAIT_KINDS and f.severity >= CONTEXT), None)
+    if hang is not None and waiting is not None:
+        waiting.evidence = [*waiting.evidence, *(e for e in hang.evidence if e.startswith("stack:"))][:16]
+        waiting.severity = max(waiting.severity, hang.severity)
+        waiting.next_steps = [*waiting.next_steps[:2], *hang.next_steps[:1]]
+        kept = [f for f in kept if f is not hang]
+    findings = sorted([*chain_findings, *kept], key=lambda f: -f.severity)
+    top = findings[0] if findings else None
+    legacy_top = top is not None and top in kept and top.severity > CONTEXT
+    verdict = (
+        fit(f"{phrase}: {top.title}", VERDICT_BYTES) if legacy_top and top else verdict_line(phrase, chains)
+    )
+    if unchecked and not verdict.startswith(phrase + "; Unknown"):
+        suffix = f" (could not check {clip(', '.join(unchecked), 100)})"
+        verdict = fit(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
+    missing = [*unchecked, *ev.unreadable]
+    ended_well = info.status in ("SUCCEEDED", "STOPPED")
+    if (not readable or unchecked) and not ended_well and not any(f.severity > CONTEXT for f in findings):
+        verdict = fit(f"{phrase}; Unknown: no cause found in what could be read; could not check "
+                      f"{', '.join(missing) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
+    job_line = (
+        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{clip(info.entrypoint, 80)}`: {phrase}"
+        + (f", error_type {info.error_type}" if info.error_type else "")
+    )
+    if info.status == "RUNNING" and ev.tasks is not None:
+        from ray_mcp.diagnosis.chains import progress
+        from ray_mcp.diagnosis.graph import Graph
+
+        job_line += f"; progress: {progress(Graph(ev))}"
+    events = explaining_events(ev, findings)
+    unread = [f"Could not read {u} (what it would show is UNKNOWN, not healthy)." for u in ev.unreadable[:3]]
+    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []), *others,
+              *(f"Note: {n}" for n in [*notes, *unread][:5])]  # fmt: skip
+    header = [verdict, job_line, ""]
+    budget = max_bytes - len("\n".join(footer).encode()) - 2
+    text = render_findings(header, findings, budget)
+    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
+    model = models.JobDiagnosis(
+        job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
+        error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
+        findings=shown, notes=[*notes, *unread][:5], events=events, other_jobs=others, unchecked=list(unchecked),
+    )  # fmt: skip
+    return model, "\n".join([text, *footer]) if footer else text
+
+
+def explaining_events(ev: Evidence, findings: Sequence[models.Finding]) -> list[str]:
+    """Cluster events that explain a finding: OOM kills and node deaths, when the findings are about those."""
+    kinds = {f.kind for f in findings}
+    if not kinds & {"oom", "node_died", "worker_crash", "restart_loop", "owner_died", "failed", "raised"}:
+        return []
+    job_id = str((ev.job or {}).get("job_id") or "")
+    ids = {job_id} if job_id else set()
+    ids |= {str(n.get("node_id")) for n in ev.nodes or [] if n.get("state") == "DEAD"}
+    mine = [e for e in ev.events or [] if any(i and i in str(e.get("message") or "") for i in ids)]
+    return event_lines(Evidence(events=mine), limit=4)
+
+
+def health_report(
+    dashboard_url: str,
+    ev: Evidence,
+    legacy: Sequence[models.Finding],
+    checked: list[str],
+    notes: list[str],
+    *,
+    max_bytes: int,
+    unchecked: Sequence[str] = (),
+) -> tuple[models.ClusterHealth, str]:
+    chains = explain_cluster(ev)
+    readable = ev.actors is not None and ev.nodes is not None
+    kept = [f for f in legacy if not (readable and f.kind in REPLACED_HEALTH_KINDS)]
+    findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
+    serious = [f for f in findings if f.severity >= 40]
+    unread = [*notes, *(f"Could not read {u}." for u in ev.unreadable)]
+    gaps = list(unchecked) or [
+        u.split(":")[0] for u in ev.unreadable
+    ]  # checks that did not run, else sources
+    not_run = f"could not check {', '.join(gaps)}" if gaps else ""
+    status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = (
+        "PROBLEMS_FOUND" if serious else "UNKNOWN" if gaps else "HEALTHY"
+    )
+    if serious:
+        suffix = f" (also {clip(not_run, 120)})" if not_run else ""
+        verdict = (
+            fit(
+                f"{len(serious)} problem(s); the most severe: {serious[0].title}",
+                VERDICT_BYTES - len(suffix.encode()),
+            )
+            + suffix
+        )
+    elif gaps:
+        found = f"nothing wrong found in {', '.join(checked)}" if checked else "nothing could be read"
+        verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
+    else:
+        verdict = "Healthy: nothing wrong found in " + ", ".join(checked) + "."
+    events = event_lines(ev, limit=6)
+    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []),
+              *(f"Note: {n}" for n in unread[:5])]  # fmt: skip
+    state = {"PROBLEMS_FOUND": "PROBLEMS FOUND"}.get(status, status)
+    header = [f"Cluster {dashboard_url}: {state}", f"Verdict: {verdict}", ""]
+    text = render_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 2)
+    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
+    model = models.ClusterHealth(
+        healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
+        findings=shown, checked=checked, notes=unread[:5], events=events, unchecked=list(unchecked),
+    )  # fmt: skip
+    return model, "\n".join([text, *footer]) if footer else text

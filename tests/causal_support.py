@@ -1,0 +1,50 @@
+"""Shared parts of the causal-chain tests: a job's evidence recorded as JSON (tests/recorded) and replayed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ray_mcp.diagnosis import evidence as causal_gather
+from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.shaping.jobs import job_info as shape_job_info
+
+RECORDED = Path(__file__).parent / "recorded"
+
+
+async def gather(dashboard_url: str, job: str) -> Evidence:
+    """The evidence diagnose_job reasons over, gathered the same way (for recording and replay)."""
+    api = RayAPI(dashboard_url, timeout_s=30)
+    try:
+        details = await api.job_details(job)
+        ev = await causal_gather.gather_job(api, details, None)
+        try:
+            tail = await api.tail_logs(LogTarget(job=job), lines=400, max_bytes=96_000)
+            ev.driver_lines = [line for s in tail.sections for line in s.lines]
+        except Exception:  # a DRIVER-type job has no log file
+            ev.driver_lines = None
+        await causal_gather.phase_two(api, ev)
+        return ev
+    finally:
+        await api.aclose()
+
+
+async def record(dashboard_url: str, job: str, name: str) -> None:
+    """With RAY_MCP_RECORD=1, save a scenario's evidence to tests/recorded/<name>.json for the replay tests."""
+    if os.environ.get("RAY_MCP_RECORD") != "1":
+        return
+    ev = await gather(dashboard_url, job)
+    RECORDED.mkdir(exist_ok=True)
+    (RECORDED / f"{name}.json").write_text(ev.to_json())
+
+
+def replay(name: str) -> Evidence:
+    return Evidence.from_json((RECORDED / f"{name}.json").read_text())
+
+
+def job_info(ev: Evidence) -> Any:
+    return shape_job_info(ev.job or {}, ev.now_ms / 1000 or time.time())

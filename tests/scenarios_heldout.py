@@ -1,0 +1,249 @@
+"""Held-out failure scenarios: buggy Ray programs written as a user would write them, WITHOUT reference to the
+diagnosis code, each with the facts an expert's first line would state. Run them on a private head and score
+diagnose_job:
+
+    .venv/bin/python -m tests.scenarios_heldout            # prints the table for docs/diagnosis.md
+
+"found" means every cause fact appears somewhere in the answer; "first" means they are in the verdict line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ray_mcp.cluster import start_local_head
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+
+
+@dataclass
+class Scenario:
+    name: str
+    source: str
+    facts: list[str]  # what the first line should name (case-insensitive substrings)
+    running: bool = False  # diagnose while it runs (a hang), not after it ends
+    settle_s: float = 8.0  # how long a running scenario gets before the diagnosis
+    extra: dict = field(default_factory=dict)
+
+
+SCENARIOS = [
+    Scenario(
+        "named actor in the wrong namespace",
+        """\
+        import ray, subprocess, sys
+        ray.init(namespace="training")
+
+        @ray.remote(num_cpus=0)
+        class Coordinator:
+            def ping(self):
+                return "pong"
+
+        c = Coordinator.options(name="coordinator", lifetime="detached").remote()
+        ray.get(c.ping.remote())
+        ray.shutdown()
+
+        ray.init(namespace="eval")
+        coord = ray.get_actor("coordinator")
+        print(ray.get(coord.ping.remote()))
+        """,
+        ["coordinator", "namespace", "training"],
+    ),
+    Scenario(
+        "nested tasks starve the CPUs they hold",
+        """\
+        import ray
+        ray.init()
+
+        @ray.remote(num_cpus=1)
+        def leaf(i):
+            return i
+
+        @ray.remote(num_cpus=1)
+        def shard(i):
+            return sum(ray.get([leaf.remote(j) for j in range(2)]))
+
+        print(sum(ray.get([shard.remote(i) for i in range(4)])))
+        """,
+        ["leaf", "CPU", "shard"],
+        running=True,
+        settle_s=12,
+    ),
+    Scenario(
+        "argument owned by a task's worker that exited",
+        """\
+        import os, ray
+        ray.init()
+
+        @ray.remote(num_cpus=0)
+        class Loader:
+            def produce(self):
+                return ray.put(list(range(100_000)))
+            def crash(self):
+                os._exit(1)
+
+        @ray.remote(num_cpus=0, max_retries=0)
+        def consume(refs):
+            return len(ray.get(refs[0]))
+
+        loader = Loader.remote()
+        inner = ray.get(loader.produce.remote())
+        try:
+            ray.get(loader.crash.remote())
+        except Exception:
+            pass
+        print(ray.get(consume.remote([inner])))
+        """,
+        ["Loader", "owner"],
+    ),
+    Scenario(
+        "actor method raises, driver re-raises",
+        """\
+        import ray
+        ray.init()
+
+        @ray.remote(num_cpus=0)
+        class Evaluator:
+            def score(self, batch):
+                return sum(batch) / len(batch)
+
+        ev = Evaluator.remote()
+        print(ray.get(ev.score.remote([1, 2])))
+        print(ray.get(ev.score.remote([])))
+        """,
+        ["ZeroDivisionError", "Evaluator.score"],
+    ),
+    Scenario(
+        "detached actor whose constructor fails after the driver exits",
+        """\
+        import ray
+        ray.init(namespace="svc")
+
+        @ray.remote(num_cpus=0)
+        class Tokenizer:
+            def __init__(self):
+                import time
+                time.sleep(2)
+                raise FileNotFoundError("/models/tokenizer.json")
+
+        Tokenizer.options(name="tok", lifetime="detached").remote()
+        print("started the tokenizer service")
+        """,
+        ["Tokenizer", "FileNotFoundError"],
+        running=False,
+        settle_s=10,
+    ),
+    Scenario(
+        "task waits on an actor that can never be placed",
+        """\
+        import ray
+        ray.init()
+
+        @ray.remote(num_cpus=0, resources={"tpu": 1})
+        class Sampler:
+            def sample(self):
+                return 1
+
+        s = Sampler.remote()
+        print(ray.get(s.sample.remote(), timeout=20))
+        """,
+        ["Sampler", "tpu"],
+    ),
+    Scenario(
+        "worker segfault in a task",
+        """\
+        import ctypes, ray
+        ray.init()
+
+        @ray.remote(max_retries=1, num_cpus=0)
+        def decode(frame):
+            if frame == 3:
+                ctypes.string_at(0)
+            return frame
+
+        print(ray.get([decode.remote(i) for i in range(5)]))
+        """,
+        ["decode", "worker"],
+    ),
+    Scenario(
+        "placement group bundles bigger than any node",
+        """\
+        import ray
+        from ray.util.placement_group import placement_group
+        ray.init()
+
+        pg = placement_group([{"CPU": 2}, {"CPU": 2}], strategy="STRICT_SPREAD", name="learners")
+        ray.get(pg.ready(), timeout=15)
+        """,
+        ["learners", "STRICT_SPREAD"],
+    ),
+]
+
+
+async def run_all(out: Path | None = None) -> list[dict]:
+    from mcp import Client
+
+    head = await start_local_head(num_cpus=4, timeout_s=180.0, attempts=8)
+    results = []
+    try:
+        server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+        async with Client(server) as client:
+            for sc in SCENARIOS:
+                results.append(await run_one(client, sc))
+                print(json.dumps(results[-1]), flush=True)
+        await server.app.aclose()
+    finally:
+        head.stop()
+    if out is not None:
+        out.write_text(json.dumps(results, indent=1))
+    return results
+
+
+async def run_one(client, sc: Scenario) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="heldout-"))
+    (work / "main.py").write_text(textwrap.dedent(sc.source))
+    sub = await client.call_tool(
+        "submit_job", {"entrypoint": "python main.py", "runtime_env": {"working_dir": str(work)}}
+    )
+    sid = sub.structured_content["submission_id"]
+    deadline = time.monotonic() + 240
+    while True:
+        info = (await client.call_tool("get_job", {"job": sid})).structured_content
+        if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+            break
+        if sc.running and info["status"] == "RUNNING":
+            await asyncio.sleep(sc.settle_s)
+            break
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(1)
+    if not sc.running:
+        await asyncio.sleep(min(sc.settle_s, 3))
+    started = time.monotonic()
+    result = await client.call_tool("diagnose_job", {"job": sid})
+    took = time.monotonic() - started
+    text = result.content[0].text
+    first = text.splitlines()[0] if text else ""
+    found = all(f.lower() in text.lower() for f in sc.facts)
+    stated_first = all(f.lower() in first.lower() for f in sc.facts)
+    if sc.running:
+        await client.call_tool("stop_job", {"job": sid})
+    return {
+        "name": sc.name, "status": info["status"], "found": found, "first": stated_first,
+        "bytes": len(text.encode()), "verdict_offset": 0 if first else -1, "seconds": round(took, 1),
+        "verdict": first, "kind": ((result.structured_content or {}).get("findings") or [{}])[0].get("kind"),
+    }  # fmt: skip
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    rows = asyncio.run(run_all(target))
+    hits = sum(r["found"] for r in rows)
+    firsts = sum(r["first"] for r in rows)
+    print(f"found {hits}/{len(rows)}, stated first {firsts}/{len(rows)}")

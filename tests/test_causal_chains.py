@@ -1,0 +1,463 @@
+"""Causal chains on a real cluster: each edge type of the evidence graph, found from the symptom to its last link.
+
+One private head per module (destructive scenarios: a memory monitor armed just above the machine's current
+use, and a worker node that the node-death test kills by pid), never the session head. Every scenario is a
+small Ray program submitted as a job through the real MCP client; set RAY_MCP_RECORD=1 to save each scenario's
+evidence to tests/recorded/ for the replay tests (test_causal_replay.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+from mcp import Client
+from tests.causal_support import record
+from tests.support import TERMINAL, call_ok, submit, wait_until
+from tests.test_multi_node import LocalWorker
+
+from ray_mcp.cluster import LocalHead, start_local_head
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+
+BUDGET = 6_000
+
+
+def private_head(**options) -> Iterator[LocalHead]:
+    started: list[LocalHead] = []
+    try:
+        yield anyio.run(
+            partial(
+                start_local_head, num_cpus=4, timeout_s=180.0, attempts=6, on_spawn=started.append, **options
+            )
+        )
+    finally:
+        for head in started:
+            head.stop()
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[LocalHead]:
+    yield from private_head(resources=json.dumps({"accel": 2}))
+
+
+@pytest.fixture
+def oom_head() -> Iterator[LocalHead]:
+    """A head whose memory monitor kills a worker once the machine uses 2.5 GB more than now (armed only for
+    the OOM scenario: other heads on this machine move the baseline, and would get this head's workers killed)."""
+    vm = psutil.virtual_memory()
+    threshold = min(0.95, (vm.total - vm.available + 2.5 * 1024**3) / vm.total)
+    env = {"RAY_memory_usage_threshold": f"{threshold:.3f}", "RAY_memory_monitor_refresh_ms": "100"}
+    yield from private_head(extra_env=env)
+
+
+@pytest.fixture
+async def mcp(head: LocalHead) -> AsyncIterator[Client]:
+    server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+    async with Client(server) as client:
+        yield client
+    await server.app.aclose()
+
+
+async def diagnose(client: Client, job: str) -> tuple[dict, str]:
+    result = await call_ok(client, "diagnose_job", {"job": job})
+    text = result.content[0].text
+    assert len(text.encode()) <= BUDGET, len(text.encode())
+    first = text.splitlines()[0]
+    assert len(first.encode()) <= 300 and first == result.structured_content["verdict"]
+    return result.structured_content, text
+
+
+async def run(client: Client, tmp_path: Path, source: str, *, end: bool = True, **kw) -> str:
+    (tmp_path / "main.py").write_text(textwrap.dedent(source))
+    sid = await submit(client, entrypoint="python main.py", runtime_env={"working_dir": str(tmp_path)}, **kw)
+    if end:
+        await wait_until(client, sid, TERMINAL, 240)
+    return sid
+
+
+async def log_line(client: Client, job: str, needle: str, deadline_s: float = 180) -> None:
+    """Wait until the job's driver printed ``needle`` (its log exists once the driver started)."""
+    with anyio.fail_after(deadline_s):
+        while True:
+            result = await client.call_tool("tail_logs", {"job": job})
+            if not result.is_error and needle in result.content[0].text:
+                return
+            await anyio.sleep(1)
+
+
+async def until(client: Client, job: str, predicate, deadline_s: float = 120) -> tuple[dict, str]:
+    """Diagnose until the answer satisfies ``predicate`` (Ray's state lags by a second or two)."""
+    with anyio.fail_after(deadline_s):
+        while True:
+            data, text = await diagnose(client, job)
+            if predicate(data, text):
+                return data, text
+            await anyio.sleep(1)
+
+
+OOM = """\
+import ray, time
+ray.init()
+
+@ray.remote(max_retries=0)
+def tokenize_shard(n):
+    held = []
+    for _ in range(60):
+        held.append(bytearray(200 * 1024 * 1024))
+        time.sleep(0.05)
+    return len(held)
+
+print(ray.get(tokenize_shard.remote(1)))
+"""
+
+
+async def test_a_memory_monitor_kill_names_the_task_the_node_the_memory_and_no_retry(
+    oom_head: LocalHead, tmp_path: Path
+) -> None:
+    head = oom_head
+    server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+    async with Client(server) as mcp:
+        await oom_scenario(mcp, head, tmp_path)
+    await server.app.aclose()
+
+
+async def oom_scenario(mcp: Client, head: LocalHead, tmp_path: Path) -> None:
+    for _attempt in range(2):
+        sid = await run(mcp, tmp_path, OOM)
+        data, text = await diagnose(mcp, sid)
+        # Other processes on this machine can push it over the threshold before the task allocates: then the
+        # monitor kills the job's driver or supervisor instead (and the diagnosis says so). Run it once more.
+        if "driver process was killed by the memory monitor" not in data["verdict"]:
+            break
+    verdict = data["verdict"]
+    assert verdict.startswith("FAILED"), text
+    assert "tokenize_shard" in verdict and "memory monitor" in verdict, text
+    assert "GB used" in verdict and "threshold" in verdict, text
+    assert "not retried" in text or "1 attempt" in text, text
+    assert data["findings"][0]["kind"] == "oom"
+    await record(head.dashboard_url, sid, "oom_task")
+    # cluster_health names it too, and lists the memory monitor's event, newest first.
+    health = (await call_ok(mcp, "cluster_health", {})).structured_content
+    assert any("memory monitor" in f["title"] for f in health["findings"]), health
+    assert any("OOM kill" in e for e in health["events"]), health["events"]
+
+
+RESTART_LOOP = """\
+import os, threading, time, ray
+ray.init()
+
+@ray.remote(max_restarts=-1, num_cpus=0)
+class RolloutWorker:
+    def __init__(self):
+        threading.Thread(target=lambda: (time.sleep(1.0), os._exit(3)), daemon=True).start()
+    def ping(self):
+        return 1
+
+w = RolloutWorker.remote()
+while True:
+    time.sleep(1)
+"""
+
+
+async def test_an_actor_restarting_in_a_loop_makes_a_running_job_unhealthy(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, RESTART_LOOP, end=False)
+    try:
+        await wait_until(mcp, sid, {"RUNNING"})
+        data, text = await until(mcp, sid, lambda d, t: "about every" in t)
+        verdict = data["verdict"]
+        assert verdict.startswith("RUNNING") and "not healthy" in verdict, text
+        assert "RolloutWorker" in verdict and "restarted" in verdict, text
+        assert "about every" in text, text  # the interval
+        await record(head.dashboard_url, sid, "restart_loop")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+OWNER = """\
+import time, ray
+ray.init()
+
+@ray.remote(num_cpus=0)
+class FeatureStore:
+    def load(self):
+        return [ray.put(b"x" * 300_000)]
+
+@ray.remote(max_retries=0, num_cpus=0)
+def featurize(batch):
+    return len(batch)
+
+store = FeatureStore.remote()
+[ref] = ray.get(store.load.remote())
+ray.kill(store)
+time.sleep(2)
+print(ray.get(featurize.remote(ref)))
+"""
+
+
+async def test_a_lost_owner_is_named_by_joining_its_worker_to_the_actor_and_why_it_died(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, OWNER)
+    data, text = await diagnose(mcp, sid)
+    verdict = data["verdict"]
+    assert verdict.startswith("FAILED"), text
+    assert "FeatureStore" in verdict and "ray.kill" in verdict, text
+    assert "[owns] the owner was actor FeatureStore" in text
+    assert data["findings"][0]["kind"] == "owner_died"
+    await record(head.dashboard_url, sid, "owner_died")
+
+
+HOLDER = """\
+import time, ray
+ray.init()
+
+@ray.remote(resources={"accel": 1}, num_cpus=0)
+class TrainWorker:
+    def step(self):
+        return 1
+
+workers = [TrainWorker.remote() for _ in range(2)]
+ray.get([w.step.remote() for w in workers])
+print("holding both accelerators", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+WAITER = """\
+import ray
+ray.init()
+
+@ray.remote(resources={"accel": 1}, num_cpus=0)
+class Embedder:
+    def embed(self):
+        return 1
+
+e = Embedder.remote()
+print(ray.get(e.embed.remote()))
+"""
+
+INFEASIBLE = """\
+import ray
+ray.init()
+
+@ray.remote(num_gpus=4)
+def finetune():
+    return 1
+
+print(ray.get(finetune.remote()))
+"""
+
+
+async def test_contention_names_the_holders_and_their_job_and_infeasible_says_no_node_fits(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    holder = await run(mcp, tmp_path / "a", HOLDER, end=False)
+    waiter = infeasible = ""
+    try:
+        await log_line(mcp, holder, "holding both")
+        holder_id = (await call_ok(mcp, "get_job", {"job": holder})).structured_content["job_id"]
+        waiter = await run(mcp, tmp_path / "b", WAITER, end=False)
+        infeasible = await run(mcp, tmp_path / "c", INFEASIBLE, end=False)
+        data, text = await until(
+            mcp, waiter, lambda d, t: d["findings"] and d["findings"][0]["kind"] == "contention"
+        )
+        verdict = data["verdict"]
+        assert "Embedder" in verdict and "accel" in verdict, text
+        assert "TrainWorker" in verdict and holder_id in verdict, text  # the holders, and their job
+        await record(head.dashboard_url, waiter, "contention")
+        data, text = await until(
+            mcp, infeasible, lambda d, t: d["findings"] and d["findings"][0]["kind"] == "infeasible"
+        )
+        assert (
+            "finetune" in data["verdict"] and "GPU" in data["verdict"] and "no alive node" in data["verdict"]
+        ), text
+        # Attribution: the holder's own diagnosis does not report the other jobs' waiting work.
+        data, text = await diagnose(mcp, holder)
+        assert "Embedder" not in text and "finetune" not in text, text
+        assert data["verdict"].startswith("RUNNING"), text
+    finally:
+        for job in (holder, waiter, infeasible):
+            if job:
+                await mcp.call_tool("stop_job", {"job": job})
+
+
+SEVERITY = """\
+import os, tempfile, ray
+ray.init()
+counter = os.path.join(tempfile.mkdtemp(), "attempts")
+
+@ray.remote(max_retries=5, retry_exceptions=True, num_cpus=0)
+def fetch_shard(path):
+    n = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(n + 1))
+    if n < 3:
+        raise ConnectionResetError(f"peer reset on attempt {n}")
+    return n
+
+@ray.remote(num_cpus=0)
+def straggler():
+    import time
+    time.sleep(300)
+
+@ray.remote(num_cpus=0)
+class Scratch:
+    def ping(self):
+        return 1
+
+print(ray.get(fetch_shard.remote(counter)))
+ref = straggler.remote()
+ray.cancel(ref, force=True)
+s = Scratch.remote()
+ray.get(s.ping.remote())
+ray.kill(s)
+print("done")
+"""
+
+
+async def test_a_succeeded_job_says_so_first_and_retries_are_a_warning_not_a_failure(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, SEVERITY)
+    data, text = await until(mcp, sid, lambda d, t: "retried" in t)
+    verdict = data["verdict"]
+    assert verdict.startswith("SUCCEEDED"), text
+    assert "3 attempt(s) of fetch_shard failed with ConnectionResetError; all retried successfully" in text
+    assert "cancelled" in text and "not a failure" in text
+    assert not any(
+        f["kind"] in ("failed", "raised", "killed") and f["severity"] >= 40 for f in data["findings"]
+    )
+    await record(head.dashboard_url, sid, "severity")
+
+
+DEADLOCK = """\
+import ray
+ray.init()
+
+@ray.remote(num_cpus=0)
+class Trainer:
+    def set_peer(self, peer):
+        self.peer = peer
+    def sync(self):
+        return ray.get(self.peer.report.remote())
+    def report(self):
+        return 1
+
+@ray.remote(num_cpus=0)
+class ParamServer:
+    def set_peer(self, peer):
+        self.peer = peer
+    def report(self):
+        return ray.get(self.peer.report.remote())
+
+t, p = Trainer.remote(), ParamServer.remote()
+ray.get([t.set_peer.remote(p), p.set_peer.remote(t)])
+print(ray.get(t.sync.remote()))
+"""
+
+
+async def test_two_actors_waiting_for_each_other_are_a_deadlock_named_with_both(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, DEADLOCK, end=False)
+    try:
+        data, text = await until(mcp, sid, lambda d, t: "deadlock" in d["verdict"])
+        assert data["verdict"].startswith("RUNNING"), text
+        assert "Trainer" in text and "ParamServer" in text, text
+        await record(head.dashboard_url, sid, "deadlock")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+PG_REMOVED = """\
+import time, ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+ray.init()
+
+pg = placement_group([{"CPU": 1}], name="rollout-gang")
+ray.get(pg.ready())
+
+@ray.remote(num_cpus=1)
+class Rollout:
+    def step(self):
+        return 1
+
+r = Rollout.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
+ray.get(r.step.remote())
+remove_placement_group(pg)
+time.sleep(2)
+print(ray.get(r.step.remote()))
+"""
+
+
+async def test_an_actor_ended_by_its_placement_groups_removal_names_the_group(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, PG_REMOVED)
+    data, text = await diagnose(mcp, sid)
+    verdict = data["verdict"]
+    assert verdict.startswith("FAILED"), text
+    assert "Rollout" in verdict and "rollout-gang" in verdict and "removed" in verdict, text
+    await record(head.dashboard_url, sid, "pg_removed")
+
+
+NODE_DEATH = """\
+import time, ray
+ray.init()
+
+@ray.remote(resources={"spot": 1}, num_cpus=0)
+class ReplayBuffer:
+    def add(self, i):
+        return i
+
+buf = ReplayBuffer.remote()
+print("ready", ray.get(buf.add.remote(0)), flush=True)
+i = 0
+while True:
+    ray.get(buf.add.remote(i))
+    i += 1
+    time.sleep(0.2)
+"""
+
+
+async def test_a_node_death_is_the_cause_of_the_actor_it_took_down(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    worker = LocalWorker(num_cpus=1, resources=json.dumps({"spot": 1}), head_gcs_address=head.gcs_address)
+    worker.spawn()
+    sid = ""
+    try:
+        sid = await run(mcp, tmp_path, NODE_DEATH, end=False)
+        await log_line(mcp, sid, "ready 0", 360)
+        raylets = [p for p in map(psutil.Process, worker.owned_pids()) if "raylet" in " ".join(p.cmdline())]
+        assert raylets, "the worker node's raylet"
+        for proc in raylets:
+            os.kill(proc.pid, signal.SIGKILL)
+        await wait_until(mcp, sid, TERMINAL, 300)
+        data, text = await until(mcp, sid, lambda d, t: "died at" in d["verdict"], 180)
+        verdict = data["verdict"]
+        assert verdict.startswith("FAILED"), text
+        assert "ReplayBuffer" in verdict and "node" in verdict, text
+        await record(head.dashboard_url, sid, "node_death")
+        health = (await call_ok(mcp, "cluster_health", {})).structured_content
+        assert any(
+            f["kind"] == "node_died" and "ReplayBuffer" in json.dumps(f) for f in health["findings"]
+        ), health
+    finally:
+        if sid:
+            await mcp.call_tool("stop_job", {"job": sid})
+        worker.stop()

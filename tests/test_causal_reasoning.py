@@ -1,0 +1,252 @@
+"""The reasoning over the evidence graph, in milliseconds: hand-made evidence in Ray's own JSON shapes, and the
+evidence recorded from the real scenarios of test_causal_chains.py (tests/recorded/*.json) replayed."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from mcp import Client
+from tests.causal_support import RECORDED, job_info, replay
+
+from ray_mcp.diagnosis import chains as causal
+from ray_mcp.diagnosis import report as causal_report
+from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+
+NOW = 1_800_000_000_000.0
+HEAD = "a" * 56
+WORKER_NODE = "b" * 56
+
+
+def node(node_id: str, state: str = "ALIVE", **res: float) -> dict:
+    return {"node_id": node_id, "node_ip": f"10.0.0.{1 if node_id == HEAD else 2}", "state": state,
+            "is_head_node": node_id == HEAD, "resources_total": {"CPU": 4.0, **res}, "end_time_ms": NOW - 5000,
+            "state_message": "health check failed due to missing too many heartbeats" if state == "DEAD" else None}  # fmt: skip
+
+
+def job(job_id: str, status: str, entrypoint: str = "python main.py", **kw) -> dict:
+    return {"job_id": job_id, "submission_id": f"raysubmit_{job_id}", "status": status, "entrypoint": entrypoint,
+            "start_time": NOW - 600_000, "end_time": 0 if status in ("RUNNING", "PENDING") else NOW - 1000, **kw}  # fmt: skip
+
+
+def actor(actor_id: str, cls: str, job_id: str, state: str = "ALIVE", **kw) -> dict:
+    return {"actor_id": actor_id, "class_name": cls, "job_id": job_id, "state": state, "node_id": HEAD,
+            "pid": 100, "name": "", "required_resources": {}, "num_restarts": "0", **kw}  # fmt: skip
+
+
+def task(task_id: str, name: str, job_id: str, state: str, attempt: int = 0, **kw) -> dict:
+    return {"task_id": task_id, "name": name, "job_id": job_id, "state": state, "attempt_number": attempt,
+            "type": "NORMAL_TASK", "node_id": HEAD, "required_resources": {"CPU": 1.0}, **kw}  # fmt: skip
+
+
+def test_contention_names_the_holders_and_their_job_and_is_told_apart_from_infeasible() -> None:
+    holder = [actor(f"{i:032x}", "TrainWorker", "04000000", required_resources={"GPU": 1.0}) for i in (1, 2)]
+    ev = Evidence(
+        now_ms=NOW, job=job("05000000", "RUNNING", "serve run embedder"),
+        nodes=[node(HEAD, GPU=2.0)], jobs=[job("04000000", "RUNNING", "python train.py"), job("05000000", "RUNNING")],
+        actors=[actor("e" * 32, "Embedder", "05000000", "PENDING_CREATION", required_resources={"GPU": 1.0}),
+                actor("f" * 32, "Giant", "05000000", "PENDING_CREATION", required_resources={"GPU": 8.0})],
+        tasks=[], pgs=[], alive_actors=holder, running_tasks=[],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    kinds = {c.kind: c for c in chains}
+    assert "contention" in kinds and "infeasible" in kinds
+    cause = kinds["contention"].cause
+    assert "TrainWorker actor(s) of job 04000000 (python train.py)" in cause and "2 of 2 GPU" in cause
+    assert "no alive node can ever fit" in kinds["infeasible"].cause and "GPU 2" in kinds["infeasible"].cause
+    assert chains[0].kind == "infeasible"  # waits forever ranks above waits for now
+    line = causal.verdict_line(phrase, chains)
+    assert line.startswith("RUNNING for 10m00s but not healthy: ") and len(line.encode()) <= 300
+
+
+def test_a_cycle_of_actor_calls_is_a_deadlock_naming_both_actors() -> None:
+    a, b = "1" * 32, "2" * 32
+    driver = "f" * 40 + "06000000"
+    ev = Evidence(
+        now_ms=NOW, job=job("06000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[],
+        actors=[actor(a, "Trainer", "06000000"), actor(b, "ParamServer", "06000000")],
+        tasks=[
+            task("t1", "Trainer.sync", "06000000", "RUNNING", type="ACTOR_TASK", actor_id=a, parent_task_id=driver),
+            task("t2", "ParamServer.report", "06000000", "RUNNING", type="ACTOR_TASK", actor_id=b, parent_task_id="t1"),
+            task("t3", "Trainer.report", "06000000", "SUBMITTED_TO_WORKER", type="ACTOR_TASK", actor_id=a, parent_task_id="t2"),
+        ],
+    )  # fmt: skip
+    _phrase, chains, _ = causal.explain_job(ev)
+    assert chains[0].kind == "deadlock"
+    assert "Trainer" in chains[0].cause and "ParamServer" in chains[0].cause and "cycle" in chains[0].cause
+
+
+def test_the_driver_blocked_on_a_pending_task_follows_to_its_holders() -> None:
+    driver = "f" * 40 + "07000000"
+    ev = Evidence(
+        now_ms=NOW, job=job("07000000", "RUNNING"), nodes=[node(HEAD)], jobs=[job("03000000", "RUNNING", "python etl.py")], pgs=[],
+        actors=[], alive_actors=[actor("c" * 32, "Loader", "03000000", required_resources={"CPU": 4.0})], running_tasks=[],
+        tasks=[task("t1", "shard", "07000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=driver)],
+    )  # fmt: skip
+    _phrase, chains, _ = causal.explain_job(ev)
+    assert chains[0].kind == "contention"
+    assert "Loader actor(s) of job 03000000 (python etl.py)" in chains[0].cause
+
+
+def test_a_node_death_is_the_last_link_of_the_actor_it_took_down_and_of_its_tasks() -> None:
+    dead = {
+        "actor_died_error_context": {
+            "reason": "NODE_DIED",
+            "error_message": "The actor died because its node died.",
+        }
+    }
+    ev = Evidence(
+        now_ms=NOW, job=job("08000000", "FAILED"), nodes=[node(HEAD), node(WORKER_NODE, "DEAD")], jobs=[], pgs=[],
+        actors=[actor("d" * 32, "ReplayBuffer", "08000000", "DEAD", node_id=WORKER_NODE, death_cause=dead)],
+        tasks=[task("t1", "ReplayBuffer.add", "08000000", "FAILED", type="ACTOR_TASK", actor_id="d" * 32,
+                    node_id=WORKER_NODE, error_type="ACTOR_DIED", error_message="The actor died unexpectedly")],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 12, in <module>',
+                      f"ray.exceptions.ActorDiedError: The actor died unexpectedly. actor_id={'d' * 32}"],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert line.startswith("FAILED") and "died at" in line and "health check failed" in line, line
+    assert "ReplayBuffer" in " ".join(link.text for link in chains[0].links)
+    health = causal.explain_cluster(ev)
+    assert health[0].kind == "node_died" and "ReplayBuffer" in health[0].links[-1].text
+
+
+def test_a_succeeded_job_starts_with_its_status_and_keeps_killed_actors_out_of_the_failures() -> None:
+    killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message": "killed by `ray.kill`."}}
+    ev = Evidence(
+        now_ms=NOW, job=job("09000000", "SUCCEEDED"), nodes=[node(HEAD)], jobs=[], pgs=[],
+        actors=[actor("9" * 32, "Scratch", "09000000", "DEAD", death_cause=killed)],
+        tasks=[task("c1", "straggler", "09000000", "FAILED", error_type="TASK_CANCELLED")],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    assert causal.verdict_line(
+        phrase, chains
+    ) == "SUCCEEDED after 9m59s; nothing failed" or causal.verdict_line(phrase, chains).startswith(
+        "SUCCEEDED"
+    )
+    assert all(c.severity <= causal.INFO for c in chains)
+
+
+def test_an_unreadable_source_makes_cluster_health_unknown_never_healthy() -> None:
+    ev = Evidence(now_ms=NOW, nodes=[node(HEAD)], actors=None, unreadable=["the actors: timed out"])
+    model, text = causal_report.health_report("http://x:8265", ev, [], ["nodes"], [], max_bytes=6000)
+    assert model.status == "UNKNOWN" and not model.healthy and "Verdict: Unknown" in text
+
+
+def test_a_huge_cluster_still_answers_under_6_kb_with_the_verdict_first() -> None:
+    dead = {"actor_died_error_context": {"reason": "WORKER_DIED", "error_message": "x" * 2000}}
+    ev = Evidence(
+        now_ms=NOW, job=job("0a000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[],
+        actors=[actor(f"{i:032x}", f"Worker{i}", "0a000000", "DEAD", death_cause=dead) for i in range(300)],
+        tasks=[task(f"t{i}", f"f{i}", "0a000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",
+                    error_message=f"ray::f{i}() (pid=1, ip=10.0.0.1)\nValueError: {'y' * 500}") for i in range(300)],
+    )  # fmt: skip
+    info = job_info(ev)
+    model, text = causal_report.job_report("raysubmit_x", info, ev, [], [], max_bytes=6000)
+    assert len(text.encode()) <= 6000 and text.splitlines()[0] == model.verdict
+    assert len(model.verdict.encode()) <= 300
+
+
+RECORDINGS: list[str] = []  # the scenarios of test_causal_chains.py that have been recorded (see EXPECTED)
+EXPECTED = {
+    "oom_task": ("FAILED", ["tokenize_shard", "memory monitor", "GB used"]),
+    "owner_died": ("FAILED", ["FeatureStore", "ray.kill"]),
+    "severity": ("SUCCEEDED", []),
+    "restart_loop": ("RUNNING", ["RolloutWorker", "restarted"]),
+    "contention": ("RUNNING", ["Embedder", "TrainWorker", "accel"]),
+    "deadlock": ("RUNNING", ["deadlock"]),
+    "pg_removed": ("FAILED", ["Rollout", "rollout-gang", "removed"]),
+    "node_death": ("FAILED", ["ReplayBuffer", "died at"]),
+}
+
+
+RECORDINGS = sorted(name for name in EXPECTED if (RECORDED / f"{name}.json").exists())
+
+
+@pytest.mark.parametrize("name", RECORDINGS)
+def test_recorded_evidence_replays_to_the_same_verdict(name: str) -> None:
+    status, words = EXPECTED[name]
+    ev = replay(name)
+    model, text = causal_report.job_report("recorded", job_info(ev), ev, [], [], max_bytes=6000)
+    assert model.verdict.startswith(status), text
+    for word in words:
+        assert word in model.verdict, (word, text)
+
+
+def filtered(rows: list[dict], request: httpx.Request) -> list[dict]:
+    """The State API's filters (= and !=) over recorded rows."""
+    params = request.url.params
+    for key, op, value in zip(
+        params.get_list("filter_keys"), params.get_list("filter_predicates"), params.get_list("filter_values"),
+        strict=True,
+    ):  # fmt: skip
+        rows = [r for r in rows if (str(r.get(key)) == value) == (op == "=")]
+    return rows
+
+
+async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transport() -> None:
+    """The whole tool over recorded evidence: the dashboard's answers served by httpx.MockTransport."""
+    if "oom_task" not in RECORDINGS:
+        pytest.skip("record the scenarios first (RAY_MCP_RECORD=1 pytest tests/test_causal_chains.py)")
+    ev = replay("oom_task")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/api/version":
+            return httpx.Response(200, json={"version": "4", "ray_version": "2.60.0", "ray_commit": "x"})
+        rows = {"/api/v0/actors": ev.actors, "/api/v0/tasks": ev.tasks, "/api/v0/nodes": ev.nodes,
+                "/api/v0/placement_groups": ev.pgs, "/api/v0/jobs": ev.jobs, "/api/v0/cluster_events": ev.events,
+                "/api/v0/workers": ev.workers}.get(path)  # fmt: skip
+        if rows is not None:
+            rows = filtered(rows, request)
+            data = {"result": {"total": len(rows), "num_after_truncation": len(rows), "result": rows}}
+            return httpx.Response(200, json={"result": True, "msg": "", "data": data})
+        return httpx.Response(404, json={"result": False, "msg": "not recorded", "data": {}})
+
+    server = build_server(
+        Settings(address="http://recorded:8265"), http_transport=httpx.MockTransport(answer)
+    )
+    async with Client(server) as client:
+        result = await client.call_tool("cluster_health", {})
+    await server.app.aclose()
+    text = result.content[0].text
+    assert not result.is_error, text
+    data = result.structured_content
+    assert data["status"] == "PROBLEMS_FOUND" and not data["healthy"], text
+    assert any("tokenize_shard" in f["title"] and "memory monitor" in f["title"] for f in data["findings"]), (
+        text
+    )
+    assert json.dumps(data) and len(text.encode()) <= 6000
+
+
+def test_nested_tasks_that_hold_every_cpu_while_their_children_wait_are_called_starvation() -> None:
+    driver = "f" * 40 + "0b000000"
+    shards = [task(f"s{i}", "shard", "0b000000", "RUNNING", parent_task_id=driver) for i in range(4)]
+    leaves = [
+        task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}") for i in range(4)
+    ]
+    ev = Evidence(
+        now_ms=NOW, job=job("0b000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[*shards, *leaves], alive_actors=[], running_tasks=shards,
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "leaf" in line and "4 of 4 CPU" in line and "task(s) shard" in line, line
+    assert "nested tasks starve" in chains[0].cause
+
+
+def test_a_driver_that_timed_out_on_a_group_never_created_names_the_group_and_why() -> None:
+    pg = {"placement_group_id": "9" * 36, "name": "learners", "creator_job_id": "0c000000", "state": "REMOVED",
+          "strategy": "STRICT_SPREAD", "stats": {"end_to_end_creation_latency_us": "0", "scheduling_state": "REMOVED"},
+          "bundles": [{"bundle_id": {"bundle_index": i}, "unit_resources": {"CPU": 2.0}} for i in range(2)]}  # fmt: skip
+    ev = Evidence(
+        now_ms=NOW, job=job("0c000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[pg], actors=[], tasks=[],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 6, in <module>',
+                      "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "learners" in line and "STRICT_SPREAD" in line and "infeasible" in line, line

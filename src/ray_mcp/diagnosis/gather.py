@@ -4,12 +4,9 @@ reasoning over it lives beside (job.py, health.py) and talks to no cluster."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Awaitable
 from typing import Any
-
-import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.diagnosis import evidence as chain_evidence
@@ -19,7 +16,7 @@ from ray_mcp.diagnosis import job as job_reasoning
 from ray_mcp.diagnosis.findings import rank
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
-from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api import RayAPI, ray_import
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info
@@ -46,7 +43,7 @@ async def optional(
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
     """Gather everything about one job concurrently, then rank the findings (diagnose_job)."""
-    await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
+    await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
     details = await api.job_details(job)
     info = job_info(details, time.time())
     notes: list[str] = []
@@ -106,7 +103,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
 
 async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
     """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
-    await anyio.to_thread.run_sync(import_ray_once)  # before threads that import parts of ray at once
+    await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
     notes: list[str] = []
     missed: list[str] = []
     checks = [
@@ -151,17 +148,6 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
     return report.health_report(
         api.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes, unchecked=missed
     )
-
-
-_RAY_IMPORT = threading.Lock()
-
-
-def import_ray_once() -> None:
-    """Import ray (and the modules the gathering threads use) in one thread: two threads importing parts of ray
-    at the same time can deadlock in the import system (_DeadlockError)."""
-    with _RAY_IMPORT:
-        import ray.core.generated.gcs_service_pb2
-        import ray.job_submission  # noqa: F401
 
 
 def first_sentence(text: str) -> str:

@@ -374,7 +374,7 @@ async def test_two_actors_waiting_for_each_other_are_a_deadlock_named_with_both(
 ) -> None:
     sid = await run(mcp, tmp_path, DEADLOCK, end=False)
     try:
-        data, text = await until(mcp, sid, lambda d, t: "deadlock" in d["verdict"])
+        data, text = await until(mcp, sid, lambda d, t: "deadlock" in d["verdict"].lower())
         assert data["verdict"].startswith("RUNNING"), text
         assert "Trainer" in text and "ParamServer" in text, text
         await record(head.dashboard_url, sid, "deadlock")

@@ -76,15 +76,8 @@ def job_report(
     ):
         kept = [f for f in kept if f.kind != "driver_exception"]
     chain_findings = list(map(to_finding, chains))
-    # The stacks source's stall finding (hang.py) is evidence of the "waits on" kind: its stacks join the chain
-    # that names what the job waits on; without such a chain, it is the finding.
-    hang = next((f for f in kept if f.kind == "hang"), None)
-    waiting = next((f for f in chain_findings if f.kind in WAIT_KINDS and f.severity >= CONTEXT), None)
-    if hang is not None and waiting is not None:
-        waiting.evidence = [*waiting.evidence, *(e for e in hang.evidence if e.startswith("stack:"))][:16]
-        waiting.severity = max(waiting.severity, hang.severity)
-        waiting.next_steps = [*waiting.next_steps[:2], *hang.next_steps[:1]]
-        kept = [f for f in kept if f is not hang]
+    # The stacks source's stall finding (hang.py) leads when it exists: where the processes wait, in their
+    # stacks; the chains follow with what the waited-on work itself waits on (resources, holders, owners).
     findings = sorted([*chain_findings, *kept], key=lambda f: -f.severity)
     top = findings[0] if findings else None
     legacy_top = top is not None and top in kept and top.severity > CONTEXT

@@ -192,7 +192,10 @@ async def run_all(out: Path | None = None) -> list[dict]:
     head = await start_local_head(num_cpus=4, timeout_s=180.0, attempts=8)
     results = []
     try:
-        server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+        roots = [Path(tempfile.gettempdir())]  # the scenarios' working dirs
+        server = build_server(
+            Settings(address=head.dashboard_url, allow_destructive=True, upload_roots=roots)
+        )
         async with Client(server) as client:
             for sc in SCENARIOS:
                 results.append(await run_one(client, sc))

@@ -59,9 +59,14 @@ def oom_head() -> Iterator[LocalHead]:
     yield from private_head(extra_env=env)
 
 
+def settings(head: LocalHead, tmp_path: Path) -> Settings:
+    # The scenarios upload their working dirs from the session's temp root.
+    return Settings(address=head.dashboard_url, allow_destructive=True, upload_roots=[tmp_path.parent.parent])
+
+
 @pytest.fixture
-async def mcp(head: LocalHead) -> AsyncIterator[Client]:
-    server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+async def mcp(head: LocalHead, tmp_path: Path) -> AsyncIterator[Client]:
+    server = build_server(settings(head, tmp_path))
     async with Client(server) as client:
         yield client
     await server.app.aclose()
@@ -124,7 +129,7 @@ async def test_a_memory_monitor_kill_names_the_task_the_node_the_memory_and_no_r
     oom_head: LocalHead, tmp_path: Path
 ) -> None:
     head = oom_head
-    server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+    server = build_server(settings(head, tmp_path))
     async with Client(server) as mcp:
         await oom_scenario(mcp, head, tmp_path)
     await server.app.aclose()

@@ -254,3 +254,21 @@ def test_documentation_placeholders_stay() -> None:
         "RAY_AUTH_TOKEN=<your token>",
     ):
         assert clean_text(text) == text
+
+
+def test_access_log_records_keep_their_arguments_for_uvicorns_formatter() -> None:
+    from uvicorn.logging import AccessFormatter
+
+    install_log_redaction()
+    value = unique("tok")
+    SECRETS.add([value], pinned=True)
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)
+    log = logging.getLogger("uvicorn.access")
+    fmt = '%s - "%s %s HTTP/%s" %d'
+    for path, shown in (("/healthz", "/healthz"), (f"/mcp?token={value}", "/mcp?token=***")):
+        record = log.makeRecord(
+            log.name, logging.INFO, __file__, 1, fmt, ("127.0.0.1:5", "GET", path, "1.1", 200), None
+        )
+        assert isinstance(record.args, tuple) and len(record.args) == 5
+        line = formatter.format(record)
+        assert f'"GET {shown} HTTP/1.1" 200' in line and value not in line

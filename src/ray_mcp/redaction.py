@@ -630,12 +630,29 @@ def _redact_record(record: logging.LogRecord) -> logging.LogRecord:
         message = record.getMessage()
     except Exception:  # a bad format string: let logging report it as it would
         return record
-    record.msg, record.args = redact_text(message), None
+    redacted = redact_text(message)
+    if redacted != message:
+        _redact_message(record, redacted)
     if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
         record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
     if record.stack_info:
         record.stack_info = redact_text(record.stack_info)
     return record
+
+
+def _redact_message(record: logging.LogRecord, redacted: str) -> None:
+    """Mask a record's secret, keeping its arguments where it can: formatters such as uvicorn's access log
+    unpack ``record.args``, so they stay a tuple of the same length whenever masking them is enough."""
+    args = record.args
+    if isinstance(args, tuple) and args and isinstance(record.msg, str):
+        record.msg = redact_text(record.msg)
+        record.args = tuple(redact_text(a) if isinstance(a, str) else a for a in args)
+        try:
+            if record.getMessage() == redacted:
+                return
+        except Exception:  # a masked argument no longer fits its %-format
+            pass
+    record.msg, record.args = redacted, None
 
 
 def install_log_redaction() -> None:

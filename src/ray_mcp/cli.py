@@ -69,7 +69,7 @@ def wants_doctor(argv: list[str]) -> bool:
     return (bool(argv) and argv[0] == "doctor") or "--check" in argv
 
 
-def parse_settings(argv: list[str] | None = None) -> Settings:
+def _parser() -> OneLineParser:
     parser = OneLineParser(
         prog="ray-mcp",
         usage="ray-mcp [doctor] [options]",
@@ -106,6 +106,17 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     parser.add_argument(
         "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
     )
+    _safety_arguments(parser)
+    _http_limit_arguments(parser)
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="Check the setup (same as `ray-mcp doctor`): one line per check, exit status 1 if one failed.",
+    )
+    return parser
+
+
+def _safety_arguments(parser: OneLineParser) -> None:
     safety = parser.add_argument_group("safety")
     safety.add_argument(
         "--read-only",
@@ -140,6 +151,9 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         help="A directory local runtime_env paths (working_dir, py_modules, requirements files) may come from "
         "(repeatable; env RAY_MCP_UPLOAD_ROOTS). Default: the starting directory on stdio, none over HTTP.",
     )
+
+
+def _http_limit_arguments(parser: OneLineParser) -> None:
     limits = parser.add_argument_group("HTTP limits")
     limits.add_argument(
         "--http-header-timeout-s",
@@ -156,11 +170,10 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         type=int,
         help=f"Streamable HTTP sessions open at once (default {DEFAULT_HTTP_MAX_SESSIONS}).",
     )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="Check the setup (same as `ray-mcp doctor`): one line per check, exit status 1 if one failed.",
-    )
+
+
+def parse_settings(argv: list[str] | None = None) -> Settings:
+    parser = _parser()
     args = parser.parse_args(argv)
     given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None and k != "check"}
     given.pop("check", None)

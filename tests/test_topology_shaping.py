@@ -14,10 +14,9 @@ from ray_mcp.shaping.topology import (
     Evidence,
     accelerator_ids,
     build_topology,
-    compress_ints,
-    render_topology,
     split_pg_resources,
 )
+from ray_mcp.shaping.topology_text import compress_ints, render_topology
 
 JOB = "02000000"
 GIB = 1024**3

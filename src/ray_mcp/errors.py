@@ -204,11 +204,16 @@ def unexpected_failure(tool: str, exc: BaseException) -> RayMCPError:
     stderr and say plainly what happened. The exception's own text is not repeated to the client (it may
     quote a request or a secret); a refused Ray token still gets its own message."""
     cause: BaseException = exc
-    while cause.__cause__ is not None and type(cause).__name__ in (
-        "UnexpectedToolError",
-        "UnexpectedResourceError",
-    ):
-        cause = cause.__cause__
+    while True:  # the SDK's wrappers and task groups' exception groups hide the error that happened
+        if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        elif cause.__cause__ is not None and type(cause).__name__ in (
+            "UnexpectedToolError",
+            "UnexpectedResourceError",
+        ):
+            cause = cause.__cause__
+        else:
+            break
     if type(cause).__name__ == "AuthenticationError":
         return auth_refused("the configured address", f"{tool}")
     logging.getLogger("ray_mcp.errors").error(

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_mcp.ray_api.topology import job_topology as gather_topology
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.shaping.topology import render_topology
+from ray_mcp.shaping.topology_text import render_topology
 from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.topology_models import JobTopology
 

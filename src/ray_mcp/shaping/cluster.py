@@ -66,25 +66,8 @@ def build_cluster_status(
     autoscaler = _autoscaler(cluster_status.get("autoscalerReport"), status.get("autoscalingError"))
     shown = node_models[:max_nodes]
     alive_count = sum(1 for n in node_models if n.state == "ALIVE")
-    hints: list[str] = []
-    if len(shown) < len(node_models):
-        hints.append(
-            f"{len(node_models) - len(shown)} more nodes not shown; call cluster_status with a larger max_nodes."
-        )
-    if pending_placement_groups:
-        hints.append(
-            f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits."
-        )
     pressure = [n for n in node_models if n.usage and n.usage.memory_pressure]
-    if pressure:
-        hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above "
-                        f"{MEMORY_USAGE_THRESHOLD:.0%} of host memory, where Ray's memory monitor kills workers): "
-                        + ", ".join(n.node_id for n in pressure[:5]) + ".")  # fmt: skip
-    if any(d.infeasible for d in demands):
-        hints.append(
-            "Some demands fit on no node: lower the request, or add a node with those resources "
-            "(an autoscaler adds one only if a node type can hold it)."
-        )
+    hints = _status_hints(node_models, len(shown), pending_placement_groups, pressure, demands)
     return models.ClusterStatus(
         dashboard_url=dashboard_url,
         source=source,
@@ -102,6 +85,34 @@ def build_cluster_status(
         notes=list(notes or []),
         hints=hints,
     )
+
+
+def _status_hints(
+    node_models: list[models.NodeStatus],
+    shown: int,
+    pending_placement_groups: int,
+    pressure: list[models.NodeStatus],
+    demands: list[models.Demand],
+) -> list[str]:
+    hints: list[str] = []
+    if shown < len(node_models):
+        hints.append(
+            f"{len(node_models) - shown} more nodes not shown; call cluster_status with a larger max_nodes."
+        )
+    if pending_placement_groups:
+        hints.append(
+            f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits."
+        )
+    if pressure:
+        hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above "
+                        f"{MEMORY_USAGE_THRESHOLD:.0%} of host memory, where Ray's memory monitor kills workers): "
+                        + ", ".join(n.node_id for n in pressure[:5]) + ".")  # fmt: skip
+    if any(d.infeasible for d in demands):
+        hints.append(
+            "Some demands fit on no node: lower the request, or add a node with those resources "
+            "(an autoscaler adds one only if a node type can hold it)."
+        )
+    return hints
 
 
 def _total(node: Mapping[str, Any], name: str) -> float | None:

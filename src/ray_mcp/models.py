@@ -8,6 +8,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Diagnosis and stack models live in diagnosis_models.py and stack_models.py; `from ray_mcp.models import X`
+# still works for them.
+from ray_mcp.diagnosis_models import ClusterHealth as ClusterHealth
+from ray_mcp.diagnosis_models import Finding as Finding
+from ray_mcp.diagnosis_models import JobDiagnosis as JobDiagnosis
+from ray_mcp.stack_models import CpuProfile as CpuProfile
+from ray_mcp.stack_models import HotFunction as HotFunction
+from ray_mcp.stack_models import StackGroup as StackGroup
+from ray_mcp.stack_models import StackTraces as StackTraces
+
 
 class ResourceUse(BaseModel):
     used: float = Field(description="Amount in use (bytes for memory and object_store_memory).")
@@ -458,119 +468,3 @@ class ActorKill(BaseModel):
     state_before: str
     state_after: str | None = None
     message: str
-
-
-# -- diagnosis (diagnose_job, cluster_health) ---------------------------------------------------------------
-
-
-class Finding(BaseModel):
-    """One piece of the diagnosis: what is wrong, the evidence lines, and what to do next."""
-
-    severity: int = Field(
-        description="Higher ranks first: 100 root cause, 90 stuck, 60 contributing, 40 symptom."
-    )
-    kind: str = Field(default="", description="driver_exception, actor_died, task_failed, pending_pg, ...")
-    title: str
-    evidence: list[str] = Field(
-        default_factory=list, description="Lines quoted from Ray: logs, messages, causes."
-    )
-    next_steps: list[str] = Field(default_factory=list, description="Which tool or doc to use next.")
-    refs: list[str] = Field(
-        default_factory=list, description="Reference pages or prompts about this failure."
-    )
-
-
-class JobDiagnosis(BaseModel):
-    job: str
-    submission_id: str | None = None
-    job_id: str | None = None
-    status: str
-    error_type: str | None = None
-    driver_exit_code: int | None = None
-    verdict: str = Field(
-        description="The job's status and how it got there, then the symptom and the last link of its cause "
-        "chain (Unknown: ... if none was found and some evidence could not be read)."
-    )
-    findings: list[Finding]
-    notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
-    unchecked: list[str] = Field(default_factory=list, description="Evidence that could not be read.")
-    events: list[str] = Field(
-        default_factory=list, description="Cluster events that explain it, newest first."
-    )
-    other_jobs: list[str] = Field(default_factory=list, description="Other jobs' problems, in one line.")
-
-
-class ClusterHealth(BaseModel):
-    status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = Field(
-        description="UNKNOWN: nothing serious found, but some check could not run (see unchecked and notes)."
-    )
-    healthy: bool = Field(description="True only if every check ran and found nothing serious.")
-    verdict: str
-    dashboard_url: str
-    findings: list[Finding]
-    checked: list[str] = Field(description="What was looked at.")
-    unchecked: list[str] = Field(default_factory=list, description="Checks that could not run.")
-    notes: list[str] = Field(default_factory=list, description="What could not be checked, and why.")
-    events: list[str] = Field(default_factory=list, description="Cluster events, newest first.")
-
-
-# -- stacks and CPU profiles (stack_traces, cpu_profile) -----------------------------------------------------
-
-
-class StackGroup(BaseModel):
-    """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
-
-    role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
-    thread: str | None = Field(default=None, description="The thread, when it is not the main one.")
-    count: int = Field(description="Processes of this role with this stack.")
-    of: int = Field(description="Processes of this role sampled.")
-    state: str = Field(description="active (on CPU) or idle (waiting), as py-spy saw the thread.")
-    blocked_in: str | None = Field(
-        default=None, description="The call the innermost project frame waits in: ray.get, dist.barrier, ..."
-    )
-    where: str | None = Field(default=None, description="The innermost project frame: file:line in function.")
-    frames: list[str] = Field(
-        description="Project frames, innermost first; Ray's and libraries' frames folded."
-    )
-    process_title: str | None = Field(
-        default=None, description="Ray's process title, e.g. ray::Actor.method."
-    )
-    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
-
-
-class StackTraces(BaseModel):
-    target: str
-    verdict: str = Field(description="Where the processes are, in one line.")
-    source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
-    processes_total: int = Field(description="Processes of the target (driver, actors, task workers).")
-    processes_sampled: int
-    processes_failed: int
-    processes_left_out: int = Field(default=0, description="Not sampled because of limit.")
-    groups: list[StackGroup]
-    groups_left_out: int = 0
-    failures: list[str] = Field(
-        default_factory=list, description="Processes that could not be read, and why."
-    )
-    hints: list[str] = Field(default_factory=list)
-
-
-class HotFunction(BaseModel):
-    function: str
-    file: str
-    line: int | None = Field(default=None, description="The line with the most own samples.")
-    own_samples: int
-    total_samples: int
-    own_pct: float = Field(description="Share of samples spent in this function itself.")
-    total_pct: float = Field(description="Share of samples with this function anywhere on the stack.")
-    project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
-
-
-class CpuProfile(BaseModel):
-    target: str
-    verdict: str
-    source: str
-    duration_s: float
-    samples: int = Field(description="Samples taken while the process was on CPU (100 per second).")
-    functions: list[HotFunction]
-    hottest_stack: list[str] = Field(default_factory=list)
-    hints: list[str] = Field(default_factory=list)

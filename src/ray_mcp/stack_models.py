@@ -1,0 +1,65 @@
+"""Pydantic output models of stack_traces and cpu_profile (re-exported by ray_mcp.models).
+
+No ``from __future__ import annotations`` (see models.py).
+"""
+
+from pydantic import BaseModel, Field
+
+
+class StackGroup(BaseModel):
+    """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
+
+    role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
+    thread: str | None = Field(default=None, description="The thread, when it is not the main one.")
+    count: int = Field(description="Processes of this role with this stack.")
+    of: int = Field(description="Processes of this role sampled.")
+    state: str = Field(description="active (on CPU) or idle (waiting), as py-spy saw the thread.")
+    blocked_in: str | None = Field(
+        default=None, description="The call the innermost project frame waits in: ray.get, dist.barrier, ..."
+    )
+    where: str | None = Field(default=None, description="The innermost project frame: file:line in function.")
+    frames: list[str] = Field(
+        description="Project frames, innermost first; Ray's and libraries' frames folded."
+    )
+    process_title: str | None = Field(
+        default=None, description="Ray's process title, e.g. ray::Actor.method."
+    )
+    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
+
+
+class StackTraces(BaseModel):
+    target: str
+    verdict: str = Field(description="Where the processes are, in one line.")
+    source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
+    processes_total: int = Field(description="Processes of the target (driver, actors, task workers).")
+    processes_sampled: int
+    processes_failed: int
+    processes_left_out: int = Field(default=0, description="Not sampled because of limit.")
+    groups: list[StackGroup]
+    groups_left_out: int = 0
+    failures: list[str] = Field(
+        default_factory=list, description="Processes that could not be read, and why."
+    )
+    hints: list[str] = Field(default_factory=list)
+
+
+class HotFunction(BaseModel):
+    function: str
+    file: str
+    line: int | None = Field(default=None, description="The line with the most own samples.")
+    own_samples: int
+    total_samples: int
+    own_pct: float = Field(description="Share of samples spent in this function itself.")
+    total_pct: float = Field(description="Share of samples with this function anywhere on the stack.")
+    project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
+
+
+class CpuProfile(BaseModel):
+    target: str
+    verdict: str
+    source: str
+    duration_s: float
+    samples: int = Field(description="Samples taken while the process was on CPU (100 per second).")
+    functions: list[HotFunction]
+    hottest_stack: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)

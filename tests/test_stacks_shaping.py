@@ -7,7 +7,7 @@ import textwrap
 
 from ray_mcp import models
 from ray_mcp.diagnosis import hang
-from ray_mcp.shaping import stacks
+from ray_mcp.shaping import profiles, stacks
 
 TRAINER = textwrap.dedent(
     """\
@@ -141,8 +141,8 @@ def test_a_raw_profile_ranks_functions_by_own_time_and_marks_project_code() -> N
         main_loop (ray/_private/worker.py:1001);build (indexer.py:20);update (hashlib.py:3) 10
         """
     )
-    parsed = stacks.parse_raw_profile(raw)
-    functions, samples = stacks.profile_functions(parsed, top=5)
+    parsed = profiles.parse_raw_profile(raw)
+    functions, samples = profiles.profile_functions(parsed, top=5)
     assert samples == 100
     top = functions[0]
     assert (top.function, top.file, top.line, top.own_pct, top.project) == (
@@ -154,7 +154,7 @@ def test_a_raw_profile_ranks_functions_by_own_time_and_marks_project_code() -> N
     )
     build = next(f for f in functions if f.function == "build")
     assert build.own_samples == 0 and build.total_pct == 100.0
-    assert stacks.hottest_path(parsed, 4)[0] == "indexer.py:11 in digest_rows"
+    assert profiles.hottest_path(parsed, 4)[0] == "indexer.py:11 in digest_rows"
 
 
 def task(

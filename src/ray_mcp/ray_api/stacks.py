@@ -34,7 +34,7 @@ from ray_mcp import models
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.ids import check_id
-from ray_mcp.shaping import stacks
+from ray_mcp.shaping import profiles, stacks
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
@@ -530,8 +530,8 @@ class StackSampler:
     ) -> models.CpuProfile:
         (proc,) = await self.processes(target)
         raw, source = await self.profile(proc, duration_s)
-        parsed = stacks.parse_raw_profile(raw)
-        functions, samples = stacks.profile_functions(parsed, top)
+        parsed = profiles.parse_raw_profile(raw)
+        functions, samples = profiles.profile_functions(parsed, top)
         label = f"{target.label()} (pid {proc.pid} on {proc.node}, {proc.role})"
         hints = []
         if samples == 0:
@@ -551,7 +551,7 @@ class StackSampler:
                 verdict += f"; hottest project function {project.function} ({project.file}:{project.line}) {project.own_pct:g}%"
         return models.CpuProfile(
             target=label, verdict=verdict, source=source, duration_s=duration_s, samples=samples,
-            functions=functions, hottest_stack=stacks.hottest_path(parsed, max_frames), hints=hints,
+            functions=functions, hottest_stack=profiles.hottest_path(parsed, max_frames), hints=hints,
         )  # fmt: skip
 
 

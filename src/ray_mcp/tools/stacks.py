@@ -22,7 +22,8 @@ from ray_mcp.limits import (
 from ray_mcp.models import CpuProfile, StackTraces
 from ray_mcp.ray_api.stacks import Target, target_kind
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.shaping.stacks import render_profile, render_stacks
+from ray_mcp.shaping.profiles import render_profile
+from ray_mcp.shaping.stacks import render_stacks
 from ray_mcp.tools import READ_ONLY, Api
 
 JobArg = Annotated[

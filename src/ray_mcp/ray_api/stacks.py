@@ -16,10 +16,6 @@ per cluster (dashboard requests included: each one runs py-spy on a node).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -32,6 +28,7 @@ import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
+from ray_mcp.ray_api import py_spy as spy
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.ids import check_id
 from ray_mcp.shaping import profiles, stacks
@@ -51,42 +48,6 @@ PROFILING_FIX = (
     "(`RAY_DASHBOARD_ENABLE_PROFILING=1 ray start --head ...`; on KubeRay, an env var of the head container) "
     "so that the dashboard reads stacks on every node"
 )
-PTRACE_FIX = (
-    "py-spy needs ptrace permission: run it as the same user as the Ray workers (or root), allow ptrace with "
-    "`sudo sysctl kernel.yama.ptrace_scope=0`, and in a container add the SYS_PTRACE capability"
-)
-_PERMISSION = ("permission denied", "operation not permitted", "elevated permissions", "ptrace")
-_GONE = ("no such process", "failed to find process", "process not found", "failed to open process")
-
-
-def find_py_spy(configured: str | None = None) -> str | None:
-    """py-spy: the configured path, else beside this Python (clients often start us with a PATH lacking our
-    venv's bin/), else on the PATH."""
-    if configured:
-        return configured if Path(configured).is_file() and os.access(configured, os.X_OK) else None
-    beside = Path(sys.executable).with_name("py-spy")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("py-spy")
-
-
-def failure_reason(text: str) -> str:
-    """One sentence for an agent from py-spy's (or the agent's) error output, with the fix when there is one."""
-    low = text.lower()
-    if any(p in low for p in _PERMISSION):
-        return f"py-spy was refused ptrace ({stacks_excerpt(text)}): {PTRACE_FIX}"
-    if any(p in low for p in _GONE):
-        return f"the process exited before it could be read ({stacks_excerpt(text)})"
-    if "not installed" in low or "no such file" in low:
-        return f"py-spy is not installed where the process runs ({stacks_excerpt(text)}): pip install py-spy there"
-    return stacks_excerpt(text, 300)
-
-
-def stacks_excerpt(text: str, limit: int = 160) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("===")]
-    interesting = [ln for ln in lines if "error" in ln.lower() or "denied" in ln.lower()] or lines
-    joined = " | ".join(interesting[-3:])
-    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
 @dataclass
@@ -155,44 +116,6 @@ def target_kind(
     return kind
 
 
-def _local_addresses() -> set[str]:
-    import psutil
-
-    out = {"127.0.0.1", "::1", "localhost"}
-    with contextlib.suppress(OSError):
-        out.add(socket.gethostbyname(socket.gethostname()))
-    with contextlib.suppress(Exception):
-        for addrs in psutil.net_if_addrs().values():
-            out.update(
-                a.address.split("%")[0] for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6)
-            )
-    return out
-
-
-def check_local_process(pid: int) -> tuple[bool, str]:
-    """(is a Ray process on this host, its title or why not). Runs in a thread: psutil and /proc reads."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        cmdline = proc.cmdline()
-    except psutil.NoSuchProcess:
-        return False, f"no process {pid} runs on this host (it exited)"
-    except psutil.AccessDenied:
-        return False, f"process {pid} belongs to another user: {PTRACE_FIX}"
-    title = " ".join(" ".join(cmdline).split())[:200] or proc.name()
-    if cmdline and ("ray::" in cmdline[0] or any("default_worker.py" in c for c in cmdline)):
-        return True, title
-    try:  # a driver: a Python process that loaded Ray's core worker
-        if b"_raylet" in Path(f"/proc/{pid}/maps").read_bytes():
-            return True, title
-    except PermissionError:
-        return False, f"process {pid} cannot be inspected: {PTRACE_FIX}"
-    except OSError:
-        pass
-    return False, f"process {pid} on this host is not a Ray worker or driver (its command is {title[:80]!r})"
-
-
 class StackSampler:
     """Reads stacks and profiles for one cluster. One per RayAPI; safe under concurrent calls."""
 
@@ -224,7 +147,7 @@ class StackSampler:
 
     async def is_local(self, proc: Proc) -> bool:
         if self._local is None:
-            self._local = await anyio.to_thread.run_sync(_local_addresses)
+            self._local = await anyio.to_thread.run_sync(spy.local_addresses)
         return bool(proc.node_ip) and proc.node_ip in self._local
 
     async def _plan(self, proc: Proc) -> tuple[list[str], str]:
@@ -293,7 +216,7 @@ class StackSampler:
             self._profiling = (time.monotonic(), False)
             raise _Disabled()
         if response.status_code != 200:
-            raise RayRequestFailed(failure_reason(response.text or f"HTTP {response.status_code}"))
+            raise RayRequestFailed(spy.failure_reason(response.text or f"HTTP {response.status_code}"))
         return response.text
 
     async def _dashboard_dump(self, proc: Proc) -> stacks.ProcessDump:
@@ -301,10 +224,10 @@ class StackSampler:
         try:
             return stacks.parse_dump_text(text, proc.pid)
         except ValueError as exc:
-            raise RayRequestFailed(f"the dashboard answered no stack ({stacks_excerpt(text)})") from exc
+            raise RayRequestFailed(f"the dashboard answered no stack ({spy.stacks_excerpt(text)})") from exc
 
     def _py_spy(self) -> str:
-        found = find_py_spy(self.py_spy_setting)
+        found = spy.find_py_spy(self.py_spy_setting)
         if found is None:
             where = self.py_spy_setting or f"beside {sys.executable} or on the PATH"
             raise RayRequestFailed(
@@ -314,7 +237,7 @@ class StackSampler:
         return found
 
     async def _check_local(self, proc: Proc) -> str:
-        ok, title = await anyio.to_thread.run_sync(check_local_process, proc.pid)
+        ok, title = await anyio.to_thread.run_sync(spy.check_local_process, proc.pid)
         if not ok:
             raise RayRequestFailed(title)
         return title
@@ -322,11 +245,11 @@ class StackSampler:
     async def _local_dump(self, proc: Proc) -> stacks.ProcessDump:
         py_spy = self._py_spy()
         title = await self._check_local(proc)
-        out = await run_py_spy([py_spy, "dump", "--pid", str(proc.pid), "--json"], DUMP_TIMEOUT_S)
+        out = await spy.run_py_spy([py_spy, "dump", "--pid", str(proc.pid), "--json"], DUMP_TIMEOUT_S)
         try:
             return stacks.parse_dump_json(out, proc.pid, title)
         except (ValueError, TypeError, KeyError) as exc:
-            raise RayRequestFailed(f"py-spy answered no stack ({stacks_excerpt(out)})") from exc
+            raise RayRequestFailed(f"py-spy answered no stack ({spy.stacks_excerpt(out)})") from exc
 
     async def profile(self, proc: Proc, duration_s: int) -> tuple[str, str]:
         """(raw collapsed stacks, source) of one process over ``duration_s`` seconds."""
@@ -358,7 +281,7 @@ class StackSampler:
             out = Path(tmp) / "profile.txt"
             cmd = [py_spy, "record", "--pid", str(proc.pid), "--duration", str(duration_s), "--format", "raw",
                    "--output", str(out)]  # fmt: skip
-            await run_py_spy(cmd, duration_s + PROFILE_SLACK_S)
+            await spy.run_py_spy(cmd, duration_s + PROFILE_SLACK_S)
             return out.read_text(errors="replace") if out.exists() else ""
 
     # -- which processes ------------------------------------------------------------------------------------
@@ -557,40 +480,6 @@ class StackSampler:
 
 class _Disabled(Exception):
     """The dashboard's profiling routes answered 403 (RAY_DASHBOARD_ENABLE_PROFILING is off)."""
-
-
-async def run_py_spy(cmd: list[str], timeout_s: float) -> str:
-    """Run py-spy without blocking the loop; its stdout, or RayRequestFailed with the reason and the fix."""
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *cmd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as exc:
-        raise RayRequestFailed(f"py-spy could not be started ({cmd[0]}): {exc}") from exc
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        await _reap(process)
-        raise RayRequestFailed(
-            f"py-spy did not finish within {timeout_s:g} s (a loaded node?); retry."
-        ) from None
-    except asyncio.CancelledError:
-        await _reap(process)
-        raise
-    if process.returncode != 0:
-        raise RayRequestFailed(failure_reason((err or out).decode(errors="replace")))
-    return out.decode(errors="replace")
-
-
-async def _reap(process: asyncio.subprocess.Process) -> None:
-    """Kill a py-spy that outlived its call (it detaches from its target when it dies) and wait for it."""
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    with contextlib.suppress(Exception):
-        await asyncio.shield(process.wait())
 
 
 class StacksAPI(RayClient):

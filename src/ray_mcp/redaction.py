@@ -19,21 +19,23 @@ notification, error and audit line) and by the logging hook (the server's own st
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 import sys
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-REDACTED = "***"
+from ray_mcp.redaction_shapes import REDACTED as REDACTED
+from ray_mcp.redaction_shapes import SHORT_SECRET_CHARS as SHORT_SECRET_CHARS
+from ray_mcp.redaction_shapes import _mask_shapes, _mask_spans
+from ray_mcp.structured_bounds import bound_structured as bound_structured
+
 MAX_KNOWN_SECRETS = 4096  # learned values kept (oldest forgotten first); configured credentials are pinned
 MAX_SECRET_CHARS = 4096  # a longer value is registered by its first MAX_SECRET_CHARS characters
-SHORT_SECRET_CHARS = 4  # values shorter than this are masked only where they stand as whole words
 # env_vars values that configure rather than authenticate: masking them everywhere would mangle every answer
 NOT_SECRET_VALUES = frozenset(
     {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "debug", "info", "warn", "warning",
@@ -262,150 +264,6 @@ def remember_settings_secrets(settings: Any) -> None:
     SECRETS.add(values, pinned=True)
 
 
-# -- secret shapes ------------------------------------------------------------------------------------------
-
-# A secret's name: with secret/password/passphrase/credential anywhere, or ending in token, key, pwd, ...
-# (never a longer word: max_new_tokens, tokenizer, pad_token_id and monkey are not secret names).
-_NAME = (
-    r"(?:[\w.-]*(?:secret|passw(?:or)?d|passphrase|credential)[\w.-]*"
-    r"|[\w.-]*(?:pwd|api[_-]?key|apikey|access[_-]?key|account[_-]?key|private[_-]?key|token|[_.-]key))(?![\w])"
-)
-_PLACEHOLDER = r"(?![<$*{…]|\.\.\.)"  # <token>, $TOKEN, ${env:TOKEN}, ***, ...: documentation, not secrets
-_VALUE = r"[^\s\"',;}\]]+"
-_SCHEMES = "bearer|basic|token|digest|negotiate"
-
-
-def _keep(group: int) -> Callable[[re.Match[str]], str]:
-    """Keep the text before the value (``group`` groups), mask the value."""
-    return lambda m: "".join(m.group(i) or "" for i in range(1, group + 1)) + REDACTED
-
-
-def _prose_or_code(value: str, rest: str) -> bool:
-    """An English word followed by more words (``token: use one of``), a small number, or a code expression."""
-    if value.isalpha() and (value.islower() or value.istitle()) and re.match(r"[ \t]+[A-Za-z(]", rest):
-        return True
-    if re.fullmatch(r"[fFrRbBuU]{1,2}", value) and rest[:1] in ("'", '"'):  # a string prefix: f"Bearer {x}"
-        return True
-    if value.isdigit() and len(value) <= 3:
-        return True
-    return re.match(r"[A-Za-z_][\w.]*[(\[]", value) is not None
-
-
-def _keyed(prefix_groups: int) -> Callable[[re.Match[str]], str]:
-    def replace(m: re.Match[str]) -> str:
-        value = m.group(prefix_groups + 1)
-        if _prose_or_code(value, m.string[m.end() :]):
-            return m.group(0)
-        return "".join(m.group(i) or "" for i in range(1, prefix_groups + 1)) + REDACTED
-
-    return replace
-
-
-_SHAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    # -----BEGIN ... PRIVATE KEY----- ... -----END ... PRIVATE KEY----- (or to the end, when cut)
-    (
-        re.compile(
-            r"-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-            re.S,
-        ),
-        "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----",
-    ),
-    # scheme://user:password@host
-    (
-        re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)"),
-        lambda m: f"{m[1]}{REDACTED}{m[3]}",
-    ),
-    # Authorization: Bearer x / Basic x / x; Proxy-Authorization too
-    (
-        re.compile(
-            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
-            rf"(?!(?:(?:{_SCHEMES})\s+)?(?:[<$*{{…]|\.\.\.))((?:{_SCHEMES})\s+)?({_VALUE})"
-        ),
-        lambda m: (
-            m[0]
-            if not m[2] and _prose_or_code(m[3], m.string[m.end() :])
-            else f"{m[1]}{m[2] or ''}{REDACTED}"
-        ),
-    ),
-    (re.compile(r"(?i)(\b(?:set-)?cookie\s*:\s*)[^\r\n]+"), r"\1***"),
-    # a bare bearer token (with a digit: "Bearer authentication" is prose)
-    (re.compile(r"(?i)\b(bearer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{8,}"), r"\1***"),
-    # --password x, --api-key=x, -p? no: flags named like secrets only
-    (
-        re.compile(rf"(?i)((?<![\w-])--?{_NAME})(=|[ \t]+)([\"']?){_PLACEHOLDER}(?!-)({_VALUE})"),
-        _keyed(3),
-    ),
-    # NAME=value (env and shell style), "NAME": "value" (JSON, reprs), NAME: value (YAML, logs, headers)
-    (re.compile(rf"(?i)(\b{_NAME})(\s*=\s*)([\"']?){_PLACEHOLDER}({_VALUE})"), _keyed(3)),
-    (re.compile(rf"(?i)([\"']{_NAME}[\"']\s*:\s*)([\"']){_PLACEHOLDER}([^\"'\n]+)"), _keyed(2)),
-    (re.compile(rf"(?i)(\b{_NAME})(\s*:[ \t]*)([\"']?){_PLACEHOLDER}({_VALUE})"), _keyed(3)),
-    # JSON Web Tokens, signature included (the detector below stops before it)
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), REDACTED),
-    # tokens the detectors below lack or know in an older format
-    (
-        re.compile(
-            r"\b(?:hf|sk|rk|pk|ghp|gho|ghs|ghu|ghr|github_pat|glpat|npm|xox[abposr])[-_][A-Za-z0-9_-]{16,}"
-        ),
-        REDACTED,
-    ),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),  # Google API key
-    (re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"), REDACTED),  # Google OAuth access token
-    (re.compile(r"(?i)(\bsig=)[A-Za-z0-9%+/=]{16,}"), r"\1***"),  # Azure SAS signature
-    (re.compile(r"(?i)(\b(?:AccountKey|SharedAccessKey)=)[A-Za-z0-9+/=]{16,}"), r"\1***"),
-]
-
-# The detect-secrets plugins used. Not the entropy and keyword ones (Ray ids and prose trip them), nor Discord,
-# Telegram, Twilio and Mailchimp (shapes with no literal anchor: they match within ids and hashes).
-_DETECTORS = (
-    "aws.AWSKeyDetector", "azure_storage_key.AzureStorageKeyDetector", "basic_auth.BasicAuthDetector",
-    "github_token.GitHubTokenDetector", "gitlab_token.GitLabTokenDetector", "jwt.JwtTokenDetector",
-    "npm.NpmDetector", "openai.OpenAIDetector", "pypi_token.PypiTokenDetector", "sendgrid.SendGridDetector",
-    "slack.SlackDetector", "square_oauth.SquareOAuthDetector", "stripe.StripeDetector",
-)  # fmt: skip
-_detectors: list[Any] | None = None
-_detectors_lock = threading.Lock()
-
-
-def _load_detectors() -> list[Any]:
-    """The detect-secrets plugins, imported once (thread-safe: importing from several threads can deadlock)."""
-    global _detectors
-    if _detectors is None:
-        with _detectors_lock:
-            if _detectors is None:
-                import importlib
-
-                found = []
-                for spec in _DETECTORS:
-                    module, _, cls = spec.rpartition(".")
-                    found.append(getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)())
-                _detectors = found
-    return _detectors
-
-
-def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    spans.sort()
-    out, pos = [], 0
-    for start, stop in spans:
-        if stop <= pos:
-            continue
-        out.append(text[pos : max(pos, start)])
-        pos = stop
-        out.append(REDACTED)
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def _mask_shapes(text: str) -> str:
-    for pattern, replacement in _SHAPES:
-        text = pattern.sub(replacement, text)
-    found: set[str] = set()
-    for detector in _load_detectors():
-        found.update(s for s in detector.analyze_string(text) if s and len(s) >= SHORT_SECRET_CHARS)
-    for secret in sorted(found, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
-
-
 # -- control characters -------------------------------------------------------------------------------------
 
 
@@ -534,89 +392,6 @@ def _redact(obj: Any, matchers: tuple[_Matcher, ...], found: list[str]) -> Any:
     if isinstance(obj, str):
         return _clean(str(obj), matchers)
     return obj
-
-
-# -- bounds on structured content -------------------------------------------------------------------------------
-
-STRUCTURED_MIN_BYTES = 16_384  # structured content may always be this big ...
-STRUCTURED_TEXT_FACTOR = 2  # ... or twice its text, whichever is more: bounded as the text is bounded
-STRUCTURED_MAX_BYTES = 1_048_576  # and never more than this
-# (max chars per string, max keys per string map, max items per list), tighter at each step
-# (max chars per string, max keys per string map), tighter at each step. Lists are already bounded by each
-# tool's `limit` (and counted in its `shown`): they are cut only past STRUCTURED_MAX_BYTES.
-_CUT_STEPS = ((8192, 500), (2048, 100), (512, 32), (128, 16), (32, 16))
-_LIST_STEPS = (2000, 500, 100, 20, 5)
-NO_LIST_CUT = 1 << 62
-MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
-
-
-def json_size(obj: Any) -> int:
-    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode())
-
-
-def _cut(obj: Any, chars: int, keys: int, items: int, cuts: list[str], path: str) -> Any:
-    if isinstance(obj, str):
-        if len(obj) > chars:
-            cuts.append(path or "(top)")
-            return f"{obj[:chars]}… [cut: {len(obj) - chars} more characters]"
-        return obj
-    if isinstance(obj, Mapping):
-        entries = list(obj.items())
-        free_map = len(entries) > keys and all(isinstance(v, str) for _, v in entries)
-        if free_map or len(entries) > MAX_MODEL_KEYS:
-            cuts.append(path or "(top)")
-            out = {k: _cut(v, chars, keys, items, cuts, f"{path}.{k}") for k, v in entries[:keys]}
-            if free_map:
-                out["…"] = f"[cut: {len(entries) - keys} more keys]"
-            return out
-        return {k: _cut(v, chars, keys, items, cuts, f"{path}.{k}" if path else str(k)) for k, v in entries}
-    if isinstance(obj, list):
-        kept = [_cut(v, chars, keys, items, cuts, f"{path}[{i}]") for i, v in enumerate(obj[:items])]
-        if len(obj) > items:
-            cuts.append(path or "(top)")
-            if all(isinstance(v, str) for v in obj):
-                kept.append(f"… [cut: {len(obj) - items} more items]")
-        return kept
-    return obj
-
-
-def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[str, Any], str | None]:
-    """Cut structured content that outgrows its bound, field by field, with a marker at each cut.
-
-    Long strings and string maps (entrypoints, messages, metadata) are what grows without bound; lists are
-    bounded by each tool's limit, so they are cut only past STRUCTURED_MAX_BYTES.
-    Returns the content and a note for the text (None when nothing was cut). Strings end in
-    ``… [cut: N more characters]``; string maps get a ``"…"`` key; lists of strings a last item; the note is
-    also appended to the content's ``hints`` (or ``notes``) when it has them.
-    """
-    limit = min(STRUCTURED_MAX_BYTES, max(STRUCTURED_MIN_BYTES, STRUCTURED_TEXT_FACTOR * text_bytes))
-    size = json_size(structured)
-    if size <= limit:
-        return structured, None
-    out: dict[str, Any] = structured
-    cuts: list[str] = []
-    for chars, keys in _CUT_STEPS:
-        cuts = []
-        out = _cut(structured, chars, keys, NO_LIST_CUT, cuts, "")
-        if json_size(out) <= limit - 512:
-            break
-    else:
-        for items in _LIST_STEPS:  # still huge: a list past any tool's limit
-            if json_size(out) <= STRUCTURED_MAX_BYTES - 512:
-                break
-            out = _cut(out, 32, 16, items, cuts, "")
-    if not cuts:  # over the bound only by lists a limit already bounds: nothing to cut
-        return structured, None
-    fields = ", ".join(dict.fromkeys(cuts))
-    note = (
-        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:300]}); the text above "
-        "is the full answer within its bounds."
-    )
-    for key in ("hints", "notes"):
-        if isinstance(out.get(key), list):
-            out[key] = [*out[key], note]
-            break
-    return out, note
 
 
 # -- the server's own logs ----------------------------------------------------------------------------------------

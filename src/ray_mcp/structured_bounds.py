@@ -1,0 +1,88 @@
+"""Bounds on a tool result's structured content: cut long strings, maps and lists until it fits (re-exported
+by redaction.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+STRUCTURED_MIN_BYTES = 16_384  # structured content may always be this big ...
+STRUCTURED_TEXT_FACTOR = 2  # ... or twice its text, whichever is more: bounded as the text is bounded
+STRUCTURED_MAX_BYTES = 1_048_576  # and never more than this
+# (max chars per string, max keys per string map, max items per list), tighter at each step
+# (max chars per string, max keys per string map), tighter at each step. Lists are already bounded by each
+# tool's `limit` (and counted in its `shown`): they are cut only past STRUCTURED_MAX_BYTES.
+_CUT_STEPS = ((8192, 500), (2048, 100), (512, 32), (128, 16), (32, 16))
+_LIST_STEPS = (2000, 500, 100, 20, 5)
+NO_LIST_CUT = 1 << 62
+MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
+
+
+def json_size(obj: Any) -> int:
+    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
+def _cut(obj: Any, chars: int, keys: int, items: int, cuts: list[str], path: str) -> Any:
+    if isinstance(obj, str):
+        if len(obj) > chars:
+            cuts.append(path or "(top)")
+            return f"{obj[:chars]}… [cut: {len(obj) - chars} more characters]"
+        return obj
+    if isinstance(obj, Mapping):
+        entries = list(obj.items())
+        free_map = len(entries) > keys and all(isinstance(v, str) for _, v in entries)
+        if free_map or len(entries) > MAX_MODEL_KEYS:
+            cuts.append(path or "(top)")
+            out = {k: _cut(v, chars, keys, items, cuts, f"{path}.{k}") for k, v in entries[:keys]}
+            if free_map:
+                out["…"] = f"[cut: {len(entries) - keys} more keys]"
+            return out
+        return {k: _cut(v, chars, keys, items, cuts, f"{path}.{k}" if path else str(k)) for k, v in entries}
+    if isinstance(obj, list):
+        kept = [_cut(v, chars, keys, items, cuts, f"{path}[{i}]") for i, v in enumerate(obj[:items])]
+        if len(obj) > items:
+            cuts.append(path or "(top)")
+            if all(isinstance(v, str) for v in obj):
+                kept.append(f"… [cut: {len(obj) - items} more items]")
+        return kept
+    return obj
+
+
+def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[str, Any], str | None]:
+    """Cut structured content that outgrows its bound, field by field, with a marker at each cut.
+
+    Long strings and string maps (entrypoints, messages, metadata) are what grows without bound; lists are
+    bounded by each tool's limit, so they are cut only past STRUCTURED_MAX_BYTES.
+    Returns the content and a note for the text (None when nothing was cut). Strings end in
+    ``… [cut: N more characters]``; string maps get a ``"…"`` key; lists of strings a last item; the note is
+    also appended to the content's ``hints`` (or ``notes``) when it has them.
+    """
+    limit = min(STRUCTURED_MAX_BYTES, max(STRUCTURED_MIN_BYTES, STRUCTURED_TEXT_FACTOR * text_bytes))
+    size = json_size(structured)
+    if size <= limit:
+        return structured, None
+    out: dict[str, Any] = structured
+    cuts: list[str] = []
+    for chars, keys in _CUT_STEPS:
+        cuts = []
+        out = _cut(structured, chars, keys, NO_LIST_CUT, cuts, "")
+        if json_size(out) <= limit - 512:
+            break
+    else:
+        for items in _LIST_STEPS:  # still huge: a list past any tool's limit
+            if json_size(out) <= STRUCTURED_MAX_BYTES - 512:
+                break
+            out = _cut(out, 32, 16, items, cuts, "")
+    if not cuts:  # over the bound only by lists a limit already bounds: nothing to cut
+        return structured, None
+    fields = ", ".join(dict.fromkeys(cuts))
+    note = (
+        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:300]}); the text above "
+        "is the full answer within its bounds."
+    )
+    for key in ("hints", "notes"):
+        if isinstance(out.get(key), list):
+            out[key] = [*out[key], note]
+            break
+    return out, note

@@ -102,7 +102,9 @@ def gpu_cluster() -> Iterator[tuple[LocalHead, GPUWorker]]:
 @pytest.fixture
 async def mcp(gpu_cluster) -> AsyncIterator[Client]:
     head, _worker = gpu_cluster
-    server = build_server(Settings(address=head.dashboard_url, allow_destructive=True))
+    # The GCS address form: strategies and owners come from this head's GCS, never from a search among the
+    # other heads' GCS processes that a long test session leaves on the machine.
+    server = build_server(Settings(address=head.gcs_address, allow_destructive=True))
     async with Client(server) as client:
         yield client
     await server.app.aclose()

@@ -250,3 +250,51 @@ def test_a_driver_that_timed_out_on_a_group_never_created_names_the_group_and_wh
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
     assert "learners" in line and "STRICT_SPREAD" in line and "infeasible" in line, line
+
+
+def owner_died_on(node_id: str, owner: str) -> dict:
+    """Ray's record of an actor whose owner (the driver) exited after losing it: OWNER_DIED, not NODE_DIED."""
+    return {"actor_died_error_context": {
+        "reason": "OWNER_DIED", "owner_id": owner, "pid": 200,
+        "error_message": f"The actor is dead because its owner has died. Owner Id: {owner} Owner worker exit "
+                         "type: INTENDED_USER_EXIT Worker exit detail: Owner's worker process has crashed."}}  # fmt: skip
+
+
+def test_an_actor_recorded_as_owner_died_on_a_node_that_died_with_it_names_the_node() -> None:
+    """The raylet dies; the driver's call fails (ActorUnavailableError, connection refused) and the driver exits;
+    Ray records the actor as OWNER_DIED, then marks its node DEAD after the health checks fail. The owner died
+    because of the actor: the node is the last link."""
+    rb, driver = "d" * 32, "0d000000" + "f" * 48
+    dead_node = {**node(WORKER_NODE, "DEAD"), "end_time_ms": NOW - 1000 + 15_000}  # 15 s after the driver ended
+    ev = Evidence(
+        now_ms=NOW + 30_000, job=job("0d000000", "FAILED"), nodes=[node(HEAD), dead_node], jobs=[job("0d000000", "FAILED")],
+        pgs=[], actors=[actor(rb, "ReplayBuffer", "0d000000", "DEAD", node_id=WORKER_NODE, death_cause=owner_died_on(WORKER_NODE, driver))],
+        tasks=[task("t1", "ReplayBuffer.add", "0d000000", "FAILED", type="ACTOR_TASK", actor_id=rb, node_id=WORKER_NODE,
+                    error_type="ACTOR_UNAVAILABLE", error_message="The actor is temporarily unavailable: RpcError: "
+                    "failed to connect to all addresses: Connection refused rpc_code: 14")],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 13, in <module>',
+                      "    ray.get(buf.add.remote(i))", f"ray.exceptions.ActorUnavailableError: The actor {rb} is "
+                      "unavailable: The actor is temporarily unavailable: RpcError: Connection refused"],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert line.startswith("FAILED") and "ReplayBuffer" in line and "died at" in line, line
+    assert "health check failed" in line and WORKER_NODE[:12] in line, line
+    assert "owner" not in line, line  # the owner's end is a consequence here, not the cause
+    health = causal.explain_cluster(ev)
+    assert health[0].kind == "node_died" and "ReplayBuffer" in health[0].links[-1].text
+    # Each thing the node took down is told once: under the node, not again as a separate failure.
+    assert not [c for c in health[1:] if "ReplayBuffer" in c.symptom], [c.symptom for c in health]
+
+
+def test_an_actor_whose_owner_died_long_before_its_node_keeps_the_owner_as_the_cause() -> None:
+    rb, driver = "d" * 32, "0e000000" + "f" * 48
+    dead_node = {**node(WORKER_NODE, "DEAD"), "end_time_ms": NOW + 3_600_000}  # an hour after the job ended
+    ev = Evidence(
+        now_ms=NOW + 3_700_000, job=job("0e000000", "RUNNING"), nodes=[node(HEAD), dead_node], jobs=[], pgs=[],
+        actors=[actor(rb, "ReplayBuffer", "0e000000", "DEAD", node_id=WORKER_NODE, death_cause=owner_died_on(WORKER_NODE, driver))],
+        tasks=[],
+    )  # fmt: skip
+    _phrase, chains, _ = causal.explain_job(ev)
+    dead = [c for c in chains if "ReplayBuffer" in c.symptom]
+    assert dead and "owner" in dead[0].cause and "died at" not in dead[0].cause, [c.cause for c in chains]

@@ -126,6 +126,7 @@ def publish_compact(tool: Tool | None) -> None:
         return
     tool.description = inspect.cleandoc(tool.description)
     tool.parameters = schemas.compact_input(tool.parameters)
+    tool.annotations = schemas.compact_annotations(tool.annotations)
     metadata = tool.fn_metadata
     if metadata.output_schema is not None:
         built_here = _returns_call_tool_result(tool.fn)  # by tool_result, which drops nulls

@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import Tool as MCPTool
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
@@ -86,6 +87,12 @@ class RayMCPServer(MCPServer[App]):
             fn = with_cluster_argument(fn, list(self.app.connections))
         super().add_tool(fn, name, *args, **kwargs)
         publish_compact(self._tool_manager.get_tool(tool_name))
+
+    async def list_tools(self) -> list[MCPTool]:
+        """MCPServer's; a client that lists the tools is about to call them: warm up (App.warm_up)."""
+        tools = await super().list_tools()
+        self.app.warm_up()
+        return tools
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None

@@ -19,7 +19,7 @@ from ray_mcp.limits import (
     MIN_LOG_BYTES,
 )
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail
 from ray_mcp.tools import READ_ONLY, Api

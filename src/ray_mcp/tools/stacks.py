@@ -20,7 +20,7 @@ from ray_mcp.limits import (
     MIN_STACK_BYTES,
 )
 from ray_mcp.models import CpuProfile, StackTraces
-from ray_mcp.ray_api.stacks import Target, target_kind
+from ray_mcp.ray_api.targets import Target, target_kind
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
 from ray_mcp.shaping.stacks import render_stacks

@@ -12,7 +12,9 @@ from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 
-async def test_listing_the_tools_makes_the_client_and_gcs_channel_before_any_call(ray_cluster: Cluster) -> None:
+async def test_listing_the_tools_makes_the_client_and_gcs_channel_before_any_call(
+    ray_cluster: Cluster,
+) -> None:
     address = ray_cluster.gcs_address or ray_cluster.dashboard_url
     server = build_server(Settings(address=address))
     try:

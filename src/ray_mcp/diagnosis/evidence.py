@@ -93,34 +93,35 @@ async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[st
     ev = Evidence(now_ms=time.time() * 1000, job=dict(details), driver_lines=driver_lines)
     job_id = details.get("job_id")
     by_job = [("job_id", "=", str(job_id))] if job_id else None
-    actors, tasks, nodes, pgs, jobs, events, workers = await _first(
+    ev.actors, ev.tasks, _ = await _first(
         _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS) if by_job else _none(),
         _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=JOB_TASKS) if by_job else _none(),
+        _cluster_wide(api, ev),
+    )  # fmt: skip
+    return ev
+
+
+async def _cluster_wide(api: RayAPI, ev: Evidence) -> None:
+    """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs, cluster
+    events and dead workers."""
+    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await _first(
         _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
         _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
         _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
         cluster_events(api, ev),
         _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
     )  # fmt: skip
-    ev.actors, ev.tasks, ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = (
-        actors, tasks, nodes, pgs, jobs, events, workers
-    )  # fmt: skip
-    return ev
 
 
 async def gather_cluster(api: RayAPI) -> Evidence:
     ev = Evidence(now_ms=time.time() * 1000)
     not_alive = [("state", "!=", "ALIVE")]
-    actors, alive, tasks, running, nodes, pgs, jobs, events, workers = await _first(
+    actors, alive, tasks, running, _ = await _first(
         _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS),
         _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
         _rows(api, ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")], limit=JOB_TASKS),
         _rows(api, ev, "tasks", "the running tasks", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
-        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
-        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
-        _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
-        cluster_events(api, ev),
-        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
+        _cluster_wide(api, ev),
     )  # fmt: skip
     ev.actors = (
         (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
@@ -128,10 +129,9 @@ async def gather_cluster(api: RayAPI) -> Evidence:
         else None
     )
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
-    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = nodes, pgs, jobs, events, workers
     await asyncio.gather(
         _crash_logs(api, ev),
-        _strategies(api, ev) if any(p.get("state") == "PENDING" for p in pgs or []) else _none(),
+        _strategies(api, ev) if any(p.get("state") == "PENDING" for p in ev.pgs or []) else _none(),
     )
     return ev
 
@@ -249,7 +249,7 @@ async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
 
 async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
     """Stderr of crashed workers: the newest dead worker of each looping actor, and crashed task workers."""
-    from ray_mcp.ray_api.logs import LogTarget
+    from ray_mcp.ray_api.targets import LogTarget
 
     dead = [
         w

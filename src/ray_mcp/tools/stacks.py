@@ -20,7 +20,7 @@ from ray_mcp.limits import (
     MIN_STACK_BYTES,
 )
 from ray_mcp.models import CpuProfile, StackTraces
-from ray_mcp.ray_api.stacks import Target, target_kind
+from ray_mcp.ray_api.targets import Target, target_kind
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
 from ray_mcp.shaping.stacks import render_stacks
@@ -75,9 +75,7 @@ async def cpu_profile(
     ] = DEFAULT_PROFILE_FUNCTIONS,
     job: Annotated[
         str | None,
-        Field(
-            description="Not supported (a job has many processes): stack_traces job=... lists them; profile one."
-        ),
+        Field(description="Not supported: stack_traces(job=...) lists its processes; profile one."),
     ] = None,
 ) -> Annotated[CallToolResult, CpuProfile]:
     """Why is it slow? Samples one worker's CPU for a few seconds and lists its hottest functions."""

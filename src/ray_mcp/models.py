@@ -115,30 +115,25 @@ class RuntimeEnvSpec(BaseModel):
 
     working_dir: str | None = Field(
         default=None,
-        description="A local dir on the ray-mcp host (uploaded; under an upload root) or a URI (s3://, gs://, "
-        "https://…zip). The job runs in it.",
+        description="A local dir under an upload root (uploaded) or a URI (s3://, gs://, https://…zip).",
     )
-    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded), or URIs.")
+    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded) or URIs.")
     excludes: list[str] | None = Field(default=None, description="gitignore patterns left out of uploads.")
     pip: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description='["pkg==1.0"], a requirements.txt path, or {"packages": [...]}.'
+        default=None, description='["pkg==1.0"], a requirements.txt path or {"packages": [...]}.'
     )
-    uv: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description="As pip, installed with uv."
-    )
-    conda: dict[str, Any] | str | None = Field(
-        default=None, description="An env name or environment.yml dict."
-    )
-    env_vars: dict[str, str] | None = Field(default=None, description="String values.")
+    uv: list[str] | dict[str, Any] | str | None = Field(default=None, description="As pip.")
+    conda: dict[str, Any] | str | None = Field(default=None, description="Env name or environment.yml dict.")
+    env_vars: dict[str, str] | None = None
     config: dict[str, Any] | None = Field(
         default=None, description='{"setup_timeout_seconds": int, "eager_install": bool}.'
     )
-    image_uri: str | None = Field(default=None, description="A container image for the workers.")
-    py_executable: str | None = Field(default=None, description="A Python executable or wrapper.")
+    image_uri: str | None = None
+    py_executable: str | None = None
     worker_process_setup_hook: str | None = Field(
-        default=None, description="module.function run at worker start."
+        default=None, description="module.function, run at worker start."
     )
-    java_jars: list[str] | None = Field(default=None, description="Jar URIs.")
+    java_jars: list[str] | None = None
 
 
 class JobInfo(BaseModel):

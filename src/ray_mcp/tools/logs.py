@@ -65,8 +65,8 @@ async def tail_logs(
     grep: Annotated[
         str | None,
         Field(
-            description="A regex (RE2: linear time, no backreferences or lookaround): search the WHOLE file "
-            "(streamed, from the start) and return the last matching lines instead of the tail."
+            description="An RE2 regex (no backreferences or lookaround): the last matching lines of the WHOLE "
+            "file instead of the tail."
         ),
     ] = None,
     context: Annotated[

@@ -72,9 +72,7 @@ async def cpu_profile(
     top: Functions = DEFAULT_PROFILE_FUNCTIONS,
     job: Annotated[
         str | None,
-        Field(
-            description="Not supported (a job has many processes): stack_traces job=... lists them; profile one."
-        ),
+        Field(description="Not supported: stack_traces(job=...) lists its processes; profile one."),
     ] = None,
 ) -> Annotated[CallToolResult, CpuProfile]:
     """Why is it slow? Samples one worker's CPU for a few seconds and lists its hottest functions."""

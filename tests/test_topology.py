@@ -19,9 +19,9 @@ from tests.support import mcp_client
 
 from conftest import local_head
 from ray_mcp.cluster import LocalHead, free_ports
+from ray_mcp.models import JobTopology
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.topology_models import JobTopology
 from test_multi_node import LocalWorker
 
 DRIVER = textwrap.dedent(

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support import mcp_client
+
 from ray_mcp.cluster import start_local_head
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 
@@ -187,20 +188,17 @@ SCENARIOS = [
 
 
 async def run_all(out: Path | None = None) -> list[dict]:
-    from mcp import Client
 
     head = await start_local_head(num_cpus=4, timeout_s=180.0, attempts=8)
     results = []
     try:
         roots = [Path(tempfile.gettempdir())]  # the scenarios' working dirs
-        server = build_server(
+        async with mcp_client(
             Settings(address=head.dashboard_url, allow_destructive=True, upload_roots=roots)
-        )
-        async with Client(server) as client:
+        ) as client:
             for sc in SCENARIOS:
                 results.append(await run_one(client, sc))
                 print(json.dumps(results[-1]), flush=True)
-        await server.app.aclose()
     finally:
         head.stop()
     if out is not None:

@@ -13,7 +13,6 @@ import os
 import signal
 import textwrap
 from collections.abc import AsyncIterator, Iterator
-from functools import partial
 from pathlib import Path
 
 import anyio
@@ -21,32 +20,20 @@ import psutil
 import pytest
 from mcp import Client
 from tests.causal_support import record
-from tests.support import TERMINAL, call_ok, submit, wait_until
+from tests.conftest import local_head
+from tests.support import TERMINAL, call_ok, mcp_client, submit, wait_until
 from tests.test_multi_node import LocalWorker
 
-from ray_mcp.cluster import LocalHead, start_local_head
-from ray_mcp.server import build_server
+from ray_mcp.cluster import LocalHead
 from ray_mcp.settings import Settings
 
 BUDGET = 6_000
 
 
-def private_head(**options) -> Iterator[LocalHead]:
-    started: list[LocalHead] = []
-    try:
-        yield anyio.run(
-            partial(
-                start_local_head, num_cpus=4, timeout_s=180.0, attempts=6, on_spawn=started.append, **options
-            )
-        )
-    finally:
-        for head in started:
-            head.stop()
-
-
 @pytest.fixture(scope="module")
 def head() -> Iterator[LocalHead]:
-    yield from private_head(resources=json.dumps({"accel": 2}))
+    with local_head(num_cpus=4, attempts=6, resources=json.dumps({"accel": 2})) as head:
+        yield head
 
 
 @pytest.fixture
@@ -56,7 +43,8 @@ def oom_head() -> Iterator[LocalHead]:
     vm = psutil.virtual_memory()
     threshold = min(0.95, (vm.total - vm.available + 2.5 * 1024**3) / vm.total)
     env = {"RAY_memory_usage_threshold": f"{threshold:.3f}", "RAY_memory_monitor_refresh_ms": "100"}
-    yield from private_head(extra_env=env)
+    with local_head(num_cpus=4, attempts=6, extra_env=env) as head:
+        yield head
 
 
 def settings(head: LocalHead, tmp_path: Path) -> Settings:
@@ -66,10 +54,8 @@ def settings(head: LocalHead, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def mcp(head: LocalHead, tmp_path: Path) -> AsyncIterator[Client]:
-    server = build_server(settings(head, tmp_path))
-    async with Client(server) as client:
+    async with mcp_client(settings(head, tmp_path)) as client:
         yield client
-    await server.app.aclose()
 
 
 async def diagnose(client: Client, job: str) -> tuple[dict, str]:
@@ -129,10 +115,8 @@ async def test_a_memory_monitor_kill_names_the_task_the_node_the_memory_and_no_r
     oom_head: LocalHead, tmp_path: Path
 ) -> None:
     head = oom_head
-    server = build_server(settings(head, tmp_path))
-    async with Client(server) as mcp:
+    async with mcp_client(settings(head, tmp_path)) as mcp:
         await oom_scenario(mcp, head, tmp_path)
-    await server.app.aclose()
 
 
 async def oom_scenario(mcp: Client, head: LocalHead, tmp_path: Path) -> None:

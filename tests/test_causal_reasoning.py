@@ -7,13 +7,12 @@ import json
 
 import httpx
 import pytest
-from mcp import Client
 from tests.causal_support import RECORDED, job_info, replay
+from tests.support import mcp_client
 
 from ray_mcp.diagnosis import chains as causal
 from ray_mcp.diagnosis import report as causal_report
 from ray_mcp.diagnosis.graph import Evidence
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 NOW = 1_800_000_000_000.0
@@ -206,12 +205,10 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
             return httpx.Response(200, json={"result": True, "msg": "", "data": data})
         return httpx.Response(404, json={"result": False, "msg": "not recorded", "data": {}})
 
-    server = build_server(
+    async with mcp_client(
         Settings(address="http://recorded:8265"), http_transport=httpx.MockTransport(answer)
-    )
-    async with Client(server) as client:
+    ) as client:
         result = await client.call_tool("cluster_health", {})
-    await server.app.aclose()
     text = result.content[0].text
     assert not result.is_error, text
     data = result.structured_content

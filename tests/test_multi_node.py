@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import anyio
 import pytest
 from mcp import Client
-from tests.support import structured, text_of
+from tests.support import mcp_client, structured, text_of
 
 from ray_mcp.cluster import LocalHead, free_ports, ray_executable
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 WORKER_RESOURCES = {"worker": 1}
@@ -65,10 +64,8 @@ def two_nodes() -> Iterator[tuple[LocalHead, LocalWorker]]:
 @pytest.fixture
 async def mcp(two_nodes) -> AsyncIterator[Client]:
     head, _worker = two_nodes
-    server = build_server(Settings(address=head.dashboard_url))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=head.dashboard_url)) as client:
         yield client
-    await server.app.aclose()
 
 
 async def worker_id(client: Client) -> str:

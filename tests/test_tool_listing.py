@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 from pydantic import BaseModel
+from tests.support import mcp_client
 
 from ray_mcp.schemas import compact_input, compact_output
 from ray_mcp.server import build_server
@@ -19,10 +20,8 @@ from ray_mcp.tools import READ_ONLY
 
 
 async def listed_tools() -> list[dict[str, Any]]:
-    server = build_server(Settings(address="http://127.0.0.1:9", allow_destructive=True))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address="http://127.0.0.1:9", allow_destructive=True)) as client:
         listing = await client.list_tools()
-    await server.app.aclose()
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing.tools]
 
 

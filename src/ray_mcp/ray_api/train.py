@@ -24,8 +24,8 @@ import anyio.to_thread
 
 from ray_mcp import limits
 from ray_mcp.errors import NotFound, RayRequestFailed, dashboard_errors
+from ray_mcp.models import TrainCheckpoint, TrainRun, TrainRunList
 from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
-from ray_mcp.topology_models import TrainCheckpoint, TrainRun, TrainRunList
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI

@@ -1,22 +1,12 @@
-"""Pydantic output models: what each tool returns as structured content (and so its outputSchema).
+"""The output models of the core areas: cluster_status and nodes, jobs, logs, actors, placement groups, tasks, Serve,
+and the parts the other areas share (ListPage, DeathCause, ResourceUse).
 
-No ``from __future__ import annotations`` here, nor in tools/ and settings.py: pydantic and the mcp SDK would
-have to evaluate every annotation string when the server starts (~20-35 ms of cold start, see bench/).
+No ``from __future__ import annotations`` (see models/__init__.py).
 """
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-# Diagnosis and stack models live in diagnosis_models.py and stack_models.py; `from ray_mcp.models import X`
-# still works for them.
-from ray_mcp.diagnosis_models import ClusterHealth as ClusterHealth
-from ray_mcp.diagnosis_models import Finding as Finding
-from ray_mcp.diagnosis_models import JobDiagnosis as JobDiagnosis
-from ray_mcp.stack_models import CpuProfile as CpuProfile
-from ray_mcp.stack_models import HotFunction as HotFunction
-from ray_mcp.stack_models import StackGroup as StackGroup
-from ray_mcp.stack_models import StackTraces as StackTraces
 
 
 class ResourceUse(BaseModel):

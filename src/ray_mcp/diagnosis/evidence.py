@@ -213,7 +213,7 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
     ]
     for wid in owner_workers(ev, messages):
         jobs.append(_owner(api, ev, wid))
-    jobs.append(_crash_logs(api, ev))
+    jobs.append(_crash_logs(api, ev, dead_actors=True))
     await asyncio.gather(*jobs)
 
 
@@ -247,8 +247,9 @@ async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
         await _related(api, ev, [("pid", "=", str(pid))], f"the actor in pid {pid}")
 
 
-async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
-    """Stderr of crashed workers: the newest dead worker of each looping actor, and crashed task workers."""
+async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> None:
+    """Stderr of crashed workers: the newest dead worker of each looping actor, crashed task workers and the
+    workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; at most 4 in all)."""
     from ray_mcp.ray_api.targets import LogTarget
 
     dead = [
@@ -281,15 +282,21 @@ async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
             reads.append(
                 (f"actor:{actor.get('actor_id')}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000))
             )
-    crashed = [t for t in ev.tasks or [] if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")][:2]
-    for t in crashed:
-        target = LogTarget(pid=int(num(t.get("worker_pid"))), node=str(t.get("node_id")), stream="err")
-        reads.append(
-            (
-                f"{t.get('node_id')}:{int(num(t.get('worker_pid')))}",
-                api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000),
-            )
-        )
+    crashed = [
+        (str(t.get("node_id")), int(num(t.get("worker_pid"))))
+        for t in ev.tasks or []
+        if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")
+    ][:2]
+    for a in (
+        ev.actors or [] if dead_actors else []
+    ):  # actors whose worker died (not in a loop): a segfault, os._exit, a fatal error
+        ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
+        pid = int(num(ctx.get("pid") or a.get("pid")))
+        if a.get("state") == "DEAD" and ctx.get("reason") == "WORKER_DIED" and pid and len(crashed) < 4:
+            crashed.append((str(a.get("node_id")), pid))
+    for node, pid in dict.fromkeys(crashed):
+        target = LogTarget(pid=pid, node=node, stream="err")
+        reads.append((f"{node}:{pid}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000)))
     results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
     for (key, _), result in zip(reads, results, strict=True):
         if isinstance(result, BaseException):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 from ray_mcp.diagnosis.chains.ended_by import (
+    HEALTH_CHECK_LAG_MS,
     actor_end,
+    died_with_node,
     node_death,
 )
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
@@ -22,11 +24,21 @@ from ray_mcp.diagnosis.chains.waits_on import actor_wait
 from ray_mcp.diagnosis.graph import (
     Evidence,
     Graph,
+    Row,
     clip,
     memory_summary,
     names,
     num,
 )
+
+# The task errors a node's death gives the work on it (not the work's own exceptions).
+SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")
+
+
+def death_reason(row: Row) -> tuple[str, Row]:
+    ctx = (row.get("death_cause") or {}).get("actor_died_error_context") or {}
+    return str(ctx.get("reason") or ""), ctx
+
 
 # -- the cluster: every problem named by its cause the same way ---------------------------------------------
 
@@ -39,9 +51,12 @@ def node_chains(g: Graph) -> list[Chain]:
     )
     for node in dead[:5]:
         nid = str(node.get("node_id"))
-        actors = [a for a in g.actors.values() if a.get("node_id") == nid and a.get("state") in ("DEAD", "RESTARTING")
+        actors = [a for a in g.actors.values() if a.get("node_id") == nid and (a.get("state") == "RESTARTING" or (
+                  a.get("state") == "DEAD" and died_with_node(g, a, *death_reason(a))))
                   and not any(b in actor_end(g, a)[-1].text for b in BENIGN_ACTOR_END)]  # fmt: skip
-        tasks = [t for t in final_attempts(g, None) if t.get("node_id") == nid and t.get("state") == "FAILED"]
+        since = num(node.get("end_time_ms")) - HEALTH_CHECK_LAG_MS
+        tasks = [t for t in final_attempts(g, None) if t.get("node_id") == nid and t.get("state") == "FAILED"
+                 and t.get("error_type") in SYSTEM_ENDS and num(t.get("end_time_ms") or since) >= since]  # fmt: skip
         took = []
         if actors:
             took.append(f"{len(actors)} actor(s) ({names((str(a.get('class_name')) for a in actors), 3)})")
@@ -54,7 +69,9 @@ def node_chains(g: Graph) -> list[Chain]:
                               "; ".join(g.actor_label(a) for a in actors[:3])))  # fmt: skip
         recent = num(node.get("end_time_ms")) > g.ev.now_ms - 3600_000 if g.ev.now_ms else True
         chains.append(Chain(STUCK if recent else CONTEXT, "node_died", f"{g.node_label(nid)} is DEAD", links,
-                            ["list_nodes state=DEAD"], None, {f"node:{nid}"}))  # fmt: skip
+                            ["list_nodes state=DEAD"], None,
+                            {f"node:{nid}", *(f"actor:{a.get('actor_id')}" for a in actors),
+                             *(f"task:{t.get('task_id')}" for t in tasks)}))  # fmt: skip
     return chains
 
 

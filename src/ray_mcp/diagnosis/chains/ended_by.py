@@ -62,13 +62,27 @@ FATAL = re.compile(
 )
 
 
+# A frame of faulthandler's dump ("Fatal Python error" then "Stack (most recent call first):").
+FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/ray/_private/|<frozen")
+
+
 def crash_reason(lines: Sequence[str]) -> str:
-    for line in reversed(lines):
-        m = FATAL.search(line)
+    for i in range(len(lines) - 1, -1, -1):
+        m = FATAL.search(lines[i])
         if m:
-            return clip(line.strip(), 160)
+            return clip(lines[i].strip(), 120) + crash_frame(lines[i + 1 :])
     exc = exception_line("\n".join(lines))
     return exc
+
+
+def crash_frame(lines: Sequence[str]) -> str:
+    """Where a fatal error hit, from faulthandler's stack after it: the innermost frame of the user's code."""
+    for line in lines:
+        m = FAULT_FRAME.match(line)
+        if m and not LIBRARY.search(m["file"]):
+            return f" at {m['file'].rsplit('/', 1)[-1]}:{m['line']} in {m['func']}"
+    return ""
 
 
 def owner_chain(g: Graph, message: str | None, depth: int = 0) -> list[Link]:
@@ -169,12 +183,14 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
         ]
     if reason == "RAY_KILL":
         return [Link("ended_by", f"{label} was killed by ray.kill (on request)", msg)]
-    node_dead = (g.nodes.get(str(node_id)) or {}).get("state") == "DEAD"
-    if reason == "NODE_DIED" or (node_dead and reason not in ("OWNER_DIED", "RAY_KILL")):
-        nd = node_death(g, node_id)
-        return [Link("ended_by", f"{label} died with its node", msg), *nd]
+    if died_with_node(g, row, reason, ctx):
+        note = f" (Ray recorded {reason}: its owner exited after losing it)" if reason == "OWNER_DIED" else ""
+        return [Link("ended_by", f"{label} died with its node", msg + note), *node_death(g, node_id)]
     if reason == "OWNER_DIED":
         owner_id = str(ctx.get("owner_id") or "")
+        unreachable = lost_contact(g, row)
+        if unreachable:
+            return unreachable
         links = [Link("ended_by", f"{label} died because its owner died", msg)]
         driver = DRIVER_WORKER.match(owner_id)
         if driver:
@@ -188,7 +204,7 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
         return [Link("ended_by", f"{label} ended because every handle to it was dropped (out of scope)", msg)]
     if reason == "INTENDED_USER_EXIT" or "exit_actor" in msg:
         return [Link("ended_by", f"{label} exited on purpose (exit_actor or sys.exit)", msg)]
-    if "memory" in msg.lower() and "killed" in msg.lower():
+    if MONITOR_KILL.search(msg):
         return [
             Link(
                 "ended_by",
@@ -198,10 +214,80 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
         ]
     why = worker_crash(g, node_id, ctx.get("pid") or row.get("pid"))
     if reason == "WORKER_DIED" or why:
-        return [Link("ended_by", f"{label}'s worker process died" + (f": {why}" if why else ""), msg)]
+        during = running_call(g, row)
+        return [Link("ended_by", f"{label}'s worker process died" + (f" while running {during}" if during else "")
+                     + (f": {why}" if why else ""), msg)]  # fmt: skip
     if msg:
         return [Link("ended_by", f"{label} died: {clip(msg, 160)}", msg)]
     return [Link("ended_by", f"{label} is DEAD; Ray recorded no death cause")]
+
+
+# The memory monitor's own words (its kill message), not the generic "(1) the process was killed by the OOM
+# killer due to high memory usage" list of possible causes Ray appends to every unexpected worker exit.
+MONITOR_KILL = re.compile(r"memory monitor|running low on memory|Memory on the node|OOM kill reason|killed due to memory pressure", re.I)  # fmt: skip
+# The GCS marks a node DEAD only after its health checks fail (period x threshold, plus their timeout, slower
+# under load): what died on it up to this long before it was marked, died with it.
+HEALTH_CHECK_LAG_MS = 180_000
+
+
+def died_ms(g: Graph, row: Row, ctx: Row) -> float:
+    """When an actor died, as early as the records show it: its end time, its owner's end when Ray says the
+    owner died, the first call to it that failed."""
+    times = [num(row.get("end_time"))]
+    owner = str(ctx.get("owner_id") or "")
+    driver = DRIVER_WORKER.match(owner)
+    if ctx.get("reason") == "OWNER_DIED":
+        times.append(
+            num((g.jobs.get(driver["job"]) or {}).get("end_time"))
+            if driver
+            else num((g.workers.get(owner) or {}).get("end_time_ms"))
+        )
+    times += [num(t.get("end_time_ms")) for t in actor_calls(g, row) if t.get("state") == "FAILED"]  # fmt: skip
+    return min((t for t in times if t > 0), default=0.0)
+
+
+def died_with_node(g: Graph, row: Row, reason: str, ctx: Row) -> bool:
+    """Did the actor die with its node? Ray says so (NODE_DIED), or its node is DEAD and was marked so no later
+    than the health checks take after the actor died (Ray then often records OWNER_DIED: the driver exited
+    on the actor's error before the GCS marked the node)."""
+    node = g.nodes.get(str(row.get("node_id"))) or {}
+    if reason == "NODE_DIED":
+        return True
+    if node.get("state") != "DEAD" or reason == "RAY_KILL":
+        return False
+    ended, node_end = died_ms(g, row, ctx), num(node.get("end_time_ms"))
+    if not ended or not node_end:
+        return reason != "OWNER_DIED"
+    return node_end <= ended + HEALTH_CHECK_LAG_MS
+
+
+def actor_calls(g: Graph, row: Row) -> list[Row]:
+    aid = row.get("actor_id")
+    return [rows[-1] for rows in g.attempts.values() if rows[-1].get("actor_id") == aid and rows[-1].get("type") == "ACTOR_TASK"]  # fmt: skip
+
+
+def lost_contact(g: Graph, row: Row) -> list[Link]:
+    """An actor whose calls failed as unreachable before its owner died: the owner died of losing it (the
+    node is not marked DEAD yet, or the worker process alone died)."""
+    failed = [t for t in actor_calls(g, row) if t.get("error_type") == "ACTOR_UNAVAILABLE"]
+    if not failed:
+        return []
+    quote = clip(str(failed[0].get("error_message") or ""), 300)
+    return [Link("ended_by", f"{g.actor_label(row)} on {g.node_label(row.get('node_id'))} stopped answering "
+                 f"(calls failed with ACTOR_UNAVAILABLE) and its owner exited on that error: its worker process or its "
+                 "node died (the GCS marks a node DEAD only after its health checks fail)", quote)]  # fmt: skip
+
+
+def running_call(g: Graph, row: Row) -> str:
+    """The call an actor's worker was running when it died: the first failed call that reached the worker."""
+    sent = []
+    for t in actor_calls(g, row):
+        if t.get("state") != "FAILED" or t.get("error_type") not in ("ACTOR_DIED", "WORKER_DIED"):
+            continue
+        at = [num(e.get("created_ms")) for e in t.get("events") or [] if e.get("state") in ("SUBMITTED_TO_WORKER", "RUNNING")]  # fmt: skip
+        if at:
+            sent.append((min(at), str(t.get("name") or "")))
+    return min(sent)[1] if sent else ""
 
 
 def restarts_note(row: Row) -> str:
@@ -239,13 +325,16 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         return [Link("ended_by", f"{label} died with its node", clip(msg, 300)), *node_death(g, node_id)]
     if kind == "TASK_CANCELLED":
         return [Link("ended_by", f"{label} was cancelled (ray.cancel)", clip(msg, 200))]
-    if kind == "ACTOR_DIED" and t.get("actor_id"):
+    if kind in ("ACTOR_DIED", "ACTOR_UNAVAILABLE") and t.get("actor_id"):
         actor = g.actors.get(str(t["actor_id"]))
-        if actor is not None and depth < 3:
+        if actor is not None and depth < 3 and actor.get("state") == "DEAD":
             return [
                 Link("ended_by", f"{label} failed because its actor died", clip(msg, 300)),
                 *actor_end(g, actor, depth + 1),
             ]
+        if actor is not None and node_death(g, actor.get("node_id")):
+            return [Link("ended_by", f"{label} failed: its actor's node died", clip(msg, 300)),
+                    *node_death(g, actor.get("node_id"))]  # fmt: skip
     owner = parse_owner(msg)
     if (
         owner
@@ -267,7 +356,7 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
             return [Link("waits_on", f"{label} needed an object that was lost ({exception_line(msg) or 'ObjectLostError'})",
                          exc_quote(msg)), *node_death(g, str(dead[0].get("node_id")))]  # fmt: skip
     if kind == "WORKER_DIED" or "worker died" in msg.lower():
-        why = worker_crash(g, node_id, t.get("worker_pid"), t.get("worker_id"))
+        why = attempts_crash(g, t)
         if "memory" in (why or "").lower() and "kill" in (why or "").lower():
             return [
                 Link("ended_by", f"{label} was killed by the memory monitor on {g.node_label(node_id)}", why)
@@ -289,3 +378,18 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         place = f"{where['name']}{at} (pid {where['pid']}, {where['ip']})"
         return [Link("raised_in", f"{exc or kind} was raised in {place}", exc_quote(msg))]
     return [Link("ended_by", f"{label} failed with {kind}: {exc or clip(msg, 140)}", exc_quote(msg))]
+
+
+def attempts_crash(g: Graph, t: Row) -> str:
+    """Why a task's worker died: the newest attempt whose worker left a crash reason (a retry's row may lack its
+    worker's pid), with how many attempts died so."""
+    rows = g.attempts.get(str(t.get("task_id"))) or [t]
+    died = [r for r in rows if r.get("error_type") == "WORKER_DIED"]
+    why = ""
+    for r in reversed(rows):
+        why = worker_crash(g, r.get("node_id"), r.get("worker_pid"), r.get("worker_id"))
+        if why and not why.startswith(("SYSTEM_ERROR", "exit")):
+            break
+    if not why:
+        why = worker_crash(g, t.get("node_id"), t.get("worker_pid"), t.get("worker_id"))
+    return why + (f" (each of its {len(died)} attempts)" if len(died) > 1 and why else "")

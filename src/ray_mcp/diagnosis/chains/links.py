@@ -46,8 +46,15 @@ class Chain:
             owner = self.links[-2].text
             subject = re.match(r"(actor|task) \S+(?: '[^']*')? \([0-9a-f]+\)", last)
             if subject and subject.group(0) in owner:
-                last = "it" + last[len(subject.group(0)) :]
+                rest = last[len(subject.group(0)) :]
+                last = ("its" + rest[2:]) if rest.startswith("'s") else "it" + rest
             return f"{owner}; {last}"
+        if (
+            len(self.links) >= 2
+            and self.links[-2].text.endswith("died with its node")
+            and " died at " in last
+        ):
+            return f"{self.links[-2].text}: {last}"  # what the node took down, and the node's death
         return last
 
     @property

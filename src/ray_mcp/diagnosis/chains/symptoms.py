@@ -163,7 +163,7 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
         elif state in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
             links = actor_wait(g, row)
             if links:
-                chains.append(Chain(STUCK - 5 if "infeasible" in links[-1].text else STUCK - 10, wait_kind(links),
+                chains.append(Chain(wait_rank(links, STUCK - 5, STUCK - 10), wait_kind(links),
                                     f"{g.actor_label(row)} is {state}", links, ["cluster_status", f"get_actor actor_id={row.get('actor_id')}"],
                                     row.get("job_id"), {f"actor:{row.get('actor_id')}"}))  # fmt: skip
     if killed:
@@ -171,6 +171,15 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
         chains.append(Chain(INFO, "killed", f"{len(killed)} actor(s) ended on request or out of scope (not a failure): {labels}",
                             [], job_id=job_id, subjects={f"actor:{a.get('actor_id')}" for a in killed}))  # fmt: skip
     return chains
+
+
+def wait_rank(links: Sequence[Link], infeasible: int, held: int) -> int:
+    """Waits forever (infeasible) > waits for held resources > waits while what it needs looks free (scheduling,
+    workers starting: context, not a fault yet)."""
+    text = links[-1].text if links else ""
+    if "infeasible" in text:
+        return infeasible
+    return CONTEXT + 5 if "free now" in text else held
 
 
 def wait_kind(links: Sequence[Link]) -> str:
@@ -224,7 +233,7 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
             continue
         links = pg_wait(g, pg)
         if links:
-            chains.append(Chain(STUCK if "infeasible" in links[-1].text else STUCK - 10, wait_kind(links),
+            chains.append(Chain(wait_rank(links, STUCK, STUCK - 10), wait_kind(links),
                                 f"{g.pg_label(pg)} is {pg.get('state')}", links,
                                 [f"pg_status pg={pg.get('placement_group_id')}", "cluster_status"], pg.get("creator_job_id"),
                                 {f"pg:{pg.get('placement_group_id')}"}))  # fmt: skip
@@ -241,7 +250,7 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
                 waiting.setdefault(key, (links, []))[1].append(t)
     for links, rows in waiting.values():
         n = len(rows)
-        chains.append(Chain(STUCK - 5 if "infeasible" in links[-1].text else STUCK - 12, wait_kind(links),
+        chains.append(Chain(wait_rank(links, STUCK - 5, STUCK - 12), wait_kind(links),
                             f"{n} task(s) {rows[0].get('name')} wait to be scheduled", links, ["cluster_status"],
                             rows[0].get("job_id"), {f"task:{t.get('task_id')}" for t in rows}))  # fmt: skip
     return chains

@@ -30,6 +30,7 @@ from ray_mcp import models
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
 from ray_mcp.ray_api import py_spy as spy
 from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.ray_api.ids import check_id
 from ray_mcp.ray_api.targets import Target
 from ray_mcp.shaping import profiles, stacks
@@ -97,7 +98,7 @@ class StackSampler:
 
     async def is_local(self, proc: Proc) -> bool:
         if self._local is None:
-            self._local = await anyio.to_thread.run_sync(spy.local_addresses)
+            self._local = await anyio.to_thread.run_sync(local_addresses)
         return bool(proc.node_ip) and proc.node_ip in self._local
 
     async def _plan(self, proc: Proc) -> tuple[list[str], str]:

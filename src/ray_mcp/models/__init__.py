@@ -6,140 +6,66 @@ No ``from __future__ import annotations`` here, in these modules, nor in tools/ 
 mcp SDK would have to evaluate every annotation string when the server starts (~20-35 ms of cold start, see bench/).
 """
 
-from ray_mcp.models.core import (
-    TERMINAL_JOB_STATUSES,
-    Actor,
-    ActorKill,
-    ActorList,
-    AutoscalerStatus,
-    Bundle,
-    ClusterStatus,
-    DeathCause,
-    Demand,
-    ErrorGroup,
-    GPUUse,
-    HostUsage,
-    JobChange,
-    JobInfo,
-    JobList,
-    JobStatusName,
-    JobSubmitted,
-    JobSummary,
-    JobWait,
-    ListPage,
-    LogSection,
-    LogTail,
-    Node,
-    NodeList,
-    NodeStatus,
-    PlacementGroup,
-    PlacementGroupList,
-    ResourceUse,
-    RuntimeEnvSpec,
-    ServeApp,
-    ServeChange,
-    ServeDeployment,
-    ServeReplica,
-    ServeStatus,
-    Task,
-    TaskGroup,
-    TaskList,
-    TaskSummary,
-)
-from ray_mcp.models.diagnosis import (
-    ClusterHealth,
-    Finding,
-    JobDiagnosis,
-)
-from ray_mcp.models.stacks import (
-    CpuProfile,
-    HotFunction,
-    StackGroup,
-    StackTraces,
-)
-from ray_mcp.models.topology import (
-    Gap,
-    GapKind,
-    JobTopology,
-    TopoActor,
-    TopoBundle,
-    TopoDeployment,
-    TopoGPU,
-    TopoGroup,
-    TopoNode,
-    TopoReplica,
-    TopoServe,
-    TopoServeApp,
-    TrainCheckpoint,
-    TrainRankError,
-    TrainRun,
-    TrainRunList,
-    TrainRunSummary,
-    TrainWorker,
-)
-
-__all__ = [
-    "TERMINAL_JOB_STATUSES",
-    "Actor",
-    "ActorKill",
-    "ActorList",
-    "AutoscalerStatus",
-    "Bundle",
-    "ClusterHealth",
-    "ClusterStatus",
-    "CpuProfile",
-    "DeathCause",
-    "Demand",
-    "ErrorGroup",
-    "Finding",
-    "GPUUse",
-    "Gap",
-    "GapKind",
-    "HostUsage",
-    "HotFunction",
-    "JobChange",
-    "JobDiagnosis",
-    "JobInfo",
-    "JobList",
-    "JobStatusName",
-    "JobSubmitted",
-    "JobSummary",
-    "JobTopology",
-    "JobWait",
-    "ListPage",
-    "LogSection",
-    "LogTail",
-    "Node",
-    "NodeList",
-    "NodeStatus",
-    "PlacementGroup",
-    "PlacementGroupList",
-    "ResourceUse",
-    "RuntimeEnvSpec",
-    "ServeApp",
-    "ServeChange",
-    "ServeDeployment",
-    "ServeReplica",
-    "ServeStatus",
-    "StackGroup",
-    "StackTraces",
-    "Task",
-    "TaskGroup",
-    "TaskList",
-    "TaskSummary",
-    "TopoActor",
-    "TopoBundle",
-    "TopoDeployment",
-    "TopoGPU",
-    "TopoGroup",
-    "TopoNode",
-    "TopoReplica",
-    "TopoServe",
-    "TopoServeApp",
-    "TrainCheckpoint",
-    "TrainRankError",
-    "TrainRun",
-    "TrainRunList",
-    "TrainRunSummary",
-    "TrainWorker",
-]
+from ray_mcp.models.core import TERMINAL_JOB_STATUSES as TERMINAL_JOB_STATUSES
+from ray_mcp.models.core import Actor as Actor
+from ray_mcp.models.core import ActorKill as ActorKill
+from ray_mcp.models.core import ActorList as ActorList
+from ray_mcp.models.core import AutoscalerStatus as AutoscalerStatus
+from ray_mcp.models.core import Bundle as Bundle
+from ray_mcp.models.core import ClusterStatus as ClusterStatus
+from ray_mcp.models.core import DeathCause as DeathCause
+from ray_mcp.models.core import Demand as Demand
+from ray_mcp.models.core import ErrorGroup as ErrorGroup
+from ray_mcp.models.core import GPUUse as GPUUse
+from ray_mcp.models.core import HostUsage as HostUsage
+from ray_mcp.models.core import JobChange as JobChange
+from ray_mcp.models.core import JobInfo as JobInfo
+from ray_mcp.models.core import JobList as JobList
+from ray_mcp.models.core import JobStatusName as JobStatusName
+from ray_mcp.models.core import JobSubmitted as JobSubmitted
+from ray_mcp.models.core import JobSummary as JobSummary
+from ray_mcp.models.core import JobWait as JobWait
+from ray_mcp.models.core import ListPage as ListPage
+from ray_mcp.models.core import LogSection as LogSection
+from ray_mcp.models.core import LogTail as LogTail
+from ray_mcp.models.core import Node as Node
+from ray_mcp.models.core import NodeList as NodeList
+from ray_mcp.models.core import NodeStatus as NodeStatus
+from ray_mcp.models.core import PlacementGroup as PlacementGroup
+from ray_mcp.models.core import PlacementGroupList as PlacementGroupList
+from ray_mcp.models.core import ResourceUse as ResourceUse
+from ray_mcp.models.core import RuntimeEnvSpec as RuntimeEnvSpec
+from ray_mcp.models.core import ServeApp as ServeApp
+from ray_mcp.models.core import ServeChange as ServeChange
+from ray_mcp.models.core import ServeDeployment as ServeDeployment
+from ray_mcp.models.core import ServeReplica as ServeReplica
+from ray_mcp.models.core import ServeStatus as ServeStatus
+from ray_mcp.models.core import Task as Task
+from ray_mcp.models.core import TaskGroup as TaskGroup
+from ray_mcp.models.core import TaskList as TaskList
+from ray_mcp.models.core import TaskSummary as TaskSummary
+from ray_mcp.models.diagnosis import ClusterHealth as ClusterHealth
+from ray_mcp.models.diagnosis import Finding as Finding
+from ray_mcp.models.diagnosis import JobDiagnosis as JobDiagnosis
+from ray_mcp.models.stacks import CpuProfile as CpuProfile
+from ray_mcp.models.stacks import HotFunction as HotFunction
+from ray_mcp.models.stacks import StackGroup as StackGroup
+from ray_mcp.models.stacks import StackTraces as StackTraces
+from ray_mcp.models.topology import Gap as Gap
+from ray_mcp.models.topology import GapKind as GapKind
+from ray_mcp.models.topology import JobTopology as JobTopology
+from ray_mcp.models.topology import TopoActor as TopoActor
+from ray_mcp.models.topology import TopoBundle as TopoBundle
+from ray_mcp.models.topology import TopoDeployment as TopoDeployment
+from ray_mcp.models.topology import TopoGPU as TopoGPU
+from ray_mcp.models.topology import TopoGroup as TopoGroup
+from ray_mcp.models.topology import TopoNode as TopoNode
+from ray_mcp.models.topology import TopoReplica as TopoReplica
+from ray_mcp.models.topology import TopoServe as TopoServe
+from ray_mcp.models.topology import TopoServeApp as TopoServeApp
+from ray_mcp.models.topology import TrainCheckpoint as TrainCheckpoint
+from ray_mcp.models.topology import TrainRankError as TrainRankError
+from ray_mcp.models.topology import TrainRun as TrainRun
+from ray_mcp.models.topology import TrainRunList as TrainRunList
+from ray_mcp.models.topology import TrainRunSummary as TrainRunSummary
+from ray_mcp.models.topology import TrainWorker as TrainWorker

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ray_mcp.diagnosis.chains.ended_by import (
-    HEALTH_CHECK_LAG_MS,
-    actor_end,
-    died_with_node,
-    node_death,
-)
+from ray_mcp.diagnosis.chains.ended_by import HEALTH_CHECK_LAG_MS, actor_end, died_with_node, node_death
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
 from ray_mcp.diagnosis.chains.symptoms import (
     BENIGN_ACTOR_END,
@@ -21,15 +16,7 @@ from ray_mcp.diagnosis.chains.symptoms import (
     wait_kind,
 )
 from ray_mcp.diagnosis.chains.waits_on import actor_wait
-from ray_mcp.diagnosis.graph import (
-    Evidence,
-    Graph,
-    Row,
-    clip,
-    memory_summary,
-    names,
-    num,
-)
+from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
 
 # The task errors a node's death gives the work on it (not the work's own exceptions).
 SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")

@@ -4,13 +4,7 @@ the resource now), for a resource shape and for a placement group's bundles."""
 from __future__ import annotations
 
 from ray_mcp.diagnosis.chains.links import Link
-from ray_mcp.diagnosis.graph import (
-    Graph,
-    Row,
-    bundle_index,
-    count_by,
-    num,
-)
+from ray_mcp.diagnosis.graph import Graph, Row, bundle_index, count_by, num
 
 
 def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = "") -> list[Link]:

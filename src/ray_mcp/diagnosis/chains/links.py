@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ray_mcp.diagnosis.graph import (
-    clip,
-)
+from ray_mcp.diagnosis.graph import clip
 
 # Severity: higher ranks first (the same scale as diagnosis.py).
 ROOT = 100

@@ -6,23 +6,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ray_mcp.diagnosis.chains.ended_by import (
-    actor_end,
-    owner_chain,
-)
+from ray_mcp.diagnosis.chains.ended_by import actor_end, owner_chain
 from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
 from ray_mcp.diagnosis.chains.links import ROOT, Chain, Link
-from ray_mcp.diagnosis.chains.symptoms import (
-    wait_kind,
-)
+from ray_mcp.diagnosis.chains.symptoms import wait_kind
 from ray_mcp.diagnosis.chains.waits_on import driver_wait
-from ray_mcp.diagnosis.graph import (
-    Graph,
-    clip,
-    first_raise,
-    num,
-    parse_owner,
-)
+from ray_mcp.diagnosis.graph import Graph, clip, first_raise, num, parse_owner
 
 
 def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:

@@ -6,13 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ray_mcp.diagnosis.chains.ended_by import (
-    actor_end,
-    crash_reason,
-    exc_quote,
-    exit_words,
-    task_end,
-)
+from ray_mcp.diagnosis.chains.ended_by import actor_end, crash_reason, exc_quote, exit_words, task_end
 from ray_mcp.diagnosis.chains.holds import pg_wait
 from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, LOOP, STUCK, WARNING, Chain, Link
 from ray_mcp.diagnosis.chains.waits_on import actor_wait, task_wait

@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ray_mcp.diagnosis.chains.ended_by import (
-    oom_quote,
-)
+from ray_mcp.diagnosis.chains.ended_by import oom_quote
 from ray_mcp.diagnosis.chains.holds import resource_wait
 from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, Chain, Link
 from ray_mcp.diagnosis.chains.raised_in import driver_chain
@@ -21,15 +19,7 @@ from ray_mcp.diagnosis.chains.symptoms import (
     wait_kind,
 )
 from ray_mcp.diagnosis.chains.waits_on import deadlock, driver_wait
-from ray_mcp.diagnosis.graph import (
-    Evidence,
-    Graph,
-    Row,
-    clip,
-    memory_summary,
-    names,
-    num,
-)
+from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
 
 
 def stack_chain(ev: Evidence, job_id: str) -> Chain | None:

@@ -3,19 +3,10 @@ of open tasks: deadlock cycles and what the driver is blocked on."""
 
 from __future__ import annotations
 
-from ray_mcp.diagnosis.chains.ended_by import (
-    actor_end,
-)
+from ray_mcp.diagnosis.chains.ended_by import actor_end
 from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
-from ray_mcp.diagnosis.graph import (
-    Graph,
-    Row,
-    ago,
-    ms_clock,
-    names,
-    num,
-)
+from ray_mcp.diagnosis.graph import Graph, Row, ago, ms_clock, names, num
 
 
 def actor_wait(g: Graph, row: Row, depth: int = 0) -> list[Link]:

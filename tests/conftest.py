@@ -81,6 +81,17 @@ def local_head(
             head.stop()
 
 
+@contextmanager
+def joined(worker: LocalHead) -> Iterator[LocalHead]:
+    """A worker node (a LocalHead subclass run with ``--address``) spawned for the test; stops exactly its
+    processes afterwards."""
+    worker.spawn()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for a spawned ray-mcp: no inherited Ray or ray-mcp settings."""
     env = {

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import anyio
 import pytest
 from mcp import Client
+from tests.conftest import joined, local_head
 from tests.support import mcp_client, structured, text_of
 
 from ray_mcp.cluster import LocalHead, free_ports, ray_executable
@@ -45,20 +46,12 @@ class LocalWorker(LocalHead):
 
 @pytest.fixture(scope="module")
 def two_nodes() -> Iterator[tuple[LocalHead, LocalWorker]]:
-    head = LocalHead(num_cpus=1)
-    head.spawn()
-    worker: LocalWorker | None = None
-    try:
-        anyio.run(head.wait_ready, 120.0)
-        worker = LocalWorker(
+    with local_head(num_cpus=1) as head:
+        spec = LocalWorker(
             num_cpus=1, resources=json.dumps(WORKER_RESOURCES), head_gcs_address=head.gcs_address
         )
-        worker.spawn()
-        yield head, worker
-    finally:
-        if worker is not None:
-            worker.stop()
-        head.stop()
+        with joined(spec) as worker:
+            yield head, worker
 
 
 @pytest.fixture

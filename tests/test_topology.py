@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from tests.support import mcp_client
 
-from conftest import local_head
+from conftest import joined, local_head
 from ray_mcp.cluster import LocalHead, free_ports
 from ray_mcp.models import JobTopology
 from ray_mcp.server import build_server
@@ -91,13 +91,11 @@ class GPUWorker(LocalWorker):
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[tuple[LocalHead, GPUWorker]]:
-    with local_head(num_cpus=2) as head:  # retried when a loaded machine makes the head time out starting
-        worker = GPUWorker(num_cpus=1, head_gcs_address=head.gcs_address)
-        worker.spawn()
-        try:
-            yield head, worker
-        finally:
-            worker.stop()
+    with (
+        local_head(num_cpus=2) as head,
+        joined(GPUWorker(num_cpus=1, head_gcs_address=head.gcs_address)) as worker,
+    ):
+        yield head, worker
 
 
 @pytest.fixture

@@ -401,3 +401,74 @@ def test_a_driver_that_exits_without_a_traceback_is_quoted_by_its_last_output_no
     lines = ["2026-11-30 19:27:36,412 INFO worker.py:1691 -- Using address 10.0.0.1:6379", "validation failed: 2 of 9",
              "[2026-11-30 19:27:37,001 I 20571 20571] (raylet) worker_pool.cc:564: Started worker process", ""]  # fmt: skip
     assert last_output(lines) == "validation failed: 2 of 9"
+
+
+def test_a_stalled_job_waiting_on_held_resources_states_the_holders_with_how_long_nothing_moved() -> None:
+    """The stall finding (hang.py) says the job does not move; the chain says why: the verdict is the chain's last
+    link (the holders and their job), with the time nothing moved."""
+    from ray_mcp import models
+
+    holders = [
+        actor(f"{i:032x}", "RolloutWorker", "13000000", required_resources={"accel": 1.0}) for i in (1, 2)
+    ]
+    ev = Evidence(
+        now_ms=NOW, job=job("15000000", "RUNNING"), nodes=[node(HEAD, accel=2.0)], jobs=[job("13000000", "RUNNING")],
+        pgs=[], actors=[actor("c" * 32, "Learner", "15000000", "PENDING_CREATION", required_resources={"accel": 1.0})],
+        tasks=[], alive_actors=holders, running_tasks=[],
+    )  # fmt: skip
+    stall = models.Finding(severity=98, kind="hang", evidence=[], next_steps=[], refs=[],
+                           title="No progress (RUNNING 47 s, no task activity for 44 s): 1 of 1 driver: blocked in ray.get")  # fmt: skip
+    model, _text = causal_report.job_report("x", job_info(ev), ev, [stall], [], max_bytes=6000)
+    assert model.verdict.startswith("RUNNING for 10m00s but not healthy, no task activity for 44 s: "), (
+        model.verdict
+    )
+    assert "Learner" in model.verdict and "RolloutWorker" in model.verdict and "accel" in model.verdict
+
+
+def test_holders_are_named_as_serve_replicas_and_detached_actors_of_ended_jobs() -> None:
+    replica = actor("1" * 32, "ServeReplica:ranker:Reranker", "19000000", required_resources={"accel": 1.0})
+    bucket = actor("2" * 32, "TokenBucket", "16000000", required_resources={"license": 1.0}, is_detached=True)
+    ev = Evidence(
+        now_ms=NOW, job=job("1a000000", "RUNNING"), nodes=[node(HEAD, accel=1.0, license=1.0)], pgs=[],
+        jobs=[job("16000000", "SUCCEEDED"), job("19000000", "RUNNING", "serve run")],
+        actors=[actor("3" * 32, "Solver", "1a000000", "PENDING_CREATION", required_resources={"license": 1.0}),
+                actor("4" * 32, "Finetuner", "1a000000", "PENDING_CREATION", required_resources={"accel": 1.0})],
+        tasks=[], alive_actors=[replica, bucket], running_tasks=[],
+    )  # fmt: skip
+    _phrase, chains, _ = causal.explain_job(ev)
+    causes = " | ".join(c.cause for c in chains)
+    assert "replica(s) of Serve app 'ranker' (deployment Reranker)" in causes, causes
+    assert "detached TokenBucket actor(s), whose job is SUCCEEDED" in causes, causes
+
+
+def test_a_driver_that_gave_up_waiting_names_the_task_still_running_when_the_job_ended() -> None:
+    ended = "Job finishes (13000000) as driver exits. Marking all non-terminal tasks as failed."
+    ev = Evidence(
+        now_ms=NOW, job=job("13000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[task("s1", "score_chunk", "13000000", "FINISHED"),
+               task("s2", "score_chunk", "13000000", "FAILED", node_id=None, error_type="WORKER_DIED", error_message=ended)],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 16, in <module>',
+                      "AssertionError: 1 chunks did not finish in 15 s"],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "did not finish" in line and "stopped waiting on task score_chunk (s2)" in line, line
+    assert "node" not in line, line  # a task of an ended job is not a node's victim
+    assert not [c for c in causal.explain_cluster(ev) if "score_chunk" in c.verdict]
+
+
+def test_an_actor_killed_by_ray_kill_is_the_cause_when_the_driver_fails_calling_it() -> None:
+    idx = "5" * 32
+    killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message": "The actor is dead because it was killed by `ray.kill`."}}  # fmt: skip
+    ev = Evidence(
+        now_ms=NOW, job=job("14000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[],
+        actors=[actor(idx, "Indexer", "14000000", "DEAD", name="indexer", death_cause=killed)],
+        tasks=[task("a1", "Indexer.add", "14000000", "FAILED", type="ACTOR_TASK", actor_id=idx, error_type="ACTOR_DIED",
+                    error_message="The actor is dead because it was killed by `ray.kill`.")],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 17, in <module>',
+                      "    ray.get(idx.add.remote(10))",
+                      "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "Indexer" in line and "ray.kill" in line, line

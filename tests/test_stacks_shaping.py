@@ -235,3 +235,27 @@ async def test_a_py_spy_refused_ptrace_says_how_to_allow_it_and_a_hung_one_is_ki
     with pytest.raises(RayRequestFailed, match=r"did not finish within 0\.5 s"):
         await run_py_spy(["sleep", "30"], 0.5)
     assert time.monotonic() - started < 10
+
+
+def test_a_stall_whose_top_stack_is_the_drivers_ray_get_names_the_call_it_waits_on_and_its_stack() -> None:
+    """The driver "blocked in ray.get" says nothing the wait path does not: the title follows the path (a call
+    queued behind another on its actor) to the last call and quotes that call's stack."""
+    from ray_mcp import models
+
+    tasks = {
+        "t1": task("t1", "Monitor.poll", "RUNNING", actor="M", pid=7),
+        "t2": task("t2", "Monitor.latest", "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", actor="M"),
+    }
+
+    def group(role: str, pid: str, blocked: str | None, where: str) -> models.StackGroup:
+        return models.StackGroup(role=role, count=1, of=1, state="idle", blocked_in=blocked, where=where,
+                                 frames=[where], pids=[f"{pid}@n1"])  # fmt: skip
+
+    groups = [group("driver", "1", "ray.get", "main.py:28 in <module>"),
+              group("Monitor", "7", None, "main.py:14 in Monitor.poll")]  # fmt: skip
+    stalled = hang.HangEvidence("stalled", 100, 80, 2, 2, tasks)
+    stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
+                                        processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
+    (finding,) = hang.findings(stalled, [{"CPU": 4.0}], "j")
+    assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title
+    assert "main.py:14 in Monitor.poll" in finding.title, finding.title

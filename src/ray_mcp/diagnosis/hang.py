@@ -285,17 +285,15 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
     if e.status == "unknown":
         moved += f" in the {e.tasks_checked:,} tasks checked"
     busy = any(g.state == "active" and not g.blocked_in for g in groups if not stacks.is_idle_group(g))
-    end = path[-1] if path else None
-    last = (_who(end.target, e.unfinished) if end.kind in ("task", "queue") else end.detail) if end else ""
     if cycle:
         names = " -> ".join(_who(link.target, e.unfinished).split(" (")[0] for link in path)
         title = f"Deadlock ({moved}): the driver -> {names}"
-    elif groups:
+    elif groups and not (path and groups[0].role == "driver"):
         title = f"No progress ({moved}): {stacks.group_line(groups[0])}"
         if len(groups) > 1 and not stacks.is_idle_group(groups[1]):
             title += f"; {stacks.group_line(groups[1])}"
-    elif path:
-        title = f"No progress ({moved}): the driver waits on {last}"
+    elif path:  # the driver's own stack says only "blocked in ray.get": the path says on what
+        title = f"No progress ({moved}): the driver waits on {path_words(path, e.unfinished, groups)}"
     else:
         title = f"No progress ({moved}); the job's stacks could not be read"
     severity = STUCK + 8 if (cycle or (path and not busy)) else STUCK if not busy else CONTRIBUTING + 15
@@ -309,3 +307,23 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         finding(severity, clip(title, 300), [*evidence, *e.notes][:12], steps,
                 ["ray-docs://reference/13-dashboard-observability"], kind="hang"),
     ]  # fmt: skip
+
+
+def path_words(
+    path: Sequence[WaitLink], tasks: Mapping[str, Task], groups: Sequence[models.StackGroup]
+) -> str:
+    """ "Monitor.latest, queued behind Monitor.poll [1 of 1 Monitor: waiting at main.py:14 in Monitor.poll]":
+    each call on the driver's path by name, how it waits, and the stack of the last one."""
+    words: list[str] = []
+    for link in path:
+        t = tasks.get(link.target)
+        if link.kind == "task" and t is not None:
+            words.append(("which waits on " if words else "") + t.name)
+        elif link.kind == "queue" and t is not None:
+            words.append(f"queued behind {t.name}")
+        else:
+            words.append(f"which {link.detail}")
+    end = tasks.get(path[-1].target) if path[-1].kind in ("task", "queue") else None
+    stack = _stack_of(end, groups)
+    state = f" ({end.state})" if end is not None else ""
+    return ", ".join(words) + state + (f" [{stacks.group_line(stack)}]" if stack else "")

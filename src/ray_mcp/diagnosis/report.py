@@ -4,6 +4,7 @@ Under the byte budget by construction (pure)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -84,6 +85,8 @@ def job_report(
     verdict = (
         fit(f"{phrase}: {top.title}", VERDICT_BYTES) if legacy_top and top else verdict_line(phrase, chains)
     )
+    if legacy_top and top is not None and top.kind == "hang":
+        verdict = stalled_verdict(phrase, top, chains) or verdict
     if unchecked and not verdict.startswith(phrase + "; Unknown"):
         suffix = f" (could not check {clip(', '.join(unchecked), 100)})"
         verdict = fit(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
@@ -115,6 +118,17 @@ def job_report(
         findings=shown, notes=[*notes, *unread][:5], events=events, other_jobs=others, unchecked=list(unchecked),
     )  # fmt: skip
     return model, "\n".join([text, *footer]) if footer else text
+
+
+def stalled_verdict(phrase: str, stall: models.Finding, chains: Sequence[Chain]) -> str:
+    """A stalled job whose wait the chains follow to its last link (who holds what it needs, nothing can ever
+    fit it, a cycle): the verdict is that last link, with how long nothing moved."""
+    link = next((c for c in chains if c.kind in ("contention", "infeasible", "deadlock") and c.severity > CONTEXT), None)  # fmt: skip
+    if link is None:
+        return ""
+    m = re.search(r"no task activity for [^)]*", stall.title)
+    still = f", {m.group(0)}" if m else ""
+    return fit(f"{phrase} but not healthy{still}: {link.verdict}", VERDICT_BYTES)
 
 
 def explaining_events(ev: Evidence, findings: Sequence[models.Finding]) -> list[str]:

@@ -134,7 +134,7 @@ def explain_cluster(ev: Evidence) -> list[Chain]:
     for c in [*failed_task_chains(g, None), *actor_chains(g, None, "RUNNING"), *pending_chains(g, None)]:
         if c.subjects and c.subjects <= covered:
             continue
-        if c.kind in ("cancelled", "killed"):
+        if c.kind in ("cancelled", "killed", "ended_with_job"):
             continue
         c.symptom = f"{c.symptom} [{g.job_label(c.job_id)}]" if c.job_id else c.symptom
         if c.kind in ("failed", "raised", "owner_died", "worker_crash", "oom", "node_died", "pg_removed"):

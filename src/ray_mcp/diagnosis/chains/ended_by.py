@@ -23,7 +23,9 @@ from ray_mcp.diagnosis.graph import (
 
 
 def node_death(g: Graph, node_id: str | None) -> list[Link]:
-    row = g.nodes.get(node_id or "")
+    if not node_id:
+        return []  # never placed (or not recorded): no node to blame
+    row = g.nodes.get(node_id)
     if row is None:
         return [Link("ended_by", f"{g.node_label(node_id)} is gone (not in the node list)")]
     if row.get("state") != "DEAD":
@@ -43,17 +45,27 @@ def worker_crash(g: Graph, node_id: str | None, pid: object, worker_id: str | No
     if reason:
         return reason
     worker = g.workers.get(worker_id or "") or g.worker_by_pid.get(int(num(pid))) or {}
-    return exit_words(worker.get("exit_type"), worker.get("exit_detail"))
+    read = f"{node_id}:{int(num(pid))}" in g.ev.worker_logs if pid else False
+    return exit_words(worker.get("exit_type"), worker.get("exit_detail"), read)
 
 
-def exit_words(exit_type: object, detail: object) -> str:
+def exit_words(exit_type: object, detail: object, stderr_read: bool | None = None) -> str:
     """Ray's exit record of a worker, in words; its generic "connection error" text says only how it ended."""
     text = str(detail or "")
     if not text:
         return ""
+    if "job has finished" in text or "as driver exits" in text:
+        return f"{exit_type or 'exit'}: ended with its job (the driver exited while it still ran)"
     if "connection error code 2" in text or "End of file" in text:
-        return (f"{exit_type or 'exit'}: the process ended without a Python exception (os._exit, a signal, or a "
-                "native crash; nothing in its stderr)")  # fmt: skip
+        stderr = (
+            ""
+            if stderr_read is None
+            else "; nothing in its stderr"
+            if stderr_read
+            else "; its stderr was not read"
+        )
+        return (f"{exit_type or 'exit'}: the process crashed without a Python exception (a signal such as SIGSEGV "
+                f"or SIGKILL, os._exit, or a native crash{stderr})")  # fmt: skip
     return f"{exit_type or 'exit'}: {clip(text, 140)}"
 
 
@@ -359,6 +371,9 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         if dead:
             return [Link("waits_on", f"{label} needed an object that was lost ({exception_line(msg) or 'ObjectLostError'})",
                          exc_quote(msg)), *node_death(g, str(dead[0].get("node_id")))]  # fmt: skip
+    if re.search(r"Job finishes \(\w+\) as driver exits|job has finished", msg):
+        return [Link("ended_by", f"{label} was still running when its job ended (the driver exited); Ray ended it with the job",
+                     clip(msg, 300))]  # fmt: skip
     if kind == "WORKER_DIED" or "worker died" in msg.lower():
         why = attempts_crash(g, t)
         if "memory" in (why or "").lower() and "kill" in (why or "").lower():

@@ -104,10 +104,22 @@ def free_now(g: Graph, who: str, shape: str, fits: int, self_key: str, blocked: 
 
 
 def holder_name(g: Graph, ent: object) -> str:
+    """A holder by what an operator knows it as: a Serve app's replicas, a detached actor (which outlives the job
+    that created it: its job may have ended long ago), an actor class, a group, a task."""
     row = getattr(ent, "row", {})
     kind = getattr(ent, "kind", "")
+    cls = str(row.get("class_name") or "")
+    if kind == "actor" and cls.startswith("ServeReplica:") and cls.count(":") >= 2:
+        _, app, dep = cls.split(":", 2)
+        return f"replica(s) of Serve app '{app}' (deployment {dep})"
+    if kind == "actor" and row.get("is_detached"):
+        job = g.jobs.get(str(row.get("job_id"))) or {}
+        ended = (
+            f", whose job is {job['status']}" if job.get("status") not in (None, "RUNNING", "PENDING") else ""
+        )
+        return f"detached {cls} actor(s){ended}"
     if kind == "actor":
-        return f"{row.get('class_name')} actor(s)"
+        return f"{cls} actor(s)"
     if kind == "pg":
         return g.pg_label(row)
     return f"task(s) {row.get('name') or row.get('func_or_class_name')}"

@@ -71,8 +71,21 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
         if unplaced:
             return Chain(ROOT, wait_kind(unplaced), "", [raised, *unplaced], ["cluster_status"], job_id)
     # 6. The driver's own frames name the remote call it waited on: "ray.get(tokenize_shard.remote(1))".
-    failed = [c for c in chains if c.kind not in ("retried", "cancelled", "killed")]
-    for c in failed:
+    failed = [c for c in chains if c.kind not in ("retried", "cancelled", "killed", "ended_with_job")]
+    # Work the driver stopped waiting for (a timeout it raised): still running when the job ended.
+    if TIMED_OUT.search(text):
+        late = [c for c in chains if c.kind == "ended_with_job"]
+        if late:
+            rows = [g.entities[k].row for c in late for k in sorted(c.subjects) if k in g.entities]
+            who = ", ".join(g.task_label(r) for r in rows[:2]) + (
+                f" and {len(rows) - 2} more" if len(rows) > 2 else ""
+            )
+            gave_up = Link("waits_on", f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
+                           "; ".join(c.links[-1].quote for c in late[:2]))  # fmt: skip
+            return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job_id={job_id}", "cpu_profile or "
+                         "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
+    named = [c for c in chains if c.kind not in ("retried", "cancelled", "ended_with_job") and c.links]
+    for c in named:  # a ray.kill of an actor the driver called is the cause when the driver failed on it
         for key in sorted(c.subjects):
             ent = g.entities.get(key)
             called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
@@ -87,6 +100,9 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     return Chain(
         ROOT, "raised", "", [raised], [f"tail_logs job={job_id} grep='Traceback|Error' context=20"], job_id
     )
+
+
+TIMED_OUT = re.compile(r"GetTimeoutError|[Tt]ime ?out|timed out|did not finish|not ready|deadline|too long")
 
 
 def never_placed(g: Graph, job_id: str) -> list[Link]:

@@ -108,7 +108,7 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
         if attempts > 1:
             symptom += f" after {attempts} attempts"
         kind = chain_kind(links)
-        chains.append(Chain(CONTEXT + 10, kind, symptom, links,
+        chains.append(Chain(CONTEXT - 10 if kind == "ended_with_job" else CONTEXT + 10, kind, symptom, links,
                             [f"list_tasks job_id={first.get('job_id')} state=FAILED", f"tail_logs task_id={first.get('task_id')}"],
                             first.get("job_id"), {f"task:{t.get('task_id')}" for t in rows}))  # fmt: skip
     if cancelled:
@@ -119,7 +119,8 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
 
 def chain_kind(links: Sequence[Link]) -> str:
     text = " ".join(link.text for link in links)
-    for kind, pattern in (("oom", "memory monitor"), ("runtime_env", "could not set up its runtime_env"),
+    for kind, pattern in (("ended_with_job", "when its job ended"), ("oom", "memory monitor"),
+                          ("runtime_env", "could not set up its runtime_env"),
                           ("node_died", r"node .* died"), ("owner_died", "owner"),
                           ("pg_removed", "placement group .* removed"), ("killed", "ray.kill"),
                           ("worker_crash", "worker process died"), ("raised", "raised")):  # fmt: skip

@@ -359,3 +359,45 @@ def test_a_segfault_is_read_from_the_worker_log_of_any_attempt_with_the_users_fr
     line = causal.verdict_line(phrase, chains)
     assert "decode" in line and "Fatal Python error: Segmentation fault at main.py:7 in decode" in line, line
     assert "each of its 2 attempts" in line, line
+
+
+PIP_FAILURE = """ray._private.runtime_env.utils.SubprocessCalledProcessError: Run cmd[9] failed with the following details.
+Last 50 lines of stdout:
+    Looking in indexes: https://pypi.org/simple
+    ERROR: Could not find a version that satisfies the requirement tokenizers-x==9.9 (from versions: none)
+    ERROR: No matching distribution found for tokenizers-x==9.9"""
+
+
+def test_a_runtime_env_that_cannot_be_set_up_is_named_in_the_installers_words_from_the_driver_error() -> None:
+    ev = Evidence(
+        now_ms=NOW, job=job("11000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[task("e1", "embed", "11000000", "FAILED", error_type="RUNTIME_ENV_SETUP_FAILED", error_message=PIP_FAILURE)],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 9, in <module>',
+                      "ray.exceptions.RuntimeEnvSetupError: Failed to set up runtime environment.",
+                      "[Node 10.0.0.1] Traceback (most recent call last):", *PIP_FAILURE.splitlines()],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "task embed" in line and "runtime_env" in line, line
+    assert "No matching distribution found for tokenizers-x==9.9" in line, line
+
+
+def test_a_deadlock_names_the_calls_of_its_cycle_in_order() -> None:
+    a = "3" * 32
+    driver = "f" * 40 + "12000000"
+    ev = Evidence(
+        now_ms=NOW, job=job("12000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[actor(a, "Planner", "12000000")],
+        tasks=[task("p1", "Planner.plan", "12000000", "RUNNING", type="ACTOR_TASK", actor_id=a, parent_task_id=driver),
+               task("p2", "Planner.step", "12000000", "SUBMITTED_TO_WORKER", type="ACTOR_TASK", actor_id=a, parent_task_id="p1")],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "Planner.plan -> Planner.step -> Planner.plan" in line and "deadlock" in line, line
+
+
+def test_a_driver_that_exits_without_a_traceback_is_quoted_by_its_last_output_not_rays_logging() -> None:
+    from ray_mcp.diagnosis.job import last_output
+
+    lines = ["2026-11-30 19:27:36,412 INFO worker.py:1691 -- Using address 10.0.0.1:6379", "validation failed: 2 of 9",
+             "[2026-11-30 19:27:37,001 I 20571 20571] (raylet) worker_pool.cc:564: Started worker process", ""]  # fmt: skip
+    assert last_output(lines) == "validation failed: 2 of 9"

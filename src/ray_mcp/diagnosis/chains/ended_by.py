@@ -142,7 +142,7 @@ def recorded_end(g: Graph, row: Row, label: str, cause: Row) -> list[Link]:
         ]
     if "runtime_env_failed_context" in cause:
         text = str(cause["runtime_env_failed_context"].get("error_message") or "")
-        return [Link("ended_by", f"{label} could not set up its runtime_env: {clip(text, 160)}", text)]
+        return [Link("ended_by", f"{label} could not set up its runtime_env: {env_failure(text)}", text)]
     if "actor_unschedulable_context" in cause:
         text = str(cause["actor_unschedulable_context"].get("error_message") or "")
         return [Link("ended_by", f"{label} could not be scheduled: {clip(text, 160)}", text)]
@@ -323,6 +323,10 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
                      f"{memory_summary(msg)}{retried}", oom_quote(msg))]  # fmt: skip
     if kind in ("NODE_DIED", "LOCAL_RAYLET_DIED"):
         return [Link("ended_by", f"{label} died with its node", clip(msg, 300)), *node_death(g, node_id)]
+    if kind == "RUNTIME_ENV_SETUP_FAILED":
+        return [
+            Link("ended_by", f"{label} could not set up its runtime_env: {env_failure(msg)}", exc_quote(msg))
+        ]
     if kind == "TASK_CANCELLED":
         return [Link("ended_by", f"{label} was cancelled (ray.cancel)", clip(msg, 200))]
     if kind in ("ACTOR_DIED", "ACTOR_UNAVAILABLE") and t.get("actor_id"):
@@ -393,3 +397,13 @@ def attempts_crash(g: Graph, t: Row) -> str:
     if not why:
         why = worker_crash(g, t.get("node_id"), t.get("worker_pid"), t.get("worker_id"))
     return why + (f" (each of its {len(died)} attempts)" if len(died) > 1 and why else "")
+
+
+def env_failure(text: str) -> str:
+    """The telling line of a runtime_env setup failure: the installer's own error (pip's "ERROR: No matching
+    distribution found for x==1"), else the innermost exception."""
+    errors = [line.strip() for line in text.splitlines() if re.match(r"\s*(ERROR|error|E):? ", line)]
+    found = [
+        e for e in errors if re.search(r"No matching|not found|Could not|No such|denied|timed out", e, re.I)
+    ]
+    return clip((found or errors or [exception_line(text) or text])[-1], 160)

@@ -37,6 +37,11 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
         for c in chains:
             if any(g.entities.get(s) and g.entities[s].row.get("name") == remote["name"] for s in c.subjects):
                 return merge(raised, c)
+    # A runtime_env that could not be set up for a task or actor of the job: that failure, in the installer's words.
+    if any("RuntimeEnvSetupError" in line for line in [*tb.lines, *lines[-120:]]):
+        env = next((c for c in chains if c.kind == "runtime_env"), None)
+        if env is not None:
+            return merge(raised, env)
     # 2. An object whose owner died; 3. a named actor that is not where it was looked up.
     if parse_owner(text):
         return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, text)], job_id=job_id)

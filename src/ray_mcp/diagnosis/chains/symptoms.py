@@ -119,7 +119,8 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
 
 def chain_kind(links: Sequence[Link]) -> str:
     text = " ".join(link.text for link in links)
-    for kind, pattern in (("oom", "memory monitor"), ("node_died", r"node .* died"), ("owner_died", "owner"),
+    for kind, pattern in (("oom", "memory monitor"), ("runtime_env", "could not set up its runtime_env"),
+                          ("node_died", r"node .* died"), ("owner_died", "owner"),
                           ("pg_removed", "placement group .* removed"), ("killed", "ray.kill"),
                           ("worker_crash", "worker process died"), ("raised", "raised")):  # fmt: skip
         if re.search(pattern, text):

@@ -147,12 +147,19 @@ def deadlock(g: Graph) -> Chain | None:
     links.append(
         Link(
             "waits_on",
-            f"deadlock: {len(cycle)} calls wait for each other in a cycle ({actors or 'tasks'}); none can finish",
+            f"deadlock: {len(cycle)} calls wait for each other in a cycle, {cycle_names(open_, cycle)} "
+            f"({actors or 'tasks'}); none can finish",
         )
     )
     return Chain(STUCK + 5, "deadlock", "", links, [
         "stack_traces of the actors in the cycle to see the ray.get calls",
         "give the actors max_concurrency > 1 or make the inner call async"], subjects={f"task:{t}" for t in cycle})  # fmt: skip
+
+
+def cycle_names(open_: dict[str, Row], cycle: list[str]) -> str:
+    """ "Planner.plan -> Planner.step -> Planner.plan": the calls of a cycle by name, back to the first."""
+    called = [str(open_[t].get("name") or "?") for t in cycle]
+    return " -> ".join([*called, called[0]])
 
 
 def driver_wait(g: Graph, job_id: str) -> Chain | None:

@@ -135,6 +135,14 @@ async def kill_worker_raylet(client, head, sid: str) -> None:
             if psutil.Process(pid).name() == "raylet":
                 os.kill(pid, signal.SIGKILL)
                 print(f"  killed the worker node's raylet, pid {pid}", flush=True)
+    # diagnose once the GCS has declared the node dead (its health check takes up to ~30 s), as a user would
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        nodes = (await client.call_tool("list_nodes", {})).structured_content["nodes"]
+        if any(n["node_id"] == WORKER["node_id"] and n["state"] == "DEAD" for n in nodes):
+            print("  the worker node is DEAD in the GCS", flush=True)
+            return
+        await asyncio.sleep(2)
 
 
 async def stop_worker_node(client, head) -> None:
@@ -246,17 +254,17 @@ SCENARIOS = [
 
         @ray.remote(num_cpus=0.1)
         def index_shard(i):
+            time.sleep(2)  # parse the shard
             return {"shard": i, "rows": 1000 + i}
 
-        def validate_checksums(stats):
+        def validate_checksums(refs):
             # a native checksum helper with a bad pointer
-            return ctypes.string_at(0, 16)
+            return ctypes.cast(8, ctypes.POINTER(ctypes.c_long)).contents.value
 
         @ray.remote(max_retries=0)
         def load_shards(registry, n):
             refs = [index_shard.remote(i) for i in range(n)]
-            ray.wait(refs, num_returns=n)
-            ray.get(registry.register.remote(refs))
+            ray.get(registry.register.remote(refs))  # consumers can start while the shards are indexed
             validate_checksums(refs)
             return n
 
@@ -269,7 +277,7 @@ SCENARIOS = [
         refs = ray.get(registry.all.remote())
         print("rows", sum(ray.get(r)["rows"] for r in refs))
         """,
-        ["load_shards", ("SIGSEGV", "segfault", "segmentation", "crashed", "died")],
+        ["load_shards", ("SIGSEGV", "segfault", "segmentation", "crashed", "WorkerCrashedError")],
     ),
     Scenario(
         "actor_init_keyerror",

@@ -770,7 +770,7 @@ def write_notes(rows: list[dict], answers: Path, table: Path) -> None:
         health = f"{r['health_found']}/{r['health_first']}" if "health_found" in r else "-"
         lines.append(
             f"| {r['name']} | {r['status']} | {r['found']} | {r['first']} | {r['bytes']} | "
-            f"{r['verdict_bytes']} | {r['seconds']} | {health} | {'; '.join(r['facts'])} |"
+            f"{r['verdict_bytes']} | {r['seconds']} | {health} | {'; '.join(r['facts']).replace(' | ', ' or ')} |"
         )
     hits, firsts = sum(r["found"] for r in rows), sum(r["first"] for r in rows)
     lines.append(f"\nfound {hits}/{len(rows)}, stated first {firsts}/{len(rows)}")

@@ -64,26 +64,36 @@ async def whole_results(res: Results, client: Client, job: str) -> None:
     print("    " + ", ".join(f"{t} {size(n)}" for t, n in sizes.items()), flush=True)
 
 
+# A model's turn between tools/list and its first call: the server warms up in the meantime (App.warm_up).
+MODEL_TURN_S = 1.0
+
+
 async def first_calls(res: Results, target: Target, work: Path, job: str, runs: int) -> None:
-    """A job, a log and a placement-group tool as the first call of a fresh server, against the same call warm."""
+    """A job, a log and a placement-group tool as the first call of a fresh server, against the same call warm:
+    once at once after tools/list (the worst case), once after a model's turn (what an agent sees)."""
     cases = [("get_job", {"job": job}), ("tail_logs", {"job": job, "lines": 100}), ("pg_status", {})]
     for tool, args in cases:
-        first: list[float] = []
-        warm: list[float] = []
-        for _ in range(runs):
-            async with stdio_session(target.dashboard_url, work / "first.log") as client:
-                await client.list_tools()
-                elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023 - awaited at once
-                first.append(elapsed)
-                for _ in range(3):
-                    elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023
-                    warm.append(elapsed)
-        extra = median(first) - median(warm)
-        res.add(Row(
-            "first call", f"{tool} as a fresh server's first call, over the same call warm",
-            ms(median(first)), ms(median(warm)), f"+{ms(extra)}", f"≤+{ms(FIRST_CALL_GOAL_S)}",
-            extra <= FIRST_CALL_GOAL_S,
-        ))  # fmt: skip
+        for pause, when in (
+            (0.0, "right after tools/list"),
+            (MODEL_TURN_S, f"{MODEL_TURN_S:g} s after tools/list"),
+        ):
+            first: list[float] = []
+            warm: list[float] = []
+            for _ in range(runs):
+                async with stdio_session(target.dashboard_url, work / "first.log") as client:
+                    await client.list_tools()
+                    await anyio.sleep(pause)
+                    elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023 - awaited at once
+                    first.append(elapsed)
+                    for _ in range(3):
+                        elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023
+                        warm.append(elapsed)
+            extra = median(first) - median(warm)
+            res.add(Row(
+                "first call", f"{tool} as a fresh server's first call, {when}, over the same call warm",
+                ms(median(first)), ms(median(warm)), f"+{ms(extra)}", f"≤+{ms(FIRST_CALL_GOAL_S)}",
+                extra <= FIRST_CALL_GOAL_S,
+            ))  # fmt: skip
 
 
 async def health_at_scale(res: Results, client: Client, tasks: int, reps: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from ray_mcp.diagnosis import evidence as causal_gather
 from ray_mcp.diagnosis.graph import Evidence
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import job_info as shape_job_info
 
 RECORDED = Path(__file__).parent / "recorded"

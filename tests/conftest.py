@@ -13,9 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
+from tests.support import mcp_client
 
 from ray_mcp.cluster import LocalHead, start_local_head
 from ray_mcp.server import RayMCPServer, build_server
@@ -49,9 +51,14 @@ def ray_cluster() -> Iterator[Cluster]:
 
 @contextmanager
 def local_head(
-    num_cpus: int = 1, *, extra_env: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    num_cpus: int = 1,
+    *,
+    extra_env: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    **options: Any,
 ) -> Iterator[LocalHead]:
-    """A Ray head of our own (retried on a port clash); stops exactly the processes it started."""
+    """A Ray head of our own (retried on a port clash); stops exactly the processes it started. ``options``
+    go to start_local_head (``attempts``) and LocalHead (``resources``)."""
     import anyio
 
     started: list[LocalHead] = []
@@ -66,11 +73,23 @@ def local_head(
                 else Settings().dashboard_request_headers(local_cluster=True),
                 on_spawn=started.append,
                 extra_env=extra_env,
+                **options,
             )
         )
     finally:
         for head in started:
             head.stop()
+
+
+@contextmanager
+def joined(worker: LocalHead) -> Iterator[LocalHead]:
+    """A worker node (a LocalHead subclass run with ``--address``) spawned for the test; stops exactly its
+    processes afterwards."""
+    worker.spawn()
+    try:
+        yield worker
+    finally:
+        worker.stop()
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -101,7 +120,5 @@ async def client(server: RayMCPServer) -> AsyncIterator[Client]:
 @pytest.fixture
 async def offline_client() -> AsyncIterator[Client]:
     """A server pointed at nothing: for what needs no cluster (resources, prompts, listings)."""
-    server = build_server(Settings(address="http://127.0.0.1:9"))
-    async with Client(server) as c:
+    async with mcp_client(Settings(address="http://127.0.0.1:9")) as c:
         yield c
-    await server.app.aclose()

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import anyio
 import httpx
 from mcp import Client
-from tests.support import call_ok, run_to_end
+from tests.support import call_ok, mcp_client, run_to_end
 
 from ray_mcp.server import RayMCPServer, build_server
 from ray_mcp.settings import Settings
@@ -157,10 +157,10 @@ async def record(dashboard_url: str, gcs_address: str, work_dir: Path) -> None:
     scenarios.append(("cluster_health", "cluster_health", {}))
     for name, tool, arguments in scenarios:
         recorder = Recorder()
-        server = build_server(Settings(address=dashboard_url), http_transport=recorder, gcs_lookup=None)
-        async with Client(server) as client:
+        async with mcp_client(
+            Settings(address=dashboard_url), http_transport=recorder, gcs_lookup=None
+        ) as client:
             await call_ok(client, tool, arguments)
-        await server.app.aclose()
         recording = {"tool": tool, "arguments": arguments, "dashboard_url": dashboard_url,
                      "exchanges": recorder.exchanges}  # fmt: skip
         (RECORDED / f"{name}.json").write_text(json.dumps(recording, indent=1) + "\n")

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support import mcp_client
+
 from ray_mcp.cluster import start_local_head
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 
@@ -195,7 +196,6 @@ async def run_all(
     extra_env: dict[str, str] | None = None,
 ) -> list[dict]:
     """Run the scenarios (this module's own by default) one after another on one private head."""
-    from mcp import Client
 
     head = await start_local_head(
         num_cpus=4, timeout_s=180.0, attempts=8, resources=resources, extra_env=extra_env
@@ -203,16 +203,14 @@ async def run_all(
     results = []
     try:
         roots = [Path(tempfile.gettempdir())]  # the scenarios' working dirs
-        server = build_server(
+        async with mcp_client(
             Settings(address=head.dashboard_url, allow_destructive=True, upload_roots=roots)
-        )
-        async with Client(server) as client:
+        ) as client:
             for sc in SCENARIOS if scenarios is None else scenarios:
                 results.append(await run_one(client, sc, head))
                 print(
                     json.dumps({k: v for k, v in results[-1].items() if not k.endswith("answer")}), flush=True
                 )
-        await server.app.aclose()
     finally:
         head.stop()
     if out is not None:

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from mcp import Client
 from mcp.types import CallToolResult
 
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+@asynccontextmanager
+async def mcp_client(settings: Settings, **injected: Any) -> AsyncIterator[Client]:
+    """The real in-memory MCP client of a server built from ``settings`` (``injected``: build_server's fault
+    injection, such as ``http_transport``); the server's cluster connections are closed after use."""
+    server = build_server(settings, **injected)
+    try:
+        async with Client(server) as client:
+            yield client
+    finally:
+        await server.app.aclose()
 
 
 def text_of(result: CallToolResult) -> str:

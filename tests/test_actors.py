@@ -10,6 +10,7 @@ from mcp import Client
 from tests.support import call, text_of
 
 from ray_mcp.models import Actor, ActorKill, ActorList
+from ray_mcp.ray_api import gcs
 from state_drivers import driver
 
 ACTORS = """
@@ -81,6 +82,18 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
         # Filters narrow with exact counts; restarts are numbers, not int64 strings.
         dead, _ = await actors_of(client, namespace, state="DEAD")
         assert dead.matched == 2 and {a.state for a in dead.actors} == {"DEAD"}
+        # A page smaller than the match: the totals per state are counted apart (from the GCS's actor table),
+        # with the same filters, and agree with the full page.
+        part, _ = await actors_of(client, namespace, limit=1)
+        assert part.shown == 1 and part.matched == 3 and part.by_state == page.by_state
+        part_dead, _ = await actors_of(client, namespace, state="dead", limit=1)
+        assert part_dead.shown == 1 and part_dead.by_state == {"DEAD": 2}
+        channel = gcs.open_channel(ray_cluster.gcs_address, None)
+        counts = await anyio.to_thread.run_sync(
+            lambda: gcs.actor_counts(channel, [("ray_namespace", "=", namespace)], 10.0)
+        )
+        channel.close()
+        assert counts == {"Keeper": {"ALIVE": 1}, "BrokenInit": {"DEAD": 1}, "Quitter": {"DEAD": 1}}
         one, _ = await actors_of(client, namespace, class_name="BrokenInit")
         assert one.matched == 1 and one.actors[0].actor_id == broken.actor_id
         detail, _ = await actors_of(client, namespace, detail=True, name="keeper")
@@ -90,6 +103,8 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
             (await call(client, "get_actor", actor_id=broken.actor_id)).structured_content
         )
         assert full.death_cause and "Traceback" in (full.death_cause.exception or "") and full.job_id
+        part_job, _ = await actors_of(client, namespace, job=full.job_id, limit=1)
+        assert part_job.shown == 1 and part_job.by_state == page.by_state
 
         # kill_actor: a detached actor is refused without force; then dry run, then confirm.
         refused = await client.call_tool("kill_actor", {"actor_id": keeper.actor_id})

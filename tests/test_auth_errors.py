@@ -15,7 +15,7 @@ import httpx
 import pytest
 from mcp import Client
 from tests.conftest import local_head
-from tests.support import text_of
+from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.server import build_server
@@ -44,26 +44,22 @@ async def test_a_refused_ray_token_says_so_in_every_tool_instead_of_a_bare_crash
     token_head: LocalHead, token: str | None, tmp_path: Any
 ) -> None:
     settings = Settings(address=token_head.dashboard_url, ray_auth_token=token, request_timeout_s=30)
-    server = build_server(settings)
-    async with Client(server) as client:
+    async with mcp_client(settings) as client:
         for name, args in [*JOB_TOOLS, ("cluster_status", {}), ("list_actors", {})]:
             result = await client.call_tool(name, args)
             text = text_of(result)
             assert result.is_error, (name, text)
             assert "refused the token" in text and "RAY_AUTH_TOKEN" in text, (name, text)
             assert "HTTP 40" in text and WRONG not in text, (name, text)
-    await server.app.aclose()
 
 
 async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: LocalHead) -> None:
-    server = build_server(
+    async with mcp_client(
         Settings(address=token_head.dashboard_url, ray_auth_token=RIGHT, request_timeout_s=30)
-    )
-    async with Client(server) as client:
+    ) as client:
         for name in ("list_jobs", "cluster_status"):
             result = await client.call_tool(name, {})
             assert not result.is_error, (name, text_of(result))
-    await server.app.aclose()
 
 
 class Exploding(httpx.AsyncBaseTransport):

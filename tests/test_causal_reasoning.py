@@ -7,13 +7,12 @@ import json
 
 import httpx
 import pytest
-from mcp import Client
 from tests.causal_support import RECORDED, job_info, replay
+from tests.support import mcp_client
 
 from ray_mcp.diagnosis import chains as causal
 from ray_mcp.diagnosis import report as causal_report
 from ray_mcp.diagnosis.graph import Evidence
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 NOW = 1_800_000_000_000.0
@@ -206,12 +205,10 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
             return httpx.Response(200, json={"result": True, "msg": "", "data": data})
         return httpx.Response(404, json={"result": False, "msg": "not recorded", "data": {}})
 
-    server = build_server(
+    async with mcp_client(
         Settings(address="http://recorded:8265"), http_transport=httpx.MockTransport(answer)
-    )
-    async with Client(server) as client:
+    ) as client:
         result = await client.call_tool("cluster_health", {})
-    await server.app.aclose()
     text = result.content[0].text
     assert not result.is_error, text
     data = result.structured_content
@@ -222,19 +219,34 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
     assert json.dumps(data) and len(text.encode()) <= 6000
 
 
-def test_nested_tasks_that_hold_every_cpu_while_their_children_wait_are_called_starvation() -> None:
+def nested(resource: str) -> Evidence:
+    """4 shard tasks running on a 4-CPU (and 4-GPU) node, each blocked in ray.get on its leaf, which is pending."""
     driver = "f" * 40 + "0b000000"
-    shards = [task(f"s{i}", "shard", "0b000000", "RUNNING", parent_task_id=driver) for i in range(4)]
-    leaves = [
-        task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}") for i in range(4)
+    need = {resource: 1.0}
+    shards = [
+        task(f"s{i}", "shard", "0b000000", "RUNNING", parent_task_id=driver, required_resources=need)
+        for i in range(4)
     ]
-    ev = Evidence(
-        now_ms=NOW, job=job("0b000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+    leaves = [task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}",
+                   required_resources=need) for i in range(4)]  # fmt: skip
+    return Evidence(
+        now_ms=NOW, job=job("0b000000", "RUNNING"), nodes=[node(HEAD, GPU=4.0)], jobs=[], pgs=[], actors=[],
         tasks=[*shards, *leaves], alive_actors=[], running_tasks=shards,
     )  # fmt: skip
-    phrase, chains, _ = causal.explain_job(ev)
+
+
+def test_nested_tasks_blocked_on_their_children_lend_their_cpu_back_so_it_is_not_a_deadlock() -> None:
+    """Ray releases the CPU of a task blocked in ray.get: nested CPU tasks are slow to start, not starved."""
+    phrase, chains, _ = causal.explain_job(nested("CPU"))
     line = causal.verdict_line(phrase, chains)
-    assert "leaf" in line and "4 of 4 CPU" in line and "task(s) shard" in line, line
+    assert "leaf" in line and "shard" in line and "CPU" in line and "not a deadlock" in line, line
+    assert "starve" not in line, line
+
+
+def test_nested_tasks_that_hold_every_gpu_while_their_children_wait_are_called_starvation() -> None:
+    phrase, chains, _ = causal.explain_job(nested("GPU"))
+    line = causal.verdict_line(phrase, chains)
+    assert "leaf" in line and "4 of 4 GPU" in line and "task(s) shard" in line, line
     assert "nested tasks starve" in chains[0].cause
 
 
@@ -250,3 +262,142 @@ def test_a_driver_that_timed_out_on_a_group_never_created_names_the_group_and_wh
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
     assert "learners" in line and "STRICT_SPREAD" in line and "infeasible" in line, line
+
+
+def owner_died_on(node_id: str, owner: str) -> dict:
+    """Ray's record of an actor whose owner (the driver) exited after losing it: OWNER_DIED, not NODE_DIED."""
+    return {"actor_died_error_context": {
+        "reason": "OWNER_DIED", "owner_id": owner, "pid": 200,
+        "error_message": f"The actor is dead because its owner has died. Owner Id: {owner} Owner worker exit "
+                         "type: INTENDED_USER_EXIT Worker exit detail: Owner's worker process has crashed."}}  # fmt: skip
+
+
+def test_an_actor_recorded_as_owner_died_on_a_node_that_died_with_it_names_the_node() -> None:
+    """The raylet dies; the driver's call fails (ActorUnavailableError, connection refused) and the driver exits;
+    Ray records the actor as OWNER_DIED, then marks its node DEAD after the health checks fail. The owner died
+    because of the actor: the node is the last link."""
+    rb, driver = "d" * 32, "0d000000" + "f" * 48
+    dead_node = {
+        **node(WORKER_NODE, "DEAD"),
+        "end_time_ms": NOW - 1000 + 15_000,
+    }  # 15 s after the driver ended
+    ev = Evidence(
+        now_ms=NOW + 30_000, job=job("0d000000", "FAILED"), nodes=[node(HEAD), dead_node], jobs=[job("0d000000", "FAILED")],
+        pgs=[], actors=[actor(rb, "ReplayBuffer", "0d000000", "DEAD", node_id=WORKER_NODE, death_cause=owner_died_on(WORKER_NODE, driver))],
+        tasks=[task("t1", "ReplayBuffer.add", "0d000000", "FAILED", type="ACTOR_TASK", actor_id=rb, node_id=WORKER_NODE,
+                    error_type="ACTOR_UNAVAILABLE", error_message="The actor is temporarily unavailable: RpcError: "
+                    "failed to connect to all addresses: Connection refused rpc_code: 14")],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 13, in <module>',
+                      "    ray.get(buf.add.remote(i))", f"ray.exceptions.ActorUnavailableError: The actor {rb} is "
+                      "unavailable: The actor is temporarily unavailable: RpcError: Connection refused"],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert line.startswith("FAILED") and "ReplayBuffer" in line and "died at" in line, line
+    assert "health check failed" in line and WORKER_NODE[:12] in line, line
+    assert "owner" not in line, line  # the owner's end is a consequence here, not the cause
+    health = causal.explain_cluster(ev)
+    assert health[0].kind == "node_died" and "ReplayBuffer" in health[0].links[-1].text
+    # Each thing the node took down is told once: under the node, not again as a separate failure.
+    assert not [c for c in health[1:] if "ReplayBuffer" in c.symptom], [c.symptom for c in health]
+
+
+def test_an_actor_whose_owner_died_long_before_its_node_keeps_the_owner_as_the_cause() -> None:
+    rb, driver = "d" * 32, "0e000000" + "f" * 48
+    dead_node = {**node(WORKER_NODE, "DEAD"), "end_time_ms": NOW + 3_600_000}  # an hour after the job ended
+    ev = Evidence(
+        now_ms=NOW + 3_700_000, job=job("0e000000", "RUNNING"), nodes=[node(HEAD), dead_node], jobs=[], pgs=[],
+        actors=[actor(rb, "ReplayBuffer", "0e000000", "DEAD", node_id=WORKER_NODE, death_cause=owner_died_on(WORKER_NODE, driver))],
+        tasks=[],
+    )  # fmt: skip
+    _phrase, chains, _ = causal.explain_job(ev)
+    dead = [c for c in chains if "ReplayBuffer" in c.symptom]
+    assert dead and "owner" in dead[0].cause and "died at" not in dead[0].cause, [c.cause for c in chains]
+
+
+GENERIC_EXIT = ("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+                "detail: Worker unexpectedly exits with a connection error code 2. End of file. Some common causes "
+                "include: (1) the process was killed by the OOM killer due to high memory usage, (2) ray stop --force "
+                "was called, or (3) the worker crashed unexpectedly due to SIGSEGV or another unexpected error.")  # fmt: skip
+
+
+def test_an_actor_whose_worker_exited_is_not_taken_for_a_memory_monitor_kill_and_names_the_call_it_ran() -> (
+    None
+):
+    """Ray appends "killed by the OOM killer due to high memory usage" to every unexpected exit as a possible
+    cause: only the memory monitor's own words make it an OOM kill. The call the worker ran when it died is named."""
+    loader = "a" * 32
+    died = {"actor_died_error_context": {"reason": "WORKER_DIED", "error_message": GENERIC_EXIT, "pid": 300}}
+    sent = [{"state": "SUBMITTED_TO_WORKER", "created_ms": NOW - 9000}]
+    ev = Evidence(
+        now_ms=NOW, job=job("0f000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[],
+        actors=[actor(loader, "Loader", "0f000000", "DEAD", death_cause=died)],
+        tasks=[task("c1", "Loader.crash", "0f000000", "FAILED", type="ACTOR_TASK", actor_id=loader, events=sent,
+                    error_type="ACTOR_DIED", error_message=GENERIC_EXIT),
+               task("p1", "Loader.produce", "0f000000", "FINISHED", type="ACTOR_TASK", actor_id=loader, events=sent)],
+    )  # fmt: skip
+    _phrase, chains, _ = causal.explain_job(ev)
+    cause = next(c.cause for c in chains if "Loader" in c.cause)
+    assert "memory monitor" not in cause and "while running Loader.crash" in cause, cause
+
+
+def test_a_segfault_is_read_from_the_worker_log_of_any_attempt_with_the_users_frame() -> None:
+    """A retried task's last attempt may lack its worker's pid: the crash reason comes from the attempt whose
+    worker log has it, and faulthandler's stack gives the user's frame."""
+    stderr = ["*** SIGSEGV received at time=1 on cpu 0 ***", "Fatal Python error: Segmentation fault", "",
+              "Stack (most recent call first):",
+              '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
+              '  File "/tmp/ray/session/runtime_resources/working_dir_files/_ray_pkg_1/main.py", line 7 in decode',
+              '  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 1069 in main_loop']  # fmt: skip
+    attempts = [task("d1", "decode", "10000000", "FAILED", attempt=0, error_type="WORKER_DIED", worker_pid=41,
+                     error_message="The worker died unexpectedly while executing this task."),
+                task("d1", "decode", "10000000", "FAILED", attempt=1, error_type="WORKER_DIED", worker_pid=None,
+                     error_message="The worker died unexpectedly while executing this task.")]  # fmt: skip
+    ev = Evidence(now_ms=NOW, job=job("10000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+                  tasks=attempts, worker_logs={f"{HEAD}:41": stderr})  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "decode" in line and "Fatal Python error: Segmentation fault at main.py:7 in decode" in line, line
+    assert "each of its 2 attempts" in line, line
+
+
+PIP_FAILURE = """ray._private.runtime_env.utils.SubprocessCalledProcessError: Run cmd[9] failed with the following details.
+Last 50 lines of stdout:
+    Looking in indexes: https://pypi.org/simple
+    ERROR: Could not find a version that satisfies the requirement tokenizers-x==9.9 (from versions: none)
+    ERROR: No matching distribution found for tokenizers-x==9.9"""
+
+
+def test_a_runtime_env_that_cannot_be_set_up_is_named_in_the_installers_words_from_the_driver_error() -> None:
+    ev = Evidence(
+        now_ms=NOW, job=job("11000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[task("e1", "embed", "11000000", "FAILED", error_type="RUNTIME_ENV_SETUP_FAILED", error_message=PIP_FAILURE)],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 9, in <module>',
+                      "ray.exceptions.RuntimeEnvSetupError: Failed to set up runtime environment.",
+                      "[Node 10.0.0.1] Traceback (most recent call last):", *PIP_FAILURE.splitlines()],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "task embed" in line and "runtime_env" in line, line
+    assert "No matching distribution found for tokenizers-x==9.9" in line, line
+
+
+def test_a_deadlock_names_the_calls_of_its_cycle_in_order() -> None:
+    a = "3" * 32
+    driver = "f" * 40 + "12000000"
+    ev = Evidence(
+        now_ms=NOW, job=job("12000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[actor(a, "Planner", "12000000")],
+        tasks=[task("p1", "Planner.plan", "12000000", "RUNNING", type="ACTOR_TASK", actor_id=a, parent_task_id=driver),
+               task("p2", "Planner.step", "12000000", "SUBMITTED_TO_WORKER", type="ACTOR_TASK", actor_id=a, parent_task_id="p1")],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "Planner.plan -> Planner.step -> Planner.plan" in line and "deadlock" in line, line
+
+
+def test_a_driver_that_exits_without_a_traceback_is_quoted_by_its_last_output_not_rays_logging() -> None:
+    from ray_mcp.diagnosis.job import last_output
+
+    lines = ["2026-11-30 19:27:36,412 INFO worker.py:1691 -- Using address 10.0.0.1:6379", "validation failed: 2 of 9",
+             "[2026-11-30 19:27:37,001 I 20571 20571] (raylet) worker_pool.cc:564: Started worker process", ""]  # fmt: skip
+    assert last_output(lines) == "validation failed: 2 of 9"

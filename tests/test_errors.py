@@ -6,7 +6,7 @@ import re
 
 import httpx
 from mcp import Client
-from tests.support import text_of
+from tests.support import mcp_client, text_of
 
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
@@ -28,12 +28,10 @@ async def test_an_unreachable_address_gives_an_error_naming_it_and_the_server_ke
 
 
 async def test_an_unreachable_gcs_address_names_the_address_it_tried() -> None:
-    server = build_server(Settings(address="127.0.0.1:9", request_timeout_s=2))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address="127.0.0.1:9", request_timeout_s=2)) as client:
         result = await client.call_tool("cluster_status", {})
         assert result.is_error
         assert "127.0.0.1:9" in text_of(result) and "--dashboard-url" in text_of(result)
-    await server.app.aclose()
 
 
 class FlakyDashboard(httpx.AsyncBaseTransport):
@@ -55,10 +53,9 @@ class FlakyDashboard(httpx.AsyncBaseTransport):
 
 async def test_a_dashboard_that_times_out_or_fails_gives_clear_errors_then_recovers(ray_cluster) -> None:
     flaky = FlakyDashboard()
-    server = build_server(
+    async with mcp_client(
         Settings(address=ray_cluster.dashboard_url, request_timeout_s=3), http_transport=flaky
-    )
-    async with Client(server) as client:
+    ) as client:
         result = await client.call_tool("cluster_status", {})
         assert result.is_error and "did not answer" in text_of(result) and "3 s" in text_of(result)
 
@@ -71,7 +68,6 @@ async def test_a_dashboard_that_times_out_or_fails_gives_clear_errors_then_recov
         flaky.mode = "real"
         result = await client.call_tool("cluster_status", {})
         assert not result.is_error, text_of(result)
-    await server.app.aclose()
 
 
 async def test_no_tool_ever_answers_with_the_bare_crash_text(ray_cluster) -> None:
@@ -84,11 +80,9 @@ async def test_no_tool_ever_answers_with_the_bare_crash_text(ray_cluster) -> Non
         {"unknown": "x" * 5000},
     ]
     for address in ("http://127.0.0.1:9", ray_cluster.dashboard_url):
-        server = build_server(Settings(address=address, request_timeout_s=3))
-        async with Client(server) as client:
+        async with mcp_client(Settings(address=address, request_timeout_s=3)) as client:
             for tool in (await client.list_tools()).tools:
                 for args in hostile:
                     result = await client.call_tool(tool.name, args)
                     if result.is_error:
                         assert not BARE_CRASH.match(text_of(result)), (tool.name, args, text_of(result))
-        await server.app.aclose()

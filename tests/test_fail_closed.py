@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from tests.conftest import clean_env
-from tests.support import call_ok, text_of
+from tests.support import call_ok, mcp_client, text_of
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.security import AuditLogUnwritable
@@ -62,9 +62,7 @@ async def test_a_full_disk_under_the_audit_log_refuses_every_write_call(ray_clus
     """/dev/full opens fine (the startup check passes) and fails every write with ENOSPC."""
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")
-    server = build_server(Settings(address=ray_cluster.dashboard_url, audit_log=Path("/dev/full")))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url, audit_log=Path("/dev/full"))) as client:
         refused = await client.call_tool("stop_job", {"job": "raysubmit_anything"})
         assert refused.is_error and "audit log" in text_of(refused) and "/dev/full" in text_of(refused)
         assert not (await client.call_tool("cluster_status", {})).is_error  # reads are not audited
-    await server.app.aclose()

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
 from tests.conftest import clean_env, local_head
-from tests.support import text_of
+from tests.support import mcp_client, text_of
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.cluster import LocalHead
@@ -42,8 +42,7 @@ async def test_each_call_reaches_the_cluster_it_names(
     clusters = write_clusters(
         tmp_path / "clusters.toml", ray_cluster.dashboard_url, second_cluster.dashboard_url
     )
-    server = build_server(Settings(clusters_file=clusters))
-    async with Client(server) as client:
+    async with mcp_client(Settings(clusters_file=clusters)) as client:
         tool = next(t for t in (await client.list_tools()).tools if t.name == "cluster_status")
         schema = tool.input_schema["properties"]["cluster"]
         assert "main" in str(schema) and "side" in str(schema)
@@ -56,7 +55,6 @@ async def test_each_call_reaches_the_cluster_it_names(
         assert side.structured_content["resources"]["CPU"]["total"] == 1
         wrong = await client.call_tool("cluster_status", {"cluster": "nope"})
         assert wrong.is_error and "side" in text_of(wrong)
-    await server.app.aclose()
 
 
 async def test_a_destructive_tools_confirmation_looks_in_the_cluster_it_names(
@@ -74,11 +72,9 @@ async def test_a_destructive_tools_confirmation_looks_in_the_cluster_it_names(
 
 
 async def test_a_single_cluster_keeps_the_cluster_argument_off_the_schema(ray_cluster) -> None:
-    server = build_server(Settings(address=ray_cluster.dashboard_url))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as client:
         for tool in (await client.list_tools()).tools:
             assert "cluster" not in tool.input_schema.get("properties", {}), tool.name
-    await server.app.aclose()
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import anyio
 import pytest
 from mcp import Client
-from tests.support import structured, text_of
+from tests.conftest import joined, local_head
+from tests.support import mcp_client, structured, text_of
 
 from ray_mcp.cluster import LocalHead, free_ports, ray_executable
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 WORKER_RESOURCES = {"worker": 1}
@@ -46,29 +46,19 @@ class LocalWorker(LocalHead):
 
 @pytest.fixture(scope="module")
 def two_nodes() -> Iterator[tuple[LocalHead, LocalWorker]]:
-    head = LocalHead(num_cpus=1)
-    head.spawn()
-    worker: LocalWorker | None = None
-    try:
-        anyio.run(head.wait_ready, 120.0)
-        worker = LocalWorker(
+    with local_head(num_cpus=1) as head:
+        spec = LocalWorker(
             num_cpus=1, resources=json.dumps(WORKER_RESOURCES), head_gcs_address=head.gcs_address
         )
-        worker.spawn()
-        yield head, worker
-    finally:
-        if worker is not None:
-            worker.stop()
-        head.stop()
+        with joined(spec) as worker:
+            yield head, worker
 
 
 @pytest.fixture
 async def mcp(two_nodes) -> AsyncIterator[Client]:
     head, _worker = two_nodes
-    server = build_server(Settings(address=head.dashboard_url))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=head.dashboard_url)) as client:
         yield client
-    await server.app.aclose()
 
 
 async def worker_id(client: Client) -> str:

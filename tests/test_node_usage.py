@@ -9,9 +9,9 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
+from tests.support import mcp_client
 
 from ray_mcp.models import ClusterStatus, NodeList
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.shaping.cluster import build_cluster_status, render_cluster_status
 from ray_mcp.shaping.nodes import (
@@ -127,10 +127,8 @@ class NoNodeSummary(httpx.AsyncBaseTransport):
 
 @pytest.fixture
 async def no_summary_client(ray_cluster) -> AsyncIterator[Client]:
-    server = build_server(Settings(address=ray_cluster.dashboard_url), http_transport=NoNodeSummary())
-    async with Client(server) as c:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url), http_transport=NoNodeSummary()) as c:
         yield c
-    await server.app.aclose()
 
 
 async def test_host_use_that_cannot_be_read_is_unknown_not_healthy(no_summary_client: Client) -> None:

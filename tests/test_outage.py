@@ -19,7 +19,7 @@ import pytest
 from anyio.abc import SocketStream, TaskGroup
 from mcp import Client
 from tests.conftest import local_head
-from tests.support import text_of
+from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.server import build_server
@@ -89,8 +89,7 @@ async def timed(client: Client, name: str, args: dict[str, Any]) -> tuple[Any, f
 async def test_a_dashboard_that_accepts_and_never_answers_fails_fast_then_recovers(ray_cluster: Any) -> None:
     async with blackhole() as hole:
         settings = Settings(address=f"http://127.0.0.1:{hole.port}", request_timeout_s=TIMEOUT_S)
-        server = build_server(settings)
-        async with Client(server) as client:
+        async with mcp_client(settings) as client:
             for name, args in CALLS:
                 result, took = await timed(client, name, args)
                 text = text_of(result)
@@ -101,7 +100,6 @@ async def test_a_dashboard_that_accepts_and_never_answers_fails_fast_then_recove
             for name, args in CALLS[:4]:
                 result, _took = await timed(client, name, args)
                 assert not result.is_error, (name, text_of(result))
-        await server.app.aclose()
 
 
 @pytest.fixture

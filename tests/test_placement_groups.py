@@ -33,9 +33,14 @@ async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Clien
     tag = f"pg{uuid.uuid4().hex[:6]}"
     with driver(ray_cluster.gcs_address, GROUPS, tag):
         with anyio.fail_after(60):
-            while True:
-                page, text = await pgs(client)
-                mine = {g.name: g for g in page.placement_groups if (g.name or "").startswith(tag)}
+            while True:  # the session's cluster may hold many other groups: list this driver's job only
+                first = await client.call_tool("pg_status", {"placement_group": f"{tag}-ok"})
+                job = (
+                    first.structured_content
+                    and first.structured_content["placement_groups"][0]["creator_job_id"]
+                )
+                page, text = await pgs(client, job=job) if job else (None, "")
+                mine = {g.name: g for g in page.placement_groups} if page else {}
                 if len(mine) == 3 and mine[f"{tag}-spread"].state == "PENDING":
                     break
                 await anyio.sleep(0.5)

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
-from tests.support import call_ok, text_of
+from tests.support import call_ok, mcp_client, text_of
 from tests.test_serve import APPS, app_config
 
 from ray_mcp.cluster import free_ports
@@ -115,8 +115,7 @@ async def test_a_token_for_a_serve_app_is_void_once_the_app_is_redeployed(
     ray_cluster: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "mcp_serve_apps.py").write_text(APPS)
-    server = build_server(Settings(address=ray_cluster.dashboard_url, allow_destructive=True))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url, allow_destructive=True)) as client:
         first = config(tmp_path, "redeployed")
         if not (await call_ok(client, "serve_status", {})).structured_content["running"]:
             first["http_options"] = {"host": "127.0.0.1", "port": free_ports(1)[0]}
@@ -134,4 +133,3 @@ async def test_a_token_for_a_serve_app_is_void_once_the_app_is_redeployed(
                 await call_ok(
                     client, "serve_delete_app", {"app": "redeployed", "confirm": token_in(text_of(dry))}
                 )
-    await server.app.aclose()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from mcp import Client
+from tests.support import mcp_client
 
 from ray_mcp.cli import parse_settings
 from ray_mcp.cluster import parse_address
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api.gcs import GCS_LOOKUP
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 
@@ -62,9 +61,7 @@ def test_the_gcs_reports_where_its_dashboard_listens(ray_cluster) -> None:
 async def test_a_gcs_address_is_resolved_to_its_dashboard(ray_cluster) -> None:
     if ray_cluster.gcs_address is None:
         pytest.skip("needs the session's own cluster")
-    server = build_server(Settings(address=ray_cluster.gcs_address))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=ray_cluster.gcs_address)) as client:
         result = await client.call_tool("cluster_status", {})
         assert not result.is_error
         assert result.structured_content["dashboard_url"] == ray_cluster.dashboard_url
-    await server.app.aclose()

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from ray_mcp import log_grep, models
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.logs import LogTarget
 from ray_mcp.ray_api.runtime_env import check_runtime_env
+from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import job_list, short_message
 from ray_mcp.shaping.logs import render_log_section, tail_section
 

@@ -17,9 +17,8 @@ import anyio
 import pytest
 from mcp import Client
 from tests.conftest import Cluster
-from tests.support import call_ok, submit, text_of
+from tests.support import call_ok, mcp_client, submit, text_of
 
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 BUDGET = 6_000
@@ -157,10 +156,8 @@ def job_dir(tmp_path: Path, name: str, source: str) -> dict[str, Any]:
 @pytest.fixture
 async def pyspy_client(ray_cluster: Cluster) -> AsyncIterator[Client]:
     """A server that reads stacks with py-spy on this host only."""
-    server = build_server(Settings(address=ray_cluster.dashboard_url, stack_source="py-spy"))
-    async with Client(server) as c:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url, stack_source="py-spy")) as c:
         yield c
-    await server.app.aclose()
 
 
 async def job_stacks(client: Client, job: str, processes: int) -> Any:

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from mcp import Client
 from tests.conftest import local_head
-from tests.support import call_ok, submit, text_of
+from tests.support import call_ok, mcp_client, submit, text_of
 from tests.test_stacks import job_dir, poll
 
-from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
 NAPPER_JOB = """\
@@ -49,10 +48,8 @@ def plain_head() -> Iterator[str]:
 
 
 async def connect(url: str, **settings: Any) -> AsyncIterator[Client]:
-    server = build_server(Settings(address=url, upload_roots=[Path(tempfile.gettempdir())], **settings))
-    async with Client(server) as c:
+    async with mcp_client(Settings(address=url, upload_roots=[Path(tempfile.gettempdir())], **settings)) as c:
         yield c
-    await server.app.aclose()
 
 
 @pytest.fixture

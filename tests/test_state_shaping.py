@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from mcp.types import CallToolResult
 from tests.support import text_of
 
 from ray_mcp.errors import InvalidArgument
@@ -76,6 +77,12 @@ def test_actor_rows_become_numbers_and_basic_fields_unless_detail() -> None:
     assert full.job_id == "01000000" and full.required_resources == {"CPU": 1.0} and full.runtime_env is None
 
 
+def whole_bytes(result: CallToolResult) -> int:
+    """What a client receives: the text and the structured content (compact JSON)."""
+    structured = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
+    return len(text_of(result).encode()) + len(structured.encode())
+
+
 def test_actor_list_of_5000_stays_under_8_kb_with_exact_totals_and_a_narrowing_hint() -> None:
     rows = [actor_row(i, "DEAD" if i % 5 else "ALIVE", cls=f"C{i % 3}") for i in range(50)]
     summary = {
@@ -92,8 +99,7 @@ def test_actor_list_of_5000_stays_under_8_kb_with_exact_totals_and_a_narrowing_h
     assert 0 < page.shown < 50 and page.notes  # the byte budget cut the page, and says so
     assert page.hints[0].startswith(f"{5000 - page.shown:,} more actors") and "C0 DEAD" in page.hints[0]
     structured = tool_result(page, render_actor_list(page))
-    assert len(json.dumps(structured.structured_content)) < 8192
-    assert len(text_of(structured)) < 8192
+    assert whole_bytes(structured) <= 8192  # text and structured content together
     assert all(a.actor_id in text_of(structured) for a in page.actors)  # ids whole
     assert "null" not in json.dumps(structured.structured_content)
 
@@ -138,7 +144,7 @@ def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
     page = build_pg_list(total=300, matched=300, groups=groups, by_state={"PENDING": 300}, limit=50, notes=[])
     result = tool_result(page, render_pg_list(page))
     assert page.matched == 300 and 0 < page.shown <= 50 and page.hints
-    assert len(json.dumps(result.structured_content)) < 8192 and len(text_of(result)) < 8192
+    assert whole_bytes(result) <= 8192
 
 
 def test_task_summary_groups_failures_by_error_type_with_a_sample() -> None:

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import anyio
 import pytest
 from mcp import Client
+from tests.support import mcp_client
 
-from conftest import local_head
+from conftest import joined, local_head
 from ray_mcp.cluster import LocalHead, free_ports
+from ray_mcp.models import JobTopology
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.topology_models import JobTopology
 from test_multi_node import LocalWorker
 
 DRIVER = textwrap.dedent(
@@ -90,13 +91,11 @@ class GPUWorker(LocalWorker):
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[tuple[LocalHead, GPUWorker]]:
-    with local_head(num_cpus=2) as head:  # retried when a loaded machine makes the head time out starting
-        worker = GPUWorker(num_cpus=1, head_gcs_address=head.gcs_address)
-        worker.spawn()
-        try:
-            yield head, worker
-        finally:
-            worker.stop()
+    with (
+        local_head(num_cpus=2) as head,
+        joined(GPUWorker(num_cpus=1, head_gcs_address=head.gcs_address)) as worker,
+    ):
+        yield head, worker
 
 
 @pytest.fixture
@@ -104,10 +103,8 @@ async def mcp(gpu_cluster) -> AsyncIterator[Client]:
     head, _worker = gpu_cluster
     # The GCS address form: strategies and owners come from this head's GCS, never from a search among the
     # other heads' GCS processes that a long test session leaves on the machine.
-    server = build_server(Settings(address=head.gcs_address, allow_destructive=True))
-    async with Client(server) as client:
+    async with mcp_client(Settings(address=head.gcs_address, allow_destructive=True)) as client:
         yield client
-    await server.app.aclose()
 
 
 async def call(client: Client, tool: str, **args) -> tuple[dict, str]:

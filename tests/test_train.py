@@ -16,10 +16,11 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
+from tests.support import mcp_client
 
+from ray_mcp.models import TrainRun, TrainRunList
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.topology_models import TrainRun, TrainRunList
 from support import call_ok, run_to_end, text_of
 
 TRAIN = textwrap.dedent(
@@ -171,10 +172,10 @@ class NoTrainDashboard(httpx.AsyncBaseTransport):
 
 @pytest.fixture
 async def no_train_client(ray_cluster) -> AsyncIterator[Client]:
-    server = build_server(Settings(address=ray_cluster.dashboard_url), http_transport=NoTrainDashboard())
-    async with Client(server) as c:
+    async with mcp_client(
+        Settings(address=ray_cluster.dashboard_url), http_transport=NoTrainDashboard()
+    ) as c:
         yield c
-    await server.app.aclose()
 
 
 async def test_a_cluster_without_ray_train_is_an_error_saying_so(no_train_client: Client) -> None:

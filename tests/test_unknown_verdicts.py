@@ -12,7 +12,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from tests.support import call_ok, run_to_end, submit, text_of
+from tests.support import call_ok, mcp_client, run_to_end, submit, text_of
 
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
@@ -52,10 +52,8 @@ class Failing(httpx.AsyncBaseTransport):
 async def health(
     settings: Settings, transport: httpx.AsyncBaseTransport | None = None
 ) -> tuple[dict[str, Any], str]:
-    server = build_server(settings, http_transport=transport)
-    async with Client(server) as client:
+    async with mcp_client(settings, http_transport=transport) as client:
         result = await call_ok(client, "cluster_health", {})
-    await server.app.aclose()
     return dict(result.structured_content or {}), text_of(result)
 
 
@@ -121,10 +119,10 @@ async def test_diagnose_job_says_what_evidence_it_could_not_read_in_its_verdict(
 async def test_a_status_tool_whose_source_fails_errors_instead_of_concluding(
     ray_cluster: Any, tool: str, path: str
 ) -> None:
-    server = build_server(Settings(address=ray_cluster.dashboard_url), http_transport=Failing(path))
-    async with Client(server) as client:
+    async with mcp_client(
+        Settings(address=ray_cluster.dashboard_url), http_transport=Failing(path)
+    ) as client:
         result = await client.call_tool(tool, {})
-    await server.app.aclose()
     text = text_of(result)
     assert result.is_error and "HTTP 500" in text, text
     assert "not running" not in text and "alive" not in text

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
-from tests.support import TERMINAL, call_ok, text_of, wait_until
+from tests.support import TERMINAL, call_ok, mcp_client, text_of, wait_until
 from tests.test_transports import RAY_MCP, http_server
 
 from ray_mcp.ray_api.uploads import confine_uploads
@@ -57,8 +57,9 @@ async def test_a_symlink_inside_the_root_is_uploaded_and_one_leading_outside_is_
 ) -> None:
     project = layout["project"]
     (project / "shared").symlink_to(layout["shared"], target_is_directory=True)  # inside the root: fine
-    server = build_server(Settings(address=ray_cluster.dashboard_url, upload_roots=[layout["root"]]))
-    async with Client(server) as client:
+    async with mcp_client(
+        Settings(address=ray_cluster.dashboard_url, upload_roots=[layout["root"]])
+    ) as client:
         ok = await submit(client, {"working_dir": str(project)})
         assert not ok.is_error, text_of(ok)
         sid = ok.structured_content["submission_id"]
@@ -79,7 +80,6 @@ async def test_a_symlink_inside_the_root_is_uploaded_and_one_leading_outside_is_
             assert f"project/{link}" in text and "--upload-root" in text, text
             assert SECRET not in text
         assert await job_total(client) == before  # nothing reached the cluster
-    await server.app.aclose()
 
 
 async def test_a_link_ray_would_not_upload_because_it_is_excluded_does_not_block_the_job(
@@ -93,15 +93,15 @@ async def test_a_link_ray_would_not_upload_because_it_is_excluded_does_not_block
     (venv / "python").symlink_to(layout["outside"] / "secret.txt")
     (project / "ignored-by-git").symlink_to(layout["outside"] / "secret.txt")
     (project / ".gitignore").write_text("ignored-by-git\n")
-    server = build_server(Settings(address=ray_cluster.dashboard_url, upload_roots=[layout["root"]]))
-    async with Client(server) as client:
+    async with mcp_client(
+        Settings(address=ray_cluster.dashboard_url, upload_roots=[layout["root"]])
+    ) as client:
         refused = await submit(client, {"working_dir": str(project)})
         assert refused.is_error and ".venv/bin/python" in text_of(refused), text_of(refused)
         ok = await submit(client, {"working_dir": str(project), "excludes": [".venv"]})
         assert not ok.is_error, text_of(ok)
         info = await wait_until(client, ok.structured_content["submission_id"], TERMINAL)
         assert info["status"] == "SUCCEEDED", info
-    await server.app.aclose()
 
 
 async def test_paths_outside_the_roots_are_refused_in_every_field_ray_reads_locally(
@@ -146,8 +146,7 @@ async def test_over_http_no_local_upload_is_allowed_unless_the_operator_names_a_
 ) -> None:
     settings = Settings(address=ray_cluster.dashboard_url, transport="streamable-http")
     assert settings.effective_upload_roots() == []
-    server = build_server(settings)
-    async with Client(server) as client:
+    async with mcp_client(settings) as client:
         result = await submit(client, {"working_dir": str(layout["project"])})
         text = text_of(result)
         assert result.is_error and "allows no local uploads" in text and "--upload-root" in text, text
@@ -155,7 +154,6 @@ async def test_over_http_no_local_upload_is_allowed_unless_the_operator_names_a_
             "submit_job", {"entrypoint": "echo remote-only", "runtime_env": {"env_vars": {"A": "1"}}}
         )
         assert not remote.is_error, text_of(remote)  # a job without local paths is unaffected
-    await server.app.aclose()
 
 
 def test_a_symlink_loop_inside_the_root_is_refused_before_ray_walks_it_forever(

@@ -22,17 +22,29 @@ from __future__ import annotations
 import ast
 import difflib
 import inspect
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from importlib.machinery import PathFinder
+from functools import lru_cache
 from pathlib import Path
 
 import anyio
 import anyio.to_process
 from anyio.lowlevel import RunVar
 
+from ray_mcp.api_source import (
+    REFUSED_PARTS,
+    REFUSED_PREFIXES,
+    binding_of,
+    class_members,
+    dotted_name,
+    is_compiled,
+    module_file,
+    module_members,
+    parse_source,
+    ray_root,
+    refused_prefix,
+    source_tree,
+    submodules,
+)
 from ray_mcp.limits import (
     API_ANSWERS_CACHED,
     API_DOC_CHARS,
@@ -42,29 +54,7 @@ from ray_mcp.limits import (
     API_NAME_CHARS,
 )
 
-MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a larger "source" file is not read
 MAX_HOPS = 40  # re-exports followed for one name (cycles end here)
-
-# Parts of Ray that are programs or test material, not API: never described.
-REFUSED_PARTS = {
-    "tests": "tests",
-    "test": "tests",
-    "test_utils": "tests",
-    "conftest": "tests",
-    "examples": "examples",
-    "example": "examples",
-    "scripts": "scripts (command-line programs)",
-    "dashboard": "the dashboard server",
-    "__main__": "scripts (command-line programs)",
-    "setup-dev": "scripts (command-line programs)",
-    "thirdparty_files": "vendored third-party code",
-    "benchmarks": "benchmarks",
-    "release": "release tooling",
-}
-REFUSED_PREFIXES = {
-    "ray.util.client": "Ray Client internals (ray.util.client): use ray.init('ray://...') and read ray.init",
-    "ray.core.generated": "generated protocol code",
-}
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_docs_limiter")  # one per event loop
 _answers: dict[str, tuple[bool, str]] = {}  # name -> (described?, markdown or reason), oldest first
@@ -163,79 +153,6 @@ def _check_name(given: str, name: str) -> list[str]:
     return parts
 
 
-# == finding and parsing sources (never importing) ==========================================================
-
-
-@cache
-def ray_root() -> Path | None:
-    """The installed ``ray`` package directory, found on sys.path without importing anything."""
-    spec = PathFinder.find_spec("ray", sys.path)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _module_file(module: str) -> tuple[Path | None, bool]:
-    """(source file of a ``ray.*`` module, is it a package). A compiled module counts through its ``.pyi``."""
-    root = ray_root()
-    if root is None or (module != "ray" and not module.startswith("ray.")):
-        return None, False
-    base = root.joinpath(*module.split(".")[1:])
-    for candidate, package in (
-        (base / "__init__.py", True),
-        (base / "__init__.pyi", True),
-        (base.with_name(base.name + ".py"), False),
-        (base.with_name(base.name + ".pyi"), False),
-    ):
-        if candidate.is_file():
-            return candidate, package
-    return None, False
-
-
-def _compiled(module: str) -> bool:
-    root = ray_root()
-    if root is None:
-        return False
-    base = root.joinpath(*module.split(".")[1:])
-    return any(base.parent.glob(base.name + ".*.so")) or (base.with_name(base.name + ".so")).is_file()
-
-
-@lru_cache(maxsize=64)
-def _parse(path: Path) -> ast.Module | None:
-    try:
-        if path.stat().st_size > MAX_SOURCE_BYTES:
-            return None
-        return ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
-def _tree(module: str) -> tuple[Path, ast.Module] | None:
-    path, _ = _module_file(module)
-    if path is None:
-        return None
-    tree = _parse(path)
-    return (path, tree) if tree is not None else None
-
-
-def _submodules(module: str) -> list[str]:
-    path, package = _module_file(module)
-    if path is None or not package:
-        return []
-    names = set()
-    for child in path.parent.iterdir():
-        stem = child.name.split(".")[0]
-        if not stem.isidentifier() or stem.startswith("_") or stem in REFUSED_PARTS:
-            continue
-        if (child.is_dir() and (child / "__init__.py").is_file()) or child.suffix in (".py", ".pyi"):
-            names.add(stem)
-    return sorted(n for n in names if not _refused_prefix(f"{module}.{n}"))
-
-
-def _refused_prefix(name: str) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in REFUSED_PREFIXES)
-
-
 # == resolving a dotted name ================================================================================
 
 
@@ -265,13 +182,13 @@ class _Miss:
 
 
 def _resolve_module(module: str, rest: list[str], hops: int) -> Found | _Miss:
-    tree = _tree(module)
+    tree = source_tree(module)
     if tree is None:
         reason = (
             f"{module} is compiled code without a readable source or stub"
-            if _compiled(module)
+            if is_compiled(module)
             else f"the source of {module} cannot be read"
-            if _module_file(module)[0] is not None
+            if module_file(module)[0] is not None
             else "Ray's installed source cannot be found next to the server"
             if ray_root() is None
             else ""
@@ -288,20 +205,20 @@ def _resolve_module(module: str, rest: list[str], hops: int) -> Found | _Miss:
     if hops > MAX_HOPS:
         return _Miss(module, head, [], f"the name is re-exported more than {MAX_HOPS} times")
     miss: _Miss | None = None
-    binding = _binding(body, head)
+    binding = binding_of(body, head)
     if binding is not None:
         result = _follow(module, path, binding, head, tail, hops + 1)
         if isinstance(result, Found):
             return result
         miss = result
     submodule = f"{module}.{head}"
-    if _module_file(submodule)[0] is not None or _compiled(submodule):
-        if _refused_prefix(submodule):
+    if module_file(submodule)[0] is not None or is_compiled(submodule):
+        if refused_prefix(submodule):
             return _Miss(module, head, [], f"{submodule} is refused")
         result = _resolve_module(submodule, tail, hops + 1)
         if isinstance(result, Found) or miss is None:
             return result
-    return miss or _Miss(module, head, _module_members(module, body))
+    return miss or _Miss(module, head, module_members(module, body))
 
 
 def _raises_on_import(body: list[ast.stmt]) -> str | None:
@@ -340,18 +257,18 @@ def _follow(module: str, path: Path, node: ast.AST, name: str, rest: list[str], 
     if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and not rest:
         return Found(module, path, node)
     if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Name | ast.Attribute):
-        dotted = _dotted(node.value)  # an alias: X = other.name
+        dotted = dotted_name(node.value)  # an alias: X = other.name
         if dotted:
-            tree = _tree(module)
-            first = _binding(tree[1].body, dotted[0]) if tree else None
+            tree = source_tree(module)
+            first = binding_of(tree[1].body, dotted[0]) if tree else None
             if first is not None and first is not node:
                 return _follow(module, path, first, dotted[0], [*dotted[1:], *rest], hops + 1)
     if isinstance(node, ast.ClassDef):
         if not rest:
             return Found(module, path, node)
-        member = _binding(node.body, rest[0])
+        member = binding_of(node.body, rest[0])
         if member is None or rest[0].startswith("_"):
-            return _Miss(f"{module}.{node.name}", rest[0], _class_members(node))
+            return _Miss(f"{module}.{node.name}", rest[0], class_members(node))
         if isinstance(member, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and len(rest) == 1:
             return Found(module, path, member)
         return _follow(module, path, member, rest[0], rest[1:], hops + 1)
@@ -371,105 +288,6 @@ def _absolute(module: str, node: ast.ImportFrom, path: Path) -> str | None:
     return ".".join(package + ([node.module] if node.module else []))
 
 
-def _dotted(expr: ast.expr) -> list[str] | None:
-    if isinstance(expr, ast.Name):
-        return [expr.id]
-    if isinstance(expr, ast.Attribute):
-        base = _dotted(expr.value)
-        return [*base, expr.attr] if base else None
-    return None
-
-
-def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Top-level statements, including those inside if/try/with blocks (a conditional definition)."""
-    for stmt in body:
-        if isinstance(stmt, ast.If | ast.Try | ast.With | ast.TryStar):
-            blocks = [stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", [])]
-            blocks += [h.body for h in getattr(stmt, "handlers", [])]
-            for block in blocks:
-                yield from _statements(block)
-        else:
-            yield stmt
-
-
-def _bound_names(stmt: ast.stmt) -> list[str]:
-    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [stmt.name]
-    if isinstance(stmt, ast.Assign):
-        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-        return [stmt.target.id]
-    if isinstance(stmt, ast.ImportFrom):
-        return [a.asname or a.name for a in stmt.names if a.name != "*"]
-    if isinstance(stmt, ast.Import):
-        return [a.asname or a.name.split(".")[0] for a in stmt.names]
-    return []
-
-
-def _binding(body: list[ast.stmt], name: str) -> ast.stmt | None:
-    """The statement that binds ``name`` last (the one Python keeps), skipping typing overloads."""
-    found = None
-    for stmt in _statements(body):
-        if name in _bound_names(stmt) and not _is_overload(stmt):
-            found = stmt
-    return found
-
-
-def _is_overload(stmt: ast.stmt) -> bool:
-    if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-        return False
-    return any((_dotted(d) or [""])[-1] == "overload" for d in stmt.decorator_list)
-
-
-# == members ================================================================================================
-
-
-def _literal_all(body: list[ast.stmt]) -> list[str] | None:
-    names: list[str] | None = None
-    for stmt in _statements(body):
-        value: ast.expr | None = None
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
-        ):
-            names, value = [], stmt.value
-        elif (
-            isinstance(stmt, ast.AugAssign)
-            and isinstance(stmt.target, ast.Name)
-            and stmt.target.id == "__all__"
-        ):
-            value = stmt.value
-        if value is None:
-            continue
-        strings = _strings(value)
-        if strings is None or names is None:
-            return None  # built at run time: fall back to the bound names
-        names += strings
-    return names
-
-
-def _strings(expr: ast.expr) -> list[str] | None:
-    if isinstance(expr, ast.List | ast.Tuple):
-        items = [e.value for e in expr.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-        return items if len(items) == len(expr.elts) else None
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        left, right = _strings(expr.left), _strings(expr.right)
-        return left + right if left is not None and right is not None else None
-    return None
-
-
-def _module_members(module: str, body: list[ast.stmt]) -> list[str]:
-    listed = _literal_all(body)
-    if listed is not None:
-        return sorted(set(listed))
-    names = {n for stmt in _statements(body) if not isinstance(stmt, ast.Import) for n in _bound_names(stmt)}
-    return sorted(n for n in names if not n.startswith("_"))
-
-
-def _class_members(node: ast.ClassDef) -> list[str]:
-    names = {n for stmt in _statements(node.body) for n in _bound_names(stmt)}
-    return sorted(n for n in names if not n.startswith("_"))
-
-
 # == rendering ==============================================================================================
 
 
@@ -479,7 +297,7 @@ def _kind(node: ast.AST | None) -> str:
     if isinstance(node, ast.ClassDef):
         return "class"
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        decorators = {(_dotted(d) or [""])[-1] for d in node.decorator_list}
+        decorators = {(dotted_name(d) or [""])[-1] for d in node.decorator_list}
         if "property" in decorators or "cached_property" in decorators:
             return "property"
         if "staticmethod" in decorators:
@@ -502,7 +320,7 @@ def _signature(node: ast.AST, name: str) -> str | None:
         text = f"{name}({ast.unparse(args)})"
         return text + (f" -> {ast.unparse(node.returns)}" if node.returns else "")
     if isinstance(node, ast.ClassDef):
-        init = _binding(node.body, "__init__")
+        init = binding_of(node.body, "__init__")
         if isinstance(init, ast.FunctionDef | ast.AsyncFunctionDef):
             return f"{name}({ast.unparse(_drop_first(init.args))})"
         bases = ", ".join(ast.unparse(b) for b in node.bases)
@@ -532,7 +350,7 @@ def _render(name: str, found: Found) -> str:
     except PackageNotFoundError:
         ray_version = "?"
     node = found.node
-    tree = _parse(found.path)
+    tree = parse_source(found.path)
     kind = _kind(node)
     lines = [f"# {name}", "", f"{kind} in Ray {ray_version} (read from the installed package's source)", ""]
     last = name.rsplit(".", 1)[-1]
@@ -554,12 +372,12 @@ def _render(name: str, found: Found) -> str:
     lines += [doc, ""]
     members: list[str] = []
     if node is None and tree is not None:
-        members = _module_members(found.module, tree.body)
+        members = module_members(found.module, tree.body)
     elif isinstance(node, ast.ClassDef):
-        members = _class_members(node)
+        members = class_members(node)
     lines += _listing("Public members", name, members)
     if node is None:
-        lines += _listing("Submodules", name, [s for s in _submodules(found.module) if s not in members])
+        lines += _listing("Submodules", name, [s for s in submodules(found.module) if s not in members])
     return "\n".join(lines).rstrip() + "\n"
 
 

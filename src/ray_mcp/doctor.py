@@ -53,6 +53,17 @@ class Probe:
     async def get(self, path: str, **params: Any) -> httpx.Response:
         return await self.http.get(f"{self.dashboard_url}{path}", params=params or None)
 
+    async def read(self, path: str, read: Callable[[Any], Any], **params: Any) -> tuple[Any, str]:
+        """(``read`` of the JSON the dashboard answers at ``path``, ""), or (None, the name of the failure) when
+        it could not be fetched or did not have the expected shape."""
+        import httpx
+
+        try:
+            r = await self.get(path, **params)
+            return read(r.json()), ""
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            return None, type(exc).__name__
+
 
 async def check_address(p: Probe) -> Check:
     from ray_mcp.cluster import ClusterManager
@@ -192,16 +203,12 @@ async def check_profiling(p: Probe) -> Check:
 
 async def check_gcs_through_dashboard(p: Probe) -> Check:
     """The GCS as the dashboard sees it: the node table (every State API call needs it)."""
-    import httpx
-
-    try:
-        r = await p.get("/api/v0/nodes", limit=1000)
-        nodes = r.json()["data"]["result"]["result"]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+    nodes, failed = await p.read("/api/v0/nodes", lambda body: body["data"]["result"]["result"], limit=1000)
+    if failed:
         return Check(
             "gcs",
             "FAIL",
-            f"the dashboard cannot list nodes ({type(exc).__name__}): its GCS connection is down.",
+            f"the dashboard cannot list nodes ({failed}): its GCS connection is down.",
             "check the head node: `ray status` there, and gcs_server.out in its log dir.",
         )
     alive = [n for n in nodes if n.get("state") == "ALIVE"]
@@ -263,24 +270,24 @@ _SERVE_FIX = "install ray[serve] on the head node (serve_status and serve_deploy
 
 
 async def check_logs(p: Probe) -> Check:
-    import httpx
-
     if p.head_node_id is None:
         return Check("logs", "skip", "no ALIVE head node to list logs on.")
-    try:
-        r = await p.get("/api/v0/logs", node_id=p.head_node_id)
-        result = r.json()["data"]["result"]
-        count = sum(len(v) for v in result.values()) if isinstance(result, dict) else 0
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+    count, failed = await p.read("/api/v0/logs", _log_files, node_id=p.head_node_id)
+    if failed:
         return Check(
             "logs",
             "FAIL",
-            f"the head node's logs cannot be listed ({type(exc).__name__}).",
+            f"the head node's logs cannot be listed ({failed}).",
             "check the head's dashboard agent (dashboard_agent.log in its log dir); tail_logs needs it.",
         )
     if not count:
         return Check("logs", "FAIL", "the head node lists no log files.", "check the head's Ray log dir.")
     return Check("logs", "ok", f"the head node lists {count} log file(s); tail_logs can read them.")
+
+
+def _log_files(body: Any) -> int:
+    result = body["data"]["result"]
+    return sum(len(v) for v in result.values()) if isinstance(result, dict) else 0
 
 
 def check_upload_roots(p: Probe) -> Check:

@@ -10,8 +10,12 @@ the scarce resource: every answer is bounded, and says what it left out.
 MAX_LIMIT = 1000  # the most items one list call may ask for (0 means counts only)
 DEFAULT_LIMIT = 50  # actors, placement groups, nodes
 DEFAULT_TASK_LIMIT = 30
-RESPONSE_BUDGET_BYTES = 8 * 1024  # a list answer stays under this, text and structured content each
-LIST_BUDGET_BYTES = 5 * 1024  # the items of a list answer (the rest: totals, notes, hints)
+RESPONSE_BUDGET_BYTES = (
+    8 * 1024
+)  # a whole answer at default limits stays under this: text + structured content
+LIST_BUDGET_BYTES = (
+    3_500  # the items of a list answer, as JSON (their text is about as long; then totals, hints)
+)
 STATE_API_MAX_ROWS = 10_000  # Ray's State API returns at most this many rows per call
 MAX_TASK_GROUPS = 40  # task names shown by summarize_tasks
 MAX_ERROR_TYPES_SAMPLED = 10  # error types of failed tasks that get a sample task
@@ -56,7 +60,7 @@ DEFAULT_LOG_LINES = 100
 MAX_LOG_LINES = 2000
 # A tail is the first follow-up of a diagnosis: by default its text and its structured answer each stay under
 # 6 KB (16 KB of log text made a 17 KB answer). max_bytes asks for more.
-DEFAULT_LOG_BYTES = 4_096
+DEFAULT_LOG_BYTES = 3_500  # the lines come twice, in the text and the structured content
 MIN_LOG_BYTES = 256
 MAX_LOG_BYTES = 1_048_576
 MAX_GREP_CONTEXT = 20  # lines around each grep match
@@ -76,7 +80,7 @@ FAILING_DEPLOYMENTS_WITH_LOGS = 3
 
 # -- diagnose_job and cluster_health -------------------------------------------------------------------------
 
-DEFAULT_DIAGNOSIS_BYTES = 6_000
+DEFAULT_DIAGNOSIS_BYTES = 6_000  # the text (its findings come again in the structured content)
 MIN_DIAGNOSIS_BYTES = 1_000
 MAX_DIAGNOSIS_BYTES = 32_000
 DRIVER_LOG_LINES = 400  # the driver log's tail read for a diagnosis

@@ -15,9 +15,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp.types import ToolAnnotations
+
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 _NULL = {"type": "null"}
 _COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "not", "$ref", "const"})
+
+
+# The MCP spec's defaults for tool hints; destructiveHint and idempotentHint only mean something for a tool
+# that is not read-only. A write tool always says whether it is destructive (the default would be true).
+# readOnlyHint is always published: it is the hint clients act on.
+_HINT_DEFAULTS = {"idempotent_hint": False, "open_world_hint": True}
+
+
+def compact_annotations(annotations: ToolAnnotations | None) -> ToolAnnotations | None:
+    """The hints that differ from the spec's defaults or mean something for this tool (see above)."""
+    if annotations is None:
+        return None
+    read_only = annotations.read_only_hint is True
+    kept: dict[str, Any] = {"title": annotations.title, "read_only_hint": read_only}
+    if not read_only:
+        kept["destructive_hint"] = annotations.destructive_hint is not False
+        kept["idempotent_hint"] = annotations.idempotent_hint
+    kept["open_world_hint"] = annotations.open_world_hint
+    for name, default in _HINT_DEFAULTS.items():
+        if kept.get(name) == default:
+            kept[name] = None
+    return ToolAnnotations(**kept)
 
 
 def compact_input(schema: dict[str, Any]) -> dict[str, Any]:

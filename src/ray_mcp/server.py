@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import Tool as MCPTool
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import Field
 
@@ -87,6 +88,12 @@ class RayMCPServer(MCPServer[App]):
         super().add_tool(fn, name, *args, **kwargs)
         publish_compact(self._tool_manager.get_tool(tool_name))
 
+    async def list_tools(self) -> list[MCPTool]:
+        """MCPServer's; a client that lists the tools is about to call them: warm up (App.warm_up)."""
+        tools = await super().list_tools()
+        self.app.warm_up()
+        return tools
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
@@ -126,6 +133,7 @@ def publish_compact(tool: Tool | None) -> None:
         return
     tool.description = inspect.cleandoc(tool.description)
     tool.parameters = schemas.compact_input(tool.parameters)
+    tool.annotations = schemas.compact_annotations(tool.annotations)
     metadata = tool.fn_metadata
     if metadata.output_schema is not None:
         built_here = _returns_call_tool_result(tool.fn)  # by tool_result, which drops nulls

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         description="How long to wait for the embedded cluster.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    warm_up: bool = Field(
+        default=True,
+        description="After a client lists the tools, connect and import Ray in the background (first calls "
+        "then cost what later ones do; about 50 MB more memory).",
+    )
 
     # -- safety ------------------------------------------------------------------------------------------
     read_only: bool = Field(

@@ -93,34 +93,35 @@ async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[st
     ev = Evidence(now_ms=time.time() * 1000, job=dict(details), driver_lines=driver_lines)
     job_id = details.get("job_id")
     by_job = [("job_id", "=", str(job_id))] if job_id else None
-    actors, tasks, nodes, pgs, jobs, events, workers = await _first(
+    ev.actors, ev.tasks, _ = await _first(
         _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS) if by_job else _none(),
         _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=JOB_TASKS) if by_job else _none(),
+        _cluster_wide(api, ev),
+    )  # fmt: skip
+    return ev
+
+
+async def _cluster_wide(api: RayAPI, ev: Evidence) -> None:
+    """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs, cluster
+    events and dead workers."""
+    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await _first(
         _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
         _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
         _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
         cluster_events(api, ev),
         _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
     )  # fmt: skip
-    ev.actors, ev.tasks, ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = (
-        actors, tasks, nodes, pgs, jobs, events, workers
-    )  # fmt: skip
-    return ev
 
 
 async def gather_cluster(api: RayAPI) -> Evidence:
     ev = Evidence(now_ms=time.time() * 1000)
     not_alive = [("state", "!=", "ALIVE")]
-    actors, alive, tasks, running, nodes, pgs, jobs, events, workers = await _first(
+    actors, alive, tasks, running, _ = await _first(
         _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS),
         _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
         _rows(api, ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")], limit=JOB_TASKS),
         _rows(api, ev, "tasks", "the running tasks", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
-        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
-        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
-        _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
-        cluster_events(api, ev),
-        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
+        _cluster_wide(api, ev),
     )  # fmt: skip
     ev.actors = (
         (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
@@ -128,10 +129,9 @@ async def gather_cluster(api: RayAPI) -> Evidence:
         else None
     )
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
-    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = nodes, pgs, jobs, events, workers
     await asyncio.gather(
         _crash_logs(api, ev),
-        _strategies(api, ev) if any(p.get("state") == "PENDING" for p in pgs or []) else _none(),
+        _strategies(api, ev) if any(p.get("state") == "PENDING" for p in ev.pgs or []) else _none(),
     )
     return ev
 
@@ -213,7 +213,7 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
     ]
     for wid in owner_workers(ev, messages):
         jobs.append(_owner(api, ev, wid))
-    jobs.append(_crash_logs(api, ev))
+    jobs.append(_crash_logs(api, ev, dead_actors=True))
     await asyncio.gather(*jobs)
 
 
@@ -247,9 +247,10 @@ async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
         await _related(api, ev, [("pid", "=", str(pid))], f"the actor in pid {pid}")
 
 
-async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
-    """Stderr of crashed workers: the newest dead worker of each looping actor, and crashed task workers."""
-    from ray_mcp.ray_api.logs import LogTarget
+async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> None:
+    """Stderr of crashed workers: the newest dead worker of each looping actor, crashed task workers and the
+    workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; at most 4 in all)."""
+    from ray_mcp.ray_api.targets import LogTarget
 
     dead = [
         w
@@ -281,15 +282,21 @@ async def _crash_logs(api: RayAPI, ev: Evidence) -> None:
             reads.append(
                 (f"actor:{actor.get('actor_id')}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000))
             )
-    crashed = [t for t in ev.tasks or [] if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")][:2]
-    for t in crashed:
-        target = LogTarget(pid=int(num(t.get("worker_pid"))), node=str(t.get("node_id")), stream="err")
-        reads.append(
-            (
-                f"{t.get('node_id')}:{int(num(t.get('worker_pid')))}",
-                api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000),
-            )
-        )
+    crashed = [
+        (str(t.get("node_id")), int(num(t.get("worker_pid"))))
+        for t in ev.tasks or []
+        if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")
+    ][:2]
+    for a in (
+        ev.actors or [] if dead_actors else []
+    ):  # actors whose worker died (not in a loop): a segfault, os._exit, a fatal error
+        ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
+        pid = int(num(ctx.get("pid") or a.get("pid")))
+        if a.get("state") == "DEAD" and ctx.get("reason") == "WORKER_DIED" and pid and len(crashed) < 4:
+            crashed.append((str(a.get("node_id")), pid))
+    for node, pid in dict.fromkeys(crashed):
+        target = LogTarget(pid=pid, node=node, stream="err")
+        reads.append((f"{node}:{pid}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000)))
     results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
     for (key, _), result in zip(reads, results, strict=True):
         if isinstance(result, BaseException):

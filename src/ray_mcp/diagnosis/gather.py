@@ -18,7 +18,7 @@ from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
 from ray_mcp.ray_api import RayAPI, ray_import
 from ray_mcp.ray_api.client import gather, nothing
-from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info
 
 log = logging.getLogger("ray_mcp.diagnosis")

@@ -12,7 +12,7 @@ workers and resources. Edges say why one entity is in its state:
 - ``raised_in``: where an exception first happened (a task on a node, an actor method, the driver).
 
 Every input is the raw JSON Ray's State API, job API and event API return, so a recorded ``Evidence`` replays
-exactly (tests/recorded). ``chains.py`` follows the edges into chains and verdicts.
+exactly (tests/recorded). ``chains/`` follows the edges into chains and verdicts.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ async def gather(
         )
     if status == "progressing":
         return evidence
-    from ray_mcp.ray_api.stacks import Target
+    from ray_mcp.ray_api.targets import Target
 
     try:
         evidence.stacks = await api.stacks.stack_traces(

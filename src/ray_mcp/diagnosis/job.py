@@ -348,6 +348,20 @@ def _capacity_lines(node_totals: Sequence[dict[str, float]]) -> list[str]:
     return [f"cluster: {len(node_totals)} alive node(s); the largest has {most or 'no CPU/GPU'}"]
 
 
+# Lines Ray writes into a driver's log (its own logging, raylet and state dumps), not the program's output.
+RAY_LOG_LINE = re.compile(
+    r"^\s*(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(INFO|WARNING|DEBUG|ERROR)\s|\[state-dump\]|\[\d{4}-\d\d-\d\d |"
+    r"Running entrypoint for job|\(raylet\)|\x1b\[)"
+)
+
+
+def last_output(lines: Sequence[str]) -> str:
+    """The last line the driver's program printed (what it said before it exited without a traceback)."""
+    return next(
+        (line.strip() for line in reversed(lines) if line.strip() and not RAY_LOG_LINE.match(line)), ""
+    )
+
+
 def _status_finding(e: JobEvidence, job: str) -> models.Finding:
     info = e.info
     last = next((line for line in reversed(e.driver_lines or []) if line.strip()), "")
@@ -363,7 +377,9 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
             first_line(info.message),
             *[clip(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-8:]],
         ]
-        return finding(ROOT_CAUSE - 10, f"The driver exited{code} without a Python traceback ({info.error_type or 'FAILED'})",
+        said = last_output(e.driver_lines or [])
+        said = f"; its last output: {clip(said, 120)!r}" if said else ""
+        return finding(ROOT_CAUSE - 10, f"The driver exited{code} without a Python traceback ({info.error_type or 'FAILED'}){said}",
                        evidence, [f"tail_logs job={job} lines=300"], [JOBS_DOC], kind="driver_exit")  # fmt: skip
     if info.status == "STOPPED":
         return finding(

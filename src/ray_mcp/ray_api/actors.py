@@ -33,12 +33,28 @@ class ActorsAPI(RayClient):
         if len(rows) >= matched:  # every matching actor is on the page: count them here, one request saved
             cluster: Mapping[str, Any] | None = actor_summary_from_rows(rows)
         else:
+            cluster = await self._actor_counts(filters)
+        if cluster is None:
             summary = await self._summary("actors", filters=filters)
             cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
         return build_actor_list(
             total=total, matched=matched, rows=rows, summary=cluster, limit=limit, detail=detail,
             notes=notes + ray_notes,
         )  # fmt: skip
+
+    async def _actor_counts(self, filters: list[Filter]) -> Mapping[str, Any] | None:
+        """The per-class, per-state counts from the GCS's actor table, shaped as the State API's summary; None
+        when the GCS cannot answer or a filter is not one it can apply (then the summary is asked)."""
+        try:
+            await ray_import.ensure("core")
+            counts = await anyio.to_thread.run_sync(
+                lambda: gcs.actor_counts(self._gcs(), filters, self.timeout_s)
+            )
+        except Exception:  # the GCS may be unreachable from here: the State API's summary answers instead
+            return None
+        if counts is None:
+            return None
+        return {"summary": {cls: {"state_counts": states} for cls, states in counts.items()}}
 
     async def get_actor(self, actor_id: str) -> models.Actor:
         check_id("actor", actor_id)

@@ -25,7 +25,7 @@ from ray_mcp.errors import (
     dashboard_errors,
     log_request_failed,
 )
-from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.query import Filter, encode
 from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.common import source_cap_note
@@ -253,6 +253,16 @@ class RayClient:
         if len(buf) > keep:
             del buf[: len(buf) - keep]
         return bytes(buf), total
+
+    @property
+    def gcs_connected(self) -> bool:
+        return self._gcs_channel is not None
+
+    async def warm_up(self) -> None:
+        """Make what a first call would make: the GCS channel (found, if only the dashboard was given), with Ray
+        imported for it. Raises what that call would raise; the caller decides whether that matters."""
+        await ray_import.ensure("core")
+        await anyio.to_thread.run_sync(self._gcs)
 
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the

@@ -24,6 +24,7 @@ from ray_mcp.limits import DEFAULT_MAX_SCAN_MB, FILES_LISTED, MAX_LOG_LINES, MIN
 from ray_mcp.ray_api.client import ProgressFn
 from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
 from ray_mcp.ray_api.nodes import NodesAPI
+from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
 from ray_mcp.text import truncate_text
 
@@ -33,45 +34,6 @@ _TASK_HINT = (
     "Task ids appear in list_tasks and in the job's driver log; tasks of actors log to the actor's log "
     "(use actor_id)."
 )
-
-
-@dataclass(frozen=True)
-class LogTarget:
-    """Exactly one thing whose log to read, checked when made: a job, an actor, a task (+ attempt), a worker
-    pid on a node, or a file on a node. InvalidArgument says what to give instead."""
-
-    job: str | None = None
-    actor_id: str | None = None
-    task_id: str | None = None
-    attempt: int = 0
-    pid: int | None = None
-    node: str | None = None
-    filename: str | None = None
-    stream: str = "both"
-    kind: str = field(init=False)  # job | actor_id | task_id | pid | filename
-
-    def __post_init__(self) -> None:
-        given = [
-            name
-            for name, value in (("job", self.job), ("actor_id", self.actor_id), ("task_id", self.task_id),
-                                ("pid", self.pid), ("filename", self.filename))
-            if value is not None
-        ]  # fmt: skip
-        usage = (
-            "Give exactly one of: job (a submission id), actor_id, task_id (+ attempt), pid + node, or "
-            "node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)."
-        )
-        if len(given) != 1:
-            what = ", ".join(given) if given else "none"
-            raise InvalidArgument(f"tail_logs needs one log target, got {what}. {usage}")
-        kind = given[0]
-        if kind in ("pid", "filename") and not self.node:
-            raise InvalidArgument(
-                f"{kind} needs node (a node id or IP) too. Call cluster_status to see the nodes. {usage}"
-            )
-        if kind not in ("pid", "filename") and self.node:
-            raise InvalidArgument(f"node goes with pid or filename only, not with {kind}. {usage}")
-        object.__setattr__(self, "kind", kind)
 
 
 @dataclass

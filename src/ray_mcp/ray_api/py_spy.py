@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
@@ -49,20 +48,6 @@ def stacks_excerpt(text: str, limit: int = 160) -> str:
     interesting = [ln for ln in lines if "error" in ln.lower() or "denied" in ln.lower()] or lines
     joined = " | ".join(interesting[-3:])
     return joined if len(joined) <= limit else joined[: limit - 1] + "…"
-
-
-def local_addresses() -> set[str]:
-    import psutil
-
-    out = {"127.0.0.1", "::1", "localhost"}
-    with contextlib.suppress(OSError):
-        out.add(socket.gethostbyname(socket.gethostname()))
-    with contextlib.suppress(Exception):
-        for addrs in psutil.net_if_addrs().values():
-            out.update(
-                a.address.split("%")[0] for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6)
-            )
-    return out
 
 
 def check_local_process(pid: int) -> tuple[bool, str]:

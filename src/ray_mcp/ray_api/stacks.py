@@ -30,7 +30,9 @@ from ray_mcp import models
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
 from ray_mcp.ray_api import py_spy as spy
 from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.ray_api.ids import check_id
+from ray_mcp.ray_api.targets import Target
 from ray_mcp.shaping import profiles, stacks
 
 if TYPE_CHECKING:
@@ -65,57 +67,6 @@ class Proc:
         return self.node_ip or (self.node_id or "?")[:12]
 
 
-@dataclass
-class Target:
-    kind: str  # job | actor_id | task_id | pid
-    job: str | None = None
-    actor_id: str | None = None
-    task_id: str | None = None
-    attempt: int = 0
-    pid: int | None = None
-    node: str | None = None
-
-    def label(self) -> str:
-        if self.kind == "job":
-            return f"job {self.job}"
-        if self.kind == "actor_id":
-            return f"actor {self.actor_id}"
-        if self.kind == "task_id":
-            return f"task {self.task_id}"
-        return f"pid {self.pid} on node {self.node}"
-
-
-def target_kind(
-    *,
-    job: str | None,
-    actor_id: str | None,
-    task_id: str | None,
-    pid: int | None,
-    node: str | None,
-    tool: str,
-) -> str:
-    """Which processes the caller means; InvalidArgument unless exactly one target is given (pid needs node)."""
-    given = [n for n, v in (("job", job), ("actor_id", actor_id), ("task_id", task_id), ("pid", pid)) if v]
-    usage = "Give exactly one of: job (a submission id or job id), actor_id, task_id, or pid + node."
-    if tool == "cpu_profile":
-        usage = "Give exactly one of: actor_id, task_id, or pid + node (one process)."
-        if job:
-            raise InvalidArgument(
-                "cpu_profile samples one process, not a whole job. Call stack_traces with job=... to see the "
-                f"job's processes, then profile one of them by actor_id or pid + node. {usage}"
-            )
-    if len(given) != 1:
-        raise InvalidArgument(f"{tool} needs one target, got {', '.join(given) or 'none'}. {usage}")
-    kind = given[0]
-    if kind == "pid" and not node:
-        raise InvalidArgument(
-            f"pid needs node (a node id or IP) too. Call cluster_status to see the nodes. {usage}"
-        )
-    if kind != "pid" and node:
-        raise InvalidArgument(f"node goes with pid only, not with {kind}. {usage}")
-    return kind
-
-
 class StackSampler:
     """Reads stacks and profiles for one cluster. One per RayAPI; safe under concurrent calls."""
 
@@ -147,7 +98,7 @@ class StackSampler:
 
     async def is_local(self, proc: Proc) -> bool:
         if self._local is None:
-            self._local = await anyio.to_thread.run_sync(spy.local_addresses)
+            self._local = await anyio.to_thread.run_sync(local_addresses)
         return bool(proc.node_ip) and proc.node_ip in self._local
 
     async def _plan(self, proc: Proc) -> tuple[list[str], str]:

@@ -23,11 +23,11 @@ import anyio.to_thread
 from ray_mcp import limits
 from ray_mcp.diagnosis.gather import first_sentence
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
+from ray_mcp.models import JobTopology
 from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import gather as _gather
 from ray_mcp.shaping.nodes import uncamel_resources
 from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
-from ray_mcp.topology_models import JobTopology
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI

@@ -12,9 +12,7 @@ the answer says it could not be checked.
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,8 +22,9 @@ import anyio.to_thread
 
 from ray_mcp import limits
 from ray_mcp.errors import NotFound, RayRequestFailed, dashboard_errors
+from ray_mcp.models import TrainCheckpoint, TrainRun, TrainRunList
+from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
-from ray_mcp.topology_models import TrainCheckpoint, TrainRun, TrainRunList
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
@@ -152,17 +151,3 @@ def runs_here(run: Mapping[str, Any]) -> bool:
         ""
     }
     return bool(ips) and ips <= local_addresses()
-
-
-def local_addresses() -> set[str]:
-    import psutil
-
-    out = {"127.0.0.1", "::1"}
-    for addresses in psutil.net_if_addrs().values():
-        for a in addresses:
-            if a.family in (socket.AF_INET, socket.AF_INET6):
-                try:
-                    out.add(str(ipaddress.ip_address(a.address.split("%")[0])))
-                except ValueError:
-                    continue
-    return out

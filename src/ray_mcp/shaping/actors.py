@@ -134,22 +134,18 @@ def build_actor_list(
 
 
 def _actor_line(a: models.Actor) -> str:
-    parts = [a.actor_id, a.class_name]
-    if a.name:
-        parts.append(f"name={a.name}")
-    parts.append(a.state)
-    if a.pid:
-        parts.append(f"pid={a.pid}")
-    if a.node_id:
-        parts.append(f"node={a.node_id}")
-    if a.restarts:
-        parts.append(f"restarts={a.restarts}")
-    line = "  " + " ".join(parts)
+    parts = [a.actor_id, a.class_name, *_set(name=a.name), a.state]
+    line = "  " + " ".join([*parts, *_set(pid=a.pid, node=a.node_id, restarts=a.restarts)])
     if a.death_cause:
         d = a.death_cause
         cause = f"{d.error_type}: {d.message}" if d.error_type else (d.message or "")
         line += f"\n    died: {d.reason}" + (f" — {head_text(cause, LINE_CHARS)}" if cause else "")
     return line
+
+
+def _set(**fields: object) -> list[str]:
+    """``key=value`` for each field that is set, in order."""
+    return [f"{key}={value}" for key, value in fields.items() if value]
 
 
 def render_actor_list(page: models.ActorList) -> str:

@@ -13,16 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import limits, models
-from ray_mcp.shaping.actors import death_cause
-from ray_mcp.shaping.common import to_number
-from ray_mcp.shaping.nodes import (
-    MEMORY_USAGE_THRESHOLD,
-    format_shape,
-    host_usage,
-    is_internal_resource,
-)
-from ray_mcp.text import truncate_text
-from ray_mcp.topology_models import (
+from ray_mcp.models import (
     Gap,
     JobTopology,
     TopoActor,
@@ -35,6 +26,15 @@ from ray_mcp.topology_models import (
     TopoServe,
     TopoServeApp,
 )
+from ray_mcp.shaping.actors import death_cause
+from ray_mcp.shaping.common import to_number
+from ray_mcp.shaping.nodes import (
+    MEMORY_USAGE_THRESHOLD,
+    format_shape,
+    host_usage,
+    is_internal_resource,
+)
+from ray_mcp.text import truncate_text
 
 # Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")

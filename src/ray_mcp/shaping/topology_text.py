@@ -6,9 +6,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ray_mcp.models import JobTopology, TopoActor, TopoBundle, TopoGroup, TopoNode, TopoServe
 from ray_mcp.shaping.nodes import format_amount
 from ray_mcp.shaping.topology import ACCELERATOR_RESOURCES, LIVE, MAX_TEXT_BYTES, MAX_TEXT_GAPS
-from ray_mcp.topology_models import JobTopology, TopoActor, TopoBundle, TopoGroup, TopoNode, TopoServe
 
 
 def _accel_count(actor: TopoActor) -> str:

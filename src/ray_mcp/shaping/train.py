@@ -15,10 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import limits
-from ray_mcp.redaction import redact
-from ray_mcp.shaping.common import to_number
-from ray_mcp.text import exception_summary, tail_text, truncate_text
-from ray_mcp.topology_models import (
+from ray_mcp.models import (
     TrainCheckpoint,
     TrainRankError,
     TrainRun,
@@ -26,6 +23,9 @@ from ray_mcp.topology_models import (
     TrainRunSummary,
     TrainWorker,
 )
+from ray_mcp.redaction import redact
+from ray_mcp.shaping.common import to_number
+from ray_mcp.text import exception_summary, tail_text, truncate_text
 
 TERMINAL = frozenset({"FINISHED", "ERRORED", "ABORTED"})
 _RANK_SECTION = re.compile(r"^\[Rank (?P<ranks>[\d, ]+) Error Snippet\]:\s*$", re.MULTILINE)

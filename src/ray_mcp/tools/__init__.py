@@ -34,10 +34,8 @@ async def current_api(ctx: Context) -> RayAPI:
 Api = Annotated[RayAPI, Resolve(current_api)]
 
 # The arguments that name the same thing in every area.
-Job = Annotated[
-    str, Field(min_length=1, description="A submission id (raysubmit_…) or a job id (hex, e.g. 02000000).")
-]
+Job = Annotated[str, Field(min_length=1, description="A submission id (raysubmit_…) or job id (hex).")]
 JobFilter = Annotated[
-    str | None, Field(description="Only those of this job: a submission id (raysubmit_…) or a job id (hex).")
+    str | None, Field(description="Only this job's: a submission id (raysubmit_…) or job id (hex).")
 ]
 Confirm = Annotated[str | None, Field(description="The token from a first call without it.")]

@@ -20,8 +20,8 @@ MaxBytes = Annotated[
 async def diagnose_job(
     api: Api, job: Job, max_bytes: MaxBytes = DEFAULT_DIAGNOSIS_BYTES
 ) -> Annotated[CallToolResult, JobDiagnosis]:
-    """Why a job failed, hangs or misbehaves, in one call: its status, then the cause chain's last link first
-    (with names and ids), then the evidence quoted and the next steps.
+    """Why a job failed, hangs or misbehaves, in one call: its status and the cause (names, ids) first, then
+    the evidence quoted and next steps.
     """
     model, text = await gather.diagnose_job(api, job, max_bytes=max_bytes)
     return tool_result(model, text)
@@ -30,9 +30,8 @@ async def diagnose_job(
 async def cluster_health(
     api: Api, max_bytes: MaxBytes = DEFAULT_DIAGNOSIS_BYTES
 ) -> Annotated[CallToolResult, ClusterHealth]:
-    """What is wrong in the cluster right now, ranked, each problem named by its cause: dead nodes, infeasible
-    or held demands, failed jobs, crash-looping actors, failed tasks, Serve errors, recent cluster events.
-    HEALTHY only when every check ran.
+    """What is wrong in the cluster now, ranked, each problem with its cause: dead nodes, infeasible or held
+    demands, failed jobs, crash loops, failed tasks, Serve errors, recent events. HEALTHY only if all was checked.
     """
     model, text = await gather.cluster_health(api, max_bytes=max_bytes)
     return tool_result(model, text)

@@ -19,7 +19,7 @@ from ray_mcp.limits import (
     MIN_LOG_BYTES,
 )
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api.logs import LogTarget
+from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail
 from ray_mcp.tools import READ_ONLY, Api
@@ -65,8 +65,8 @@ async def tail_logs(
     grep: Annotated[
         str | None,
         Field(
-            description="A regex (RE2: linear time, no backreferences or lookaround): search the WHOLE file "
-            "(streamed, from the start) and return the last matching lines instead of the tail."
+            description="An RE2 regex (no backreferences or lookaround): the last matching lines of the WHOLE "
+            "file instead of the tail."
         ),
     ] = None,
     context: Annotated[

@@ -82,9 +82,8 @@ async def serve_deploy(
     config: Annotated[
         dict[str, Any],
         Field(
-            description='A Serve config: {"applications": [{"name": "app1", "import_path": "module:app", '
-            '"route_prefix": "/app1", "runtime_env": {...}, "deployments": [{"name": ..., "num_replicas": 2}]}], '
-            '"http_options": {...}} (the schema of `serve deploy`).'
+            description='As for `serve deploy`: {"applications": [{"name", "import_path": "module:app", '
+            '"route_prefix", "runtime_env", "deployments": [...]}], "http_options"}.'
         ),
     ],
     pending: Annotated[Pending, Resolve(replace_plan)],
@@ -92,8 +91,7 @@ async def serve_deploy(
     replace: Annotated[
         bool,
         Field(
-            description="True: the config replaces every application, and apps not in it are DELETED. "
-            "Destructive: needs --allow-destructive and a confirmation naming the apps it deletes."
+            description="True: apps not in the config are DELETED (needs --allow-destructive and a confirmation)."
         ),
     ] = False,
     confirm: Annotated[

@@ -20,7 +20,7 @@ from ray_mcp.limits import (
     MIN_STACK_BYTES,
 )
 from ray_mcp.models import CpuProfile, StackTraces
-from ray_mcp.ray_api.stacks import Target, target_kind
+from ray_mcp.ray_api.targets import Target, target_kind
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
 from ray_mcp.shaping.stacks import render_stacks
@@ -33,6 +33,13 @@ ActorArg = Annotated[str | None, Field(description="An actor id (32 hex characte
 TaskArg = Annotated[str | None, Field(description="A RUNNING task's id: the worker that runs it.")]
 PidArg = Annotated[int | None, Field(ge=1, description="A process id on a node; needs node.")]
 NodeArg = Annotated[str | None, Field(description="A node id or IP, with pid.")]
+Processes = Annotated[int, Field(ge=1, le=MAX_STACK_PROCESSES, description="Most processes to sample.")]
+Frames = Annotated[int, Field(ge=1, le=MAX_STACK_FRAMES, description="Most project frames shown per stack.")]
+StackBytes = Annotated[
+    int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
+]
+Seconds = Annotated[int, Field(ge=1, le=MAX_PROFILE_S, description="Seconds to sample (max 30).")]
+Functions = Annotated[int, Field(ge=1, le=MAX_PROFILE_FUNCTIONS, description="Functions to list.")]
 
 
 async def stack_traces(
@@ -42,15 +49,9 @@ async def stack_traces(
     task_id: TaskArg = None,
     pid: PidArg = None,
     node: NodeArg = None,
-    limit: Annotated[
-        int, Field(ge=1, le=MAX_STACK_PROCESSES, description="Most processes to sample.")
-    ] = DEFAULT_STACK_PROCESSES,
-    max_frames: Annotated[
-        int, Field(ge=1, le=MAX_STACK_FRAMES, description="Most project frames shown per stack.")
-    ] = DEFAULT_STACK_FRAMES,
-    max_bytes: Annotated[
-        int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
-    ] = DEFAULT_STACK_BYTES,
+    limit: Processes = DEFAULT_STACK_PROCESSES,
+    max_frames: Frames = DEFAULT_STACK_FRAMES,
+    max_bytes: StackBytes = DEFAULT_STACK_BYTES,
 ) -> Annotated[CallToolResult, StackTraces]:
     """Where is it stuck? Live Python stacks of a job's driver and workers, an actor, a task or a pid,
     identical ones collapsed with counts.
@@ -67,17 +68,11 @@ async def cpu_profile(
     task_id: TaskArg = None,
     pid: PidArg = None,
     node: NodeArg = None,
-    duration_s: Annotated[
-        int, Field(ge=1, le=MAX_PROFILE_S, description="Seconds to sample (max 30).")
-    ] = DEFAULT_PROFILE_S,
-    top: Annotated[
-        int, Field(ge=1, le=MAX_PROFILE_FUNCTIONS, description="Functions to list.")
-    ] = DEFAULT_PROFILE_FUNCTIONS,
+    duration_s: Seconds = DEFAULT_PROFILE_S,
+    top: Functions = DEFAULT_PROFILE_FUNCTIONS,
     job: Annotated[
         str | None,
-        Field(
-            description="Not supported (a job has many processes): stack_traces job=... lists them; profile one."
-        ),
+        Field(description="Not supported: stack_traces(job=...) lists its processes; profile one."),
     ] = None,
 ) -> Annotated[CallToolResult, CpuProfile]:
     """Why is it slow? Samples one worker's CPU for a few seconds and lists its hottest functions."""

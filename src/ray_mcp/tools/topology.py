@@ -6,11 +6,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ray_mcp.models import JobTopology
 from ray_mcp.ray_api.topology import job_topology as gather_topology
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.topology_text import render_topology
 from ray_mcp.tools import READ_ONLY, Api
-from ray_mcp.topology_models import JobTopology
 
 
 async def job_topology(

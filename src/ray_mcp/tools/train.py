@@ -7,11 +7,11 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp import limits
+from ray_mcp.models import TrainRun, TrainRunList
 from ray_mcp.ray_api import train as train_api
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
 from ray_mcp.tools import READ_ONLY, Api
-from ray_mcp.topology_models import TrainRun, TrainRunList
 
 RunStatus = Literal[
     "INITIALIZING", "SCHEDULING", "RUNNING", "RESTARTING", "RESIZING", "FINISHED", "ERRORED", "ABORTED"

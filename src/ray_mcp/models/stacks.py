@@ -1,6 +1,6 @@
-"""Pydantic output models of stack_traces and cpu_profile (re-exported by ray_mcp.models).
+"""Pydantic output models of stack_traces and cpu_profile.
 
-No ``from __future__ import annotations`` (see models.py).
+No ``from __future__ import annotations`` (see models/__init__.py).
 """
 
 from pydantic import BaseModel, Field

@@ -1,13 +1,13 @@
 """Output models of job_topology (placement groups, bundles, actors, Serve, nodes) and the Ray Train tools.
 
-No ``from __future__ import annotations``: see models.py.
+No ``from __future__ import annotations``: see models/__init__.py.
 """
 
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ray_mcp.models import DeathCause, ResourceUse
+from ray_mcp.models.core import DeathCause, ResourceUse
 
 GapKind = Literal[
     "unplaced_bundle",

@@ -1,6 +1,6 @@
-"""Pydantic output models of diagnose_job and cluster_health (re-exported by ray_mcp.models).
+"""Pydantic output models of diagnose_job and cluster_health.
 
-No ``from __future__ import annotations`` (see models.py).
+No ``from __future__ import annotations`` (see models/__init__.py).
 """
 
 from typing import Literal

@@ -1,22 +1,12 @@
-"""Pydantic output models: what each tool returns as structured content (and so its outputSchema).
+"""The output models of the core areas: cluster_status and nodes, jobs, logs, actors, placement groups, tasks, Serve,
+and the parts the other areas share (ListPage, DeathCause, ResourceUse).
 
-No ``from __future__ import annotations`` here, nor in tools/ and settings.py: pydantic and the mcp SDK would
-have to evaluate every annotation string when the server starts (~20-35 ms of cold start, see bench/).
+No ``from __future__ import annotations`` (see models/__init__.py).
 """
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-# Diagnosis and stack models live in diagnosis_models.py and stack_models.py; `from ray_mcp.models import X`
-# still works for them.
-from ray_mcp.diagnosis_models import ClusterHealth as ClusterHealth
-from ray_mcp.diagnosis_models import Finding as Finding
-from ray_mcp.diagnosis_models import JobDiagnosis as JobDiagnosis
-from ray_mcp.stack_models import CpuProfile as CpuProfile
-from ray_mcp.stack_models import HotFunction as HotFunction
-from ray_mcp.stack_models import StackGroup as StackGroup
-from ray_mcp.stack_models import StackTraces as StackTraces
 
 
 class ResourceUse(BaseModel):
@@ -115,30 +105,25 @@ class RuntimeEnvSpec(BaseModel):
 
     working_dir: str | None = Field(
         default=None,
-        description="A local dir on the ray-mcp host (uploaded; under an upload root) or a URI (s3://, gs://, "
-        "https://…zip). The job runs in it.",
+        description="A local dir under an upload root (uploaded) or a URI (s3://, gs://, https://…zip).",
     )
-    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded), or URIs.")
+    py_modules: list[str] | None = Field(default=None, description="Local dirs or .whl (uploaded) or URIs.")
     excludes: list[str] | None = Field(default=None, description="gitignore patterns left out of uploads.")
     pip: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description='["pkg==1.0"], a requirements.txt path, or {"packages": [...]}.'
+        default=None, description='["pkg==1.0"], a requirements.txt path or {"packages": [...]}.'
     )
-    uv: list[str] | dict[str, Any] | str | None = Field(
-        default=None, description="As pip, installed with uv."
-    )
-    conda: dict[str, Any] | str | None = Field(
-        default=None, description="An env name or environment.yml dict."
-    )
-    env_vars: dict[str, str] | None = Field(default=None, description="String values.")
+    uv: list[str] | dict[str, Any] | str | None = Field(default=None, description="As pip.")
+    conda: dict[str, Any] | str | None = Field(default=None, description="Env name or environment.yml dict.")
+    env_vars: dict[str, str] | None = None
     config: dict[str, Any] | None = Field(
         default=None, description='{"setup_timeout_seconds": int, "eager_install": bool}.'
     )
-    image_uri: str | None = Field(default=None, description="A container image for the workers.")
-    py_executable: str | None = Field(default=None, description="A Python executable or wrapper.")
+    image_uri: str | None = None
+    py_executable: str | None = None
     worker_process_setup_hook: str | None = Field(
-        default=None, description="module.function run at worker start."
+        default=None, description="module.function, run at worker start."
     )
-    java_jars: list[str] | None = Field(default=None, description="Jar URIs.")
+    java_jars: list[str] | None = None
 
 
 class JobInfo(BaseModel):

@@ -1,0 +1,139 @@
+"""Where the driver's exception came from: joined to the chain of the remote work that raised it, the dead
+owner, the named actor it looked up, or the work it timed out waiting on."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ray_mcp.diagnosis.chains.ended_by import actor_end, owner_chain
+from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
+from ray_mcp.diagnosis.chains.links import ROOT, Chain, Link
+from ray_mcp.diagnosis.chains.symptoms import wait_kind
+from ray_mcp.diagnosis.chains.waits_on import driver_wait
+from ray_mcp.diagnosis.graph import Graph, clip, first_raise, num, parse_owner
+
+
+def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:
+    """Where the driver's exception was raised, joined to the chain of the remote work that raised it."""
+    from ray_mcp.diagnosis import tracebacks as diagnosis
+
+    if not lines:
+        return None
+    tb = diagnosis.last_traceback(lines)
+    if tb is None or not tb.exceptions:
+        return None
+    text = "\n".join(tb.lines + tb.remote)
+    inner_type, inner_msg = tb.innermost or ("", "")
+    outer_type = tb.outermost[0] if tb.outermost else inner_type
+    where = tb.user_frame.short() if tb.user_frame else "?"
+    excerpt = " | ".join(diagnosis.clip(line, 160) for line in tb.excerpt(8)[-4:])
+    raised = Link("raised_in", f"the driver raised {diagnosis.short_type(outer_type)}"
+                  + (f" ({diagnosis.short_type(inner_type)}: {clip(inner_msg, 120)})" if inner_type != outer_type else f": {clip(inner_msg, 140)}")
+                  + f" at {where}", excerpt)  # fmt: skip
+    # 1. Where it was first raised: "ray::f() (pid=…)" of a task or actor method, the innermost one.
+    remote = first_raise(text)
+    if remote:
+        for c in chains:
+            if any(g.entities.get(s) and g.entities[s].row.get("name") == remote["name"] for s in c.subjects):
+                return merge(raised, c)
+    # A runtime_env that could not be set up for a task or actor of the job: that failure, in the installer's words.
+    if any("RuntimeEnvSetupError" in line for line in [*tb.lines, *lines[-120:]]):
+        env = next((c for c in chains if c.kind == "runtime_env"), None)
+        if env is not None:
+            return merge(raised, env)
+    # 2. An object whose owner died; 3. a named actor that is not where it was looked up.
+    if parse_owner(text):
+        return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, text)], job_id=job_id)
+    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
+    if m:
+        return Chain(ROOT, "named_actor", "", [raised, *named_actor(g, m["name"])], job_id=job_id)
+    # 4. A dead actor it names (ActorDiedError and kin).
+    if re.search(r"ActorDied|RayActorError|ActorUnavailable|ActorUnschedulable", text):
+        for ids in re.findall(
+            r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})", text
+        ):
+            aid = next(i for i in ids if i)
+            explained = next((c for c in chains if f"actor:{aid}" in c.subjects), None)
+            if explained is not None:
+                return merge(raised, explained)
+            if aid in g.actors:
+                return Chain(ROOT, "raised", "", [raised, *actor_end(g, g.actors[aid])], job_id=job_id,
+                             subjects={f"actor:{aid}"})  # fmt: skip
+    # 5. It timed out waiting: on what (open work, or work that was never placed).
+    if "GetTimeoutError" in text:
+        waiting = driver_wait(g, job_id)
+        if waiting is not None:
+            return Chain(
+                ROOT, waiting.kind, "", [raised, *waiting.links], waiting.next_steps, job_id, waiting.subjects
+            )
+        unplaced = never_placed(g, job_id)
+        if unplaced:
+            return Chain(ROOT, wait_kind(unplaced), "", [raised, *unplaced], ["cluster_status"], job_id)
+    # 6. The driver's own frames name the remote call it waited on: "ray.get(tokenize_shard.remote(1))".
+    failed = [c for c in chains if c.kind not in ("retried", "cancelled", "killed")]
+    for c in failed:
+        for key in sorted(c.subjects):
+            ent = g.entities.get(key)
+            called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
+            if called and re.search(rf"\b{re.escape(called)}\b", text):
+                return merge(raised, c)
+    if (
+        diagnosis.is_ray_wrapper(outer_type)
+        or "RayTaskError" in outer_type
+        or outer_type.startswith("ray.exceptions.")
+    ) and failed:
+        return merge(raised, failed[0])
+    return Chain(
+        ROOT, "raised", "", [raised], [f"tail_logs job={job_id} grep='Traceback|Error' context=20"], job_id
+    )
+
+
+def never_placed(g: Graph, job_id: str) -> list[Link]:
+    """The job's actors that died without ever starting, and why they could not be placed."""
+    for row in g.actors.values():
+        ctx = (row.get("death_cause") or {}).get("actor_died_error_context") or {}
+        if row.get("job_id") != job_id or not ctx.get("never_started"):
+            continue
+        need = {k: num(v) for k, v in (row.get("required_resources") or {}).items()}
+        links = resource_wait(g, g.actor_label(row), need, f"actor:{row.get('actor_id')}")
+        if links:
+            return [Link("waits_on", f"{g.actor_label(row)} never started (it was never placed)"), *links]
+    for pg in g.pgs.values():
+        stats = pg.get("stats") or {}
+        never = str(stats.get("end_to_end_creation_latency_us") or "0") == "0"
+        if pg.get("creator_job_id") != job_id or pg.get("state") == "CREATED" or not never:
+            continue
+        links = pg_wait(g, pg)
+        if links:
+            return [
+                Link(
+                    "waits_on",
+                    f"{g.pg_label(pg)} was never created ({stats.get('scheduling_state') or pg.get('state')})",
+                ),
+                *links,
+            ]
+    return []
+
+
+def merge(raised: Link, chain: Chain) -> Chain:
+    return Chain(ROOT, chain.kind, "", [raised, *chain.links], chain.next_steps, chain.job_id, chain.subjects)
+
+
+def named_actor(g: Graph, name: str) -> list[Link]:
+    job_ns = (g.ev.job or {}).get("runtime_env") or {}
+    del job_ns
+    found = [a for a in g.ev.related_actors if a.get("name") == name]
+    alive = [a for a in found if a.get("state") != "DEAD"]
+    if alive:
+        a = alive[0]
+        return [Link("created_by", f"an actor named '{name}' exists, but in namespace '{a.get('ray_namespace')}' "
+                     f"(created by {g.job_label(a.get('job_id'))}); look it up with namespace='{a.get('ray_namespace')}'",
+                     f"{g.actor_label(a)} state={a.get('state')} namespace={a.get('ray_namespace')}")]  # fmt: skip
+    if found:
+        a = found[0]
+        return [Link("created_by", f"the actor named '{name}' (created by {g.job_label(a.get('job_id'))}) is DEAD"),
+                *actor_end(g, a)]  # fmt: skip
+    return [
+        Link("created_by", f"no actor named '{name}' exists in any namespace (never created, or not yet)")
+    ]

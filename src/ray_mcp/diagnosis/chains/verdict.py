@@ -1,0 +1,163 @@
+"""One job explained: its chains ranked and deduplicated, the verdict line within its byte budget, other
+jobs in a note."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ray_mcp.diagnosis.chains.ended_by import oom_quote
+from ray_mcp.diagnosis.chains.holds import resource_wait
+from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, Chain, Link
+from ray_mcp.diagnosis.chains.raised_in import driver_chain
+from ray_mcp.diagnosis.chains.symptoms import (
+    actor_chains,
+    failed_task_chains,
+    job_status,
+    pending_chains,
+    retried_warnings,
+    wait_kind,
+)
+from ray_mcp.diagnosis.chains.waits_on import deadlock, driver_wait
+from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
+
+
+def stack_chain(ev: Evidence, job_id: str) -> Chain | None:
+    """Evidence of the stacks source (issue 14 item 7): what the hung driver and workers are doing."""
+    stacks = ev.stacks or {}
+    summary = stacks.get("summary") or stacks.get("verdict")
+    if not summary:
+        return None
+    lines = [str(x) for x in (stacks.get("lines") or stacks.get("groups") or [])][:6]
+    return Chain(STUCK - 20, "hung", "No progress", [Link("waits_on", clip(str(summary), 200), " | ".join(lines))],
+                 [f"stack_traces job={job_id}"], job_id)  # fmt: skip
+
+
+def explain_job(ev: Evidence) -> tuple[str, list[Chain], list[str]]:
+    """(status phrase, ranked chains, notes on other jobs) for one job."""
+    g = Graph(ev)
+    job = ev.job or {}
+    job_id = str(job.get("job_id") or "")
+    status = str(job.get("status") or "")
+    phrase = job_status(ev)
+    chains: list[Chain] = []
+    if job_id:
+        chains += failed_task_chains(g, job_id)
+        chains += actor_chains(g, job_id, status)
+        chains += retried_warnings(g, job_id)
+        if status in ("RUNNING", "PENDING"):
+            chains += pending_chains(g, job_id)
+            dl = deadlock(g)
+            if dl is not None:
+                chains.append(dl)
+    drv = (
+        driver_chain(g, ev.driver_lines, chains, job_id)
+        if status in ("FAILED", "STOPPED", "RUNNING")
+        else None
+    )
+    if drv is not None:
+        chains = [
+            c for c in chains if not (c.subjects and c.subjects <= drv.subjects) and c.cause != drv.cause
+        ]
+        chains.append(drv)
+    if status == "RUNNING" and job_id and not any(c.severity >= STUCK - 12 for c in chains):
+        waiting = driver_wait(g, job_id)
+        if waiting is not None and not any(c.subjects & waiting.subjects for c in chains if c.subjects):
+            chains.append(waiting)
+        hung = stack_chain(ev, job_id)
+        if hung is not None:
+            chains.append(hung)
+    if status == "PENDING":
+        need = entrypoint_need(job)
+        if need:
+            links = resource_wait(g, "the job's entrypoint", need)
+            if links:
+                chains.append(
+                    Chain(
+                        STUCK, wait_kind(links), "The driver cannot start", links, ["cluster_status"], job_id
+                    )
+                )
+    message = str(job.get("message") or "")
+    if status == "FAILED" and "running low on memory" in message:
+        killed = [c for c in chains if c.kind == "oom"]
+        if killed:  # the monitor's sweep took the job's own tasks too: they are the memory users to name
+            killed[0].severity = ROOT + 2
+            note = "the job failed: the memory monitor's sweep killed its driver's supervisor too"
+            killed[0].links.insert(0, Link("ended_by", note, oom_quote(message)))
+        else:  # the driver (or its job supervisor) itself was the monitor's pick
+            node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
+            top = top_memory_user(message)
+            chains.append(Chain(ROOT + 1, "oom", "", [Link("ended_by",
+                f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: "
+                f"{memory_summary(message)}" + (f"; the top memory user was {top}" if top else ""),
+                oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None))  # fmt: skip
+    if status in ("SUCCEEDED", "STOPPED"):
+        for c in chains:  # context: ranked after the status itself
+            c.severity = min(c.severity, CONTEXT)
+    chains.sort(key=lambda c: -c.severity)
+    return phrase, distinct(chains), other_jobs(g, job_id)
+
+
+def distinct(chains: Sequence[Chain]) -> list[Chain]:
+    """One chain per last link: the same cause reached from several symptoms is told once, where it ranks
+    highest."""
+    seen: set[str] = set()
+    out = []
+    for c in chains:
+        key = re.sub(r"\([0-9a-f]{16,}\)", "", c.cause)
+        if key and key in seen and c.severity > INFO:
+            continue
+        seen.add(key)
+        out.append(c)
+    return out
+
+
+def top_memory_user(message: str) -> str:
+    """The first row of the memory monitor's "Top 10 memory users" table: "ray::f (pid 123, 2.33 GB)"."""
+    m = re.search(r"Top \d+ memory users:[^\n]*\n\s*(\d+)\s+([\d.]+)\s+(\S+)", message)
+    return f"{m[3]} (pid {m[1]}, {m[2]} GB)" if m else ""
+
+
+def entrypoint_need(job: Row) -> dict[str, float]:
+    need = {}
+    if num(job.get("entrypoint_num_cpus")):
+        need["CPU"] = num(job["entrypoint_num_cpus"])
+    if num(job.get("entrypoint_num_gpus")):
+        need["GPU"] = num(job["entrypoint_num_gpus"])
+    for k, v in (job.get("entrypoint_resources") or {}).items():
+        need[k] = num(v)
+    return need
+
+
+def other_jobs(g: Graph, job_id: str) -> list[str]:
+    failed = [j for jid, j in g.jobs.items() if jid != job_id and j.get("status") == "FAILED"]
+    if not failed:
+        return []
+    return [f"Other jobs (not this one's problem): {len(failed)} FAILED ({names((str(j.get('job_id')) for j in failed), 4)}); "
+            "cluster_health or diagnose_job for them."]  # fmt: skip
+
+
+def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = 300) -> str:
+    """Status first, then the main chain's symptom and last link, within ``limit`` bytes."""
+    main = chains[0] if chains else None
+    if main is None or (
+        phrase.startswith(("SUCCEEDED", "STOPPED"))
+        and main.severity <= CONTEXT
+        and main.kind not in ("retried",)
+    ):
+        line = phrase + ("; nothing failed" if main is None and phrase.startswith("SUCCEEDED") else "")
+        if main is not None and main.severity > INFO:
+            line += f"; context: {main.verdict}"
+    elif phrase.startswith(("SUCCEEDED", "STOPPED")):
+        line = f"{phrase}; warning: {main.cause}"
+    else:
+        sep = " but not healthy" if phrase.startswith("RUNNING") and main.severity > CONTEXT + 10 else ""
+        line = f"{phrase}{sep}: {main.verdict}"
+    return fit(line, limit)
+
+
+def fit(line: str, limit: int) -> str:
+    raw = line.encode()
+    if len(raw) <= limit:
+        return line
+    return raw[: limit - 3].decode(errors="ignore") + "…"

@@ -28,7 +28,8 @@ from ray_mcp.settings import Settings
 class Scenario:
     name: str
     source: str
-    facts: list[str]  # what the first line should name (case-insensitive substrings)
+    # what the first line should name (case-insensitive substrings; a tuple holds alternatives, any one will do)
+    facts: list[str | tuple[str, ...]]
     running: bool = False  # diagnose while it runs (a hang), not after it ends
     settle_s: float = 8.0  # how long a running scenario gets before the diagnosis
     extra: dict = field(default_factory=dict)
@@ -187,18 +188,29 @@ SCENARIOS = [
 ]
 
 
-async def run_all(out: Path | None = None) -> list[dict]:
+async def run_all(
+    out: Path | None = None,
+    scenarios: list[Scenario] | None = None,
+    *,
+    resources: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> list[dict]:
+    """Run the scenarios (this module's own by default) one after another on one private head."""
 
-    head = await start_local_head(num_cpus=4, timeout_s=180.0, attempts=8)
+    head = await start_local_head(
+        num_cpus=4, timeout_s=180.0, attempts=8, resources=resources, extra_env=extra_env
+    )
     results = []
     try:
         roots = [Path(tempfile.gettempdir())]  # the scenarios' working dirs
         async with mcp_client(
             Settings(address=head.dashboard_url, allow_destructive=True, upload_roots=roots)
         ) as client:
-            for sc in SCENARIOS:
-                results.append(await run_one(client, sc))
-                print(json.dumps(results[-1]), flush=True)
+            for sc in SCENARIOS if scenarios is None else scenarios:
+                results.append(await run_one(client, sc, head))
+                print(
+                    json.dumps({k: v for k, v in results[-1].items() if not k.endswith("answer")}), flush=True
+                )
     finally:
         head.stop()
     if out is not None:
@@ -206,40 +218,75 @@ async def run_all(out: Path | None = None) -> list[dict]:
     return results
 
 
-async def run_one(client, sc: Scenario) -> dict:
+def has_fact(fact: str | tuple[str, ...], text: str) -> bool:
+    """A fact is a case-insensitive substring, or a tuple of alternatives (any one of them)."""
+    options = (fact,) if isinstance(fact, str) else fact
+    return any(o.lower() in text.lower() for o in options)
+
+
+async def submit(client, source: str) -> str:
     work = Path(tempfile.mkdtemp(prefix="heldout-"))
-    (work / "main.py").write_text(textwrap.dedent(sc.source))
+    (work / "main.py").write_text(textwrap.dedent(source))
     sub = await client.call_tool(
         "submit_job", {"entrypoint": "python main.py", "runtime_env": {"working_dir": str(work)}}
     )
-    sid = sub.structured_content["submission_id"]
+    return sub.structured_content["submission_id"]
+
+
+async def run_one(client, sc: Scenario, head=None) -> dict:
+    """Submit the scenario's job and diagnose it once it ended (or, for a hang, while it runs).
+
+    Optional hooks in ``sc.extra`` (async callables): ``setup(client, head)`` before the job, returning a
+    dict that fills ``{placeholders}`` in the facts; ``during(client, head, sid)`` once the job is RUNNING;
+    ``teardown(client, head)`` at the end. ``health=True`` also scores cluster_health.
+    """
+    ctx = await sc.extra["setup"](client, head) if "setup" in sc.extra else {}
+    facts = [f.format(**ctx) if isinstance(f, str) else tuple(o.format(**ctx) for o in f) for f in sc.facts]
+    sid = await submit(client, sc.source)
     deadline = time.monotonic() + 240
-    while True:
-        info = (await client.call_tool("get_job", {"job": sid})).structured_content
-        if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
-            break
-        if sc.running and info["status"] == "RUNNING":
-            await asyncio.sleep(sc.settle_s)
-            break
-        if time.monotonic() > deadline:
-            break
-        await asyncio.sleep(1)
-    if not sc.running:
-        await asyncio.sleep(min(sc.settle_s, 3))
-    started = time.monotonic()
-    result = await client.call_tool("diagnose_job", {"job": sid})
-    took = time.monotonic() - started
+    during = sc.extra.get("during")
+    try:
+        while True:
+            info = (await client.call_tool("get_job", {"job": sid})).structured_content
+            if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+                break
+            if info["status"] == "RUNNING" and during is not None:
+                await during(client, head, sid)
+                during = None
+                continue
+            if sc.running and info["status"] == "RUNNING":
+                await asyncio.sleep(sc.settle_s)
+                break
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(1)
+        if not sc.running:
+            await asyncio.sleep(min(sc.settle_s, 3))
+        started = time.monotonic()
+        result = await client.call_tool("diagnose_job", {"job": sid})
+        took = time.monotonic() - started
+        health = ""
+        if sc.extra.get("health"):
+            health = (await client.call_tool("cluster_health", {})).content[0].text
+        if sc.running:
+            await client.call_tool("stop_job", {"job": sid})
+    finally:
+        if "teardown" in sc.extra:
+            await sc.extra["teardown"](client, head)
     text = result.content[0].text
     first = text.splitlines()[0] if text else ""
-    found = all(f.lower() in text.lower() for f in sc.facts)
-    stated_first = all(f.lower() in first.lower() for f in sc.facts)
-    if sc.running:
-        await client.call_tool("stop_job", {"job": sid})
-    return {
-        "name": sc.name, "status": info["status"], "found": found, "first": stated_first,
-        "bytes": len(text.encode()), "verdict_offset": 0 if first else -1, "seconds": round(took, 1),
+    row = {
+        "name": sc.name, "status": info["status"], "found": all(has_fact(f, text) for f in facts),
+        "first": all(has_fact(f, first) for f in facts),
+        "bytes": len(text.encode()), "verdict_offset": 0 if first else -1,
+        "verdict_bytes": len(first.encode()), "seconds": round(took, 1),
         "verdict": first, "kind": ((result.structured_content or {}).get("findings") or [{}])[0].get("kind"),
+        "facts": [f if isinstance(f, str) else " | ".join(f) for f in facts], "answer": text,
     }  # fmt: skip
+    if health:
+        hfirst = health.splitlines()[0]
+        row |= {"health_found": all(has_fact(f, health) for f in facts), "health_first": all(has_fact(f, hfirst) for f in facts), "health_answer": health}  # fmt: skip
+    return row
 
 
 if __name__ == "__main__":

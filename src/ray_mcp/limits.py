@@ -58,9 +58,10 @@ ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete
 
 DEFAULT_LOG_LINES = 100
 MAX_LOG_LINES = 2000
-# A tail is the first follow-up of a diagnosis: by default its text and its structured answer each stay under
-# 6 KB (16 KB of log text made a 17 KB answer). max_bytes asks for more.
-DEFAULT_LOG_BYTES = 3_500  # the lines come twice, in the text and the structured content
+# A tail is the first follow-up of a diagnosis: by default the whole answer (the lines come twice, in the text
+# and the structured content) stays under 8 KB (16 KB of log text once made a 17 KB answer). max_bytes asks for
+# more.
+DEFAULT_LOG_BYTES = 3_500
 MIN_LOG_BYTES = 256
 MAX_LOG_BYTES = 1_048_576
 MAX_GREP_CONTEXT = 20  # lines around each grep match

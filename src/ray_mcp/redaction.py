@@ -143,6 +143,8 @@ class _Matcher:
                         after = lower[end + 1]
                         if after.isalnum() or after == "_":
                             continue
+                    if word == "://" and "@" not in lower[end:]:
+                        continue  # a URL holds a credential only as scheme://user:password@host
                     shapes = True
                 else:
                     controls = True

@@ -438,7 +438,9 @@ def test_holders_are_named_as_serve_replicas_and_detached_actors_of_ended_jobs()
     _phrase, chains, _ = causal.explain_job(ev)
     causes = " | ".join(c.cause for c in chains)
     assert "replica(s) of Serve app 'ranker' (deployment Reranker)" in causes, causes
-    assert "detached TokenBucket actor(s), whose job is SUCCEEDED" in causes, causes
+    assert (
+        "detached TokenBucket actor(s) of job 16000000 (python main.py), which ended (SUCCEEDED)" in causes
+    ), causes
 
 
 def test_a_driver_that_gave_up_waiting_names_the_task_still_running_when_the_job_ended() -> None:
@@ -490,3 +492,16 @@ def test_a_serve_run_that_failed_names_the_deployment_and_its_replicas_construct
     line = causal.verdict_line(phrase, chains)
     assert "Serve app 'embedder' deployment Embedder" in line and "FileNotFoundError" in line, line
     assert "failed to start" in line, line
+
+
+def test_cluster_health_names_the_holders_of_a_task_that_waits_for_cpu_its_own_actors_hold() -> None:
+    runners = [actor(f"{i:032x}", "EnvRunner", "12000000", required_resources={"CPU": 1.0}) for i in range(4)]
+    ev = Evidence(
+        now_ms=NOW, nodes=[node(HEAD)], jobs=[job("12000000", "RUNNING")], pgs=[], actors=[],
+        tasks=[task("g1", "aggregate_returns", "12000000", "PENDING_NODE_ASSIGNMENT", parent_task_id="f" * 40 + "12000000")],
+        alive_actors=runners, running_tasks=[],
+    )  # fmt: skip
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "contention" and "aggregate_returns" in top.verdict and "EnvRunner" in top.verdict, (
+        top.verdict
+    )

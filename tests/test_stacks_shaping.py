@@ -259,3 +259,26 @@ def test_a_stall_whose_top_stack_is_the_drivers_ray_get_names_the_call_it_waits_
     (finding,) = hang.findings(stalled, [{"CPU": 4.0}], "j")
     assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title
     assert "main.py:14 in Monitor.poll" in finding.title, finding.title
+
+
+def test_a_stall_led_by_a_workers_stack_says_by_name_what_the_driver_waits_on_instead_of_its_ray_get() -> (
+    None
+):
+    from ray_mcp import models
+
+    tasks = {
+        "t1": task("t1", "Monitor.poll", "RUNNING", actor="M", pid=7),
+        "t2": task("t2", "Monitor.latest", "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", actor="M"),
+    }
+    groups = [
+        models.StackGroup(role="Monitor", count=1, of=1, state="idle", where="main.py:14 in Monitor.poll",
+                          frames=["main.py:14 in Monitor.poll"], pids=["7@n1"]),
+        models.StackGroup(role="driver", count=1, of=1, state="idle", blocked_in="ray.get",
+                          where="main.py:28 in <module>", frames=["main.py:28 in <module>"], pids=["1@n1"]),
+    ]  # fmt: skip
+    stalled = hang.HangEvidence("stalled", 100, 80, 2, 2, tasks)
+    stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
+                                        processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
+    (finding,) = hang.findings(stalled, [{"CPU": 4.0}], "j")
+    assert finding.title.index("Monitor: waiting at main.py:14") < finding.title.index("the driver waits on")
+    assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title

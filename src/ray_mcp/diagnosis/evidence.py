@@ -116,13 +116,16 @@ async def _cluster_wide(api: RayAPI, ev: Evidence) -> None:
 async def gather_cluster(api: RayAPI) -> Evidence:
     ev = Evidence(now_ms=time.time() * 1000)
     not_alive = [("state", "!=", "ALIVE")]
-    actors, alive, tasks, running, _ = await _first(
+    actors, alive, tasks, pending, running, _ = await _first(
         _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS),
         _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
         _rows(api, ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")], limit=JOB_TASKS),
+        _rows(api, ev, "tasks", "the tasks waiting for a node", filters=[("state", "=", "PENDING_NODE_ASSIGNMENT")],
+              limit=JOB_TASKS),
         _rows(api, ev, "tasks", "the running tasks", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
         _cluster_wide(api, ev),
     )  # fmt: skip
+    tasks = None if tasks is None else [*tasks, *(pending or [])]
     ev.actors = (
         (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
         if actors is not None

@@ -290,7 +290,9 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         title = f"Deadlock ({moved}): the driver -> {names}"
     elif groups and not (path and groups[0].role == "driver"):
         title = f"No progress ({moved}): {stacks.group_line(groups[0])}"
-        if len(groups) > 1 and not stacks.is_idle_group(groups[1]):
+        if len(groups) > 1 and groups[1].role == "driver" and path:  # its ray.get: on what, by name
+            title += f"; the driver waits on {path_words(path, e.unfinished, [])}"
+        elif len(groups) > 1 and not stacks.is_idle_group(groups[1]):
             title += f"; {stacks.group_line(groups[1])}"
     elif path:  # the driver's own stack says only "blocked in ray.get": the path says on what
         title = f"No progress ({moved}): the driver waits on {path_words(path, e.unfinished, groups)}"

@@ -82,8 +82,13 @@ def job_report(
     findings = sorted([*chain_findings, *kept], key=lambda f: -f.severity)
     top = findings[0] if findings else None
     legacy_top = top is not None and top in kept and top.severity > CONTEXT
+    unhealthy = (
+        " but not healthy" if phrase.startswith("RUNNING") and top and top.severity > CONTEXT + 10 else ""
+    )
     verdict = (
-        fit(f"{phrase}: {top.title}", VERDICT_BYTES) if legacy_top and top else verdict_line(phrase, chains)
+        fit(f"{phrase}{unhealthy}: {top.title}", VERDICT_BYTES)
+        if legacy_top and top
+        else verdict_line(phrase, chains)
     )
     if legacy_top and top is not None and top.kind == "hang":
         verdict = stalled_verdict(phrase, top, chains) or verdict

@@ -39,7 +39,7 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
         if not holders:
             continue
         total = sum(totals[n].get(resource, 0.0) for n in fits)
-        groups = count_by([f"{holder_name(g, ent)} of {g.job_label(ent.job_id)}" for ent, _, _ in holders])
+        groups = count_by([f"{holder_name(g, ent)} of {g.job_label(ent.job_id)}{job_ended(g, ent.job_id)}" for ent, _, _ in holders])  # fmt: skip
         who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:3])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
@@ -103,6 +103,12 @@ def free_now(g: Graph, who: str, shape: str, fits: int, self_key: str, blocked: 
                 "(scheduling in progress, or held by work not listed)")  # fmt: skip
 
 
+def job_ended(g: Graph, job_id: str | None) -> str:
+    """ ", which ended (SUCCEEDED)" for a holder whose job is over (a detached actor outlives it)."""
+    status = (g.jobs.get(str(job_id)) or {}).get("status")
+    return f", which ended ({status})" if status in ("SUCCEEDED", "FAILED", "STOPPED") else ""
+
+
 def holder_name(g: Graph, ent: object) -> str:
     """A holder by what an operator knows it as: a Serve app's replicas, a detached actor (which outlives the job
     that created it: its job may have ended long ago), an actor class, a group, a task."""
@@ -113,11 +119,7 @@ def holder_name(g: Graph, ent: object) -> str:
         _, app, dep = cls.split(":", 2)
         return f"replica(s) of Serve app '{app}' (deployment {dep})"
     if kind == "actor" and row.get("is_detached"):
-        job = g.jobs.get(str(row.get("job_id"))) or {}
-        ended = (
-            f", whose job is {job['status']}" if job.get("status") not in (None, "RUNNING", "PENDING") else ""
-        )
-        return f"detached {cls} actor(s){ended}"
+        return f"detached {cls} actor(s)"
     if kind == "actor":
         return f"{cls} actor(s)"
     if kind == "pg":

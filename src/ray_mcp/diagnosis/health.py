@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ray_mcp import models
@@ -35,10 +36,13 @@ from ray_mcp.limits import (
     SHORT_CAUSE_CHARS,
 )
 
+_SYSTEM_LINE = re.compile(r"\((?:pid=)?(?:gcs_server|raylet|dashboard\w*|monitor|log_monitor|autoscaler)\)")
+
 
 def job_cause(info: models.JobInfo) -> str:
     """One line on why a job failed: its last exception, else the most telling line of its message."""
-    lines = (info.message or "").splitlines()
+    # Ray's own processes print into the driver's output too ("(pid=gcs_server) ... exporter agent"): not the job's.
+    lines = [line for line in (info.message or "").splitlines() if not _SYSTEM_LINE.search(line)]
     tb = last_traceback(lines)
     if tb is not None and tb.innermost:
         kind, msg = tb.innermost

@@ -472,3 +472,21 @@ def test_an_actor_killed_by_ray_kill_is_the_cause_when_the_driver_fails_calling_
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
     assert "Indexer" in line and "ray.kill" in line, line
+
+
+def test_a_serve_run_that_failed_names_the_deployment_and_its_replicas_constructor_error() -> None:
+    message = ("The deployment failed to start 3 times in a row. This may be due to a problem with its constructor "
+               "or initial health check failing. See controller logs for details. Error:\nTraceback (most recent call "
+               "last):\n  File \"main.py\", line 9, in __init__\n    open(path)\nFileNotFoundError: [Errno 2] No such "
+               "file or directory: '/models/embedder-v3/weights.bin'")  # fmt: skip
+    serve = {"applications": {"embedder": {"status": "DEPLOY_FAILED", "message": "Failed to update the deployments ['Embedder'].",
+             "deployments": {"Embedder": {"status": "DEPLOY_FAILED", "status_trigger": "REPLICA_STARTUP_FAILED", "message": message}}}}}  # fmt: skip
+    ev = Evidence(
+        now_ms=NOW, job=job("1c000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[], tasks=[], serve=serve,
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 21, in <module>',
+                      "RuntimeError: Deploying application embedder failed: Failed to update the deployments ['Embedder']."],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "Serve app 'embedder' deployment Embedder" in line and "FileNotFoundError" in line, line
+    assert "failed to start" in line, line

@@ -214,7 +214,23 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
     for wid in owner_workers(ev, messages):
         jobs.append(_owner(api, ev, wid))
     jobs.append(_crash_logs(api, ev, dead_actors=True))
+    if SERVE_DEPLOY.search(text[-50_000:]) or any(
+        str(a.get("class_name") or "").startswith("ServeReplica:") for a in ev.actors or []
+    ):
+        jobs.append(_serve(api, ev))
     await asyncio.gather(*jobs)
+
+
+# A driver whose serve.run failed ("Deploying application embedder failed: ..."), or one that called a Serve app.
+SERVE_DEPLOY = re.compile(r"Deploying application .{0,80}failed|RayServeException|DeploymentUnavailable")
+
+
+async def _serve(api: RayAPI, ev: Evidence) -> None:
+    """The Serve applications' status (why a deployment failed: its replicas' constructor error)."""
+    try:
+        ev.serve = await api.serve_details()
+    except Exception as exc:
+        ev.unreadable.append(f"the Serve applications: {failure(exc)}")
 
 
 async def _holders(api: RayAPI, ev: Evidence) -> None:

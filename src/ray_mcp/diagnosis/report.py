@@ -121,9 +121,10 @@ def job_report(
 
 
 def stalled_verdict(phrase: str, stall: models.Finding, chains: Sequence[Chain]) -> str:
-    """A stalled job whose wait the chains follow to its last link (who holds what it needs, nothing can ever
-    fit it, a cycle): the verdict is that last link, with how long nothing moved."""
-    link = next((c for c in chains if c.kind in ("contention", "infeasible", "deadlock") and c.severity > CONTEXT), None)  # fmt: skip
+    """A stalled job whose wait the chains follow to its last link (who holds what it needs, or nothing can ever
+    fit it): the verdict is that last link, with how long nothing moved."""
+    # (A cycle keeps the stall's own "Deadlock (...): the driver -> A -> B -> A" title: it names the same path.)
+    link = next((c for c in chains if c.kind in ("contention", "infeasible") and c.severity > CONTEXT), None)
     if link is None:
         return ""
     m = re.search(r"no task activity for [^)]*", stall.title)

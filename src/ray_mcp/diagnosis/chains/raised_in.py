@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ray_mcp.diagnosis.chains.ended_by import actor_end, owner_chain
+from ray_mcp.diagnosis.chains.ended_by import actor_end, exc_quote, owner_chain
 from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
 from ray_mcp.diagnosis.chains.links import ROOT, Chain, Link
 from ray_mcp.diagnosis.chains.symptoms import wait_kind
 from ray_mcp.diagnosis.chains.waits_on import driver_wait
-from ray_mcp.diagnosis.graph import Graph, clip, first_raise, num, parse_owner
+from ray_mcp.diagnosis.graph import Graph, clip, exception_line, first_raise, num, parse_owner
 
 
 def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:
@@ -42,6 +42,10 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
         env = next((c for c in chains if c.kind == "runtime_env"), None)
         if env is not None:
             return merge(raised, env)
+    # A Serve application that could not be deployed: why, in its deployment's words (a replica's constructor).
+    serve = serve_failure(g, text)
+    if serve:
+        return Chain(ROOT, "serve", "", [raised, *serve], ["serve_status"], job_id)
     # 2. An object whose owner died; 3. a named actor that is not where it was looked up.
     if parse_owner(text):
         return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, text)], job_id=job_id)
@@ -153,3 +157,33 @@ def named_actor(g: Graph, name: str) -> list[Link]:
     return [
         Link("created_by", f"no actor named '{name}' exists in any namespace (never created, or not yet)")
     ]
+
+
+SERVE_APP = re.compile(r"Deploying application '?(?P<app>[\w.-]+)'? failed")
+SERVE_BAD = ("DEPLOY_FAILED", "UNHEALTHY")
+
+
+def serve_failure(g: Graph, text: str) -> list[Link]:
+    """The Serve app the driver failed to deploy (or call), and why its deployment failed."""
+    apps = (g.ev.serve or {}).get("applications") or {}
+    m = SERVE_APP.search(text)
+    if not apps or not (m or re.search(r"RayServeException|DeploymentUnavailable", text)):
+        return []
+    names = (
+        [m["app"]] if m and m["app"] in apps else [a for a, d in apps.items() if d.get("status") in SERVE_BAD]
+    )
+    for name in names:
+        app = apps[name]
+        for dep, d in (app.get("deployments") or {}).items():
+            if d.get("status") not in SERVE_BAD:
+                continue
+            msg = str(d.get("message") or "")
+            started = "STARTUP" in str(d.get("status_trigger") or "") or "__init__" in msg
+            why = exception_line(msg) or clip(msg, 160)
+            return [Link("raised_in", f"Serve app '{name}' deployment {dep} is {d.get('status')}: "
+                         + (f"its replicas failed to start: {why}" if started else why), exc_quote(msg))]  # fmt: skip
+        msg = str(app.get("message") or "")
+        if msg:
+            return [Link("ended_by", f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or clip(msg, 160)}",
+                         clip(msg, 300))]  # fmt: skip
+    return []

@@ -147,3 +147,11 @@ async def test_annotations_publish_only_the_hints_a_client_cannot_assume() -> No
     assert (
         by_name["delete_job"]["destructiveHint"] is True and by_name["submit_job"]["destructiveHint"] is False
     )
+
+
+async def test_every_parameter_default_is_valid_under_its_own_schema() -> None:
+    for tool in await listed_tools():
+        schema = {key: value for key, value in tool["inputSchema"].items() if key != "required"}
+        for name, prop in schema.get("properties", {}).items():
+            if "default" in prop:
+                jsonschema.validate({name: prop["default"]}, schema)  # a default outside [ge, le] fails here

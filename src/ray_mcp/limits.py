@@ -2,8 +2,28 @@
 
 Tool parameters (their ``le``/``ge`` and the numbers in their descriptions), the adapter's requests and the
 shaping code all read these; changing an output size means changing this file. An agent's context window is
-the scarce resource: every answer is bounded, and says what it left out.
+the scarce resource: every answer is bounded, and says what it left out. A size the agent picks per call is a
+``Bound``: the parameter's default and the range its schema accepts, together.
 """
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+Number = TypeVar("Number", int, float)
+
+
+@dataclass(frozen=True)
+class Bound(Generic[Number]):
+    """A size an agent picks per call: its default, and the least and most the tool's schema accepts."""
+
+    default: Number
+    low: Number
+    high: Number
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.default <= self.high:
+            raise ValueError(f"{self}: the default must lie between low and high")
+
 
 # -- lists: actors, tasks, placement groups, nodes --------------------------------------------------------
 
@@ -26,8 +46,7 @@ LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a
 
 # -- cluster_status ------------------------------------------------------------------------------------------
 
-DEFAULT_MAX_NODES = 20
-MAX_NODES = 1000
+STATUS_NODES = Bound(default=20, low=1, high=1000)  # nodes listed one by one (all are counted)
 FAILED_NODES_SHOWN = 5
 HOST_USAGE_MAX_NODES = (
     256  # host CPU/memory/GPU use (/nodes?view=summary, ~1 KB per worker) read up to this size
@@ -45,9 +64,8 @@ SAMPLE_ERROR_CHARS = 600  # the sample error message of one error type
 
 # -- jobs ----------------------------------------------------------------------------------------------------
 
-DEFAULT_JOBS_LIMIT = 20
-MAX_JOBS_LIMIT = 500
-DEFAULT_WAIT_S = 60.0
+JOBS_LIMIT = Bound(default=20, low=1, high=500)
+DEFAULT_WAIT_S = 60.0  # wait_for_job's timeout_s: any number above 0, up to MAX_WAIT_S
 MAX_WAIT_S = 600.0
 JOB_MESSAGE_CHARS = 1200  # Ray puts up to 20,000 characters of driver log in a failed job's message
 JOB_MESSAGE_HEAD_CHARS = 300  # of which the first line keeps this many
@@ -56,34 +74,28 @@ ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete
 
 # -- logs ----------------------------------------------------------------------------------------------------
 
-DEFAULT_LOG_LINES = 100
-MAX_LOG_LINES = 2000
+LOG_LINES = Bound(default=100, low=1, high=2000)
 # A tail is the first follow-up of a diagnosis: by default the whole answer (the lines come twice, in the text
 # and the structured content) stays under 8 KB (16 KB of log text once made a 17 KB answer). max_bytes asks for
 # more.
-DEFAULT_LOG_BYTES = 3_500
-MIN_LOG_BYTES = 256
-MAX_LOG_BYTES = 1_048_576
+LOG_BYTES = Bound(default=3_500, low=256, high=1_048_576)
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
-DEFAULT_MAX_SCAN_MB = 256  # grep stops scanning after this many MB
-MAX_SCAN_MB = 8192
+SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
 PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
 FILES_LISTED = 25  # files named when a log file is not found on a node
 
 # -- Serve ---------------------------------------------------------------------------------------------------
 
-DEFAULT_SERVE_LOG_LINES = 15  # log lines of each failing deployment's replica
-MAX_SERVE_LOG_LINES = 100
+SERVE_LOG_LINES = Bound(default=15, low=0, high=100)  # log lines of each failing deployment's replica
 MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 
 # -- diagnose_job and cluster_health -------------------------------------------------------------------------
 
-DEFAULT_DIAGNOSIS_BYTES = 6_000  # the text (its findings come again in the structured content)
-MIN_DIAGNOSIS_BYTES = 1_000
-MAX_DIAGNOSIS_BYTES = 32_000
+# the text answer (its findings come again in the structured content)
+DIAGNOSIS_BYTES = Bound(default=6_000, low=1_000, high=32_000)
 DRIVER_LOG_LINES = 400  # the driver log's tail read for a diagnosis
 DRIVER_LOG_BYTES = 96_000
 ACTOR_LOG_LINES = 60  # grep output of a crashed actor's log
@@ -116,8 +128,7 @@ DEATH_CHARS = 200  # a dead rank's cause in a gap
 
 # -- Ray Train (list_train_runs, get_train_run) -------------------------------------------------------------
 
-DEFAULT_TRAIN_RUNS = 20
-MAX_TRAIN_RUNS = 200
+TRAIN_RUNS = Bound(default=20, low=0, high=200)
 TRAIN_ERROR_CHARS = 1500  # one group of ranks' error snippet
 TRAIN_ERROR_LINES = 12  # of which the text answer shows the last lines
 TRAIN_METRICS_SHOWN = 12  # metrics of the latest checkpoint
@@ -149,18 +160,13 @@ MAX_UPLOAD_ENTRIES = (
 
 # -- stacks and CPU profiles (stack_traces, cpu_profile, the stall finding of diagnose_job) -----------------
 
-DEFAULT_STACK_PROCESSES = 16  # processes sampled by stack_traces
-MAX_STACK_PROCESSES = 64
-DEFAULT_STACK_BYTES = 6_000  # a stack_traces answer, text and structured content each
-MIN_STACK_BYTES = 1_000
-MAX_STACK_BYTES = 64_000
-DEFAULT_STACK_FRAMES = 8  # project frames shown per stack
-MAX_STACK_FRAMES = 40
+STACK_PROCESSES = Bound(default=16, low=1, high=64)  # processes sampled by stack_traces
+# a stack_traces answer, text and structured content each
+STACK_BYTES = Bound(default=6_000, low=1_000, high=64_000)
+STACK_FRAMES = Bound(default=8, low=1, high=40)  # project frames shown per stack
 STACK_PIDS_SHOWN = 8  # pids named per group of identical stacks
-DEFAULT_PROFILE_S = 5
-MAX_PROFILE_S = 30
-DEFAULT_PROFILE_FUNCTIONS = 15
-MAX_PROFILE_FUNCTIONS = 50
+PROFILE_S = Bound(default=5, low=1, high=30)  # seconds cpu_profile samples
+PROFILE_FUNCTIONS = Bound(default=15, low=1, high=50)  # hottest functions listed
 HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job
 HANG_STACK_BYTES = 2_500
 HANG_TASK_ROWS = 1_000  # task rows read per state to judge a job's progress

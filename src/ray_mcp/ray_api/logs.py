@@ -20,7 +20,7 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-from ray_mcp.limits import DEFAULT_MAX_SCAN_MB, FILES_LISTED, MAX_LOG_LINES, MIN_LOG_BYTES, PROGRESS_CHARS
+from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
 from ray_mcp.ray_api.client import ProgressFn
 from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
 from ray_mcp.ray_api.nodes import NodesAPI
@@ -190,14 +190,14 @@ class LogsAPI(JobsAPI, NodesAPI):
         max_bytes: int,
         grep: str | None = None,
         context: int = 0,
-        max_scan_mb: int = DEFAULT_MAX_SCAN_MB,
+        max_scan_mb: int = SCAN_MB.default,
         follow_s: float = 0.0,
         on_progress: ProgressFn | None = None,
     ) -> models.LogTail:
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
         pattern = log_grep.compile_grep(grep) if grep is not None else None
         sources = await self.resolve_log_sources(target)
-        budget = max(MIN_LOG_BYTES, max_bytes // len(sources))
+        budget = max(LOG_BYTES.low, max_bytes // len(sources))
         sections = []
         followed = follow_s
         for src in sources:
@@ -209,7 +209,7 @@ class LogsAPI(JobsAPI, NodesAPI):
                 sections.append(await self._tail(src, lines=lines, max_bytes=budget, follow_s=follow_s,
                                                  on_progress=on_progress))  # fmt: skip
             follow_s = 0.0  # follow only the first stream (out, for both)
-        hints = log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=MAX_LOG_LINES)
+        hints = log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=LOG_LINES.high)
         if len(sections) == 2 and followed:
             hints.append("follow_s followed stdout only; pass stream='err' to follow stderr.")
         return models.LogTail(sections=sections, hints=hints)

@@ -6,7 +6,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.limits import DEFAULT_MAX_NODES, MAX_NODES
+from ray_mcp.limits import STATUS_NODES
 from ray_mcp.models import ClusterStatus
 from ray_mcp.shaping.cluster import render_cluster_status
 from ray_mcp.shaping.common import tool_result
@@ -16,8 +16,9 @@ from ray_mcp.tools import READ_ONLY, Api
 async def cluster_status(
     api: Api,
     max_nodes: Annotated[
-        int, Field(ge=1, le=MAX_NODES, description="Most nodes to list (all are counted).")
-    ] = DEFAULT_MAX_NODES,
+        int,
+        Field(ge=STATUS_NODES.low, le=STATUS_NODES.high, description="Most nodes to list (all are counted)."),
+    ] = STATUS_NODES.default,
 ) -> Annotated[CallToolResult, ClusterStatus]:
     """The cluster at a glance (like `ray status`): nodes, resources used/total, per-node use, pending and
     infeasible demands, autoscaler. Start here.

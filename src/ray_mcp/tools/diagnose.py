@@ -7,18 +7,18 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.diagnosis import gather
-from ray_mcp.limits import DEFAULT_DIAGNOSIS_BYTES, MAX_DIAGNOSIS_BYTES, MIN_DIAGNOSIS_BYTES
+from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY, Api, Job
 
 MaxBytes = Annotated[
-    int, Field(ge=MIN_DIAGNOSIS_BYTES, le=MAX_DIAGNOSIS_BYTES, description="Budget of the text answer.")
+    int, Field(ge=DIAGNOSIS_BYTES.low, le=DIAGNOSIS_BYTES.high, description="Budget of the text answer.")
 ]
 
 
 async def diagnose_job(
-    api: Api, job: Job, max_bytes: MaxBytes = DEFAULT_DIAGNOSIS_BYTES
+    api: Api, job: Job, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, JobDiagnosis]:
     """Why a job failed, hangs or misbehaves, in one call: its status and the cause (names, ids) first, then
     the evidence quoted and next steps.
@@ -28,7 +28,7 @@ async def diagnose_job(
 
 
 async def cluster_health(
-    api: Api, max_bytes: MaxBytes = DEFAULT_DIAGNOSIS_BYTES
+    api: Api, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, ClusterHealth]:
     """What is wrong in the cluster now, ranked, each problem with its cause: dead nodes, infeasible or held
     demands, failed jobs, crash loops, failed tasks, Serve errors, recent events. HEALTHY only if all was checked.

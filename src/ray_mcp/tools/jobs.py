@@ -11,13 +11,7 @@ from pydantic import Field, WithJsonSchema
 from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
-from ray_mcp.limits import (
-    DEFAULT_JOBS_LIMIT,
-    DEFAULT_WAIT_S,
-    ENTRYPOINT_IN_QUESTION_CHARS,
-    MAX_JOBS_LIMIT,
-    MAX_WAIT_S,
-)
+from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LIMIT, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
@@ -88,8 +82,8 @@ async def list_jobs(
         str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
     ] = None,
     limit: Annotated[
-        int, Field(ge=1, le=MAX_JOBS_LIMIT, description="Most jobs to show (all are counted).")
-    ] = DEFAULT_JOBS_LIMIT,
+        int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs to show (all are counted).")
+    ] = JOBS_LIMIT.default,
 ) -> Annotated[CallToolResult, JobList]:
     """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
     statuses = [str(s) for s in status] if status else None

@@ -7,17 +7,7 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.limits import (
-    DEFAULT_LOG_BYTES,
-    DEFAULT_LOG_LINES,
-    DEFAULT_MAX_SCAN_MB,
-    MAX_FOLLOW_S,
-    MAX_GREP_CONTEXT,
-    MAX_LOG_BYTES,
-    MAX_LOG_LINES,
-    MAX_SCAN_MB,
-    MIN_LOG_BYTES,
-)
+from ray_mcp.limits import LOG_BYTES, LOG_LINES, MAX_FOLLOW_S, MAX_GREP_CONTEXT, SCAN_MB
 from ray_mcp.models import LogTail
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.common import tool_result
@@ -57,11 +47,11 @@ async def tail_logs(
         Field(description="A file in the node's Ray log dir: raylet.out, gcs_server.out, dashboard.log, …"),
     ] = None,
     lines: Annotated[
-        int, Field(ge=1, le=MAX_LOG_LINES, description="Most lines to return.")
-    ] = DEFAULT_LOG_LINES,
+        int, Field(ge=LOG_LINES.low, le=LOG_LINES.high, description="Most lines to return.")
+    ] = LOG_LINES.default,
     max_bytes: Annotated[
-        int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES, description="Most bytes of log text to return.")
-    ] = DEFAULT_LOG_BYTES,
+        int, Field(ge=LOG_BYTES.low, le=LOG_BYTES.high, description="Most bytes of log text to return.")
+    ] = LOG_BYTES.default,
     grep: Annotated[
         str | None,
         Field(
@@ -85,8 +75,9 @@ async def tail_logs(
         ),
     ] = 0,
     max_scan_mb: Annotated[
-        int, Field(ge=1, le=MAX_SCAN_MB, description="With grep: stop scanning after this many MB.")
-    ] = DEFAULT_MAX_SCAN_MB,
+        int,
+        Field(ge=SCAN_MB.low, le=SCAN_MB.high, description="With grep: stop scanning after this many MB."),
+    ] = SCAN_MB.default,
 ) -> Annotated[CallToolResult, LogTail]:
     """The end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's file (exactly
     one target). grep searches the whole file; follow_s streams new lines.

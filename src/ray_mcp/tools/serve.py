@@ -15,7 +15,7 @@ from ray_mcp import confirm as confirmation
 from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.limits import DEFAULT_SERVE_LOG_LINES, MAX_SERVE_LOG_LINES
+from ray_mcp.limits import SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
 from ray_mcp.ray_api.serve import validate_serve_config
 from ray_mcp.security import note_audit_target
@@ -30,11 +30,11 @@ async def serve_status(
     log_lines: Annotated[
         int,
         Field(
-            ge=0,
-            le=MAX_SERVE_LOG_LINES,
+            ge=SERVE_LOG_LINES.low,
+            le=SERVE_LOG_LINES.high,
             description="Log lines to show for each failing deployment's replica.",
         ),
-    ] = DEFAULT_SERVE_LOG_LINES,
+    ] = SERVE_LOG_LINES.default,
 ) -> Annotated[CallToolResult, ServeStatus]:
     """Ray Serve: applications, deployments, replicas, and the error and log tail of anything failing."""
     status = await api.serve_status(app=app, log_lines=log_lines)

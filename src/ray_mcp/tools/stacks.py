@@ -6,19 +6,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.limits import (
-    DEFAULT_PROFILE_FUNCTIONS,
-    DEFAULT_PROFILE_S,
-    DEFAULT_STACK_BYTES,
-    DEFAULT_STACK_FRAMES,
-    DEFAULT_STACK_PROCESSES,
-    MAX_PROFILE_FUNCTIONS,
-    MAX_PROFILE_S,
-    MAX_STACK_BYTES,
-    MAX_STACK_FRAMES,
-    MAX_STACK_PROCESSES,
-    MIN_STACK_BYTES,
-)
+from ray_mcp.limits import PROFILE_FUNCTIONS, PROFILE_S, STACK_BYTES, STACK_FRAMES, STACK_PROCESSES
 from ray_mcp.models import CpuProfile, StackTraces
 from ray_mcp.ray_api.targets import Target, target_kind
 from ray_mcp.shaping.common import tool_result
@@ -33,13 +21,21 @@ ActorArg = Annotated[str | None, Field(description="An actor id (32 hex characte
 TaskArg = Annotated[str | None, Field(description="A RUNNING task's id: the worker that runs it.")]
 PidArg = Annotated[int | None, Field(ge=1, description="A process id on a node; needs node.")]
 NodeArg = Annotated[str | None, Field(description="A node id or IP, with pid.")]
-Processes = Annotated[int, Field(ge=1, le=MAX_STACK_PROCESSES, description="Most processes to sample.")]
-Frames = Annotated[int, Field(ge=1, le=MAX_STACK_FRAMES, description="Most project frames shown per stack.")]
-StackBytes = Annotated[
-    int, Field(ge=MIN_STACK_BYTES, le=MAX_STACK_BYTES, description="Most bytes of the answer.")
+Processes = Annotated[
+    int, Field(ge=STACK_PROCESSES.low, le=STACK_PROCESSES.high, description="Most processes to sample.")
 ]
-Seconds = Annotated[int, Field(ge=1, le=MAX_PROFILE_S, description="Seconds to sample (max 30).")]
-Functions = Annotated[int, Field(ge=1, le=MAX_PROFILE_FUNCTIONS, description="Functions to list.")]
+Frames = Annotated[
+    int, Field(ge=STACK_FRAMES.low, le=STACK_FRAMES.high, description="Most project frames shown per stack.")
+]
+StackBytes = Annotated[
+    int, Field(ge=STACK_BYTES.low, le=STACK_BYTES.high, description="Most bytes of the answer.")
+]
+Seconds = Annotated[
+    int, Field(ge=PROFILE_S.low, le=PROFILE_S.high, description=f"Seconds to sample (max {PROFILE_S.high}).")
+]
+Functions = Annotated[
+    int, Field(ge=PROFILE_FUNCTIONS.low, le=PROFILE_FUNCTIONS.high, description="Functions to list.")
+]
 
 
 async def stack_traces(
@@ -49,9 +45,9 @@ async def stack_traces(
     task_id: TaskArg = None,
     pid: PidArg = None,
     node: NodeArg = None,
-    limit: Processes = DEFAULT_STACK_PROCESSES,
-    max_frames: Frames = DEFAULT_STACK_FRAMES,
-    max_bytes: StackBytes = DEFAULT_STACK_BYTES,
+    limit: Processes = STACK_PROCESSES.default,
+    max_frames: Frames = STACK_FRAMES.default,
+    max_bytes: StackBytes = STACK_BYTES.default,
 ) -> Annotated[CallToolResult, StackTraces]:
     """Where is it stuck? Live Python stacks of a job's driver and workers, an actor, a task or a pid,
     identical ones collapsed with counts.
@@ -68,8 +64,8 @@ async def cpu_profile(
     task_id: TaskArg = None,
     pid: PidArg = None,
     node: NodeArg = None,
-    duration_s: Seconds = DEFAULT_PROFILE_S,
-    top: Functions = DEFAULT_PROFILE_FUNCTIONS,
+    duration_s: Seconds = PROFILE_S.default,
+    top: Functions = PROFILE_FUNCTIONS.default,
     job: Annotated[
         str | None,
         Field(description="Not supported: stack_traces(job=...) lists its processes; profile one."),
@@ -79,7 +75,7 @@ async def cpu_profile(
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="cpu_profile")
     target = Target(kind=kind, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
     profile = await api.stacks.cpu_profile(
-        target, duration_s=duration_s, top=top, max_frames=DEFAULT_STACK_FRAMES
+        target, duration_s=duration_s, top=top, max_frames=STACK_FRAMES.default
     )
     return tool_result(profile, render_profile(profile))
 

@@ -25,11 +25,11 @@ async def list_train_runs(
     limit: Annotated[
         int,
         Field(
-            ge=0,
-            le=limits.MAX_TRAIN_RUNS,
-            description=f"Most runs to list (max {limits.MAX_TRAIN_RUNS}).",
+            ge=limits.TRAIN_RUNS.low,
+            le=limits.TRAIN_RUNS.high,
+            description=f"Most runs to list (max {limits.TRAIN_RUNS.high}).",
         ),
-    ] = limits.DEFAULT_TRAIN_RUNS,
+    ] = limits.TRAIN_RUNS.default,
 ) -> Annotated[CallToolResult, TrainRunList]:
     """Ray Train runs, newest first: status, job, attempts, workers."""
     page = await train_api.list_train_runs(api, status=status, name=name, limit=limit)

@@ -505,3 +505,22 @@ def test_cluster_health_names_the_holders_of_a_task_that_waits_for_cpu_its_own_a
     assert top.kind == "contention" and "aggregate_returns" in top.verdict and "EnvRunner" in top.verdict, (
         top.verdict
     )
+
+
+def test_a_crashed_owner_tasks_worker_is_found_by_its_worker_id_when_the_task_row_lacks_its_pid() -> None:
+    wid = "9" * 56
+    stderr = ["Fatal Python error: Segmentation fault", "", "Stack (most recent call first):",
+              '  File "/tmp/ray/session/runtime_resources/working_dir_files/_ray_pkg_1/main.py", line 22 in validate_checksums']  # fmt: skip
+    ev = Evidence(
+        now_ms=NOW, job=job("15000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[task("o1", "load_shards", "15000000", "FAILED", error_type="WORKER_DIED", worker_pid=None,
+                    worker_id=wid, error_message="RpcError: RPC error: Socket closed rpc_code: 14")],
+        workers=[{"worker_id": wid, "pid": 77, "node_id": HEAD, "worker_type": "WORKER", "exit_type": "SYSTEM_ERROR",
+                  "exit_detail": "The leased worker has unrecoverable failure."}],
+        worker_logs={f"{HEAD}:77": stderr},
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 40, in <module>',
+                      f"ray.exceptions.OwnerDiedError: Failed to retrieve object 44cf. Owner worker ID: {wid}"],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "load_shards" in line and "Segmentation fault at main.py:22 in validate_checksums" in line, line

@@ -301,11 +301,13 @@ async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> N
             reads.append(
                 (f"actor:{actor.get('actor_id')}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000))
             )
+    pids = {str(w.get("worker_id")): int(num(w.get("pid"))) for w in ev.workers or []}
     crashed = [
-        (str(t.get("node_id")), int(num(t.get("worker_pid"))))
+        (str(t.get("node_id")), int(num(t.get("worker_pid"))) or pids.get(str(t.get("worker_id")), 0))
         for t in ev.tasks or []
-        if t.get("error_type") == "WORKER_DIED" and t.get("worker_pid")
-    ][:2]
+        if t.get("error_type") == "WORKER_DIED"
+    ]  # a crashed task's row may lack its worker's pid: the dead worker's record has it
+    crashed = [c for c in crashed if c[1]][:2]
     for a in (
         ev.actors or [] if dead_actors else []
     ):  # actors whose worker died (not in a loop): a segfault, os._exit, a fatal error

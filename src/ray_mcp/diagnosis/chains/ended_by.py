@@ -40,6 +40,8 @@ def node_death(g: Graph, node_id: str | None) -> list[Link]:
 def worker_crash(g: Graph, node_id: str | None, pid: object, worker_id: str | None = None) -> str:
     """The crash reason of a dead worker: its stderr (a Python exception, a fatal error, a signal), else Ray's
     exit detail."""
+    if not num(pid) and worker_id in g.workers:  # a task row may lack the pid its worker's record has
+        pid = g.workers[str(worker_id)].get("pid")
     lines = g.worker_log(node_id, pid)
     reason = crash_reason(lines)
     if reason:

@@ -524,3 +524,19 @@ def test_a_crashed_owner_tasks_worker_is_found_by_its_worker_id_when_the_task_ro
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
     assert "load_shards" in line and "Segmentation fault at main.py:22 in validate_checksums" in line, line
+
+
+def test_an_owner_id_on_the_lines_after_the_drivers_exception_line_is_followed_to_the_owner() -> None:
+    wid = "8" * 56
+    died = "RpcError: RPC error: Socket closed rpc_code: 14"
+    ev = Evidence(
+        now_ms=NOW, job=job("16000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+        tasks=[task("o1", "load_shards", "16000000", "FAILED", error_type="WORKER_DIED", worker_id=wid, error_message=died)],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 40, in <module>',
+                      "ray.exceptions.OwnerDiedError: Failed to retrieve object 44cf.",
+                      "The object's owner has exited. This is the Python worker that first created the ObjectRef.",
+                      f"Owner worker ID: {wid}, owner node ID: {HEAD}, owner address: 10.0.0.1:11995."],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "the owner was task load_shards" in line, line

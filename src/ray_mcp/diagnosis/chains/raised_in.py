@@ -47,8 +47,10 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     if serve:
         return Chain(ROOT, "serve", "", [raised, *serve], ["serve_status"], job_id)
     # 2. An object whose owner died; 3. a named actor that is not where it was looked up.
-    if parse_owner(text):
-        return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, text)], job_id=job_id)
+    # (The owner's id is on the lines after the exception line: a multi-line message the traceback ends with.)
+    owned = text if parse_owner(text) else "\n".join(lines[-40:]) if "OwnerDiedError" in text else ""
+    if parse_owner(owned):
+        return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, owned)], job_id=job_id)
     m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
     if m:
         return Chain(ROOT, "named_actor", "", [raised, *named_actor(g, m["name"])], job_id=job_id)

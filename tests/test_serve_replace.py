@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
 from tests.support import call_ok, mcp_client, text_of
@@ -133,3 +134,32 @@ async def test_a_token_for_a_serve_app_is_void_once_the_app_is_redeployed(
                 await call_ok(
                     client, "serve_delete_app", {"app": "redeployed", "confirm": token_in(text_of(dry))}
                 )
+
+
+async def test_an_app_serve_is_already_deleting_is_not_in_the_replace_to_confirm(tmp_path: Path) -> None:
+    """Serve deletes apps asynchronously: one already DELETING goes away on its own, so a replace neither asks to
+    delete it nor loses its confirmation when it is gone."""
+
+    def app(name: str, status: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "status": status,
+            "last_deployed_time_s": 1.0,
+            "deployed_app_config": {"name": name},
+        }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/serve/applications/":
+            apps = {
+                n: app(n, s)
+                for n, s in (("keep-a", "RUNNING"), ("other-b", "RUNNING"), ("old-x", "DELETING"))
+            }
+            return httpx.Response(200, json={"applications": apps, "proxies": {}, "controller_info": {}})
+        return httpx.Response(404, json={})
+
+    settings = Settings(
+        address="http://serve:8265", allow_destructive=True, audit_log=tmp_path / "audit.jsonl"
+    )
+    async with mcp_client(settings, http_transport=httpx.MockTransport(answer)) as client:
+        dry = await call_ok(client, "serve_deploy", {"config": config(tmp_path, "keep-a"), "replace": True})
+    assert "'other-b'" in text_of(dry) and "old-x" not in text_of(dry), text_of(dry)

@@ -38,23 +38,52 @@ def rank(findings: Iterable[models.Finding]) -> list[models.Finding]:
 
 
 def render_findings(header: list[str], findings: Sequence[models.Finding], max_bytes: int) -> str:
-    """Text for the agent: the verdict first, then each finding with its evidence, within a byte budget."""
+    """Text for the agent: the verdict first, then each finding with its evidence, within a byte budget.
+
+    Never over ``max_bytes`` (unless the header alone is): room is kept for the line that says how many
+    findings were left out, and a first finding too long for the budget loses evidence lines from its end.
+    """
     out = list(header)
     for i, f in enumerate(findings, 1):
-        block = [f"{i}. {f.title}"]
-        block += [f"   > {line}" for line in f.evidence]
-        if f.next_steps:
-            block.append("   Next: " + " | ".join(f.next_steps))
-        if f.refs:
-            block.append("   See: " + ", ".join(f.refs))
-        candidate = "\n".join([*out, *block])
-        if len(candidate.encode()) > max_bytes and i > 1:
-            out.append(
-                f"… {len(findings) - i + 1} lower-ranked finding(s) left out to stay under {max_bytes} bytes."
-            )
-            break
+        block = _block(i, f)
+        after = len(findings) - i
+        room = max_bytes - (len(_left_out(after, max_bytes).encode()) + 1 if after else 0)
+        if _size([*out, *block]) > room:
+            if i > 1:
+                out.append(_left_out(after + 1, max_bytes))
+                break
+            evidence = list(f.evidence)
+            while evidence and _size([*out, *block]) > room:
+                evidence.pop()  # the last quote first; the title and next steps stay
+                block = _block(i, f, evidence)
         out += block
     return "\n".join(out)
+
+
+def fit_lines(lines: list[str], max_bytes: int) -> list[str]:
+    """``lines`` without their last ones, as many as needed to join within ``max_bytes``."""
+    kept = list(lines)
+    while kept and _size(kept) > max_bytes:
+        kept.pop()
+    return kept
+
+
+def _block(i: int, f: models.Finding, evidence: Sequence[str] | None = None) -> list[str]:
+    block = [f"{i}. {f.title}"]
+    block += [f"   > {line}" for line in (f.evidence if evidence is None else evidence)]
+    if f.next_steps:
+        block.append("   Next: " + " | ".join(f.next_steps))
+    if f.refs:
+        block.append("   See: " + ", ".join(f.refs))
+    return block
+
+
+def _left_out(n: int, max_bytes: int) -> str:
+    return f"… {n} lower-ranked finding(s) left out to stay under {max_bytes} bytes."
+
+
+def _size(lines: list[str]) -> int:
+    return len("\n".join(lines).encode())
 
 
 RUNTIME_ENV_DOC = "ray-docs://reference/11-runtime-environment"

@@ -18,7 +18,7 @@ from ray_mcp.diagnosis.chains import (
     fit,
     verdict_line,
 )
-from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, render_findings
+from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, render_findings
 from ray_mcp.diagnosis.graph import Evidence, clip
 
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
@@ -114,7 +114,8 @@ def job_report(
     footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []), *others,
               *(f"Note: {n}" for n in [*notes, *unread][:5])]  # fmt: skip
     header = [verdict, job_line, ""]
-    budget = max_bytes - len("\n".join(footer).encode()) - 2
+    footer = fit_lines(footer, max_bytes // 3)  # events and notes never crowd out the findings
+    budget = max_bytes - len("\n".join(footer).encode()) - 1
     text = render_findings(header, findings, budget)
     shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
     model = models.JobDiagnosis(
@@ -191,7 +192,8 @@ def health_report(
               *(f"Note: {n}" for n in unread[:5])]  # fmt: skip
     state = {"PROBLEMS_FOUND": "PROBLEMS FOUND"}.get(status, status)
     header = [f"Cluster {dashboard_url}: {state}", f"Verdict: {verdict}", ""]
-    text = render_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 2)
+    footer = fit_lines(footer, max_bytes // 3)  # events and notes never crowd out the findings
+    text = render_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 1)
     shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
     model = models.ClusterHealth(
         healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,

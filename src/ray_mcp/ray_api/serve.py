@@ -48,10 +48,15 @@ class ServeAPI(LogsAPI):
             )
         return body
 
-    async def serve_app_instances(self) -> dict[str, str]:
-        """Each declared Serve app's instance key: its last deploy time and a digest of its config."""
+    async def serve_app_instances(self, *, deleting: bool = True) -> dict[str, str]:
+        """Each declared Serve app's instance key: its last deploy time and a digest of its config.
+        ``deleting=False`` leaves out the apps Serve is already deleting (they go away on their own)."""
         apps = (await self.serve_details()).get("applications") or {}
-        return {name: serve_app_instance(raw) for name, raw in apps.items() if isinstance(raw, Mapping)}
+        return {
+            name: serve_app_instance(raw)
+            for name, raw in apps.items()
+            if isinstance(raw, Mapping) and (deleting or raw.get("status") != "DELETING")
+        }
 
     async def serve_status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
         details = await self.serve_details()

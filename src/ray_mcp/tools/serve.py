@@ -55,7 +55,9 @@ async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: 
         )
     validated = await anyio.to_thread.run_sync(validate_serve_config, config)
     keep = {str(a.get("name", "default")) for a in validated.get("applications") or []}
-    instances = await api.serve_app_instances()
+    instances = await api.serve_app_instances(
+        deleting=False
+    )  # one already being deleted is not ours to confirm
     deleting = sorted(set(instances) - keep)
     cluster = await server.cluster_ref()
     if not deleting:

@@ -1,0 +1,70 @@
+"""diagnose_job and cluster_health stay within their byte budget by construction, whatever the findings, events
+and notes: the budget holds for the whole text, the verdict stays first, and what is left out is said."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ray_mcp import models
+from ray_mcp.diagnosis import report
+from ray_mcp.diagnosis.findings import render_findings
+from ray_mcp.diagnosis.graph import Evidence
+
+NOW = 1_764_500_000_000
+HEAD = "a" * 56
+
+text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=600)
+findings = st.lists(
+    st.builds(
+        models.Finding,
+        severity=st.integers(0, 100),
+        kind=st.sampled_from(["raised", "failed", "oom", ""]),
+        title=text,
+        evidence=st.lists(text, max_size=14),
+        next_steps=st.lists(text, max_size=3),
+        refs=st.lists(text, max_size=3),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(findings=findings, budget=st.integers(400, 8000))
+def test_rendered_findings_never_pass_the_budget_and_say_what_was_left_out(findings, budget) -> None:
+    header = ["Verdict: something", ""]
+    out = render_findings(header, findings, budget)
+    assert len(out.encode()) <= budget and out.startswith("Verdict: something")
+    shown = sum(1 for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + out)
+    if findings and shown < len(findings):
+        assert f"{len(findings) - shown} lower-ranked finding(s) left out" in out
+
+
+def crowded_cluster() -> Evidence:
+    """Many failures with long messages, many events and unreadable sources: more than any budget holds."""
+    events = [
+        {"severity": "ERROR", "source_type": "RAYLET", "time": f"{NOW // 1000 - i}", "message": f"Driver {i:08x} died " + "z" * 400}
+        for i in range(40)
+    ]  # fmt: skip
+    tasks = [
+        {"task_id": f"t{i}", "attempt_number": 0, "name": f"step_{i}", "job_id": f"{i % 5:02x}000000",
+         "state": "FAILED", "type": "NORMAL_TASK", "node_id": HEAD, "required_resources": {"CPU": 1.0},
+         "error_type": "TASK_EXECUTION_EXCEPTION", "start_time_ms": NOW - 10_000, "end_time_ms": NOW - 5_000,
+         "error_message": f"ray::step_{i}() (pid=1, ip=10.0.0.1)\nValueError: {'w' * 700}"}
+        for i in range(60)
+    ]  # fmt: skip
+    return Evidence(
+        now_ms=NOW, nodes=[{"node_id": HEAD, "state": "ALIVE", "is_head_node": True, "node_ip": "10.0.0.1",
+                            "resources_total": {"CPU": 2.0}}],
+        jobs=[], pgs=[], actors=[], tasks=tasks, events=events,
+        unreadable=[f"source {i}: timed out " + "u" * 300 for i in range(6)],
+    )  # fmt: skip
+
+
+def test_cluster_health_of_a_crowded_cluster_stays_within_its_budget_with_the_verdict_first() -> None:
+    for budget in (1_000, 2_500, 6_000):
+        model, out = report.health_report(
+            "http://x:8265", crowded_cluster(), [], ["nodes", "tasks"], ["n" * 500] * 5, max_bytes=budget
+        )
+        assert len(out.encode()) <= budget, budget
+        assert out.splitlines()[1] == f"Verdict: {model.verdict}" and model.findings

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ray_mcp.diagnosis.graph import DRIVER_WORKER, OWNER_REF, Evidence, num
+from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, Evidence, num
 from ray_mcp.errors import RayMCPError
 
 if TYPE_CHECKING:
@@ -207,7 +207,9 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
            for p in ev.pgs or []):  # fmt: skip
         jobs.append(_strategies(api, ev))
     text = "\n".join(ev.driver_lines or [])
-    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
+    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text) or NAME_TAKEN.search(
+        text
+    )
     if m:
         jobs.append(_related(api, ev, [("name", "=", m["name"])], f"actors named {m['name']!r}"))
     messages = [

@@ -11,7 +11,7 @@ from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
 from ray_mcp.diagnosis.chains.links import ROOT, Chain, Link
 from ray_mcp.diagnosis.chains.symptoms import wait_kind
 from ray_mcp.diagnosis.chains.waits_on import driver_wait
-from ray_mcp.diagnosis.graph import Graph, clip, exception_line, first_raise, num, parse_owner
+from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, clip, exception_line, first_raise, num, parse_owner
 
 
 def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:
@@ -54,6 +54,9 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
     if m:
         return Chain(ROOT, "named_actor", "", [raised, *named_actor(g, m["name"])], job_id=job_id)
+    m = NAME_TAKEN.search(text)
+    if m:
+        return Chain(ROOT, "named_actor", "", [raised, *name_holder(g, m["name"])], job_id=job_id)
     # 4. A dead actor it names (ActorDiedError and kin).
     if re.search(r"ActorDied|RayActorError|ActorUnavailable|ActorUnschedulable", text):
         for ids in re.findall(
@@ -140,6 +143,34 @@ def never_placed(g: Graph, job_id: str) -> list[Link]:
 
 def merge(raised: Link, chain: Chain) -> Chain:
     return Chain(ROOT, chain.kind, "", [raised, *chain.links], chain.next_steps, chain.job_id, chain.subjects)
+
+
+def name_holder(g: Graph, name: str) -> list[Link]:
+    """Who holds the actor name the job tried to take: an actor still alive under it (often a detached one
+    left by an earlier job), with that job and how it ended."""
+    holders = [a for a in g.ev.related_actors if a.get("name") == name and a.get("state") != "DEAD"]
+    if not holders:
+        return [
+            Link(
+                "created_by", f"the name '{name}' was taken when the job asked for it (no actor holds it now)"
+            )
+        ]
+    a = holders[0]
+    job_id = str(a.get("job_id") or "")
+    ended = (g.jobs.get(job_id) or {}).get("status")
+    detached = "detached " if a.get("is_detached") else ""
+    of_job = g.job_label(job_id) + (
+        f", which ended ({ended})" if ended in ("SUCCEEDED", "FAILED", "STOPPED") else ""
+    )
+    return [
+        Link(
+            "created_by",
+            f"the name '{name}' is already taken (ActorAlreadyExistsError): held by {detached}{g.actor_label(a)} "
+            f"of {of_job}; kill it (kill_actor) or use another name",
+            f"{g.actor_label(a)} state={a.get('state')} namespace={a.get('ray_namespace')} "
+            f"detached={bool(a.get('is_detached'))}",
+        )
+    ]
 
 
 def named_actor(g: Graph, name: str) -> list[Link]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.test_causal_reasoning import HEAD, NOW, actor, job, node
+from tests.test_causal_reasoning import HEAD, NOW, actor, job, node, task
 
 from ray_mcp.diagnosis import chains as causal
 from ray_mcp.diagnosis.graph import Evidence
@@ -36,3 +36,29 @@ def test_a_taken_name_with_no_holder_left_says_so_rather_than_guessing() -> None
     phrase, chains, _ = causal.explain_job(evidence([dead]))
     line = causal.verdict_line(phrase, chains)
     assert "no actor holds it now" in line and "07000000" not in line, line
+
+
+def test_a_task_that_failed_calling_a_killed_actor_names_the_kill_not_its_own_reraise() -> None:
+    """run_rollouts called ps.get_weights() after the driver killed ps: the driver re-raises run_rollouts' error,
+    whose origin is the call it made (its child task), which failed because ray.kill ended the actor."""
+    ps, caller = "e" * 32, "t-run"
+    killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message":
+              "The actor is dead because it was killed by `ray.kill`."}}  # fmt: skip
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    ev = Evidence(
+        now_ms=NOW, job=job("06000000", "FAILED"), nodes=[node(HEAD)], jobs=[job("06000000", "FAILED")], pgs=[],
+        actors=[actor(ps, "ParameterServer", "06000000", "DEAD", death_cause=killed)],
+        tasks=[task(caller, "run_rollouts", "06000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",
+                    error_message=f"ray::run_rollouts() (pid=1, ip=10.0.0.1)\n{died}"),
+               task("t-get", "ParameterServer.get_weights", "06000000", "FAILED", type="ACTOR_TASK", actor_id=ps,
+                    parent_task_id=caller, error_type="ACTOR_DIED",
+                    error_message="The actor is dead because it was killed by `ray.kill`.")],
+        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 30, in <module>',
+                      "    ray.get(run_rollouts.remote(ps))",
+                      "ray.exceptions.RayTaskError(ActorDiedError): ray::run_rollouts() (pid=1, ip=10.0.0.1)",
+                      '  File "main.py", line 19, in run_rollouts',
+                      "    version, weights = ray.get(ps.get_weights.remote())", died],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert line.startswith("FAILED") and "ParameterServer" in line and "ray.kill" in line, line

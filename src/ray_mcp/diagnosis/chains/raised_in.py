@@ -36,7 +36,9 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     if remote:
         for c in chains:
             if any(g.entities.get(s) and g.entities[s].row.get("name") == remote["name"] for s in c.subjects):
-                return merge(raised, c)
+                # Ray's own error (an actor or owner that died) inside that task came from a call it made.
+                deeper = called_chain(g, c, chains) if RAY_SYSTEM_ERROR.search(inner_type) else None
+                return merge(raised, deeper or c)
     # A runtime_env that could not be set up for a task or actor of the job: that failure, in the installer's words.
     if any("RuntimeEnvSetupError" in line for line in [*tb.lines, *lines[-120:]]):
         env = next((c for c in chains if c.kind == "runtime_env"), None)
@@ -94,12 +96,18 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
             return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job_id={job_id}", "cpu_profile or "
                          "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
     named = [c for c in chains if c.kind not in ("retried", "cancelled", "ended_with_job") and c.links]
+    matched: list[tuple[Chain, dict]] = []
     for c in named:  # a ray.kill of an actor the driver called is the cause when the driver failed on it
         for key in sorted(c.subjects):
             ent = g.entities.get(key)
             called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
-            if called and re.search(rf"\b{re.escape(called)}\b", text):
-                return merge(raised, c)
+            if ent and called and re.search(rf"\b{re.escape(called)}\b", text):
+                matched.append((c, ent.row))
+    if matched:
+        # A call made inside a task the traceback names explains that task's failure: the callee comes first.
+        callers = {str(row.get("task_id")) for _, row in matched if row.get("task_id")}
+        callee = next((c for c, row in matched if str(row.get("parent_task_id") or "") in callers), None)
+        return merge(raised, callee or matched[0][0])
     if (
         diagnosis.is_ray_wrapper(outer_type)
         or "RayTaskError" in outer_type
@@ -139,6 +147,23 @@ def never_placed(g: Graph, job_id: str) -> list[Link]:
                 *links,
             ]
     return []
+
+
+RAY_SYSTEM_ERROR = re.compile(r"ActorDied|ActorUnavailable|RayActorError|OwnerDied|ObjectLost|WorkerCrashed")
+
+
+def called_chain(g: Graph, caller: Chain, chains: Sequence[Chain]) -> Chain | None:
+    """The chain of a failed call made from inside ``caller``'s task (a task whose parent is that task)."""
+    ids = {str(g.entities[s].row.get("task_id")) for s in caller.subjects if s in g.entities}
+    ids.discard("None")
+    for c in chains:
+        if c is caller:
+            continue
+        for s in c.subjects:
+            ent = g.entities.get(s)
+            if ent is not None and str(ent.row.get("parent_task_id") or "") in ids:
+                return c
+    return None
 
 
 def merge(raised: Link, chain: Chain) -> Chain:

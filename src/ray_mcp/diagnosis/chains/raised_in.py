@@ -60,17 +60,9 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     if m:
         return Chain(ROOT, "named_actor", "", [raised, *name_holder(g, m["name"])], job_id=job_id)
     # 4. A dead actor it names (ActorDiedError and kin).
-    if re.search(r"ActorDied|RayActorError|ActorUnavailable|ActorUnschedulable", text):
-        for ids in re.findall(
-            r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})", text
-        ):
-            aid = next(i for i in ids if i)
-            explained = next((c for c in chains if f"actor:{aid}" in c.subjects), None)
-            if explained is not None:
-                return merge(raised, explained)
-            if aid in g.actors:
-                return Chain(ROOT, "raised", "", [raised, *actor_end(g, g.actors[aid])], job_id=job_id,
-                             subjects={f"actor:{aid}"})  # fmt: skip
+    dead = dead_actor_named(g, raised, chains, text, job_id)
+    if dead is not None:
+        return dead
     # 5. It timed out waiting: on what (open work, or work that was never placed).
     if "GetTimeoutError" in text:
         waiting = driver_wait(g, job_id)
@@ -84,30 +76,12 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     # 6. The driver's own frames name the remote call it waited on: "ray.get(tokenize_shard.remote(1))".
     failed = [c for c in chains if c.kind not in ("retried", "cancelled", "killed", "ended_with_job")]
     # Work the driver stopped waiting for (a timeout it raised): still running when the job ended.
-    if TIMED_OUT.search(text):
-        late = [c for c in chains if c.kind == "ended_with_job"]
-        if late:
-            rows = [g.entities[k].row for c in late for k in sorted(c.subjects) if k in g.entities]
-            who = ", ".join(g.task_label(r) for r in rows[:2]) + (
-                f" and {len(rows) - 2} more" if len(rows) > 2 else ""
-            )
-            gave_up = Link("waits_on", f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
-                           "; ".join(c.links[-1].quote for c in late[:2]))  # fmt: skip
-            return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job_id={job_id}", "cpu_profile or "
-                         "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
-    named = [c for c in chains if c.kind not in ("retried", "cancelled", "ended_with_job") and c.links]
-    matched: list[tuple[Chain, dict]] = []
-    for c in named:  # a ray.kill of an actor the driver called is the cause when the driver failed on it
-        for key in sorted(c.subjects):
-            ent = g.entities.get(key)
-            called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
-            if ent and called and re.search(rf"\b{re.escape(called)}\b", text):
-                matched.append((c, ent.row))
-    if matched:
-        # A call made inside a task the traceback names explains that task's failure: the callee comes first.
-        callers = {str(row.get("task_id")) for _, row in matched if row.get("task_id")}
-        callee = next((c for c, row in matched if str(row.get("parent_task_id") or "") in callers), None)
-        return merge(raised, callee or matched[0][0])
+    gave_up = gave_up_chain(g, raised, chains, job_id) if TIMED_OUT.search(text) else None
+    if gave_up is not None:
+        return gave_up
+    called = called_by_name(g, raised, chains, text)
+    if called is not None:
+        return called
     if (
         diagnosis.is_ray_wrapper(outer_type)
         or "RayTaskError" in outer_type
@@ -117,6 +91,57 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     return Chain(
         ROOT, "raised", "", [raised], [f"tail_logs job={job_id} grep='Traceback|Error' context=20"], job_id
     )
+
+
+def dead_actor_named(g: Graph, raised: Link, chains: Sequence[Chain], text: str, job_id: str) -> Chain | None:
+    """An ActorDiedError (and kin) that names its actor: that actor's chain, or how it ended."""
+    if not re.search(r"ActorDied|RayActorError|ActorUnavailable|ActorUnschedulable", text):
+        return None
+    for ids in re.findall(
+        r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})", text
+    ):
+        aid = next(i for i in ids if i)
+        explained = next((c for c in chains if f"actor:{aid}" in c.subjects), None)
+        if explained is not None:
+            return merge(raised, explained)
+        if aid in g.actors:
+            return Chain(ROOT, "raised", "", [raised, *actor_end(g, g.actors[aid])], job_id=job_id,
+                         subjects={f"actor:{aid}"})  # fmt: skip
+    return None
+
+
+def gave_up_chain(g: Graph, raised: Link, chains: Sequence[Chain], job_id: str) -> Chain | None:
+    """The driver raised a timeout of its own: the work it stopped waiting for, still running when the job ended."""
+    late = [c for c in chains if c.kind == "ended_with_job"]
+    if not late:
+        return None
+    rows = [g.entities[k].row for c in late for k in sorted(c.subjects) if k in g.entities]
+    who = ", ".join(g.task_label(r) for r in rows[:2]) + (
+        f" and {len(rows) - 2} more" if len(rows) > 2 else ""
+    )
+    gave_up = Link("waits_on", f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
+                   "; ".join(c.links[-1].quote for c in late[:2]))  # fmt: skip
+    return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job_id={job_id}", "cpu_profile or "
+                 "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
+
+
+def called_by_name(g: Graph, raised: Link, chains: Sequence[Chain], text: str) -> Chain | None:
+    """The chain of work the driver's traceback names (a ray.kill of an actor it called is the cause when the
+    driver failed on it); a call made inside a task the traceback names explains that task's failure, so the
+    callee comes first."""
+    named = [c for c in chains if c.kind not in ("retried", "cancelled", "ended_with_job") and c.links]
+    matched: list[tuple[Chain, dict]] = []
+    for c in named:
+        for key in sorted(c.subjects):
+            ent = g.entities.get(key)
+            called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
+            if ent and called and re.search(rf"\b{re.escape(called)}\b", text):
+                matched.append((c, ent.row))
+    if not matched:
+        return None
+    callers = {str(row.get("task_id")) for _, row in matched if row.get("task_id")}
+    callee = next((c for c, row in matched if str(row.get("parent_task_id") or "") in callers), None)
+    return merge(raised, callee or matched[0][0])
 
 
 TIMED_OUT = re.compile(r"GetTimeoutError|[Tt]ime ?out|timed out|did not finish|not ready|deadline|too long")

@@ -15,6 +15,14 @@ def clean_text(text: str | None) -> str:
     return ANSI.sub("", text or "").strip()
 
 
+def fit_bytes(line: str, limit: int) -> str:
+    """``line`` within ``limit`` bytes of UTF-8, marked with "…" when cut (nothing if not even that fits)."""
+    raw = line.encode()
+    if len(raw) <= limit:
+        return line
+    return raw[: limit - 3].decode(errors="ignore") + "…" if limit >= 3 else ""
+
+
 def truncate_text(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

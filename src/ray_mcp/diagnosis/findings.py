@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from ray_mcp import models
 from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
+from ray_mcp.text import fit_bytes
 
 # Severities: higher is more likely the root cause (diagnose_job) or more urgent (cluster_health).
 ROOT_CAUSE = 100
@@ -57,7 +58,7 @@ def render_findings(header: list[str], findings: Sequence[models.Finding], max_b
                 evidence.pop()  # the last quote first; the title and next steps stay
                 block = _block(i, f, evidence)
             if _size([*out, *block]) > room:  # then the next steps and references, then the title's end
-                block = [_clip_bytes(f"{i}. {f.title}", room - _size(out) - 1)]
+                block = [fit_bytes(f"{i}. {f.title}", room - _size(out) - 1)]
         out += block
     return "\n".join(out)
 
@@ -82,13 +83,6 @@ def _block(i: int, f: models.Finding, evidence: Sequence[str] | None = None) -> 
 
 def _left_out(n: int, max_bytes: int) -> str:
     return f"… {n} lower-ranked finding(s) left out to stay under {max_bytes} bytes."
-
-
-def _clip_bytes(line: str, limit: int) -> str:
-    raw = line.encode()
-    if len(raw) <= limit:
-        return line
-    return raw[: max(0, limit - 3)].decode(errors="ignore") + "…" if limit >= 3 else ""
 
 
 def _size(lines: list[str]) -> int:

@@ -20,6 +20,7 @@ from ray_mcp.diagnosis.chains.symptoms import (
 )
 from ray_mcp.diagnosis.chains.waits_on import deadlock, driver_wait
 from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
+from ray_mcp.text import fit_bytes
 
 
 def stack_chain(ev: Evidence, job_id: str) -> Chain | None:
@@ -157,7 +158,4 @@ def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = 300) -> str:
 
 
 def fit(line: str, limit: int) -> str:
-    raw = line.encode()
-    if len(raw) <= limit:
-        return line
-    return raw[: limit - 3].decode(errors="ignore") + "…"
+    return fit_bytes(line, limit)

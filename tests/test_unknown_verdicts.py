@@ -50,9 +50,9 @@ class Failing(httpx.AsyncBaseTransport):
 
 
 async def health(
-    settings: Settings, transport: httpx.AsyncBaseTransport | None = None
+    settings: Settings, transport: httpx.AsyncBaseTransport | None = None, **injected: Any
 ) -> tuple[dict[str, Any], str]:
-    async with mcp_client(settings, http_transport=transport) as client:
+    async with mcp_client(settings, http_transport=transport, **injected) as client:
         result = await call_ok(client, "cluster_health", {})
     return dict(result.structured_content or {}), text_of(result)
 
@@ -69,13 +69,27 @@ async def test_cluster_health_with_no_dashboard_at_all_is_unknown_never_healthy(
 async def test_cluster_health_names_the_checks_whose_endpoint_answered_500(ray_cluster: Any) -> None:
     clean, _ = await health(Settings(address=ray_cluster.dashboard_url))
     assert clean["unchecked"] == [] and clean["status"] in ("HEALTHY", "PROBLEMS_FOUND")
-    data, text = await health(Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/actors"))
+    # Actors come from the GCS when it answers: a GCS that cannot be found leaves the State API's list alone.
+    data, text = await health(
+        Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/actors"), gcs_lookup=None
+    )
     assert data["healthy"] is False and data["status"] in ("UNKNOWN", "PROBLEMS_FOUND"), text
     assert {"dead actors", "restarting actors", "actor restarts"} <= set(data["unchecked"])
     assert "dead actors" not in data["checked"] and "failed tasks" in data["checked"]
     assert "could not check" in data["verdict"] and "dead actors" in data["verdict"], data["verdict"]
     if clean["status"] == "HEALTHY":  # nothing else wrong in this cluster: the whole verdict is UNKNOWN
         assert data["status"] == "UNKNOWN" and text.splitlines()[0].endswith("UNKNOWN")
+
+
+async def test_cluster_health_reads_actors_and_placement_groups_from_the_gcs_when_the_state_api_fails(
+    ray_cluster: Any,
+) -> None:
+    failing = Failing("/api/v0/actors", "/api/v0/placement_groups")
+    data, text = await health(Settings(address=ray_cluster.dashboard_url), failing)
+    assert not {"dead actors", "restarting actors", "actor restarts", "placement groups"} & set(
+        data["unchecked"]
+    )
+    assert "HTTP 500" not in text and "placement groups" in data["checked"], text
 
 
 async def test_a_bug_in_one_check_leaves_the_others_and_says_unknown(ray_cluster: Any) -> None:

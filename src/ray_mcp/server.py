@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ray_mcp import live, prompts, resources, schemas
 from ray_mcp.choices import CaseInsensitiveChoices
@@ -85,8 +85,11 @@ class RayMCPServer(MCPServer[App]):
         self.tool_kinds[tool_name] = kind
         if self.app.multi_cluster:
             fn = with_cluster_argument(fn, list(self.app.connections))
+        output_model = result_model(fn)
+        if output_model is not None:  # schemas.output_of publishes its schema, without pydantic's whole one
+            kwargs["structured_output"] = False
         super().add_tool(fn, name, *args, **kwargs)
-        publish_compact(self._tool_manager.get_tool(tool_name))
+        publish_compact(self._tool_manager.get_tool(tool_name), output_model)
 
     async def list_tools(self) -> list[MCPTool]:
         """MCPServer's; a client that lists the tools is about to call them: warm up (App.warm_up)."""
@@ -122,12 +125,12 @@ class RayMCPServer(MCPServer[App]):
         return await super().get_prompt(name, arguments, context)
 
 
-def publish_compact(tool: Tool | None) -> None:
+def publish_compact(tool: Tool | None, output_model: type[BaseModel] | None = None) -> None:
     """Publish the tool with a dedented description and compact schemas (see schemas.py).
 
-    A tool that returns a ``CallToolResult`` built from its model (``Annotated[CallToolResult, Model]``) has
-    its output model dropped once the schema is taken: the SDK would only validate that result a second time.
-    A tool that returns the model itself keeps it, since the SDK builds the structured content from it.
+    A tool that returns a ``CallToolResult`` built from its model (``Annotated[CallToolResult, Model]``,
+    registered without the SDK's structured output) publishes the model's top-level fields: the SDK would
+    only validate that result a second time. Any other tool keeps the SDK's output model, compacted.
     """
     if tool is None:  # pragma: no cover - add_tool always registers
         return
@@ -135,22 +138,26 @@ def publish_compact(tool: Tool | None) -> None:
     tool.parameters = schemas.compact_input(tool.parameters)
     tool.annotations = schemas.compact_annotations(tool.annotations)
     metadata = tool.fn_metadata
-    if metadata.output_schema is not None:
-        built_here = _returns_call_tool_result(tool.fn)  # by tool_result, which drops nulls
-        metadata.output_schema = schemas.compact_output(metadata.output_schema, nulls=not built_here)
-        if built_here:
-            metadata.output_model = None
+    if output_model is not None:
+        metadata.output_schema = schemas.output_of(output_model)
+    elif metadata.output_schema is not None:
+        metadata.output_schema = schemas.compact_output(metadata.output_schema)
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
 
 
-def _returns_call_tool_result(fn: Callable[..., Any]) -> bool:
+def result_model(fn: Callable[..., Any]) -> type[BaseModel] | None:
+    """Model of a tool that returns ``Annotated[CallToolResult, Model]`` (built by shaping's tool_result)."""
     try:
         returned = typing.get_type_hints(inspect.unwrap(fn), include_extras=True).get("return")
     except Exception:  # an annotation that does not resolve: keep the SDK's validation
-        return False
-    if typing.get_origin(returned) is Annotated:
-        returned = typing.get_args(returned)[0]
-    return returned is CallToolResult
+        return None
+    if typing.get_origin(returned) is not Annotated:
+        return None
+    result, *extras = typing.get_args(returned)
+    model = extras[0] if extras else None
+    if result is CallToolResult and isinstance(model, type) and issubclass(model, BaseModel):
+        return model
+    return None
 
 
 def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, D
 from ray_mcp.ray_api import RayAPI, ray_import
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.targets import LogTarget
-from ray_mcp.shaping.jobs import entrypoint_resources, job_info
+from ray_mcp.shaping.jobs import entrypoint_resources, job_info, job_list
 
 log = logging.getLogger("ray_mcp.diagnosis")
 
@@ -102,7 +102,13 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
 
 
 async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
-    """What is wrong in the cluster right now, from every angle at once, ranked by severity."""
+    """What is wrong in the cluster right now, from every angle at once, ranked by severity.
+
+    The evidence graph (evidence.gather_cluster) reads actors, tasks, nodes and placement groups once and
+    explains them; the per-area checks it stands in for (dead, restarting and looping actors, failed tasks,
+    pending groups) run only when it could not read actors or nodes. Every source is read once per call: the
+    job list serves both the failed jobs and the graph, the GCS's placement group table both the pending
+    count and the graph."""
     await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
     notes: list[str] = []
     missed: list[str] = []
@@ -110,9 +116,42 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts",
         "failed tasks", "placement groups", "Serve", "cluster events",
     ]  # fmt: skip
-    status, jobs, dead, restarting, alive, tasks, pgs, serve, ev = await gather(
-        optional(api.cluster_status(max_nodes=50), notes, "nodes and demands", missed),
-        optional(api.list_jobs(statuses=["FAILED"], entrypoint_contains=None, limit=5), notes, "failed jobs", missed),
+    status, jobs, serve, ev = await gather(
+        optional(api.cluster_status(max_nodes=50, gcs_first=True), notes, "nodes and demands", missed),
+        optional(api.job_rows(), notes, "failed jobs", missed),
+        optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
+        chain_evidence.gather_cluster(api, job_list=True),
+    )  # fmt: skip
+    failed = job_list(jobs or [], statuses=["FAILED"], entrypoint_contains=None, limit=5, now_s=time.time())
+    by_id = {str(j.get("submission_id") or j.get("job_id")): j for j in jobs or []}
+    failed_jobs = [job_info(by_id[str(j.submission_id or j.job_id)], time.time())
+                   for j in failed.jobs if j.submission_id or j.job_id]  # fmt: skip
+    evidence = health_reasoning.HealthEvidence(
+        status=status,
+        failed_jobs=failed_jobs,
+        serve=serve if serve is not None and serve.running else None,
+    )
+    if ev.actors is None or ev.nodes is None:  # the graph cannot explain the cluster: the per-area checks
+        await _area_checks(api, evidence, notes, missed)
+    else:
+        sources = {"dead actors": ev.actors, "restarting actors": ev.actors, "actor restarts": ev.alive_actors,
+                   "failed tasks": ev.tasks, "placement groups": ev.pgs}  # fmt: skip
+        missed += [what for what, rows in sources.items() if rows is None]
+    findings = health_reasoning.cluster_health(evidence)
+    if ev.events is None:
+        missed.append("cluster events")
+    checked = [c for c in checks if c not in missed]
+    return report.health_report(
+        api.dashboard_url, ev, findings, checked, [*ev.capped, *notes], max_bytes=max_bytes, unchecked=missed
+    )
+
+
+async def _area_checks(
+    api: RayAPI, evidence: health_reasoning.HealthEvidence, notes: list[str], missed: list[str]
+) -> None:
+    """The per-area checks of actors, tasks and placement groups, for when the evidence graph has no actors
+    or nodes to reason over (their State API lists failed)."""
+    dead, restarting, alive, tasks, pgs = await gather(
         optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
                        notes, "dead actors", missed),
         optional(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
@@ -122,32 +161,14 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         optional(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
         optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                        "placement groups", missed),
-        optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
-        chain_evidence.gather_cluster(api),
     )  # fmt: skip
-    recent = [j for j in (jobs.jobs if jobs else []) if j.submission_id or j.job_id][:5]
-    failed_jobs = await gather(
-        *(optional(api.get_job(j.submission_id or j.job_id or ""), notes, "a failed job") for j in recent)
-    )
     looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
-    evidence = health_reasoning.HealthEvidence(
-        status=status,
-        failed_jobs=[j for j in failed_jobs if j is not None],
-        dead_actors=list(dead.actors) if dead else [],
-        dead_actors_total=dead.matched if dead else 0,
-        restarting=[*(restarting.actors if restarting else []), *looping],
-        task_errors=list(tasks or []),
-        serve=serve if serve is not None and serve.running else None,
-        pending_pgs=list(pgs.placement_groups) if pgs else [],
-        pending_pgs_total=pgs.matched if pgs else 0,
-    )
-    findings = health_reasoning.cluster_health(evidence)
-    if ev.events is None:
-        missed.append("cluster events")
-    checked = [c for c in checks if c not in missed]
-    return report.health_report(
-        api.dashboard_url, ev, findings, checked, notes, max_bytes=max_bytes, unchecked=missed
-    )
+    evidence.dead_actors = list(dead.actors) if dead else []
+    evidence.dead_actors_total = dead.matched if dead else 0
+    evidence.restarting = [*(restarting.actors if restarting else []), *looping]
+    evidence.task_errors = list(tasks or [])
+    evidence.pending_pgs = list(pgs.placement_groups) if pgs else []
+    evidence.pending_pgs_total = pgs.matched if pgs else 0
 
 
 def first_sentence(text: str) -> str:

@@ -63,6 +63,7 @@ class Evidence:
     demands: list[Row] | None = None  # cluster_status pending demands
     stacks: Row | None = None  # hung-job evidence from the stacks source (issue 14 item 7), when present
     unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
+    capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)

@@ -6,15 +6,17 @@ No ``from __future__ import annotations`` (see models/__init__.py).
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from ray_mcp.models.base import Model
 
 
-class ResourceUse(BaseModel):
+class ResourceUse(Model):
     used: float = Field(description="Amount in use (bytes for memory and object_store_memory).")
     total: float = Field(description="Amount the node or cluster has.")
 
 
-class GPUUse(BaseModel):
+class GPUUse(Model):
     index: int | None = None
     name: str | None = None
     utilization_percent: float | None = None
@@ -22,7 +24,7 @@ class GPUUse(BaseModel):
     memory_total: float | None = Field(default=None, description="Bytes.")
 
 
-class HostUsage(BaseModel):
+class HostUsage(Model):
     """What a node's host really uses, from the dashboard agent (/nodes?view=summary), beside Ray's logical use."""
 
     cpu_percent: float | None = Field(default=None, description="Host CPU use, percent of all cores.")
@@ -41,7 +43,7 @@ class HostUsage(BaseModel):
     )
 
 
-class NodeStatus(BaseModel):
+class NodeStatus(Model):
     node_id: str
     ip: str
     state: Literal["ALIVE", "DEAD"]
@@ -53,7 +55,7 @@ class NodeStatus(BaseModel):
     usage: HostUsage | None = Field(default=None, description="Host CPU, memory, object store and GPU use.")
 
 
-class Demand(BaseModel):
+class Demand(Model):
     kind: Literal["task_or_actor", "placement_group", "request_resources"]
     bundles: list[dict[str, float]] = Field(description="The resource shape(s) asked for.")
     strategy: str | None = Field(default=None, description="Placement strategy, for placement groups.")
@@ -61,7 +63,7 @@ class Demand(BaseModel):
     infeasible: bool = Field(description="True if no node of the cluster (or node type) could ever hold it.")
 
 
-class AutoscalerStatus(BaseModel):
+class AutoscalerStatus(Model):
     kind: Literal["legacy", "v2"]
     active_nodes: int
     pending_nodes: list[str] = Field(default_factory=list)
@@ -70,7 +72,7 @@ class AutoscalerStatus(BaseModel):
     error: str | None = None
 
 
-class ClusterStatus(BaseModel):
+class ClusterStatus(Model):
     dashboard_url: str
     source: str = Field(
         description="embedded (started by ray-mcp), local (found on this machine) or external."
@@ -98,7 +100,7 @@ JobStatusName = Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]
 TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 
 
-class RuntimeEnvSpec(BaseModel):
+class RuntimeEnvSpec(Model):
     """The runtime_env of a job: what Ray's ``RuntimeEnv`` accepts, checked before anything is submitted."""
 
     model_config = ConfigDict(extra="forbid")
@@ -126,7 +128,7 @@ class RuntimeEnvSpec(BaseModel):
     java_jars: list[str] | None = None
 
 
-class JobInfo(BaseModel):
+class JobInfo(Model):
     submission_id: str | None = Field(default=None, description="The id given at submission (raysubmit_…).")
     job_id: str | None = Field(default=None, description="Ray's job id (hex), once the driver connected.")
     type: str = Field(description="SUBMISSION (through the Jobs API) or DRIVER (a script that ran ray.init).")
@@ -146,7 +148,7 @@ class JobInfo(BaseModel):
     driver_node_id: str | None = None
 
 
-class JobSubmitted(BaseModel):
+class JobSubmitted(Model):
     submission_id: str
     status: str = Field(description="The status right after submission (usually PENDING).")
     entrypoint: str
@@ -156,7 +158,7 @@ class JobSubmitted(BaseModel):
     hints: list[str] = Field(default_factory=list)
 
 
-class JobSummary(BaseModel):
+class JobSummary(Model):
     submission_id: str | None = None
     job_id: str | None = None
     type: str
@@ -167,7 +169,7 @@ class JobSummary(BaseModel):
     error_type: str | None = None
 
 
-class JobList(BaseModel):
+class JobList(Model):
     jobs: list[JobSummary]
     total: int = Field(description="Jobs in the cluster.")
     matching: int = Field(description="Jobs that pass the filters.")
@@ -175,7 +177,7 @@ class JobList(BaseModel):
     hints: list[str] = Field(default_factory=list)
 
 
-class JobWait(BaseModel):
+class JobWait(Model):
     job: JobInfo
     finished: bool = Field(description="True if the job reached a terminal state.")
     timed_out: bool
@@ -184,7 +186,7 @@ class JobWait(BaseModel):
     hints: list[str] = Field(default_factory=list)
 
 
-class JobChange(BaseModel):
+class JobChange(Model):
     """What stop_job or delete_job did (or would do, for a dry run)."""
 
     job: str = Field(description="The id acted on.")
@@ -199,7 +201,7 @@ class JobChange(BaseModel):
 # -- logs (tail_logs) ---------------------------------------------------------------------------------------
 
 
-class LogSection(BaseModel):
+class LogSection(Model):
     """What was read from one log file."""
 
     source: str = Field(description="What the file is, e.g. 'driver log of job raysubmit_…'.")
@@ -241,7 +243,7 @@ class LogSection(BaseModel):
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
 
 
-class LogTail(BaseModel):
+class LogTail(Model):
     sections: list[LogSection]
     hints: list[str] = Field(default_factory=list)
 
@@ -249,7 +251,7 @@ class LogTail(BaseModel):
 # -- cluster state: actors, placement groups, nodes, tasks, serve ----------------------------------------------
 
 
-class DeathCause(BaseModel):
+class DeathCause(Model):
     """Why an actor is DEAD, flattened from Ray's ``death_cause`` structure."""
 
     reason: str = Field(
@@ -264,7 +266,7 @@ class DeathCause(BaseModel):
     exception: str | None = Field(default=None, description="The end of the exception text (traceback).")
 
 
-class Actor(BaseModel):
+class Actor(Model):
     actor_id: str
     class_name: str
     state: str = Field(description="DEPENDENCIES_UNREADY, PENDING_CREATION, ALIVE, RESTARTING or DEAD.")
@@ -285,7 +287,7 @@ class Actor(BaseModel):
     label_selector: dict[str, str] | None = None
 
 
-class ListPage(BaseModel):
+class ListPage(Model):
     """The common head of every bounded list: exact totals, what is shown, and what to do next."""
 
     total: int = Field(description="How many exist in the cluster (before filters).")
@@ -300,13 +302,13 @@ class ActorList(ListPage):
     actors: list[Actor] = Field(default_factory=list)
 
 
-class Bundle(BaseModel):
+class Bundle(Model):
     index: int
     resources: dict[str, float]
     node_id: str | None = Field(default=None, description="Where the bundle landed (None while pending).")
 
 
-class PlacementGroup(BaseModel):
+class PlacementGroup(Model):
     placement_group_id: str
     name: str | None = None
     state: str = Field(description="PENDING, PREPARED, CREATED, REMOVED or RESCHEDULING.")
@@ -328,7 +330,7 @@ class PlacementGroupList(ListPage):
     placement_groups: list[PlacementGroup] = Field(default_factory=list)
 
 
-class Node(BaseModel):
+class Node(Model):
     node_id: str
     ip: str
     state: Literal["ALIVE", "DEAD"]
@@ -347,7 +349,7 @@ class NodeList(ListPage):
     nodes: list[Node] = Field(default_factory=list)
 
 
-class Task(BaseModel):
+class Task(Model):
     task_id: str
     name: str
     state: str
@@ -365,13 +367,13 @@ class TaskList(ListPage):
     tasks: list[Task] = Field(default_factory=list)
 
 
-class TaskGroup(BaseModel):
+class TaskGroup(Model):
     name: str = Field(description="Function or actor method name.")
     type: str | None = None
     state_counts: dict[str, int]
 
 
-class ErrorGroup(BaseModel):
+class ErrorGroup(Model):
     error_type: str
     count: int
     sample_task_id: str | None = None
@@ -379,7 +381,7 @@ class ErrorGroup(BaseModel):
     sample_message: str | None = None
 
 
-class TaskSummary(BaseModel):
+class TaskSummary(Model):
     total: int = Field(description="Tasks counted that match the filters (Ray reads at most 10,000 tasks).")
     in_cluster: int | None = Field(None, description="Tasks the cluster holds, when Ray read fewer.")
     left_out: int | None = Field(None, description="Tasks Ray did not read (its 10,000 cap): not counted.")
@@ -392,7 +394,7 @@ class TaskSummary(BaseModel):
     hints: list[str] = Field(default_factory=list)
 
 
-class ServeReplica(BaseModel):
+class ServeReplica(Model):
     replica_id: str | None = None
     state: str
     actor_name: str | None = None
@@ -402,7 +404,7 @@ class ServeReplica(BaseModel):
     node_ip: str | None = None
 
 
-class ServeDeployment(BaseModel):
+class ServeDeployment(Model):
     name: str
     status: str
     status_trigger: str | None = None
@@ -419,7 +421,7 @@ class ServeDeployment(BaseModel):
     log_source: str | None = None
 
 
-class ServeApp(BaseModel):
+class ServeApp(Model):
     name: str
     status: str
     message: str | None = None
@@ -429,7 +431,7 @@ class ServeApp(BaseModel):
     deployments: list[ServeDeployment] = Field(default_factory=list)
 
 
-class ServeStatus(BaseModel):
+class ServeStatus(Model):
     running: bool = Field(description="False when Serve is not started on this cluster.")
     controller_node_id: str | None = None
     proxies: dict[str, str] = Field(default_factory=dict, description="Proxy status per node id.")
@@ -440,13 +442,13 @@ class ServeStatus(BaseModel):
     hints: list[str] = Field(default_factory=list)
 
 
-class ServeChange(BaseModel):
+class ServeChange(Model):
     action: str
     applications: list[str] = Field(description="The application names in the config that was applied.")
     status: ServeStatus
 
 
-class ActorKill(BaseModel):
+class ActorKill(Model):
     actor_id: str
     done: bool
     no_restart: bool

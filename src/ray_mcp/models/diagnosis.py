@@ -5,10 +5,12 @@ No ``from __future__ import annotations`` (see models/__init__.py).
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from ray_mcp.models.base import Model
 
 
-class Finding(BaseModel):
+class Finding(Model):
     """One piece of the diagnosis: what is wrong, the evidence lines, and what to do next."""
 
     severity: int = Field(
@@ -25,7 +27,7 @@ class Finding(BaseModel):
     )
 
 
-class JobDiagnosis(BaseModel):
+class JobDiagnosis(Model):
     job: str
     submission_id: str | None = None
     job_id: str | None = None
@@ -45,7 +47,7 @@ class JobDiagnosis(BaseModel):
     other_jobs: list[str] = Field(default_factory=list, description="Other jobs' problems, in one line.")
 
 
-class ClusterHealth(BaseModel):
+class ClusterHealth(Model):
     status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = Field(
         description="UNKNOWN: nothing serious found, but some check could not run (see unchecked and notes)."
     )

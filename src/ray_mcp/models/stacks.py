@@ -3,10 +3,12 @@
 No ``from __future__ import annotations`` (see models/__init__.py).
 """
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from ray_mcp.models.base import Model
 
 
-class StackGroup(BaseModel):
+class StackGroup(Model):
     """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
 
     role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
@@ -27,7 +29,7 @@ class StackGroup(BaseModel):
     pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
 
 
-class StackTraces(BaseModel):
+class StackTraces(Model):
     target: str
     verdict: str = Field(description="Where the processes are, in one line.")
     source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
@@ -43,7 +45,7 @@ class StackTraces(BaseModel):
     hints: list[str] = Field(default_factory=list)
 
 
-class HotFunction(BaseModel):
+class HotFunction(Model):
     function: str
     file: str
     line: int | None = Field(default=None, description="The line with the most own samples.")
@@ -54,7 +56,7 @@ class HotFunction(BaseModel):
     project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
 
 
-class CpuProfile(BaseModel):
+class CpuProfile(Model):
     target: str
     verdict: str
     source: str

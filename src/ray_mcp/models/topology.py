@@ -5,8 +5,9 @@ No ``from __future__ import annotations``: see models/__init__.py.
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from ray_mcp.models.base import Model
 from ray_mcp.models.core import DeathCause, ResourceUse
 
 GapKind = Literal[
@@ -22,7 +23,7 @@ GapKind = Literal[
 ]
 
 
-class Gap(BaseModel):
+class Gap(Model):
     """One structural problem, stated plainly, with the ids to act on."""
 
     kind: GapKind
@@ -33,7 +34,7 @@ class Gap(BaseModel):
     node_id: str | None = None
 
 
-class TopoActor(BaseModel):
+class TopoActor(Model):
     actor_id: str
     class_name: str
     state: str = Field(description="DEPENDENCIES_UNREADY, PENDING_CREATION, ALIVE, RESTARTING or DEAD.")
@@ -63,14 +64,14 @@ class TopoActor(BaseModel):
     death_cause: DeathCause | None = None
 
 
-class TopoBundle(BaseModel):
+class TopoBundle(Model):
     index: int
     resources: dict[str, float]
     node_id: str | None = Field(default=None, description="Where it landed; None while unplaced.")
     actor_ids: list[str] = Field(default_factory=list, description="Actors placed in this bundle.")
 
 
-class TopoGroup(BaseModel):
+class TopoGroup(Model):
     placement_group_id: str
     name: str | None = None
     state: str
@@ -83,7 +84,7 @@ class TopoGroup(BaseModel):
     )
 
 
-class TopoReplica(BaseModel):
+class TopoReplica(Model):
     replica_id: str | None = None
     state: str
     actor_id: str | None = None
@@ -92,26 +93,26 @@ class TopoReplica(BaseModel):
     spawned_actor_ids: list[str] = Field(default_factory=list)
 
 
-class TopoDeployment(BaseModel):
+class TopoDeployment(Model):
     name: str
     status: str
     replicas: list[TopoReplica] = Field(default_factory=list)
 
 
-class TopoServeApp(BaseModel):
+class TopoServeApp(Model):
     name: str
     status: str
     deployments: list[TopoDeployment] = Field(default_factory=list)
 
 
-class TopoServe(BaseModel):
+class TopoServe(Model):
     attributed: bool = Field(description="True when the applications are linked to this job.")
     controller_job_id: str | None = None
     how: str = Field(description="How the link was made, or why there is none.")
     apps: list[TopoServeApp] = Field(default_factory=list)
 
 
-class TopoGPU(BaseModel):
+class TopoGPU(Model):
     index: int | None = None
     name: str | None = None
     utilization_percent: float | None = None
@@ -119,7 +120,7 @@ class TopoGPU(BaseModel):
     memory_total: float | None = Field(default=None, description="Bytes.")
 
 
-class TopoNode(BaseModel):
+class TopoNode(Model):
     node_id: str
     label: str = Field(description="Short name used in the text tree (n1, n2, ...).")
     ip: str
@@ -150,7 +151,7 @@ class TopoNode(BaseModel):
     death_reason: str | None = None
 
 
-class JobTopology(BaseModel):
+class JobTopology(Model):
     verdict: str
     job: str
     job_id: str
@@ -176,7 +177,7 @@ class JobTopology(BaseModel):
 # -- Ray Train (list_train_runs, get_train_run) ---------------------------------------------------------------
 
 
-class TrainWorker(BaseModel):
+class TrainWorker(Model):
     world_rank: int
     local_rank: int | None = None
     node_rank: int | None = None
@@ -190,13 +191,13 @@ class TrainWorker(BaseModel):
     error: str | None = Field(default=None, description="This rank's error in the latest attempt, if any.")
 
 
-class TrainRankError(BaseModel):
+class TrainRankError(Model):
     ranks: list[int] = Field(description="World ranks that failed with this error (Ray groups equal errors).")
     error_type: str | None = None
     message: str = Field(description="The error snippet Ray recorded, cut to a budget.")
 
 
-class TrainCheckpoint(BaseModel):
+class TrainCheckpoint(Model):
     source: str = Field(description="Where this was read: the checkpoint manager's snapshot file.")
     checkpoint_dir: str | None = Field(default=None, description="The latest checkpoint's directory.")
     metrics: dict[str, object] = Field(default_factory=dict, description="Metrics reported with it.")
@@ -204,7 +205,7 @@ class TrainCheckpoint(BaseModel):
     reports: int | None = Field(default=None, description="ray.train.report calls the manager counted.")
 
 
-class TrainRunSummary(BaseModel):
+class TrainRunSummary(Model):
     run_id: str
     name: str
     status: str = Field(
@@ -219,7 +220,7 @@ class TrainRunSummary(BaseModel):
     workers: int | None = Field(default=None, description="Workers of the latest attempt.")
 
 
-class TrainRunList(BaseModel):
+class TrainRunList(Model):
     total: int
     matched: int
     shown: int

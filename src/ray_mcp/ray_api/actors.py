@@ -42,6 +42,22 @@ class ActorsAPI(RayClient):
             notes=notes + ray_notes,
         )  # fmt: skip
 
+    async def actor_rows(self) -> list[dict[str, Any]] | None:
+        """Every actor as the State API's detail rows, read from the GCS in one call (concurrent askers share
+        it); their jobs' env_vars learnt as secrets. None when the GCS cannot be reached from here."""
+
+        async def read() -> list[dict[str, Any]] | None:
+            try:
+                await ray_import.ensure("core")
+                return await anyio.to_thread.run_sync(lambda: gcs.actor_rows(self._gcs(), self.timeout_s))
+            except Exception:  # the GCS may be unreachable from here: the caller asks the State API
+                return None
+
+        rows: list[dict[str, Any]] | None = await self.shared("actor_rows", read)
+        if rows is not None:
+            await self.learn_job_secrets({str(r["job_id"]) for r in rows if r.get("job_id")})
+        return rows
+
     async def _actor_counts(self, filters: list[Filter]) -> Mapping[str, Any] | None:
         """The per-class, per-state counts from the GCS's actor table, shaped as the State API's summary; None
         when the GCS cannot answer or a filter is not one it can apply (then the summary is asked)."""

@@ -81,6 +81,7 @@ class RayClient:
         self._jobs_secrets_lock = asyncio.Lock()
         self._jobs_learned_at = -1e9
         self._jobs_checked: dict[str, float] = {}
+        self._in_flight: dict[str, asyncio.Future[Any]] = {}  # shared(): one read for concurrent askers
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -110,6 +111,36 @@ class RayClient:
             response = await self._http.request(method, path, timeout=timeout)
             response.raise_for_status()
             return response.json()
+
+    async def shared(self, key: str, read: Callable[[], Awaitable[Any]]) -> Any:
+        """One read for every caller that asks while it is under way (the checks of one cluster_health ask
+        for the same tables concurrently); nothing is kept after it ends, so no answer is ever stale."""
+        running = self._in_flight.get(key)
+        if running is not None:
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not running.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this caller was cancelled, not the read it waited for
+            # the caller that made the read was cancelled: make our own
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            result = await read()
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved: no "never retrieved" warning when nobody else waited
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            if self._in_flight.get(key) is future:
+                del self._in_flight[key]
 
     async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
@@ -169,15 +200,26 @@ class RayClient:
             if job_ids is None and time.monotonic() - self._jobs_learned_at < JOB_SECRETS_TTL_S:
                 return
             with contextlib.suppress(RayMCPError):
-                jobs = await self.get_json("/api/jobs/", what="the job list (/api/jobs/)")
-                for details in jobs if isinstance(jobs, list) else []:
-                    if isinstance(details, dict):
-                        SECRETS.learn_job(details)
+                await self.job_rows()
                 self._jobs_learned_at = time.monotonic()
             for job in job_ids or ():
                 self._jobs_checked[job] = (
                     now  # not a Jobs API job (or unreadable): not asked again for a while
                 )
+
+    async def job_rows(self) -> list[dict[str, Any]]:
+        """Every job's JobDetails (GET /api/jobs/), their env_vars learnt as secrets; concurrent askers (a
+        health check's failed jobs, its evidence graph, the secret registry) share the read."""
+
+        async def read() -> list[dict[str, Any]]:
+            jobs = await self.request_json("GET", "/api/jobs/", what="the job list (/api/jobs/)")
+            dicts = [dict(j) for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
+            for details in dicts:
+                SECRETS.learn_job(details)
+            return dicts
+
+        rows: list[dict[str, Any]] = await self.shared("job_rows", read)
+        return rows
 
     async def _state_page(
         self, resource: str, *, filters: list[Filter], limit: int, detail: bool

@@ -7,6 +7,7 @@ thread, after ``await ray_import.ensure()`` so that waiting for the import holds
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import socket
@@ -177,6 +178,76 @@ def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]
         }
         for d in reply.placement_group_table_data
     ]
+
+
+# The columns of the State API's placement group rows (PlacementGroupState, detail=1), and the ids it prints in hex.
+PG_COLUMNS = ("placement_group_id", "name", "creator_job_id", "state", "bundles", "is_detached", "stats",
+              "topology_strategy", "topology_assignments")  # fmt: skip
+_PG_HEX_KEYS = ("placement_group_id", "creator_job_id", "node_id")
+
+
+# The columns of the State API's actor rows (ActorState, detail=1), and the ids it prints in hex.
+ACTOR_COLUMNS = ("actor_id", "class_name", "state", "job_id", "name", "node_id", "pid", "ray_namespace",
+                 "serialized_runtime_env", "required_resources", "death_cause", "is_detached", "placement_group_id",
+                 "repr_name", "num_restarts", "num_restarts_due_to_lineage_reconstruction",
+                 "num_restarts_due_to_node_preemption", "call_site", "label_selector", "fallback_strategy")  # fmt: skip
+_ACTOR_HEX_KEYS = ("actor_id", "owner_id", "job_id", "node_id", "placement_group_id")
+
+
+def actor_rows(channel: Any, timeout_s: float) -> list[dict[str, Any]]:
+    """Every actor as the State API's detail rows, sorted by id as it sorts them: the conversion Ray's dashboard
+    makes, from the same GCS call (~5 ms at 400 actors), without its filtering and JSON (~0.1 s at 400)."""
+    ray_import.load_sync("core")
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+    reply = stub.GetAllActorInfo(gcs_service_pb2.GetAllActorInfoRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
+    rows = [_state_row(m, ACTOR_COLUMNS, _ACTOR_HEX_KEYS) for m in reply.actor_table_data]
+    rows.sort(key=lambda r: str(r.get("actor_id")))
+    return rows
+
+
+def _state_row(message: Any, columns: tuple[str, ...], hex_keys: tuple[str, ...]) -> dict[str, Any]:
+    """One GCS message as the State API's row: Ray's MessageToDict options, ids in hex, only its columns."""
+    from google.protobuf.json_format import MessageToDict
+
+    raw = MessageToDict(
+        message, use_integers_for_enums=False, preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+    )  # fmt: skip
+    return _hex_ids({key: raw.get(key) for key in columns}, hex_keys)  # absent: None, as the State API says
+
+
+def placement_group_rows(channel: Any, timeout_s: float) -> list[dict[str, Any]]:
+    """Every placement group as the State API's detail rows (the same conversion Ray's dashboard makes, from
+    the same GCS call), plus its ``strategy``, which the State API leaves out. One gRPC call (~15 ms at 1,000
+    groups) instead of the dashboard's conversion, filtering and JSON of every group (~0.7 s at 1,000)."""
+    ray_import.load_sync("core")
+    from ray.core.generated import common_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
+    request = gcs_service_pb2.GetAllPlacementGroupRequest()  # type: ignore[attr-defined]
+    reply = stub.GetAllPlacementGroup(request, timeout=timeout_s)
+    strategy_name = common_pb2.PlacementStrategy.Name  # type: ignore[attr-defined]
+    rows = []
+    for message in reply.placement_group_table_data:
+        row = _state_row(message, PG_COLUMNS, _PG_HEX_KEYS)
+        row["strategy"] = strategy_name(message.strategy)
+        rows.append(row)
+    rows.sort(key=lambda r: str(r.get("placement_group_id")))  # the State API's order
+    return rows
+
+
+def _hex_ids(value: Any, keys: tuple[str, ...]) -> Any:
+    """The id fields of a converted message (base64 in JSON) in hex, at any depth, as Ray's dashboard does."""
+    if isinstance(value, dict):
+        return {
+            k: base64.b64decode(v).hex() if k in keys and isinstance(v, str) else _hex_ids(v, keys)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_hex_ids(v, keys) for v in value]
+    return value
 
 
 def stored_task_count(channel: Any, timeout_s: float) -> int:

@@ -178,13 +178,10 @@ class JobsAPI(RayClient):
     async def list_jobs(
         self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
     ) -> models.JobList:
-        jobs = await self.request_json("GET", "/api/jobs/", what="the job list (/api/jobs/)")
-        dicts = [dict(j) for j in jobs]
-        for details in dicts:
-            SECRETS.learn_job(details)
         return job_list(
-            dicts, statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit, now_s=time.time()
-        )
+            await self.job_rows(), statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit,
+            now_s=time.time(),
+        )  # fmt: skip
 
     async def wait_for_job(
         self, job: str, *, timeout_s: float, on_progress: ProgressFn | None = None, poll_s: float = 1.0

@@ -1,7 +1,7 @@
 """The base of every output model: its validator is built on first use, not when the server starts.
 
-Building the validators and serializers of ~60 models took ~60 ms of cold start; a tool's first call
-builds only the models it returns (a few ms), and the warm-up after tools/list builds the rest.
+Building the validators and serializers of ~60 models took ~50 ms of cold start; now a tool's first call
+builds only the models it returns (2-3 ms; job_topology's, the largest, 9 ms).
 """
 
 from pydantic import BaseModel, ConfigDict

@@ -25,10 +25,10 @@ ActorId = Annotated[str, Field(description="The actor id (32 hex chars), as list
 
 async def list_actors(
     api: Api,
-    state: Annotated[ActorStateName | None, Field(description="Only actors in this state.")] = None,
+    state: ActorStateName | None = None,
     class_name: Annotated[str | None, Field(description="Only actors of this class (exact name).")] = None,
-    name: Annotated[str | None, Field(description="Only the actor with this name.")] = None,
-    namespace: Annotated[str | None, Field(description="Only actors in this Ray namespace.")] = None,
+    name: str | None = None,
+    namespace: str | None = None,
     job: JobFilter = None,
     node_id: Annotated[str | None, Field(description="Only actors on this node (56 hex chars).")] = None,
     placement_group: Annotated[

@@ -18,12 +18,14 @@ from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
 
 # ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming the
-# field and the fix; the schema still tells the model every field.
+# field and the fix. The schema names every field RuntimeEnvSpec takes; their formats are Ray's own.
 RuntimeEnvArg = Annotated[
     dict[str, Any] | None,
-    WithJsonSchema({**RuntimeEnvSpec.model_json_schema(), "type": ["object", "null"]}),
+    WithJsonSchema({"type": ["object", "null"]}),
     Field(
-        description="The job's runtime environment (see the fields). Checked before anything is submitted."
+        description="Ray's runtime_env, checked before anything is submitted: "
+        + ", ".join(RuntimeEnvSpec.model_fields)
+        + ". A local working_dir or py_modules path must be under an upload root (it is uploaded); or a URI."
     ),
 ]
 
@@ -74,10 +76,7 @@ async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
 
 async def list_jobs(
     api: Api,
-    status: Annotated[
-        list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None,
-        Field(description="Only jobs in these states."),
-    ] = None,
+    status: list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None = None,
     entrypoint_contains: Annotated[
         str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
     ] = None,

@@ -55,8 +55,8 @@ async def tail_logs(
     grep: Annotated[
         str | None,
         Field(
-            description="An RE2 regex (no backreferences or lookaround): the last matching lines of the WHOLE "
-            "file instead of the tail."
+            description="RE2 regex (no backreferences or lookaround): the last matches in the WHOLE file, "
+            "not the tail."
         ),
     ] = None,
     context: Annotated[

@@ -15,7 +15,7 @@ from ray_mcp.tools import READ_ONLY, Api
 
 async def list_nodes(
     api: Api,
-    state: Annotated[Literal["ALIVE", "DEAD"] | None, Field(description="Only nodes in this state.")] = None,
+    state: Literal["ALIVE", "DEAD"] | None = None,
     limit: Annotated[
         int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
     ] = DEFAULT_LIMIT,

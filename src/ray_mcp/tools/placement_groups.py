@@ -18,10 +18,7 @@ async def pg_status(
     placement_group: Annotated[
         str | None, Field(description="One placement group, by id (36 hex chars) or name.")
     ] = None,
-    state: Annotated[
-        Literal["PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING"] | None,
-        Field(description="Only groups in this state."),
-    ] = None,
+    state: Literal["PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING"] | None = None,
     job: JobFilter = None,
     limit: Annotated[
         int, Field(ge=0, description=f"Most groups to list (0: counts only; max {MAX_LIMIT}).")

@@ -20,7 +20,7 @@ TaskStateName = Literal[
     "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", "RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT",
     "FINISHED", "FAILED",
 ]  # fmt: skip
-State = Annotated[TaskStateName | None, Field(description="Only tasks in this state (e.g. FAILED, RUNNING).")]
+State = TaskStateName | None
 Name = Annotated[str | None, Field(description="Only tasks with this name (function or Class.method).")]
 ActorId = Annotated[str | None, Field(description="Only tasks of this actor (32 hex chars).")]
 ErrorType = Annotated[

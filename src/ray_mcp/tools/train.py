@@ -20,7 +20,7 @@ RunStatus = Literal[
 
 async def list_train_runs(
     api: Api,
-    status: Annotated[RunStatus | None, Field(description="Only runs in this status.")] = None,
+    status: RunStatus | None = None,
     name: Annotated[str | None, Field(description="Only runs with this name (RunConfig.name).")] = None,
     limit: Annotated[
         int,

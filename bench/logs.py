@@ -1,7 +1,7 @@
 """Benchmark: tail_logs (100 lines) on a huge job log vs a full download vs `tail -n 100` on the file.
 
 A job writes a log of --size-mb MB (default 500). Then, in one run, each way of getting its last 100 lines is
-timed --reps times (median reported):
+timed --reps times (median reported; the tool call and `tail` side by side, interleaved):
 
 * tail_logs through the MCP client (in memory), and the raw RayAPI.tail_logs call under it;
 * JobSubmissionClient.get_job_logs (what `ray job logs` does: downloads the whole log);
@@ -59,6 +59,21 @@ async def timed(fn: Callable[[], Awaitable[Any]], reps: int) -> tuple[float, lis
     return statistics.median(times), times
 
 
+async def interleaved(subjects: dict[str, Callable[[], Awaitable[Any]]], reps: int) -> dict[str, float]:
+    """The median time of each subject over ``reps`` round-robin rounds (the order rotates), after one warm-up
+    each (the first tail_logs connects and looks up the job and its node)."""
+    names = list(subjects)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:
+        await subjects[name]()
+    for rep in range(reps):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            start = time.perf_counter()
+            await subjects[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 async def run(
     address: str, logs_dir: Path | None, size_mb: int, reps: int, full_reps: int
 ) -> dict[str, float]:
@@ -87,14 +102,21 @@ async def run(
 
     server = build_server(Settings(address=address))
     results: dict[str, float] = {}
+    local_file = log_file is not None and log_file.exists()
     async with Client(server) as client:
 
         async def via_mcp() -> None:
             r = await client.call_tool("tail_logs", {"job": sid, "lines": 100})
             assert not r.is_error and "LAST-LINE-OF-THE-BIG-LOG" in r.content[0].text
 
-        await via_mcp()  # warm-up: connection, first JobSubmissionClient
-        results["tail_logs via MCP client"], _ = await timed(via_mcp, reps)
+        async def tail_file() -> None:
+            out = subprocess.run(["tail", "-n", "100", str(log_file)], capture_output=True, check=True).stdout
+            assert out.rstrip().endswith(b"LAST-LINE-OF-THE-BIG-LOG")
+
+        # side by side, interleaved (the machine is shared): the tool call and `tail` on the same file
+        subjects = {"tail_logs via MCP client": via_mcp}
+        subjects.update({"tail -n 100 on the file": tail_file} if local_file else {})
+        results.update(await interleaved(subjects, reps))
     await server.app.aclose()
 
     api = RayAPI(address, timeout_s=60)
@@ -115,14 +137,6 @@ async def run(
 
     print(f"full downloads ({full_reps}) ...", flush=True)
     results["JobSubmissionClient.get_job_logs (full)"], full_times = await timed(full_download, full_reps)
-
-    if log_file is not None and log_file.exists():
-
-        async def tail_file() -> None:
-            out = subprocess.run(["tail", "-n", "100", str(log_file)], capture_output=True, check=True).stdout
-            assert out.rstrip().endswith(b"LAST-LINE-OF-THE-BIG-LOG")
-
-        results["tail -n 100 on the file"], _ = await timed(tail_file, reps)
 
     print(f"\n{size_mb} MB job log, median of {reps} runs ({full_reps} for the full download):")
     for name, seconds in results.items():

@@ -92,7 +92,8 @@ def replayed_server(name: str) -> tuple[RayMCPServer, Replay, dict[str, Any]]:
     """A server whose cluster is the recording ``name`` (no GCS: the recording was made without one)."""
     recording = load(name)
     replay = Replay(recording["exchanges"])
-    settings = Settings(address=recording["dashboard_url"], request_timeout_s=5)
+    # the recorded cluster's files are not on this machine: every log is read through the (replayed) dashboard
+    settings = Settings(address=recording["dashboard_url"], request_timeout_s=5, local_logs=False)
     return build_server(settings, http_transport=replay, gcs_lookup=None), replay, recording
 
 
@@ -157,8 +158,8 @@ async def record(dashboard_url: str, gcs_address: str, work_dir: Path) -> None:
     scenarios.append(("cluster_health", "cluster_health", {}))
     for name, tool, arguments in scenarios:
         recorder = Recorder()
-        async with mcp_client(
-            Settings(address=dashboard_url), http_transport=recorder, gcs_lookup=None
+        async with mcp_client(  # logs through the dashboard, so that the recording holds them
+            Settings(address=dashboard_url, local_logs=False), http_transport=recorder, gcs_lookup=None
         ) as client:
             await call_ok(client, tool, arguments)
         recording = {"tool": tool, "arguments": arguments, "dashboard_url": dashboard_url,

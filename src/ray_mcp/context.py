@@ -86,6 +86,7 @@ class Connection:
                 gcs_lookup=self._gcs_lookup,
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
+                local_logs=s.local_logs,
             )
         return self._api
 

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         description="How long to wait for the embedded cluster.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    local_logs: bool = Field(
+        default=True,
+        description="tail_logs reads the log of a node that runs on this machine straight from its file (the "
+        "node's logs directory as the cluster reports it); off: always through the dashboard.",
+    )
     warm_up: bool = Field(
         default=True,
         description="After a client lists the tools, connect and import Ray in the background (first calls "

@@ -23,6 +23,7 @@ from ray_mcp.errors import (
 from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
 from ray_mcp.ray_api.client import ProgressFn
 from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
+from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
 from ray_mcp.ray_api.nodes import NodesAPI
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
@@ -65,11 +66,14 @@ def _std(
 
 
 class LogsAPI(JobsAPI, NodesAPI):
-    """Every log of the cluster, read on the server side through /api/v0/logs."""
+    """Every log of the cluster, read on the server side through /api/v0/logs, or straight from the file when
+    its node runs on this machine (local_logs.py)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, local_logs: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
+        self.local_logs = local_logs
+        self._log_dirs: dict[str, LogDir | None] = {}  # node id -> its logs dir here, if it runs here
 
     async def resolve_log_sources(self, target: LogTarget) -> list[LogSource]:
         """Turn the target (job, actor, task, pid + node, node + filename) into the file(s) to read."""
@@ -224,8 +228,12 @@ class LogsAPI(JobsAPI, NodesAPI):
         self, src: LogSource, *, lines: int, max_bytes: int, follow_s: float, on_progress: ProgressFn | None
     ) -> models.LogSection:
         keep = 2 * max_bytes + 65_536
-        params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
-        data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
+        local = None if follow_s > 0 else await self._local_tail(src, lines + 1, keep)
+        if local is not None:
+            data, total = local
+        else:
+            params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
+            data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
         complete = total == len(data) and count_lines(data) <= lines
         dropped = max(0, total - len(data))
         if follow_s > 0:
@@ -244,6 +252,33 @@ class LogsAPI(JobsAPI, NodesAPI):
             base=self._section_base(src),
             followed_s=follow_s or None,
         )
+
+    async def _local_tail(self, src: LogSource, lines: int, keep: int) -> tuple[bytes, int] | None:
+        """What the dashboard would stream for the last ``lines`` lines of a named file, read from the file
+        itself when its node runs on this machine; None to ask the dashboard."""
+        filename = src.params.get("filename")
+        if not self.local_logs or filename is None or src.node_id is None:
+            return None
+        where = await self._local_logs_dir(src.node_id)
+        if where is None:
+            return None
+        return await anyio.to_thread.run_sync(tail_of, where, filename, lines, keep)
+
+    async def _local_logs_dir(self, node_id: str) -> LogDir | None:
+        """The node's logs directory on this machine, from what the cluster reports about the node (asked once
+        per node: a node id never moves); None when the node does not run here."""
+        if node_id in self._log_dirs:
+            return self._log_dirs[node_id]
+        if not re.fullmatch(r"[0-9a-fA-F]{8,128}", node_id):
+            return None
+        try:
+            data = await self.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
+            raylet = dict((data.get("detail") or {}).get("raylet") or {})
+        except (RayMCPError, AttributeError, TypeError, ValueError):
+            return None  # not remembered: the next call asks again
+        where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
+        self._log_dirs[node_id] = where
+        return where
 
     async def _grep(
         self,

@@ -28,7 +28,7 @@ from ray_mcp.errors import RayUnavailable
 
 log = logging.getLogger(__name__)
 
-Group = Literal["core", "serve"]
+Group = Literal["core", "serve", "state"]
 
 # Every Ray module ray-mcp uses, imported together by the first call that needs one of them.
 MODULES: dict[str, tuple[str, ...]] = {
@@ -48,8 +48,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     ),
     # Ray Serve's schema imports ray.serve (and its dependencies): only for serve_deploy.
     "serve": ("ray.serve.schema",),
+    # The State API's own conversion of task events (cluster_health reads unfinished tasks from the GCS).
+    "state": ("ray.util.state.common",),
 }
-NEEDS: dict[str, tuple[str, ...]] = {"core": (), "serve": ("core",)}
+NEEDS: dict[str, tuple[str, ...]] = {"core": (), "serve": ("core",), "state": ("core",)}
 
 _lock = threading.RLock()  # held by the one thread that imports; re-entrant for NEEDS
 _loaded: set[str] = set()

@@ -51,6 +51,11 @@ class LogTarget(Target):
             "node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)."
         )
         kind = one_target(given, self.node, "tail_logs needs one log target", usage, ("pid", "filename"))
+        if self.filename is not None and ".." in self.filename.replace("\\", "/").split("/"):
+            raise InvalidArgument(
+                f"filename {self.filename!r} climbs out of the node's Ray log directory ('..'): give a name "
+                "inside it (raylet.out, job-driver-<id>.log, old/raylet.out, ...)."
+            )
         object.__setattr__(self, "kind", kind)
 
 

@@ -112,6 +112,31 @@ async def test_the_gcs_gives_the_same_actor_and_placement_group_rows_as_the_stat
         await api.aclose()
 
 
+async def test_the_gcs_gives_the_same_unfinished_task_rows_as_the_state_api(ray_cluster: Any) -> None:
+    tag = f"tasks{uuid.uuid4().hex[:6]}"
+    api = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
+    unfinished = [("state", "!=", "FINISHED")]
+    try:
+        with driver(ray_cluster.gcs_address, POPULATION, tag), anyio.fail_after(120):
+            while True:  # tasks change state between the two reads: until both agree on a settled cluster
+                read = await api.unfinished_tasks()
+                result = await api.list_state(
+                    "tasks", what="tasks", filters=unfinished, limit=10_000, detail=True
+                )
+                theirs = [dict(r) for r in result["result"]]
+                failed = [
+                    r for r in theirs if r["state"] == "FAILED" and r["func_or_class_name"] == "Doomed.boom"
+                ]
+                if read is not None and failed and read[0] == theirs:
+                    break
+                await anyio.sleep(0.5)
+        rows, more = read
+        assert more == 0 and not [r for r in rows if r["state"] == "FINISHED"]
+        assert failed[0]["error_type"] == "ACTOR_DIED" and failed[0]["actor_id"]
+    finally:
+        await api.aclose()
+
+
 async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray_cluster: Any) -> None:
     tag = f"once{uuid.uuid4().hex[:6]}"
     with driver(ray_cluster.gcs_address, POPULATION, tag):
@@ -157,6 +182,9 @@ class Rows:
     async def actor_rows(self) -> list[dict[str, Any]] | None:
         return self.actors
 
+    async def unfinished_tasks(self) -> tuple[list[dict[str, Any]], int] | None:
+        return self.result["result"], self.result["more"]
+
 
 async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> None:
     ev = Evidence()
@@ -191,6 +219,20 @@ async def test_more_actors_than_the_graph_reads_are_cut_with_a_stated_cap() -> N
     assert ev.capped == [
         f"The actors that are not alive: {evidence.CLUSTER_ROWS:,} of {evidence.CLUSTER_ROWS + 5:,} read; "
         "the counts above cover those."
+    ]
+
+
+async def test_unfinished_tasks_past_the_gcss_limit_and_the_graphs_are_cut_with_stated_caps() -> None:
+    ev = Evidence()
+    rows = [{"task_id": f"f{i}", "state": "FAILED"} for i in range(evidence.JOB_TASKS + 2)]
+    rows += [{"task_id": "r", "state": "RUNNING"}, {"task_id": "w", "state": "PENDING_NODE_ASSIGNMENT"}]
+    failed, waiting, running = await evidence._tasks(Rows({"result": rows, "more": 7}), ev)  # type: ignore[arg-type]
+    assert failed is not None and len(failed) == evidence.JOB_TASKS
+    assert waiting == [rows[-1]] and running == [rows[-2]]
+    n = len(rows)
+    assert ev.capped == [
+        f"The unfinished tasks: {n:,} of {n + 7:,} read (Ray's cap); the counts above cover those.",
+        f"The failed tasks: {evidence.JOB_TASKS:,} of {evidence.JOB_TASKS + 2:,} read; the counts above cover those.",
     ]
 
 

@@ -164,6 +164,31 @@ async def _actors(api: RayAPI, ev: Evidence) -> tuple[list[Row] | None, list[Row
     return out[0], out[1]
 
 
+TASK_STATES = (("FAILED", "the failed tasks"), ("PENDING_NODE_ASSIGNMENT", "the tasks waiting for a node"),
+               ("RUNNING", "the running tasks"))  # fmt: skip
+
+
+async def _tasks(api: RayAPI, ev: Evidence) -> list[list[Row] | None]:
+    """The failed tasks, those waiting for a node and the running ones: one scan of the GCS's task events for
+    every unfinished task (the same rows), else one State API list per state (one scan each)."""
+    read = await api.unfinished_tasks()
+    if read is None:
+        return await _first(*(_rows(api, ev, "tasks", what, filters=[("state", "=", state)], limit=JOB_TASKS)
+                              for state, what in TASK_STATES))  # fmt: skip
+    rows, more = read
+    if more:
+        ev.capped.append(f"The unfinished tasks: {len(rows):,} of {len(rows) + more:,} read (Ray's cap); the counts "
+                         "above cover those.")  # fmt: skip
+    out: list[list[Row] | None] = []
+    for state, what in TASK_STATES:
+        matched = [dict(r) for r in rows if r.get("state") == state]
+        if len(matched) > JOB_TASKS:
+            ev.capped.append(f"{what[0].upper()}{what[1:]}: {JOB_TASKS:,} of {len(matched):,} read; the counts "
+                             "above cover those.")  # fmt: skip
+        out.append(matched[:JOB_TASKS])
+    return out
+
+
 async def _pgs(api: RayAPI, ev: Evidence) -> list[Row] | None:
     """Every placement group: from the GCS in one call (the same rows, with strategies), else the State API
     (which converts every group in the dashboard: ~0.7 s at 1,000)."""
@@ -177,12 +202,9 @@ async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> Evidence:
     """The whole cluster's evidence. ``job_list``: read the jobs from the Jobs API's list (shared with the
     caller's failed-jobs check) instead of the State API's, which converts every job again."""
     ev = Evidence(now_ms=time.time() * 1000)
-    (actors, alive), tasks, pending, running, _ = await _first(
+    (actors, alive), (tasks, pending, running), _ = await _first(
         _actors(api, ev),
-        _rows(api, ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")], limit=JOB_TASKS),
-        _rows(api, ev, "tasks", "the tasks waiting for a node", filters=[("state", "=", "PENDING_NODE_ASSIGNMENT")],
-              limit=JOB_TASKS),
-        _rows(api, ev, "tasks", "the running tasks", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
+        _tasks(api, ev),
         _cluster_wide(api, ev, _listed_jobs(api, ev) if job_list else None),
     )  # fmt: skip
     tasks = None if tasks is None else [*tasks, *(pending or [])]

@@ -250,6 +250,26 @@ def _hex_ids(value: Any, keys: tuple[str, ...]) -> Any:
     return value
 
 
+def unfinished_task_rows(channel: Any, timeout_s: float, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The task attempts that did not finish (failed, running, waiting), as the State API's detail rows (Ray's
+    own conversion), sorted by id as it sorts them, and how many more the GCS left out past ``limit``. One scan
+    of the GCS's task events where the State API takes one per state."""
+    ray_import.load_sync("state")
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    from ray.util.state.common import TaskState, filter_fields, protobuf_to_task_state_dict
+
+    request = gcs_service_pb2.GetTaskEventsRequest(limit=limit)  # type: ignore[attr-defined]
+    unfinished = request.filters.state_filters.add()
+    unfinished.state, unfinished.predicate = "FINISHED", gcs_service_pb2.FilterPredicate.NOT_EQUAL  # type: ignore[attr-defined]
+    request.filters.exclude_driver = True  # as the State API lists them
+    reply = gcs_service_pb2_grpc.TaskInfoGcsServiceStub(channel).GetTaskEvents(request, timeout=timeout_s)
+    if reply.status.code != 0:
+        raise RayRequestFailed(f"The GCS did not list the tasks: {reply.status.message}")
+    rows = [filter_fields(protobuf_to_task_state_dict(m), TaskState, True) for m in reply.events_by_task]  # type: ignore[arg-type]
+    rows.sort(key=lambda r: str(r.get("task_id")))
+    return rows, int(reply.num_truncated)
+
+
 def stored_task_count(channel: Any, timeout_s: float) -> int:
     """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does
     not say how many it left out; the GCS's own count does."""

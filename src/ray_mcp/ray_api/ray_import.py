@@ -28,7 +28,7 @@ from ray_mcp.errors import RayUnavailable
 
 log = logging.getLogger(__name__)
 
-Group = Literal["gcs", "core", "serve"]
+Group = Literal["gcs", "core", "serve", "state"]
 
 # Every Ray module ray-mcp uses, in groups, each imported together by the first call that needs one of them.
 MODULES: dict[str, tuple[str, ...]] = {
@@ -51,8 +51,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "core": ("ray.runtime_env", "ray._private.runtime_env.packaging", "ray.job_submission"),
     # Ray Serve's schema imports ray.serve (and its dependencies): only for serve_deploy.
     "serve": ("ray.serve.schema",),
+    # The State API's own conversion of task events (cluster_health reads unfinished tasks from the GCS).
+    "state": ("ray.util.state.common",),
 }
-NEEDS: dict[str, tuple[str, ...]] = {"gcs": (), "core": ("gcs",), "serve": ("core",)}
+NEEDS: dict[str, tuple[str, ...]] = {"gcs": (), "core": ("gcs",), "serve": ("core",), "state": ("gcs",)}
 
 _lock = threading.RLock()  # held by the one thread that imports; re-entrant for NEEDS
 _loaded: set[str] = set()

@@ -8,7 +8,7 @@ import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.limits import MAX_ERROR_TYPES_SAMPLED, STATE_API_MAX_ROWS
-from ray_mcp.ray_api import gcs
+from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import RayClient, gather
 from ray_mcp.ray_api.query import Filter
 from ray_mcp.shaping.tasks import build_task_list, build_task_summary, error_groups
@@ -43,6 +43,20 @@ class TasksAPI(RayClient):
         return build_task_summary(
             summary=summary, failed_counts=failed_counts, samples=samples, notes=notes, in_cluster=in_cluster
         )
+
+    async def unfinished_tasks(self) -> tuple[list[dict[str, Any]], int] | None:
+        """Every task attempt that did not finish, as the State API's detail rows, read from the GCS in one
+        scan (up to Ray's 10,000), and how many more it left out; None when the GCS cannot be reached from here
+        (the caller asks the State API, one list per state)."""
+        try:
+            await ray_import.ensure("state")
+            rows, more = await anyio.to_thread.run_sync(
+                lambda: gcs.unfinished_task_rows(self._gcs(), self.timeout_s, STATE_API_MAX_ROWS)
+            )
+        except Exception:  # the GCS may be unreachable from here
+            return None
+        await self.learn_job_secrets({str(r["job_id"]) for r in rows if r.get("job_id")})
+        return rows, more
 
     async def _stored_tasks(self) -> int | None:
         """The GCS's count of the tasks it holds (None if the GCS cannot be reached from here)."""

@@ -273,14 +273,19 @@ class LogsAPI(JobsAPI, NodesAPI):
             return self._log_dirs[node_id]
         if not re.fullmatch(r"[0-9a-fA-F]{8,128}", node_id):
             return None
-        try:
-            data = await self.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
-            raylet = dict((data.get("detail") or {}).get("raylet") or {})
-        except (RayMCPError, AttributeError, TypeError, ValueError):
-            return None  # not remembered: the next call asks again
-        where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
-        self._log_dirs[node_id] = where
-        return where
+
+        async def read() -> LogDir | None:
+            try:
+                data = await self.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
+                raylet = dict((data.get("detail") or {}).get("raylet") or {})
+            except (RayMCPError, AttributeError, TypeError, ValueError):
+                return None  # not remembered: the next call asks again
+            where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
+            self._log_dirs[node_id] = where
+            return where
+
+        found: LogDir | None = await self.shared(f"logs dir of node {node_id}", read)  # the warm-up's too
+        return found
 
     async def find_local_logs_dirs(self) -> None:
         """Find the logs directories of the nodes that run on this machine, ahead of a first tail_logs (the

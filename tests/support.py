@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,6 +32,12 @@ async def mcp_client(settings: Settings, **injected: Any) -> AsyncIterator[Clien
 def text_of(result: CallToolResult) -> str:
     """The text the model reads: every text block of a tool result."""
     return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+def whole_bytes(result: CallToolResult) -> int:
+    """What a client receives: the text and the structured content (compact JSON)."""
+    structured = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
+    return len(text_of(result).encode()) + len(structured.encode())
 
 
 async def call_ok(client: Client, name: str, args: dict[str, Any] | None = None, **kw: Any) -> CallToolResult:

@@ -3,8 +3,12 @@ and notes: the budget holds for the whole text, the verdict stays first, and wha
 
 from __future__ import annotations
 
+import json
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from ray_mcp import models
 from ray_mcp.diagnosis import report
@@ -68,3 +72,60 @@ def test_cluster_health_of_a_crowded_cluster_stays_within_its_budget_with_the_ve
         )
         assert len(out.encode()) <= budget, budget
         assert out.splitlines()[1] == f"Verdict: {model.verdict}" and model.findings
+
+
+def whole(model: BaseModel, text: str) -> int:
+    """What a client receives: the text and the structured content (compact JSON)."""
+    structured = json.dumps(
+        model.model_dump(mode="json", exclude_none=True), separators=(",", ":"), ensure_ascii=False
+    )
+    return len(text.encode()) + len(structured.encode())
+
+
+def test_text_and_structured_content_of_a_crowded_cluster_stay_within_a_third_more_than_the_text_budget() -> (
+    None
+):
+    for budget in (2_500, 6_000, 12_000):
+        model, out = report.health_report(
+            "http://x:8265", crowded_cluster(), [], ["nodes", "tasks"], ["n" * 500] * 5, max_bytes=budget
+        )
+        assert len(out.encode()) <= budget and whole(model, out) <= budget * 4 // 3, budget
+        assert_structured_repeats_the_text(model, out)
+
+
+def assert_structured_repeats_the_text(model: models.ClusterHealth, out: str) -> None:
+    """The same findings, by title, in both; each finding's quotes in the structured content are the first
+    of those in the text, or their beginnings (the structured content gives its quotes up first)."""
+    blocks = re.split(r"\n(?=\d+\. )", out)[1:]
+    assert [b.split("\n")[0].split(". ", 1)[1] for b in blocks] == [f.title for f in model.findings]
+    for block, f in zip(blocks, model.findings, strict=True):
+        quotes = [line.removeprefix("   > ") for line in block.split("\n") if line.startswith("   > ")]
+        for quote, said in zip(quotes, f.evidence, strict=False):
+            assert said == quote or (said.endswith("…") and quote.startswith(said[:-1]))
+        assert len(f.evidence) <= len(quotes)
+
+
+printable = st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "Zs"]), max_size=600)
+plain_findings = st.lists(
+    st.builds(
+        models.Finding,
+        severity=st.integers(0, 100),
+        title=printable,
+        evidence=st.lists(printable, max_size=14),
+        next_steps=st.lists(printable, max_size=3),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(found=plain_findings, notes=st.lists(printable, max_size=8), budget=st.integers(2_500, 16_000))
+def test_a_health_report_never_passes_its_whole_budget_and_shows_the_same_findings_twice(
+    found: list[models.Finding], notes: list[str], budget: int
+) -> None:
+    model, out = report.health_report(
+        "http://x:8265", Evidence(now_ms=NOW), found, ["nodes"], notes, max_bytes=budget
+    )
+    assert len(out.encode()) <= budget and whole(model, out) <= budget * 4 // 3
+    assert_structured_repeats_the_text(model, out)
+    assert all(f"Note: {n}" in out for n in model.notes)

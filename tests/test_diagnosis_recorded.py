@@ -9,7 +9,7 @@ import time
 import pytest
 from mcp import Client
 from tests.replay import replayed_server
-from tests.support import call_ok, text_of
+from tests.support import call_ok, text_of, whole_bytes
 
 from ray_mcp.models import ClusterHealth, JobDiagnosis
 
@@ -78,9 +78,12 @@ async def test_cluster_health_over_a_recorded_cluster_names_each_failed_jobs_cau
     assert not health.healthy
     kinds = {f.kind: f for f in health.findings}
     assert re.fullmatch(r"\d+ job\(s\) failed recently", kinds["failed_jobs"].title)
-    evidence = " ".join(kinds["failed_jobs"].evidence)
+    # The text quotes each job's cause; the structured content may cut its quotes to stay within 8 KB with it.
+    text = text_of(result)
+    evidence = text[text.index(kinds["failed_jobs"].title) :]
     assert "ValueError: learning rate 0.1 is too high" in evidence and "KeyError" in evidence
     assert "CUDA out of memory while building the model" in evidence
+    assert whole_bytes(result) <= 8000
     assert any(
         "KeyError" in f.title and "shard" in f.title for f in health.findings
     )  # the task, by its cause

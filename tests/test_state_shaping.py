@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from mcp.types import CallToolResult
-from tests.support import text_of
+from tests.support import text_of, whole_bytes
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import MAX_LIMIT
@@ -75,12 +74,6 @@ def test_actor_rows_become_numbers_and_basic_fields_unless_detail() -> None:
     assert basic.restarts == 2 and basic.pid == 1001 and basic.job_id is None and basic.name is None
     full = actor_from_state(actor_row(1, "ALIVE"), detail=True)
     assert full.job_id == "01000000" and full.required_resources == {"CPU": 1.0} and full.runtime_env is None
-
-
-def whole_bytes(result: CallToolResult) -> int:
-    """What a client receives: the text and the structured content (compact JSON)."""
-    structured = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
-    return len(text_of(result).encode()) + len(structured.encode())
 
 
 def test_actor_list_of_5000_stays_under_8_kb_with_exact_totals_and_a_narrowing_hint() -> None:

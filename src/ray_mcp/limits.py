@@ -96,6 +96,8 @@ FAILING_DEPLOYMENTS_WITH_LOGS = 3
 
 # the text answer (its findings come again in the structured content)
 DIAGNOSIS_BYTES = Bound(default=6_000, low=1_000, high=32_000)
+# the text and the structured content together: at most this share of the text budget (8,000 at the default)
+DIAGNOSIS_WHOLE_SHARE = 4 / 3
 DRIVER_LOG_LINES = 400  # the driver log's tail read for a diagnosis
 DRIVER_LOG_BYTES = 96_000
 ACTOR_LOG_LINES = 60  # grep output of a crashed actor's log

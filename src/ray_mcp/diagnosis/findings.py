@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from ray_mcp import models
@@ -38,13 +39,45 @@ def rank(findings: Iterable[models.Finding]) -> list[models.Finding]:
     return sorted(findings, key=lambda f: -f.severity)
 
 
+# What differs between findings of the same failure in several places: numbers (pids, ranks, shards, IPs) and ids.
+_VARYING = re.compile(r"[0-9a-f]{16,}|\d+")
+ALIKE_SHOWN = 3  # titles of the alike findings quoted in the one that stands for them
+
+
+def merge_alike(findings: Sequence[models.Finding]) -> list[models.Finding]:
+    """Findings of one kind whose titles differ only in numbers and ids (the same error raised by several
+    tasks or workers) as one: the first, which says how many more there are and quotes their titles."""
+    groups: dict[tuple[str, str], list[models.Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.kind, _VARYING.sub("#", f.title)), []).append(f)
+    merged = []
+    for first, *rest in groups.values():
+        if rest:
+            also = [f"also: {r.title}" for r in rest[:ALIKE_SHOWN]]
+            first = first.model_copy(update={
+                "title": f"{first.title} (and {len(rest)} more like it)",
+                "severity": max(f.severity for f in (first, *rest)),
+                "evidence": [*first.evidence[: EVIDENCE_ITEMS - len(also)], *also],
+            })  # fmt: skip
+        merged.append(first)
+    return rank(merged)
+
+
 def render_findings(header: list[str], findings: Sequence[models.Finding], max_bytes: int) -> str:
-    """Text for the agent: the verdict first, then each finding with its evidence, within a byte budget.
+    """Text for the agent: the verdict first, then each finding with its evidence, within a byte budget."""
+    return render_shown(header, findings, max_bytes)[0]
+
+
+def render_shown(
+    header: list[str], findings: Sequence[models.Finding], max_bytes: int
+) -> tuple[str, list[models.Finding]]:
+    """The text of ``render_findings`` and the findings as it shows them (for the structured answer).
 
     Never over ``max_bytes`` (unless the header alone is): room is kept for the line that says how many
     findings were left out, and a first finding too long for the budget loses evidence lines from its end.
     """
     out = list(header)
+    shown: list[models.Finding] = []
     for i, f in enumerate(findings, 1):
         block = _block(i, f)
         after = len(findings) - i
@@ -57,10 +90,14 @@ def render_findings(header: list[str], findings: Sequence[models.Finding], max_b
             while evidence and _size([*out, *block]) > room:
                 evidence.pop()  # the last quote first; the title and next steps stay
                 block = _block(i, f, evidence)
+            f = f.model_copy(update={"evidence": evidence})
             if _size([*out, *block]) > room:  # then the next steps and references, then the title's end
                 block = [fit_bytes(f"{i}. {f.title}", room - _size(out) - 1)]
+                title = block[0].removeprefix(f"{i}. ")
+                f = f.model_copy(update={"title": title, "evidence": [], "next_steps": [], "refs": []})
         out += block
-    return "\n".join(out)
+        shown.append(f)
+    return "\n".join(out), shown
 
 
 def fit_lines(lines: list[str], max_bytes: int) -> list[str]:

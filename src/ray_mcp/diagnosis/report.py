@@ -4,9 +4,10 @@ Under the byte budget by construction (pure)."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
 
 from ray_mcp import models
 from ray_mcp.diagnosis.chains import (
@@ -18,8 +19,11 @@ from ray_mcp.diagnosis.chains import (
     fit,
     verdict_line,
 )
-from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, render_findings
+from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, merge_alike, render_shown
 from ray_mcp.diagnosis.graph import Evidence, clip
+from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE
+
+MIN_QUOTE_CHARS = 100  # the structured answer's quotes are cut to no less before they are left out
 
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
@@ -111,19 +115,104 @@ def job_report(
         job_line += f"; progress: {progress(Graph(ev))}"
     events = explaining_events(ev, findings)
     unread = [f"Could not read {u} (what it would show is UNKNOWN, not healthy)." for u in ev.unreadable[:3]]
-    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []), *others,
-              *(f"Note: {n}" for n in [*notes, *unread][:5])]  # fmt: skip
+    said = [*notes, *unread][:5]
     header = [verdict, job_line, ""]
-    footer = fit_lines(footer, max_bytes // 3)  # events and notes never crowd out the findings
-    budget = max_bytes - len("\n".join(footer).encode()) - 1
-    text = render_findings(header, findings, budget)
-    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
-    model = models.JobDiagnosis(
-        job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
-        error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
-        findings=shown, notes=[*notes, *unread][:5], events=events, other_jobs=others, unchecked=list(unchecked),
-    )  # fmt: skip
-    return model, "\n".join([text, *footer]) if footer else text
+
+    def build(budget: int) -> tuple[models.JobDiagnosis, str]:
+        footer, shown_events, shown_notes = fit_footer(events, said, budget, others=others)
+        text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
+        model = models.JobDiagnosis(
+            job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
+            error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
+            findings=shown, notes=shown_notes, events=shown_events,
+            other_jobs=[o for o in others if o in footer], unchecked=list(unchecked),
+        )  # fmt: skip
+        return model, "\n".join([text, *footer]) if footer else text
+
+    return within_whole(build, max_bytes)
+
+
+def fit_footer(
+    events: list[str], notes: list[str], budget: int, *, others: Sequence[str] = ()
+) -> tuple[list[str], list[str], list[str]]:
+    """The lines after the findings (events, other jobs, notes) within a third of the budget, so that they
+    never crowd out the findings, and the events and notes they show (for the structured answer)."""
+    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []), *others,
+              *(f"Note: {n}" for n in notes)]  # fmt: skip
+    footer = fit_lines(footer, budget // 3)
+    kept = set(footer)
+    return footer, [e for e in events if f"  {e}" in kept], [n for n in notes if f"Note: {n}" in kept]
+
+
+Report = TypeVar("Report", models.JobDiagnosis, models.ClusterHealth)
+
+
+def within_whole(build: Callable[[int], tuple[Report, str]], max_bytes: int) -> tuple[Report, str]:
+    """The answer whose text is within ``max_bytes`` and whose text and structured content together are
+    within ``DIAGNOSIS_WHOLE_SHARE`` of it (8,000 bytes at the default 6,000).
+
+    The text is what most clients show the model, so it keeps its budget: the structured content, which
+    repeats the findings the text shows, gives up the ends of its longest quotes first, then whole quotes from
+    the lowest-ranked finding up, then their next steps and references; only when that is not enough does the text give up the rest, down to
+    the smallest budget a tool accepts.
+    """
+    whole = int(max_bytes * DIAGNOSIS_WHOLE_SHARE)
+    budget = max_bytes
+    while True:
+        model, text = build(budget)
+        over = _whole_bytes(model, text) - whole
+        if over > 0:
+            model = model.model_copy(update={"findings": _without_quotes(model.findings, over)})
+            over = _whole_bytes(model, text) - whole
+        if over <= 0 or budget <= DIAGNOSIS_BYTES.low:
+            return model, text
+        budget = max(DIAGNOSIS_BYTES.low, budget - over)
+
+
+def _without_quotes(shown: Sequence[models.Finding], over: int) -> list[models.Finding]:
+    """The findings with shorter quotes, every quote cut at the same length (the longest that saves ``over``
+    bytes, at least ``MIN_QUOTE_CHARS``); if that is not enough, without their quotes, last finding first, then
+    without their next steps and references (the text still has them all)."""
+    lines = [line for f in shown for line in f.evidence]
+    longest = max(map(len, lines), default=0)
+    saved = _quote_saving(lines, MIN_QUOTE_CHARS)
+    if saved >= over:
+        low, high = MIN_QUOTE_CHARS, longest  # the longest cut that still saves enough
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if _quote_saving(lines, mid) >= over else (low, mid - 1)
+        return [f.model_copy(update={"evidence": [_cut(e, low) for e in f.evidence]}) for f in shown]
+    over -= saved
+    findings: list[models.Finding] = [
+        x.model_copy(update={"evidence": [_cut(e, MIN_QUOTE_CHARS) for e in x.evidence]}) for x in shown
+    ]
+    for one in reversed(findings):
+        while one.evidence and over > 0:
+            over -= _json_bytes(one.evidence.pop()) + 1  # and its comma
+    for copy in reversed(findings):  # copies: the findings of the text keep theirs
+        if over <= 0:
+            break
+        steps: list[str] = [*copy.next_steps, *copy.refs]
+        over -= _json_bytes(steps) - 2
+        copy.next_steps = []
+        copy.refs = []
+    return findings
+
+
+def _cut(line: str, chars: int) -> str:
+    return line if len(line) <= chars else line[: chars - 1] + "…"
+
+
+def _quote_saving(lines: Sequence[str], chars: int) -> int:
+    return sum(_json_bytes(line) - _json_bytes(_cut(line, chars)) for line in lines if len(line) > chars)
+
+
+def _whole_bytes(model: Report, text: str) -> int:
+    return len(text.encode()) + _json_bytes(model.model_dump(mode="json", exclude_none=True))
+
+
+def _json_bytes(value: object) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def stalled_verdict(phrase: str, stall: models.Finding, chains: Sequence[Chain]) -> str:
@@ -163,7 +252,7 @@ def health_report(
     chains = explain_cluster(ev)
     readable = ev.actors is not None and ev.nodes is not None
     kept = [f for f in legacy if not (readable and f.kind in REPLACED_HEALTH_KINDS)]
-    findings = sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity)
+    findings = merge_alike(sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity))
     serious = [f for f in findings if f.severity >= 40]
     unread = [*notes, *(f"Could not read {u}." for u in ev.unreadable)]
     gaps = list(unchecked) or [
@@ -188,15 +277,16 @@ def health_report(
     else:
         verdict = "Healthy: nothing wrong found in " + ", ".join(checked) + "."
     events = event_lines(ev, limit=6)
-    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []),
-              *(f"Note: {n}" for n in unread[:5])]  # fmt: skip
     state = {"PROBLEMS_FOUND": "PROBLEMS FOUND"}.get(status, status)
     header = [f"Cluster {dashboard_url}: {state}", f"Verdict: {verdict}", ""]
-    footer = fit_lines(footer, max_bytes // 3)  # events and notes never crowd out the findings
-    text = render_findings(header, findings, max_bytes - len("\n".join(footer).encode()) - 1)
-    shown = [f for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + text]
-    model = models.ClusterHealth(
-        healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
-        findings=shown, checked=checked, notes=unread[:5], events=events, unchecked=list(unchecked),
-    )  # fmt: skip
-    return model, "\n".join([text, *footer]) if footer else text
+
+    def build(budget: int) -> tuple[models.ClusterHealth, str]:
+        footer, shown_events, shown_notes = fit_footer(events, unread[:5], budget)
+        text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
+        model = models.ClusterHealth(
+            healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
+            findings=shown, checked=checked, notes=shown_notes, events=shown_events, unchecked=list(unchecked),
+        )  # fmt: skip
+        return model, "\n".join([text, *footer]) if footer else text
+
+    return within_whole(build, max_bytes)

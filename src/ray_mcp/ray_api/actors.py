@@ -73,7 +73,7 @@ class ActorsAPI(RayClient):
 
         async def read() -> list[dict[str, Any]] | None:
             try:
-                await ray_import.ensure("core")
+                await ray_import.ensure("gcs")
                 return await anyio.to_thread.run_sync(lambda: gcs.actor_rows(self._gcs(), self.timeout_s))
             except Exception:  # the GCS may be unreachable from here: the caller asks the State API
                 return None
@@ -87,7 +87,7 @@ class ActorsAPI(RayClient):
         """The per-class, per-state counts from the GCS's actor table, shaped as the State API's summary; None
         when the GCS cannot answer or a filter is not one it can apply (then the summary is asked)."""
         try:
-            await ray_import.ensure("core")
+            await ray_import.ensure("gcs")
             counts = await anyio.to_thread.run_sync(
                 lambda: gcs.actor_counts(self._gcs(), filters, self.timeout_s)
             )
@@ -126,5 +126,5 @@ class ActorsAPI(RayClient):
     async def kill_actor(self, actor_id: str, *, no_restart: bool) -> None:
         """Force-kill an actor through the GCS (KillActorViaGcs): what ray.kill does, without a driver."""
         kill = functools.partial(gcs.kill_actor, no_restart=no_restart, timeout_s=self.timeout_s)
-        await ray_import.ensure("core")
+        await ray_import.ensure("gcs")
         await anyio.to_thread.run_sync(lambda: kill(self._gcs(), str(self.gcs_address), actor_id))

@@ -1,7 +1,7 @@
 """Ray's GCS over gRPC: where the dashboard listens, the placement group table, killing an actor.
 
 Every function here imports Ray (slow, through ray_import's one lock) and blocks: run them in a worker
-thread, after ``await ray_import.ensure()`` so that waiting for the import holds no thread. Channels come from Ray's own
+thread, after ``await ray_import.ensure("gcs")`` so that waiting for the import holds no thread. Channels come from Ray's own
 ``init_grpc_channel``, which adds TLS (RAY_USE_TLS) and token authentication when the cluster uses them.
 """
 
@@ -29,7 +29,7 @@ def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> A
     channel in token mode (RAY_AUTH_MODE=token), so then the channel is built without Ray's interceptor, with
     the same TLS (RAY_USE_TLS). ``RAY_DEFAULT`` keeps Ray's behaviour (the GCS lookup of a configured address).
     """
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray._private.grpc_utils import init_grpc_channel
 
     if authorization == RAY_DEFAULT:
@@ -97,7 +97,7 @@ def reported_dashboard(
 ) -> str | None:
     """Where the GCS says its dashboard listens (Ray records it in its internal KV), as a URL; None if the GCS
     does not answer or has no dashboard. ``authorization``: see open_channel."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     import grpc
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
@@ -119,7 +119,7 @@ def reported_dashboard(
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
     """The GCS whose dashboard is ``dashboard_url``: try host:6379, then (for a local dashboard) every GCS
     process on this machine, and keep the one that reports this dashboard."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray._private.services import find_gcs_addresses
 
     parts = urlsplit(dashboard_url)
@@ -161,7 +161,7 @@ GCS_LOOKUP = GcsLookup()
 def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]]:
     """Every placement group's id, name, state, creator job and strategy, in one call (the State API omits the
     strategy and has no per-state summary)."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
@@ -197,7 +197,7 @@ _ACTOR_HEX_KEYS = ("actor_id", "owner_id", "job_id", "node_id", "placement_group
 def actor_rows(channel: Any, timeout_s: float) -> list[dict[str, Any]]:
     """Every actor as the State API's detail rows, sorted by id as it sorts them: the conversion Ray's dashboard
     makes, from the same GCS call (~5 ms at 400 actors), without its filtering and JSON (~0.1 s at 400)."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
@@ -270,7 +270,7 @@ def placement_group_rows(channel: Any, timeout_s: float) -> list[dict[str, Any]]
     """Every placement group as the State API's detail rows (the same conversion Ray's dashboard makes, from
     the same GCS call), plus its ``strategy``, which the State API leaves out. One gRPC call (~15 ms at 1,000
     groups) instead of the dashboard's conversion, filtering and JSON of every group (~0.7 s at 1,000)."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import common_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
@@ -321,7 +321,7 @@ def unfinished_task_rows(channel: Any, timeout_s: float, limit: int) -> tuple[li
 def stored_task_count(channel: Any, timeout_s: float) -> int:
     """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does
     not say how many it left out; the GCS's own count does."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.TaskInfoGcsServiceStub(channel)
@@ -331,7 +331,7 @@ def stored_task_count(channel: Any, timeout_s: float) -> int:
 
 def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: bool, timeout_s: float) -> None:
     """Force-kill an actor (KillActorViaGcs): what ray.kill does, without a driver."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
@@ -351,7 +351,7 @@ def kill_actor(channel: Any, gcs_address: str, actor_id: str, *, no_restart: boo
 def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) -> list[dict[str, Any]]:
     """One job's actors from the GCS actor table: who owns each (the worker that created it) and the resource
     ids Ray assigned it (``resource_mapping``: GPU ids, kept after the actor died). The State API has neither."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
@@ -401,7 +401,7 @@ def actor_counts(
     lists, with the same filters; None when a filter is one this cannot apply (the caller asks the summary)."""
     if any(key not in ACTOR_COUNT_FIELDS or op not in ("=", "!=") for key, op, _ in filters):
         return None
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     names = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]

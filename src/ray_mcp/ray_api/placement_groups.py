@@ -86,7 +86,7 @@ class PlacementGroupsAPI(NodesAPI):
         """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
         State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
         try:
-            await ray_import.ensure("core")
+            await ray_import.ensure("gcs")
             return await anyio.to_thread.run_sync(
                 lambda: gcs.placement_group_table(self._gcs(), self.timeout_s)
             )

@@ -207,6 +207,54 @@ def actor_rows(channel: Any, timeout_s: float) -> list[dict[str, Any]]:
     return rows
 
 
+# The filterable columns of list_actors, each read from ActorTableData as the State API filters it (an id in
+# hex; None for a field the message does not hold, which the State API's filter never matches, = or !=).
+_ACTOR_FILTER_COLUMNS: dict[str, Any] = {
+    "state": lambda a, names: names(a.state),
+    "class_name": lambda a, _: a.class_name,
+    "name": lambda a, _: a.name,
+    "ray_namespace": lambda a, _: a.ray_namespace,
+    "job_id": lambda a, _: a.job_id.hex(),
+    "node_id": lambda a, _: a.node_id.hex() if a.HasField("node_id") else None,
+    "placement_group_id": lambda a, _: (
+        a.placement_group_id.hex() if a.HasField("placement_group_id") else None
+    ),
+}
+
+
+def actor_page(
+    channel: Any, filters: list[tuple[str, str, str]], limit: int, timeout_s: float
+) -> tuple[int, int, list[dict[str, Any]], dict[str, dict[str, int]]] | None:
+    """One page of actors as the State API lists them, from the GCS's actor table in one call: (total, matched,
+    the first ``limit`` matching rows by id, counts per class and state of every match). Only the page is
+    converted to rows (~0.2 ms an actor). None when a filter is one this cannot read from the table."""
+    if any(key not in _ACTOR_FILTER_COLUMNS for key, _op, _value in filters):
+        return None
+    from ray_mcp.ray_api.query import matches
+
+    ray_import.load_sync("core")
+    from ray.core.generated import gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+
+    names = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+    reply = stub.GetAllActorInfo(gcs_service_pb2.GetAllActorInfoRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
+    keys = {key for key, _op, _value in filters}
+
+    def row(actor: Any) -> dict[str, Any]:  # a field the message lacks is no column: it matches no filter
+        values = {key: _ACTOR_FILTER_COLUMNS[key](actor, names) for key in keys}
+        return {key: value for key, value in values.items() if value is not None}
+
+    hits = [a for a in reply.actor_table_data if matches(row(a), filters)]
+    counts: dict[str, dict[str, int]] = {}
+    for a in hits:
+        per_state = counts.setdefault(a.class_name, {})
+        state = names(a.state)
+        per_state[state] = per_state.get(state, 0) + 1
+    hits.sort(key=lambda a: a.actor_id.hex())
+    rows = [_state_row(a, ACTOR_COLUMNS, _ACTOR_HEX_KEYS) for a in hits[: max(0, limit)]]
+    return len(reply.actor_table_data), len(hits), rows, counts
+
+
 def _state_row(message: Any, columns: tuple[str, ...], hex_keys: tuple[str, ...]) -> dict[str, Any]:
     """One GCS message as the State API's row: Ray's MessageToDict options, ids in hex, only its columns."""
     from google.protobuf.json_format import MessageToDict

@@ -266,6 +266,48 @@ def _state_row(message: Any, columns: tuple[str, ...], hex_keys: tuple[str, ...]
     return _hex_ids({key: raw.get(key) for key in columns}, hex_keys)  # absent: None, as the State API says
 
 
+_PG_FILTER_COLUMNS: dict[str, Any] = {
+    "placement_group_id": lambda p, _: p.placement_group_id.hex(),
+    "name": lambda p, _: p.name,
+    "state": lambda p, names: names(p.state),
+    "creator_job_id": lambda p, _: p.creator_job_id.hex(),
+}
+
+
+def placement_group_page(
+    channel: Any, filters: list[tuple[str, str, str]], limit: int, timeout_s: float
+) -> tuple[int, int, list[dict[str, Any]], dict[str, int]] | None:
+    """One page of placement groups as the State API lists them (with strategies), from the GCS's table in
+    one call: (total, matched, the first ``limit`` matching rows by id, matches per state). Only the page is
+    converted. None when a filter is one this cannot read from the table."""
+    if any(key not in _PG_FILTER_COLUMNS for key, _op, _value in filters):
+        return None
+    from ray_mcp.ray_api.query import matches
+
+    ray_import.load_sync("core")
+    from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+
+    names = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]
+    stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
+    reply = stub.GetAllPlacementGroup(gcs_service_pb2.GetAllPlacementGroupRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
+    keys = {key for key, _op, _value in filters}
+    hits = [
+        p for p in reply.placement_group_table_data
+        if matches({key: _PG_FILTER_COLUMNS[key](p, names) for key in keys}, filters)
+    ]  # fmt: skip
+    by_state: dict[str, int] = {}
+    for p in hits:
+        by_state[names(p.state)] = by_state.get(names(p.state), 0) + 1
+    hits.sort(key=lambda p: p.placement_group_id.hex())
+    strategy_name = common_pb2.PlacementStrategy.Name  # type: ignore[attr-defined]
+    rows = []
+    for p in hits[: max(0, limit)]:
+        row = _state_row(p, PG_COLUMNS, _PG_HEX_KEYS)
+        row["strategy"] = strategy_name(p.strategy)
+        rows.append(row)
+    return int(reply.total), len(hits), rows, by_state
+
+
 def placement_group_rows(channel: Any, timeout_s: float) -> list[dict[str, Any]]:
     """Every placement group as the State API's detail rows (the same conversion Ray's dashboard makes, from
     the same GCS call), plus its ``strategy``, which the State API leaves out. One gRPC call (~15 ms at 1,000

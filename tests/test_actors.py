@@ -148,3 +148,81 @@ async def test_actor_tools_reject_bad_ids_and_clamp_limits(client: Client) -> No
     assert any("clamped to 1,000" in n for n in page.notes)
     negative = await client.call_tool("list_actors", {"limit": -1})
     assert negative.is_error
+
+
+async def test_list_actors_from_the_gcs_table_answers_as_the_state_api_does(ray_cluster) -> None:
+    """Once the GCS channel is open, list_actors reads the GCS's actor table and filters, sorts and counts it
+    itself: every answer (page, totals, per-state counts) must equal the State API's for the same filters."""
+    from ray_mcp.ray_api import RayAPI
+
+    namespace = f"mcp-test-{uuid.uuid4().hex[:8]}"
+    via_gcs = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
+    via_state = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_lookup=None)
+    try:
+        await via_gcs.warm_up()
+        assert via_gcs.gcs_connected and not via_state.gcs_connected
+        with driver(ray_cluster.gcs_address, ACTORS, namespace):
+            ns = [("ray_namespace", "=", namespace)]
+            with anyio.fail_after(60):
+                while (await via_state.list_actors(filters=[*ns, ("state", "=", "DEAD")], limit=5, detail=False,
+                                                   notes=[])).matched < 2:  # fmt: skip
+                    await anyio.sleep(0.5)
+            one = (await via_state.list_actors(filters=ns, limit=1, detail=True, notes=[])).actors[0]
+            job, node = one.job_id, next(
+                a.node_id for a in (await via_state.list_actors(filters=ns, limit=5, detail=True, notes=[])).actors
+                if a.node_id
+            )  # fmt: skip
+            cases = [
+                [], ns, [*ns, ("state", "=", "DEAD")], [*ns, ("state", "=", "dead")],
+                [*ns, ("class_name", "=", "keeper")], [*ns, ("state", "!=", "ALIVE")], [("job_id", "=", job or "")],
+                [*ns, ("name", "=", "no-such-actor")], [*ns, ("node_id", "=", node or "")],
+                [*ns, ("node_id", "!=", node or "")], [*ns, ("placement_group_id", "!=", "ab" * 18)],
+            ]  # fmt: skip
+            for filters in cases:
+                for limit, detail in ((50, False), (1, True), (0, False)):
+                    with anyio.fail_after(60):
+                        while True:  # other tests' actors may change between the two reads: until they agree
+                            a = await via_gcs.list_actors(
+                                filters=filters, limit=limit, detail=detail, notes=[]
+                            )
+                            b = await via_state.list_actors(
+                                filters=filters, limit=limit, detail=detail, notes=[]
+                            )
+                            if a == b:
+                                break
+                            await anyio.sleep(0.5)
+            keeper = await via_gcs.list_actors(filters=cases[4], limit=50, detail=False, notes=[])
+            assert keeper.matched == 1 and keeper.actors[0].class_name == "Keeper"  # case-insensitive, as Ray
+    finally:
+        await via_gcs.aclose()
+        await via_state.aclose()
+
+
+async def test_list_actors_falls_back_to_the_state_api_when_the_open_gcs_channel_stops_answering(
+    ray_cluster,
+) -> None:
+    import socket
+
+    from ray_mcp.ray_api import RayAPI
+
+    with socket.socket() as s:  # a port nothing listens on: the GCS "went away" after the channel was made
+        s.bind(("127.0.0.1", 0))
+        gone = f"127.0.0.1:{s.getsockname()[1]}"
+    api = RayAPI(ray_cluster.dashboard_url, timeout_s=5, gcs_address=gone)
+    via_state = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_lookup=None)
+    try:
+        await api.warm_up()
+        assert api.gcs_connected
+        with anyio.fail_after(60):
+            while True:
+                a = await api.list_actors(filters=[("state", "=", "DEAD")], limit=3, detail=False, notes=[])
+                b = await via_state.list_actors(
+                    filters=[("state", "=", "DEAD")], limit=3, detail=False, notes=[]
+                )
+                if a == b:
+                    break
+                await anyio.sleep(0.5)
+        assert a.total >= a.matched >= a.shown
+    finally:
+        await api.aclose()
+        await via_state.aclose()

@@ -305,3 +305,15 @@ def test_placement_group_ids_inside_bundles_are_hex_like_the_state_apis() -> Non
     assert gcs._hex_ids(row, gcs._PG_HEX_KEYS) == {
         "placement_group_id": "ab" * 18, "bundles": [{"bundle_id": {"placement_group_id": "ab" * 18}, "node_id": None}],
     }  # fmt: skip
+
+
+def test_state_api_filters_are_applied_here_as_ray_applies_them() -> None:
+    from ray_mcp.ray_api.query import matches
+
+    row = {"class_name": "Keeper", "state": "DEAD", "is_detached": True, "pid": 42, "repr_name": None}
+    assert matches(row, [("class_name", "=", "keeper"), ("state", "!=", "alive")])  # case-insensitive
+    assert matches(row, [("is_detached", "=", "True"), ("pid", "=", "42")])
+    assert not matches(row, [("node_id", "=", "ab")]) and not matches(
+        row, [("node_id", "!=", "ab")]
+    )  # absent
+    assert not matches(row, [("repr_name", "=", "x")]) and matches(row, [("repr_name", "!=", "x")])  # null

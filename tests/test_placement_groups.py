@@ -110,3 +110,63 @@ async def test_list_nodes_shows_the_head_with_total_and_free_resources(client: C
     assert head.node_id in text_of(result) and "head ALIVE" in text_of(result)
     dead = await client.call_tool("list_nodes", {"state": "DEAD"})
     assert NodeList.model_validate(dead.structured_content).shown == 0
+
+
+async def test_pg_status_from_the_gcs_table_answers_as_the_state_api_page_does(ray_cluster) -> None:
+    """Once the GCS channel is open, pg_status filters, sorts and cuts the GCS's table itself; each answer must
+    equal the one from the State API's page joined with the table (a fresh connection's first call)."""
+    from ray_mcp.ray_api import RayAPI
+
+    tag = f"pgp{uuid.uuid4().hex[:6]}"
+    if ray_cluster.gcs_address is None:
+        import pytest
+
+        pytest.skip("needs the session's own cluster (GCS address)")
+    warm = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
+    try:
+        await warm.warm_up()
+        with driver(ray_cluster.gcs_address, GROUPS, tag):
+            job = None
+            with anyio.fail_after(60):
+                while job is None:
+                    try:
+                        found = await warm.pg_status(
+                            placement_group=f"{tag}-ok", state=None, job_id=None, limit=1, notes=[]
+                        )
+                        job = found.placement_groups[0].creator_job_id
+                    except Exception:
+                        await anyio.sleep(0.5)
+            cases = [
+                {"placement_group": None, "state": None, "job_id": job, "limit": 50},
+                {"placement_group": None, "state": "pending", "job_id": job, "limit": 1},
+                {"placement_group": f"{tag}-spread", "state": None, "job_id": None, "limit": 5},
+                {"placement_group": None, "state": None, "job_id": job, "limit": 0},
+                {"placement_group": None, "state": "CREATED", "job_id": None, "limit": 3},
+            ]
+            for case in cases:
+                with anyio.fail_after(60):
+                    while True:  # groups change state between two reads: until both agree
+                        fresh = RayAPI(
+                            ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address
+                        )
+                        try:
+                            assert not fresh.gcs_connected
+                            b = await fresh.pg_status(notes=[], **case)  # the State API page + the GCS table
+                        finally:
+                            await fresh.aclose()
+                        a = await warm.pg_status(notes=[], **case)
+                        if a == b:
+                            break
+                        await anyio.sleep(0.5)
+            mine = await warm.pg_status(placement_group=None, state=None, job_id=job, limit=50, notes=[])
+            assert {g.name: g.strategy for g in mine.placement_groups} == {
+                f"{tag}-ok": "PACK",
+                f"{tag}-huge": "PACK",
+                f"{tag}-spread": "STRICT_SPREAD",
+            }
+            missing = await warm.pg_status(
+                placement_group=None, state="REMOVED", job_id=job, limit=5, notes=[]
+            )
+            assert missing.matched == 0 and missing.placement_groups == []
+    finally:
+        await warm.aclose()

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 
@@ -34,6 +36,9 @@ DEFAULT_CLUSTER = "default"
 # Clusters on this machine found without an address, or started here: Ray puts them in token mode when
 # ~/.ray/auth_token exists, so its token goes to them (settings.resolved_ray_auth_token).
 LOCAL_SOURCES = ("embedded", "local")
+# The warm-up imports Ray when no tool call is under way (the import holds the GIL for ~0.5 s and would slow a
+# call down), but waits at most this long (a wait_for_job can last minutes).
+WARM_UP_IDLE_WAIT_S = 2.0
 # The cluster named by the tool call being served (None: the default cluster).
 CURRENT_CLUSTER: ContextVar[str | None] = ContextVar("ray_mcp_cluster", default=None)
 
@@ -75,18 +80,23 @@ class Connection:
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
             SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
-            self._api = RayAPI(
-                resolved.dashboard_url,
-                timeout_s=s.request_timeout_s,
-                source=resolved.source,
-                headers=headers,
-                verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
-                transport=self._http_transport,
-                gcs_address=resolved.gcs_address,
-                gcs_lookup=self._gcs_lookup,
-                stack_source=s.stack_source,
-                py_spy=s.py_spy,
-                local_logs=s.local_logs,
+            # Made in a worker thread: the HTTP client's first construction imports its transport and may load
+            # TLS certificates (tens of ms) that the event loop must not wait on.
+            self._api = await anyio.to_thread.run_sync(
+                functools.partial(
+                    RayAPI,
+                    resolved.dashboard_url,
+                    timeout_s=s.request_timeout_s,
+                    source=resolved.source,
+                    headers=headers,
+                    verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
+                    transport=self._http_transport,
+                    gcs_address=resolved.gcs_address,
+                    gcs_lookup=self._gcs_lookup,
+                    stack_source=s.stack_source,
+                    py_spy=s.py_spy,
+                    local_logs=s.local_logs,
+                )
             )
         return self._api
 
@@ -119,6 +129,9 @@ class App:
         self.default_cluster = next(iter(self.connections))
         self.on_close: list[Callable[[], Awaitable[None]]] = []
         self._warming: asyncio.Task[None] | None = None
+        self._calls = 0  # tool calls under way
+        self._idle = asyncio.Event()  # set when none is
+        self._idle.set()
 
     @property
     def multi_cluster(self) -> bool:
@@ -133,11 +146,24 @@ class App:
         for connection in self.connections.values():
             connection.cluster.start()
 
+    @contextlib.contextmanager
+    def call_under_way(self) -> Iterator[None]:
+        """Around every tool call: the warm-up waits for none to be under way before it imports Ray."""
+        self._calls += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                self._idle.set()
+
     def warm_up(self) -> asyncio.Task[None] | None:
         """Once, when a client has listed the tools: in the background, find each cluster, make its client and
         GCS channel and import Ray, so that a first call costs what later ones do (without it, +0.1-0.2 s for
-        the HTTP client and +0.5-0.8 s where Ray is imported). A failure here is left for the calls to report.
-        Off with RAY_MCP_WARM_UP=false."""
+        the HTTP client and +0.5-0.8 s where Ray is imported). The HTTP client first; Ray's import (which holds
+        the GIL) once no call is under way: a first call that needs Ray imports it itself, through the same
+        gate. A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
         if self._warming is None and self.settings.warm_up:
             self._warming = asyncio.get_running_loop().create_task(self._warm(), name="ray-mcp warm-up")
         return self._warming
@@ -147,6 +173,10 @@ class App:
         for connection in self.connections.values():
             try:
                 api = await connection.api()
+                with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
+                    await api.find_local_logs_dirs()
+                with anyio.move_on_after(WARM_UP_IDLE_WAIT_S):
+                    await self._idle.wait()
                 await api.warm_up()
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)

@@ -103,7 +103,8 @@ class RayMCPServer(MCPServer[App]):
         """MCPServer's, with the last-resort mapping: a failure that is not one of ours (``UnexpectedToolError``:
         the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr."""
         try:
-            return await super().call_tool(name, arguments, context)
+            with self.app.call_under_way():
+                return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             raise unexpected_failure(name, exc) from exc
 

@@ -26,6 +26,21 @@ class ActorsAPI(RayClient):
     async def list_actors(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
+        if self.gcs_connected and (page := await self._gcs_page(filters, limit)) is not None:
+            # The GCS's actor table in one call (~5 ms at 400 actors), filtered and sorted here as the State API
+            # would: the page and the exact counts from one read, past the State API's 10,000 cap too.
+            total, matched, rows, counts = page
+            await self.learn_job_secrets({str(r["job_id"]) for r in rows if r.get("job_id")})
+            summary = {"summary": {cls: {"state_counts": states} for cls, states in counts.items()}}
+            return build_actor_list(
+                total=total,
+                matched=matched,
+                rows=rows,
+                summary=summary,
+                limit=limit,
+                detail=detail,
+                notes=notes,
+            )
         # detail=1 always: restarts and the death cause are detail columns in Ray's schema. Only `limit` rows come.
         total, matched, rows, ray_notes = await self._state_page(
             "actors", filters=filters, limit=limit, detail=True
@@ -42,13 +57,23 @@ class ActorsAPI(RayClient):
             notes=notes + ray_notes,
         )  # fmt: skip
 
+    async def _gcs_page(
+        self, filters: list[Filter], limit: int
+    ) -> tuple[int, int, list[dict[str, Any]], dict[str, dict[str, int]]] | None:
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: gcs.actor_page(self._gcs(), filters, limit, self.timeout_s)
+            )
+        except Exception:  # the GCS stopped answering: the State API answers instead
+            return None
+
     async def actor_rows(self) -> list[dict[str, Any]] | None:
         """Every actor as the State API's detail rows, read from the GCS in one call (concurrent askers share
         it); their jobs' env_vars learnt as secrets. None when the GCS cannot be reached from here."""
 
         async def read() -> list[dict[str, Any]] | None:
             try:
-                await ray_import.ensure("core")
+                await ray_import.ensure("gcs")
                 return await anyio.to_thread.run_sync(lambda: gcs.actor_rows(self._gcs(), self.timeout_s))
             except Exception:  # the GCS may be unreachable from here: the caller asks the State API
                 return None
@@ -62,7 +87,7 @@ class ActorsAPI(RayClient):
         """The per-class, per-state counts from the GCS's actor table, shaped as the State API's summary; None
         when the GCS cannot answer or a filter is not one it can apply (then the summary is asked)."""
         try:
-            await ray_import.ensure("core")
+            await ray_import.ensure("gcs")
             counts = await anyio.to_thread.run_sync(
                 lambda: gcs.actor_counts(self._gcs(), filters, self.timeout_s)
             )
@@ -101,5 +126,5 @@ class ActorsAPI(RayClient):
     async def kill_actor(self, actor_id: str, *, no_restart: bool) -> None:
         """Force-kill an actor through the GCS (KillActorViaGcs): what ray.kill does, without a driver."""
         kill = functools.partial(gcs.kill_actor, no_restart=no_restart, timeout_s=self.timeout_s)
-        await ray_import.ensure("core")
+        await ray_import.ensure("gcs")
         await anyio.to_thread.run_sync(lambda: kill(self._gcs(), str(self.gcs_address), actor_id))

@@ -74,7 +74,7 @@ class RayClient:
             base_url=self.dashboard_url,
             timeout=httpx.Timeout(timeout_s),
             headers={"User-Agent": USER_AGENT, **self.headers},
-            verify=verify,
+            verify=http_verify(self.dashboard_url, verify),
             transport=transport,
         )
         # the secret registry's view of the jobs' env_vars (learn_job_secrets)
@@ -302,9 +302,11 @@ class RayClient:
 
     async def warm_up(self) -> None:
         """Make what a first call would make: the GCS channel (found, if only the dashboard was given), with Ray
-        imported for it. Raises what that call would raise; the caller decides whether that matters."""
-        await ray_import.ensure("core")
+        imported for it, then Ray's Jobs client modules. Raises what that call would raise; the caller decides
+        whether that matters. The GCS part first: a first pg_status waits for it alone."""
+        await ray_import.ensure("gcs")
         await anyio.to_thread.run_sync(self._gcs)
+        await ray_import.ensure("core")
 
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the
@@ -327,6 +329,19 @@ class RayClient:
             auth = next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
             self._gcs_channel = gcs.open_channel(address, auth)
         return self._gcs_channel
+
+
+def http_verify(dashboard_url: str, verify: bool | str) -> Any:
+    """How the HTTP client checks TLS. A plain-http dashboard reached without a proxy never makes a TLS
+    connection (the client follows no redirects): then no CA bundle is loaded (30-100 ms of a first call), and
+    the context given verifies against no CA at all, so any TLS connection it were asked to make would fail."""
+    import urllib.request
+
+    if verify is True and dashboard_url.startswith("http://") and not urllib.request.getproxies():
+        import ssl
+
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, hostname checked, no CA loaded
+    return verify
 
 
 async def gather(*awaitables: Awaitable[Any]) -> list[Any]:

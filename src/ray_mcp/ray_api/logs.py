@@ -20,8 +20,9 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
-from ray_mcp.ray_api.client import ProgressFn
+from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB, STATE_API_MAX_ROWS
+from ray_mcp.ray_api.client import ProgressFn, gather
+from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
 from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
 from ray_mcp.ray_api.nodes import NodesAPI
@@ -29,6 +30,7 @@ from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
 from ray_mcp.text import truncate_text
 
+LOCAL_NODES_LOOKED_UP = 8  # nodes of this machine whose logs dir the warm-up finds (a test box runs several)
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
 _TASK_HINT = (
@@ -271,14 +273,31 @@ class LogsAPI(JobsAPI, NodesAPI):
             return self._log_dirs[node_id]
         if not re.fullmatch(r"[0-9a-fA-F]{8,128}", node_id):
             return None
-        try:
-            data = await self.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
-            raylet = dict((data.get("detail") or {}).get("raylet") or {})
-        except (RayMCPError, AttributeError, TypeError, ValueError):
-            return None  # not remembered: the next call asks again
-        where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
-        self._log_dirs[node_id] = where
-        return where
+
+        async def read() -> LogDir | None:
+            try:
+                data = await self.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
+                raylet = dict((data.get("detail") or {}).get("raylet") or {})
+            except (RayMCPError, AttributeError, TypeError, ValueError):
+                return None  # not remembered: the next call asks again
+            where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
+            self._log_dirs[node_id] = where
+            return where
+
+        found: LogDir | None = await self.shared(f"logs dir of node {node_id}", read)  # the warm-up's too
+        return found
+
+    async def find_local_logs_dirs(self) -> None:
+        """Find the logs directories of the nodes that run on this machine, ahead of a first tail_logs (the
+        warm-up calls this): the node list, then the details of the nodes at one of this host's addresses."""
+        if not self.local_logs:
+            return
+        result = await self.list_state(
+            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS
+        )
+        here = await anyio.to_thread.run_sync(local_addresses)
+        local = [str(n["node_id"]) for n in result.get("result") or [] if n.get("node_ip") in here]
+        await gather(*(self._local_logs_dir(node_id) for node_id in local[:LOCAL_NODES_LOOKED_UP]))
 
     async def _grep(
         self,

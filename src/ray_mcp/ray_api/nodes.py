@@ -59,7 +59,7 @@ class NodesAPI(RayClient):
 
         async def read() -> list[dict[str, Any]] | None:
             try:
-                await ray_import.ensure("core")
+                await ray_import.ensure("gcs")
                 return await anyio.to_thread.run_sync(
                     lambda: gcs.placement_group_rows(self._gcs(), self.timeout_s)
                 )

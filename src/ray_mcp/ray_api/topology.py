@@ -170,7 +170,7 @@ async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, An
 
 async def _gcs_facts(api: RayAPI, job_id: str) -> dict[str, Any]:
     try:
-        await ray_import.ensure("core")
+        await ray_import.ensure("gcs")
         return await anyio.to_thread.run_sync(_gcs_facts_sync, api, job_id)
     except RayMCPError:
         raise

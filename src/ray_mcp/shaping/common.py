@@ -90,7 +90,9 @@ def narrowing_hint(remaining: int, by: Mapping[str, int], noun: str, filters: st
     if remaining <= 0:
         return None
     if by:
-        top, count = max(by.items(), key=lambda kv: kv[1])
+        top, count = min(
+            by.items(), key=lambda kv: (-kv[1], kv[0])
+        )  # ties: the first by name, whatever the order
         return (
             f"{remaining:,} more {noun} not shown (the largest group: {count:,} {top}); filter by {filters}."
         )

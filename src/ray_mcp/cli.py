@@ -1,9 +1,16 @@
-"""Parse flags and env into Settings, then run the chosen transport. Nothing else."""
+"""Parse flags and env into Settings, then run the chosen transport. Nothing else.
+
+Startup runs with Python's cyclic garbage collector paused (``main`` until the server is built): importing the
+SDK, pydantic and our modules creates ~10^6 objects and almost no garbage, and the collections it triggers
+took ~20 % of the start (0.87 -> 0.70 s for the SDK's import alone, on this machine). So this module imports
+only the standard library at the top: ``main`` pauses the collector before anything else is imported.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -12,21 +19,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import anyio
-from anyio.abc import TaskStatus
-from pydantic import ValidationError
-from pydantic_settings import SettingsError
-
-from ray_mcp.settings import (
-    DEFAULT_HTTP_HEADER_TIMEOUT_S,
-    DEFAULT_HTTP_MAX_CONNECTIONS,
-    DEFAULT_HTTP_MAX_SESSIONS,
-    DEFAULT_PORT,
-    Settings,
-)
-
 if TYPE_CHECKING:
-    pass
+    import anyio
+    from anyio.abc import TaskStatus
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from ray_mcp.settings import Settings
 
 
 class BadUsage(SystemExit):
@@ -52,6 +51,8 @@ ENV_OF = {"embedded_num_cpus": "RAY_MCP_EMBEDDED_NUM_CPUS"}
 
 
 def describe_invalid(exc: ValidationError | SettingsError) -> str:
+    from pydantic_settings import SettingsError
+
     """One line for pydantic's multi-line report: which flag or variable, the value given, what is allowed."""
     if isinstance(exc, SettingsError):
         return f"ray-mcp: {exc} (check the RAY_MCP_* environment variables)"
@@ -70,6 +71,8 @@ def wants_doctor(argv: list[str]) -> bool:
 
 
 def _parser() -> OneLineParser:
+    from ray_mcp.settings import DEFAULT_PORT
+
     parser = OneLineParser(
         prog="ray-mcp",
         usage="ray-mcp [doctor] [options]",
@@ -154,6 +157,12 @@ def _safety_arguments(parser: OneLineParser) -> None:
 
 
 def _http_limit_arguments(parser: OneLineParser) -> None:
+    from ray_mcp.settings import (
+        DEFAULT_HTTP_HEADER_TIMEOUT_S,
+        DEFAULT_HTTP_MAX_CONNECTIONS,
+        DEFAULT_HTTP_MAX_SESSIONS,
+    )
+
     limits = parser.add_argument_group("HTTP limits")
     limits.add_argument(
         "--http-header-timeout-s",
@@ -173,6 +182,11 @@ def _http_limit_arguments(parser: OneLineParser) -> None:
 
 
 def parse_settings(argv: list[str] | None = None) -> Settings:
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from ray_mcp.settings import Settings
+
     parser = _parser()
     args = parser.parse_args(argv)
     given: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None and k != "check"}
@@ -196,6 +210,8 @@ async def _watch_signals(
     *,
     task_status: TaskStatus[None],
 ) -> None:
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for signum in signals:
@@ -228,10 +244,13 @@ def check_bind(settings: Settings) -> None:
 
 
 async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
+    import anyio
+
     from ray_mcp.server import build_server  # keep `--help` fast
     from ray_mcp.transport import serve_http, serve_stdio
 
     server = build_server(settings)
+    started()
 
     async def stop_stdio_now() -> None:
         """On stdio, stdin is read by a worker thread that no cancellation interrupts: a signal would wait for
@@ -275,7 +294,16 @@ def check_audit_log(settings: Settings) -> None:
         raise SystemExit(2) from None
 
 
+def started() -> None:
+    """The server is built: what startup made stays (frozen: no collection walks it again); collect again."""
+    gc.freeze()
+    gc.enable()
+
+
 def main(argv: list[str] | None = None) -> None:
+    gc.disable()  # until started() (see the module)
+    import anyio
+
     args = list(sys.argv[1:] if argv is None else argv)
     doctor = wants_doctor(args)
     if args and args[0] == "doctor":
@@ -314,7 +342,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_doctor(settings: Settings) -> NoReturn:
+    import anyio
+
     from ray_mcp.doctor import doctor
+
+    started()
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"

@@ -25,6 +25,7 @@ from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.redaction import SECRETS, credential_values
+from ray_mcp.redaction_shapes import preload_detectors
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ class App:
                     await api.find_local_logs_dirs()
                 with anyio.move_on_after(WARM_UP_IDLE_WAIT_S):
                     await self._idle.wait()
+                await anyio.to_thread.run_sync(preload_detectors)  # what redaction imports on first use
                 await api.warm_up()
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)

@@ -158,5 +158,6 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
         return {}, text
     import yaml  # ships with Ray; only needed when docs are loaded
 
-    meta = yaml.safe_load(header) or {}
+    # libyaml's safe loader when PyYAML has it: the same documents, 10x faster (prompts are parsed at startup)
+    meta = yaml.load(header, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     return (meta if isinstance(meta, dict) else {}), body.partition("\n")[2]

@@ -232,7 +232,7 @@ def actor_page(
         return None
     from ray_mcp.ray_api.query import matches
 
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     names = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]
@@ -300,7 +300,7 @@ def placement_group_page(
         return None
     from ray_mcp.ray_api.query import matches
 
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     names = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]

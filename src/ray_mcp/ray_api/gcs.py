@@ -1,4 +1,5 @@
-"""Ray's GCS over gRPC: where the dashboard listens, the placement group table, killing an actor.
+"""Ray's GCS over gRPC: where the dashboard listens, killing an actor, and the actor, placement group and
+unfinished-task tables as the State API's rows (one call each, converted here, only what a page needs).
 
 Every function here imports Ray (slow, through ray_import's one lock) and blocks: run them in a worker
 thread, after ``await ray_import.ensure("gcs")`` so that waiting for the import holds no thread. Channels come from Ray's own

@@ -137,6 +137,25 @@ async def test_the_gcs_gives_the_same_unfinished_task_rows_as_the_state_api(ray_
         await api.aclose()
 
 
+async def test_the_gcs_gives_the_same_dead_worker_rows_as_the_state_api(ray_cluster: Any) -> None:
+    tag = f"workers{uuid.uuid4().hex[:6]}"
+    api = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
+    dead = [("is_alive", "=", "False")]
+    try:
+        with driver(ray_cluster.gcs_address, POPULATION, tag), anyio.fail_after(120):
+            while True:  # workers exit between the two reads: until both agree
+                read = await api.dead_workers(50)
+                result = await api.list_state("workers", what="workers", filters=dead, limit=50, detail=True)
+                theirs = ([dict(r) for r in result["result"]], result["num_filtered"])
+                if read is not None and read[0] and read == theirs:
+                    break
+                await anyio.sleep(0.5)
+        rows, _n = read
+        assert all(r["is_alive"] is False and len(r["worker_id"]) == 56 for r in rows)
+    finally:
+        await api.aclose()
+
+
 async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray_cluster: Any) -> None:
     tag = f"once{uuid.uuid4().hex[:6]}"
     with driver(ray_cluster.gcs_address, POPULATION, tag):
@@ -160,12 +179,18 @@ async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray
     assert {"dead actors", "actor restarts", "failed tasks", "placement groups"} <= set(data["checked"])
     # The pending group that can never fit still found, named and explained from the GCS's rows.
     assert any(f"{tag}-huge" in f["title"] and "STRICT_SPREAD" in f["title"] for f in data["findings"]), text
-    # One job list (for failed jobs and the graph), no State API list of actors or groups (the GCS gave them),
+    # One job list (for failed jobs and the graph), no State API list of actors, groups, tasks or workers (the GCS
+    # gave them),
     # no job looked up again one by one.
     assert counting.paths.count("/api/jobs/") == 1, counting.paths
-    assert not [
-        p for p in counting.paths if p in ("/api/v0/actors", "/api/v0/placement_groups", "/api/v0/jobs")
-    ]
+    from_gcs = (
+        "/api/v0/actors",
+        "/api/v0/placement_groups",
+        "/api/v0/jobs",
+        "/api/v0/tasks",
+        "/api/v0/workers",
+    )
+    assert not [p for p in counting.paths if p in from_gcs], counting.paths
     assert not [p for p in counting.paths if p.startswith("/api/jobs/") and p != "/api/jobs/"], counting.paths
 
 

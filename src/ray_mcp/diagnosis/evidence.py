@@ -117,8 +117,20 @@ async def _cluster_wide(api: RayAPI, ev: Evidence, jobs: Awaitable[list[Row] | N
         _pgs(api, ev),
         jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
         cluster_events(api, ev),
-        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
+        _dead_workers(api, ev),
     )  # fmt: skip
+
+
+async def _dead_workers(api: RayAPI, ev: Evidence) -> list[Row] | None:
+    """The dead workers (exit type and detail): from the GCS in one call (the same rows), else the State API."""
+    read = await api.dead_workers(DEAD_WORKERS)
+    if read is None:
+        return await _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")],
+                           limit=DEAD_WORKERS)  # fmt: skip
+    rows, dead = read
+    if dead > len(rows):
+        ev.capped.append(f"The dead workers: {len(rows):,} of {dead:,} read; the counts above cover those.")
+    return [dict(r) for r in rows]
 
 
 # The State API's basic job columns: the rows the graph reads, whichever list they come from.

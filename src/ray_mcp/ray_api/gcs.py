@@ -283,6 +283,37 @@ def _state_row(message: Any, columns: tuple[str, ...], hex_keys: tuple[str, ...]
     return dict(row)
 
 
+WORKER_COLUMNS = ("worker_id", "is_alive", "worker_type", "exit_type", "node_id", "ip", "pid", "exit_detail",
+                  "worker_launch_time_ms", "worker_launched_time_ms", "start_time_ms", "end_time_ms",
+                  "debugger_port", "num_paused_threads")  # fmt: skip
+_WORKER_TIMES = ("start_time_ms", "end_time_ms", "worker_launch_time_ms", "worker_launched_time_ms")
+
+
+def dead_worker_rows(channel: Any, timeout_s: float, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The dead workers as the State API's detail rows (its conversion: ids from the worker's address, times as
+    numbers), the first ``limit`` by id, and how many are dead in all. One call; the State API converts every
+    worker the GCS holds for the same answer."""
+    ray_import.load_sync("core")
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    stub = gcs_service_pb2_grpc.WorkerInfoGcsServiceStub(channel)
+    reply = stub.GetAllWorkerInfo(gcs_service_pb2.GetAllWorkerInfoRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
+    dead = sorted(
+        (w for w in reply.worker_table_data if not w.is_alive), key=lambda w: w.worker_address.worker_id.hex()
+    )
+    rows = []
+    for w in dead[: max(0, limit)]:
+        raw = _state_row(w, ("worker_address", *WORKER_COLUMNS), ("worker_id", "node_id"))
+        address = raw.pop("worker_address") or {}
+        raw["worker_id"], raw["node_id"], raw["ip"] = (
+            address.get("worker_id"), address.get("node_id"), address.get("ip_address"),
+        )  # fmt: skip
+        for key in _WORKER_TIMES:
+            raw[key] = int(raw[key]) if raw.get(key) is not None else None
+        rows.append(raw)
+    return rows, len(dead)
+
+
 _PG_FILTER_COLUMNS: dict[str, Any] = {
     "placement_group_id": lambda p, _: p.placement_group_id.hex(),
     "name": lambda p, _: p.name,

@@ -69,6 +69,18 @@ class NodesAPI(RayClient):
         rows: list[dict[str, Any]] | None = await self.shared("pg_rows", read)
         return rows
 
+    async def dead_workers(self, limit: int) -> tuple[list[dict[str, Any]], int] | None:
+        """The dead workers as the State API's detail rows (the first ``limit`` by id) and how many are dead,
+        from the GCS in one call; None when the GCS cannot be reached from here (the caller asks the State
+        API, which converts every worker for the same answer)."""
+        try:
+            await ray_import.ensure("core")
+            return await anyio.to_thread.run_sync(
+                lambda: gcs.dead_worker_rows(self._gcs(), self.timeout_s, limit)
+            )
+        except Exception:  # the GCS may be unreachable from here
+            return None
+
     async def pending_pg_count(self, *, gcs_first: bool = False) -> int:
         """How many placement groups are PENDING: counted in the GCS's table when the channel to it is open
         (a first call does not wait for Ray's import or the GCS's lookup for this) or ``gcs_first``, else one

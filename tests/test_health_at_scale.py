@@ -317,3 +317,23 @@ def test_state_api_filters_are_applied_here_as_ray_applies_them() -> None:
         row, [("node_id", "!=", "ab")]
     )  # absent
     assert not matches(row, [("repr_name", "=", "x")]) and matches(row, [("repr_name", "!=", "x")])  # null
+
+
+def test_a_converted_row_is_reused_only_for_the_same_message_and_callers_get_their_own_dict() -> None:
+    from ray.core.generated import gcs_pb2
+
+    gcs._ROWS.clear()
+    pg = gcs_pb2.PlacementGroupTableData(placement_group_id=bytes.fromhex("ab" * 18), name="g", state=0)
+    first = gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)
+    first["strategy"] = "PACK"  # a caller's own key stays its own
+    again = gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)
+    assert again == {k: v for k, v in first.items() if k != "strategy"} and "strategy" not in again
+    assert again["placement_group_id"] == "ab" * 18 and again["state"] == "PENDING" and len(gcs._ROWS) == 1
+    pg.state = gcs_pb2.PlacementGroupTableData.CREATED  # the group changed: converted anew
+    assert gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)["state"] == "CREATED" and len(gcs._ROWS) == 2
+    for i in range(gcs.ROW_CACHE_SIZE):  # full: cleared, never grown past its size
+        gcs._ROWS[b"%d" % i] = {}
+    pg.name = "h"
+    gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)
+    assert len(gcs._ROWS) == 1
+    gcs._ROWS.clear()

@@ -3,7 +3,8 @@
 One module per area, each a layer of ``RayAPI``:
 
     client.py            RayClient: HTTP (JSON, envelopes, State API lists, streams), threads, concurrency
-    gcs.py               gRPC to the GCS: the dashboard's address, the placement group table, killing an actor
+    gcs.py               gRPC to the GCS: the dashboard's address, killing an actor, the actor, placement group
+                         and task tables as State API rows
     ray_import.py        the one gate through which Ray itself is imported (once, by one thread)
     ids.py               what a well-formed Ray id looks like
     nodes.py             nodes and the cluster's status

@@ -87,7 +87,7 @@ class NodesAPI(RayClient):
         State API call (which converts every group in the dashboard: ~0.7 s at 1,000)."""
         if self.gcs_connected or gcs_first:
             try:
-                await ray_import.ensure("core")
+                await ray_import.ensure("gcs")
                 page = await anyio.to_thread.run_sync(  # a count: no group converted
                     lambda: gcs.placement_group_page(
                         self._gcs(), [("state", "=", "PENDING")], 0, self.timeout_s

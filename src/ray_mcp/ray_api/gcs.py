@@ -293,7 +293,7 @@ def dead_worker_rows(channel: Any, timeout_s: float, limit: int) -> tuple[list[d
     """The dead workers as the State API's detail rows (its conversion: ids from the worker's address, times as
     numbers), the first ``limit`` by id, and how many are dead in all. One call; the State API converts every
     worker the GCS holds for the same answer."""
-    ray_import.load_sync("core")
+    ray_import.load_sync("gcs")
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.WorkerInfoGcsServiceStub(channel)

@@ -74,7 +74,7 @@ class NodesAPI(RayClient):
         from the GCS in one call; None when the GCS cannot be reached from here (the caller asks the State
         API, which converts every worker for the same answer)."""
         try:
-            await ray_import.ensure("core")
+            await ray_import.ensure("gcs")
             return await anyio.to_thread.run_sync(
                 lambda: gcs.dead_worker_rows(self._gcs(), self.timeout_s, limit)
             )

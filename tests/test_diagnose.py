@@ -10,10 +10,10 @@ from mcp import Client
 from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 
 from ray_mcp import models
-from ray_mcp.diagnosis import health
-from ray_mcp.diagnosis.findings import finding
+from ray_mcp.diagnosis import health, report
+from ray_mcp.diagnosis.findings import finding, merge_alike
+from ray_mcp.diagnosis.graph import Evidence
 from ray_mcp.diagnosis.tracebacks import is_ray_wrapper, last_traceback
-from ray_mcp.shaping import diagnosis as answers
 
 BUDGET = 6_000
 
@@ -189,9 +189,16 @@ def test_no_traceback_falls_back_to_the_last_exception_line_or_nothing() -> None
     assert tb is not None and tb.innermost == ("KeyError", "'lr'")
 
 
+def answer(findings: list[models.Finding], notes: list[str]) -> tuple[models.ClusterHealth, str]:
+    """cluster_health's answer over these findings alone (no actor, task or node rows were read)."""
+    return report.health_report(
+        "http://x:8265", Evidence(now_ms=0), findings, ["nodes"], notes, max_bytes=BUDGET
+    )
+
+
 def test_an_empty_cluster_is_healthy_and_a_dead_node_is_not() -> None:
     empty = health.cluster_health(health.HealthEvidence())
-    model, text = answers.cluster_health("http://x:8265", empty, ["nodes"], [], max_bytes=BUDGET)
+    model, text = answer(empty, [])
     assert model.healthy and "Healthy" in text
     status = models.ClusterStatus(
         dashboard_url="http://x:8265", source="external", ray_version="2.60.0", nodes_alive=1, nodes_dead=1,
@@ -200,12 +207,47 @@ def test_an_empty_cluster_is_healthy_and_a_dead_node_is_not() -> None:
                                  death_reason="UNEXPECTED_TERMINATION: the raylet died (SIGKILL)")],
     )  # fmt: skip
     findings = health.cluster_health(health.HealthEvidence(status=status))
-    model, text = answers.cluster_health("http://x:8265", findings, ["nodes"], [], max_bytes=BUDGET)
+    model, text = answer(findings, [])
     assert not model.healthy and "1 node(s) are DEAD" in model.verdict and "SIGKILL" in text
 
 
 def test_many_findings_stay_within_the_byte_budget() -> None:
-    many = [finding(50 - i, f"finding {i} " + "x" * 100, ["evidence " + "y" * 200] * 12) for i in range(40)]
-    model, text = answers.cluster_health("http://x:8265", many, ["nodes"], ["a note"], max_bytes=BUDGET)
+    words = ["disk", "gpu", "oom", "pg", "serve", "node", "job", "actor", "task", "event"]
+    many = [
+        finding(
+            50 - i, f"{words[i % 10]} {words[i // 10]} " + "x" * 100, ["evidence " + "y" * 200] * 12, kind="k"
+        )
+        for i in range(40)
+    ]
+    model, text = answer(many, ["a note"])
     assert len(text.encode()) <= BUDGET and "left out" in text
     assert 1 <= len(model.findings) < 40
+
+
+def test_findings_that_differ_only_in_numbers_and_ids_are_one_that_counts_and_quotes_the_others() -> None:
+    alike = [
+        finding(
+            60,
+            f"KeyError: 'shard {n} has no column' raised in shard (pid {pid}, 10.0.0.{n})",
+            [f"e{n}"],
+            kind="raised",
+        )
+        for n, pid in ((3, 2810), (1, 2807), (5, 2816))
+    ]
+    other = [
+        finding(60, "KeyError: 'shard 2 has no row' raised in shard (pid 2811, 10.0.0.2)", kind="raised"),
+        finding(
+            60,
+            "KeyError: 'shard 3 has no column' raised in shard (pid 2810, 10.0.0.3)",
+            kind="driver_exception",
+        ),
+        finding(90, f"1 node(s) are DEAD: {'a' * 56}", kind="dead_node"),
+    ]
+    merged = merge_alike([*alike, *other])
+    assert [f.title for f in merged] == [
+        other[2].title,
+        alike[0].title + " (and 2 more like it)",
+        other[0].title,
+        other[1].title,
+    ]
+    assert merged[1].evidence == ["e3", f"also: {alike[1].title}", f"also: {alike[2].title}"]

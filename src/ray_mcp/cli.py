@@ -51,9 +51,9 @@ ENV_OF = {"embedded_num_cpus": "RAY_MCP_EMBEDDED_NUM_CPUS"}
 
 
 def describe_invalid(exc: ValidationError | SettingsError) -> str:
+    """One line for pydantic's multi-line report: which flag or variable, the value given, what is allowed."""
     from pydantic_settings import SettingsError
 
-    """One line for pydantic's multi-line report: which flag or variable, the value given, what is allowed."""
     if isinstance(exc, SettingsError):
         return f"ray-mcp: {exc} (check the RAY_MCP_* environment variables)"
     parts = []

@@ -6,6 +6,7 @@ build_server) that answers 500 for chosen endpoints, or that has no dashboard at
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -14,6 +15,7 @@ import pytest
 from mcp import Client
 from tests.support import call_ok, mcp_client, run_to_end, submit, text_of
 
+from ray_mcp.ray_api.gcs import GcsLookup
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
@@ -144,3 +146,26 @@ async def test_a_status_tool_whose_source_fails_errors_instead_of_concluding(
     text = text_of(result)
     assert result.is_error and "HTTP 500" in text, text
     assert "not running" not in text and "alive" not in text
+
+
+@dataclass(frozen=True)
+class NoGcsFound(GcsLookup):
+    """A dashboard reached alone (e.g. a port-forward of 8265): its GCS cannot be found from here."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def gcs_of(self, dashboard_url: str, timeout_s: float) -> str | None:
+        self.asked.append(dashboard_url)
+        return None
+
+
+async def test_a_dashboard_whose_gcs_cannot_be_found_is_not_looked_up_again_by_every_call(
+    ray_cluster: Any,
+) -> None:
+    lookup = NoGcsFound()
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url), gcs_lookup=lookup) as client:
+        for _ in range(3):
+            result = await call_ok(client, "cluster_health", {})
+            data = result.structured_content or {}
+            assert "dead actors" in data["checked"], text_of(result)  # read through the State API instead
+    assert lookup.asked == [ray_cluster.dashboard_url]

@@ -37,6 +37,7 @@ USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
 JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
+GCS_RETRY_S = 60.0  # a dashboard whose GCS was not found: how long before it is looked up again
 
 
 class RayClient:
@@ -63,6 +64,7 @@ class RayClient:
         self._gcs_channel: Any = None
         self._gcs_lock = threading.Lock()  # the channel is made in a worker thread: by one of them
         self._gcs_lookup = gcs_lookup
+        self._gcs_missed_at = -GCS_RETRY_S  # when the lookup last found no GCS (see _gcs_channel_locked)
         self.timeout_s = timeout_s
         self.source = source
         # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
@@ -317,8 +319,13 @@ class RayClient:
     def _gcs_channel_locked(self) -> Any:
         if self._gcs_channel is None:
             address = self.gcs_address
-            if address is None and self._gcs_lookup is not None:
+            # A dashboard reached alone (a port-forward of 8265) has a GCS this machine cannot reach: its lookup
+            # (up to 3 s) is not asked again by every call that would use the GCS, only after GCS_RETRY_S.
+            recently = time.monotonic() - self._gcs_missed_at < GCS_RETRY_S
+            if address is None and self._gcs_lookup is not None and not recently:
                 address = self._gcs_lookup.gcs_of(self.dashboard_url, min(self.timeout_s, 3.0))
+                if address is None:
+                    self._gcs_missed_at = time.monotonic()
             if address is None:
                 raise ClusterUnavailable(
                     f"Cannot find the GCS of the cluster whose dashboard is {self.dashboard_url}: this call needs it. "

@@ -120,7 +120,9 @@ def job_report(
 
     def build(budget: int) -> tuple[models.JobDiagnosis, str]:
         footer, shown_events, shown_notes = fit_footer(events, said, budget, others=others)
-        text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
+        text, shown = render_shown(
+            header, merge_alike(findings), budget - len("\n".join(footer).encode()) - 1
+        )
         model = models.JobDiagnosis(
             job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
             error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,

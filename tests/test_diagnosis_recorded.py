@@ -84,6 +84,7 @@ async def test_cluster_health_over_a_recorded_cluster_names_each_failed_jobs_cau
     assert "ValueError: learning rate 0.1 is too high" in evidence and "KeyError" in evidence
     assert "CUDA out of memory while building the model" in evidence
     assert whole_bytes(result) <= 8000
+    assert len(result.model_dump_json(by_alias=True, exclude_none=True).encode()) <= 8 * 1024  # as sent
     assert any(
         "KeyError" in f.title and "shard" in f.title for f in health.findings
     )  # the task, by its cause

@@ -151,7 +151,7 @@ Report = TypeVar("Report", models.JobDiagnosis, models.ClusterHealth)
 
 def within_whole(build: Callable[[int], tuple[Report, str]], max_bytes: int) -> tuple[Report, str]:
     """The answer whose text is within ``max_bytes`` and whose text and structured content together are
-    within ``DIAGNOSIS_WHOLE_SHARE`` of it (8,000 bytes at the default 6,000).
+    within ``DIAGNOSIS_WHOLE_SHARE`` of it (8,000 bytes at the default 6,000), as sent (see _whole_bytes).
 
     The text is what most clients show the model, so it keeps its budget: the structured content, which
     repeats the findings the text shows, gives up the ends of its longest quotes first, then whole quotes from
@@ -209,8 +209,15 @@ def _quote_saving(lines: Sequence[str], chars: int) -> int:
     return sum(_json_bytes(line) - _json_bytes(_cut(line, chars)) for line in lines if len(line) > chars)
 
 
+# The rest of a tools/call result on the wire: {"content":[{"type":"text","text":...}],"structuredContent":...,
+# "isError":false} (73 bytes).
+RESULT_ENVELOPE_BYTES = 80
+
+
 def _whole_bytes(model: Report, text: str) -> int:
-    return len(text.encode()) + _json_bytes(model.model_dump(mode="json", exclude_none=True))
+    """The result as a client receives it: the text as a JSON string (escaped), the structured content, the rest."""
+    structured = _json_bytes(model.model_dump(mode="json", exclude_none=True))
+    return _json_bytes(text) + structured + RESULT_ENVELOPE_BYTES
 
 
 def _json_bytes(value: object) -> int:

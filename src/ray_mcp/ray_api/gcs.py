@@ -223,6 +223,22 @@ _ACTOR_FILTER_COLUMNS: dict[str, Any] = {
 }
 
 
+def _matching(
+    messages: Any, columns: dict[str, Any], names: Any, filters: list[tuple[str, str, str]]
+) -> list[Any]:
+    """The messages of a GCS table that the filters keep, as the State API filters its rows: each filter's
+    column read from the message (``columns``); a column the message lacks (None) matches no filter."""
+    from ray_mcp.ray_api.query import matches
+
+    keys = {key for key, _op, _value in filters}
+
+    def row(message: Any) -> dict[str, Any]:
+        values = {key: columns[key](message, names) for key in keys}
+        return {key: value for key, value in values.items() if value is not None}
+
+    return [m for m in messages if matches(row(m), filters)]
+
+
 def actor_page(
     channel: Any, filters: list[tuple[str, str, str]], limit: int, timeout_s: float
 ) -> tuple[int, int, list[dict[str, Any]], dict[str, dict[str, int]]] | None:
@@ -231,21 +247,13 @@ def actor_page(
     converted to rows (~0.2 ms an actor). None when a filter is one this cannot read from the table."""
     if any(key not in _ACTOR_FILTER_COLUMNS for key, _op, _value in filters):
         return None
-    from ray_mcp.ray_api.query import matches
-
     ray_import.load_sync("gcs")
     from ray.core.generated import gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     names = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
     reply = stub.GetAllActorInfo(gcs_service_pb2.GetAllActorInfoRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
-    keys = {key for key, _op, _value in filters}
-
-    def row(actor: Any) -> dict[str, Any]:  # a field the message lacks is no column: it matches no filter
-        values = {key: _ACTOR_FILTER_COLUMNS[key](actor, names) for key in keys}
-        return {key: value for key, value in values.items() if value is not None}
-
-    hits = [a for a in reply.actor_table_data if matches(row(a), filters)]
+    hits = _matching(reply.actor_table_data, _ACTOR_FILTER_COLUMNS, names, filters)
     counts: dict[str, dict[str, int]] = {}
     for a in hits:
         per_state = counts.setdefault(a.class_name, {})
@@ -330,19 +338,13 @@ def placement_group_page(
     converted. None when a filter is one this cannot read from the table."""
     if any(key not in _PG_FILTER_COLUMNS for key, _op, _value in filters):
         return None
-    from ray_mcp.ray_api.query import matches
-
     ray_import.load_sync("gcs")
     from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
     names = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]
     stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
     reply = stub.GetAllPlacementGroup(gcs_service_pb2.GetAllPlacementGroupRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
-    keys = {key for key, _op, _value in filters}
-    hits = [
-        p for p in reply.placement_group_table_data
-        if matches({key: _PG_FILTER_COLUMNS[key](p, names) for key in keys}, filters)
-    ]  # fmt: skip
+    hits = _matching(reply.placement_group_table_data, _PG_FILTER_COLUMNS, names, filters)
     by_state: dict[str, int] = {}
     for p in hits:
         by_state[names(p.state)] = by_state.get(names(p.state), 0) + 1
@@ -466,42 +468,12 @@ def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) 
     ]
 
 
-# The filters of list_actors that actor_counts can apply itself, each with the field of ActorTableData it reads.
-ACTOR_COUNT_FIELDS: dict[str, Any] = {
-    "state": lambda a, names: names(a.state),
-    "class_name": lambda a, _: a.class_name,
-    "name": lambda a, _: a.name,
-    "ray_namespace": lambda a, _: a.ray_namespace,
-    "job_id": lambda a, _: a.job_id.hex(),
-    "node_id": lambda a, _: (a.node_id or a.address.node_id).hex(),
-    "placement_group_id": lambda a, _: a.placement_group_id.hex(),
-}
-
-
-def _canonical(key: str, value: str) -> str:
-    """A filter value as the table's field reads: states in upper case, ids in lower-case hex."""
-    return value.upper() if key == "state" else value.lower() if key.endswith("_id") else value
-
-
 def actor_counts(
     channel: Any, filters: list[tuple[str, str, str]], timeout_s: float
 ) -> dict[str, dict[str, int]] | None:
     """Actors per class and state, counted from the GCS's actor table (the State API's summary converts every
-    actor to a dict in the dashboard; this reads the table once, in C++). The same actors as the State API
-    lists, with the same filters; None when a filter is one this cannot apply (the caller asks the summary)."""
-    if any(key not in ACTOR_COUNT_FIELDS or op not in ("=", "!=") for key, op, _ in filters):
-        return None
-    ray_import.load_sync("gcs")
-    from ray.core.generated import gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
-
-    names = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]
-    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
-    reply = stub.GetAllActorInfo(gcs_service_pb2.GetAllActorInfoRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
-    wanted = [(ACTOR_COUNT_FIELDS[key], op == "=", _canonical(key, value)) for key, op, value in filters]
-    counts: dict[str, dict[str, int]] = {}
-    for actor in reply.actor_table_data:
-        if all((str(read(actor, names)) == value) is equal for read, equal, value in wanted):
-            per_state = counts.setdefault(actor.class_name, {})
-            state = names(actor.state)
-            per_state[state] = per_state.get(state, 0) + 1
-    return counts
+    actor to a dict in the dashboard; this reads the table once, converting none). The same actors as the
+    State API lists, with the same filters; None when a filter is one this cannot apply (the caller asks the
+    summary)."""
+    page = actor_page(channel, filters, 0, timeout_s)
+    return None if page is None else page[3]

@@ -117,12 +117,11 @@ def job_report(
     unread = [f"Could not read {u} (what it would show is UNKNOWN, not healthy)." for u in ev.unreadable[:3]]
     said = [*notes, *unread][:5]
     header = [verdict, job_line, ""]
+    merged = merge_alike(findings)  # the verdict above read the unmerged ranking
 
     def build(budget: int) -> tuple[models.JobDiagnosis, str]:
         footer, shown_events, shown_notes = fit_footer(events, said, budget, others=others)
-        text, shown = render_shown(
-            header, merge_alike(findings), budget - len("\n".join(footer).encode()) - 1
-        )
+        text, shown = render_shown(header, merged, budget - len("\n".join(footer).encode()) - 1)
         model = models.JobDiagnosis(
             job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
             error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,

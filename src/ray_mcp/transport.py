@@ -26,12 +26,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import h11
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCRequest
 from pydantic import ValidationError
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 if TYPE_CHECKING:
     from ray_mcp.server import RayMCPServer
@@ -70,8 +68,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bounded_h11_protocol(header_timeout_s: float) -> type[H11Protocol]:
+def bounded_h11_protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol, closing a connection whose request headers are not complete in time."""
+    import h11  # HTTP only: stdio never imports them
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class BoundedH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None

@@ -8,8 +8,8 @@ notification, error and audit line) and by the logging hook (the server's own st
   every job it has read or submitted, Ray's token, ray-mcp's bearer token, configured dashboard header values.
   Thread-safe and bounded; matched in one pass (Aho-Corasick). Values of 4 characters or more are masked
   wherever they occur; shorter ones where they stand as whole words.
-* secret *shapes*: the maintained detectors of ``detect-secrets`` (AWS, GitHub, GitLab, Slack, Stripe, JWT,
-  OpenAI, PyPI, npm, SendGrid, Twilio, ...) plus the shapes they lack (``--password x``, ``NAME=value``,
+* secret *shapes*: the detectors of ``detect-secrets`` (AWS, GitHub, GitLab, Slack, Stripe, JWT, OpenAI, PyPI,
+  npm, SendGrid, ...; their patterns copied in redaction_detectors.py, checked against the library) plus the shapes they lack (``--password x``, ``NAME=value``,
   ``Password: x``, ``scheme://user:pass@host``, ``Authorization:`` headers, private key blocks, Hugging Face,
   GCP and Azure keys). A single prefilter regex skips the strings none of them could match.
 * ``escape_controls``: ESC, BEL, CR, BS, other C0/C1, bidi overrides and zero-width characters become visible

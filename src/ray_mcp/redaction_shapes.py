@@ -1,12 +1,12 @@
 """Secret shapes: values that look like credentials (keyed assignments, auth headers, known token formats and
-the optional detect-secrets detectors), masked by redaction.py."""
+the detectors of detect-secrets, in redaction_detectors.py), masked by redaction.py."""
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
-from typing import Any
+
+from ray_mcp.redaction_detectors import compiled, detected
 
 REDACTED = "***"
 SHORT_SECRET_CHARS = 4  # values shorter than this are masked only where they stand as whole words
@@ -101,38 +101,10 @@ _SHAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"(?i)(\b(?:AccountKey|SharedAccessKey)=)[A-Za-z0-9+/=]{16,}"), r"\1***"),
 ]
 
-# The detect-secrets plugins used. Not the entropy and keyword ones (Ray ids and prose trip them), nor Discord,
-# Telegram, Twilio and Mailchimp (shapes with no literal anchor: they match within ids and hashes).
-_DETECTORS = (
-    "aws.AWSKeyDetector", "azure_storage_key.AzureStorageKeyDetector", "basic_auth.BasicAuthDetector",
-    "github_token.GitHubTokenDetector", "gitlab_token.GitLabTokenDetector", "jwt.JwtTokenDetector",
-    "npm.NpmDetector", "openai.OpenAIDetector", "pypi_token.PypiTokenDetector", "sendgrid.SendGridDetector",
-    "slack.SlackDetector", "square_oauth.SquareOAuthDetector", "stripe.StripeDetector",
-)  # fmt: skip
-_detectors: list[Any] | None = None
-_detectors_lock = threading.Lock()
-
-
-def _load_detectors() -> list[Any]:
-    """The detect-secrets plugins, imported once (thread-safe: importing from several threads can deadlock)."""
-    global _detectors
-    if _detectors is None:
-        with _detectors_lock:
-            if _detectors is None:
-                import importlib
-
-                found = []
-                for spec in _DETECTORS:
-                    module, _, cls = spec.rpartition(".")
-                    found.append(getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)())
-                _detectors = found
-    return _detectors
-
 
 def preload_detectors() -> None:
-    """Import the detect-secrets plugins now (the warm-up, in a worker thread): a first answer whose text
-    triggers them would otherwise wait ~0.3-0.5 s for the import."""
-    _load_detectors()
+    """Compile the detectors' patterns now (the warm-up; a few ms, no library import: redaction_detectors)."""
+    compiled()
 
 
 def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
@@ -151,9 +123,7 @@ def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
 def _mask_shapes(text: str) -> str:
     for pattern, replacement in _SHAPES:
         text = pattern.sub(replacement, text)
-    found: set[str] = set()
-    for detector in _load_detectors():
-        found.update(s for s in detector.analyze_string(text) if s and len(s) >= SHORT_SECRET_CHARS)
+    found = {s for s in detected(text) if len(s) >= SHORT_SECRET_CHARS}
     for secret in sorted(found, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     return text

@@ -49,7 +49,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     except socket.gaierror as exc:
         raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror}. Check --host.") from None
     family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on accepted sockets whose proto
+    # says TCP; with 0, every response written in two parts (headers, then the event) waited for the client's
+    # delayed ACK, 40 ms a call.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:

@@ -66,6 +66,9 @@ async def whole_results(res: Results, client: Client, job: str) -> None:
 
 # A model's turn between tools/list and its first call: the server warms up in the meantime (App.warm_up).
 MODEL_TURN_S = 1.0
+# After the first call, before the warm ones: the warm-up (building the other tools, importing Ray) is over by
+# then, so it does not slow the warm calls down (which would shrink the first call's difference).
+WARM_SETTLE_S = 3.0
 
 
 async def first_calls(res: Results, target: Target, work: Path, job: str, runs: int) -> None:
@@ -85,6 +88,7 @@ async def first_calls(res: Results, target: Target, work: Path, job: str, runs: 
                     await anyio.sleep(pause)
                     elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023 - awaited at once
                     first.append(elapsed)
+                    await anyio.sleep(WARM_SETTLE_S)  # the warm-up done: warm calls compete with nothing
                     for _ in range(3):
                         elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023
                         warm.append(elapsed)

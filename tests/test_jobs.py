@@ -185,3 +185,13 @@ async def test_bad_input_gets_a_clear_error_and_nothing_is_submitted(client: Cli
     assert after.structured_content["total"] == before
     with anyio.fail_after(5):
         assert not (await client.call_tool("list_jobs", {})).is_error
+
+
+async def test_a_job_whose_driver_never_connected_to_ray_has_no_topology_and_says_why(client: Client) -> None:
+    job, info = await run_to_end(client, entrypoint="python -c \"print('no ray.init here')\"")
+    assert info["status"] == "SUCCEEDED"
+    result = await client.call_tool("job_topology", {"job": job})
+    assert result.is_error
+    text = text_of(result)
+    assert "never connected to Ray" in text and "tail_logs" in text
+    assert "has not started" not in text  # it ran to the end

@@ -39,14 +39,29 @@ MAX_PG_MEMBER_QUERIES = limits.TOPOLOGY_MEMBER_QUERIES
 LOGICAL_IDS_PER_REQUEST = limits.TOPOLOGY_IDS_PER_REQUEST
 
 
+def no_ray_job(job: str, status: str) -> str:
+    """Why a submitted job has no Ray job id, and what to call instead. A driver gets one when it connects to
+    Ray (ray.init); one that never does (a plain script) never has actors, tasks or placement groups."""
+    if status == "PENDING":
+        return (
+            f"Job {job!r} is PENDING: its driver has not started. Call wait_for_job, then job_topology again."
+        )
+    if status == "RUNNING":
+        return (
+            f"Job {job!r} is RUNNING but its driver has not connected to Ray (ray.init) yet, so it has no actors, "
+            "tasks or placement groups. Call job_topology again later; tail_logs(job=...) shows what it prints."
+        )
+    return (
+        f"Job {job!r} is {status or 'in an unknown status'} and its driver never connected to Ray (ray.init), so "
+        "it had no actors, tasks or placement groups. tail_logs(job=...) shows what it printed."
+    )
+
+
 async def job_topology(api: RayAPI, job: str) -> JobTopology:
     details = await api.job_details(job)
     job_id = str(details.get("job_id") or "")
     if not job_id:
-        raise NotFound(
-            f"Job {job!r} has no Ray job id yet (status {details.get('status')}): its driver has not "
-            "started. Call wait_for_job, then job_topology again."
-        )
+        raise NotFound(no_ray_job(job, str(details.get("status") or "")))
     notes: list[str] = []
     actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
         api._state_page("actors", filters=[("job_id", "=", job_id)], limit=ACTOR_ROWS, detail=True),

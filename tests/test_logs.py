@@ -176,3 +176,17 @@ async def test_bad_log_targets_get_clear_errors_and_the_next_call_still_works(cl
     assert (
         section.filename == "raylet.out" and section.node_id == head["node_id"] and section.lines_shown == 5
     )
+
+
+async def test_a_log_of_quotes_backslashes_and_control_characters_stays_within_8_kb_as_sent(
+    client: Client,
+) -> None:
+    script = "for i in range(500): print(chr(34) * 40 + chr(92) * 40 + chr(1) * 20 + chr(0x200B) * 20 + f' line {i}')"
+    job, info = await run_to_end(client, entrypoint=f'python -c "{script}"')
+    assert info["status"] == "SUCCEEDED"
+    result = await call_ok(client, "tail_logs", {"job": job})
+    assert len(result.model_dump_json(by_alias=True, exclude_none=True).encode()) <= 8_000
+    text = text_of(result)
+    assert "line 499" in text and "longer as sent" in text  # the newest lines, and why there are fewer
+    tail = LogTail.model_validate(result.structured_content)
+    assert tail.sections[0].lines[-1].endswith("line 499") and tail.sections[0].more_before

@@ -11,10 +11,14 @@ from hypothesis import strategies as st
 
 from ray_mcp import log_grep, models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.limits import LOG_WHOLE_SHARE
+from ray_mcp.models import LogSection, LogTail
 from ray_mcp.ray_api.runtime_env import check_runtime_env
 from ray_mcp.ray_api.targets import LogTarget
+from ray_mcp.redaction import escape_controls, redact_tree
+from ray_mcp.shaping.common import sent_bytes
 from ray_mcp.shaping.jobs import job_list, short_message
-from ray_mcp.shaping.logs import render_log_section, tail_section
+from ray_mcp.shaping.logs import render_log_section, render_log_tail, tail_section, within_sent
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)
 
@@ -162,3 +166,58 @@ def test_job_list_is_newest_first_and_filtered() -> None:
     result = job_list(jobs, statuses=["FAILED"], entrypoint_contains=None, limit=1, now_s=10)
     assert [j.submission_id for j in result.jobs] == ["c"]
     assert (result.total, result.matching, result.shown) == (3, 2, 1) and result.hints
+
+
+# Log text at its worst on the wire: quotes and backslashes (2 bytes each in JSON), control and invisible
+# characters (shown escaped: 5-7 bytes each), multi-byte letters.
+NASTY = st.text(
+    st.sampled_from(['"', "\\", "\x01", "\x1b", "\u200b", "\x85", "é", "a", " ", "漢"]), max_size=400
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    sections=st.lists(st.lists(NASTY, min_size=1, max_size=60), min_size=1, max_size=2),
+    max_bytes=st.sampled_from([256, 1_000, 3_500, 20_000]),
+    grep=st.booleans(),
+)
+def test_a_tail_as_sent_stays_within_its_share_of_max_bytes_and_keeps_the_newest_lines(
+    sections: list[list[str]], max_bytes: int, grep: bool
+) -> None:
+    tail = LogTail(
+        sections=[
+            LogSection(
+                source="driver log",
+                filename="job-driver.log",
+                lines=lines,
+                lines_shown=len(lines),
+                more_before=False,
+                **(
+                    {
+                        "grep": "x",
+                        "matches": len(lines),
+                        "line_numbers": list(range(1, len(lines) + 1)),
+                        "match_numbers": list(range(1, len(lines) + 1)),
+                    }
+                    if grep
+                    else {}
+                ),
+            )
+            for lines in sections
+        ]
+    )
+    fitted = within_sent(tail, max_bytes)
+    # as the middleware sends it: every string's control characters escaped, then JSON
+    escaped = redact_tree(fitted.model_dump(mode="json", exclude_none=True))
+    sent = sent_bytes(escaped, escape_controls(render_log_tail(fitted)))
+    # within the share, unless only the headers are left (a small max_bytes and long headers)
+    assert sent <= int(max_bytes * LOG_WHOLE_SHARE) or not any(s.lines for s in fitted.sections)
+    for before, after in zip(tail.sections, fitted.sections, strict=True):
+        assert after.lines_shown == len(after.lines)
+        kept = [line for line in after.lines if "… [cut:" not in line]
+        assert kept == before.lines[len(before.lines) - len(kept) :]  # the newest, in order
+        if after.line_numbers is not None:
+            assert len(after.line_numbers) == len(after.lines)
+            assert set(after.match_numbers or []) <= set(after.line_numbers)
+    if fitted is not tail:
+        assert "longer as sent" in fitted.hints[-1] and "longer as sent" in render_log_tail(fitted)

@@ -79,6 +79,9 @@ LOG_LINES = Bound(default=100, low=1, high=2000)
 # and the structured content) stays under 8 KB (16 KB of log text once made a 17 KB answer). max_bytes asks for
 # more.
 LOG_BYTES = Bound(default=3_500, low=256, high=1_048_576)
+# The whole answer as a client receives it (the lines twice, each as an escaped JSON string: a quote or a
+# backslash takes 2 bytes, a control character 5-7), at most this share of max_bytes (8,000 at the default).
+LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB

@@ -4,7 +4,6 @@ Under the byte budget by construction (pure)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
@@ -22,6 +21,7 @@ from ray_mcp.diagnosis.chains import (
 from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, merge_alike, render_shown
 from ray_mcp.diagnosis.graph import Evidence, clip
 from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE
+from ray_mcp.shaping.common import json_bytes, sent_bytes
 
 MIN_QUOTE_CHARS = 100  # the structured answer's quotes are cut to no less before they are left out
 
@@ -189,12 +189,12 @@ def _without_quotes(shown: Sequence[models.Finding], over: int) -> list[models.F
     ]
     for one in reversed(findings):
         while one.evidence and over > 0:
-            over -= _json_bytes(one.evidence.pop()) + 1  # and its comma
+            over -= json_bytes(one.evidence.pop()) + 1  # and its comma
     for copy in reversed(findings):  # copies: the findings of the text keep theirs
         if over <= 0:
             break
         steps: list[str] = [*copy.next_steps, *copy.refs]
-        over -= _json_bytes(steps) - 2
+        over -= json_bytes(steps) - 2
         copy.next_steps = []
         copy.refs = []
     return findings
@@ -205,22 +205,14 @@ def _cut(line: str, chars: int) -> str:
 
 
 def _quote_saving(lines: Sequence[str], chars: int) -> int:
-    return sum(_json_bytes(line) - _json_bytes(_cut(line, chars)) for line in lines if len(line) > chars)
+    return sum(json_bytes(line) - json_bytes(_cut(line, chars)) for line in lines if len(line) > chars)
 
 
 # The rest of a tools/call result on the wire: {"content":[{"type":"text","text":...}],"structuredContent":...,
 # "isError":false} (73 bytes).
-RESULT_ENVELOPE_BYTES = 80
-
-
 def _whole_bytes(model: Report, text: str) -> int:
-    """The result as a client receives it: the text as a JSON string (escaped), the structured content, the rest."""
-    structured = _json_bytes(model.model_dump(mode="json", exclude_none=True))
-    return _json_bytes(text) + structured + RESULT_ENVELOPE_BYTES
-
-
-def _json_bytes(value: object) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    """The result as a client receives it (shaping.common.sent_bytes)."""
+    return sent_bytes(model.model_dump(mode="json", exclude_none=True), text)
 
 
 def stalled_verdict(phrase: str, stall: models.Finding, chains: Sequence[Chain]) -> str:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ray_mcp.limits import LIST_BUDGET_BYTES, MAX_LIMIT, RESPONSE_BUDGET_BYTES, STATE_API_MAX_ROWS
+from ray_mcp.redaction import escape_controls
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
@@ -18,6 +20,73 @@ def tool_result(model: BaseModel, text: str) -> CallToolResult:
         content=[TextContent(type="text", text=text)],
         structured_content=model.model_dump(mode="json", exclude_none=True),
     )
+
+
+# What a tool result adds around its text and structured content as sent (content list, type, isError, _meta
+# with the server name and version, resultType: 196 bytes for ray-mcp 0.1.0; tests/test_whole_results.py).
+RESULT_ENVELOPE_BYTES = 220
+
+
+def json_bytes(value: object) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def sent_bytes(structured: object, text: str) -> int:
+    """A result as a client receives it: the text as a JSON string (escaped), the structured content, the rest."""
+    return json_bytes(text) + json_bytes(structured) + RESULT_ENVELOPE_BYTES
+
+
+def sent_escaped_bytes(structured: object, text: str) -> int:
+    """``sent_bytes`` once the middleware has made every control character visible (escape_controls)."""
+    return sent_bytes(_escaped(structured), escape_controls(text))
+
+
+def _escaped(value: object) -> object:
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, Mapping):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escaped(v) for v in value]
+    return value
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def fit_list(page: P, render: Callable[[P], str], field: str, what: str) -> tuple[P, str]:
+    """A list answer whose whole, as a client receives it, stays under RESPONSE_BUDGET_BYTES: the last items
+    of ``field`` are left out (and the answer says how many) when long or escape-heavy text (quotes,
+    backslashes, control characters) would take it over. The number kept is the most that fits."""
+    text = render(page)
+    items = list(getattr(page, field))
+    if (
+        len(items) <= 1
+        or sent_escaped_bytes(page.model_dump(mode="json", exclude_none=True), text) <= RESPONSE_BUDGET_BYTES
+    ):
+        return page, text
+    notes = "notes" if "notes" in type(page).model_fields else "hints"
+
+    def keep(k: int) -> tuple[P, str]:
+        note = (
+            f"{len(items) - k} more of these {len(items)} {what} left out to keep the whole answer under "
+            f"{RESPONSE_BUDGET_BYTES // 1024} KB as sent (their text is long); narrow with filters."
+        )
+        cut = page.model_copy(update={field: items[:k], "shown": k, notes: [*getattr(page, notes), note]})
+        return cut, render(cut)
+
+    best, low, high = keep(1), 2, len(items) - 1
+    while low <= high:
+        k = (low + high) // 2
+        candidate = keep(k)
+        if (
+            sent_escaped_bytes(candidate[0].model_dump(mode="json", exclude_none=True), candidate[1])
+            <= RESPONSE_BUDGET_BYTES
+        ):
+            best, low = candidate, k + 1
+        else:
+            high = k - 1
+    return best
 
 
 def to_number(value: Any) -> Any:

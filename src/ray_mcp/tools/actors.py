@@ -16,7 +16,7 @@ from ray_mcp.models import Actor, ActorKill, ActorList
 from ray_mcp.ray_api.ids import check_id
 from ray_mcp.ray_api.query import where
 from ray_mcp.shaping.actors import kill_preflight, render_actor, render_actor_list
-from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, Api, Confirm, JobFilter
 
 ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]
@@ -48,7 +48,7 @@ async def list_actors(
         node_id=node_id, placement_group_id=placement_group,
     )  # fmt: skip
     page = await api.list_actors(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
-    return tool_result(page, render_actor_list(page))
+    return tool_result(*fit_list(page, render_actor_list, "actors", "actors"))
 
 
 async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Actor]:

@@ -13,7 +13,7 @@ from ray_mcp.confirm import Approval, Pending
 from ray_mcp.context import app_of
 from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LIMIT, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
-from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.common import fit_list, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
 
@@ -87,7 +87,7 @@ async def list_jobs(
     """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
     statuses = [str(s) for s in status] if status else None
     result = await api.list_jobs(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
-    return tool_result(result, render_job_list(result))
+    return tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
 
 
 async def wait_for_job(

@@ -11,7 +11,7 @@ from ray_mcp.limits import LOG_BYTES, LOG_LINES, MAX_FOLLOW_S, MAX_GREP_CONTEXT,
 from ray_mcp.models import LogTail
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.shaping.logs import render_log_tail
+from ray_mcp.shaping.logs import render_log_tail, within_sent
 from ray_mcp.tools import READ_ONLY, Api
 
 
@@ -86,6 +86,7 @@ async def tail_logs(
         target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
         follow_s=follow_s, on_progress=ctx.report_progress,
     )  # fmt: skip
+    tail = within_sent(tail, max_bytes)
     return tool_result(tail, render_log_tail(tail))
 
 

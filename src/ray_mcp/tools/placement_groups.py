@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import PlacementGroupList
-from ray_mcp.shaping.common import clamp_limit, tool_result
+from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.shaping.placement_groups import render_pg_list
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
 
@@ -30,7 +30,7 @@ async def pg_status(
         placement_group=placement_group, state=state, job_id=await api.job_id_of(job), limit=limit,
         notes=[note] if note else [],
     )  # fmt: skip
-    return tool_result(page, render_pg_list(page))
+    return tool_result(*fit_list(page, render_pg_list, "placement_groups", "placement groups"))
 
 
 def register(server: MCPServer) -> None:

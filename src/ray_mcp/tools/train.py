@@ -9,7 +9,7 @@ from pydantic import Field
 from ray_mcp import limits
 from ray_mcp.models import TrainRun, TrainRunList
 from ray_mcp.ray_api import train as train_api
-from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.common import fit_list, tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
 from ray_mcp.tools import READ_ONLY, Api
 
@@ -33,7 +33,7 @@ async def list_train_runs(
 ) -> Annotated[CallToolResult, TrainRunList]:
     """Ray Train runs, newest first: status, job, attempts, workers."""
     page = await train_api.list_train_runs(api, status=status, name=name, limit=limit)
-    return tool_result(page, render_run_list(page))
+    return tool_result(*fit_list(page, render_run_list, "runs", "runs"))
 
 
 async def get_train_run(

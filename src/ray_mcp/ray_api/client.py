@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -302,13 +303,19 @@ class RayClient:
     def gcs_connected(self) -> bool:
         return self._gcs_channel is not None
 
-    async def warm_up(self) -> None:
+    async def warm_up(self, between: Callable[[], Awaitable[None]] | None = None) -> None:
         """Make what a first call would make: the GCS channel (found, if only the dashboard was given), with Ray
         imported for it, then Ray's Jobs client modules. Raises what that call would raise; the caller decides
-        whether that matters. The GCS part first: a first pg_status waits for it alone."""
-        await ray_import.ensure("gcs")
-        await anyio.to_thread.run_sync(self._gcs)
-        await ray_import.ensure("core")
+        whether that matters. The GCS part first: a first pg_status waits for it alone. ``between`` is awaited
+        before each step (each holds the GIL for long stretches): the warm-up waits there for the calls."""
+        for step in (
+            functools.partial(ray_import.ensure, "gcs"),
+            functools.partial(anyio.to_thread.run_sync, self._gcs),
+            functools.partial(ray_import.ensure, "core"),
+        ):
+            if between is not None:
+                await between()
+            await step()
 
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the

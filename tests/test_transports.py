@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import BIN, clean_env
+
+from ray_mcp.transport import bind_listener
 
 RAY_MCP = str(BIN / "ray-mcp")
 
@@ -121,3 +124,24 @@ def test_python_dash_m_runs_the_same_cli() -> None:
         [sys.executable, "-m", "ray_mcp", "--help"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and "--transport" in out.stdout and "RAY_ADDRESS" in out.stdout
+
+
+async def test_http_connections_send_each_write_at_once_without_waiting_for_an_ack() -> None:
+    """TCP_NODELAY on every accepted connection: with Nagle's algorithm on, a response written in two parts
+    (headers, then the event) waited for the client's delayed ACK, 40 ms a call."""
+    listener = bind_listener("127.0.0.1", 0)
+    port = listener.getsockname()[1]
+    nodelay: list[int] = []
+
+    async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nodelay.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(accepted, sock=listener)  # as uvicorn serves the socket
+    async with server:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        with anyio.fail_after(10):
+            while not nodelay:
+                await anyio.sleep(0.01)
+        writer.close()
+    assert nodelay[0] != 0

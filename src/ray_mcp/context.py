@@ -13,16 +13,15 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager, Resolved
-from ray_mcp.confirm import ClusterRef
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api import RayAPI
+from ray_mcp.lazy import import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.redaction import SECRETS, credential_values
 from ray_mcp.redaction_shapes import preload_detectors
@@ -30,6 +29,9 @@ from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
+
+    from ray_mcp.confirm import ClusterRef
+    from ray_mcp.ray_api import RayAPI
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +85,9 @@ class Connection:
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
             SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
-            # Made in a worker thread: the HTTP client's first construction imports its transport and may load
-            # TLS certificates (tens of ms) that the event loop must not wait on.
             self._api = await anyio.to_thread.run_sync(
                 functools.partial(
-                    RayAPI,
+                    new_api,
                     resolved.dashboard_url,
                     timeout_s=s.request_timeout_s,
                     source=resolved.source,
@@ -108,6 +108,13 @@ class Connection:
             await self._api.aclose()
             self._api = None
         await self.cluster.aclose()
+
+
+def new_api(dashboard_url: str, **kwargs: Any) -> RayAPI:
+    """A RayAPI (in a worker thread: the first one imports every area of ray_api, httpx's transport, and may
+    load TLS certificates: tens of ms that the event loop must not wait on)."""
+    api: type[RayAPI] = import_sync("ray_mcp.ray_api.api").RayAPI
+    return api(dashboard_url, **kwargs)
 
 
 class App:
@@ -136,6 +143,8 @@ class App:
         self._idle = asyncio.Event()  # set when none is
         self._idle.set()
         self._last_call_end = float("-inf")  # event loop time
+        # What the warm-up runs before Ray's imports (server.py: build the tools listed from the catalog), once.
+        self.prepare: Callable[[], Awaitable[None]] | None = None
 
     @property
     def multi_cluster(self) -> bool:
@@ -196,10 +205,23 @@ class App:
                 api = await connection.api()
                 with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
                     await api.find_local_logs_dirs()
+                await self._quiet()
+                await self._prepare()
                 await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
                 await api.warm_up(between=self._quiet)
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)
+        await self._prepare()  # if no cluster got that far
+
+    async def _prepare(self) -> None:
+        prepare, self.prepare = self.prepare, None
+        if prepare is not None:
+            await prepare()
+
+    async def until_idle(self) -> None:
+        """Until no tool call is under way, or WARM_UP_IDLE_WAIT_S (a wait_for_job can last minutes)."""
+        with anyio.move_on_after(WARM_UP_IDLE_WAIT_S):
+            await self._idle.wait()
 
     async def api(self) -> RayAPI:
         """The adapter of the cluster the current call names (else the default); the first call may wait."""
@@ -212,6 +234,8 @@ class App:
 
     async def cluster_ref(self) -> ClusterRef:
         """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""
+        from ray_mcp.confirm import ClusterRef  # imported by the tools that ask for a confirmation
+
         name = CURRENT_CLUSTER.get() or self.default_cluster
         api = await self.api()
         return ClusterRef(name, api.dashboard_url)

@@ -9,6 +9,7 @@ URIs:
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass
 from functools import cache
@@ -19,7 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ray_mcp.api_reference import read_symbol
+from ray_mcp.lazy import import_module
 
 MARKDOWN = "text/markdown"
 INDEX_URI = "ray-docs://reference/index"
@@ -140,8 +141,8 @@ def register(server: MCPServer) -> None:
         mime_type=MARKDOWN,
     )
     async def api_reference(qualified_name: str) -> str:
-        try:
-            return await read_symbol(qualified_name)
+        try:  # api_reference is imported on first use, off the event loop (ast, difflib, the source reader)
+            return await (await import_module("ray_mcp.api_reference")).read_symbol(qualified_name)
         except LookupError as exc:  # unknown, private, refused or unreadable: invalid params (-32602)
             raise ResourceNotFoundError(str(exc)) from None
         except TimeoutError as exc:
@@ -150,14 +151,29 @@ def register(server: MCPServer) -> None:
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """Split a Markdown file into its YAML front matter (between ``---`` fences) and its body."""
+    header = front_matter_text(text)
+    if header is None:
+        return {}, text
+    from ray_mcp.catalog import known_front_matter  # the prompts' front matter, parsed when it was written
+
+    known = known_front_matter().get(header)
+    meta = copy.deepcopy(known) if known is not None else parse_yaml(header)
+    body = text.partition("\n")[2].partition("\n---")[2]
+    return meta, body.partition("\n")[2]
+
+
+def front_matter_text(text: str) -> str | None:
+    """The YAML between a Markdown file's opening ``---`` fence and its closing one; None without both."""
     if not text.startswith("---"):
-        return {}, text
+        return None
     _, _, rest = text.partition("\n")
-    header, sep, body = rest.partition("\n---")
-    if not sep:
-        return {}, text
+    header, sep, _ = rest.partition("\n---")
+    return header if sep else None
+
+
+def parse_yaml(header: str) -> dict[str, Any]:
     import yaml  # ships with Ray; only needed when docs are loaded
 
-    # libyaml's safe loader when PyYAML has it: the same documents, 10x faster (prompts are parsed at startup)
+    # libyaml's safe loader when PyYAML has it: the same documents, 10x faster
     meta = yaml.load(header, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    return (meta if isinstance(meta, dict) else {}), body.partition("\n")[2]
+    return meta if isinstance(meta, dict) else {}

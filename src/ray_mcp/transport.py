@@ -26,12 +26,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import h11
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCRequest
 from pydantic import ValidationError
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 if TYPE_CHECKING:
     from ray_mcp.server import RayMCPServer
@@ -51,7 +49,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     except socket.gaierror as exc:
         raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror}. Check --host.") from None
     family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on accepted sockets whose proto
+    # says TCP; with 0, every response written in two parts (headers, then the event) waited for the client's
+    # delayed ACK, 40 ms a call.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
@@ -70,8 +71,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bounded_h11_protocol(header_timeout_s: float) -> type[H11Protocol]:
+def bounded_h11_protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol, closing a connection whose request headers are not complete in time."""
+    import h11  # HTTP only: stdio never imports them
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class BoundedH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None

@@ -6,6 +6,9 @@ builds only the models it returns (2-3 ms; job_topology's, the largest, 9 ms).
 
 from pydantic import BaseModel, ConfigDict
 
+# A job in one of these statuses will not change again.
+TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
+
 
 class Model(BaseModel):
     model_config = ConfigDict(defer_build=True)

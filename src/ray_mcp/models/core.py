@@ -97,7 +97,6 @@ class ClusterStatus(Model):
 # -- jobs (submit_job, get_job, list_jobs, wait_for_job, stop_job, delete_job) -----------------------------
 
 JobStatusName = Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]
-TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 
 
 class RuntimeEnvSpec(Model):

@@ -1,6 +1,6 @@
 """The only package that talks to Ray: the dashboard's REST API (httpx), the GCS (gRPC), Ray's Jobs client.
 
-One module per area, each a layer of ``RayAPI``:
+One module per area, each a layer of ``RayAPI`` (api.py):
 
     client.py            RayClient: HTTP (JSON, envelopes, State API lists, streams), threads, concurrency
     gcs.py               gRPC to the GCS: the dashboard's address, killing an actor, the actor, placement group
@@ -16,15 +16,22 @@ One module per area, each a layer of ``RayAPI``:
 Every method returns our models (``ray_mcp.models``) and raises our errors (``ray_mcp.errors``).
 """
 
-from ray_mcp.ray_api.actors import ActorsAPI
-from ray_mcp.ray_api.placement_groups import PlacementGroupsAPI
-from ray_mcp.ray_api.serve import ServeAPI
-from ray_mcp.ray_api.stacks import StacksAPI
-from ray_mcp.ray_api.tasks import TasksAPI
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray_mcp.ray_api.api import RayAPI
 
 
-class RayAPI(ServeAPI, ActorsAPI, PlacementGroupsAPI, TasksAPI, StacksAPI):
-    """A connection to one Ray cluster, every area in one object. One instance per cluster, reused by every call."""
+def __getattr__(name: str) -> Any:
+    """``RayAPI`` is imported on first use (every area, the models under them: ~40 ms), not with the package:
+    the server starts, and reaches the GCS helpers in gcs.py, without it."""
+    if name == "RayAPI":
+        from ray_mcp.ray_api.api import RayAPI
+
+        return RayAPI
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["RayAPI"]

@@ -205,10 +205,12 @@ class App:
                 api = await connection.api()
                 with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
                     await api.find_local_logs_dirs()
-                await self._quiet()
-                await self._prepare()
                 await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
-                await api.warm_up(between=self._quiet)
+                # Ray's GCS part before the tools' builds: a first pg_status would wait ~0.3-1 s for it, a
+                # first call of a tool not built yet ~10-20 ms for its build.
+                await api.warm_up_gcs(between=self._quiet)
+                await self._prepare()
+                await api.warm_up_jobs(between=self._quiet)
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)
         await self._prepare()  # if no cluster got that far
@@ -219,9 +221,9 @@ class App:
             await prepare()
 
     async def until_idle(self) -> None:
-        """Until no tool call is under way, or WARM_UP_IDLE_WAIT_S (a wait_for_job can last minutes)."""
-        with anyio.move_on_after(WARM_UP_IDLE_WAIT_S):
-            await self._idle.wait()
+        """Until no tool call is under way and none ended for WARM_UP_QUIET_S, or WARM_UP_IDLE_WAIT_S (a
+        wait_for_job can last minutes): between two of the warm-up's steps."""
+        await self._quiet()
 
     async def api(self) -> RayAPI:
         """The adapter of the cluster the current call names (else the default); the first call may wait."""

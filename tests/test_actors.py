@@ -89,11 +89,12 @@ async def test_list_actors_shows_death_causes_and_kill_actor_stops_a_detached_ac
         part_dead, _ = await actors_of(client, namespace, state="dead", limit=1)
         assert part_dead.shown == 1 and part_dead.by_state == {"DEAD": 2}
         channel = gcs.open_channel(ray_cluster.gcs_address, None)
-        counts = await anyio.to_thread.run_sync(
-            lambda: gcs.actor_counts(channel, [("ray_namespace", "=", namespace)], 10.0)
+        gcs_page = await anyio.to_thread.run_sync(
+            lambda: gcs.actor_page(channel, [("ray_namespace", "=", namespace)], 0, 10.0)
         )
         channel.close()
-        assert counts == {"Keeper": {"ALIVE": 1}, "BrokenInit": {"DEAD": 1}, "Quitter": {"DEAD": 1}}
+        assert gcs_page is not None and gcs_page[2] == []  # limit 0: no row converted, every actor counted
+        assert gcs_page[3] == {"Keeper": {"ALIVE": 1}, "BrokenInit": {"DEAD": 1}, "Quitter": {"DEAD": 1}}
         one, _ = await actors_of(client, namespace, class_name="BrokenInit")
         assert one.matched == 1 and one.actors[0].actor_id == broken.actor_id
         detail, _ = await actors_of(client, namespace, detail=True, name="keeper")

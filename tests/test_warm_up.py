@@ -3,12 +3,17 @@ background, so that a first call costs what later ones do, and a warm-up that fa
 
 from __future__ import annotations
 
+import uuid
+
 import anyio
 from mcp import Client
-from tests.conftest import Cluster
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from tests.conftest import Cluster, clean_env
+from tests.state_drivers import driver
 from tests.support import call_ok, run_to_end, text_of
+from tests.test_transports import RAY_MCP
 
-from ray_mcp.context import WARM_UP_IDLE_WAIT_S
+from ray_mcp.context import WARM_UP_IDLE_WAIT_S, WARM_UP_QUIET_S
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
@@ -137,3 +142,85 @@ async def test_a_fresh_servers_first_answers_equal_its_warm_answers(
             assert text_of(first) == text_of(warm), tool
         finally:
             await server.app.aclose()
+
+
+async def test_the_warm_up_waits_while_calls_follow_each_other_and_goes_on_once_they_stop(
+    client: Client, ray_cluster: Cluster
+) -> None:
+    """An agent's calls often come back to back: the warm-up's next GIL-heavy step (Ray's import, the GCS
+    lookup) waits until none has been under way for WARM_UP_QUIET_S, so it slows none of them."""
+    sid, info = await run_to_end(client, entrypoint="echo back-to-back")
+    assert info["status"] == "SUCCEEDED", info
+    server = build_server(Settings(address=ray_cluster.dashboard_url))
+    try:
+        async with Client(server) as fresh:
+            await fresh.list_tools()
+            warming = server.app.warm_up()
+            assert warming is not None
+            busy_until = anyio.current_time() + WARM_UP_IDLE_WAIT_S / 2
+            while anyio.current_time() < busy_until:  # gaps between calls far below WARM_UP_QUIET_S
+                await call_ok(fresh, "get_job", {"job": sid})
+            assert not (await server.app.api()).gcs_connected, "the warm-up went on between two calls"
+            with anyio.fail_after(120):
+                await warming
+            assert (await server.app.api()).gcs_connected
+    finally:
+        await server.app.aclose()
+
+
+async def test_a_list_actors_page_smaller_than_the_match_answers_at_once_in_a_fresh_server(
+    ray_cluster: Cluster,
+) -> None:
+    """Before the warm-up has opened the GCS channel, the counts of a partial page come from the State API's
+    summary (no wait for Ray's import): the same answer as once the channel is open."""
+    namespace = f"first-{uuid.uuid4().hex[:8]}"
+    body = """
+        @ray.remote(num_cpus=0)
+        class Waiter:
+            def ping(self):
+                return 1
+        waiters = [Waiter.remote() for _ in range(3)]
+        ray.get([w.ping.remote() for w in waiters])
+    """
+    with driver(ray_cluster.gcs_address, body, namespace):
+        args = {"namespace": namespace, "limit": 1}
+        server = build_server(Settings(address=ray_cluster.gcs_address or ray_cluster.dashboard_url))
+        try:
+            async with Client(server) as fresh:
+                await fresh.list_tools()
+                first = await call_ok(fresh, "list_actors", args)
+                warming = server.app.warm_up()
+                assert warming is not None
+                with anyio.fail_after(120):
+                    await warming
+                assert (await server.app.api()).gcs_connected
+                warm = await call_ok(fresh, "list_actors", args)
+        finally:
+            await server.app.aclose()
+    assert first.structured_content == warm.structured_content
+    assert text_of(first) == text_of(warm)
+    assert (first.structured_content or {}).get("matched") == 3, first.structured_content
+
+
+async def test_first_answers_in_a_fresh_server_process_equal_its_warm_answers_whenever_they_come(
+    client: Client, ray_cluster: Cluster
+) -> None:
+    """In a fresh process (Ray not imported yet), the first call of each tool right after tools/list, or while
+    the warm-up imports Ray (WARM_UP_QUIET_S later), answers exactly what the same call answers warm."""
+    sid, info = await run_to_end(client, entrypoint="echo api_key=AKIAIOSFODNN7EXAMPLE first-in-process")
+    assert info["status"] == "SUCCEEDED", info
+    calls = [("get_job", {"job": sid}), ("tail_logs", {"job": sid, "lines": 20}), ("pg_status", {})]
+    params = StdioServerParameters(
+        command=RAY_MCP, args=["--address", ray_cluster.dashboard_url], env=clean_env()
+    )
+    for pause in (0.0, WARM_UP_QUIET_S + 0.05):
+        for tool, args in calls:
+            with anyio.fail_after(180):
+                async with Client(stdio_client(params)) as fresh:
+                    await fresh.list_tools()
+                    await anyio.sleep(pause)
+                    first = await call_ok(fresh, tool, args)
+                    warm = await call_ok(fresh, tool, args)
+            assert first.structured_content == warm.structured_content, (tool, pause)
+            assert text_of(first) == text_of(warm), (tool, pause)
+            assert "AKIAIOSFODNN7EXAMPLE" not in text_of(first), (tool, pause)

@@ -40,8 +40,10 @@ DEFAULT_CLUSTER = "default"
 # ~/.ray/auth_token exists, so its token goes to them (settings.resolved_ray_auth_token).
 LOCAL_SOURCES = ("embedded", "local")
 # The warm-up imports Ray when no tool call is under way (the import holds the GIL for ~0.5 s and would slow a
-# call down), but waits at most this long (a wait_for_job can last minutes).
+# call down), but waits at most this long (a wait_for_job can last minutes) ...
 WARM_UP_IDLE_WAIT_S = 2.0
+# ... and, after a call, until none has been under way for this long: an agent's next call often follows at once.
+WARM_UP_QUIET_S = 0.2
 # The cluster named by the tool call being served (None: the default cluster).
 CURRENT_CLUSTER: ContextVar[str | None] = ContextVar("ray_mcp_cluster", default=None)
 
@@ -140,6 +142,7 @@ class App:
         self._calls = 0  # tool calls under way
         self._idle = asyncio.Event()  # set when none is
         self._idle.set()
+        self._last_call_end = float("-inf")  # event loop time
         # What the warm-up runs before Ray's imports (server.py: build the tools listed from the catalog), once.
         self.prepare: Callable[[], Awaitable[None]] | None = None
 
@@ -166,14 +169,31 @@ class App:
         finally:
             self._calls -= 1
             if not self._calls:
+                self._last_call_end = asyncio.get_running_loop().time()
                 self._idle.set()
+
+    async def _quiet(self) -> None:
+        """Until no call is under way and none has ended for WARM_UP_QUIET_S; at most WARM_UP_IDLE_WAIT_S."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WARM_UP_IDLE_WAIT_S
+        while (left := deadline - loop.time()) > 0:
+            if self._calls:
+                with anyio.move_on_after(left):
+                    await self._idle.wait()
+                continue
+            rest = self._last_call_end + WARM_UP_QUIET_S - loop.time()
+            if rest <= 0:
+                return
+            await anyio.sleep(min(rest, left))
 
     def warm_up(self) -> asyncio.Task[None] | None:
         """Once, when a client has listed the tools: in the background, find each cluster, make its client and
         GCS channel and import Ray, so that a first call costs what later ones do (without it, +0.1-0.2 s for
-        the HTTP client and +0.5-0.8 s where Ray is imported). The HTTP client first; Ray's import (which holds
-        the GIL) once no call is under way: a first call that needs Ray imports it itself, through the same
-        gate. A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
+        the HTTP client and +0.5-0.8 s where Ray is imported). The HTTP client first; each GIL-heavy step of
+        the rest (Ray's GCS modules, the GCS lookup and channel, Ray's Jobs modules) only once the server is
+        quiet (``_quiet``), checked again before every step: a call that arrives meanwhile runs beside one
+        step at most, not beside all of them. A first call that needs Ray imports it itself, through the same
+        gate (ray_import). A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
         if self._warming is None and self.settings.warm_up:
             self._warming = asyncio.get_running_loop().create_task(self._warm(), name="ray-mcp warm-up")
         return self._warming
@@ -185,11 +205,12 @@ class App:
                 api = await connection.api()
                 with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
                     await api.find_local_logs_dirs()
-                with anyio.move_on_after(WARM_UP_IDLE_WAIT_S):
-                    await self._idle.wait()
+                await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
+                # Ray's GCS part before the tools' builds: a first pg_status would wait ~0.3-1 s for it, a
+                # first call of a tool not built yet ~10-20 ms for its build.
+                await api.warm_up_gcs(between=self._quiet)
                 await self._prepare()
-                await anyio.to_thread.run_sync(preload_detectors)  # what redaction imports on first use
-                await api.warm_up()
+                await api.warm_up_jobs(between=self._quiet)
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)
         await self._prepare()  # if no cluster got that far
@@ -200,9 +221,9 @@ class App:
             await prepare()
 
     async def until_idle(self) -> None:
-        """Until no tool call is under way, or WARM_UP_IDLE_WAIT_S (a wait_for_job can last minutes)."""
-        with anyio.move_on_after(WARM_UP_IDLE_WAIT_S):
-            await self._idle.wait()
+        """Until no tool call is under way and none ended for WARM_UP_QUIET_S, or WARM_UP_IDLE_WAIT_S (a
+        wait_for_job can last minutes): between two of the warm-up's steps."""
+        await self._quiet()
 
     async def api(self) -> RayAPI:
         """The adapter of the cluster the current call names (else the default); the first call may wait."""

@@ -466,14 +466,3 @@ def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) 
         }
         for a in reply.actor_table_data
     ]
-
-
-def actor_counts(
-    channel: Any, filters: list[tuple[str, str, str]], timeout_s: float
-) -> dict[str, dict[str, int]] | None:
-    """Actors per class and state, counted from the GCS's actor table (the State API's summary converts every
-    actor to a dict in the dashboard; this reads the table once, converting none). The same actors as the
-    State API lists, with the same filters; None when a filter is one this cannot apply (the caller asks the
-    summary)."""
-    page = actor_page(channel, filters, 0, timeout_s)
-    return None if page is None else page[3]

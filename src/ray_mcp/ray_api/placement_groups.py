@@ -34,18 +34,20 @@ class PlacementGroupsAPI(NodesAPI):
         is_id = pg is not None and re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
         by_id, by_name = (pg, None) if is_id else (None, pg)
         filters = where(placement_group_id=by_id, name=by_name, state=state, creator_job_id=job_id)
-        gcs_page = await self._gcs_pg_page(filters, limit) if self.gcs_connected else None
+        # The strategies come only from the GCS: a first call waits for its channel (Ray's import, the lookup)
+        # either way, so it reads the same table the same way as every later call (the same answer).
+        reached, gcs_page = await self._gcs_pg_page(filters, limit)
         if gcs_page is not None:
             # The GCS's table in one call, filtered, sorted and cut here as the State API would (with strategies):
             # only the page is converted (the State API converts every group: ~0.7 s at 1,000).
             total, matched, rows, counts = gcs_page
             by_state = {} if has(filters, "state") else counts
             return await self._pg_list(pg, total, matched, rows, by_state, limit, notes)
-        # One State API page and the GCS's placement group table (states and strategies), side by side; the
-        # node capacities only when a shown group is PENDING (they explain why it waits).
+        # One State API page and (for a filter the page above cannot read) the GCS's placement group table
+        # (states and strategies), side by side.
         page, table = await gather(
             self._state_page("placement_groups", filters=filters, limit=limit, detail=True),
-            self._pg_table(),
+            self._pg_table() if reached else _none(),
         )
         total, matched, rows, ray_notes = page
         if table is None:
@@ -82,13 +84,15 @@ class PlacementGroupsAPI(NodesAPI):
 
     async def _gcs_pg_page(
         self, filters: list[Filter], limit: int
-    ) -> tuple[int, int, list[dict[str, Any]], dict[str, int]] | None:
+    ) -> tuple[bool, tuple[int, int, list[dict[str, Any]], dict[str, int]] | None]:
+        """(whether the GCS answered, its page: None for a filter the page cannot read)."""
         try:
-            return await anyio.to_thread.run_sync(
+            await ray_import.ensure("gcs")
+            return True, await anyio.to_thread.run_sync(
                 lambda: gcs.placement_group_page(self._gcs(), filters, limit, self.timeout_s)
             )
-        except Exception:  # the GCS stopped answering: the State API answers instead
-            return None
+        except Exception:  # the GCS cannot be reached from here: the State API answers instead
+            return False, None
 
     async def _pg_counts(self, filters: list[Filter]) -> dict[str, int]:
         """Exact count per state without the GCS: one limit=1 State API call per state (each returns a total)."""
@@ -111,3 +115,7 @@ class PlacementGroupsAPI(NodesAPI):
             )
         except Exception:  # the GCS may be unreachable from here; the answer says so
             return None
+
+
+async def _none() -> None:
+    return None

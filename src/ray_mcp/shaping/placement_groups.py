@@ -200,6 +200,8 @@ def build_pg_list(
 ) -> models.PlacementGroupList:
     order = {"PENDING": 0, "RESCHEDULING": 1, "PREPARED": 2, "CREATED": 3, "REMOVED": 4}
     groups = sorted(groups, key=lambda g: (order.get(g.state, 9), g.name or "", g.placement_group_id))
+    # The same order whatever source counted them (the GCS's table comes in hash-map order).
+    by_state = dict(sorted(by_state.items(), key=lambda item: (order.get(item[0], 9), item[0])))
     shown = cap_items(groups, limit, matched, notes, "placement groups")
     hints = []
     hint = narrowing_hint(matched - len(shown), by_state, "placement groups", "state, job_id or name")

@@ -224,3 +224,29 @@ async def test_first_answers_in_a_fresh_server_process_equal_its_warm_answers_wh
             assert first.structured_content == warm.structured_content, (tool, pause)
             assert text_of(first) == text_of(warm), (tool, pause)
             assert "AKIAIOSFODNN7EXAMPLE" not in text_of(first), (tool, pause)
+
+
+async def test_a_listing_counts_as_activity_so_a_call_right_after_it_runs_before_the_gil_heavy_steps(
+    ray_cluster: Cluster,
+) -> None:
+    """A client that lists the tools often calls one at once: the GCS channel (and Ray's import, in a fresh
+    process) wait until WARM_UP_QUIET_S after the listing, as after a call. With the GCS address given, nothing
+    else delays the channel."""
+    assert ray_cluster.gcs_address is not None
+    server = build_server(Settings(address=ray_cluster.gcs_address))
+    try:
+        async with Client(server) as fresh:
+            await (
+                server.app.api()
+            )  # the cluster found and the HTTP client made: the channel is all that is left
+            listed = anyio.current_time()
+            await fresh.list_tools()
+            warming = server.app.warm_up()
+            assert warming is not None
+            with anyio.fail_after(120):
+                while not (await server.app.api()).gcs_connected:
+                    await anyio.sleep(0.005)
+            assert anyio.current_time() - listed >= WARM_UP_QUIET_S
+            await warming
+    finally:
+        await server.app.aclose()

@@ -44,6 +44,10 @@ LOCAL_SOURCES = ("embedded", "local")
 WARM_UP_IDLE_WAIT_S = 2.0
 # ... and, after a call, until none has been under way for this long: an agent's next call often follows at once.
 WARM_UP_QUIET_S = 0.2
+# Ray's Jobs modules (submit_job, diagnose_job, cluster_health; ~0.4 s holding the GIL) wait for a longer
+# quiet: a model's turn between two calls is seconds, so a call that comes sooner than this is not slowed down
+# by an import it rarely needs.
+WARM_UP_LATE_QUIET_S = 1.5
 # The cluster named by the tool call being served (None: the default cluster).
 CURRENT_CLUSTER: ContextVar[str | None] = ContextVar("ray_mcp_cluster", default=None)
 
@@ -172,16 +176,17 @@ class App:
                 self._last_call_end = asyncio.get_running_loop().time()
                 self._idle.set()
 
-    async def _quiet(self) -> None:
-        """Until no call is under way and none has ended for WARM_UP_QUIET_S; at most WARM_UP_IDLE_WAIT_S."""
+    async def _quiet(self, quiet_s: float = WARM_UP_QUIET_S) -> None:
+        """Until no call is under way and none has ended (nor the tools been listed) for ``quiet_s``; at most
+        WARM_UP_IDLE_WAIT_S past that."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + WARM_UP_IDLE_WAIT_S
+        deadline = loop.time() + WARM_UP_IDLE_WAIT_S + quiet_s
         while (left := deadline - loop.time()) > 0:
             if self._calls:
                 with anyio.move_on_after(left):
                     await self._idle.wait()
                 continue
-            rest = self._last_call_end + WARM_UP_QUIET_S - loop.time()
+            rest = self._last_call_end + quiet_s - loop.time()
             if rest <= 0:
                 return
             await anyio.sleep(min(rest, left))
@@ -195,7 +200,11 @@ class App:
         step at most, not beside all of them. A first call that needs Ray imports it itself, through the same
         gate (ray_import). A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
         if self._warming is None and self.settings.warm_up:
-            self._warming = asyncio.get_running_loop().create_task(self._warm(), name="ray-mcp warm-up")
+            loop = asyncio.get_running_loop()
+            # A client that lists the tools calls one next, often at once: that call runs before the GIL-heavy
+            # steps, which count the listing as the last activity.
+            self._last_call_end = max(self._last_call_end, loop.time())
+            self._warming = loop.create_task(self._warm(), name="ray-mcp warm-up")
         return self._warming
 
     async def _warm(self) -> None:
@@ -210,7 +219,7 @@ class App:
                 # first call of a tool not built yet ~10-20 ms for its build.
                 await api.warm_up_gcs(between=self._quiet)
                 await self._prepare()
-                await api.warm_up_jobs(between=self._quiet)
+                await api.warm_up_jobs(between=functools.partial(self._quiet, WARM_UP_LATE_QUIET_S))
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)
         await self._prepare()  # if no cluster got that far

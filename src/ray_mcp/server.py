@@ -6,7 +6,6 @@ import functools
 import importlib
 import inspect
 import logging
-import threading
 import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,7 +29,7 @@ from ray_mcp import live, prompts, resources, schemas
 from ray_mcp.choices import CaseInsensitiveChoices
 from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
-from ray_mcp.lazy import import_sync
+from ray_mcp.lazy import IMPORTING, import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
@@ -42,8 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ray_mcp.server")
 # What any tool call needs, imported when the server is built (~45 ms; the rest waits for a tool's first call).
 CALL_PATH = ("httpx", "httpcore", "ray_mcp.ray_api.api", "ray_mcp.tools", "ray_mcp.models.core")
-# Held while a tool is built from the catalog: imports of two tool areas in two threads could wait on each other.
-BUILDING = threading.Lock()
+# Held while a tool is built from the catalog: the same lock as every other import of ours after startup
+# (lazy.py), so that two threads never import modules that import each other.
+BUILDING = IMPORTING
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.

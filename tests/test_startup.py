@@ -4,11 +4,12 @@ every stdio request, one-line usage errors, case-insensitive choices, and a quic
 from __future__ import annotations
 
 import json
+import queue
 import re
-import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -193,15 +194,18 @@ def test_every_stdio_request_with_an_id_gets_an_answer() -> None:
     lines += ["{not json", json.dumps({"jsonrpc": "2.0", "id": 18, "method": "ping"})]
     proc = _stdio(["--address", "http://127.0.0.1:9"], lines)
     assert proc.stdout is not None
+    # A reader thread, not select() on the pipe: readline() buffers what it read past the line, so select()
+    # would wait for more while the last answer sits in the buffer.
+    lines_read: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines_read.put(line) for line in proc.stdout], daemon=True).start()
     answers: list[dict] = []
     deadline = time.monotonic() + 60
     while not answers or answers[-1].get("id") != 18:
         assert time.monotonic() < deadline, answers
-        ready, _, _ = select.select([proc.stdout], [], [], 1)
-        if ready:
-            line = proc.stdout.readline()
-            assert line, proc.stderr.read() if proc.stderr else ""
-            answers.append(json.loads(line))
+        try:
+            answers.append(json.loads(lines_read.get(timeout=1)))
+        except queue.Empty:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
     proc.kill()
     proc.wait()
     by_id = {json.dumps(a.get("id")): a for a in answers}

@@ -176,7 +176,7 @@ class App:
                 self._last_call_end = asyncio.get_running_loop().time()
                 self._idle.set()
 
-    async def _quiet(self, quiet_s: float = WARM_UP_QUIET_S) -> None:
+    async def until_quiet(self, quiet_s: float = WARM_UP_QUIET_S) -> None:
         """Until no call is under way and none has ended (nor the tools been listed) for ``quiet_s``; at most
         WARM_UP_IDLE_WAIT_S past that."""
         loop = asyncio.get_running_loop()
@@ -196,7 +196,7 @@ class App:
         GCS channel and import Ray, so that a first call costs what later ones do (without it, +0.1-0.2 s for
         the HTTP client and +0.5-0.8 s where Ray is imported). The HTTP client first; each GIL-heavy step of
         the rest (Ray's GCS modules, the GCS lookup and channel, Ray's Jobs modules) only once the server is
-        quiet (``_quiet``), checked again before every step: a call that arrives meanwhile runs beside one
+        quiet (``until_quiet``), checked again before every step: a call that arrives meanwhile runs beside one
         step at most, not beside all of them. A first call that needs Ray imports it itself, through the same
         gate (ray_import). A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
         if self._warming is None and self.settings.warm_up:
@@ -217,9 +217,9 @@ class App:
                 await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
                 # Ray's GCS part before the tools' builds: a first pg_status would wait ~0.3-1 s for it, a
                 # first call of a tool not built yet ~10-20 ms for its build.
-                await api.warm_up_gcs(between=self._quiet)
+                await api.warm_up_gcs(between=self.until_quiet)
                 await self._prepare()
-                await api.warm_up_jobs(between=functools.partial(self._quiet, WARM_UP_LATE_QUIET_S))
+                await api.warm_up_jobs(between=functools.partial(self.until_quiet, WARM_UP_LATE_QUIET_S))
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)
         await self._prepare()  # if no cluster got that far
@@ -228,11 +228,6 @@ class App:
         prepare, self.prepare = self.prepare, None
         if prepare is not None:
             await prepare()
-
-    async def until_idle(self) -> None:
-        """Until no tool call is under way and none ended for WARM_UP_QUIET_S, or WARM_UP_IDLE_WAIT_S (a
-        wait_for_job can last minutes): between two of the warm-up's steps."""
-        await self._quiet()
 
     async def api(self) -> RayAPI:
         """The adapter of the cluster the current call names (else the default); the first call may wait."""

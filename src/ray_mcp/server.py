@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("ray_mcp.server")
 # What any tool call needs, imported when the server is built (~45 ms; the rest waits for a tool's first call).
 CALL_PATH = ("httpx", "httpcore", "ray_mcp.ray_api.api", "ray_mcp.tools", "ray_mcp.models.core")
-# Held while a tool is built from the catalog: the same lock as every other import of ours after startup
-# (lazy.py), so that two threads never import modules that import each other.
-BUILDING = IMPORTING
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
@@ -95,7 +92,6 @@ class RayMCPServer(MCPServer[App]):
     def offer(self, catalog: tool_catalog.Catalog) -> None:
         """List the catalog's tools that the write modes allow, and build each one on its first call (or when
         the warm-up gets to it): the same tools, listed the same, without building 25 of them at startup."""
-        self.unbuilt = {}
         listed = []
         for entry in catalog.tools:
             allowed, why = tool_allowed(
@@ -142,8 +138,9 @@ class RayMCPServer(MCPServer[App]):
 
     def build_tool(self, name: str) -> None:
         """Build one tool listed from the catalog, as registering it at startup would have (call it in a worker
-        thread). One build at a time in the process, so that two areas' imports never wait on each other."""
-        with BUILDING:
+        thread). It holds the lock of every import of ours after startup (lazy.py): two threads never import
+        modules that import each other."""
+        with IMPORTING:
             area = self.unbuilt.get(name)
             if area is None:
                 return
@@ -155,7 +152,7 @@ class RayMCPServer(MCPServer[App]):
         """Build every tool not built yet (the warm-up): one at a time, each when no call is under way, so that
         a call never waits behind tools it does not use."""
         for name in list(self.unbuilt):
-            await self.app.until_idle()
+            await self.app.until_quiet()
             await anyio.to_thread.run_sync(self.build_tool, name)
 
     async def get_prompt(

@@ -208,8 +208,6 @@ def _quote_saving(lines: Sequence[str], chars: int) -> int:
     return sum(json_bytes(line) - json_bytes(_cut(line, chars)) for line in lines if len(line) > chars)
 
 
-# The rest of a tools/call result on the wire: {"content":[{"type":"text","text":...}],"structuredContent":...,
-# "isError":false} (73 bytes).
 def _whole_bytes(model: Report, text: str) -> int:
     """The result as a client receives it (shaping.common.sent_bytes)."""
     return sent_bytes(model.model_dump(mode="json", exclude_none=True), text)

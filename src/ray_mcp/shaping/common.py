@@ -58,13 +58,16 @@ def fit_list(page: P, render: Callable[[P], str], field: str, what: str) -> tupl
     """A list answer whose whole, as a client receives it, stays under RESPONSE_BUDGET_BYTES: the last items
     of ``field`` are left out (and the answer says how many) when long or escape-heavy text (quotes,
     backslashes, control characters) would take it over. The number kept is the most that fits."""
-    text = render(page)
+
+    def fits(answer: tuple[P, str]) -> bool:
+        return sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1]) <= (
+            RESPONSE_BUDGET_BYTES
+        )
+
+    whole = page, render(page)
     items = list(getattr(page, field))
-    if (
-        len(items) <= 1
-        or sent_escaped_bytes(page.model_dump(mode="json", exclude_none=True), text) <= RESPONSE_BUDGET_BYTES
-    ):
-        return page, text
+    if len(items) <= 1 or fits(whole):
+        return whole
     notes = "notes" if "notes" in type(page).model_fields else "hints"
 
     def keep(k: int) -> tuple[P, str]:
@@ -79,10 +82,7 @@ def fit_list(page: P, render: Callable[[P], str], field: str, what: str) -> tupl
     while low <= high:
         k = (low + high) // 2
         candidate = keep(k)
-        if (
-            sent_escaped_bytes(candidate[0].model_dump(mode="json", exclude_none=True), candidate[1])
-            <= RESPONSE_BUDGET_BYTES
-        ):
+        if fits(candidate):
             best, low = candidate, k + 1
         else:
             high = k - 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ray_mcp import log_grep, models
 from ray_mcp.limits import LOG_WHOLE_SHARE
 from ray_mcp.redaction import escape_controls
-from ray_mcp.shaping.common import json_bytes, sent_bytes
+from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
 from ray_mcp.shaping.nodes import GIB
 
 
@@ -247,14 +247,7 @@ def _sent_hint(left_out: int, cut: int, whole: int) -> str:
 
 
 def _sent(tail: models.LogTail) -> int:
-    escaped = tail.model_copy(
-        update={
-            "sections": [
-                s.model_copy(update={"lines": [escape_controls(x) for x in s.lines]}) for s in tail.sections
-            ]
-        }
-    )
-    return sent_bytes(escaped.model_dump(mode="json", exclude_none=True), render_log_tail(escaped))
+    return sent_escaped_bytes(tail.model_dump(mode="json", exclude_none=True), render_log_tail(tail))
 
 
 def _line_cost(line: str) -> int:

@@ -18,6 +18,7 @@ from tests.conftest import local_head
 from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
+from ray_mcp.ray_api import gcs_h2
 from ray_mcp.server import build_server
 from ray_mcp.settings import Settings
 
@@ -60,6 +61,22 @@ async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: Loca
         for name in ("list_jobs", "cluster_status"):
             result = await client.call_tool(name, {})
             assert not result.is_error, (name, text_of(result))
+
+
+async def test_the_gcs_read_without_ray_sends_this_clusters_token_and_fails_without_it(
+    token_head: LocalHead,
+) -> None:
+    """gcs_h2 (a fresh server's pg_status) asks with the cluster's own Authorization, as Ray's channel does;
+    a refused token is a failure (Ray's path then answers or says why), never an empty table."""
+    rows = await gcs_h2.placement_group_table(token_head.gcs_address, f"Bearer {RIGHT}", 10.0)
+    assert rows == []
+    assert (
+        await gcs_h2.reported_dashboard(token_head.gcs_address, f"Bearer {RIGHT}", 10.0)
+        == token_head.dashboard_url
+    )
+    for auth in (f"Bearer {WRONG}", None):
+        with pytest.raises(gcs_h2.GrpcFailed, match="gRPC status 16"):  # UNAUTHENTICATED
+            await gcs_h2.placement_group_table(token_head.gcs_address, auth, 10.0)
 
 
 class Exploding(httpx.AsyncBaseTransport):

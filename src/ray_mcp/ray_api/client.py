@@ -322,6 +322,22 @@ class RayClient:
         """Ray's Jobs client and runtime_env packaging modules (submit_job, diagnose_job): ~0.3-0.4 s."""
         await _after(between, functools.partial(ray_import.ensure, "core"))
 
+    async def gcs_address_without_ray(self) -> str | None:
+        """The GCS's address for gcs_h2's reads: the known one, else found over gcs_h2 (when this API looks for
+        a GCS at all). None when not found that way: Ray's lookup (_gcs) then decides, as before."""
+        if self.gcs_address is not None:
+            return self.gcs_address
+        if self._gcs_lookup is None or time.monotonic() - self._gcs_missed_at < GCS_RETRY_S:
+            return None
+        address = await self._gcs_lookup.gcs_of_without_ray(self.dashboard_url, min(self.timeout_s, 1.0))
+        if address is not None and self.gcs_address is None:
+            self.gcs_address = address  # what Ray's channel connects to later, without its own lookup
+        return self.gcs_address
+
+    def authorization(self) -> str | None:
+        """This cluster's own Authorization (settings.dashboard_request_headers), never the process's token."""
+        return next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
+
     def _gcs(self) -> Any:
         """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the
         dashboard."""
@@ -344,9 +360,7 @@ class RayClient:
                     "Start ray-mcp with the GCS address (--address host:6379)."
                 )
             self.gcs_address = address
-            # This cluster's own Authorization (settings.dashboard_request_headers), never the process's token.
-            auth = next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
-            self._gcs_channel = gcs.open_channel(address, auth)
+            self._gcs_channel = gcs.open_channel(address, self.authorization())
         return self._gcs_channel
 
 

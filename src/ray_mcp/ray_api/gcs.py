@@ -155,6 +155,16 @@ class GcsLookup:
     def gcs_of(self, dashboard_url: str, timeout_s: float) -> str | None:
         return find_gcs_for_dashboard(dashboard_url, timeout_s)
 
+    async def gcs_of_without_ray(self, dashboard_url: str, timeout_s: float) -> str | None:
+        """gcs_of's answer asked without Ray's modules (gcs_h2), with the cluster's own credentials; None when
+        it cannot tell (then gcs_of, through Ray, decides)."""
+        from ray_mcp.ray_api import gcs_h2
+
+        if not gcs_h2.usable():
+            return None
+        auth = None if self.authorization == RAY_DEFAULT else self.authorization
+        return await gcs_h2.find_gcs_for_dashboard(dashboard_url, auth, timeout_s)
+
 
 GCS_LOOKUP = GcsLookup()
 
@@ -163,11 +173,18 @@ def placement_group_table(channel: Any, timeout_s: float) -> list[dict[str, str]
     """Every placement group's id, name, state, creator job and strategy, in one call (the State API omits the
     strategy and has no per-state summary)."""
     ray_import.load_sync("gcs")
-    from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     stub = gcs_service_pb2_grpc.PlacementGroupInfoGcsServiceStub(channel)
     request = gcs_service_pb2.GetAllPlacementGroupRequest()  # type: ignore[attr-defined]
-    reply = stub.GetAllPlacementGroup(request, timeout=timeout_s)
+    return placement_group_table_rows(stub.GetAllPlacementGroup(request, timeout=timeout_s))
+
+
+def placement_group_table_rows(reply: Any) -> list[dict[str, str]]:
+    """placement_group_table's rows from a GetAllPlacementGroupReply (gcs_h2 reads the same from its bytes)."""
+    ray_import.load_sync("gcs")
+    from ray.core.generated import common_pb2, gcs_pb2
+
     state_name = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]
     return [
         {

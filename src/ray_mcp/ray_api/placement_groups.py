@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import re
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from ray_mcp import models
-from ray_mcp.errors import NotFound
+from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import gather
 from ray_mcp.ray_api.nodes import NodesAPI
 from ray_mcp.ray_api.query import Filter, has, where
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class PlacementGroupsAPI(NodesAPI):
@@ -34,8 +39,16 @@ class PlacementGroupsAPI(NodesAPI):
         is_id = pg is not None and re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
         by_id, by_name = (pg, None) if is_id else (None, pg)
         filters = where(placement_group_id=by_id, name=by_name, state=state, creator_job_id=job_id)
-        # The strategies come only from the GCS: a first call waits for its channel (Ray's import, the lookup)
-        # either way, so it reads the same table the same way as every later call (the same answer).
+        if not ray_import.is_loaded("gcs"):
+            # A fresh server: the strategies (only the GCS has them) over gcs_h2 beside one State API page,
+            # instead of waiting ~0.3 s for Ray's modules. The same answer as Ray's path below (tested).
+            page, fast = await gather(
+                _or_none(self._state_page("placement_groups", filters=filters, limit=limit, detail=True)),
+                self._pg_table_without_ray(),
+            )
+            if page is not None and fast is not None:
+                return await self._pg_list_with(pg, page, fast, filters, limit, notes)
+        # Ray's GCS channel: the table read, filtered, sorted and cut here as the State API would.
         reached, gcs_page = await self._gcs_pg_page(filters, limit)
         if gcs_page is not None:
             # The GCS's table in one call, filtered, sorted and cut here as the State API would (with strategies):
@@ -49,6 +62,13 @@ class PlacementGroupsAPI(NodesAPI):
             self._state_page("placement_groups", filters=filters, limit=limit, detail=True),
             self._pg_table() if reached else _none(),
         )
+        return await self._pg_list_with(pg, page, table, filters, limit, notes)
+
+    async def _pg_list_with(
+        self, pg: str | None, page: tuple[int, int, list[dict[str, Any]], list[str]],
+        table: list[dict[str, str]] | None, filters: list[Filter], limit: int, notes: list[str],
+    ) -> models.PlacementGroupList:  # fmt: skip
+        """A State API page joined with the GCS's table (strategies, counts per state), or without it."""
         total, matched, rows, ray_notes = page
         if table is None:
             ray_notes.append(
@@ -105,9 +125,28 @@ class PlacementGroupsAPI(NodesAPI):
         )  # fmt: skip
         return {s: p[1] for s, p in zip(states, pages, strict=True) if p[1]}
 
+    async def _pg_table_without_ray(self) -> list[dict[str, str]] | None:
+        """_pg_table's rows over gcs_h2 (no Ray import); None when that path cannot answer."""
+        from ray_mcp.ray_api import gcs_h2
+
+        if not gcs_h2.usable():
+            return None
+        address = await self.gcs_address_without_ray()
+        if address is None:
+            return None
+        try:
+            return await gcs_h2.placement_group_table(address, self.authorization(), self.timeout_s)
+        except gcs_h2.GrpcFailed as exc:
+            log.info(
+                "ray-mcp: the GCS's placement group table over HTTP/2 failed (%s); asking through Ray", exc
+            )
+            return None
+
     async def _pg_table(self) -> list[dict[str, str]] | None:
         """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
         State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
+        if not ray_import.is_loaded("gcs") and (fast := await self._pg_table_without_ray()) is not None:
+            return fast
         try:
             await ray_import.ensure("gcs")
             return await anyio.to_thread.run_sync(
@@ -119,3 +158,11 @@ class PlacementGroupsAPI(NodesAPI):
 
 async def _none() -> None:
     return None
+
+
+async def _or_none(aw: Awaitable[T]) -> T | None:
+    """``aw``'s result, or None when the dashboard could not give it (the caller then asks another way)."""
+    try:
+        return await aw
+    except RayMCPError:
+        return None

@@ -197,9 +197,11 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.parametrize("given", ["dashboard", "gcs"])
 async def test_a_fresh_servers_pg_status_answers_without_ray_exactly_as_rays_path_does(
-    ray_cluster: Cluster,
+    ray_cluster: Cluster, given: str
 ) -> None:
+    """Given the dashboard (the GCS found over gcs_h2) or the GCS (its dashboard asked over gcs_h2)."""
     cases: list[dict[str, Any]] = [
         {},
         {"state": "PENDING"},
@@ -207,9 +209,10 @@ async def test_a_fresh_servers_pg_status_answers_without_ray_exactly_as_rays_pat
         {"limit": 1},
         {"state": "CREATED", "limit": 2},
     ]
-    with driver(ray_cluster.gcs_address, GROUPS, namespace="gcs-h2-fresh"):
+    address = ray_cluster.dashboard_url if given == "dashboard" else ray_cluster.gcs_address
+    with driver(ray_cluster.gcs_address, GROUPS, namespace=f"gcs-h2-fresh-{given}"):
         proc = await anyio.run_process(
-            [sys.executable, "-c", FRESH, ray_cluster.dashboard_url, json.dumps(cases)], check=False
+            [sys.executable, "-c", FRESH, str(address), json.dumps(cases)], check=False
         )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     out = json.loads(proc.stdout.decode().strip().splitlines()[-1])

@@ -155,6 +155,19 @@ class GcsLookup:
     def gcs_of(self, dashboard_url: str, timeout_s: float) -> str | None:
         return find_gcs_for_dashboard(dashboard_url, timeout_s)
 
+    async def dashboard_of_without_ray(self, gcs_address: str, timeout_s: float) -> str | None:
+        """dashboard_of's answer asked without Ray's modules (gcs_h2), with the cluster's own credentials; None
+        when it cannot tell (then dashboard_of, through Ray, decides)."""
+        from ray_mcp.ray_api import gcs_h2
+
+        if not gcs_h2.usable():
+            return None
+        auth = None if self.authorization == RAY_DEFAULT else self.authorization
+        try:
+            return await gcs_h2.reported_dashboard(gcs_address, auth, timeout_s)
+        except gcs_h2.GrpcFailed:
+            return None
+
     async def gcs_of_without_ray(self, dashboard_url: str, timeout_s: float) -> str | None:
         """gcs_of's answer asked without Ray's modules (gcs_h2), with the cluster's own credentials; None when
         it cannot tell (then gcs_of, through Ray, decides)."""

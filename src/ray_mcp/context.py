@@ -212,8 +212,12 @@ class App:
         for connection in self.connections.values():
             try:
                 api = await connection.api()
+                # The rest competes with a first call for the dashboard (which answers one request at a time)
+                # or the GIL: each step waits for quiet. A call that needs it meanwhile does it itself.
+                await self.until_quiet()
                 with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
                     await api.find_local_logs_dirs()
+                await self.until_quiet()
                 await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
                 # Ray's GCS part before the tools' builds: a first pg_status would wait ~0.3-1 s for it, a
                 # first call of a tool not built yet ~10-20 ms for its build.

@@ -78,3 +78,42 @@ async def wait_until(client: Client, job: str, statuses: set[str], deadline_s: f
 async def run_to_end(client: Client, deadline_s: float = 180, **args: Any) -> tuple[str, dict[str, Any]]:
     sid = await submit(client, **args)
     return sid, await wait_until(client, sid, TERMINAL, deadline_s)
+
+
+FRESH = """
+import asyncio, json, sys
+from mcp import Client
+from ray_mcp.server import build_server
+from ray_mcp.settings import Settings
+from ray_mcp.ray_api import ray_import
+
+async def main():
+    server = build_server(Settings(address=sys.argv[1]))
+    out = []
+    async with Client(server) as client:
+        await client.list_tools()
+        for args in json.loads(sys.argv[3]):
+            first = await client.call_tool(sys.argv[2], args)
+            out.append({"args": args, "ray_before": "ray" in sys.modules, "first": first.structured_content,
+                        "text": first.content[0].text, "error": first.is_error})
+        await ray_import.ensure("gcs")  # Ray's path from here on
+        for entry in out:
+            warm = await client.call_tool(sys.argv[2], entry["args"])
+            entry["warm"], entry["warm_text"] = warm.structured_content, warm.content[0].text
+    await server.app.aclose()
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+
+async def fresh_answers(address: str, tool: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """In a fresh process (Ray not imported): each case's first answer (``first``, ``text``, ``error``), whether
+    Ray was imported by then (``ray_before``), then the same calls once Ray's GCS modules are (``warm``)."""
+    import sys
+
+    proc = await anyio.run_process(
+        [sys.executable, "-c", FRESH, address, tool, json.dumps(cases)], check=False
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return list(json.loads(proc.stdout.decode().strip().splitlines()[-1]))

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import sys
 import time
 from typing import Any
 
@@ -19,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.conftest import Cluster
 from tests.state_drivers import driver
+from tests.support import fresh_answers
 
 from ray_mcp.ray_api import gcs, gcs_h2
 
@@ -100,10 +99,54 @@ def test_the_wire_reader_reads_every_group_as_rays_own_modules_do(
     )
 
 
+resource_ids = st.lists(
+    st.tuples(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=True)), max_size=3
+)
+address = st.fixed_dictionaries(
+    {"worker_id": ids, "node_id": ids, "ip": st.text(max_size=15), "port": st.integers(0, 65535)}
+)
+actor = st.fixed_dictionaries(
+    {
+        "actor_id": ids,
+        "address": address,
+        "owner": address,
+        "state": st.integers(0, 4),
+        "class_name": st.text(max_size=20),
+        "mapping": st.lists(
+            st.tuples(st.sampled_from(["CPU", "GPU", "TPU", "custom"]), resource_ids), max_size=3
+        ),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actors=st.lists(actor, max_size=6), total=st.integers(0, 2**40))
+def test_the_wire_reader_reads_every_actor_as_rays_own_modules_do(actors: list[dict], total: int) -> None:
+    from ray.core.generated import gcs_service_pb2
+
+    reply = gcs_service_pb2.GetAllActorInfoReply(total=total, num_filtered=total)  # type: ignore[attr-defined]
+    for a in actors:
+        d = reply.actor_table_data.add()
+        d.actor_id, d.state, d.class_name = a["actor_id"], a["state"], a["class_name"]
+        for target, given_address in ((d.address, a["address"]), (d.owner_address, a["owner"])):
+            target.worker_id, target.node_id = given_address["worker_id"], given_address["node_id"]
+            target.ip_address, target.port = given_address["ip"], given_address["port"]
+        for name, slots in a["mapping"]:
+            entry = d.resource_mapping.add()
+            entry.name = name
+            for index, quantity in slots:
+                rid = entry.resource_ids.add()
+                rid.index, rid.quantity = index, quantity
+    data = reply.SerializeToString()
+    assert gcs_h2.job_actor_rows(data) == gcs.job_actor_table_rows(
+        gcs_service_pb2.GetAllActorInfoReply.FromString(data)  # type: ignore[attr-defined]
+    )
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200))
 def test_a_malformed_reply_fails_as_grpc_failed_and_nothing_else(data: bytes) -> None:
-    for read in (gcs_h2.placement_group_rows, gcs_h2.kv_value):
+    for read in (gcs_h2.placement_group_rows, gcs_h2.job_actor_rows, gcs_h2.kv_value):
         with contextlib.suppress(gcs_h2.GrpcFailed):
             read(data)
 
@@ -170,33 +213,6 @@ async def test_a_call_that_cannot_be_answered_fails_within_its_timeout(ray_clust
     assert await gcs_h2.find_gcs_for_dashboard(f"http://127.0.0.1:{port}", None, 1.0) is None
 
 
-FRESH = """
-import asyncio, json, sys
-from mcp import Client
-from ray_mcp.server import build_server
-from ray_mcp.settings import Settings
-from ray_mcp.ray_api import ray_import
-
-async def main():
-    server = build_server(Settings(address=sys.argv[1]))
-    out = []
-    async with Client(server) as client:
-        await client.list_tools()
-        for args in json.loads(sys.argv[2]):
-            first = await client.call_tool("pg_status", args)
-            out.append({"args": args, "ray_before": "ray" in sys.modules, "first": first.structured_content,
-                        "text": first.content[0].text, "error": first.is_error})
-        await ray_import.ensure("gcs")  # Ray's path from here on
-        for entry in out:
-            warm = await client.call_tool("pg_status", entry["args"])
-            entry["warm"], entry["warm_text"] = warm.structured_content, warm.content[0].text
-    await server.app.aclose()
-    print(json.dumps(out))
-
-asyncio.run(main())
-"""
-
-
 @pytest.mark.parametrize("given", ["dashboard", "gcs"])
 async def test_a_fresh_servers_pg_status_answers_without_ray_exactly_as_rays_path_does(
     ray_cluster: Cluster, given: str
@@ -211,11 +227,7 @@ async def test_a_fresh_servers_pg_status_answers_without_ray_exactly_as_rays_pat
     ]
     address = ray_cluster.dashboard_url if given == "dashboard" else ray_cluster.gcs_address
     with driver(ray_cluster.gcs_address, GROUPS, namespace=f"gcs-h2-fresh-{given}"):
-        proc = await anyio.run_process(
-            [sys.executable, "-c", FRESH, str(address), json.dumps(cases)], check=False
-        )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    out = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+        out = await fresh_answers(str(address), "pg_status", cases)
     for entry in out:
         assert not entry["error"], entry
         assert entry["ray_before"] is False, entry["args"]  # answered before Ray was imported

@@ -479,7 +479,11 @@ def job_actor_table(channel: Any, job_id: str, *, limit: int, timeout_s: float) 
     stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
     request = gcs_service_pb2.GetAllActorInfoRequest(limit=limit)  # type: ignore[attr-defined]
     request.filters.job_id = bytes.fromhex(job_id)
-    reply = stub.GetAllActorInfo(request, timeout=timeout_s)
+    return job_actor_table_rows(stub.GetAllActorInfo(request, timeout=timeout_s))
+
+
+def job_actor_table_rows(reply: Any) -> list[dict[str, Any]]:
+    """job_actor_table's rows from a GetAllActorInfoReply (gcs_h2 reads the same from its bytes)."""
     return [
         {
             "actor_id": a.actor_id.hex(),

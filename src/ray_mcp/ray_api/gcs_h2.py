@@ -1,5 +1,6 @@
-"""Two GCS reads without Ray's modules: the placement group table (ids, names, states, creator jobs,
-strategies) and the dashboard's address, for a server that has not imported Ray yet.
+"""GCS reads without Ray's modules, for a server that has not imported Ray yet: the placement group table (ids,
+names, states, creator jobs, strategies), one job's actors (owners, workers, assigned resource ids) and the
+dashboard's address.
 
 Ray's own path (gcs.py) imports ``ray``, grpc and the generated protobuf modules first: about 0.3 s of a
 fresh server's first pg_status, where this path costs a few milliseconds. Each read is one unary gRPC call
@@ -20,6 +21,7 @@ import contextlib
 import os
 import re
 import socket
+import struct
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +38,7 @@ PG_STATES = ("PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING")
 
 PG_TABLE_METHOD = "/ray.rpc.PlacementGroupInfoGcsService/GetAllPlacementGroup"
 KV_GET_METHOD = "/ray.rpc.InternalKVGcsService/InternalKVGet"
+ACTOR_TABLE_METHOD = "/ray.rpc.ActorInfoGcsService/GetAllActorInfo"
 
 
 class GrpcFailed(Exception):
@@ -47,7 +50,7 @@ def usable() -> bool:
     return os.environ.get("RAY_USE_TLS", "0").strip().lower() not in ("1", "true", "yes")
 
 
-# ---- protobuf wire format: only what the two replies need ----
+# ---- protobuf wire format: only what the replies read here need ----
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -139,6 +142,62 @@ def placement_group_rows(reply: bytes) -> list[dict[str, str]]:
                     row["state"] = _name(PG_STATES, v)
                 elif n == 6 and isinstance(v, bytes):
                     row["creator_job_id"] = v.hex()
+            rows.append(row)
+    return rows
+
+
+def _message(value: int | bytes) -> bytes:
+    if not isinstance(value, bytes):
+        raise GrpcFailed("a malformed message field in the GCS's reply")
+    return value
+
+
+def _int64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _worker_id(address: bytes) -> str:
+    """Address.worker_id (field 4), in hex."""
+    return next((_message(v).hex() for n, v in fields(address) if n == 4), "")
+
+
+def job_actor_rows(reply: bytes) -> list[dict[str, Any]]:
+    """GetAllActorInfoReply as gcs.job_actor_table's rows: each actor's id, owner worker, worker and the
+    resource ids Ray assigned it (ActorTableData fields 1, 10, 9 and 15)."""
+    rows = []
+    for number, value in fields(reply):
+        if number == 1:
+            _check_status(value)
+        elif number == 2:
+            row: dict[str, Any] = {
+                "actor_id": "",
+                "owner_worker_id": "",
+                "worker_id": "",
+                "used_resources": {},
+            }
+            for n, v in fields(_message(value)):
+                if n == 1:
+                    row["actor_id"] = _message(v).hex()
+                elif n == 10:
+                    row["owner_worker_id"] = _worker_id(_message(v))
+                elif n == 9:
+                    row["worker_id"] = _worker_id(_message(v))
+                elif n == 15:
+                    name, slots = "", []
+                    for en, ev in fields(_message(v)):
+                        if en == 1:
+                            name = _message(ev).decode(errors="replace")
+                        elif en == 2:
+                            index, quantity = 0, 0.0
+                            for rn, rv in fields(_message(ev)):
+                                if rn == 1 and isinstance(rv, int):
+                                    index = _int64(rv)
+                                elif rn == 2 and isinstance(rv, bytes) and len(rv) == 8:
+                                    (quantity,) = struct.unpack("<d", rv)
+                            slots.append({"slot": str(index), "allocation": quantity})
+                    row["used_resources"][name] = {
+                        "resourceSlots": slots
+                    }  # a repeated name: the last, as Ray's
             rows.append(row)
     return rows
 
@@ -259,6 +318,23 @@ async def placement_group_table(
     if len(reply) > 1024 * 1024:  # ~3,000 groups and more: read off the event loop
         return await anyio.to_thread.run_sync(placement_group_rows, reply)
     return placement_group_rows(reply)
+
+
+async def job_actor_table(
+    address: str, authorization: str | None, job_id: str, *, limit: int, timeout_s: float
+) -> list[dict[str, Any]]:
+    """One job's actors, as gcs.job_actor_table's rows (GetAllActorInfo, filtered by job, up to ``limit``)."""
+    try:
+        filters = _bytes_field(2, bytes.fromhex(job_id))  # Filters.job_id
+    except ValueError as exc:
+        raise GrpcFailed(f"not a job id in hex: {job_id[:40]!r}") from exc
+    request = _encode_varint(2 << 3) + _encode_varint(limit) + _bytes_field(3, filters)  # limit, filters
+    reply = await unary(
+        address, ACTOR_TABLE_METHOD, request, authorization=authorization, timeout_s=timeout_s
+    )
+    if len(reply) > 1024 * 1024:
+        return await anyio.to_thread.run_sync(job_actor_rows, reply)
+    return job_actor_rows(reply)
 
 
 async def reported_dashboard(address: str, authorization: str | None, timeout_s: float) -> str | None:

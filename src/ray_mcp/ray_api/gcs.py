@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import base64
 import os
-import re
-import socket
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import RayRequestFailed
-from ray_mcp.ray_api import ray_import
+from ray_mcp.ray_api import gcs_h2, ray_import
 
 RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
 
@@ -111,24 +109,15 @@ def reported_dashboard(
         return None
     finally:
         channel.close()
-    if not reply.value:
-        return None
-    address = reply.value.decode()
-    return address if re.match(r"^https?://", address) else f"http://{address}"
+    return gcs_h2.dashboard_url(reply.value.decode())
 
 
 def find_gcs_for_dashboard(dashboard_url: str, timeout_s: float) -> str | None:
     """The GCS whose dashboard is ``dashboard_url``: try host:6379, then (for a local dashboard) every GCS
     process on this machine, and keep the one that reports this dashboard."""
-    ray_import.load_sync("gcs")
-    from ray._private.services import find_gcs_addresses
-
     parts = urlsplit(dashboard_url)
     host, port = parts.hostname or "127.0.0.1", parts.port
-    candidates = [f"{host}:6379"]
-    if host in ("127.0.0.1", "localhost", "::1") or host == socket.gethostbyname(socket.gethostname()):
-        candidates += sorted(f"127.0.0.1:{a.rsplit(':', 1)[1]}" for a in find_gcs_addresses())
-    for candidate in candidates:
+    for candidate in gcs_h2.candidates(host):
         reported = reported_dashboard(candidate, timeout_s)
         if reported and urlsplit(reported).port == port:
             return candidate
@@ -158,25 +147,19 @@ class GcsLookup:
     async def dashboard_of_without_ray(self, gcs_address: str, timeout_s: float) -> str | None:
         """dashboard_of's answer asked without Ray's modules (gcs_h2), with the cluster's own credentials; None
         when it cannot tell (then dashboard_of, through Ray, decides)."""
-        from ray_mcp.ray_api import gcs_h2
-
-        if not gcs_h2.usable():
-            return None
-        auth = None if self.authorization == RAY_DEFAULT else self.authorization
         try:
-            return await gcs_h2.reported_dashboard(gcs_address, auth, timeout_s)
+            return await gcs_h2.reported_dashboard(gcs_address, self._own_authorization(), timeout_s)
         except gcs_h2.GrpcFailed:
             return None
 
     async def gcs_of_without_ray(self, dashboard_url: str, timeout_s: float) -> str | None:
         """gcs_of's answer asked without Ray's modules (gcs_h2), with the cluster's own credentials; None when
         it cannot tell (then gcs_of, through Ray, decides)."""
-        from ray_mcp.ray_api import gcs_h2
+        return await gcs_h2.find_gcs_for_dashboard(dashboard_url, self._own_authorization(), timeout_s)
 
-        if not gcs_h2.usable():
-            return None
-        auth = None if self.authorization == RAY_DEFAULT else self.authorization
-        return await gcs_h2.find_gcs_for_dashboard(dashboard_url, auth, timeout_s)
+    def _own_authorization(self) -> str | None:
+        """What gcs_h2 sends: the cluster's own credentials, never Ray's process token (RAY_DEFAULT)."""
+        return None if self.authorization == RAY_DEFAULT else self.authorization
 
 
 GCS_LOOKUP = GcsLookup()

@@ -220,6 +220,8 @@ async def unary(
     address: str, method: str, request: bytes, *, authorization: str | None, timeout_s: float
 ) -> bytes:
     """The reply message of one unary call to the gRPC server at ``host:port``."""
+    if not usable():
+        raise GrpcFailed("the cluster uses TLS (RAY_USE_TLS): Ray's channel sets it up")
     try:
         with anyio.fail_after(timeout_s):
             return await _unary(address, method, request, authorization, timeout_s)
@@ -343,10 +345,14 @@ async def reported_dashboard(address: str, authorization: str | None, timeout_s:
     value = kv_value(
         await unary(address, KV_GET_METHOD, request, authorization=authorization, timeout_s=timeout_s)
     )
-    if not value:
+    return dashboard_url(value.decode(errors="replace"))
+
+
+def dashboard_url(recorded: str) -> str | None:
+    """The GCS's KV value for the dashboard (``host:port``, or a URL) as a URL; None when it is not set."""
+    if not recorded:
         return None
-    text = value.decode(errors="replace")
-    return text if re.match(r"^https?://", text) else f"http://{text}"
+    return recorded if re.match(r"^https?://", recorded) else f"http://{recorded}"
 
 
 def local_gcs_addresses() -> list[str]:
@@ -386,11 +392,13 @@ def _raylet_cmdlines() -> Iterator[list[str]]:
             yield cmdline
 
 
-def _candidates(host: str) -> list[str]:
-    candidates = [f"{host}:6379"]
+def candidates(host: str) -> list[str]:
+    """Where the GCS of a dashboard on ``host`` may listen: host:6379, then (for a local dashboard) every GCS
+    of this machine's raylets."""
+    out = [f"{host}:6379"]
     if host in ("127.0.0.1", "localhost", "::1") or host == socket.gethostbyname(socket.gethostname()):
-        candidates += local_gcs_addresses()
-    return list(dict.fromkeys(candidates))
+        out += local_gcs_addresses()
+    return list(dict.fromkeys(out))
 
 
 async def find_gcs_for_dashboard(
@@ -400,21 +408,19 @@ async def find_gcs_for_dashboard(
     for a local dashboard every GCS of this machine's raylets), asked concurrently; None if none says so."""
     parts = urlsplit(dashboard_url)
     host, port = parts.hostname or "127.0.0.1", parts.port
-    candidates = await anyio.to_thread.run_sync(_candidates, host)  # a name lookup and a process scan
+    asked = await anyio.to_thread.run_sync(candidates, host)  # a name lookup and a process scan
 
-    async def ask(candidate: str) -> str | None:
+    found: list[str | None] = [None] * len(asked)
+
+    async def ask(i: int, candidate: str) -> None:
         try:
             reported = await reported_dashboard(candidate, authorization, timeout_s)
         except GrpcFailed:
-            return None
-        return candidate if reported and urlsplit(reported).port == port else None
-
-    found: list[Any] = [None] * len(candidates)
-
-    async def one(i: int, candidate: str) -> None:
-        found[i] = await ask(candidate)
+            return
+        if reported and urlsplit(reported).port == port:
+            found[i] = candidate
 
     async with anyio.create_task_group() as tg:
-        for i, candidate in enumerate(candidates):
-            tg.start_soon(one, i, candidate)
+        for i, candidate in enumerate(asked):
+            tg.start_soon(ask, i, candidate)
     return next((f for f in found if f), None)

@@ -129,8 +129,6 @@ class PlacementGroupsAPI(NodesAPI):
         """_pg_table's rows over gcs_h2 (no Ray import); None when that path cannot answer."""
         from ray_mcp.ray_api import gcs_h2
 
-        if not gcs_h2.usable():
-            return None
         address = await self.gcs_address_without_ray()
         if address is None:
             return None

@@ -199,7 +199,7 @@ async def _gcs_facts_without_ray(api: RayAPI, job_id: str) -> dict[str, Any] | N
     """_gcs_facts over gcs_h2 (a fresh server: no wait for Ray's import); None when that path cannot answer."""
     from ray_mcp.ray_api import gcs_h2
 
-    address = await api.gcs_address_without_ray() if gcs_h2.usable() else None
+    address = await api.gcs_address_without_ray()
     if address is None:
         return None
     auth = api.authorization()

@@ -30,7 +30,7 @@ from mcp import Client
 from ray_mcp.cluster import LocalHead
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.targets import LogTarget
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 WRITER = """

@@ -93,7 +93,7 @@ def measure(fn: Callable[[dict[str, Any]], Any], result: dict[str, Any], reps: i
 
 def main() -> None:
     from bench import redaction_before
-    from ray_mcp.security import redact_result
+    from ray_mcp.guard.middleware import redact_result
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -20,7 +20,7 @@ from mcp import Client
 from tests.support import mcp_client
 
 from ray_mcp.cluster import LocalHead, start_local_head
-from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
 BIN = Path(sys.executable).parent

@@ -21,7 +21,7 @@ import httpx
 from mcp import Client
 from tests.support import call_ok, mcp_client, run_to_end
 
-from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
 RECORDED = Path(__file__).parent / "recorded"

@@ -11,7 +11,7 @@ import anyio
 from mcp import Client
 from mcp.types import CallToolResult
 
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
@@ -83,7 +83,7 @@ async def run_to_end(client: Client, deadline_s: float = 180, **args: Any) -> tu
 FRESH = """
 import asyncio, json, sys
 from mcp import Client
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.ray_api import ray_import
 

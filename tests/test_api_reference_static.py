@@ -25,7 +25,7 @@ from tests.conftest import clean_env
 from tests.test_reference_docs import _dotted_names, _pages, _split_page
 from tests.test_transports import RAY_MCP, http_server
 
-from ray_mcp.api_reference import REFUSED_PARTS, describe_symbol
+from ray_mcp.reference.api import REFUSED_PARTS, describe_symbol
 
 INVALID_PARAMS = -32602
 # Names whose import has side effects or needs optional dependencies that are not installed.
@@ -64,7 +64,7 @@ def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhe
         import json, sys, anyio
         from mcp import Client
         from mcp.shared.exceptions import MCPError
-        from ray_mcp.server import build_server
+        from ray_mcp.server.build import build_server
         from ray_mcp.settings import Settings
         async def main():
             server = build_server(Settings(address="http://127.0.0.1:9"))

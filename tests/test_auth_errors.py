@@ -19,7 +19,7 @@ from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.ray_api import gcs_h2
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 RIGHT = "the-right-ray-token-for-this-head"

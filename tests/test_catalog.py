@@ -14,8 +14,8 @@ from tests.conftest import Cluster
 from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp import catalog
-from ray_mcp.resources import data_dir, front_matter_text, parse_front_matter, parse_yaml
-from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.reference.pages import data_dir, front_matter_text, parse_front_matter, parse_yaml
+from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
 OFFLINE = "http://127.0.0.1:9"

@@ -22,9 +22,9 @@ from mcp.types import ElicitRequestParams, ElicitResult
 from tests.state_drivers import driver
 from tests.support import call_ok, run_to_end, text_of
 
-from ray_mcp.confirm import ClusterRef, Pending, is_confirmed, token_for
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.guard.confirm import ClusterRef, Pending, is_confirmed, token_for
+from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
 

@@ -143,7 +143,7 @@ def node_ip(ray_cluster) -> str:
 
 def test_every_doc_says_destructive_calls_confirm_by_elicitation_first_then_token() -> None:
     """README, docs/security.md and docs/conformance.md agree with confirm.py: elicitation, else a token."""
-    from ray_mcp import confirm
+    from ray_mcp.guard import confirm
 
     assert "elicitation" in (confirm.__doc__ or "") and "token" in (confirm.__doc__ or "")
     for name in ("README.md", "docs/security.md", "docs/conformance.md"):

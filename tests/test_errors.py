@@ -8,7 +8,7 @@ import httpx
 from mcp import Client
 from tests.support import mcp_client, text_of
 
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 BARE_CRASH = re.compile(r"^Error executing tool \S+$")

@@ -14,8 +14,8 @@ from tests.conftest import clean_env
 from tests.support import call_ok, mcp_client, text_of
 from tests.test_transports import RAY_MCP
 
-from ray_mcp.security import AuditLogUnwritable
-from ray_mcp.server import build_server
+from ray_mcp.guard.audit import AuditLogUnwritable
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 

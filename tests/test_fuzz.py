@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import Tool
 
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 CALL_BOUND_S = 60.0  # the request timeout is 10 s; a slow shared box gets room, a hang does not

@@ -23,7 +23,7 @@ from mcp.types import CallToolResult, TextContent
 from tests.support import call_ok, text_of
 
 from ray_mcp.errors import RayRequestFailed
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.tools import READ_ONLY
 

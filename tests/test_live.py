@@ -20,9 +20,9 @@ from tests.conftest import clean_env
 from tests.support import TERMINAL, call, submit
 from tests.test_transports import RAY_MCP, http_server
 
-from ray_mcp.context import App
-from ray_mcp.live import JobWatchers
-from ray_mcp.server import RayMCPServer
+from ray_mcp.server.build import RayMCPServer
+from ray_mcp.server.context import App
+from ray_mcp.server.live import JobWatchers
 from ray_mcp.settings import Settings
 
 SECRET = "s3cr3t-live-value-93f1"

@@ -20,7 +20,7 @@ from tests.conftest import Cluster
 from tests.support import call_ok, mcp_client, run_to_end, text_of
 
 from ray_mcp.ray_api.local_logs import LogDir
-from ray_mcp.server import RayMCPServer, build_server
+from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
 PY = sys.executable

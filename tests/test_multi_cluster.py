@@ -17,7 +17,7 @@ from tests.support import mcp_client, text_of
 from tests.test_transports import RAY_MCP
 
 from ray_mcp.cluster import LocalHead
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings, load_clusters_file
 
 

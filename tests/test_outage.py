@@ -22,7 +22,7 @@ from tests.conftest import local_head
 from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 TIMEOUT_S = 2.0  # the configured request timeout for these tests (default 10 s)

@@ -7,7 +7,7 @@ import re
 import pytest
 from mcp import Client
 
-from ray_mcp.prompts import prompt_files
+from ray_mcp.server.prompts import prompt_files
 
 RUNBOOKS = {
     "ray-expert": ["focus"],

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from ray_mcp.redaction import (
+from ray_mcp.guard.redaction import (
     SECRETS,
     SecretRegistry,
     bound_structured,

@@ -12,8 +12,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_mcp.redaction import redact_text
-from ray_mcp.redaction_detectors import PLUGINS, compiled, detected
+from ray_mcp.guard.redaction import redact_text
+from ray_mcp.guard.redaction_detectors import PLUGINS, compiled, detected
 
 
 def library_plugins() -> list[object]:
@@ -89,7 +89,7 @@ def test_redacting_a_detector_shape_imports_neither_detect_secrets_nor_requests(
     secret = "ghp_" + "R4nd" * 9
     script = (
         "import sys\n"
-        "from ray_mcp.redaction import redact_text\n"
+        "from ray_mcp.guard.redaction import redact_text\n"
         f"out = redact_text('clone with token {secret} now')\n"
         f"assert {secret!r} not in out, out\n"
         "print(sorted(m for m in ('detect_secrets', 'requests') if m in sys.modules))\n"

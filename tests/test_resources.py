@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from ray_mcp.redaction import clean_text
-from ray_mcp.resources import INDEX_URI, front_matter_scalars, reference_pages
+from ray_mcp.guard.redaction import clean_text
+from ray_mcp.reference.pages import INDEX_URI, front_matter_scalars, reference_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ def test_listing_everything_does_not_import_ray() -> None:
         """
         import sys, anyio
         from mcp import Client
-        from ray_mcp.server import build_server
+        from ray_mcp.server.build import build_server
         from ray_mcp.settings import Settings
         async def main():
             server = build_server(Settings(address="http://127.0.0.1:9"))

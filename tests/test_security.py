@@ -15,9 +15,9 @@ from tests.conftest import clean_env
 from tests.support import text_of
 from tests.test_transports import RAY_MCP, http_server
 
-from ray_mcp.redaction import redact, redact_text
-from ray_mcp.security import tool_allowed, tool_kind
-from ray_mcp.server import build_server
+from ray_mcp.guard.modes import tool_allowed, tool_kind
+from ray_mcp.guard.redaction import redact, redact_text
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 

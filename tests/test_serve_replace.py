@@ -17,7 +17,7 @@ from tests.support import call_ok, mcp_client, text_of
 from tests.test_serve import APPS, app_config
 
 from ray_mcp.cluster import free_ports
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 NAMES = ("keep-a", "other-b", "other-c")

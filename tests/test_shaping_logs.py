@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_mcp import log_grep, models
+from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.guard.redaction import escape_controls, redact_tree
 from ray_mcp.limits import LOG_WHOLE_SHARE
 from ray_mcp.models import LogSection, LogTail
 from ray_mcp.ray_api.runtime_env import check_runtime_env
 from ray_mcp.ray_api.targets import LogTarget
-from ray_mcp.redaction import escape_controls, redact_tree
+from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import sent_bytes
 from ray_mcp.shaping.jobs import job_list, short_message
 from ray_mcp.shaping.logs import render_log_section, render_log_tail, tail_section, within_sent

@@ -20,7 +20,7 @@ from mcp import Client
 from tests.conftest import clean_env
 from tests.test_transports import RAY_MCP, free_port, http_server, wait_for_port
 
-from ray_mcp.choices import normalize_choices
+from ray_mcp.server.choices import normalize_choices
 from ray_mcp.settings import DEFAULT_PORT
 
 INITIALIZE = {

@@ -13,8 +13,8 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 from tests.support import mcp_client
 
-from ray_mcp.schemas import compact_input, compact_output, output_of
-from ray_mcp.server import build_server, result_model
+from ray_mcp.server.build import build_server, result_model
+from ray_mcp.server.schemas import compact_input, compact_output, output_of
 from ray_mcp.settings import Settings
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY

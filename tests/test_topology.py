@@ -20,7 +20,7 @@ from tests.support import fresh_answers, mcp_client
 from conftest import joined, local_head
 from ray_mcp.cluster import LocalHead, free_ports
 from ray_mcp.models import JobTopology
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from test_multi_node import LocalWorker
 

@@ -19,7 +19,7 @@ from mcp import Client
 from tests.support import mcp_client
 
 from ray_mcp.models import TrainRun, TrainRunList
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from support import call_ok, run_to_end, text_of
 

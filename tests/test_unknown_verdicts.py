@@ -16,7 +16,7 @@ from mcp import Client
 from tests.support import call_ok, mcp_client, run_to_end, submit, text_of
 
 from ray_mcp.ray_api.gcs import GcsLookup
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 ALL_CHECKS = {

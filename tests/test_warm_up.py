@@ -13,8 +13,8 @@ from tests.state_drivers import driver
 from tests.support import call_ok, run_to_end, text_of
 from tests.test_transports import RAY_MCP
 
-from ray_mcp.context import WARM_UP_IDLE_WAIT_S, WARM_UP_QUIET_S
-from ray_mcp.server import build_server
+from ray_mcp.server.build import build_server
+from ray_mcp.server.context import WARM_UP_IDLE_WAIT_S, WARM_UP_QUIET_S
 from ray_mcp.settings import Settings
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from ray_mcp.security import ToolKind
+    from ray_mcp.guard.modes import ToolKind
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def fingerprint() -> str:
     """What the listed tools depend on: every source file of ray_mcp, the prompts, the SDK and pydantic."""
     import pydantic
 
-    from ray_mcp.resources import data_dir
+    from ray_mcp.reference.pages import data_dir
 
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"mcp {version('mcp')} pydantic {pydantic.VERSION}\n".encode())
@@ -161,8 +161,8 @@ def build() -> dict[str, Any]:
     them, and each is mapped to its area."""
     import anyio
 
-    from ray_mcp.resources import data_dir, front_matter_text, parse_yaml
-    from ray_mcp.server import build_server
+    from ray_mcp.reference.pages import data_dir, front_matter_text, parse_yaml
+    from ray_mcp.server.build import build_server
     from ray_mcp.settings import Settings
 
     server = build_server(Settings(address="http://127.0.0.1:8265", allow_destructive=True), catalog=None)

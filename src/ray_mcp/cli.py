@@ -230,7 +230,7 @@ class StartupRefused(SystemExit):
 
 def check_bind(settings: Settings) -> None:
     """Refuse to expose the server beyond this machine without a token: the dashboard is code execution."""
-    from ray_mcp.security import is_loopback
+    from ray_mcp.guard.http import is_loopback
 
     if (
         settings.transport != "stdio"
@@ -246,8 +246,8 @@ def check_bind(settings: Settings) -> None:
 async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
     import anyio
 
-    from ray_mcp.server import build_server  # keep `--help` fast
-    from ray_mcp.transport import serve_http, serve_stdio
+    from ray_mcp.server.build import build_server  # keep `--help` fast
+    from ray_mcp.server.transport import serve_http, serve_stdio
 
     server = build_server(settings)
     started()
@@ -285,7 +285,7 @@ async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
 
 def check_audit_log(settings: Settings) -> None:
     """Refuse to start (one line, exit 2) when --audit-log cannot be written: no audit, no server."""
-    from ray_mcp.security import AuditLogUnwritable, Auditor
+    from ray_mcp.guard.audit import AuditLogUnwritable, Auditor
 
     try:
         Auditor(settings.audit_log).check()
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     # Bind the HTTP port first: a port in use is one line now, not an error after an embedded cluster started.
     sock = None
     if settings.transport != "stdio":
-        from ray_mcp.transport import bind_listener
+        from ray_mcp.server.transport import bind_listener
 
         sock = bind_listener(settings.host, settings.port)
     logging.basicConfig(

@@ -28,9 +28,9 @@ from ray_mcp.errors import (
     dashboard_errors,
     log_request_failed,
 )
+from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.query import Filter, encode
-from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.common import source_cap_note
 
 if TYPE_CHECKING:

@@ -22,13 +22,13 @@ from ray_mcp.errors import (
     RayMCPError,
     job_sdk_errors,
 )
+from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api import ray_import
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.ray_api.uploads import confine_uploads
-from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.text import truncate_text

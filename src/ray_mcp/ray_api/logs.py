@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ray_mcp import log_grep, models
+from ray_mcp import models
 from ray_mcp.errors import (
     InvalidArgument,
     NotFound,
@@ -27,6 +27,7 @@ from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
 from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
 from ray_mcp.ray_api.nodes import NodesAPI
 from ray_mcp.ray_api.targets import LogTarget
+from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
 from ray_mcp.text import truncate_text
 

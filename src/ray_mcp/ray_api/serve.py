@@ -18,10 +18,10 @@ from ray_mcp.errors import (
     RayRequestFailed,
     dashboard_errors,
 )
+from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api import ray_import
 from ray_mcp.ray_api.logs import LogsAPI, LogSource
-from ray_mcp.redaction import SECRETS
 from ray_mcp.shaping.serve import (
     build_serve_status,
     config_without_app,

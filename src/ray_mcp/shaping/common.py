@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import LIST_BUDGET_BYTES, MAX_LIMIT, RESPONSE_BUDGET_BYTES, STATE_API_MAX_ROWS
-from ray_mcp.redaction import escape_controls
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ray_mcp import log_grep, models
+from ray_mcp import models
+from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import LOG_WHOLE_SHARE
-from ray_mcp.redaction import escape_controls
+from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
 from ray_mcp.shaping.nodes import GIB
 

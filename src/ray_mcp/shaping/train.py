@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import limits
+from ray_mcp.guard.redaction import redact
 from ray_mcp.models import (
     TrainCheckpoint,
     TrainRankError,
@@ -23,7 +24,6 @@ from ray_mcp.models import (
     TrainRunSummary,
     TrainWorker,
 )
-from ray_mcp.redaction import redact
 from ray_mcp.shaping.common import to_number
 from ray_mcp.text import exception_summary, tail_text, truncate_text
 

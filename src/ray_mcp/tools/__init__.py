@@ -12,8 +12,8 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ray_mcp.context import app_of
 from ray_mcp.ray_api import RayAPI
+from ray_mcp.server.context import app_of
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True

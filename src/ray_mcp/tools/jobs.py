@@ -8,11 +8,11 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field, WithJsonSchema
 
-from ray_mcp import confirm as confirmation
-from ray_mcp.confirm import Approval, Pending
-from ray_mcp.context import app_of
+from ray_mcp.guard import confirm as confirmation
+from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LIMIT, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
+from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import fit_list, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job

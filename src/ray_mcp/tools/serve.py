@@ -11,14 +11,14 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import confirm as confirmation
-from ray_mcp.confirm import Approval, Pending
-from ray_mcp.context import app_of
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.guard import confirm as confirmation
+from ray_mcp.guard.audit import note_audit_target
+from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
 from ray_mcp.ray_api.serve import validate_serve_config
-from ray_mcp.security import note_audit_target
+from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm

@@ -1,26 +1,18 @@
-"""Ray reference docs as MCP resources, from package data; and the live API reference of the installed Ray.
+"""The Ray reference pages (docs/reference/*.md, package data): their front matter, text and index.
 
-URIs:
-    ray-docs://reference/index            every page with its one-line summary
-    ray-docs://reference/{topic}          one page, e.g. ray-docs://reference/12-job-submission
-    ray-docs://api/{qualified_name}       signature and docstring of a public Ray symbol, e.g. ray.remote,
-                                          parsed from the installed source, never imported (api_reference)
+
+URIs: ray-docs://reference/index (every page with its one-line summary) and ray-docs://reference/{topic}.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.server.mcpserver.resources import FunctionResource
-
-from ray_mcp.lazy import import_module
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 MARKDOWN = "text/markdown"
 INDEX_URI = "ray-docs://reference/index"
@@ -28,8 +20,9 @@ INDEX_URI = "ray-docs://reference/index"
 
 def data_dir(kind: str) -> Path:
     """``docs`` or ``prompts``: inside the installed wheel, or at the top of a source checkout."""
-    packaged = Path(__file__).parent / "_data" / kind
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / kind
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "_data" / kind
+    return packaged if packaged.is_dir() else package.parents[1] / kind
 
 
 @dataclass(frozen=True)
@@ -106,47 +99,6 @@ def index_text() -> str:
     ]
     lines += [f"- `{p.uri}`: **{p.title}**. {p.summary}" for p in reference_pages()]
     return "\n".join(lines) + "\n"
-
-
-def register(server: MCPServer) -> None:
-    server.add_resource(
-        FunctionResource(
-            uri=INDEX_URI,
-            name="ray-reference-index",
-            title="Ray reference: index",
-            description="Every Ray reference page with a one-line summary. Start here.",
-            mime_type=MARKDOWN,
-            fn=index_text,
-        )
-    )
-    for page in reference_pages():
-        server.add_resource(
-            FunctionResource(
-                uri=page.uri,
-                name=page.topic,
-                title=f"Ray reference: {page.title}",
-                description=page.summary,
-                mime_type=MARKDOWN,
-                fn=functools.partial(page_text, page.topic),
-            )
-        )
-
-    @server.resource(
-        "ray-docs://api/{qualified_name}",
-        name="ray-api",
-        title="Ray API reference (live)",
-        description="Signature, docstring and members of any public Ray symbol, read from the source of the Ray "
-        "installed next to the server (nothing is imported or run), e.g. "
-        "ray-docs://api/ray.util.placement_group.placement_group.",
-        mime_type=MARKDOWN,
-    )
-    async def api_reference(qualified_name: str) -> str:
-        try:  # api_reference is imported on first use, off the event loop (ast, difflib, the source reader)
-            return await (await import_module("ray_mcp.api_reference")).read_symbol(qualified_name)
-        except LookupError as exc:  # unknown, private, refused or unreadable: invalid params (-32602)
-            raise ResourceNotFoundError(str(exc)) from None
-        except TimeoutError as exc:
-            raise ResourceError(str(exc)) from None
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:

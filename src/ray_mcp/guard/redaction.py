@@ -29,10 +29,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ray_mcp.redaction_shapes import REDACTED as REDACTED
-from ray_mcp.redaction_shapes import SHORT_SECRET_CHARS as SHORT_SECRET_CHARS
-from ray_mcp.redaction_shapes import _mask_shapes, _mask_spans
-from ray_mcp.structured_bounds import bound_structured as bound_structured
+from ray_mcp.guard.bounds import bound_structured as bound_structured
+from ray_mcp.guard.redaction_shapes import REDACTED as REDACTED
+from ray_mcp.guard.redaction_shapes import SHORT_SECRET_CHARS as SHORT_SECRET_CHARS
+from ray_mcp.guard.redaction_shapes import _mask_shapes, _mask_spans
 
 MAX_KNOWN_SECRETS = 4096  # learned values kept (oldest forgotten first); configured credentials are pinned
 MAX_SECRET_CHARS = 4096  # a longer value is registered by its first MAX_SECRET_CHARS characters

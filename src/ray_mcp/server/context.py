@@ -21,16 +21,16 @@ from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.guard.redaction import SECRETS, credential_values
+from ray_mcp.guard.redaction_shapes import preload_detectors
 from ray_mcp.lazy import import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.redaction import SECRETS, credential_values
-from ray_mcp.redaction_shapes import preload_detectors
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
     import httpx  # only for annotations: see ray_api
 
-    from ray_mcp.confirm import ClusterRef
+    from ray_mcp.guard.confirm import ClusterRef
     from ray_mcp.ray_api import RayAPI
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ class App:
 
     async def cluster_ref(self) -> ClusterRef:
         """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""
-        from ray_mcp.confirm import ClusterRef  # imported by the tools that ask for a confirmation
+        from ray_mcp.guard.confirm import ClusterRef  # imported by the tools that ask for a confirmation
 
         name = CURRENT_CLUSTER.get() or self.default_cluster
         api = await self.api()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ray_mcp.redaction_detectors import compiled, detected
+from ray_mcp.guard.redaction_detectors import compiled, detected
 
 REDACTED = "***"
 SHORT_SECRET_CHARS = 4  # values shorter than this are masked only where they stand as whole words

@@ -25,14 +25,16 @@ from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from ray_mcp import catalog as tool_catalog
-from ray_mcp import live, prompts, resources, schemas
-from ray_mcp.choices import CaseInsensitiveChoices
-from ray_mcp.context import CURRENT_CLUSTER, App
 from ray_mcp.errors import unexpected_failure
+from ray_mcp.guard.audit import Auditor
+from ray_mcp.guard.middleware import SafetyMiddleware
+from ray_mcp.guard.modes import ToolKind, tool_allowed, tool_kind
+from ray_mcp.guard.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.lazy import IMPORTING, import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.redaction import install_log_redaction, remember_settings_secrets
-from ray_mcp.security import Auditor, SafetyMiddleware, ToolKind, tool_allowed, tool_kind
+from ray_mcp.server import live, prompts, resources, schemas
+from ray_mcp.server.choices import CaseInsensitiveChoices
+from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:

@@ -30,7 +30,15 @@ import anyio
 import anyio.to_process
 from anyio.lowlevel import RunVar
 
-from ray_mcp.api_source import (
+from ray_mcp.limits import (
+    API_ANSWERS_CACHED,
+    API_DOC_CHARS,
+    API_LOOKUP_TIMEOUT_S,
+    API_LOOKUP_WORKERS,
+    API_MEMBERS_SHOWN,
+    API_NAME_CHARS,
+)
+from ray_mcp.reference.source import (
     REFUSED_PARTS,
     REFUSED_PREFIXES,
     binding_of,
@@ -44,14 +52,6 @@ from ray_mcp.api_source import (
     refused_prefix,
     source_tree,
     submodules,
-)
-from ray_mcp.limits import (
-    API_ANSWERS_CACHED,
-    API_DOC_CHARS,
-    API_LOOKUP_TIMEOUT_S,
-    API_LOOKUP_WORKERS,
-    API_MEMBERS_SHOWN,
-    API_NAME_CHARS,
 )
 
 MAX_HOPS = 40  # re-exports followed for one name (cycles end here)

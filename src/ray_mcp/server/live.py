@@ -43,10 +43,10 @@ from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 
 if TYPE_CHECKING:
-    from ray_mcp.context import App
-    from ray_mcp.server import RayMCPServer
+    from ray_mcp.server.build import RayMCPServer
+    from ray_mcp.server.context import App
 
-log = logging.getLogger("ray_mcp.live")
+log = logging.getLogger("ray_mcp.server.live")
 
 JOB_URI_TEMPLATE = "ray://jobs/{submission_id}"
 JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})$")

@@ -32,7 +32,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, 
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from ray_mcp.server import RayMCPServer
+    from ray_mcp.server.build import RayMCPServer
     from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp")
@@ -113,7 +113,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from ray_mcp.security import HttpGuard
+    from ray_mcp.guard.http import HttpGuard
 
     # Host and Origin are checked by HttpGuard for every bind address, so the SDK's own check is off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

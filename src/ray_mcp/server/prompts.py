@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Message, Prompt, PromptArgument, UserMessage
 from mcp.types import EmbeddedResource, TextResourceContents
 
-from ray_mcp.resources import data_dir, page_text, parse_front_matter
+from ray_mcp.reference.pages import data_dir, page_text, parse_front_matter
 
 
 @dataclass(frozen=True)

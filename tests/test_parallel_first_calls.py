@@ -1,14 +1,15 @@
 """Fresh servers whose very first calls come in parallel: Ray is imported once, safely, and never poisoned.
 
 Each server is a real ``ray-mcp`` process (stdio or streamable HTTP) pointed at the session's cluster; its
-first calls are several different tools at once, among them the ones that import Ray in a worker thread
-(the Jobs API client, the GCS channel of pg_status and cluster_health). Importing ``ray`` from two threads
-at once deadlocks Python's import locks (``_DeadlockError`` on ``ray.core.generated``) and leaves a
-partially initialized ``ray`` behind, so every later call failed.
+first calls are several different tools at once, among them the ones that use Ray's own clients in worker
+threads (the Jobs API client, the GCS channel of pg_status and cluster_health). Importing ``ray`` from two
+threads at once deadlocks Python's import locks (``_DeadlockError`` on ``ray.core.generated``) and leaves a
+partially initialized ``ray`` behind, so every later call failed: Ray is imported at start-up instead.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import subprocess
 from collections.abc import Iterator
@@ -128,43 +129,33 @@ async def test_fresh_servers_answer_parallel_first_calls_over_stdio_and_http(
     assert len(results) == 2 * SERVERS_PER_TRANSPORT
 
 
-def test_every_import_of_ray_in_the_server_goes_through_the_import_gate() -> None:
-    """A function that imports Ray must first call ray_import.load_sync (one importer at a time): a new code
-    path that imports Ray directly would bring the deadlock back the first time two calls race."""
-    import ast
-
-    root = Path(__file__).resolve().parents[1] / "src" / "ray_mcp"
-    offenders = []
-    for path in root.rglob("*.py"):
-        if path.name == "ray_import.py":
+def _ray_imports(nodes: list[ast.stmt] | list[ast.AST]) -> list[ast.Import | ast.ImportFrom]:
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
             continue
+        if any(n == "ray" or n.startswith("ray.") for n in names):
+            out.append(node)
+    return out
+
+
+def test_ray_is_imported_at_module_level_only_and_only_by_ray_api() -> None:
+    """Ray's modules are imported once, with the server's, in the main thread: an import inside a function
+    would run in whatever worker thread calls it, and two threads importing Ray at once deadlock Python's
+    import locks. And only ray_api talks to Ray."""
+    root = Path(__file__).resolve().parents[1] / "src" / "ray_mcp"
+    in_functions, outside = [], []
+    for path in root.rglob("*.py"):
         tree = ast.parse(path.read_text())
-        for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
-            gated = False
-            for node in ast.walk(func):
-                if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("ray_import.load_sync"):
-                    gated = True
-            for node in ast.walk(func):
-                names = (
-                    [node.module or ""]
-                    if isinstance(node, ast.ImportFrom) and node.level == 0
-                    else [a.name for a in node.names]
-                    if isinstance(node, ast.Import)
-                    else []
-                )
-                if any(n == "ray" or n.startswith("ray.") for n in names) and not gated:
-                    offenders.append(f"{path.relative_to(root)}:{node.lineno} in {func.name}")
-    assert not offenders, offenders
-    module_level = [
-        str(p.relative_to(root))
-        for p in root.rglob("*.py")
-        for node in ast.parse(p.read_text()).body
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        and any(
-            n == "ray" or n.startswith("ray.")
-            for n in (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-            )
-        )
-    ]
-    assert not module_level, module_level  # the server starts without importing Ray
+        top = set(map(id, _ray_imports(tree.body)))
+        for node in _ray_imports(list(ast.walk(tree))):
+            if id(node) not in top:
+                in_functions.append(f"{path.relative_to(root)}:{node.lineno}")
+        if top and path.relative_to(root).parts[0] != "ray_api":
+            outside.append(str(path.relative_to(root)))
+    assert not in_functions, in_functions
+    assert not outside, outside

@@ -16,10 +16,11 @@ from ray_mcp.diagnosis import job as job_reasoning
 from ray_mcp.diagnosis.findings import rank
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
-from ray_mcp.ray_api import RayAPI, ray_import
+from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info, job_list
+from ray_mcp.text import first_sentence
 
 log = logging.getLogger("ray_mcp.diagnosis")
 
@@ -43,8 +44,7 @@ async def optional(
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
     """Gather everything about one job concurrently, then rank the findings (diagnose_job)."""
-    await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
-    details = await api.job_details(job)
+    details = await api.jobs.details(job)
     info = job_info(details, time.time())
     notes: list[str] = []
     missed: list[str] = []
@@ -52,19 +52,19 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
-        optional(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+        optional(api.logs.tail(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
                        notes, "the driver log", missed),
-        optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
+        optional(api.actors.list(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
                        notes, "the job's dead actors", missed) if by_job else nothing(),
-        optional(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
+        optional(api.actors.list(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
                                         detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
-        optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
+        optional(api.actors.list(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
                                         detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
-        optional(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
-        optional(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
+        optional(api.tasks.error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
+        optional(api.placement_groups.status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
                        notes, "the job's placement groups", missed) if job_id else nothing(),
-        optional(api.node_capacities(), notes, "the nodes", missed),
-        optional(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
+        optional(api.nodes.capacities(), notes, "the nodes", missed),
+        optional(api.nodes.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
         chain_evidence.gather_job(api, details, None),
     )  # fmt: skip
@@ -86,7 +86,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     )
     crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
     logs = await gather(
-        *(optional(api.tail_logs(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
+        *(optional(api.logs.tail(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
                                         grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip
@@ -106,10 +106,8 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
 
     The evidence graph (evidence.gather_cluster) reads actors, tasks, nodes and placement groups once and
     explains them; the per-area checks it stands in for (dead, restarting and looping actors, failed tasks,
-    pending groups) run only when it could not read actors or nodes. Every source is read once per call: the
-    job list serves both the failed jobs and the graph, the GCS's placement group table both the pending
-    count and the graph."""
-    await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
+    pending groups) run only when it could not read actors or nodes. The job list is read once, for both the
+    failed jobs and the graph."""
     notes: list[str] = []
     missed: list[str] = []
     checks = [
@@ -117,9 +115,9 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         "failed tasks", "placement groups", "Serve", "cluster events",
     ]  # fmt: skip
     status, jobs, serve, ev = await gather(
-        optional(api.cluster_status(max_nodes=50, gcs_first=True), notes, "nodes and demands", missed),
-        optional(api.job_rows(), notes, "failed jobs", missed),
-        optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
+        optional(api.nodes.cluster_status(max_nodes=50), notes, "nodes and demands", missed),
+        optional(api.jobs.rows(), notes, "failed jobs", missed),
+        optional(api.serve.status(app=None, log_lines=5), notes, "Serve", missed),
         chain_evidence.gather_cluster(api, job_list=True),
     )  # fmt: skip
     failed = job_list(jobs or [], statuses=["FAILED"], entrypoint_contains=None, limit=5, now_s=time.time())
@@ -152,14 +150,14 @@ async def _area_checks(
     """The per-area checks of actors, tasks and placement groups, for when the evidence graph has no actors
     or nodes to reason over (their State API lists failed)."""
     dead, restarting, alive, tasks, pgs = await gather(
-        optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
+        optional(api.actors.list(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
                        notes, "dead actors", missed),
-        optional(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
+        optional(api.actors.list(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
                        notes, "restarting actors", missed),
-        optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
+        optional(api.actors.list(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
                        notes, "actor restarts", missed),
-        optional(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
-        optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
+        optional(api.tasks.error_groups(filters=[]), notes, "failed tasks", missed),
+        optional(api.placement_groups.status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                        "placement groups", missed),
     )  # fmt: skip
     looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
@@ -169,7 +167,3 @@ async def _area_checks(
     evidence.task_errors = list(tasks or [])
     evidence.pending_pgs = list(pgs.placement_groups) if pgs else []
     evidence.pending_pgs_total = pgs.matched if pgs else 0
-
-
-def first_sentence(text: str) -> str:
-    return text.split(". ")[0].rstrip(".") + "."

@@ -44,10 +44,6 @@ LOCAL_SOURCES = ("embedded", "local")
 WARM_UP_IDLE_WAIT_S = 2.0
 # ... and, after a call, until none has been under way for this long: an agent's next call often follows at once.
 WARM_UP_QUIET_S = 0.2
-# Ray's Jobs modules (submit_job, diagnose_job, cluster_health; ~0.4 s holding the GIL) wait for a longer
-# quiet: a model's turn between two calls is seconds, so a call that comes sooner than this is not slowed down
-# by an import it rarely needs.
-WARM_UP_LATE_QUIET_S = 1.5
 # The cluster named by the tool call being served (None: the default cluster).
 CURRENT_CLUSTER: ContextVar[str | None] = ContextVar("ray_mcp_cluster", default=None)
 
@@ -192,13 +188,9 @@ class App:
             await anyio.sleep(min(rest, left))
 
     def warm_up(self) -> asyncio.Task[None] | None:
-        """Once, when a client has listed the tools: in the background, find each cluster, make its client and
-        GCS channel and import Ray, so that a first call costs what later ones do (without it, +0.1-0.2 s for
-        the HTTP client and +0.5-0.8 s where Ray is imported). The HTTP client first; each GIL-heavy step of
-        the rest (Ray's GCS modules, the GCS lookup and channel, Ray's Jobs modules) only once the server is
-        quiet (``until_quiet``), checked again before every step: a call that arrives meanwhile runs beside one
-        step at most, not beside all of them. A first call that needs Ray imports it itself, through the same
-        gate (ray_import). A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
+        """Once, when a client has listed the tools: in the background, find each cluster and make its client,
+        so that a first call costs what later ones do. Each GIL-heavy step only once the server is quiet
+        (``until_quiet``). A failure here is left for the calls to report. Off with RAY_MCP_WARM_UP=false."""
         if self._warming is None and self.settings.warm_up:
             loop = asyncio.get_running_loop()
             # A client that lists the tools calls one next, often at once: that call runs before the GIL-heavy
@@ -211,19 +203,11 @@ class App:
         await anyio.to_thread.run_sync(importlib.import_module, "httpx")  # what RayAPI imports first
         for connection in self.connections.values():
             try:
-                api = await connection.api()
-                # The rest competes with a first call for the dashboard (which answers one request at a time)
-                # or the GIL: each step waits for quiet. A call that needs it meanwhile does it itself.
-                await self.until_quiet()
-                with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
-                    await api.find_local_logs_dirs()
+                await connection.api()
+                # The rest competes with a first call for the GIL: each step waits for quiet.
                 await self.until_quiet()
                 await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
-                # Ray's GCS part before the tools' builds: a first pg_status would wait ~0.3-1 s for it, a
-                # first call of a tool not built yet ~10-20 ms for its build.
-                await api.warm_up_gcs(between=self.until_quiet)
                 await self._prepare()
-                await api.warm_up_jobs(between=functools.partial(self.until_quiet, WARM_UP_LATE_QUIET_S))
             except Exception as exc:  # the first call meets the same failure and reports it
                 log.debug("ray-mcp: warm-up of cluster %s stopped: %s", connection.name, exc)
         await self._prepare()  # if no cluster got that far

@@ -82,7 +82,7 @@ async def tail_logs(
     """The end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's file (exactly
     one target). grep searches the whole file; follow_s streams new lines.
     """
-    tail = await api.tail_logs(
+    tail = await api.logs.tail(
         target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
         follow_s=follow_s, on_progress=ctx.report_progress,
     )  # fmt: skip

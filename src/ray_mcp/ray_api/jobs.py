@@ -72,7 +72,7 @@ class Jobs:
 
     async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        # Each request of the Job SDK has the dashboard timeout (bounded_job_client_class); this is the backstop.
+        # Each request of the Job SDK has the dashboard timeout (BoundedJobSubmissionClient); this is the backstop.
         limit = timeout_s or self.client.timeout_s + JOB_SDK_SLACK_S
         with job_sdk_errors(self.client.dashboard_url, what):
             try:
@@ -173,7 +173,8 @@ class Jobs:
         )
 
     async def rows(self) -> list[dict[str, Any]]:
-        """Every job's JobDetails (GET /api/jobs/), newest last, as Ray lists them."""
+        """Every job's JobDetails (GET /api/jobs/), their env_vars learnt as secrets; concurrent askers share the
+        read."""
         return await self.client.job_rows()
 
     async def wait(

@@ -108,8 +108,7 @@ class Logs:
             if task is None:
                 raise NotFound(
                     f"No task {task_id!r} (attempt {target.attempt}) in the cluster at "
-                    f"{self.client.dashboard_url}. "
-                    f"{_TASK_HINT}"
+                    f"{self.client.dashboard_url}. {_TASK_HINT}"
                 )
             return [
                 _std(sfx, {"task_id": task_id, "attempt_number": str(target.attempt)},
@@ -118,9 +117,8 @@ class Logs:
                 for sfx in suffixes
             ]  # fmt: skip
         node_id = await self.nodes.resolve(str(target.node))
-        await (
-            self.client.learn_job_secrets()
-        )  # any worker's or daemon's log: every job's env_vars may be in it
+        # Any worker's or daemon's log: every job's env_vars may be in it.
+        await self.client.learn_job_secrets()
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [

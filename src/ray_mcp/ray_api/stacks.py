@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio.to_thread
 
@@ -76,7 +76,7 @@ class Stacks:
         self.client = client
         self.jobs = jobs
         self.nodes = nodes
-        self.source: StackSource = source if source in STACK_SOURCES else "auto"  # type: ignore[assignment]
+        self.source = cast(StackSource, source if source in STACK_SOURCES else "auto")
         self.py_spy_setting = py_spy
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_SAMPLES)
         self._profiling: tuple[float, bool | None] | None = None

@@ -271,8 +271,8 @@ class Gcs:
                     self._missed_at = time.monotonic()
             if self.address is None:
                 raise ClusterUnavailable(
-                    f"No GCS found for the dashboard at {self.dashboard_url} (it is reached alone, or its GCS "
-                    f"is not at host:6379); {what} needs it. Start ray-mcp with the GCS address "
+                    f"No GCS found for the dashboard at {self.dashboard_url}: it is reached alone, or its GCS is "
+                    f"not at host:6379. ray-mcp needs it for {what}: start ray-mcp with the GCS address "
                     "(--address host:6379) where this machine can reach it."
                 )
             self._channel = open_channel(self.address, self._authorization)

@@ -21,8 +21,8 @@ from ray_mcp.tools import READ_ONLY
 
 
 def tool_result_models() -> set[type[BaseModel]]:
-    """The model of every tool ray-mcp registers, with every write tool allowed (every tool built at once)."""
-    server = build_server(Settings(address="http://127.0.0.1:9", allow_destructive=True), catalog=None)
+    """The model of every tool ray-mcp registers, with every write tool allowed."""
+    server = build_server(Settings(address="http://127.0.0.1:9", allow_destructive=True))
     models = {result_model(tool.fn) for tool in server._tool_manager.list_tools()}
     assert None not in models and len(models) >= 15  # every tool returns Annotated[CallToolResult, Model]
     return {m for m in models if m is not None}

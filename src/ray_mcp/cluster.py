@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
-from ray_mcp.lazy import import_module
+from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
 from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
 
 if TYPE_CHECKING:
@@ -139,18 +139,6 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     os.setpgrp()
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
-    """ray_api.client's probe, imported off the event loop on first use (it imports httpx)."""
-    client = await import_module("ray_mcp.ray_api.client")
-    return bool(await client.dashboard_answers(url, timeout_s, headers))
-
-
-async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
-    """ray_api.client's probe, imported off the event loop on first use (it imports httpx)."""
-    client = await import_module("ray_mcp.ray_api.client")
-    return bool(await client.head_node_alive(url, timeout_s, headers))
 
 
 @dataclass

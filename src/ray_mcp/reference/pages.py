@@ -6,7 +6,6 @@ URIs: ray-docs://reference/index (every page with its one-line summary) and ray-
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -106,10 +105,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
     header = front_matter_text(text)
     if header is None:
         return {}, text
-    from ray_mcp.catalog import known_front_matter  # the prompts' front matter, parsed when it was written
-
-    known = known_front_matter().get(header)
-    meta = copy.deepcopy(known) if known is not None else parse_yaml(header)
+    meta = parse_yaml(header)
     body = text.partition("\n")[2].partition("\n---")[2]
     return meta, body.partition("\n")[2]
 

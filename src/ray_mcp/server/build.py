@@ -73,7 +73,7 @@ class RayMCPServer(MCPServer[App]):
         if self.app.multi_cluster:
             fn = with_cluster_argument(fn, list(self.app.connections))
         output_model = result_model(fn)
-        if output_model is not None:  # schemas.output_of publishes its schema, without pydantic's whole one
+        if output_model is not None:  # the SDK would validate the result its model built a second time
             kwargs["structured_output"] = False
         super().add_tool(fn, name, *args, **kwargs)
         publish_compact(self._tool_manager.get_tool(tool_name), output_model)
@@ -120,7 +120,7 @@ def publish_compact(tool: Tool | None, output_model: type[BaseModel] | None = No
     tool.annotations = schemas.compact_annotations(tool.annotations)
     metadata = tool.fn_metadata
     if output_model is not None:
-        metadata.output_schema = schemas.output_of(output_model)
+        metadata.output_schema = schemas.compact_output(output_model.model_json_schema(), nulls=False)
     elif metadata.output_schema is not None:
         metadata.output_schema = schemas.compact_output(metadata.output_schema)
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
+import psutil
+
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
 from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
 from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
 
 if TYPE_CHECKING:
-    import psutil
-
     from ray_mcp.ray_api.gcs import GcsLookup
 
 log = logging.getLogger("ray_mcp.cluster")
@@ -228,8 +228,6 @@ class LocalHead:
 
     def owned_pids(self) -> set[int]:
         """Every live process this head started: the tree under ``ray start`` and anything using its temp dir."""
-        import psutil
-
         pids: set[int] = set()
         if self.process is not None:
             with contextlib.suppress(psutil.Error):
@@ -252,8 +250,6 @@ class LocalHead:
         of its temp dir that left the group) at once, then SIGKILL to whatever outlives the grace period.
         Ray's own sequential shutdown takes ~7 s, while MCP clients kill a server ~2 s after closing stdin.
         """
-        import psutil
-
         pids = self.owned_pids()
         self._signal_all(signal.SIGTERM, pids)
         _gone, alive = psutil.wait_procs([p for p in map(_proc, pids) if p is not None], timeout=grace_s)
@@ -274,7 +270,6 @@ class LocalHead:
 
 
 def _proc(pid: int) -> psutil.Process | None:
-    import psutil
 
     try:
         return psutil.Process(pid)

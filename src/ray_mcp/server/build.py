@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import logging
 import typing
@@ -33,6 +34,11 @@ from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp.server")
+# The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
+TOOL_AREAS = (
+    "cluster", "diagnose", "jobs", "logs", "actors", "placement_groups", "nodes", "tasks", "serve",
+    "topology", "train", "stacks",
+)  # fmt: skip
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
@@ -195,37 +201,8 @@ def register_tools(server: RayMCPServer) -> None:
     Imported here rather than at the top: every area imports ``ray_mcp.server.context``, and importing that
     runs this package's ``__init__``, which imports this module.
     """
-    from ray_mcp.tools import (
-        actors,
-        cluster,
-        diagnose,
-        jobs,
-        logs,
-        nodes,
-        placement_groups,
-        serve,
-        stacks,
-        tasks,
-        topology,
-        train,
-    )  # fmt: skip
-
-    areas = (
-        cluster,
-        diagnose,
-        jobs,
-        logs,
-        actors,
-        placement_groups,
-        nodes,
-        tasks,
-        serve,
-        topology,
-        train,
-        stacks,
-    )
-    for area in areas:
-        area.register(server)
+    for area in TOOL_AREAS:
+        importlib.import_module(f"ray_mcp.tools.{area}").register(server)
 
 
 def build_server(

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8270
 
-.PHONY: install run test lint catalog bench bench-smoke clean
+.PHONY: install run test lint bench bench-smoke clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,6 @@ lint: install
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
-
-# Rewrite src/ray_mcp/catalog.json (what tools/list shows before the tools are built) after changing the sources:
-# tests/test_catalog.py fails until it matches; a server with a stale one builds every tool at startup.
-catalog: install
-	$(PY) -m ray_mcp.catalog
 
 # Lint, type-check, then every test against a real Ray head started in a private temp dir.
 test: lint

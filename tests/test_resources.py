@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ray_mcp.guard.redaction import clean_text
-from ray_mcp.reference.pages import INDEX_URI, front_matter_scalars, reference_pages
+from ray_mcp.reference.pages import INDEX_URI, reference_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,27 +26,6 @@ async def test_every_reference_page_is_listed_as_markdown_with_a_summary(offline
         resource = listed[page.uri]
         assert resource.mime_type == "text/markdown"
         assert resource.description, page.topic
-
-
-def test_the_startup_reader_of_titles_and_summaries_agrees_with_yaml_on_every_page() -> None:
-    for page in reference_pages():
-        assert (page.title, page.summary) == (str(page.meta["title"]), str(page.meta["summary"])), page.topic
-
-
-@pytest.mark.parametrize(
-    ("header", "expected"),
-    [
-        ("title: A plain one\nsummary: two words\n", {"title": "A plain one", "summary": "two words"}),
-        ("title: 'quoted: yes'\nsummary: x\n", None),
-        ("title: folded\n  on two lines\nsummary: x\n", None),
-        ("title: >\n  block\nsummary: x\n", None),
-        ("title: with # a comment\nsummary: x\n", None),
-    ],
-)
-def test_the_startup_reader_leaves_anything_but_plain_scalars_to_yaml(
-    header: str, expected: dict[str, str] | None
-) -> None:
-    assert front_matter_scalars(f"---\n{header}---\nbody\n", ("title", "summary")) == expected
 
 
 async def test_the_index_lists_every_page_and_a_page_reads_back_whole(offline_client: Client) -> None:

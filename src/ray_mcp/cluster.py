@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
+import psutil
+
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
-from ray_mcp.lazy import import_module
+from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
 from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
 
 if TYPE_CHECKING:
-    import psutil
-
     from ray_mcp.ray_api.gcs import GcsLookup
 
 log = logging.getLogger("ray_mcp.cluster")
@@ -141,18 +141,6 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
-    """ray_api.client's probe, imported off the event loop on first use (it imports httpx)."""
-    client = await import_module("ray_mcp.ray_api.client")
-    return bool(await client.dashboard_answers(url, timeout_s, headers))
-
-
-async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
-    """ray_api.client's probe, imported off the event loop on first use (it imports httpx)."""
-    client = await import_module("ray_mcp.ray_api.client")
-    return bool(await client.head_node_alive(url, timeout_s, headers))
-
-
 @dataclass
 class LocalHead:
     """One Ray head node run by ``ray start --head --block`` in its own temp dir, on free ports."""
@@ -240,8 +228,6 @@ class LocalHead:
 
     def owned_pids(self) -> set[int]:
         """Every live process this head started: the tree under ``ray start`` and anything using its temp dir."""
-        import psutil
-
         pids: set[int] = set()
         if self.process is not None:
             with contextlib.suppress(psutil.Error):
@@ -264,8 +250,6 @@ class LocalHead:
         of its temp dir that left the group) at once, then SIGKILL to whatever outlives the grace period.
         Ray's own sequential shutdown takes ~7 s, while MCP clients kill a server ~2 s after closing stdin.
         """
-        import psutil
-
         pids = self.owned_pids()
         self._signal_all(signal.SIGTERM, pids)
         _gone, alive = psutil.wait_procs([p for p in map(_proc, pids) if p is not None], timeout=grace_s)
@@ -286,7 +270,6 @@ class LocalHead:
 
 
 def _proc(pid: int) -> psutil.Process | None:
-    import psutil
 
     try:
         return psutil.Process(pid)

@@ -18,12 +18,9 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
+import httpx
 from mcp.server.mcpserver.exceptions import ToolError
-
-if TYPE_CHECKING:
-    import httpx
 
 
 class RayMCPError(ToolError):
@@ -88,8 +85,6 @@ def dashboard_errors(
     ``not_found`` is the message for an HTTP 404 (the id the caller gave does not exist); an HTTP 400 of an
     endpoint that says so (the Jobs API) is the caller's mistake.
     """
-    import httpx  # lazily: see ray_api
-
     try:
         yield
     except httpx.HTTPStatusError as exc:

@@ -94,11 +94,6 @@ class Settings(BaseSettings):
         description="tail_logs reads the log of a node that runs on this machine straight from its file (the "
         "node's logs directory as the cluster reports it); off: always through the dashboard.",
     )
-    warm_up: bool = Field(
-        default=True,
-        description="After a client lists the tools, connect and import Ray in the background (first calls "
-        "then cost what later ones do; about 50 MB more memory).",
-    )
 
     # -- safety ------------------------------------------------------------------------------------------
     read_only: bool = Field(

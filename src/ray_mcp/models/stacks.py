@@ -1,14 +1,9 @@
-"""Pydantic output models of stack_traces and cpu_profile.
+"""Pydantic output models of stack_traces and cpu_profile."""
 
-No ``from __future__ import annotations`` (see models/__init__.py).
-"""
-
-from pydantic import Field
-
-from ray_mcp.models.base import Model
+from pydantic import BaseModel, Field
 
 
-class StackGroup(Model):
+class StackGroup(BaseModel):
     """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
 
     role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
@@ -29,7 +24,7 @@ class StackGroup(Model):
     pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
 
 
-class StackTraces(Model):
+class StackTraces(BaseModel):
     target: str
     verdict: str = Field(description="Where the processes are, in one line.")
     source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
@@ -45,7 +40,7 @@ class StackTraces(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class HotFunction(Model):
+class HotFunction(BaseModel):
     function: str
     file: str
     line: int | None = Field(default=None, description="The line with the most own samples.")
@@ -56,7 +51,7 @@ class HotFunction(Model):
     project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
 
 
-class CpuProfile(Model):
+class CpuProfile(BaseModel):
     target: str
     verdict: str
     source: str

@@ -3,6 +3,8 @@
 The head is started by ray-mcp's own LocalHead (``ray start --head --block``) in a private temp dir on free
 ports, and stopped by killing exactly the processes it started. Set RAY_MCP_TEST_ADDRESS (its dashboard URL)
 and RAY_MCP_TEST_GCS_ADDRESS to use a running cluster instead.
+
+The suite's rules (the ``live`` mark and its guard) are the plugin tests/rules.py.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from tests.support import mcp_client
 from ray_mcp.cluster import LocalHead, start_local_head
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
+
+pytest_plugins = ["tests.rules"]
 
 BIN = Path(sys.executable).parent
 

@@ -49,6 +49,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.live
 def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhere() -> None:
     """In a fresh interpreter: after the reads, no module of Ray is loaded, stdout is empty, and nothing
     connected to the Ray Client port that client_app dials."""
@@ -101,6 +102,7 @@ def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhe
     assert report["codes"]["ray.util.client.client_app"] == INVALID_PARAMS
 
 
+@pytest.mark.live
 async def test_optional_dependency_modules_are_described_statically_and_removed_ones_say_so(
     offline_client: Client,
 ) -> None:
@@ -114,6 +116,7 @@ async def test_optional_dependency_modules_are_described_statically_and_removed_
         assert "read from the installed package's source" in text
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
@@ -138,6 +141,7 @@ async def test_refused_or_unknown_names_get_invalid_params_with_the_reason(
     assert caught.value.error.code == INVALID_PARAMS
 
 
+@pytest.mark.live
 async def test_a_class_shows_its_constructor_signature_members_and_where_it_is_defined(
     offline_client: Client,
 ) -> None:
@@ -222,6 +226,7 @@ async def _warm(client: Client) -> None:
     await client.read_resource("ray-docs://reference/index")
 
 
+@pytest.mark.live
 async def test_forty_concurrent_reads_leave_another_http_session_answering(
     tmp_path: Path,
 ) -> None:
@@ -244,6 +249,7 @@ async def test_forty_concurrent_reads_leave_another_http_session_answering(
     )
 
 
+@pytest.mark.live
 async def test_forty_concurrent_reads_keep_a_stdio_server_reading() -> None:
     """Over stdio every request shares one pipe, so the probe queues behind the 40 reads whatever they do:
     docs reads may delay it no more than 40 reads of a static page do (plus a second). Before, 41 reads took

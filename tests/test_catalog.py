@@ -18,6 +18,8 @@ from ray_mcp.reference.pages import data_dir, front_matter_text, parse_front_mat
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
+pytestmark = pytest.mark.live
+
 OFFLINE = "http://127.0.0.1:9"
 MODES = [{}, {"read_only": True}, {"allow_destructive": True}, {"read_only": True, "allow_destructive": True}]
 

@@ -20,6 +20,8 @@ from tests.conftest import clean_env
 from tests.npm_tools import REPO, NpmTools, install
 from tests.test_transports import RAY_MCP, http_server
 
+pytestmark = pytest.mark.live
+
 CLIENT_TIMEOUT_S = 180
 TOKEN = "client-test-token"
 CONNECTED = "✔ Connected"  # `claude mcp list`, Claude Code 2.1: "<name>: <command or url> - ✔ Connected"

@@ -63,6 +63,7 @@ def test_the_claude_code_one_liner_of_the_compose_file_is_the_one_in_the_docs() 
     assert line in (REPO / "docs" / "clients.md").read_text()
 
 
+@pytest.mark.live
 def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     exe = shutil.which("docker-compose")
     if exe is None:

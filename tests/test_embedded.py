@@ -16,6 +16,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
 from tests.test_transports import RAY_MCP, free_port, wait_for_port
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(autouse=True)
 def no_local_cluster() -> None:

@@ -19,6 +19,7 @@ from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("where", ["missing-dir/audit.jsonl", "a-directory"])
 def test_an_audit_log_that_cannot_be_written_stops_the_server_at_startup(tmp_path: Path, where: str) -> None:
     (tmp_path / "a-directory").mkdir()

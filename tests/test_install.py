@@ -30,6 +30,8 @@ from tests.npm_tools import REPO
 from ray_mcp.reference.pages import INDEX_URI, reference_pages
 from ray_mcp.server.prompts import prompt_files
 
+pytestmark = pytest.mark.live
+
 INSTALL_TIMEOUT_S = 1500  # a cold uv cache downloads Ray and its dependencies once
 
 

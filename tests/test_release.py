@@ -36,12 +36,14 @@ def test_the_vendored_schema_is_the_published_one() -> None:
     assert SCHEMA_URL in (REPO / "tests" / "schemas" / "README.md").read_text()
 
 
+@pytest.mark.live
 def test_server_json_is_valid_against_the_registry_schema() -> None:
     out = check_jsonschema(REPO / "server.json")
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads((REPO / "server.json").read_text())["$schema"] == SCHEMA_URL
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     "breakage",
     [

@@ -38,7 +38,7 @@ INSTALL_TIMEOUT_S = 1500  # a cold uv cache downloads Ray and its dependencies o
 def tool(name: str) -> Path:
     path = BIN / name
     if not path.exists():
-        pytest.skip(f"{name} is not installed in {BIN} (it is in the dev extras: pip install -e '.[dev]')")
+        pytest.fail(f"{name} is not installed in {BIN}: it is in the dev extras (pip install -e '.[dev]')")
     return path
 
 

@@ -23,7 +23,9 @@ WORKFLOW = REPO / ".github" / "workflows" / "release.yml"
 def check_jsonschema(instance: Path) -> subprocess.CompletedProcess[str]:
     tool = BIN / "check-jsonschema"
     if not tool.exists():
-        pytest.skip("check-jsonschema is not installed (it is in the dev extras)")
+        pytest.fail(
+            f"check-jsonschema is not installed in {BIN}: it is in the dev extras (pip install -e '.[dev]')"
+        )
     return subprocess.run(
         [str(tool), "--schemafile", str(SCHEMA), str(instance)],
         capture_output=True, text=True, timeout=120, env=clean_env(),

@@ -23,8 +23,8 @@ run: install
 	$(VENV)/bin/ray-mcp --transport streamable-http --host $(HOST) --port $(PORT) $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench eval
+	$(VENV)/bin/ruff format --check src tests bench eval
 	$(VENV)/bin/mypy
 
 # Rewrite src/ray_mcp/catalog.json (what tools/list shows before the tools are built) after changing the sources:

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8270
 
-.PHONY: install run test lint catalog bench bench-smoke clean
+.PHONY: install run test test-fast lint catalog bench bench-smoke clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ catalog: install
 # Lint, type-check, then every test against a real Ray head started in a private temp dir.
 test: lint
 	$(PY) -m pytest -q
+
+# The loop to run after every edit: lint, type-check, then every test that needs no Ray head and no subprocess
+# (the tests not marked live, see tests/rules.py).
+test-fast: lint
+	$(PY) -m pytest -q -m "not live"
 
 # The benchmark suite (bench/__main__.py) on an embedded cluster: ~25 min. It rewrites the results block of
 # docs/benchmarks.md and the plot. `make bench-smoke` runs it small, in ~2 min (the test suite runs it too).

@@ -40,6 +40,7 @@ def token_head() -> Iterator[LocalHead]:
         yield head
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("token", [WRONG, None], ids=["wrong-token", "no-token"])
 async def test_a_refused_ray_token_says_so_in_every_tool_instead_of_a_bare_crash(
     token_head: LocalHead, token: str | None, tmp_path: Any
@@ -54,6 +55,7 @@ async def test_a_refused_ray_token_says_so_in_every_tool_instead_of_a_bare_crash
             assert "HTTP 40" in text and WRONG not in text, (name, text)
 
 
+@pytest.mark.live
 async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: LocalHead) -> None:
     async with mcp_client(
         Settings(address=token_head.dashboard_url, ray_auth_token=RIGHT, request_timeout_s=30)
@@ -63,6 +65,7 @@ async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: Loca
             assert not result.is_error, (name, text_of(result))
 
 
+@pytest.mark.live
 async def test_the_gcs_read_without_ray_sends_this_clusters_token_and_fails_without_it(
     token_head: LocalHead,
 ) -> None:

@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from tests.causal_support import RECORDED, job_info, replay
+from tests.causal_support import job_info, replay
 from tests.support import mcp_client
 
 from ray_mcp.diagnosis import chains as causal
@@ -149,7 +149,7 @@ def test_a_huge_cluster_still_answers_under_6_kb_with_the_verdict_first() -> Non
     assert len(model.verdict.encode()) <= 300
 
 
-RECORDINGS: list[str] = []  # the scenarios of test_causal_chains.py that have been recorded (see EXPECTED)
+# The scenarios of test_causal_chains.py, recorded into tests/recorded (RAY_MCP_RECORD=1), and each verdict.
 EXPECTED = {
     "oom_task": ("FAILED", ["tokenize_shard", "memory monitor", "GB used"]),
     "owner_died": ("FAILED", ["FeatureStore", "ray.kill"]),
@@ -162,10 +162,7 @@ EXPECTED = {
 }
 
 
-RECORDINGS = sorted(name for name in EXPECTED if (RECORDED / f"{name}.json").exists())
-
-
-@pytest.mark.parametrize("name", RECORDINGS)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_recorded_evidence_replays_to_the_same_verdict(name: str) -> None:
     status, words = EXPECTED[name]
     ev = replay(name)
@@ -188,8 +185,6 @@ def filtered(rows: list[dict], request: httpx.Request) -> list[dict]:
 
 async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transport() -> None:
     """The whole tool over recorded evidence: the dashboard's answers served by httpx.MockTransport."""
-    if "oom_task" not in RECORDINGS:
-        pytest.skip("record the scenarios first (RAY_MCP_RECORD=1 pytest tests/test_causal_chains.py)")
     ev = replay("oom_task")
 
     def answer(request: httpx.Request) -> httpx.Response:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,7 @@ def test_the_copied_detectors_find_what_the_library_finds_in_random_texts(parts:
     assert list(detected(text)) == library_detected(text)
 
 
+@pytest.mark.live
 def test_redacting_a_detector_shape_imports_neither_detect_secrets_nor_requests() -> None:
     secret = "ghp_" + "R4nd" * 9
     script = (

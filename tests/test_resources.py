@@ -39,6 +39,7 @@ async def test_the_index_lists_every_page_and_a_page_reads_back_whole(offline_cl
         assert body.text == clean_text(page.path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -61,6 +62,7 @@ async def test_the_api_template_returns_the_installed_signature_and_docstring(
     assert f"Ray {ray.__version__}" in content.text
 
 
+@pytest.mark.live
 async def test_an_unknown_api_name_is_not_found_with_close_matches(offline_client: Client) -> None:
     with pytest.raises(MCPError, match=r"ray\.serve\.deployment"):
         await offline_client.read_resource("ray-docs://api/ray.serve.delpoyment")
@@ -71,6 +73,7 @@ async def test_an_unknown_api_name_is_not_found_with_close_matches(offline_clien
     assert (await offline_client.list_tools()).tools  # still serving
 
 
+@pytest.mark.live
 def test_listing_everything_does_not_import_ray() -> None:
     script = textwrap.dedent(
         """

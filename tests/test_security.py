@@ -136,6 +136,7 @@ def test_redaction_masks_secret_shapes_and_keeps_ordinary_words() -> None:
     }
 
 
+@pytest.mark.live
 def test_a_non_loopback_bind_without_a_token_is_refused() -> None:
     out = subprocess.run(
         [RAY_MCP, "--transport", "streamable-http", "--host", "0.0.0.0", "--address", "http://127.0.0.1:9"],

@@ -22,6 +22,8 @@ from tests.test_transports import RAY_MCP, free_port, http_server, wait_for_port
 from ray_mcp.server.choices import normalize_choices
 from ray_mcp.settings import DEFAULT_PORT
 
+pytestmark = pytest.mark.live
+
 INITIALIZE = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},

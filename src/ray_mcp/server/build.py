@@ -18,6 +18,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
@@ -25,6 +26,7 @@ from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from ray_mcp import catalog as tool_catalog
+from ray_mcp import sdk_private
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.middleware import SafetyMiddleware
@@ -89,7 +91,7 @@ class RayMCPServer(MCPServer[App]):
         if output_model is not None:  # schemas.output_of publishes its schema, without pydantic's whole one
             kwargs["structured_output"] = False
         super().add_tool(fn, name, *args, **kwargs)
-        publish_compact(self._tool_manager.get_tool(tool_name), output_model)
+        publish_compact(sdk_private.registered_tool(self, tool_name), output_model)
 
     def offer(self, catalog: tool_catalog.Catalog) -> None:
         """List the catalog's tools that the write modes allow, and build each one on its first call (or when
@@ -117,12 +119,6 @@ class RayMCPServer(MCPServer[App]):
             tools = [*self.listed, *(tool for tool in tools if tool.name not in known)]
         self.app.warm_up()
         return tools
-
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        """MCPServer's, for tools not built yet too (streamable HTTP checks Mcp-Param headers with it)."""
-        if name in self.unbuilt and self.listed is not None:
-            return next((t.input_schema for t in self.listed if t.name == name), None)
-        return super()._tool_input_schema(name)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
@@ -289,6 +285,7 @@ def build_server(
             schemas.update({t.name: t.input_schema for t in await server.list_tools()})
         return schemas
 
+    bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -296,6 +293,7 @@ def build_server(
         version=_version(),
         lifespan=lifespan,
         log_level=settings.log_level,
+        subscriptions=bus,
         middleware=[
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
@@ -317,7 +315,7 @@ def build_server(
         for area in tool_catalog.AREAS:
             importlib.import_module(f"ray_mcp.tools.{area}").register(server)
     resources.register(server)
-    server.job_watchers = live.register(server)
+    server.job_watchers = live.register(server, bus)
     prompts.register(server)
     if server.hidden_tools:
         log.info(

@@ -7,6 +7,7 @@
   of a keep-alive connection.
 * ``http_max_connections`` caps open connections and requests in flight (uvicorn answers 503 above it), and
   ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it).
+* HttpGuard checks the bearer token; the SDK checks Host and Origin behind it (guard/http.py sets both up).
 * uvicorn logs through our stderr handler: its default config writes the access log to stdout.
 
 And the stdio transport, which answers every request that has an id (see reject_line).
@@ -75,12 +76,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
 async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.socket) -> None:
     """Serve the MCP HTTP app (streamable HTTP or SSE) on an already bound socket until uvicorn stops."""
     import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    from ray_mcp.guard.http import HttpGuard
+    from ray_mcp.guard.http import HttpGuard, transport_security
 
-    # Host and Origin are checked by HttpGuard for every bind address, so the SDK's own check is off.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    security = transport_security(settings.host, settings.allowed_origins)
     if settings.transport == "sse":
         asgi: Any = server.sse_app(transport_security=security, host=settings.host)
         path = "/sse"
@@ -93,7 +92,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         )
         path = "/mcp"
     token = settings.resolved_auth_token()
-    guarded = HttpGuard(asgi, token=token, bind_host=settings.host, allowed_origins=settings.allowed_origins)
+    guarded = HttpGuard(asgi, token=token)
     kind = "SSE" if settings.transport == "sse" else "streamable HTTP"
     port = sock.getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host

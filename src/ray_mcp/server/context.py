@@ -21,8 +21,7 @@ from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.guard.redaction import SECRETS, credential_values
-from ray_mcp.guard.redaction_shapes import preload_detectors
+from ray_mcp.guard.redaction import SECRETS, credential_values, preload_detectors
 from ray_mcp.lazy import import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.settings import Settings

@@ -8,8 +8,8 @@ notification, error and audit line) and by the logging hook (the server's own st
   every job it has read or submitted, Ray's token, ray-mcp's bearer token, configured dashboard header values.
   Thread-safe and bounded; matched in one pass (Aho-Corasick). Values of 4 characters or more are masked
   wherever they occur; shorter ones where they stand as whole words.
-* secret *shapes*: the detectors of ``detect-secrets`` (AWS, GitHub, GitLab, Slack, Stripe, JWT, OpenAI, PyPI,
-  npm, SendGrid, ...; their patterns copied in redaction_detectors.py) plus the shapes they lack (``--password x``, ``NAME=value``, ``Password: x``,
+* secret *shapes*: the detectors of the ``detect-secrets`` library (AWS, GitHub, GitLab, Slack, Stripe, JWT,
+  OpenAI, PyPI, npm, SendGrid, ...) plus the shapes they lack (``--password x``, ``NAME=value``, ``Password: x``,
   ``scheme://user:pass@host``, ``Authorization:`` headers, private key blocks, Hugging Face, GCP and Azure
   keys). The same Aho-Corasick pass finds their anchors: a string with none is not matched against them.
 * ``escape_controls``: ESC, BEL, CR, BS, other C0/C1, bidi overrides and zero-width characters become visible
@@ -25,12 +25,25 @@ import sys
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+
 from ray_mcp.guard.bounds import bound_structured as bound_structured
-from ray_mcp.guard.redaction_detectors import compiled, detected
 
 MAX_KNOWN_SECRETS = 4096  # learned values kept (oldest forgotten first); configured credentials are pinned
 MAX_SECRET_CHARS = 4096  # a longer value is registered by its first MAX_SECRET_CHARS characters
@@ -147,9 +160,30 @@ _SHAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
 ]
 
 
-def preload_detectors() -> None:
-    """Compile the detectors' patterns now (the warm-up; a few ms, no library import: redaction_detectors)."""
-    compiled()
+# detect-secrets' detectors that redaction uses. Not the entropy and keyword plugins (Ray ids and prose trip
+# them), nor Discord, Telegram, Twilio and Mailchimp (shapes with no literal anchor: they match within ids and
+# hashes). Each yields what it finds in a string (analyze_string); a JWT only when its parts decode.
+DETECTORS = (
+    AWSKeyDetector(),
+    AzureStorageKeyDetector(),
+    BasicAuthDetector(),
+    GitHubTokenDetector(),
+    GitLabTokenDetector(),
+    JwtTokenDetector(),
+    NpmDetector(),
+    OpenAIDetector(),
+    PypiTokenDetector(),
+    SendGridDetector(),
+    SlackDetector(),
+    SquareOAuthDetector(),
+    StripeDetector(),
+)
+
+
+def detected(text: str) -> Iterator[str]:
+    """Every secret value detect-secrets' detectors find in ``text``."""
+    for detector in DETECTORS:
+        yield from detector.analyze_string(text)
 
 
 def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:

@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context
 
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.guard.redaction import SECRETS, credential_values, preload_detectors
+from ray_mcp.guard.redaction import SECRETS, credential_values
 from ray_mcp.lazy import import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.settings import Settings
@@ -217,7 +217,6 @@ class App:
                 with contextlib.suppress(Exception):  # best effort: a first tail_logs looks again
                     await api.find_local_logs_dirs()
                 await self.until_quiet()
-                await anyio.to_thread.run_sync(preload_detectors)  # what redaction compiles on first use
                 # Ray's GCS part before the tools' builds: a first pg_status would wait ~0.3-1 s for it, a
                 # first call of a tool not built yet ~10-20 ms for its build.
                 await api.warm_up_gcs(between=self.until_quiet)

@@ -15,7 +15,7 @@ from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp import catalog
 from ray_mcp.reference.pages import data_dir, front_matter_text, parse_front_matter, parse_yaml
-from ray_mcp.server.build import RayMCPServer, build_server
+from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 OFFLINE = "http://127.0.0.1:9"
@@ -135,14 +135,6 @@ async def test_the_warm_up_builds_every_listed_tool_when_no_call_is_under_way(ra
                 await anyio.sleep(0.05)
         assert {tool.name for tool in server._tool_manager.list_tools()} == listed
         await call_ok(client, "list_nodes")  # a tool the warm-up built answers like any other
-    await server.app.aclose()
-
-
-async def test_a_tool_not_built_yet_has_its_input_schema_for_http_parameter_checks() -> None:
-    server: RayMCPServer = build_server(Settings(address=OFFLINE))
-    listed = {t.name: t.input_schema for t in await server.list_tools()}
-    assert server._tool_input_schema("get_job") == listed["get_job"]
-    assert server._tool_input_schema("no_such_tool") is None
     await server.app.aclose()
 
 

@@ -2,7 +2,8 @@
 
 Tested with mcp 2.3.0 (pyproject.toml pins ``mcp>=2.3,<2.4``) and uvicorn 0.54.0. tests/test_sdk_private.py
 fails, naming the attribute, when one of the names below moves, and fails when any other module of ray-mcp uses
-a private name of mcp, mcp_types, uvicorn or h11. What each name is for, and why no public one does it:
+a private name of mcp, mcp_types, uvicorn or h11. At the package root, as both server/ and guard/ use it. What
+each name is for, and why no public one does it:
 
 * ``MCPServer._lowlevel_server``, the low-level ``Server`` behind an MCPServer (whose ``add_request_handler``
   and ``run`` are public). MCPServer has no hook for the 2025 ``resources/subscribe`` and

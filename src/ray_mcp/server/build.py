@@ -17,11 +17,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
+from ray_mcp import sdk_private
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.middleware import SafetyMiddleware
@@ -82,7 +84,7 @@ class RayMCPServer(MCPServer[App]):
         if output_model is not None:  # the SDK would validate the result its model built a second time
             kwargs["structured_output"] = False
         super().add_tool(fn, name, *args, **kwargs)
-        publish_compact(self._tool_manager.get_tool(tool_name), output_model)
+        publish_compact(sdk_private.registered_tool(self, tool_name), output_model)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
@@ -233,6 +235,7 @@ def build_server(
             schemas.update({t.name: t.input_schema for t in await server.list_tools()})
         return schemas
 
+    bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -240,6 +243,7 @@ def build_server(
         version=_version(),
         lifespan=lifespan,
         log_level=settings.log_level,
+        subscriptions=bus,
         middleware=[
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
@@ -251,7 +255,7 @@ def build_server(
     server.hidden_tools = {}
     register_tools(server)
     resources.register(server)
-    server.job_watchers = live.register(server)
+    server.job_watchers = live.register(server, bus)
     prompts.register(server)
     if server.hidden_tools:
         log.info(

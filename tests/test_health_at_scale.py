@@ -19,7 +19,7 @@ from tests.state_drivers import driver
 from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.diagnosis import evidence
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.ray_api import RayAPI, gcs
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.settings import Settings
@@ -212,7 +212,7 @@ class Rows:
 
 
 async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     result = {"total": 5_000, "num_after_truncation": 5_000, "num_filtered": 3_208,
               "result": [{"task_id": f"t{i}", "state": "FAILED"} for i in range(1000)]}  # fmt: skip
     rows = await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
@@ -223,7 +223,7 @@ async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> N
 
 
 async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     result = {"total": 11_250, "num_after_truncation": 10_000, "num_filtered": 9_000,
               "result": [{"task_id": f"t{i}"} for i in range(1000)]}  # fmt: skip
     await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
@@ -233,7 +233,7 @@ async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
 
 
 async def test_more_actors_than_the_graph_reads_are_cut_with_a_stated_cap() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     many = [{"actor_id": f"{i:032x}", "state": "DEAD"} for i in range(evidence.CLUSTER_ROWS + 5)]
     dead, alive = await evidence._actors(Rows({}, [*many, {"actor_id": "a", "state": "ALIVE"}]), ev)  # type: ignore[arg-type]
     assert (
@@ -248,7 +248,7 @@ async def test_more_actors_than_the_graph_reads_are_cut_with_a_stated_cap() -> N
 
 
 async def test_unfinished_tasks_past_the_gcss_limit_and_the_graphs_are_cut_with_stated_caps() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     rows = [{"task_id": f"f{i}", "state": "FAILED"} for i in range(evidence.JOB_TASKS + 2)]
     rows += [{"task_id": "r", "state": "RUNNING"}, {"task_id": "w", "state": "PENDING_NODE_ASSIGNMENT"}]
     failed, waiting, running = await evidence._tasks(Rows({"result": rows, "more": 7}), ev)  # type: ignore[arg-type]

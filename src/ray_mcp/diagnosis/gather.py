@@ -24,7 +24,7 @@ from ray_mcp.shaping.jobs import entrypoint_resources, job_info, job_list
 log = logging.getLogger("ray_mcp.diagnosis")
 
 
-async def optional(
+async def or_note(
     awaitable: Awaitable[Any], notes: list[str], what: str, missed: list[str] | None = None
 ) -> Any:
     """One piece of evidence: a failure to get it becomes a note (and an entry of ``missed``), not an error of
@@ -52,19 +52,19 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
-        optional(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+        or_note(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
                        notes, "the driver log", missed),
-        optional(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
+        or_note(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
                        notes, "the job's dead actors", missed) if by_job else nothing(),
-        optional(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
+        or_note(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
                                         detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
-        optional(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
+        or_note(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
                                         detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
-        optional(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
-        optional(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
+        or_note(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
+        or_note(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
                        notes, "the job's placement groups", missed) if job_id else nothing(),
-        optional(api.node_capacities(), notes, "the nodes", missed),
-        optional(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
+        or_note(api.node_capacities(), notes, "the nodes", missed),
+        or_note(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
         chain_evidence.gather_job(api, details, None),
     )  # fmt: skip
@@ -86,7 +86,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     )
     crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
     logs = await gather(
-        *(optional(api.tail_logs(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
+        *(or_note(api.tail_logs(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
                                         grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip
@@ -95,7 +95,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
     # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
-    stall = await optional(hang.gather(api, details), notes, "the job's progress", missed)
+    stall = await or_note(hang.gather(api, details), notes, "the job's progress", missed)
     if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
         findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
     return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes, unchecked=missed)
@@ -117,9 +117,9 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         "failed tasks", "placement groups", "Serve", "cluster events",
     ]  # fmt: skip
     status, jobs, serve, ev = await gather(
-        optional(api.cluster_status(max_nodes=50, gcs_first=True), notes, "nodes and demands", missed),
-        optional(api.job_rows(), notes, "failed jobs", missed),
-        optional(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
+        or_note(api.cluster_status(max_nodes=50, gcs_first=True), notes, "nodes and demands", missed),
+        or_note(api.job_rows(), notes, "failed jobs", missed),
+        or_note(api.serve_status(app=None, log_lines=5), notes, "Serve", missed),
         chain_evidence.gather_cluster(api, job_list=True),
     )  # fmt: skip
     failed = job_list(jobs or [], statuses=["FAILED"], entrypoint_contains=None, limit=5, now_s=time.time())
@@ -152,14 +152,14 @@ async def _area_checks(
     """The per-area checks of actors, tasks and placement groups, for when the evidence graph has no actors
     or nodes to reason over (their State API lists failed)."""
     dead, restarting, alive, tasks, pgs = await gather(
-        optional(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
+        or_note(api.list_actors(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
                        notes, "dead actors", missed),
-        optional(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
+        or_note(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
                        notes, "restarting actors", missed),
-        optional(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
+        or_note(api.list_actors(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
                        notes, "actor restarts", missed),
-        optional(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
-        optional(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
+        or_note(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
+        or_note(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
                        "placement groups", missed),
     )  # fmt: skip
     looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]

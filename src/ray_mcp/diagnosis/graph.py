@@ -11,7 +11,7 @@ workers and resources. Edges say why one entity is in its state:
   removal, a worker's exit, the end of the owning job;
 - ``raised_in``: where an exception first happened (a task on a node, an actor method, the driver).
 
-Every input is the raw JSON Ray's State API, job API and event API return, so a recorded ``Evidence`` replays
+Every input is the raw JSON Ray's State API, job API and event API return, so a recorded ``GraphInputs`` replays
 exactly (tests/recorded). ``chains/`` follows the edges into chains and verdicts.
 """
 
@@ -25,7 +25,6 @@ from typing import Any
 
 Row = dict[str, Any]
 
-NIL_ID = re.compile(r"^f+$")
 # Ray's driver worker ids are the job id followed by f's (JobID + WorkerID::FromDriver).
 DRIVER_WORKER = re.compile(r"^(?P<job>[0-9a-f]{8})f{48}$")
 # ray.exceptions.ActorAlreadyExistsError: "The name replay_buffer (namespace=None) is already taken."
@@ -42,7 +41,7 @@ OOM_REASON = re.compile(r"OOM kill reason: (?P<reason>[^\n]+)")
 
 
 @dataclass
-class Evidence:
+class GraphInputs:
     """What the gathering read from Ray, as Ray returned it. ``None`` means the source could not be read."""
 
     now_ms: float = 0.0
@@ -69,7 +68,7 @@ class Evidence:
         return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)
 
     @classmethod
-    def from_json(cls, text: str) -> Evidence:
+    def from_json(cls, text: str) -> GraphInputs:
         data = json.loads(text)
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
@@ -96,10 +95,6 @@ class Edge:
     quote: str = ""  # the record of Ray that shows it
 
 
-def short(id_: str | None, n: int = 8) -> str:
-    return (id_ or "?")[:n]
-
-
 def num(value: Any) -> float:
     try:
         return float(value)
@@ -107,9 +102,10 @@ def num(value: Any) -> float:
         return 0.0
 
 
-def clip(text: str | None, limit: int = 240) -> str:
+def one_line(text: str | None, chars: int) -> str:
+    """``text`` on one line (each run of whitespace one space), cut to ``chars`` characters with "…"."""
     text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def ms_clock(ms: float | None) -> str:
@@ -137,9 +133,9 @@ def span(seconds: float) -> str:
 
 
 class Graph:
-    """Entities by key and edges by source, built once per diagnosis from an Evidence."""
+    """Entities by key and edges by source, built once per diagnosis from a GraphInputs."""
 
-    def __init__(self, ev: Evidence) -> None:
+    def __init__(self, ev: GraphInputs) -> None:
         self.ev = ev
         self.entities: dict[str, Entity] = {}
         self.edges: dict[str, list[Edge]] = {}
@@ -169,7 +165,7 @@ class Graph:
         if not job_id:
             return "an unknown job"
         row = self.jobs.get(job_id) or {}
-        entry = clip(str(row.get("entrypoint") or ""), 60)
+        entry = one_line(str(row.get("entrypoint") or ""), 60)
         sid = row.get("submission_id")
         what = f"({entry})" if entry else ""
         return " ".join(x for x in (f"job {job_id}", what, f"[{sid}]" if sid and entry == "" else "") if x)
@@ -204,17 +200,12 @@ class Graph:
         return key
 
     def link(self, src: str, kind: str, dst: str, text: str, quote: str = "") -> None:
-        edge = Edge(src, kind, dst, text, clip(quote, 400))
+        edge = Edge(src, kind, dst, text, one_line(quote, 400))
         if not any(e.kind == kind and e.dst == dst for e in self.edges.get(src, [])):
             self.edges.setdefault(src, []).append(edge)
 
     def out(self, key: str, *kinds: str) -> list[Edge]:
         return [e for e in self.edges.get(key, []) if not kinds or e.kind in kinds]
-
-    def into(self, key: str, *kinds: str) -> list[Edge]:
-        return [
-            e for es in self.edges.values() for e in es if e.dst == key and (not kinds or e.kind in kinds)
-        ]
 
     def _add_all(self) -> None:
         for job_id in self.jobs:
@@ -362,14 +353,14 @@ def exception_line(message: str | None) -> str:
         m = pattern.match(line.strip())
         if m:
             last = line.strip()
-    return clip(re.sub(r"\x1b\[[0-9;]*m", "", last), 200)
+    return one_line(re.sub(r"\x1b\[[0-9;]*m", "", last), 200)
 
 
 def memory_summary(message: str | None) -> str:
     """ "4.84GB used / 23.54GB limit, threshold 20.5%" out of the memory monitor's message."""
     text = message or ""
     m = MEMORY_LINE.search(text)
-    used = clip(m["used"], 80).rstrip(".") if m else ""
+    used = one_line(m["used"], 80).rstrip(".") if m else ""
     r = OOM_REASON.search(text)
     thr = re.search(r"threshold of \d+B \((?P<pct>[\d.]+% of \d+B limit)\)", text)
     threshold = re.search(r"exceeds the memory usage threshold of (?P<f>[\d.]+)", text)
@@ -379,7 +370,7 @@ def memory_summary(message: str | None) -> str:
     elif threshold:
         parts.append(f"threshold {threshold['f']}")
     elif r:
-        parts.append(clip(r["reason"], 100))
+        parts.append(one_line(r["reason"], 100))
     return ", ".join(p for p in parts if p)
 
 

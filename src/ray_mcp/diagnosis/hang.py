@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_mcp import models
 from ray_mcp.diagnosis.findings import CONTRIBUTING, STUCK, finding
-from ray_mcp.diagnosis.tracebacks import clip
+from ray_mcp.diagnosis.tracebacks import cut_text
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import HANG_STACK_BYTES, HANG_STACK_PROCESSES, HANG_TASK_ROWS
 from ray_mcp.shaping import stacks
@@ -278,7 +278,7 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         stack = _stack_of(e.unfinished.get(link.target), groups) if link.kind in ("task", "queue") else None
         if stack is not None:
             line += f" [{stacks.group_line(stack)}]"
-        evidence.append(f"waits on: {clip(line, 300)}")
+        evidence.append(f"waits on: {cut_text(line, 300)}")
     for g in groups[:5]:
         evidence.append(f"stack: {stacks.group_line(g)}")
     moved = f"RUNNING {e.running_s:.0f} s, no task activity for {e.idle_s:.0f} s"
@@ -306,7 +306,7 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")
     steps.append(f"tail_logs job={job} for the driver's last lines")
     return [
-        finding(severity, clip(title, 300), [*evidence, *e.notes][:12], steps,
+        finding(severity, cut_text(title, 300), [*evidence, *e.notes][:12], steps,
                 ["ray-docs://reference/13-dashboard-observability"], kind="hang"),
     ]  # fmt: skip
 

@@ -22,7 +22,7 @@ from ray_mcp.diagnosis.job import crashed
 from ray_mcp.diagnosis.tracebacks import (
     _EXCEPTION,
     _LOG_RECORD,
-    clip,
+    cut_text,
     first_line,
     last_traceback,
     short_type,
@@ -47,7 +47,7 @@ def job_cause(info: models.JobInfo) -> str:
     if tb is not None and tb.innermost:
         kind, msg = tb.innermost
         where = f" ({tb.user_frame.short()})" if tb.user_frame and not tb.user_frame.internal else ""
-        return clip(f"{short_type(kind)}: {msg}{where}", CAUSE_CHARS)
+        return cut_text(f"{short_type(kind)}: {msg}{where}", CAUSE_CHARS)
     telling = [
         line
         for line in lines[1:]
@@ -59,7 +59,7 @@ def job_cause(info: models.JobInfo) -> str:
         if info.driver_exit_code is not None
         else (info.error_type or "FAILED")
     )
-    return clip(f"{code}: {tidy(telling[-1])}" if telling else head, CAUSE_CHARS)
+    return cut_text(f"{code}: {tidy(telling[-1])}" if telling else head, CAUSE_CHARS)
 
 
 @dataclass
@@ -81,7 +81,7 @@ def _status_findings(s: models.ClusterStatus) -> list[models.Finding]:
     dead = [n for n in s.nodes if n.state == "DEAD"]
     if s.nodes_dead:
         findings.append(finding(STUCK, f"{s.nodes_dead} node(s) are DEAD",
-                            [f"{n.node_id} {n.ip}: {clip(n.death_reason or '', CAUSE_CHARS)}" for n in dead[:5]],
+                            [f"{n.node_id} {n.ip}: {cut_text(n.death_reason or '', CAUSE_CHARS)}" for n in dead[:5]],
                             ["list_nodes state=DEAD"], [FT_DOC], kind="dead_node"))  # fmt: skip
     infeasible = [d for d in s.pending_demands if d.infeasible]
     waiting = [d for d in s.pending_demands if not d.infeasible]
@@ -119,8 +119,8 @@ def _serve_findings(serve: models.ServeStatus) -> list[models.Finding]:
                 f"deployment {d.name}: {d.status} ({d.status_trigger or '-'}) {first_line(error, LINE_CHARS)}"
             )
             exc = [line for line in (error or "").splitlines() if _EXCEPTION.match(line.strip())]
-            evidence += [f"  {clip(line, EVIDENCE_LINE_CHARS)}" for line in exc[-2:]]
-            evidence += [f"  [replica log] {clip(line, CAUSE_CHARS)}" for line in (d.log_tail or [])[-3:]]
+            evidence += [f"  {cut_text(line, EVIDENCE_LINE_CHARS)}" for line in exc[-2:]]
+            evidence += [f"  [replica log] {cut_text(line, CAUSE_CHARS)}" for line in (d.log_tail or [])[-3:]]
         findings.append(finding(STUCK if app.status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTRIBUTING,
                             f"Serve application {app.name!r} is {app.status}"
                             + (f": deployment {bad[0].name} is {bad[0].status}" if bad else ""),
@@ -137,7 +137,7 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
     if e.pending_pgs_total:
         findings.append(finding(CONTRIBUTING + 10 if any(p.infeasible for p in e.pending_pgs) else SYMPTOM,
                                 f"{e.pending_pgs_total} placement group(s) are PENDING",
-                                [f"{p.placement_group_id} {p.name or ''}: {clip(p.why_pending or '', SHORT_CAUSE_CHARS)}" for p in e.pending_pgs[:4]],
+                                [f"{p.placement_group_id} {p.name or ''}: {cut_text(p.why_pending or '', SHORT_CAUSE_CHARS)}" for p in e.pending_pgs[:4]],
                                 ["pg_status state=PENDING"], [PG_DOC, "prompt:debug-pending-placement-group"],
                                 kind="pending_pg"))  # fmt: skip
     if e.serve is not None:
@@ -160,7 +160,7 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
             )
             groups.setdefault(key, []).append(a)
         findings.append(finding(CONTRIBUTING, f"{len(crashes)} actor(s) crashed (of {e.dead_actors_total} DEAD), by cause:",
-                                [f"{len(v)}x {k}: {clip(tidy((v[0].death_cause.message if v[0].death_cause else '') or ''), SHORT_CAUSE_CHARS)}"
+                                [f"{len(v)}x {k}: {cut_text(tidy((v[0].death_cause.message if v[0].death_cause else '') or ''), SHORT_CAUSE_CHARS)}"
                                  for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:6]],
                                 ["list_actors state=DEAD class_name=<class>", "get_actor actor_id=<id> for one in full"],
                                 [FT_DOC], kind="dead_actors"))  # fmt: skip
@@ -168,6 +168,6 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
         total = sum(g.count for g in e.task_errors)
         app_errors = any(g.error_type == "APPLICATION_ERROR" for g in e.task_errors)
         findings.append(finding(CONTRIBUTING if app_errors else SYMPTOM, f"{total} task(s) failed, by error type:",
-                                [f"{g.count}x {g.error_type}: {clip(first_line(g.sample_message), SHORT_CAUSE_CHARS)}" for g in e.task_errors[:5]],
+                                [f"{g.count}x {g.error_type}: {cut_text(first_line(g.sample_message), SHORT_CAUSE_CHARS)}" for g in e.task_errors[:5]],
                                 ["summarize_tasks", "list_tasks state=FAILED error_type=<type>"], [FT_DOC], kind="failed_tasks"))  # fmt: skip
     return rank(findings)

@@ -22,7 +22,7 @@ from ray_mcp.diagnosis.findings import (
 )
 from ray_mcp.diagnosis.tracebacks import (
     Traceback,
-    clip,
+    cut_text,
     error_lines,
     first_line,
     is_ray_wrapper,
@@ -77,8 +77,8 @@ def _actor_title(actor: models.Actor) -> str:
         error = (
             f"{cause.error_type}: {cause.message}" if cause.error_type else (cause.message or cause.reason)
         )
-        return f"{who} died {where}: {clip(error, CAUSE_CHARS)}".replace("  ", " ")
-    return f"{who} died: {cause.reason}: {clip(cause.message or '', CAUSE_CHARS)}"
+        return f"{who} died {where}: {cut_text(error, CAUSE_CHARS)}".replace("  ", " ")
+    return f"{who} died: {cause.reason}: {cut_text(cause.message or '', CAUSE_CHARS)}"
 
 
 def _actor_evidence(actor: models.Actor, log_lines: list[str]) -> list[str]:
@@ -90,7 +90,7 @@ def _actor_evidence(actor: models.Actor, log_lines: list[str]) -> list[str]:
         lines.append(tidy(cause.message))
     shown = set(lines)
     lines += [f"[worker log] {line}" for line in user_lines(log_lines)[-6:] if line not in shown]
-    return [clip(line, EVIDENCE_LINE_CHARS) for line in lines]
+    return [cut_text(line, EVIDENCE_LINE_CHARS) for line in lines]
 
 
 NORMAL_EXIT = re.compile(
@@ -144,7 +144,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
         *_actor_findings(e, r),
         *_task_findings(e, r),
         *_driver_findings(e, r),
-        *_stuck_findings(e, r),
+        *_stuck_findings(e),
     ]
     # Nothing found: say what the status means.
     if not findings or all(f.severity < SYMPTOM for f in findings):
@@ -247,7 +247,7 @@ def _task_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             if app_error
             else SYMPTOM
         )
-        sample = clip(group.sample_message or "", SAMPLE_ERROR_CHARS)
+        sample = cut_text(group.sample_message or "", SAMPLE_ERROR_CHARS)
         sample_lines = [line for line in sample.splitlines() if line.strip()][-6:]
         findings.append(
             finding(
@@ -276,17 +276,19 @@ def _driver_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
         if r.driver_wrapped:
             title = (
                 f"The driver failed with {short_type(tb.outermost[0]) if tb.outermost else 'an error'} "
-                f"raised by remote work: {short_type(inner_type)}: {clip(inner_msg, SHORT_CAUSE_CHARS)} ({where})"
+                f"raised by remote work: {short_type(inner_type)}: {cut_text(inner_msg, SHORT_CAUSE_CHARS)} ({where})"
             )
             severity = ROOT_CAUSE if not (r.driver_mentions_actor or r.driver_mentions_task) else SYMPTOM + 5
         else:
-            title = f"The driver raised {short_type(inner_type)}: {clip(inner_msg, CAUSE_CHARS)} ({where})"
+            title = (
+                f"The driver raised {short_type(inner_type)}: {cut_text(inner_msg, CAUSE_CHARS)} ({where})"
+            )
             severity = ROOT_CAUSE
         findings.append(
             finding(
                 severity,
                 title,
-                [clip(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(20)]
+                [cut_text(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(20)]
                 + [f"[remote] {r}" for r in tb.remote[-3:]],
                 [f"tail_logs job={job} grep='Traceback|Error' context=20 for earlier errors"],
                 [JOBS_DOC, "prompt:diagnose-failed-job"],
@@ -296,7 +298,7 @@ def _driver_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
     return findings
 
 
-def _stuck_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+def _stuck_findings(e: JobEvidence) -> list[models.Finding]:
     """What the job waits for: pending placement groups and actors, infeasible demands."""
     info = e.info
     findings: list[models.Finding] = []
@@ -308,7 +310,7 @@ def _stuck_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             finding(
                 STUCK + 5 if infeasible else STUCK - 10,
                 f"{'Stuck on an infeasible' if infeasible else 'Waiting on a pending'} placement group "
-                f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {clip(reason, CAUSE_CHARS)}",
+                f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {cut_text(reason, CAUSE_CHARS)}",
                 [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:4]] + _capacity_lines(e.node_totals),
                 [f"pg_status placement_group={pg.placement_group_id}", f"prompt debug-pending-placement-group(placement_group={pg.placement_group_id})"],
                 [PG_DOC, "prompt:debug-pending-placement-group"],
@@ -369,16 +371,16 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
         return finding(
             INFO,
             "The job succeeded; nothing failed.",
-            [f"last log line: {clip(last, CAUSE_CHARS)}"] if last else [],
+            [f"last log line: {cut_text(last, CAUSE_CHARS)}"] if last else [],
         )
     if info.status == "FAILED":
         code = f" with exit code {info.driver_exit_code}" if info.driver_exit_code is not None else ""
         evidence = [
             first_line(info.message),
-            *[clip(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-8:]],
+            *[cut_text(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-8:]],
         ]
         said = last_output(e.driver_lines or [])
-        said = f"; its last output: {clip(said, 120)!r}" if said else ""
+        said = f"; its last output: {cut_text(said, 120)!r}" if said else ""
         return finding(ROOT_CAUSE - 10, f"The driver exited{code} without a Python traceback ({info.error_type or 'FAILED'}){said}",
                        evidence, [f"tail_logs job={job} lines=300"], [JOBS_DOC], kind="driver_exit")  # fmt: skip
     if info.status == "STOPPED":
@@ -389,5 +391,5 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
         return finding(CONTRIBUTING, "The job is PENDING: its driver has not started yet.",
                        [first_line(info.message)], ["wait_for_job", "cluster_status"], [JOBS_DOC], kind="pending")  # fmt: skip
     return finding(INFO, "The job is RUNNING and shows no failure signal.",
-                   [f"newest log line: {clip(last, CAUSE_CHARS)}"] if last else [],
+                   [f"newest log line: {cut_text(last, CAUSE_CHARS)}"] if last else [],
                    [f"wait_for_job job={job}", f"tail_logs job={job}"], kind="running")  # fmt: skip

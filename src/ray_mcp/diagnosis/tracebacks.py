@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ray_mcp.limits import ERROR_LINES, EVIDENCE_LINE_CHARS, LINE_CHARS, TRACEBACK_LINES
+from ray_mcp.limits import ERROR_LINES, EVIDENCE_LINE_CHARS, TRACEBACK_LINES
 from ray_mcp.text import ANSI, CARETS
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
@@ -183,9 +183,11 @@ def user_lines(lines: Iterable[str]) -> list[str]:
     return out
 
 
-def clip(text: str, limit: int = LINE_CHARS) -> str:
+def cut_text(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with "…": a text of several lines keeps its lines (a message's
+    lines are read one by one after), a single line is put on single spaces."""
     text = " ".join(text.split()) if "\n" not in text else text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def first_line(text: str | None, limit: int = EVIDENCE_LINE_CHARS) -> str:
@@ -193,7 +195,7 @@ def first_line(text: str | None, limit: int = EVIDENCE_LINE_CHARS) -> str:
         return ""
     for line in text.strip().splitlines():
         if line.strip():
-            return clip(line.strip(), limit)
+            return cut_text(line.strip(), limit)
     return ""
 
 
@@ -206,4 +208,4 @@ def error_lines(text: str | None, limit: int = ERROR_LINES) -> list[str]:
         for line in text.splitlines()
         if re.search(r"(?i)\berror\b|exception|failed|not found|no such|cannot|could not", line)
     ]
-    return [clip(line, EVIDENCE_LINE_CHARS) for line in picked[-limit:]] or [first_line(text)]
+    return [cut_text(line, EVIDENCE_LINE_CHARS) for line in picked[-limit:]] or [first_line(text)]

@@ -27,7 +27,7 @@ from ray_mcp.models import JobTopology
 from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import gather as _gather
 from ray_mcp.shaping.nodes import uncamel_resources
-from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
+from ray_mcp.shaping.topology import MAX_ACTORS, TopologySources, build_topology
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
@@ -123,7 +123,7 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
     summary_by_node = {
         str((n.get("raylet") or {}).get("nodeId")): n for n in ((summary or {}).get("summary") or [])
     }
-    evidence = Evidence(
+    evidence = TopologySources(
         details=details, pg_rows=pg_rows, pg_total=pg_total, strategies=strategies, actor_rows=actor_rows,
         actors_total=actors_total + sum(1 for r in actor_rows if r.get("job_id") != job_id),
         worker_stats=stats, owners=owners, node_rows=node_rows, usage_by_node=usage,

@@ -142,7 +142,7 @@ def fit_budget(items: list[BaseModel], budget: int = LIST_BUDGET_BYTES) -> int:
     return len(items)
 
 
-def cap_items(items: list[Any], limit: int, matched: int, notes: list[str], what: str) -> list[Any]:
+def cap_items(items: list[Any], limit: int, notes: list[str], what: str) -> list[Any]:
     """Keep what fits in the byte budget; note how many more the limit asked for."""
     items = items[:limit]
     keep = fit_budget(items)

@@ -11,7 +11,7 @@
   answer counts such lines. A match that would span two pieces of one such line can be missed.
 - The kept output lines are bounded in number (``keep``) and in bytes (``2 * line_cap`` beyond the newest).
 
-The scanner is plain CPU work: callers run ``feed`` in a worker thread (see ``scan_in_thread``), so the
+The scanner is plain CPU work: callers run ``feed`` in a worker thread (``feed_in_thread``, ``finish_in_thread``), so the
 event loop keeps serving other sessions while a large log is searched. RE2 releases the GIL while matching.
 """
 

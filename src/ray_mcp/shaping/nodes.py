@@ -169,7 +169,7 @@ def build_node_list(
         )
     nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
     alive = sum(1 for n in nodes if n.state == "ALIVE")
-    shown = cap_items(nodes, limit, len(nodes), notes, "nodes")
+    shown = cap_items(nodes, limit, notes, "nodes")
     hints = []
     if len(shown) < len(nodes):
         hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")

@@ -99,7 +99,7 @@ def _natural(text: str) -> tuple[int, str]:
 
 
 @dataclass
-class Evidence:
+class TopologySources:
     """Everything job_topology joins, as the sources returned it."""
 
     details: Mapping[str, Any]
@@ -181,7 +181,7 @@ def memory_flag(fraction: float | None, threshold: float = MEMORY_USAGE_THRESHOL
 # -- the join -------------------------------------------------------------------------------------------------
 
 
-def build_topology(ev: Evidence, *, job: str) -> JobTopology:
+def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
     d = ev.details
     job_id = str(d.get("job_id") or "")
     notes = list(ev.notes)
@@ -256,7 +256,7 @@ def build_topology(ev: Evidence, *, job: str) -> JobTopology:
 
 
 def _groups(
-    ev: Evidence, actors: Sequence[TopoActor], by_id: Mapping[str, TopoActor], gaps: list[Gap]
+    ev: TopologySources, actors: Sequence[TopoActor], by_id: Mapping[str, TopoActor], gaps: list[Gap]
 ) -> tuple[list[TopoGroup], dict[str, list[tuple[str, dict[str, float]]]]]:
     """The job's placement groups with their bundles; appends each group's gaps to `gaps`."""
     groups: list[TopoGroup] = []
@@ -362,7 +362,7 @@ def _death_text(a: TopoActor) -> str:
     return text
 
 
-def _serve(ev: Evidence, job_id: str) -> tuple[TopoServe | None, dict[str, tuple[str, TopoReplica]]]:
+def _serve(ev: TopologySources, job_id: str) -> tuple[TopoServe | None, dict[str, tuple[str, TopoReplica]]]:
     details = ev.serve_details
     replica_of_worker: dict[str, tuple[str, TopoReplica]] = {}
     if not details or not (details.get("applications") or {}):
@@ -404,7 +404,7 @@ def _serve(ev: Evidence, job_id: str) -> tuple[TopoServe | None, dict[str, tuple
 
 
 def _nodes(
-    ev: Evidence,
+    ev: TopologySources,
     actors: Sequence[TopoActor],
     bundle_nodes: Mapping[str, list[tuple[str, dict[str, float]]]],
     gaps: list[Gap],

@@ -16,7 +16,7 @@ from ray_mcp.diagnosis.chains.symptoms import (
     wait_kind,
 )
 from ray_mcp.diagnosis.chains.waits_on import actor_wait
-from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, Row, memory_summary, names, num, one_line
 
 # The task errors a node's death gives the work on it (not the work's own exceptions).
 SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")
@@ -105,7 +105,7 @@ EVENT_KINDS = (
 )
 
 
-def event_lines(ev: Evidence, limit: int = 8, since_ms: float = 0.0) -> list[str]:
+def event_lines(ev: GraphInputs, limit: int) -> list[str]:
     """Cluster events worth an agent's attention, the most recent first, one line each."""
     out = []
     for e in reversed(ev.events or []):
@@ -115,18 +115,18 @@ def event_lines(ev: Evidence, limit: int = 8, since_ms: float = 0.0) -> list[str
             continue
         first = msg.strip().splitlines()[0] if msg.strip() else ""
         if kind == "oom":
-            first = f"OOM kill: {memory_summary(msg)}; " + clip(
+            first = f"OOM kill: {memory_summary(msg)}; " + one_line(
                 " ".join(re.findall(r"Selected to kill: \(([^)]*)\)?", msg))[:1], 100
             )
         out.append(
-            f"{e.get('time') or '?'} {e.get('severity') or ''} {e.get('source_type') or ''}: {clip(first, 200)}"
+            f"{e.get('time') or '?'} {e.get('severity') or ''} {e.get('source_type') or ''}: {one_line(first, 200)}"
         )
         if len(out) >= limit:
             break
     return out
 
 
-def explain_cluster(ev: Evidence) -> list[Chain]:
+def explain_cluster(ev: GraphInputs) -> list[Chain]:
     g = Graph(ev)
     chains = node_chains(g)
     chains += serve_chains(g)

@@ -11,7 +11,7 @@ from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
 from ray_mcp.diagnosis.chains.links import ROOT, Chain, Link
 from ray_mcp.diagnosis.chains.symptoms import wait_kind
 from ray_mcp.diagnosis.chains.waits_on import driver_wait
-from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, clip, exception_line, first_raise, num, parse_owner
+from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, exception_line, first_raise, num, one_line, parse_owner
 
 
 def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:
@@ -27,9 +27,9 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     inner_type, inner_msg = tb.innermost or ("", "")
     outer_type = tb.outermost[0] if tb.outermost else inner_type
     where = tb.user_frame.short() if tb.user_frame else "?"
-    excerpt = " | ".join(diagnosis.clip(line, 160) for line in tb.excerpt(8)[-4:])
+    excerpt = " | ".join(diagnosis.cut_text(line, 160) for line in tb.excerpt(8)[-4:])
     raised = Link("raised_in", f"the driver raised {diagnosis.short_type(outer_type)}"
-                  + (f" ({diagnosis.short_type(inner_type)}: {clip(inner_msg, 120)})" if inner_type != outer_type else f": {clip(inner_msg, 140)}")
+                  + (f" ({diagnosis.short_type(inner_type)}: {one_line(inner_msg, 120)})" if inner_type != outer_type else f": {one_line(inner_msg, 140)}")
                   + f" at {where}", excerpt)  # fmt: skip
     # 1. Where it was first raised: "ray::f() (pid=…)" of a task or actor method, the innermost one.
     remote = first_raise(text)
@@ -262,11 +262,11 @@ def serve_failure(g: Graph, text: str) -> list[Link]:
                 continue
             msg = str(d.get("message") or "")
             started = "STARTUP" in str(d.get("status_trigger") or "") or "__init__" in msg
-            why = exception_line(msg) or clip(msg, 160)
+            why = exception_line(msg) or one_line(msg, 160)
             return [Link("raised_in", f"Serve app '{name}' deployment {dep} is {d.get('status')}: "
                          + (f"its replicas failed to start: {why}" if started else why), exc_quote(msg))]  # fmt: skip
         msg = str(app.get("message") or "")
         if msg:
-            return [Link("ended_by", f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or clip(msg, 160)}",
-                         clip(msg, 300))]  # fmt: skip
+            return [Link("ended_by", f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or one_line(msg, 160)}",
+                         one_line(msg, 300))]  # fmt: skip
     return []

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ray_mcp.limits import TOPOLOGY_ACTORS
 from ray_mcp.shaping.topology import (
-    MAX_ACTORS,
     MEMORY_USAGE_THRESHOLD,
     TopologySources,
     accelerator_ids,
@@ -191,8 +191,8 @@ def test_serve_apps_of_another_jobs_controller_are_unattributed() -> None:
 def test_the_structured_actor_list_is_capped_with_exact_counts() -> None:
     ev = training_evidence(nodes=40, per_node=32, dead=None)  # 1,280 ranks
     topo = build_topology(ev, job="j")
-    assert topo.actors_total == 1280 and len(topo.actors) == MAX_ACTORS
-    assert any(f"capped at {MAX_ACTORS:,}" in n for n in topo.notes) and topo.hints
+    assert topo.actors_total == 1280 and len(topo.actors) == TOPOLOGY_ACTORS
+    assert any(f"capped at {TOPOLOGY_ACTORS:,}" in n for n in topo.notes) and topo.hints
     assert len(render_topology(topo).encode()) <= 12 * 1024
 
 

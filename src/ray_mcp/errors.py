@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, RAY_ERROR_CHARS
+
 if TYPE_CHECKING:
     import httpx
 
@@ -121,13 +123,13 @@ def dashboard_errors(
         ) from exc
 
 
-def _short_body(response: httpx.Response, limit: int = 300) -> str:
+def _short_body(response: httpx.Response) -> str:
     try:
         text = response.text
     except Exception:  # pragma: no cover - undecodable body
         return ""
     text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= DASHBOARD_BODY_CHARS else text[:DASHBOARD_BODY_CHARS] + "…"
 
 
 # -- Ray's Jobs SDK (used to submit, because it uploads the working_dir) and the log endpoint ----------------
@@ -136,9 +138,9 @@ def _short_body(response: httpx.Response, limit: int = 300) -> str:
 _JOB_SDK_STATUS = re.compile(r"status code (\d{3}): (.*)", re.S)
 
 
-def _clean(text: str, limit: int = 400) -> str:
+def _clean(text: str) -> str:
     text = re.sub(r"\s+", " ", text).strip().rstrip(".")
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= RAY_ERROR_CHARS else text[:RAY_ERROR_CHARS] + "…"
 
 
 @contextmanager

@@ -18,7 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
 from ray_mcp.errors import RayMCPError
-from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.limits import (
+    CLUSTER_ROWS_READ,
+    CRASH_LOG_BYTES,
+    CRASH_LOG_LINES,
+    CRASH_LOGS,
+    CRASHED_TASK_LOGS,
+    DEAD_WORKERS_PER_ACTOR,
+    DEAD_WORKERS_READ,
+    EVENTS_READ,
+    JOB_ACTORS_READ,
+    LOOPING_ACTOR_LOGS,
+    OWNER_SEARCH_TASKS,
+    OWNERS_READ,
+    RELATED_ACTORS_READ,
+    SERVE_SEARCH_CHARS,
+    STATE_API_MAX_ROWS,
+    TASKS_READ,
+)
 from ray_mcp.ray_api.client import nothing
 
 if TYPE_CHECKING:
@@ -26,18 +43,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ray_mcp.diagnosis")
 
-JOB_ACTORS = 500
-JOB_TASKS = 1000
-CLUSTER_ROWS = 2000
-EVENTS = 2000  # Ray returns the OLDEST events first when it cuts at the limit: keep it high
-DEAD_WORKERS = 500
-LOG_LINES = 40
-LOOPING = 2
-
 
 async def _rows(
     api: RayAPI, ev: GraphInputs, resource: str, what: str, *, filters: list[tuple[str, str, str]] | None = None,
-    limit: int = 100, detail: bool = True,
+    limit: int, detail: bool = True,
 ) -> list[dict[str, Any]] | None:  # fmt: skip
     try:
         result = await api.list_state(resource, what=what, filters=filters or [], limit=limit, detail=detail)
@@ -91,7 +100,7 @@ def owner_workers(ev: GraphInputs, texts: list[str]) -> list[str]:
             and not DRIVER_WORKER.match(str(ctx["owner_id"]))
         ):
             found.append(str(ctx["owner_id"]))
-    return found[:2]
+    return found[:OWNERS_READ]
 
 
 async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[str] | None) -> GraphInputs:
@@ -99,8 +108,8 @@ async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[st
     job_id = details.get("job_id")
     by_job = [("job_id", "=", str(job_id))] if job_id else None
     ev.actors, ev.tasks, _ = await asyncio.gather(
-        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS) if by_job else nothing(),
-        _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=JOB_TASKS) if by_job else nothing(),
+        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ) if by_job else nothing(),
+        _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=TASKS_READ) if by_job else nothing(),
         _cluster_wide(api, ev),
     )  # fmt: skip
     return ev
@@ -112,9 +121,9 @@ async def _cluster_wide(
     """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs, cluster
     events and dead workers. ``jobs``: the job rows when the caller reads them anyway (cluster_health)."""
     ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await asyncio.gather(
-        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
+        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
         _pgs(api, ev),
-        jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
+        jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS_READ, detail=False),
         cluster_events(api, ev),
         _dead_workers(api, ev),
     )  # fmt: skip
@@ -122,10 +131,10 @@ async def _cluster_wide(
 
 async def _dead_workers(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
     """The dead workers (exit type and detail): from the GCS in one call (the same rows), else the State API."""
-    read = await api.dead_workers(DEAD_WORKERS)
+    read = await api.dead_workers(DEAD_WORKERS_READ)
     if read is None:
         return await _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")],
-                           limit=DEAD_WORKERS)  # fmt: skip
+                           limit=DEAD_WORKERS_READ)  # fmt: skip
     rows, dead = read
     if dead > len(rows):
         ev.capped.append(f"The dead workers: {len(rows):,} of {dead:,} read; the counts above cover those.")
@@ -161,17 +170,17 @@ async def _actors(api: RayAPI, ev: GraphInputs) -> tuple[list[Row] | None, list[
     if rows is None:
         not_alive = [("state", "!=", "ALIVE")]
         dead, alive_rows = await asyncio.gather(
-            _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS),
-            _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
+            _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS_READ),
+            _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
         )  # fmt: skip
         return dead, alive_rows
     out: list[list[Row]] = []
     for what, alive in (("the actors that are not alive", False), ("the alive actors", True)):
         matched = [dict(r) for r in rows if (r.get("state") == "ALIVE") == alive]
-        if len(matched) > CLUSTER_ROWS:
-            ev.capped.append(f"{what[0].upper()}{what[1:]}: {CLUSTER_ROWS:,} of {len(matched):,} read; the "
+        if len(matched) > CLUSTER_ROWS_READ:
+            ev.capped.append(f"{what[0].upper()}{what[1:]}: {CLUSTER_ROWS_READ:,} of {len(matched):,} read; the "
                              "counts above cover those.")  # fmt: skip
-        out.append(matched[:CLUSTER_ROWS])
+        out.append(matched[:CLUSTER_ROWS_READ])
     return out[0], out[1]
 
 
@@ -185,7 +194,7 @@ async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     read = await api.unfinished_tasks()
     if read is None:
         return list(await asyncio.gather(*(_rows(api, ev, "tasks", what, filters=[("state", "=", state)],
-                                                 limit=JOB_TASKS) for state, what in TASK_STATES)))  # fmt: skip
+                                                 limit=TASKS_READ) for state, what in TASK_STATES)))  # fmt: skip
     rows, more = read
     if more:
         ev.capped.append(f"The unfinished tasks: {len(rows):,} of {len(rows) + more:,} read (Ray's cap); the counts "
@@ -193,10 +202,10 @@ async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     out: list[list[Row] | None] = []
     for state, what in TASK_STATES:
         matched = [dict(r) for r in rows if r.get("state") == state]
-        if len(matched) > JOB_TASKS:
-            ev.capped.append(f"{what[0].upper()}{what[1:]}: {JOB_TASKS:,} of {len(matched):,} read; the counts "
+        if len(matched) > TASKS_READ:
+            ev.capped.append(f"{what[0].upper()}{what[1:]}: {TASKS_READ:,} of {len(matched):,} read; the counts "
                              "above cover those.")  # fmt: skip
-        out.append(matched[:JOB_TASKS])
+        out.append(matched[:TASKS_READ])
     return out
 
 
@@ -206,7 +215,7 @@ async def _pgs(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
     rows = await api.pg_rows()
     if rows is not None:
         return [dict(r) for r in rows]
-    return await _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS)
+    return await _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ)
 
 
 async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> GraphInputs:
@@ -241,7 +250,9 @@ async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] |
     State API's variant fails, as it does on some event records."""
     try:
         # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
-        result = await api.list_state("cluster_events", what="the cluster events", limit=EVENTS, detail=True)
+        result = await api.list_state(
+            "cluster_events", what="the cluster events", limit=EVENTS_READ, detail=True
+        )
     except Exception as exc:
         first_error = failure(exc)
     else:
@@ -263,7 +274,7 @@ async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] |
             rows.append({"time": _clock(ts), "timestamp": ts, "severity": e.get("severity"),
                          "source_type": e.get("sourceType") or e.get("source_type"), "message": e.get("message")})  # fmt: skip
     rows.sort(key=lambda r: r["timestamp"])
-    return rows[-EVENTS:]
+    return rows[-EVENTS_READ:]
 
 
 def _clock(ts: float) -> str:
@@ -305,12 +316,14 @@ async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
         jobs.append(_related(api, ev, [("name", "=", m["name"])], f"actors named {m['name']!r}"))
     messages = [
         text,
-        *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][:50],
+        *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][
+            :OWNER_SEARCH_TASKS
+        ],
     ]
     for wid in owner_workers(ev, messages):
         jobs.append(_owner(api, ev, wid))
     jobs.append(_crash_logs(api, ev, dead_actors=True))
-    if SERVE_DEPLOY.search(text[-50_000:]) or any(
+    if SERVE_DEPLOY.search(text[-SERVE_SEARCH_CHARS:]) or any(
         str(a.get("class_name") or "").startswith("ServeReplica:") for a in ev.actors or []
     ):
         jobs.append(_serve(api, ev))
@@ -331,15 +344,15 @@ async def _serve(api: RayAPI, ev: GraphInputs) -> None:
 
 async def _holders(api: RayAPI, ev: GraphInputs) -> None:
     alive, running = await asyncio.gather(
-        _rows(api, ev, "actors", "the alive actors (resource holders)", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
-        _rows(api, ev, "tasks", "the running tasks (resource holders)", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
+        _rows(api, ev, "actors", "the alive actors (resource holders)", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
+        _rows(api, ev, "tasks", "the running tasks (resource holders)", filters=[("state", "=", "RUNNING")], limit=TASKS_READ),
     )  # fmt: skip
     ev.alive_actors, ev.running_tasks = alive, running
     # Jobs of holders that the job list may lack (a job list cut at its limit).
 
 
 async def _related(api: RayAPI, ev: GraphInputs, filters: list[tuple[str, str, str]], what: str) -> None:
-    rows = await _rows(api, ev, "actors", what, filters=filters, limit=20)
+    rows = await _rows(api, ev, "actors", what, filters=filters, limit=RELATED_ACTORS_READ)
     ev.related_actors += rows or []
 
 
@@ -361,7 +374,7 @@ async def _owner(api: RayAPI, ev: GraphInputs, worker_id: str) -> None:
 
 async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -> None:
     """Stderr of crashed workers: the newest dead worker of each looping actor, crashed task workers and the
-    workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; at most 4 in all)."""
+    workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; CRASH_LOGS in all)."""
     from ray_mcp.ray_api.targets import LogTarget
 
     dead = [
@@ -372,7 +385,7 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
     ]
     looping = [
         a for a in ev.actors or [] if int(num(a.get("num_restarts"))) >= 1 and a.get("state") != "DEAD"
-    ][:LOOPING]
+    ][:LOOPING_ACTOR_LOGS]
     reads: list[tuple[str, Awaitable[Any]]] = []
     for actor in looping:
         node = actor.get("node_id")
@@ -386,13 +399,16 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
             and int(num(w.get("pid"))) != int(num(actor.get("pid")))
         ]
         actor["_dead_workers"] = [
-            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")} for w in mine[-20:]
+            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")} for w in mine[-DEAD_WORKERS_PER_ACTOR:]
         ]  # fmt: skip
         newest = sorted(mine, key=lambda w: num(w.get("end_time_ms")))[-1:]
         for w in newest:
             target = LogTarget(pid=int(num(w.get("pid"))), node=str(node), stream="err")
             reads.append(
-                (f"actor:{actor.get('actor_id')}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000))
+                (
+                    f"actor:{actor.get('actor_id')}",
+                    api.tail_logs(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES),
+                )
             )
     pids = {str(w.get("worker_id")): int(num(w.get("pid"))) for w in ev.workers or []}
     crashed = [
@@ -400,23 +416,30 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
         for t in ev.tasks or []
         if t.get("error_type") == "WORKER_DIED"
     ]  # a crashed task's row may lack its worker's pid: the dead worker's record has it
-    crashed = [c for c in crashed if c[1]][:2]
+    crashed = [c for c in crashed if c[1]][:CRASHED_TASK_LOGS]
     for a in (
         ev.actors or [] if dead_actors else []
     ):  # actors whose worker died (not in a loop): a segfault, os._exit, a fatal error
         ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
         pid = int(num(ctx.get("pid") or a.get("pid")))
-        if a.get("state") == "DEAD" and ctx.get("reason") == "WORKER_DIED" and pid and len(crashed) < 4:
+        if (
+            a.get("state") == "DEAD"
+            and ctx.get("reason") == "WORKER_DIED"
+            and pid
+            and len(crashed) < CRASH_LOGS
+        ):
             crashed.append((str(a.get("node_id")), pid))
     for node, pid in dict.fromkeys(crashed):
         target = LogTarget(pid=pid, node=node, stream="err")
-        reads.append((f"{node}:{pid}", api.tail_logs(target, lines=LOG_LINES, max_bytes=6_000)))
+        reads.append(
+            (f"{node}:{pid}", api.tail_logs(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES))
+        )
     results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
     for (key, _), result in zip(reads, results, strict=True):
         if isinstance(result, BaseException):
             ev.unreadable.append(f"the worker log for {key}: {failure(result)}")
             continue
-        ev.worker_logs[key] = [line for sec in result.sections for line in sec.lines][-LOG_LINES:]
+        ev.worker_logs[key] = [line for sec in result.sections for line in sec.lines][-CRASH_LOG_LINES:]
 
 
 async def _worker_files(api: RayAPI, ev: GraphInputs, node_id: str, job_id: str) -> set[int]:

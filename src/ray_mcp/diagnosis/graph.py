@@ -23,6 +23,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ray_mcp.limits import (
+    CAUSE_CHARS,
+    JOB_LABEL_ENTRYPOINT_CHARS,
+    MEMORY_USED_CHARS,
+    NAMES_SHOWN,
+    NODE_LABEL_ID_CHARS,
+    OOM_DETAIL_CHARS,
+)
+
 Row = dict[str, Any]
 
 # Ray's driver worker ids are the job id followed by f's (JobID + WorkerID::FromDriver).
@@ -91,8 +100,7 @@ class Edge:
     src: str
     kind: str  # waits_on | holds | owns | created_by | ended_by | raised_in
     dst: str
-    text: str  # the link in words: "was killed by the memory monitor"
-    quote: str = ""  # the record of Ray that shows it
+    text: str  # the link in words: "holds 1 GPU"
 
 
 def num(value: Any) -> float:
@@ -165,7 +173,7 @@ class Graph:
         if not job_id:
             return "an unknown job"
         row = self.jobs.get(job_id) or {}
-        entry = one_line(str(row.get("entrypoint") or ""), 60)
+        entry = one_line(str(row.get("entrypoint") or ""), JOB_LABEL_ENTRYPOINT_CHARS)
         sid = row.get("submission_id")
         what = f"({entry})" if entry else ""
         return " ".join(x for x in (f"job {job_id}", what, f"[{sid}]" if sid and entry == "" else "") if x)
@@ -176,7 +184,7 @@ class Graph:
         row = self.nodes.get(node_id) or {}
         ip = row.get("node_ip")
         head = ", head" if row.get("is_head_node") else ""
-        return f"node {node_id[:12]}" + (f" ({ip}{head})" if ip else "")
+        return f"node {node_id[:NODE_LABEL_ID_CHARS]}" + (f" ({ip}{head})" if ip else "")
 
     def actor_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")
@@ -199,13 +207,10 @@ class Graph:
             self.entities[key] = Entity(key, kind, id_, label, row=dict(row or {}), **kw)
         return key
 
-    def link(self, src: str, kind: str, dst: str, text: str, quote: str = "") -> None:
-        edge = Edge(src, kind, dst, text, one_line(quote, 400))
+    def link(self, src: str, kind: str, dst: str, text: str) -> None:
+        edge = Edge(src, kind, dst, text)
         if not any(e.kind == kind and e.dst == dst for e in self.edges.get(src, [])):
             self.edges.setdefault(src, []).append(edge)
-
-    def out(self, key: str, *kinds: str) -> list[Edge]:
-        return [e for e in self.edges.get(key, []) if not kinds or e.kind in kinds]
 
     def _add_all(self) -> None:
         for job_id in self.jobs:
@@ -225,16 +230,16 @@ class Graph:
             key = self.add("pg", pg_id, self.pg_label(row), row, state=str(row.get("state") or ""),
                            job_id=row.get("creator_job_id"))  # fmt: skip
             if row.get("creator_job_id"):
-                self.link(key, "created_by", f"job:{row['creator_job_id']}", "was created by",
-                          f"creator_job_id={row['creator_job_id']}")  # fmt: skip
+                self.link(key, "created_by", f"job:{row['creator_job_id']}", "was created by")
         self._holders()
 
     def _created_by(self, key: str, row: Mapping[str, Any]) -> None:
         job_id = row.get("job_id")
         if job_id:
             detached = " (detached: it outlives the job)" if row.get("is_detached") else ""
-            self.link(key, "created_by", f"job:{job_id}", f"was created by {self.job_label(job_id)}{detached}",
-                      f"job_id={job_id}" + (f", namespace={row.get('ray_namespace')}" if row.get("ray_namespace") else ""))  # fmt: skip
+            self.link(
+                key, "created_by", f"job:{job_id}", f"was created by {self.job_label(job_id)}{detached}"
+            )
 
     # -- holds ---------------------------------------------------------------------------------------------
 
@@ -353,14 +358,14 @@ def exception_line(message: str | None) -> str:
         m = pattern.match(line.strip())
         if m:
             last = line.strip()
-    return one_line(re.sub(r"\x1b\[[0-9;]*m", "", last), 200)
+    return one_line(re.sub(r"\x1b\[[0-9;]*m", "", last), CAUSE_CHARS)
 
 
 def memory_summary(message: str | None) -> str:
     """ "4.84GB used / 23.54GB limit, threshold 20.5%" out of the memory monitor's message."""
     text = message or ""
     m = MEMORY_LINE.search(text)
-    used = one_line(m["used"], 80).rstrip(".") if m else ""
+    used = one_line(m["used"], MEMORY_USED_CHARS).rstrip(".") if m else ""
     r = OOM_REASON.search(text)
     thr = re.search(r"threshold of \d+B \((?P<pct>[\d.]+% of \d+B limit)\)", text)
     threshold = re.search(r"exceeds the memory usage threshold of (?P<f>[\d.]+)", text)
@@ -370,11 +375,11 @@ def memory_summary(message: str | None) -> str:
     elif threshold:
         parts.append(f"threshold {threshold['f']}")
     elif r:
-        parts.append(one_line(r["reason"], 100))
+        parts.append(one_line(r["reason"], OOM_DETAIL_CHARS))
     return ", ".join(p for p in parts if p)
 
 
-def names(items: Iterable[str], limit: int = 3) -> str:
+def names(items: Iterable[str], limit: int = NAMES_SHOWN) -> str:
     seen: list[str] = []
     for item in items:
         if item not in seen:

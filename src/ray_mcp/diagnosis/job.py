@@ -31,7 +31,26 @@ from ray_mcp.diagnosis.tracebacks import (
     tidy,
     user_lines,
 )
-from ray_mcp.limits import CAUSE_CHARS, EVIDENCE_LINE_CHARS, SAMPLE_ERROR_CHARS, SHORT_CAUSE_CHARS
+from ray_mcp.limits import (
+    ACTOR_EXCEPTION_LINES,
+    ACTOR_LOG_LINES_QUOTED,
+    BUNDLES_QUOTED,
+    CAUSE_CHARS,
+    DEAD_ACTORS_SHOWN,
+    DEMANDS_QUOTED,
+    DRIVER_LINES_QUOTED,
+    DRIVER_TRACEBACK_LINES,
+    EVIDENCE_LINE_CHARS,
+    LAST_OUTPUT_CHARS,
+    PENDING_ACTORS_SHOWN,
+    PENDING_GROUPS_SHOWN,
+    REMOTE_LINES_QUOTED,
+    RUNTIME_ENV_ERROR_LINES,
+    SAMPLE_ERROR_CHARS,
+    SAMPLE_ERROR_LINES,
+    SHORT_CAUSE_CHARS,
+    TASK_ERROR_GROUPS_SHOWN,
+)
 
 
 @dataclass
@@ -85,11 +104,15 @@ def _actor_evidence(actor: models.Actor, log_lines: list[str]) -> list[str]:
     cause = actor.death_cause
     lines = []
     if cause is not None and cause.exception:
-        lines += user_lines(cause.exception.splitlines())[-8:]
+        lines += user_lines(cause.exception.splitlines())[-ACTOR_EXCEPTION_LINES:]
     elif cause is not None and cause.message:
         lines.append(tidy(cause.message))
     shown = set(lines)
-    lines += [f"[worker log] {line}" for line in user_lines(log_lines)[-6:] if line not in shown]
+    lines += [
+        f"[worker log] {line}"
+        for line in user_lines(log_lines)[-ACTOR_LOG_LINES_QUOTED:]
+        if line not in shown
+    ]
     return [cut_text(line, EVIDENCE_LINE_CHARS) for line in lines]
 
 
@@ -164,7 +187,7 @@ def _setup_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             finding(
                 ROOT_CAUSE + 5,
                 f"The job's runtime environment failed to set up, so the driver never ran: {first_line(message)}",
-                error_lines(message, 8),
+                error_lines(message, RUNTIME_ENV_ERROR_LINES),
                 ["Fix the runtime_env and resubmit with submit_job (it checks the env first)",
                  f"prompt runtime-env-failure(job={job})"],
                 [RUNTIME_ENV_DOC, "prompt:runtime-env-failure"],
@@ -212,7 +235,7 @@ def _actor_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
     findings: list[models.Finding] = []
     # Dead actors of the job: the root cause when the driver died of their death.
     dead = sorted(e.dead_actors, key=lambda a: not crashed(a))
-    for actor in dead[:4]:
+    for actor in dead[:DEAD_ACTORS_SHOWN]:
         broke = crashed(actor)
         severity = ROOT_CAUSE + 2 if (r.driver_mentions_actor and broke) else CONTRIBUTING if broke else INFO
         findings.append(
@@ -225,9 +248,9 @@ def _actor_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
                 kind="actor_died",
             )
         )
-    if e.dead_actors_total > len(dead[:4]):
+    if e.dead_actors_total > len(dead[:DEAD_ACTORS_SHOWN]):
         findings.append(
-            finding(INFO, f"{e.dead_actors_total - len(dead[:4])} more dead actors of this job",
+            finding(INFO, f"{e.dead_actors_total - len(dead[:DEAD_ACTORS_SHOWN])} more dead actors of this job",
                     next_steps=[f"list_actors job={info.job_id} state=DEAD"], kind="actor_died"),
         )  # fmt: skip
     return findings
@@ -238,7 +261,7 @@ def _task_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
     info = e.info
     findings: list[models.Finding] = []
     # Failed tasks, grouped by error type.
-    for group in e.failed_tasks[:3]:
+    for group in e.failed_tasks[:TASK_ERROR_GROUPS_SHOWN]:
         app_error = group.error_type == "APPLICATION_ERROR"
         severity = (
             ROOT_CAUSE + 1
@@ -248,7 +271,7 @@ def _task_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             else SYMPTOM
         )
         sample = cut_text(group.sample_message or "", SAMPLE_ERROR_CHARS)
-        sample_lines = [line for line in sample.splitlines() if line.strip()][-6:]
+        sample_lines = [line for line in sample.splitlines() if line.strip()][-SAMPLE_ERROR_LINES:]
         findings.append(
             finding(
                 severity,
@@ -288,8 +311,8 @@ def _driver_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             finding(
                 severity,
                 title,
-                [cut_text(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(20)]
-                + [f"[remote] {r}" for r in tb.remote[-3:]],
+                [cut_text(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(DRIVER_TRACEBACK_LINES)]
+                + [f"[remote] {r}" for r in tb.remote[-REMOTE_LINES_QUOTED:]],
                 [f"tail_logs job={job} grep='Traceback|Error' context=20 for earlier errors"],
                 [JOBS_DOC, "prompt:diagnose-failed-job"],
                 kind="driver_exception",
@@ -303,7 +326,7 @@ def _stuck_findings(e: JobEvidence) -> list[models.Finding]:
     info = e.info
     findings: list[models.Finding] = []
     # Stuck: pending placement groups and actors of this job, infeasible demands.
-    for pg in e.pending_pgs[:3]:
+    for pg in e.pending_pgs[:PENDING_GROUPS_SHOWN]:
         infeasible = bool(pg.infeasible) or pg.scheduling_state == "INFEASIBLE"
         reason = pg.why_pending or "waits for resources"
         findings.append(
@@ -311,13 +334,13 @@ def _stuck_findings(e: JobEvidence) -> list[models.Finding]:
                 STUCK + 5 if infeasible else STUCK - 10,
                 f"{'Stuck on an infeasible' if infeasible else 'Waiting on a pending'} placement group "
                 f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {cut_text(reason, CAUSE_CHARS)}",
-                [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:4]] + _capacity_lines(e.node_totals),
+                [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:BUNDLES_QUOTED]] + _capacity_lines(e.node_totals),
                 [f"pg_status placement_group={pg.placement_group_id}", f"prompt debug-pending-placement-group(placement_group={pg.placement_group_id})"],
                 [PG_DOC, "prompt:debug-pending-placement-group"],
                 kind="pending_pg",
             )
         )  # fmt: skip
-    for actor in e.pending_actors[:3]:
+    for actor in e.pending_actors[:PENDING_ACTORS_SHOWN]:
         need = {k: float(v) for k, v in (actor.required_resources or {}).items()}
         lacking = unmet(need, e.node_totals) if e.node_totals else []
         findings.append(
@@ -332,7 +355,7 @@ def _stuck_findings(e: JobEvidence) -> list[models.Finding]:
             )
         )
     if info.status in ("PENDING", "RUNNING") and e.infeasible_demands and not e.pending_pgs:
-        shapes = [f"{d.kind} {d.bundles} x{d.count}" for d in e.infeasible_demands[:4]]
+        shapes = [f"{d.kind} {d.bundles} x{d.count}" for d in e.infeasible_demands[:DEMANDS_QUOTED]]
         findings.append(
             finding(CONTRIBUTING + 10, "The cluster has demands that fit on no node (they wait forever)",
                     [*shapes, *_capacity_lines(e.node_totals)], ["cluster_status"], [PG_DOC], kind="infeasible"),
@@ -377,10 +400,10 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
         code = f" with exit code {info.driver_exit_code}" if info.driver_exit_code is not None else ""
         evidence = [
             first_line(info.message),
-            *[cut_text(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-8:]],
+            *[cut_text(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-DRIVER_LINES_QUOTED:]],
         ]
         said = last_output(e.driver_lines or [])
-        said = f"; its last output: {cut_text(said, 120)!r}" if said else ""
+        said = f"; its last output: {cut_text(said, LAST_OUTPUT_CHARS)!r}" if said else ""
         return finding(ROOT_CAUSE - 10, f"The driver exited{code} without a Python traceback ({info.error_type or 'FAILED'}){said}",
                        evidence, [f"tail_logs job={job} lines=300"], [JOBS_DOC], kind="driver_exit")  # fmt: skip
     if info.status == "STOPPED":

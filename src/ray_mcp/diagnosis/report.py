@@ -19,17 +19,29 @@ from ray_mcp.diagnosis.chains import (
 )
 from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, merge_alike, render_shown
 from ray_mcp.diagnosis.graph import GraphInputs, one_line
-from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE
+from ray_mcp.limits import (
+    CHAIN_EVIDENCE_ITEMS,
+    DIAGNOSIS_BYTES,
+    DIAGNOSIS_WHOLE_SHARE,
+    EXPLAINING_EVENTS,
+    FINDING_TITLE_CHARS,
+    HEALTH_EVENTS,
+    HEALTH_UNCHECKED_CHARS,
+    JOB_LINE_ENTRYPOINT_CHARS,
+    MIN_QUOTE_CHARS,
+    NEXT_STEPS,
+    NOTES_SHOWN,
+    UNCHECKED_CHARS,
+    UNREADABLE_NOTED,
+    VERDICT_BYTES,
+)
 from ray_mcp.shaping.common import json_bytes, sent_bytes
 from ray_mcp.text import fit_bytes, truncate_text
-
-MIN_QUOTE_CHARS = 100  # the structured answer's quotes are cut to no less before they are left out
 
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
 
-VERDICT_BYTES = 300
 # What the chains explain better than the first-generation findings of job.py and health.py (dropped when the chains'
 # sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
 REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
@@ -57,8 +69,8 @@ def to_finding(c: Chain) -> models.Finding:
     driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
     title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
     return models.Finding(
-        severity=c.severity, kind=kind, title=one_line(title, 400), evidence=c.evidence()[:14],
-        next_steps=c.next_steps[:3], refs=KIND_REFS.get(kind, [])[:3],
+        severity=c.severity, kind=kind, title=one_line(title, FINDING_TITLE_CHARS), evidence=c.evidence()[:CHAIN_EVIDENCE_ITEMS],
+        next_steps=c.next_steps[:NEXT_STEPS], refs=KIND_REFS.get(kind, [])[:NEXT_STEPS],
     )  # fmt: skip
 
 
@@ -96,7 +108,7 @@ def job_report(
     if legacy_top and top is not None and top.kind == "hang":
         verdict = stalled_verdict(phrase, top, chains) or verdict
     if unchecked and not verdict.startswith(phrase + "; Unknown"):
-        suffix = f" (could not check {one_line(', '.join(unchecked), 100)})"
+        suffix = f" (could not check {one_line(', '.join(unchecked), UNCHECKED_CHARS)})"
         verdict = fit_bytes(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
     missing = [*unchecked, *ev.unreadable]
     ended_well = info.status in ("SUCCEEDED", "STOPPED")
@@ -104,7 +116,7 @@ def job_report(
         verdict = fit_bytes(f"{phrase}; Unknown: no cause found in what could be read; could not check "
                       f"{', '.join(missing) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
     job_line = (
-        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{one_line(info.entrypoint, 80)}`: {phrase}"
+        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{one_line(info.entrypoint, JOB_LINE_ENTRYPOINT_CHARS)}`: {phrase}"
         + (f", error_type {info.error_type}" if info.error_type else "")
     )
     if info.status == "RUNNING" and ev.tasks is not None:
@@ -113,8 +125,11 @@ def job_report(
 
         job_line += f"; progress: {progress(Graph(ev))}"
     events = explaining_events(ev, findings)
-    unread = [f"Could not read {u} (what it would show is UNKNOWN, not healthy)." for u in ev.unreadable[:3]]
-    said = [*notes, *unread][:5]
+    unread = [
+        f"Could not read {u} (what it would show is UNKNOWN, not healthy)."
+        for u in ev.unreadable[:UNREADABLE_NOTED]
+    ]
+    said = [*notes, *unread][:NOTES_SHOWN]
     header = [verdict, job_line, ""]
     merged = merge_alike(findings)  # the verdict above read the unmerged ranking
 
@@ -232,7 +247,7 @@ def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> li
     ids = {job_id} if job_id else set()
     ids |= {str(n.get("node_id")) for n in ev.nodes or [] if n.get("state") == "DEAD"}
     mine = [e for e in ev.events or [] if any(i and i in str(e.get("message") or "") for i in ids)]
-    return event_lines(GraphInputs(events=mine), limit=4)
+    return event_lines(GraphInputs(events=mine), limit=EXPLAINING_EVENTS)
 
 
 def health_report(
@@ -259,7 +274,7 @@ def health_report(
         "PROBLEMS_FOUND" if serious else "UNKNOWN" if gaps else "HEALTHY"
     )
     if serious:
-        suffix = f" (also {one_line(not_run, 120)})" if not_run else ""
+        suffix = f" (also {one_line(not_run, HEALTH_UNCHECKED_CHARS)})" if not_run else ""
         verdict = (
             fit_bytes(
                 f"{len(serious)} problem(s); the most severe: {serious[0].title}",
@@ -272,12 +287,12 @@ def health_report(
         verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
     else:
         verdict = "Healthy: nothing wrong found in " + ", ".join(checked) + "."
-    events = event_lines(ev, limit=6)
+    events = event_lines(ev, limit=HEALTH_EVENTS)
     state = {"PROBLEMS_FOUND": "PROBLEMS FOUND"}.get(status, status)
     header = [f"Cluster {dashboard_url}: {state}", f"Verdict: {verdict}", ""]
 
     def build(budget: int) -> tuple[models.ClusterHealth, str]:
-        footer, shown_events, shown_notes = fit_footer(events, unread[:5], budget)
+        footer, shown_events, shown_notes = fit_footer(events, unread[:NOTES_SHOWN], budget)
         text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
         model = models.ClusterHealth(
             healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,

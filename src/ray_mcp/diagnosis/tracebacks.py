@@ -6,7 +6,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ray_mcp.limits import ERROR_LINES, EVIDENCE_LINE_CHARS, TRACEBACK_LINES
+from ray_mcp.limits import (
+    ERROR_LINES,
+    EVIDENCE_LINE_CHARS,
+    REMOTE_LINES_KEPT,
+    TRACEBACK_HEAD_LINES,
+    TRACEBACK_LINES,
+)
 from ray_mcp.text import ANSI, CARETS
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
@@ -83,8 +89,8 @@ class Traceback:
         lines = user_lines(self.lines)
         if len(lines) <= max_lines:
             return lines
-        head = lines[:3]
-        tail = lines[-(max_lines - 4) :]
+        head = lines[:TRACEBACK_HEAD_LINES]
+        tail = lines[-(max_lines - len(head) - 1) :]  # and the line that says how many were left out
         return [*head, f"  … {len(lines) - len(head) - len(tail)} lines of frames left out …", *tail]
 
 
@@ -124,7 +130,9 @@ def last_traceback(lines: Sequence[str]) -> Traceback | None:
         m = _EXCEPTION.match(line.strip())
         if m and not line.startswith((" ", "\t")):
             exceptions.append((m["type"], (m["msg"] or "").strip()))
-    remote = [line.strip() for line in lines if _REMOTE_PREFIX.match(line) or "RayTaskError(" in line][-6:]
+    remote = [line.strip() for line in lines if _REMOTE_PREFIX.match(line) or "RayTaskError(" in line][
+        -REMOTE_LINES_KEPT:
+    ]
     return Traceback(block, frames, exceptions, remote)
 
 

@@ -5,6 +5,7 @@ No ``from __future__ import annotations`` (see models/__init__.py).
 
 from pydantic import Field
 
+from ray_mcp.limits import STACK_PIDS_SHOWN
 from ray_mcp.models.base import Model
 
 
@@ -26,7 +27,7 @@ class StackGroup(Model):
     process_title: str | None = Field(
         default=None, description="Ray's process title, e.g. ray::Actor.method."
     )
-    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
+    pids: list[str] = Field(description=f"pid@node of up to {STACK_PIDS_SHOWN} of the processes.")
 
 
 class StackTraces(Model):

@@ -22,6 +22,7 @@ from ray_mcp.diagnosis.graph import (
     one_line,
     span,
 )
+from ray_mcp.limits import LOG_QUOTE_LINE_CHARS, QUOTE_CHARS, QUOTE_LINES
 
 
 def job_status(ev: GraphInputs) -> str:
@@ -204,8 +205,8 @@ def restart_loop(g: Graph, row: Row) -> Chain:
         for line in lines
         if line.strip() and not line.startswith((":job_id:", ":actor_name:", ":task_name:"))
     ]
-    quote = " | ".join(one_line(line, 160) for line in telling[-3:]) or (
-        one_line(str(dead[-1].get("exit_detail")), 300) if dead else ""
+    quote = " | ".join(one_line(line, LOG_QUOTE_LINE_CHARS) for line in telling[-QUOTE_LINES:]) or (
+        one_line(str(dead[-1].get("exit_detail")), QUOTE_CHARS) if dead else ""
     )
     text = f"{label} restarted {n} time(s){interval}; each time its worker died" + (
         f": {reason}" if reason else " (no crash reason in its worker log)"

@@ -70,15 +70,14 @@ def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
     )
 
 
-_UNREACHABLE_NEXT_STEP = (
-    "Check that the cluster is running (`ray status` on the head node) and that the dashboard is reachable "
-    "from this machine; pass the right address with --address or RAY_ADDRESS "
-    "(a dashboard URL such as http://127.0.0.1:8265, ray://host:10001, or a GCS host:6379)."
-)
-
-
 def unreachable(address: str, cause: str) -> ClusterUnavailable:
-    return ClusterUnavailable(f"Cannot reach the Ray cluster at {address}: {cause}. {_UNREACHABLE_NEXT_STEP}")
+    from ray_mcp.cluster import ADDRESS_FORMS  # here, not above: cluster.py raises this module's errors
+
+    return ClusterUnavailable(
+        f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
+        "the head node) and that the dashboard is reachable from this machine; pass the right address with "
+        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})."
+    )
 
 
 @contextmanager

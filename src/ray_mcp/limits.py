@@ -57,8 +57,12 @@ STRUCTURED_CUT_FIELDS_CHARS = 300  # the cut fields named in the note that says 
 # _meta with the server's name and version, resultType), with room to spare: what a whole-answer budget
 # leaves for it (tests/test_whole_results.py measures it).
 RESULT_ENVELOPE_BYTES = 220
+
+# -- errors (errors.py) ----------------------------------------------------------------------------------------
+
 DASHBOARD_BODY_CHARS = 300  # a dashboard's error body quoted in an error (one line is enough to say why)
 RAY_ERROR_CHARS = 400  # Ray's own error text (the Jobs SDK's, the log endpoint's) quoted in an error
+
 # -- cluster_status ------------------------------------------------------------------------------------------
 
 STATUS_NODES = Bound(default=20, low=1, high=1000)  # nodes listed one by one (all are counted)

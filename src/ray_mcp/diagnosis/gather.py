@@ -69,16 +69,16 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
         or_note(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
-                       notes, "the driver log", missed),
+                      notes, "the driver log", missed),
         or_note(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=JOB_DEAD_ACTORS_READ, detail=True, notes=[]),
-                       notes, "the job's dead actors", missed) if by_job else nothing(),
+                      notes, "the job's dead actors", missed) if by_job else nothing(),
         or_note(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=PENDING_ACTORS_SHOWN,
-                                        detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
+                                       detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
         or_note(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
-                                        detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
+                                       detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
         or_note(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
         or_note(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=PENDING_GROUPS_SHOWN, notes=[]),
-                       notes, "the job's placement groups", missed) if job_id else nothing(),
+                      notes, "the job's placement groups", missed) if job_id else nothing(),
         or_note(api.node_capacities(), notes, "the nodes", missed),
         or_note(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
@@ -105,7 +105,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     ]
     logs = await gather(
         *(or_note(api.tail_logs(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
-                                        grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
+                                       grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip
     for actor, tail in zip(crashed, logs, strict=True):
@@ -173,14 +173,14 @@ async def _area_checks(
     or nodes to reason over (their State API lists failed)."""
     dead, restarting, alive, tasks, pgs = await gather(
         or_note(api.list_actors(filters=[("state", "=", "DEAD")], limit=AREA_DEAD_ACTORS, detail=True, notes=[]),
-                       notes, "dead actors", missed),
+                      notes, "dead actors", missed),
         or_note(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=AREA_RESTARTING_ACTORS, detail=True, notes=[]),
-                       notes, "restarting actors", missed),
+                      notes, "restarting actors", missed),
         or_note(api.list_actors(filters=[("state", "=", "ALIVE")], limit=AREA_ALIVE_ACTORS, detail=True, notes=[]),
-                       notes, "actor restarts", missed),
+                      notes, "actor restarts", missed),
         or_note(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
         or_note(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=AREA_PENDING_GROUPS, notes=[]), notes,
-                       "placement groups", missed),
+                      "placement groups", missed),
     )  # fmt: skip
     looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
     evidence.dead_actors = list(dead.actors) if dead else []

@@ -5,7 +5,9 @@ shaping code and the diagnosis all read these; changing an output size means cha
 tests/test_limits.py fails on a bound written anywhere else). An agent's context window is the scarce
 resource: every answer is bounded, and says what it left out. A size the agent picks per call is a ``Bound``:
 the parameter's default and the range its schema accepts, together. Timeouts, polling intervals and cache
-sizes are not here: they are settings (settings.py) or behaviour, kept where they act.
+sizes are settings (settings.py) or behaviour, kept where they act; the few here (wait and follow times an
+agent picks, the API reference's workers and cache, grep's threads, a confirm token's life) bound a tool's
+work the way its sizes do.
 """
 
 from dataclasses import dataclass

@@ -211,7 +211,7 @@ async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
 
 async def _pgs(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
     """Every placement group: from the GCS in one call (the same rows, with strategies), else the State API
-    (which converts every group in the dashboard: ~0.7 s at 1,000)."""
+    (which converts every group in the dashboard, slowly when there are many)."""
     rows = await api.pg_rows()
     if rows is not None:
         return [dict(r) for r in rows]

@@ -69,7 +69,7 @@ class GraphInputs:
     worker_logs: dict[str, list[str]] = field(default_factory=dict)  # "<node_id>:<pid>" -> stderr tail
     serve: Row | None = None
     demands: list[Row] | None = None  # cluster_status pending demands
-    stacks: Row | None = None  # hung-job evidence from the stacks source (issue 14 item 7), when present
+    stacks: Row | None = None  # hung-job evidence from the stacks source, when present
     unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
     capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
 

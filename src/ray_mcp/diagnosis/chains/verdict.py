@@ -25,7 +25,7 @@ from ray_mcp.text import fit_bytes
 
 
 def stack_chain(ev: GraphInputs, job_id: str) -> Chain | None:
-    """Evidence of the stacks source (issue 14 item 7): what the hung driver and workers are doing."""
+    """Evidence of the stacks source: what the hung driver and workers are doing."""
     stacks = ev.stacks or {}
     summary = stacks.get("summary") or stacks.get("verdict")
     if not summary:

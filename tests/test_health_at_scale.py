@@ -19,7 +19,8 @@ from tests.state_drivers import driver
 from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.diagnosis import evidence
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
+from ray_mcp.limits import CLUSTER_ROWS_READ, TASKS_READ
 from ray_mcp.ray_api import RayAPI, gcs
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.settings import Settings
@@ -212,7 +213,7 @@ class Rows:
 
 
 async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     result = {"total": 5_000, "num_after_truncation": 5_000, "num_filtered": 3_208,
               "result": [{"task_id": f"t{i}", "state": "FAILED"} for i in range(1000)]}  # fmt: skip
     rows = await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
@@ -223,7 +224,7 @@ async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> N
 
 
 async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     result = {"total": 11_250, "num_after_truncation": 10_000, "num_filtered": 9_000,
               "result": [{"task_id": f"t{i}"} for i in range(1000)]}  # fmt: skip
     await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
@@ -233,31 +234,29 @@ async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
 
 
 async def test_more_actors_than_the_graph_reads_are_cut_with_a_stated_cap() -> None:
-    ev = Evidence()
-    many = [{"actor_id": f"{i:032x}", "state": "DEAD"} for i in range(evidence.CLUSTER_ROWS + 5)]
+    ev = GraphInputs()
+    many = [{"actor_id": f"{i:032x}", "state": "DEAD"} for i in range(CLUSTER_ROWS_READ + 5)]
     dead, alive = await evidence._actors(Rows({}, [*many, {"actor_id": "a", "state": "ALIVE"}]), ev)  # type: ignore[arg-type]
     assert (
-        dead is not None
-        and len(dead) == evidence.CLUSTER_ROWS
-        and alive == [{"actor_id": "a", "state": "ALIVE"}]
+        dead is not None and len(dead) == CLUSTER_ROWS_READ and alive == [{"actor_id": "a", "state": "ALIVE"}]
     )
     assert ev.capped == [
-        f"The actors that are not alive: {evidence.CLUSTER_ROWS:,} of {evidence.CLUSTER_ROWS + 5:,} read; "
+        f"The actors that are not alive: {CLUSTER_ROWS_READ:,} of {CLUSTER_ROWS_READ + 5:,} read; "
         "the counts above cover those."
     ]
 
 
 async def test_unfinished_tasks_past_the_gcss_limit_and_the_graphs_are_cut_with_stated_caps() -> None:
-    ev = Evidence()
-    rows = [{"task_id": f"f{i}", "state": "FAILED"} for i in range(evidence.JOB_TASKS + 2)]
+    ev = GraphInputs()
+    rows = [{"task_id": f"f{i}", "state": "FAILED"} for i in range(TASKS_READ + 2)]
     rows += [{"task_id": "r", "state": "RUNNING"}, {"task_id": "w", "state": "PENDING_NODE_ASSIGNMENT"}]
     failed, waiting, running = await evidence._tasks(Rows({"result": rows, "more": 7}), ev)  # type: ignore[arg-type]
-    assert failed is not None and len(failed) == evidence.JOB_TASKS
+    assert failed is not None and len(failed) == TASKS_READ
     assert waiting == [rows[-1]] and running == [rows[-2]]
     n = len(rows)
     assert ev.capped == [
         f"The unfinished tasks: {n:,} of {n + 7:,} read (Ray's cap); the counts above cover those.",
-        f"The failed tasks: {evidence.JOB_TASKS:,} of {evidence.JOB_TASKS + 2:,} read; the counts above cover those.",
+        f"The failed tasks: {TASKS_READ:,} of {TASKS_READ + 2:,} read; the counts above cover those.",
     ]
 
 

@@ -68,6 +68,7 @@ def wants_doctor(argv: list[str]) -> bool:
 
 
 def _parser() -> OneLineParser:
+    from ray_mcp.cluster import ADDRESS_FORMS
     from ray_mcp.settings import DEFAULT_PORT
 
     parser = OneLineParser(
@@ -79,8 +80,8 @@ def _parser() -> OneLineParser:
     )
     parser.add_argument(
         "--address",
-        help="Ray address: http://host:8265, ray://host:10001 or GCS host:6379 "
-        "(env RAY_MCP_ADDRESS or RAY_ADDRESS). Unset: local cluster, else an embedded one.",
+        help=f"Ray address: {ADDRESS_FORMS} (env RAY_MCP_ADDRESS or RAY_ADDRESS). Unset: local cluster, else an "
+        "embedded one.",
     )
     parser.add_argument("--dashboard-url", help="Dashboard URL, if not on port 8265 of the address host.")
     parser.add_argument(

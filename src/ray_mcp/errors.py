@@ -22,6 +22,8 @@ from contextlib import contextmanager
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, RAY_ERROR_CHARS
+
 
 class RayMCPError(ToolError):
     """Base of every failure ray-mcp anticipates."""
@@ -65,15 +67,14 @@ def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
     )
 
 
-_UNREACHABLE_NEXT_STEP = (
-    "Check that the cluster is running (`ray status` on the head node) and that the dashboard is reachable "
-    "from this machine; pass the right address with --address or RAY_ADDRESS "
-    "(a dashboard URL such as http://127.0.0.1:8265, ray://host:10001, or a GCS host:6379)."
-)
-
-
 def unreachable(address: str, cause: str) -> ClusterUnavailable:
-    return ClusterUnavailable(f"Cannot reach the Ray cluster at {address}: {cause}. {_UNREACHABLE_NEXT_STEP}")
+    from ray_mcp.cluster import ADDRESS_FORMS  # here, not above: cluster.py raises this module's errors
+
+    return ClusterUnavailable(
+        f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
+        "the head node) and that the dashboard is reachable from this machine; pass the right address with "
+        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})."
+    )
 
 
 @contextmanager
@@ -116,13 +117,13 @@ def dashboard_errors(
         ) from exc
 
 
-def _short_body(response: httpx.Response, limit: int = 300) -> str:
+def _short_body(response: httpx.Response) -> str:
     try:
         text = response.text
     except Exception:  # pragma: no cover - undecodable body
         return ""
     text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= DASHBOARD_BODY_CHARS else text[:DASHBOARD_BODY_CHARS] + "…"
 
 
 # -- Ray's Jobs SDK (used to submit, because it uploads the working_dir) and the log endpoint ----------------
@@ -131,9 +132,9 @@ def _short_body(response: httpx.Response, limit: int = 300) -> str:
 _JOB_SDK_STATUS = re.compile(r"status code (\d{3}): (.*)", re.S)
 
 
-def _clean(text: str, limit: int = 400) -> str:
+def _clean(text: str) -> str:
     text = re.sub(r"\s+", " ", text).strip().rstrip(".")
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= RAY_ERROR_CHARS else text[:RAY_ERROR_CHARS] + "…"
 
 
 @contextmanager

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
+
 # A job in one of these statuses will not change again.
 TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 
@@ -235,7 +237,8 @@ class LogSection(BaseModel):
     scan_complete: bool | None = Field(default=None, description="False if grep stopped at max_scan_mb.")
     long_lines: int | None = Field(
         default=None,
-        description="For grep: lines over 1 MiB without a newline, matched in 1 MiB pieces and shown cut.",
+        description=f"For grep: lines over {GREP_LONG_LINE_BYTES / 2**20:g} MiB without a newline, matched in "
+        f"{GREP_LONG_LINE_BYTES / 2**20:g} MiB pieces and shown cut.",
     )
     followed_s: float | None = None
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
@@ -380,9 +383,13 @@ class ErrorGroup(BaseModel):
 
 
 class TaskSummary(BaseModel):
-    total: int = Field(description="Tasks counted that match the filters (Ray reads at most 10,000 tasks).")
+    total: int = Field(
+        description=f"Tasks counted that match the filters (Ray reads at most {STATE_API_MAX_ROWS:,} tasks)."
+    )
     in_cluster: int | None = Field(None, description="Tasks the cluster holds, when Ray read fewer.")
-    left_out: int | None = Field(None, description="Tasks Ray did not read (its 10,000 cap): not counted.")
+    left_out: int | None = Field(
+        None, description=f"Tasks Ray did not read (its {STATE_API_MAX_ROWS:,} cap): not counted."
+    )
     capped: bool = Field(False, description="Ray read as many tasks as it can: the counts are lower bounds.")
     by_state: dict[str, int]
     groups: list[TaskGroup]

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, Field
 
+from ray_mcp.limits import STACK_PIDS_SHOWN
+
 
 class StackGroup(BaseModel):
     """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
@@ -21,7 +23,7 @@ class StackGroup(BaseModel):
     process_title: str | None = Field(
         default=None, description="Ray's process title, e.g. ray::Actor.method."
     )
-    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
+    pids: list[str] = Field(description=f"pid@node of up to {STACK_PIDS_SHOWN} of the processes.")
 
 
 class StackTraces(BaseModel):

@@ -27,16 +27,10 @@ from ray_mcp.models import JobTopology
 from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.client import gather as _gather
 from ray_mcp.shaping.nodes import uncamel_resources
-from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
+from ray_mcp.shaping.topology import TopologySources, build_topology
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
-
-# State API page sizes: every actor of the job is counted exactly (State API totals); rows are joined up to these.
-ACTOR_ROWS = limits.TOPOLOGY_ACTOR_ROWS
-PG_ROWS = limits.TOPOLOGY_GROUP_ROWS
-MAX_PG_MEMBER_QUERIES = limits.TOPOLOGY_MEMBER_QUERIES
-LOGICAL_IDS_PER_REQUEST = limits.TOPOLOGY_IDS_PER_REQUEST
 
 
 def no_ray_job(job: str, status: str) -> str:
@@ -64,8 +58,8 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
         raise NotFound(no_ray_job(job, str(details.get("status") or "")))
     notes: list[str] = []
     actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
-        api._state_page("actors", filters=[("job_id", "=", job_id)], limit=ACTOR_ROWS, detail=True),
-        api._state_page("placement_groups", filters=[("creator_job_id", "=", job_id)], limit=PG_ROWS, detail=True),
+        api._state_page("actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True),
+        api._state_page("placement_groups", filters=[("creator_job_id", "=", job_id)], limit=limits.TOPOLOGY_GROUP_ROWS, detail=True),
         _optional(_gcs_facts(api, job_id), notes, "the GCS actor and placement group tables"),
         _nodes(api),
         _optional(api.get_data("/nodes", what="the node summary (/nodes?view=summary)",
@@ -78,12 +72,14 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
     actor_rows = list(actor_rows)
     # Actors of other jobs (e.g. created by a Serve replica) placed in this job's groups.
     known = {str(r.get("actor_id")) for r in actor_rows}
-    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][:MAX_PG_MEMBER_QUERIES]
-    if len([r for r in pg_rows if r.get("state") != "REMOVED"]) > MAX_PG_MEMBER_QUERIES:
-        notes.append(f"Actors of other jobs looked up in the first {MAX_PG_MEMBER_QUERIES} groups only.")
+    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][: limits.TOPOLOGY_MEMBER_QUERIES]
+    if len([r for r in pg_rows if r.get("state") != "REMOVED"]) > limits.TOPOLOGY_MEMBER_QUERIES:
+        notes.append(
+            f"Actors of other jobs looked up in the first {limits.TOPOLOGY_MEMBER_QUERIES} groups only."
+        )
     members = await _gather(*(
         api._state_page("actors", filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
-                        limit=MAX_ACTORS, detail=True)
+                        limit=limits.TOPOLOGY_ACTORS, detail=True)
         for r in live_groups
     ))  # fmt: skip
     for _t, _m3, rows, _n in members:
@@ -107,7 +103,7 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
     )
     if wanted:
         logical = await _optional(
-            _logical_actors(api, wanted[:MAX_ACTORS]), notes, "the actors' worker stats"
+            _logical_actors(api, wanted[: limits.TOPOLOGY_ACTORS]), notes, "the actors' worker stats"
         )
         for actor_id, info in (logical or {}).items():
             if not info:
@@ -123,7 +119,7 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
     summary_by_node = {
         str((n.get("raylet") or {}).get("nodeId")): n for n in ((summary or {}).get("summary") or [])
     }
-    evidence = Evidence(
+    evidence = TopologySources(
         details=details, pg_rows=pg_rows, pg_total=pg_total, strategies=strategies, actor_rows=actor_rows,
         actors_total=actors_total + sum(1 for r in actor_rows if r.get("job_id") != job_id),
         worker_stats=stats, owners=owners, node_rows=node_rows, usage_by_node=usage,
@@ -169,7 +165,8 @@ async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, An
     """Worker stats of live actors (assigned resource slots, physical GPUs), from /logical/actors?ids=..."""
     out: dict[str, Any] = {}
     chunks = [
-        actor_ids[i : i + LOGICAL_IDS_PER_REQUEST] for i in range(0, len(actor_ids), LOGICAL_IDS_PER_REQUEST)
+        actor_ids[i : i + limits.TOPOLOGY_IDS_PER_REQUEST]
+        for i in range(0, len(actor_ids), limits.TOPOLOGY_IDS_PER_REQUEST)
     ]
     pages = await _gather(*(
         api.get_data("/logical/actors", what="the actors' worker stats (/logical/actors)",
@@ -208,7 +205,7 @@ async def _gcs_facts_without_ray(api: RayAPI, job_id: str) -> dict[str, Any] | N
             address, auth, api.timeout_s
         )  # ~3 ms each, one after the other
         actors = await gcs_h2.job_actor_table(
-            address, auth, job_id, limit=ACTOR_ROWS, timeout_s=api.timeout_s
+            address, auth, job_id, limit=limits.TOPOLOGY_ACTOR_ROWS, timeout_s=api.timeout_s
         )
     except gcs_h2.GrpcFailed:
         return None
@@ -219,7 +216,7 @@ def _gcs_facts_sync(api: RayAPI, job_id: str) -> dict[str, Any]:
     """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
     channel = api._gcs()  # Ray is imported by ray_import's one lock, the channel made once (client.py)
     table = gcs.placement_group_table(channel, api.timeout_s)
-    actors = gcs.job_actor_table(channel, job_id, limit=ACTOR_ROWS, timeout_s=api.timeout_s)
+    actors = gcs.job_actor_table(channel, job_id, limit=limits.TOPOLOGY_ACTOR_ROWS, timeout_s=api.timeout_s)
     return _facts(table, actors)
 
 

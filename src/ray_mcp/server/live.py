@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 
 if TYPE_CHECKING:
@@ -55,9 +56,6 @@ log = logging.getLogger("ray_mcp.server.live")
 JOB_URI_TEMPLATE = "ray://jobs/{submission_id}"
 JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})$")
 POLL_INTERVAL_S = 2.0
-MAX_WATCHED_JOBS = 64
-LOG_TAIL_LINES = 40
-LOG_TAIL_BYTES = 8_192
 
 
 def job_of(uri: str) -> str:
@@ -215,9 +213,9 @@ async def read_job(app: App, submission_id: str) -> str:
     parts = [render_job(info), ""]
     try:
         target = LogTarget(job=submission_id)
-        tail = await api.tail_logs(target, lines=LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES)
+        tail = await api.tail_logs(target, lines=JOB_LOG_TAIL_LINES, max_bytes=JOB_LOG_TAIL_BYTES)
         parts += [
-            f"Driver log, last {LOG_TAIL_LINES} lines at most (tail_logs reads more):",
+            f"Driver log, last {JOB_LOG_TAIL_LINES} lines at most (tail_logs reads more):",
             render_log_tail(tail),
         ]
     except RayMCPError as exc:

@@ -31,7 +31,7 @@ NOT_BOUNDS = {
     ("guard/redaction.py", "MAX_SECRET_CHARS"): "how much of a secret is registered to be masked",
     ("guard/redaction.py", "MEMO_MAX_CHARS"): "a cache of cleaned strings",
     ("guard/redaction.py", "MEMO_MAX_ENTRIES"): "a cache of cleaned strings",
-    ("guard/redaction_shapes.py", "SHORT_SECRET_CHARS"): "when a value is masked, not how much is shown",
+    ("guard/redaction.py", "SHORT_SECRET_CHARS"): "when a value is masked, not how much is shown",
     ("ray_api/local_logs.py", "SCAN_BYTES"): "when a local read hands over to the dashboard (same answer)",
     ("ray_api/stacks.py", "MAX_CONCURRENT_SAMPLES"): "py-spy processes run at once",
     ("ray_api/gcs.py", "ROW_CACHE_SIZE"): "a cache of converted GCS rows",

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8270
 
-.PHONY: install run test lint catalog bench bench-smoke clean
+.PHONY: install run test test-fast lint bench bench-smoke clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,18 +23,18 @@ run: install
 	$(VENV)/bin/ray-mcp --transport streamable-http --host $(HOST) --port $(PORT) $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench eval
+	$(VENV)/bin/ruff format --check src tests bench eval
 	$(VENV)/bin/mypy
-
-# Rewrite src/ray_mcp/catalog.json (what tools/list shows before the tools are built) after changing the sources:
-# tests/test_catalog.py fails until it matches; a server with a stale one builds every tool at startup.
-catalog: install
-	$(PY) -m ray_mcp.catalog
 
 # Lint, type-check, then every test against a real Ray head started in a private temp dir.
 test: lint
 	$(PY) -m pytest -q
+
+# The loop to run after every edit: lint, type-check, then every test that needs no Ray head and no subprocess
+# (the tests not marked live, see tests/rules.py).
+test-fast: lint
+	$(PY) -m pytest -q -m "not live"
 
 # The benchmark suite (bench/__main__.py) on an embedded cluster: ~25 min. It rewrites the results block of
 # docs/benchmarks.md and the plot. `make bench-smoke` runs it small, in ~2 min (the test suite runs it too).

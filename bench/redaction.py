@@ -4,6 +4,8 @@ Two wire results shaped like real ones: list_actors with 50 actors (text table p
 tail_logs with 100 lines of a training job's driver log (text plus structured lines). Each is passed, --reps
 times and interleaved, through the middleware's result path (security.redact_result) and through the
 redaction of 0dbea0b (bench/redaction_before.py); the medians per call are printed, in microseconds of CPU time.
+Then redact_text on a 1 MB driver log whose every line trips the secret shapes and detect-secrets' detectors
+(a credential URL, tokens, "api key"), as one string and line by line: median milliseconds of CPU time.
 
     python -m bench.redaction [--reps 2000]
 """
@@ -80,6 +82,31 @@ def tail_logs_result(count: int = 100) -> dict[str, Any]:
     }
 
 
+def driver_log(size: int = 1_000_000) -> str:
+    """A driver log of ``size`` characters in which every line holds an anchor of the secret shapes."""
+    lines, total, i = [], 0, 0
+    while total < size:
+        if i % 40 == 0:
+            line = f"(worker pid=4{i:05d}) fetched https://user:pw{i}x@git.example.com/repo.git with token ghp_{'A1b2' * 9}"
+        elif i % 40 == 20:
+            line = f"INFO step {i}: HF_TOKEN=hf_{'x' * 30} AKIAIOSFODNN7EXAMPLE eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"
+        else:
+            line = f"Epoch 3 step {i}: loss=0.{i:04d} lr=3e-4 grad_norm=1.2 tokens/s=18{i % 1000:03d} max_new_tokens=512 api key rotation ok"
+        lines.append(line)
+        total += len(line) + 1
+        i += 1
+    return "\n".join(lines)
+
+
+def cpu_ms(fn: Callable[[], Any], reps: int = 7) -> float:
+    times = []
+    for _ in range(reps):
+        started = time.thread_time()
+        fn()
+        times.append(time.thread_time() - started)
+    return statistics.median(times) * 1e3
+
+
 def measure(fn: Callable[[dict[str, Any]], Any], result: dict[str, Any], reps: int) -> float:
     """Median CPU microseconds of ``fn`` on a fresh copy of ``result`` (the copy is not timed)."""
     times = []
@@ -94,6 +121,7 @@ def measure(fn: Callable[[dict[str, Any]], Any], result: dict[str, Any], reps: i
 def main() -> None:
     from bench import redaction_before
     from ray_mcp.guard.middleware import redact_result
+    from ray_mcp.guard.redaction import redact_text
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -111,6 +139,13 @@ def main() -> None:
             after.append(measure(redact_result, result, 1))
         b, a = statistics.median(before), statistics.median(after)
         print(f"{name}: before {b:.0f} µs, after {a:.0f} µs per call ({b / a:.1f}x faster)")
+    log = driver_log()
+    lines = log.split("\n")
+    redact_text(log)
+    print(
+        f"redact_text, 1 MB driver log: as one string {cpu_ms(lambda: redact_text(log)):.0f} ms, "
+        f"{len(lines)} lines one by one {cpu_ms(lambda: [redact_text(line) for line in lines]):.0f} ms"
+    )
 
 
 if __name__ == "__main__":

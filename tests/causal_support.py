@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_mcp.diagnosis import evidence as causal_gather
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import job_info as shape_job_info
@@ -16,7 +16,7 @@ from ray_mcp.shaping.jobs import job_info as shape_job_info
 RECORDED = Path(__file__).parent / "recorded"
 
 
-async def gather(dashboard_url: str, job: str) -> Evidence:
+async def gather(dashboard_url: str, job: str) -> GraphInputs:
     """The evidence diagnose_job reasons over, gathered the same way (for recording and replay)."""
     api = RayAPI(dashboard_url, timeout_s=30)
     try:
@@ -42,9 +42,9 @@ async def record(dashboard_url: str, job: str, name: str) -> None:
     (RECORDED / f"{name}.json").write_text(ev.to_json())
 
 
-def replay(name: str) -> Evidence:
-    return Evidence.from_json((RECORDED / f"{name}.json").read_text())
+def replay(name: str) -> GraphInputs:
+    return GraphInputs.from_json((RECORDED / f"{name}.json").read_text())
 
 
-def job_info(ev: Evidence) -> Any:
+def job_info(ev: GraphInputs) -> Any:
     return shape_job_info(ev.job or {}, ev.now_ms / 1000 or time.time())

@@ -3,6 +3,8 @@
 The head is started by ray-mcp's own LocalHead (``ray start --head --block``) in a private temp dir on free
 ports, and stopped by killing exactly the processes it started. Set RAY_MCP_TEST_ADDRESS (its dashboard URL)
 and RAY_MCP_TEST_GCS_ADDRESS to use a running cluster instead.
+
+The suite's rules (the ``live`` mark and its guard; which skips may happen) are the plugin tests/rules.py.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from ray_mcp.cluster import LocalHead, start_local_head
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
+pytest_plugins = ["tests.rules"]
+
 BIN = Path(sys.executable).parent
 
 
@@ -32,7 +36,7 @@ def anyio_backend() -> str:
 
 
 class Cluster:
-    def __init__(self, dashboard_url: str, gcs_address: str | None, temp_dir: Path | None) -> None:
+    def __init__(self, dashboard_url: str, gcs_address: str, temp_dir: Path | None) -> None:
         self.dashboard_url = dashboard_url
         self.gcs_address = gcs_address
         self.temp_dir = temp_dir
@@ -41,8 +45,13 @@ class Cluster:
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Cluster]:
     given = os.environ.get("RAY_MCP_TEST_ADDRESS")
-    if given:  # RAY_MCP_TEST_GCS_ADDRESS too, for the tests that run drivers against the cluster
-        yield Cluster(given, os.environ.get("RAY_MCP_TEST_GCS_ADDRESS"), None)
+    if given:
+        gcs = os.environ.get("RAY_MCP_TEST_GCS_ADDRESS")
+        if not gcs:  # the tests that run drivers or read the GCS need it
+            pytest.fail(
+                "RAY_MCP_TEST_ADDRESS is set without RAY_MCP_TEST_GCS_ADDRESS (the cluster's GCS host:port)"
+            )
+        yield Cluster(given, gcs, None)
         return
 
     with local_head(num_cpus=2) as head:

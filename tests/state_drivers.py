@@ -16,8 +16,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
-
 PRELUDE = textwrap.dedent(
     """
     import os, sys, time, ray
@@ -30,15 +28,13 @@ EPILOGUE = '\nprint("RAY_MCP_DRIVER_READY", flush=True)\ntime.sleep(3600)\n'
 
 
 @contextmanager
-def driver(gcs_address: str | None, body: str, namespace: str, timeout_s: float = 180.0) -> Iterator[None]:
+def driver(gcs_address: str, body: str, namespace: str, timeout_s: float = 180.0) -> Iterator[None]:
     """Run a driver script until it prints the ready marker; kill it (and only it) on exit.
 
     Ray's own threads print to the driver's stdout too ("(raylet) A worker died ..."), sometimes in the same
     line as ours, so the marker is searched in the raw bytes rather than line by line; stderr goes to a file so
     that a full pipe can never block the driver.
     """
-    if gcs_address is None:
-        pytest.skip("needs the session's own cluster (GCS address)")
     script = PRELUDE + textwrap.dedent(body) + EPILOGUE
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(

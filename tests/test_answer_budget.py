@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ray_mcp import models
 from ray_mcp.diagnosis import report
 from ray_mcp.diagnosis.findings import render_findings
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
 
 NOW = 1_764_500_000_000
 HEAD = "a" * 56
@@ -44,7 +44,7 @@ def test_rendered_findings_never_pass_the_budget_and_say_what_was_left_out(findi
         assert f"{len(findings) - shown} lower-ranked finding(s) left out" in out
 
 
-def crowded_cluster() -> Evidence:
+def crowded_cluster() -> GraphInputs:
     """Many failures with long messages, many events and unreadable sources: more than any budget holds."""
     events = [
         {"severity": "ERROR", "source_type": "RAYLET", "time": f"{NOW // 1000 - i}", "message": f"Driver {i:08x} died " + "z" * 400}
@@ -57,7 +57,7 @@ def crowded_cluster() -> Evidence:
          "error_message": f"ray::step_{i}() (pid=1, ip=10.0.0.1)\nValueError: {'w' * 700}"}
         for i in range(60)
     ]  # fmt: skip
-    return Evidence(
+    return GraphInputs(
         now_ms=NOW, nodes=[{"node_id": HEAD, "state": "ALIVE", "is_head_node": True, "node_ip": "10.0.0.1",
                             "resources_total": {"CPU": 2.0}}],
         jobs=[], pgs=[], actors=[], tasks=tasks, events=events,
@@ -124,7 +124,7 @@ def test_a_health_report_never_passes_its_whole_budget_and_shows_the_same_findin
     found: list[models.Finding], notes: list[str], budget: int
 ) -> None:
     model, out = report.health_report(
-        "http://x:8265", Evidence(now_ms=NOW), found, ["nodes"], notes, max_bytes=budget
+        "http://x:8265", GraphInputs(now_ms=NOW), found, ["nodes"], notes, max_bytes=budget
     )
     assert len(out.encode()) <= budget and whole(model, out) <= budget * 4 // 3
     assert_structured_repeats_the_text(model, out)

@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from tests.conftest import clean_env
+from tests.rules import lacking
 from tests.test_reference_docs import _dotted_names, _pages, _split_page
 from tests.test_transports import RAY_MCP, http_server
 
@@ -49,6 +50,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.live
 def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhere() -> None:
     """In a fresh interpreter: the reads load no module of Ray (the server imported its own at start-up),
     stdout is empty, and nothing connected to the Ray Client port that client_app dials."""
@@ -56,7 +58,7 @@ def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhe
     try:
         listener.bind(("127.0.0.1", 50051))
     except OSError:
-        pytest.skip("port 50051 is in use here; the sys.modules check below still runs in other tests")
+        lacking("a free port", "50051 (the Ray Client port client_app dials) is in use here")
     listener.listen(8)
     listener.setblocking(False)
     script = textwrap.dedent(
@@ -102,6 +104,7 @@ def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhe
     assert report["codes"]["ray.util.client.client_app"] == INVALID_PARAMS
 
 
+@pytest.mark.live
 async def test_optional_dependency_modules_are_described_statically_and_removed_ones_say_so(
     offline_client: Client,
 ) -> None:
@@ -115,6 +118,7 @@ async def test_optional_dependency_modules_are_described_statically_and_removed_
         assert "read from the installed package's source" in text
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
@@ -139,6 +143,7 @@ async def test_refused_or_unknown_names_get_invalid_params_with_the_reason(
     assert caught.value.error.code == INVALID_PARAMS
 
 
+@pytest.mark.live
 async def test_a_class_shows_its_constructor_signature_members_and_where_it_is_defined(
     offline_client: Client,
 ) -> None:
@@ -223,6 +228,7 @@ async def _warm(client: Client) -> None:
     await client.read_resource("ray-docs://reference/index")
 
 
+@pytest.mark.live
 async def test_forty_concurrent_reads_leave_another_http_session_answering(
     tmp_path: Path,
 ) -> None:
@@ -245,6 +251,7 @@ async def test_forty_concurrent_reads_leave_another_http_session_answering(
     )
 
 
+@pytest.mark.live
 async def test_forty_concurrent_reads_keep_a_stdio_server_reading() -> None:
     """Over stdio every request shares one pipe, so the probe queues behind the 40 reads whatever they do:
     docs reads may delay it no more than 40 reads of a static page do (plus a second). Before, 41 reads took

@@ -41,6 +41,7 @@ def token_head() -> Iterator[LocalHead]:
         yield head
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("token", [WRONG, None], ids=["wrong-token", "no-token"])
 async def test_a_refused_ray_token_says_so_in_every_tool_instead_of_a_bare_crash(
     token_head: LocalHead, token: str | None, tmp_path: Any
@@ -55,6 +56,7 @@ async def test_a_refused_ray_token_says_so_in_every_tool_instead_of_a_bare_crash
             assert "HTTP 40" in text and WRONG not in text, (name, text)
 
 
+@pytest.mark.live
 async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: LocalHead) -> None:
     async with mcp_client(
         Settings(address=token_head.dashboard_url, ray_auth_token=RIGHT, request_timeout_s=30)
@@ -64,6 +66,7 @@ async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: Loca
             assert not result.is_error, (name, text_of(result))
 
 
+@pytest.mark.live
 async def test_the_gcs_reads_send_this_clusters_token_and_fail_clearly_without_it(
     token_head: LocalHead,
 ) -> None:

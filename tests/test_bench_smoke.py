@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import clean_env
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -27,6 +27,8 @@ from tests.test_multi_node import LocalWorker
 from ray_mcp.cluster import LocalHead
 from ray_mcp.settings import Settings
 
+pytestmark = pytest.mark.live
+
 BUDGET = 6_000
 
 

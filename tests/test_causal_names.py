@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.test_causal_reasoning import HEAD, NOW, actor, job, node, task
 
 from ray_mcp.diagnosis import chains as causal
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
 
 TAKEN = (
     "ray.exceptions.ActorAlreadyExistsError: The name replay_buffer (namespace=None) is already taken. Please "
@@ -13,9 +13,9 @@ TAKEN = (
 )
 
 
-def evidence(holders: list[dict]) -> Evidence:
+def evidence(holders: list[dict]) -> GraphInputs:
     earlier = {**job("07000000", "SUCCEEDED", "python warmup.py")}
-    return Evidence(
+    return GraphInputs(
         now_ms=NOW, job=job("08000000", "FAILED"), nodes=[node(HEAD)], jobs=[job("08000000", "FAILED"), earlier],
         pgs=[], actors=[], tasks=[], related_actors=holders,
         driver_lines=["Traceback (most recent call last):", '  File "main.py", line 18, in <module>',
@@ -45,7 +45,7 @@ def test_a_task_that_failed_calling_a_killed_actor_names_the_kill_not_its_own_re
     killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message":
               "The actor is dead because it was killed by `ray.kill`."}}  # fmt: skip
     died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("06000000", "FAILED"), nodes=[node(HEAD)], jobs=[job("06000000", "FAILED")], pgs=[],
         actors=[actor(ps, "ParameterServer", "06000000", "DEAD", death_cause=killed)],
         tasks=[task(caller, "run_rollouts", "06000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",

@@ -7,12 +7,12 @@ import json
 
 import httpx
 import pytest
-from tests.causal_support import RECORDED, job_info, replay
+from tests.causal_support import job_info, replay
 from tests.support import mcp_client
 
 from ray_mcp.diagnosis import chains as causal
 from ray_mcp.diagnosis import report as causal_report
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.settings import Settings
 
 NOW = 1_800_000_000_000.0
@@ -43,7 +43,7 @@ def task(task_id: str, name: str, job_id: str, state: str, attempt: int = 0, **k
 
 def test_contention_names_the_holders_and_their_job_and_is_told_apart_from_infeasible() -> None:
     holder = [actor(f"{i:032x}", "TrainWorker", "04000000", required_resources={"GPU": 1.0}) for i in (1, 2)]
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("05000000", "RUNNING", "serve run embedder"),
         nodes=[node(HEAD, GPU=2.0)], jobs=[job("04000000", "RUNNING", "python train.py"), job("05000000", "RUNNING")],
         actors=[actor("e" * 32, "Embedder", "05000000", "PENDING_CREATION", required_resources={"GPU": 1.0}),
@@ -64,7 +64,7 @@ def test_contention_names_the_holders_and_their_job_and_is_told_apart_from_infea
 def test_a_cycle_of_actor_calls_is_a_deadlock_naming_both_actors() -> None:
     a, b = "1" * 32, "2" * 32
     driver = "f" * 40 + "06000000"
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("06000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[],
         actors=[actor(a, "Trainer", "06000000"), actor(b, "ParamServer", "06000000")],
         tasks=[
@@ -80,7 +80,7 @@ def test_a_cycle_of_actor_calls_is_a_deadlock_naming_both_actors() -> None:
 
 def test_the_driver_blocked_on_a_pending_task_follows_to_its_holders() -> None:
     driver = "f" * 40 + "07000000"
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("07000000", "RUNNING"), nodes=[node(HEAD)], jobs=[job("03000000", "RUNNING", "python etl.py")], pgs=[],
         actors=[], alive_actors=[actor("c" * 32, "Loader", "03000000", required_resources={"CPU": 4.0})], running_tasks=[],
         tasks=[task("t1", "shard", "07000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=driver)],
@@ -97,7 +97,7 @@ def test_a_node_death_is_the_last_link_of_the_actor_it_took_down_and_of_its_task
             "error_message": "The actor died because its node died.",
         }
     }
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("08000000", "FAILED"), nodes=[node(HEAD), node(WORKER_NODE, "DEAD")], jobs=[], pgs=[],
         actors=[actor("d" * 32, "ReplayBuffer", "08000000", "DEAD", node_id=WORKER_NODE, death_cause=dead)],
         tasks=[task("t1", "ReplayBuffer.add", "08000000", "FAILED", type="ACTOR_TASK", actor_id="d" * 32,
@@ -115,7 +115,7 @@ def test_a_node_death_is_the_last_link_of_the_actor_it_took_down_and_of_its_task
 
 def test_a_succeeded_job_starts_with_its_status_and_keeps_killed_actors_out_of_the_failures() -> None:
     killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message": "killed by `ray.kill`."}}
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("09000000", "SUCCEEDED"), nodes=[node(HEAD)], jobs=[], pgs=[],
         actors=[actor("9" * 32, "Scratch", "09000000", "DEAD", death_cause=killed)],
         tasks=[task("c1", "straggler", "09000000", "FAILED", error_type="TASK_CANCELLED")],
@@ -130,14 +130,14 @@ def test_a_succeeded_job_starts_with_its_status_and_keeps_killed_actors_out_of_t
 
 
 def test_an_unreadable_source_makes_cluster_health_unknown_never_healthy() -> None:
-    ev = Evidence(now_ms=NOW, nodes=[node(HEAD)], actors=None, unreadable=["the actors: timed out"])
+    ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD)], actors=None, unreadable=["the actors: timed out"])
     model, text = causal_report.health_report("http://x:8265", ev, [], ["nodes"], [], max_bytes=6000)
     assert model.status == "UNKNOWN" and not model.healthy and "Verdict: Unknown" in text
 
 
 def test_a_huge_cluster_still_answers_under_6_kb_with_the_verdict_first() -> None:
     dead = {"actor_died_error_context": {"reason": "WORKER_DIED", "error_message": "x" * 2000}}
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("0a000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[],
         actors=[actor(f"{i:032x}", f"Worker{i}", "0a000000", "DEAD", death_cause=dead) for i in range(300)],
         tasks=[task(f"t{i}", f"f{i}", "0a000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",
@@ -149,7 +149,7 @@ def test_a_huge_cluster_still_answers_under_6_kb_with_the_verdict_first() -> Non
     assert len(model.verdict.encode()) <= 300
 
 
-RECORDINGS: list[str] = []  # the scenarios of test_causal_chains.py that have been recorded (see EXPECTED)
+# The scenarios of test_causal_chains.py, recorded into tests/recorded (RAY_MCP_RECORD=1), and each verdict.
 EXPECTED = {
     "oom_task": ("FAILED", ["tokenize_shard", "memory monitor", "GB used"]),
     "owner_died": ("FAILED", ["FeatureStore", "ray.kill"]),
@@ -162,10 +162,7 @@ EXPECTED = {
 }
 
 
-RECORDINGS = sorted(name for name in EXPECTED if (RECORDED / f"{name}.json").exists())
-
-
-@pytest.mark.parametrize("name", RECORDINGS)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_recorded_evidence_replays_to_the_same_verdict(name: str) -> None:
     status, words = EXPECTED[name]
     ev = replay(name)
@@ -188,8 +185,6 @@ def filtered(rows: list[dict], request: httpx.Request) -> list[dict]:
 
 async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transport() -> None:
     """The whole tool over recorded evidence: the dashboard's answers served by httpx.MockTransport."""
-    if "oom_task" not in RECORDINGS:
-        pytest.skip("record the scenarios first (RAY_MCP_RECORD=1 pytest tests/test_causal_chains.py)")
     ev = replay("oom_task")
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -219,7 +214,7 @@ async def test_cluster_health_over_a_recorded_cluster_through_an_injected_transp
     assert json.dumps(data) and len(text.encode()) <= 6000
 
 
-def nested(resource: str) -> Evidence:
+def nested(resource: str) -> GraphInputs:
     """4 shard tasks running on a 4-CPU (and 4-GPU) node, each blocked in ray.get on its leaf, which is pending."""
     driver = "f" * 40 + "0b000000"
     need = {resource: 1.0}
@@ -229,7 +224,7 @@ def nested(resource: str) -> Evidence:
     ]
     leaves = [task(f"l{i}", "leaf", "0b000000", "PENDING_NODE_ASSIGNMENT", parent_task_id=f"s{i}",
                    required_resources=need) for i in range(4)]  # fmt: skip
-    return Evidence(
+    return GraphInputs(
         now_ms=NOW, job=job("0b000000", "RUNNING"), nodes=[node(HEAD, GPU=4.0)], jobs=[], pgs=[], actors=[],
         tasks=[*shards, *leaves], alive_actors=[], running_tasks=shards,
     )  # fmt: skip
@@ -254,7 +249,7 @@ def test_a_driver_that_timed_out_on_a_group_never_created_names_the_group_and_wh
     pg = {"placement_group_id": "9" * 36, "name": "learners", "creator_job_id": "0c000000", "state": "REMOVED",
           "strategy": "STRICT_SPREAD", "stats": {"end_to_end_creation_latency_us": "0", "scheduling_state": "REMOVED"},
           "bundles": [{"bundle_id": {"bundle_index": i}, "unit_resources": {"CPU": 2.0}} for i in range(2)]}  # fmt: skip
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("0c000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[pg], actors=[], tasks=[],
         driver_lines=["Traceback (most recent call last):", '  File "main.py", line 6, in <module>',
                       "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."],
@@ -281,7 +276,7 @@ def test_an_actor_recorded_as_owner_died_on_a_node_that_died_with_it_names_the_n
         **node(WORKER_NODE, "DEAD"),
         "end_time_ms": NOW - 1000 + 15_000,
     }  # 15 s after the driver ended
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW + 30_000, job=job("0d000000", "FAILED"), nodes=[node(HEAD), dead_node], jobs=[job("0d000000", "FAILED")],
         pgs=[], actors=[actor(rb, "ReplayBuffer", "0d000000", "DEAD", node_id=WORKER_NODE, death_cause=owner_died_on(WORKER_NODE, driver))],
         tasks=[task("t1", "ReplayBuffer.add", "0d000000", "FAILED", type="ACTOR_TASK", actor_id=rb, node_id=WORKER_NODE,
@@ -305,7 +300,7 @@ def test_an_actor_recorded_as_owner_died_on_a_node_that_died_with_it_names_the_n
 def test_an_actor_whose_owner_died_long_before_its_node_keeps_the_owner_as_the_cause() -> None:
     rb, driver = "d" * 32, "0e000000" + "f" * 48
     dead_node = {**node(WORKER_NODE, "DEAD"), "end_time_ms": NOW + 3_600_000}  # an hour after the job ended
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW + 3_700_000, job=job("0e000000", "RUNNING"), nodes=[node(HEAD), dead_node], jobs=[], pgs=[],
         actors=[actor(rb, "ReplayBuffer", "0e000000", "DEAD", node_id=WORKER_NODE, death_cause=owner_died_on(WORKER_NODE, driver))],
         tasks=[],
@@ -329,7 +324,7 @@ def test_an_actor_whose_worker_exited_is_not_taken_for_a_memory_monitor_kill_and
     loader = "a" * 32
     died = {"actor_died_error_context": {"reason": "WORKER_DIED", "error_message": GENERIC_EXIT, "pid": 300}}
     sent = [{"state": "SUBMITTED_TO_WORKER", "created_ms": NOW - 9000}]
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("0f000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[],
         actors=[actor(loader, "Loader", "0f000000", "DEAD", death_cause=died)],
         tasks=[task("c1", "Loader.crash", "0f000000", "FAILED", type="ACTOR_TASK", actor_id=loader, events=sent,
@@ -353,7 +348,7 @@ def test_a_segfault_is_read_from_the_worker_log_of_any_attempt_with_the_users_fr
                      error_message="The worker died unexpectedly while executing this task."),
                 task("d1", "decode", "10000000", "FAILED", attempt=1, error_type="WORKER_DIED", worker_pid=None,
                      error_message="The worker died unexpectedly while executing this task.")]  # fmt: skip
-    ev = Evidence(now_ms=NOW, job=job("10000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
+    ev = GraphInputs(now_ms=NOW, job=job("10000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
                   tasks=attempts, worker_logs={f"{HEAD}:41": stderr})  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
@@ -369,7 +364,7 @@ Last 50 lines of stdout:
 
 
 def test_a_runtime_env_that_cannot_be_set_up_is_named_in_the_installers_words_from_the_driver_error() -> None:
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("11000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
         tasks=[task("e1", "embed", "11000000", "FAILED", error_type="RUNTIME_ENV_SETUP_FAILED", error_message=PIP_FAILURE)],
         driver_lines=["Traceback (most recent call last):", '  File "main.py", line 9, in <module>',
@@ -385,7 +380,7 @@ def test_a_runtime_env_that_cannot_be_set_up_is_named_in_the_installers_words_fr
 def test_a_deadlock_names_the_calls_of_its_cycle_in_order() -> None:
     a = "3" * 32
     driver = "f" * 40 + "12000000"
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("12000000", "RUNNING"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[actor(a, "Planner", "12000000")],
         tasks=[task("p1", "Planner.plan", "12000000", "RUNNING", type="ACTOR_TASK", actor_id=a, parent_task_id=driver),
                task("p2", "Planner.step", "12000000", "SUBMITTED_TO_WORKER", type="ACTOR_TASK", actor_id=a, parent_task_id="p1")],
@@ -411,7 +406,7 @@ def test_a_stalled_job_waiting_on_held_resources_states_the_holders_with_how_lon
     holders = [
         actor(f"{i:032x}", "RolloutWorker", "13000000", required_resources={"accel": 1.0}) for i in (1, 2)
     ]
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("15000000", "RUNNING"), nodes=[node(HEAD, accel=2.0)], jobs=[job("13000000", "RUNNING")],
         pgs=[], actors=[actor("c" * 32, "Learner", "15000000", "PENDING_CREATION", required_resources={"accel": 1.0})],
         tasks=[], alive_actors=holders, running_tasks=[],
@@ -428,7 +423,7 @@ def test_a_stalled_job_waiting_on_held_resources_states_the_holders_with_how_lon
 def test_holders_are_named_as_serve_replicas_and_detached_actors_of_ended_jobs() -> None:
     replica = actor("1" * 32, "ServeReplica:ranker:Reranker", "19000000", required_resources={"accel": 1.0})
     bucket = actor("2" * 32, "TokenBucket", "16000000", required_resources={"license": 1.0}, is_detached=True)
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("1a000000", "RUNNING"), nodes=[node(HEAD, accel=1.0, license=1.0)], pgs=[],
         jobs=[job("16000000", "SUCCEEDED"), job("19000000", "RUNNING", "serve run")],
         actors=[actor("3" * 32, "Solver", "1a000000", "PENDING_CREATION", required_resources={"license": 1.0}),
@@ -445,7 +440,7 @@ def test_holders_are_named_as_serve_replicas_and_detached_actors_of_ended_jobs()
 
 def test_a_driver_that_gave_up_waiting_names_the_task_still_running_when_the_job_ended() -> None:
     ended = "Job finishes (13000000) as driver exits. Marking all non-terminal tasks as failed."
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("13000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
         tasks=[task("s1", "score_chunk", "13000000", "FINISHED"),
                task("s2", "score_chunk", "13000000", "FAILED", node_id=None, error_type="WORKER_DIED", error_message=ended)],
@@ -462,7 +457,7 @@ def test_a_driver_that_gave_up_waiting_names_the_task_still_running_when_the_job
 def test_an_actor_killed_by_ray_kill_is_the_cause_when_the_driver_fails_calling_it() -> None:
     idx = "5" * 32
     killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message": "The actor is dead because it was killed by `ray.kill`."}}  # fmt: skip
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("14000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[],
         actors=[actor(idx, "Indexer", "14000000", "DEAD", name="indexer", death_cause=killed)],
         tasks=[task("a1", "Indexer.add", "14000000", "FAILED", type="ACTOR_TASK", actor_id=idx, error_type="ACTOR_DIED",
@@ -483,7 +478,7 @@ def test_a_serve_run_that_failed_names_the_deployment_and_its_replicas_construct
                "file or directory: '/models/embedder-v3/weights.bin'")  # fmt: skip
     serve = {"applications": {"embedder": {"status": "DEPLOY_FAILED", "message": "Failed to update the deployments ['Embedder'].",
              "deployments": {"Embedder": {"status": "DEPLOY_FAILED", "status_trigger": "REPLICA_STARTUP_FAILED", "message": message}}}}}  # fmt: skip
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("1c000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[], tasks=[], serve=serve,
         driver_lines=["Traceback (most recent call last):", '  File "main.py", line 21, in <module>',
                       "RuntimeError: Deploying application embedder failed: Failed to update the deployments ['Embedder']."],
@@ -496,7 +491,7 @@ def test_a_serve_run_that_failed_names_the_deployment_and_its_replicas_construct
 
 def test_cluster_health_names_the_holders_of_a_task_that_waits_for_cpu_its_own_actors_hold() -> None:
     runners = [actor(f"{i:032x}", "EnvRunner", "12000000", required_resources={"CPU": 1.0}) for i in range(4)]
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, nodes=[node(HEAD)], jobs=[job("12000000", "RUNNING")], pgs=[], actors=[],
         tasks=[task("g1", "aggregate_returns", "12000000", "PENDING_NODE_ASSIGNMENT", parent_task_id="f" * 40 + "12000000")],
         alive_actors=runners, running_tasks=[],
@@ -511,7 +506,7 @@ def test_a_crashed_owner_tasks_worker_is_found_by_its_worker_id_when_the_task_ro
     wid = "9" * 56
     stderr = ["Fatal Python error: Segmentation fault", "", "Stack (most recent call first):",
               '  File "/tmp/ray/session/runtime_resources/working_dir_files/_ray_pkg_1/main.py", line 22 in validate_checksums']  # fmt: skip
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("15000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
         tasks=[task("o1", "load_shards", "15000000", "FAILED", error_type="WORKER_DIED", worker_pid=None,
                     worker_id=wid, error_message="RpcError: RPC error: Socket closed rpc_code: 14")],
@@ -529,7 +524,7 @@ def test_a_crashed_owner_tasks_worker_is_found_by_its_worker_id_when_the_task_ro
 def test_an_owner_id_on_the_lines_after_the_drivers_exception_line_is_followed_to_the_owner() -> None:
     wid = "8" * 56
     died = "RpcError: RPC error: Socket closed rpc_code: 14"
-    ev = Evidence(
+    ev = GraphInputs(
         now_ms=NOW, job=job("16000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[],
         tasks=[task("o1", "load_shards", "16000000", "FAILED", error_type="WORKER_DIED", worker_id=wid, error_message=died)],
         driver_lines=["Traceback (most recent call last):", '  File "main.py", line 40, in <module>',

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.npm_tools import REPO
+from tests.rules import lacking
 
 COMPOSE = REPO / "docker-compose.yml"
 
@@ -63,12 +64,11 @@ def test_the_claude_code_one_liner_of_the_compose_file_is_the_one_in_the_docs() 
     assert line in (REPO / "docs" / "clients.md").read_text()
 
 
+@pytest.mark.live
 def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     exe = shutil.which("docker-compose")
     if exe is None:
-        pytest.skip(
-            "docker-compose is not installed (apt-get install -y docker-compose; .ci/run installs it)"
-        )
+        lacking("docker-compose", "apt-get install -y docker-compose (.ci/run installs it)")
     out = subprocess.run(
         [exe, "--env-file", str(REPO / ".env.example"), "-f", str(COMPOSE), "config"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,

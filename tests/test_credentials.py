@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
@@ -179,6 +180,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.live
 def test_grpc_calls_to_a_gcs_carry_that_clusters_token_and_never_the_process_token(tmp_path: Path) -> None:
     """kill_actor and the placement group table talk to the GCS over gRPC: in token mode Ray's own channel adds
     this process's token (shown by the last call); ray-mcp's channel sends only the cluster's own."""

@@ -12,7 +12,7 @@ from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 from ray_mcp import models
 from ray_mcp.diagnosis import health, report
 from ray_mcp.diagnosis.findings import finding, merge_alike
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.diagnosis.tracebacks import is_ray_wrapper, last_traceback
 
 BUDGET = 6_000
@@ -192,7 +192,7 @@ def test_no_traceback_falls_back_to_the_last_exception_line_or_nothing() -> None
 def answer(findings: list[models.Finding], notes: list[str]) -> tuple[models.ClusterHealth, str]:
     """cluster_health's answer over these findings alone (no actor, task or node rows were read)."""
     return report.health_report(
-        "http://x:8265", Evidence(now_ms=0), findings, ["nodes"], notes, max_bytes=BUDGET
+        "http://x:8265", GraphInputs(now_ms=0), findings, ["nodes"], notes, max_bytes=BUDGET
     )
 
 

@@ -14,6 +14,8 @@ from tests.conftest import BIN, clean_env
 from tests.npm_tools import REPO
 from tests.test_transports import http_server
 
+from ray_mcp.cluster import ADDRESS_FORMS
+
 DOCS_WITH_CONFIGS = [REPO / "docs" / "clients.md", REPO / "README.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # What a stdio config may start: the venv's ray-mcp (pip install ray-mcp) or uv's uvx (uvx ray-mcp).
@@ -158,3 +160,8 @@ def test_every_doc_says_destructive_calls_confirm_by_elicitation_first_then_toke
                     name,
                     paragraph,
                 )
+
+
+def test_the_readme_names_the_address_forms_the_server_reads() -> None:
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert ADDRESS_FORMS in readme, f"README.md's 'Which cluster' should say: {ADDRESS_FORMS}"

@@ -7,6 +7,7 @@ import re
 import subprocess
 
 import httpx
+import pytest
 from tests.conftest import clean_env
 from tests.test_transports import RAY_MCP
 
@@ -54,6 +55,7 @@ def test_doctor_passes_on_the_real_cluster_with_one_line_per_check(ray_cluster) 
     )  # stdio: cwd
 
 
+@pytest.mark.live
 def test_doctor_fails_an_upload_root_that_is_not_a_directory(tmp_path) -> None:
     out = doctor("doctor", "--address", "http://127.0.0.1:9", "--upload-root", str(tmp_path / "missing"))
     checks = parse(out.stdout)
@@ -63,8 +65,6 @@ def test_doctor_fails_an_upload_root_that_is_not_a_directory(tmp_path) -> None:
 
 
 def test_doctor_finds_the_dashboard_from_a_gcs_address(ray_cluster) -> None:
-    if ray_cluster.gcs_address is None:
-        return  # RAY_MCP_TEST_ADDRESS given: no GCS address known
     out = doctor("--check", "--address", ray_cluster.gcs_address)
     assert out.returncode == 0, out.stdout + out.stderr
     checks = parse(out.stdout)
@@ -72,6 +72,7 @@ def test_doctor_finds_the_dashboard_from_a_gcs_address(ray_cluster) -> None:
     assert ray_cluster.gcs_address in checks["gcs"][1]
 
 
+@pytest.mark.live
 def test_doctor_fails_on_a_wrong_address_with_a_fix_and_skips_the_rest() -> None:
     for address in ("http://127.0.0.1:9", "garbage"):
         out = doctor("doctor", "--address", address)

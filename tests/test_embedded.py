@@ -1,9 +1,14 @@
-"""With no address, ray-mcp starts its own Ray head, and on exit leaves no process of it behind."""
+"""With no address, ray-mcp starts its own Ray head, and on exit leaves no process of it behind.
+
+The signal tests say ``--embedded always``, so that a Ray dashboard on 127.0.0.1:8265 (which "no address"
+would use instead) cannot change what they test; only the first test needs that port free.
+"""
 
 from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,15 +19,18 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import clean_env
+from tests.rules import lacking
 from tests.test_transports import RAY_MCP, free_port, wait_for_port
 
+pytestmark = pytest.mark.live
 
-@pytest.fixture(autouse=True)
+
 def no_local_cluster() -> None:
-    with __import__("socket").socket() as s:
+    with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", 8265)) == 0:
-            pytest.skip(
-                "a Ray dashboard already answers on 127.0.0.1:8265; ray-mcp would use it, not embed one"
+            lacking(
+                "a free port",
+                "a Ray dashboard answers on 127.0.0.1:8265: ray-mcp would use it, not embed one",
             )
 
 
@@ -48,6 +56,7 @@ def wait_until_gone(session_name: str, timeout_s: float = 30) -> list[str]:
 async def test_no_address_starts_an_embedded_cluster_and_closing_stdin_stops_all_of_it(
     tmp_path: Path,
 ) -> None:
+    no_local_cluster()
     params = StdioServerParameters(command=RAY_MCP, args=["--num-cpus", "1"], env=clean_env())
     errlog_path = tmp_path / "stderr.log"
     with open(errlog_path, "w") as errlog:
@@ -77,7 +86,8 @@ async def test_a_signal_stops_the_http_server_and_its_embedded_cluster(tmp_path:
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--num-cpus", "1"],
+            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--embedded", "always",
+             "--num-cpus", "1"],
             stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
         )  # fmt: skip
     try:
@@ -126,8 +136,8 @@ def test_a_signal_on_stdio_ends_the_server_cleanly_and_stops_its_embedded_cluste
     log = tmp_path / "stderr.log"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [RAY_MCP, "--num-cpus", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-            text=True, env=clean_env(),
+            [RAY_MCP, "--embedded", "always", "--num-cpus", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=err, text=True, env=clean_env(),
         )  # fmt: skip
     try:
         rpc(proc, {

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from tests.conftest import clean_env
+from tests.rules import lacking
 from tests.support import call_ok, mcp_client, text_of
 from tests.test_transports import RAY_MCP
 
@@ -19,6 +20,7 @@ from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("where", ["missing-dir/audit.jsonl", "a-directory"])
 def test_an_audit_log_that_cannot_be_written_stops_the_server_at_startup(tmp_path: Path, where: str) -> None:
     (tmp_path / "a-directory").mkdir()
@@ -61,7 +63,7 @@ async def test_when_an_audit_write_fails_the_job_is_refused_and_never_submitted(
 async def test_a_full_disk_under_the_audit_log_refuses_every_write_call(ray_cluster: Any) -> None:
     """/dev/full opens fine (the startup check passes) and fails every write with ENOSPC."""
     if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full on this system")
+        lacking("/dev/full", "this system has no /dev/full (Linux has)")
     async with mcp_client(Settings(address=ray_cluster.dashboard_url, audit_log=Path("/dev/full"))) as client:
         refused = await client.call_tool("stop_job", {"job": "raysubmit_anything"})
         assert refused.is_error and "audit log" in text_of(refused) and "/dev/full" in text_of(refused)

@@ -19,7 +19,8 @@ from tests.state_drivers import driver
 from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.diagnosis import evidence
-from ray_mcp.diagnosis.graph import Evidence
+from ray_mcp.diagnosis.graph import GraphInputs
+from ray_mcp.limits import TASKS_READ
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.settings import Settings
 
@@ -109,7 +110,7 @@ class Rows:
 
 
 async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     result = {"total": 5_000, "num_after_truncation": 5_000, "num_filtered": 3_208,
               "result": [{"task_id": f"t{i}", "state": "FAILED"} for i in range(1000)]}  # fmt: skip
     rows = await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
@@ -120,13 +121,28 @@ async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> N
 
 
 async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
-    ev = Evidence()
+    ev = GraphInputs()
     result = {"total": 11_250, "num_after_truncation": 10_000, "num_filtered": 9_000,
               "result": [{"task_id": f"t{i}"} for i in range(1000)]}  # fmt: skip
     await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
                          limit=1000)  # fmt: skip
     # Ray read 10,000 of the 11,250 tasks (its cap): 9,000 of those failed, and maybe more of the rest.
     assert ev.capped == ["The failed tasks: 1,000 of at least 9,000 read; the counts above cover those."]
+
+
+async def test_the_unfinished_tasks_are_split_by_state_each_part_cut_with_a_stated_cap() -> None:
+    ev = GraphInputs()
+    rows = [{"task_id": f"f{i}", "state": "FAILED"} for i in range(TASKS_READ + 2)]
+    rows += [{"task_id": "r", "state": "RUNNING"}, {"task_id": "w", "state": "PENDING_NODE_ASSIGNMENT"}]
+    n = len(rows)
+    result = {"total": n + 50, "num_after_truncation": n + 50, "num_filtered": n + 7, "result": rows}
+    failed, waiting, running = await evidence._tasks(Rows(result), ev)  # type: ignore[arg-type]
+    assert failed is not None and len(failed) == TASKS_READ
+    assert waiting == [rows[-1]] and running == [rows[-2]]
+    assert ev.capped == [
+        f"The unfinished tasks: {n:,} of {n + 7:,} read; the counts above cover those.",
+        f"The failed tasks: {TASKS_READ:,} of {TASKS_READ + 2:,} read; the counts above cover those.",
+    ]
 
 
 def client() -> RayClient:

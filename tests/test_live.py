@@ -20,7 +20,7 @@ from tests.conftest import clean_env
 from tests.support import TERMINAL, call, submit
 from tests.test_transports import RAY_MCP, http_server
 
-from ray_mcp.server.build import RayMCPServer
+from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.server.context import App
 from ray_mcp.server.live import JobWatchers
 from ray_mcp.settings import Settings
@@ -169,6 +169,36 @@ async def test_subscribers_share_one_poller_that_stops_when_they_unsubscribe_or_
         finally:
             await call(setup, "stop_job", job=job)
     await server.app.aclose()
+
+
+async def test_a_watch_lasts_as_long_as_the_listen_stream_or_the_2025_connection_without_a_cluster() -> None:
+    server = build_server(Settings(address="http://127.0.0.1:9"))  # nothing listens there: status unknown
+    watchers, uri = server.job_watchers, "ray://jobs/raysubmit_offline"
+    try:
+        async with Client(server) as modern:
+            with pytest.raises(MCPError) as raised:  # refused before the stream opens
+                async with modern.listen(resource_subscriptions=[uri, "ray-docs://reference/index"]):
+                    pass
+            assert (
+                raised.value.error.code == -32602
+                and "ray://jobs/{submission_id}" in raised.value.error.message
+            )
+            assert watchers.watched == {}
+            async with modern.listen(resource_subscriptions=[uri]) as subscription:
+                assert subscription.honored.resource_subscriptions == [uri]
+                assert watchers.watched == {uri: 1}
+            with anyio.fail_after(30):
+                while watchers.watched:
+                    await anyio.sleep(0.05)
+        async with Client(server, mode="legacy") as legacy:
+            await legacy.subscribe_resource(uri)
+            await legacy.subscribe_resource(uri)  # the same connection: one subscriber
+            assert watchers.watched == {uri: 1}
+        with anyio.fail_after(30):  # the connection closed without unsubscribing
+            while watchers.watched:
+                await anyio.sleep(0.05)
+    finally:
+        await server.app.aclose()
 
 
 async def test_only_job_uris_can_be_subscribed_and_the_number_of_jobs_watched_is_bounded(

@@ -1,14 +1,19 @@
 from __future__ import annotations
 
+import inspect
 import sys
 import textwrap
 
 import anyio
 import httpx
+import pytest
 from mcp import Client
 from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 
+from ray_mcp.errors import InvalidArgument
 from ray_mcp.models import LogTail
+from ray_mcp.ray_api.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget
+from ray_mcp.tools.logs import tail_logs
 
 PY = sys.executable
 N_LINES = 200_000
@@ -190,3 +195,15 @@ async def test_a_log_of_quotes_backslashes_and_control_characters_stays_within_8
     assert "line 499" in text and "longer as sent" in text  # the newest lines, and why there are fewer
     tail = LogTail.model_validate(result.structured_content)
     assert tail.sections[0].lines[-1].endswith("line 499") and tail.sections[0].more_before
+
+
+def test_each_log_target_of_the_table_is_an_argument_of_tail_logs_and_one_kind_of_log_target() -> None:
+    published = list(inspect.signature(tail_logs).parameters)
+    assert published[3 : 3 + len(LOG_TARGET_ARGS)] == [a.name for a in LOG_TARGET_ARGS]
+    for source in LOG_SOURCES:
+        assert source.names in (tail_logs.__doc__ or "")
+        value = 1 if source.type in (int, int | None) else "raylet.out"
+        target = LogTarget(**{source.name: value, **({"node": "n1"} if source.on_a_node else {})})
+        assert target.kind == source.name
+    with pytest.raises(InvalidArgument, match="needs one log target, got job, filename"):
+        LogTarget(job="raysubmit_1", filename="raylet.out", node="n1")

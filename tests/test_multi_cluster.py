@@ -77,6 +77,7 @@ async def test_a_single_cluster_keeps_the_cluster_argument_off_the_schema(ray_cl
             assert "cluster" not in tool.input_schema.get("properties", {}), tool.name
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("content", "problem"),
     [

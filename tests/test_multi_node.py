@@ -21,6 +21,8 @@ from tests.support import mcp_client, structured, text_of
 from ray_mcp.cluster import LocalHead, free_ports, ray_executable
 from ray_mcp.settings import Settings
 
+pytestmark = pytest.mark.live
+
 WORKER_RESOURCES = {"worker": 1}
 
 

@@ -120,6 +120,7 @@ def dashboard_process(head: LocalHead) -> psutil.Process:
     raise AssertionError(f"no dashboard process among {head.owned_pids()}")
 
 
+@pytest.mark.live
 async def test_killing_the_real_dashboard_mid_session_gives_clear_errors_within_the_timeout(
     private_head: LocalHead,
 ) -> None:

@@ -1,10 +1,9 @@
-"""Fresh servers whose very first calls come in parallel: Ray is imported once, safely, and never poisoned.
+"""Fresh servers whose very first calls come in parallel: every call answers, in the first round and after.
 
 Each server is a real ``ray-mcp`` process (stdio or streamable HTTP) pointed at the session's cluster; its
-first calls are several different tools at once, among them the ones that use Ray's own clients in worker
-threads (the Jobs API client, the GCS channel of pg_status and cluster_health). Importing ``ray`` from two
-threads at once deadlocks Python's import locks (``_DeadlockError`` on ``ray.core.generated``) and leaves a
-partially initialized ``ray`` behind, so every later call failed: Ray is imported at start-up instead.
+first calls are several different tools at once, among them the ones that need Ray's own clients (the Jobs
+API client, the GCS channel of pg_status and cluster_health). No log may show an import deadlock or a
+partially initialized module (what importing Ray from two threads at once used to cause).
 """
 
 from __future__ import annotations

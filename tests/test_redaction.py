@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ray_mcp.guard.redaction import (
     SECRETS,
+    SHORT_SECRET_CHARS,
     SecretRegistry,
     bound_structured,
     clean_text,
+    detected,
     escape_controls,
     install_log_redaction,
     redact_text,
@@ -272,3 +277,69 @@ def test_access_log_records_keep_their_arguments_for_uvicorns_formatter() -> Non
         assert isinstance(record.args, tuple) and len(record.args) == 5
         line = formatter.format(record)
         assert f'"GET {shown} HTTP/1.1" 200' in line and value not in line
+
+
+# -- detect-secrets' detectors -------------------------------------------------------------------------------
+
+
+def jwt(header: dict[str, str], payload: dict[str, object], signature: bytes = b"sig-bytes") -> str:
+    def part(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    return ".".join([part(json.dumps(header).encode()), part(json.dumps(payload).encode()), part(signature)])
+
+
+DETECTOR_SAMPLES = [
+    "AKIAIOSFODNN7EXAMPLE in the config",
+    "aws_secret_access_key = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'",
+    "AccountKey=" + "a" * 86 + "==;EndpointSuffix=core.windows.net",
+    "pip install git+https://alice:s3cr3tpass@git.example.com/repo.git",
+    "token ghp_" + "A1b2" * 9 + " and gho_" + "z" * 36,
+    "glpat-" + "x" * 20 + " GR1348941" + "y" * 25 + " glcbt-ab_" + "c" * 30 + " glagent-" + "d" * 60,
+    "Authorization: Bearer " + jwt({"alg": "HS256", "typ": "JWT"}, {"sub": "42", "admin": True}),
+    "//registry.npmjs.org/:_authToken=npm_" + "q" * 36,
+    "//registry.npmjs.org/:_authToken=" + "0123abcd-" * 4,
+    "OPENAI sk-proj-" + "a" * 20 + "T3BlbkFJ" + "b" * 20,
+    "pypi-AgEIcHlwaS5vcmc" + "p" * 70,
+    "SG." + "s" * 22 + "." + "t" * 43,
+    "xoxb-1234-5678-abcdef and https://hooks.slack.com/services/T000/B111/XXXX",
+    "sq0csp-" + "Q" * 43 + " rk_live_" + "9" * 24 + " sk_live_" + "k" * 24,
+]
+
+
+def assert_masked(text: str) -> None:
+    masked = redact_text(text)
+    for secret in detected(text):
+        if len(secret) >= SHORT_SECRET_CHARS:
+            assert secret not in masked, (text, secret, masked)
+
+
+def test_what_detect_secrets_finds_in_real_secret_formats_is_masked() -> None:
+    for text in DETECTOR_SAMPLES:
+        assert any(detected(text)), text
+        assert_masked(text)
+    plain = "nothing secret here: step 12 loss=0.31 actor 8a7c6b5d4e3f"
+    assert not any(detected(plain)) and redact_text(plain) == plain
+
+
+def test_a_jwt_is_masked_only_when_its_parts_decode() -> None:
+    text = "eyJnot.a.jwt here, and eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0 is one without its signature"
+    assert list(detected(text)) == ["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0"]
+    assert redact_text(text) == "eyJnot.a.jwt here, and *** is one without its signature"
+
+
+_PIECES = st.sampled_from(
+    ["AKIA", "ASIA", "aws", "key", "'", '"', "=", ":", "@", "://", "/", "-", "_", ".", "eyJ", "e30", "sk-",
+     "T3BlbkFJ", "ghp_", "glpat-", "GR1348941", "glcbt-", "xoxb-", "1-", "SG.", "sq0csp-", "rk_live_", "npm_",
+     "//r/:_authToken=", "pypi-AgEIcHlwaS5vcmc", "AccountKey=", "https://hooks.slack.com/services/T1/B2/",
+     " ", "\n", "=="]
+)  # fmt: skip
+_RUNS = st.text(alphabet="ABCXYZabcxyz0123456789+/_-", min_size=0, max_size=48)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_PIECES, _RUNS), max_size=14))
+def test_a_random_text_in_which_detect_secrets_finds_a_secret_is_masked(parts: list[str]) -> None:
+    text = "".join(parts)  # the anchors that let a text skip the detectors must miss none of their finds
+    if any(len(secret) >= SHORT_SECRET_CHARS for secret in detected(text)):
+        assert redact_text(text) != text

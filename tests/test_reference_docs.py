@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -543,6 +544,7 @@ def test_every_dotted_ray_name_resolves_in_the_installed_ray():
     assert not problems, "names that do not exist in the installed Ray:\n" + "\n".join(problems)
 
 
+@pytest.mark.live
 def test_every_cli_command_and_flag_in_code_exists_in_the_installed_cli():
     per_page = {}
     for page in _pages():
@@ -625,6 +627,7 @@ def test_command_extractor_finds_commands_flags_and_stops_at_double_dash():
     ]
 
 
+@pytest.mark.live
 def test_batched_help_is_what_the_ray_executable_prints():
     good, bad = ("ray", ("job", "submit")), ("ray", ("job", "sumbit"))
     batched = _help_texts([good, bad])

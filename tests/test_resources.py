@@ -9,7 +9,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ray_mcp.guard.redaction import clean_text
-from ray_mcp.reference.pages import INDEX_URI, front_matter_scalars, reference_pages
+from ray_mcp.reference.pages import INDEX_URI, reference_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,27 +25,6 @@ async def test_every_reference_page_is_listed_as_markdown_with_a_summary(offline
         assert resource.description, page.topic
 
 
-def test_the_startup_reader_of_titles_and_summaries_agrees_with_yaml_on_every_page() -> None:
-    for page in reference_pages():
-        assert (page.title, page.summary) == (str(page.meta["title"]), str(page.meta["summary"])), page.topic
-
-
-@pytest.mark.parametrize(
-    ("header", "expected"),
-    [
-        ("title: A plain one\nsummary: two words\n", {"title": "A plain one", "summary": "two words"}),
-        ("title: 'quoted: yes'\nsummary: x\n", None),
-        ("title: folded\n  on two lines\nsummary: x\n", None),
-        ("title: >\n  block\nsummary: x\n", None),
-        ("title: with # a comment\nsummary: x\n", None),
-    ],
-)
-def test_the_startup_reader_leaves_anything_but_plain_scalars_to_yaml(
-    header: str, expected: dict[str, str] | None
-) -> None:
-    assert front_matter_scalars(f"---\n{header}---\nbody\n", ("title", "summary")) == expected
-
-
 async def test_the_index_lists_every_page_and_a_page_reads_back_whole(offline_client: Client) -> None:
     index = (await offline_client.read_resource(INDEX_URI)).contents[0].text
     for page in reference_pages():
@@ -57,6 +36,7 @@ async def test_the_index_lists_every_page_and_a_page_reads_back_whole(offline_cl
         assert body.text == clean_text(page.path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -79,6 +59,7 @@ async def test_the_api_template_returns_the_installed_signature_and_docstring(
     assert f"Ray {ray.__version__}" in content.text
 
 
+@pytest.mark.live
 async def test_an_unknown_api_name_is_not_found_with_close_matches(offline_client: Client) -> None:
     with pytest.raises(MCPError, match=r"ray\.serve\.deployment"):
         await offline_client.read_resource("ray-docs://api/ray.serve.delpoyment")

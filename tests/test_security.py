@@ -10,11 +10,14 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.types import CallToolResult, TextContent
+from starlette.requests import Request
 from tests.conftest import clean_env
 from tests.support import text_of
 from tests.test_transports import RAY_MCP, http_server
 
+from ray_mcp.guard.http import transport_security
 from ray_mcp.guard.modes import tool_allowed, tool_kind
 from ray_mcp.guard.redaction import redact, redact_text
 from ray_mcp.server.build import build_server
@@ -136,6 +139,7 @@ def test_redaction_masks_secret_shapes_and_keeps_ordinary_words() -> None:
     }
 
 
+@pytest.mark.live
 def test_a_non_loopback_bind_without_a_token_is_refused() -> None:
     out = subprocess.run(
         [RAY_MCP, "--transport", "streamable-http", "--host", "0.0.0.0", "--address", "http://127.0.0.1:9"],
@@ -174,6 +178,57 @@ async def test_http_requires_the_bearer_token_and_rejects_foreign_origins(
             result = await client.call_tool("cluster_status", {})
             assert not result.is_error
     assert TOKEN not in (tmp_path / "server.log").read_text()
+
+
+# (bind host, --allowed-origin values, Host header, Origin header, the answer: None passes, else the status)
+HOST_AND_ORIGIN = [
+    ("127.0.0.1", [], "127.0.0.1:8000", None, None),
+    ("127.0.0.1", [], "localhost:8000", None, None),
+    ("127.0.0.1", [], "[::1]:8000", None, None),
+    ("127.0.0.1", [], "localhost", None, None),  # no port
+    ("127.0.0.1", [], "127.0.0.1", None, None),
+    ("127.0.0.1", [], "evil.example", None, 421),  # DNS rebinding
+    ("127.0.0.1", [], "evil.example:8000", None, 421),
+    ("127.0.0.1", [], "localhost.evil.example:80", None, 421),
+    ("127.0.0.1", [], None, None, 421),  # no Host at all
+    ("::1", [], "[::1]:8000", None, None),
+    ("::1", [], "evil.example", None, 421),
+    ("127.0.0.1", [], "localhost:8000", "http://localhost:5173", None),
+    ("127.0.0.1", [], "localhost:8000", "http://127.0.0.1:9", None),
+    ("127.0.0.1", [], "localhost:8000", "http://[::1]:8080", None),
+    ("127.0.0.1", [], "localhost:8000", "http://localhost", None),
+    ("127.0.0.1", [], "localhost:8000", "https://localhost:5173", 403),  # another scheme
+    ("127.0.0.1", [], "localhost:8000", "http://localhost.evil.example", 403),
+    ("127.0.0.1", [], "localhost:8000", "http://evil.example", 403),
+    ("127.0.0.1", [], "localhost:8000", "null", 403),
+    ("127.0.0.1", [], "evil.example", "http://evil.example", 421),  # Host first
+    ("127.0.0.1", ["http://app.example:3000"], "localhost:8000", "http://app.example:3000", None),
+    (
+        "127.0.0.1",
+        ["http://app.example:3000"],
+        "localhost:8000",
+        "http://app.example:3001",
+        403,
+    ),  # wrong port
+    ("127.0.0.1", ["http://app.example:3000"], "localhost:8000", "http://app.example", 403),
+    ("127.0.0.1", ["https://app.example:*"], "localhost:8000", "https://app.example:8443", None),
+    ("127.0.0.1", ["https://app.example:*"], "localhost:8000", "https://app.example", None),
+    # another bind needs the bearer token, which no browser page can send: Host and Origin are not checked
+    ("0.0.0.0", [], "ray-mcp.default.svc:8000", None, None),
+    ("0.0.0.0", ["https://app.example"], "10.0.0.5:8000", "http://evil.example", None),
+]
+
+
+@pytest.mark.parametrize(("bind", "allowed", "host", "origin", "answer"), HOST_AND_ORIGIN)
+async def test_the_sdks_host_and_origin_check_answers_as_configured(
+    bind: str, allowed: list[str], host: str | None, origin: str | None, answer: int | None
+) -> None:
+    headers = [(b"host", host.encode())] if host is not None else []
+    headers += [(b"origin", origin.encode())] if origin is not None else []
+    request = Request({"type": "http", "method": "GET", "path": "/mcp", "headers": headers})
+    check = TransportSecurityMiddleware(transport_security(bind, allowed))
+    response = await check.validate_request(request, is_post=False)
+    assert (response.status_code if response is not None else None) == answer
 
 
 class Recorder(httpx.AsyncBaseTransport):

@@ -52,10 +52,7 @@ async def test_serve_status_says_plainly_that_serve_is_not_running(client: Clien
     result = await client.call_tool("serve_status", {})
     assert not result.is_error, result.content
     status = ServeStatus.model_validate(result.structured_content)
-    if status.running:  # another test or user started Serve on this cluster first
-        import pytest
-
-        pytest.skip("Serve already runs on this cluster")
+    assert not status.running, "Serve already runs on the session cluster: a test before this one started it"
     assert status.apps == [] and "Serve is not running" in text_of(result)
     delete = await client.call_tool("serve_delete_app", {"app": "nothing"})
     assert delete.is_error and "No Serve application" in text_of(delete)

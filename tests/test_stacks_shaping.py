@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from ray_mcp import models
 from ray_mcp.diagnosis import hang
 from ray_mcp.shaping import profiles, stacks
@@ -204,6 +206,7 @@ def test_a_job_that_moves_gets_no_stall_finding() -> None:
     assert hang.findings(hang.HangEvidence("progressing", 300, 2, 10, 10), [], "j") == []
 
 
+@pytest.mark.live
 def test_py_spy_is_found_beside_the_servers_python_when_the_path_lacks_the_venv() -> None:
     import os
     import subprocess
@@ -216,6 +219,7 @@ def test_py_spy_is_found_beside_the_servers_python_when_the_path_lacks_the_venv(
     assert found.stdout.strip() == str(Path(sys.executable).with_name("py-spy"))
 
 
+@pytest.mark.live
 async def test_a_py_spy_refused_ptrace_says_how_to_allow_it_and_a_hung_one_is_killed() -> None:
     import time
 

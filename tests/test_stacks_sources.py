@@ -16,6 +16,8 @@ from tests.test_stacks import job_dir, poll
 
 from ray_mcp.settings import Settings
 
+pytestmark = pytest.mark.live
+
 NAPPER_JOB = """\
 import time
 

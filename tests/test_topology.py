@@ -24,6 +24,8 @@ from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from test_multi_node import LocalWorker
 
+pytestmark = pytest.mark.live
+
 DRIVER = textwrap.dedent(
     """
     import os, sys, time

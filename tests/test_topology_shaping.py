@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ray_mcp.limits import TOPOLOGY_ACTORS
 from ray_mcp.shaping.topology import (
-    MAX_ACTORS,
     MEMORY_USAGE_THRESHOLD,
-    Evidence,
+    TopologySources,
     accelerator_ids,
     build_topology,
     split_pg_resources,
@@ -89,7 +89,7 @@ WORKER_DIED = {
 }
 
 
-def training_evidence(nodes: int = 8, per_node: int = 8, dead: int | None = 13) -> Evidence:
+def training_evidence(nodes: int = 8, per_node: int = 8, dead: int | None = 13) -> TopologySources:
     ranks = nodes * per_node
     pg = pg_id(1)
     rows, stats = [], {}
@@ -98,7 +98,7 @@ def training_evidence(nodes: int = 8, per_node: int = 8, dead: int | None = 13) 
                              death=WORKER_DIED if i == dead else None))  # fmt: skip
         stats[actor_id(i)] = gpu_stats(i % per_node, pg, i)
     usage = {node_id(i): {"CPU": (8.0, 32.0), "GPU": (8.0, 8.0)} for i in range(nodes)}
-    return Evidence(
+    return TopologySources(
         details={"job_id": JOB, "submission_id": "raysubmit_train", "status": "RUNNING",
                  "driver_info": {"node_ip_address": "10.0.0.1", "pid": "4242"}, "driver_node_id": node_id(0)},
         pg_rows=[pg_row(1, ranks, per_node, {"CPU": 1.0, "GPU": 1.0}, "trainers")], pg_total=1,
@@ -191,8 +191,8 @@ def test_serve_apps_of_another_jobs_controller_are_unattributed() -> None:
 def test_the_structured_actor_list_is_capped_with_exact_counts() -> None:
     ev = training_evidence(nodes=40, per_node=32, dead=None)  # 1,280 ranks
     topo = build_topology(ev, job="j")
-    assert topo.actors_total == 1280 and len(topo.actors) == MAX_ACTORS
-    assert any(f"capped at {MAX_ACTORS:,}" in n for n in topo.notes) and topo.hints
+    assert topo.actors_total == 1280 and len(topo.actors) == TOPOLOGY_ACTORS
+    assert any(f"capped at {TOPOLOGY_ACTORS:,}" in n for n in topo.notes) and topo.hints
     assert len(render_topology(topo).encode()) <= 12 * 1024
 
 

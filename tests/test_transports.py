@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -119,6 +120,7 @@ async def test_sse_serves_cluster_status(ray_cluster, tmp_path: Path) -> None:
                 await check_cluster_status(client, ray_cluster.dashboard_url)
 
 
+@pytest.mark.live
 def test_python_dash_m_runs_the_same_cli() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "ray_mcp", "--help"], capture_output=True, text=True, timeout=60

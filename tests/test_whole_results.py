@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from mcp import Client
 from tests.support import call_ok, submit, text_of, wait_until
 
-from ray_mcp.limits import RESPONSE_BUDGET_BYTES
+from ray_mcp.limits import RESPONSE_BUDGET_BYTES, RESULT_ENVELOPE_BYTES
 from ray_mcp.models import Actor, ActorList
 from ray_mcp.shaping.actors import render_actor_list
-from ray_mcp.shaping.common import RESULT_ENVELOPE_BYTES, fit_list, json_bytes, sent_escaped_bytes
+from ray_mcp.shaping.common import fit_list, json_bytes, sent_escaped_bytes
 
 NASTY = st.text(st.sampled_from(['"', "\\", "\x01", "\x1b", "\u200b", "\x85", "é", "a", " "]), max_size=300)
 

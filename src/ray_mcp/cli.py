@@ -1,16 +1,13 @@
 """Parse flags and env into Settings, then run the chosen transport. Nothing else.
 
-Startup runs with Python's cyclic garbage collector paused (``main`` until the server is built): importing the
-SDK, pydantic and our modules creates ~10^6 objects and almost no garbage, and the collections it triggers
-took ~20 % of the start (0.87 -> 0.70 s for the SDK's import alone, on this machine). So this module imports
-only the standard library at the top: ``main`` pauses the collector before anything else is imported.
+The server (with the SDK and Ray) is imported only to serve, so that ``ray-mcp --help`` and a bad flag
+answer without waiting for it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -71,6 +68,7 @@ def wants_doctor(argv: list[str]) -> bool:
 
 
 def _parser() -> OneLineParser:
+    from ray_mcp.cluster import ADDRESS_FORMS
     from ray_mcp.settings import DEFAULT_PORT
 
     parser = OneLineParser(
@@ -82,8 +80,8 @@ def _parser() -> OneLineParser:
     )
     parser.add_argument(
         "--address",
-        help="Ray address: http://host:8265, ray://host:10001 or GCS host:6379 "
-        "(env RAY_MCP_ADDRESS or RAY_ADDRESS). Unset: local cluster, else an embedded one.",
+        help=f"Ray address: {ADDRESS_FORMS} (env RAY_MCP_ADDRESS or RAY_ADDRESS). Unset: local cluster, else an "
+        "embedded one.",
     )
     parser.add_argument("--dashboard-url", help="Dashboard URL, if not on port 8265 of the address host.")
     parser.add_argument(
@@ -250,7 +248,6 @@ async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
     from ray_mcp.server.transport import serve_http, serve_stdio
 
     server = build_server(settings)
-    started()
 
     async def stop_stdio_now() -> None:
         """On stdio, stdin is read by a worker thread that no cancellation interrupts: a signal would wait for
@@ -294,14 +291,7 @@ def check_audit_log(settings: Settings) -> None:
         raise SystemExit(2) from None
 
 
-def started() -> None:
-    """The server is built: what startup made stays (frozen: no collection walks it again); collect again."""
-    gc.freeze()
-    gc.enable()
-
-
 def main(argv: list[str] | None = None) -> None:
-    gc.disable()  # until started() (see the module)
     import anyio
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -345,8 +335,6 @@ def run_doctor(settings: Settings) -> NoReturn:
     import anyio
 
     from ray_mcp.doctor import doctor
-
-    started()
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"

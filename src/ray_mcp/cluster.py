@@ -1,14 +1,12 @@
 """Find the cluster to talk to, or start and stop the embedded local one.
 
-Addresses come in three forms, and every client we use wants the dashboard URL:
+Addresses come in the forms of ``ADDRESS_FORMS`` (``parse_address`` reads them), and every client we use wants
+the dashboard URL: a dashboard URL is that; a Ray Client address has its dashboard assumed on the same host at
+8265; a GCS knows where its dashboard listens, so we ask it.
 
-* ``http(s)://host:8265``: the dashboard itself;
-* ``ray://host:10001``: a Ray Client address; the dashboard is assumed on the same host at 8265;
-* ``host:6379`` (GCS): the GCS knows where its dashboard listens, so we ask it.
-
-With no address, a cluster answering on 127.0.0.1:8265 is used; failing that, ray-mcp starts its own
-head node (``ray start --head --block``) in a private temp dir on free ports, and on exit stops exactly
-the processes that one started. It never runs ``ray stop``, which would kill every Ray process on the
+With no address (or Ray's ``auto``), a cluster answering on 127.0.0.1:8265 is used; failing that, ray-mcp
+starts its own head node (``ray start --head --block``) in a private temp dir on free ports, and on exit stops
+exactly the processes that one started. It never runs ``ray stop``, which would kill every Ray process on the
 machine.
 """
 
@@ -33,23 +31,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
+import psutil
+
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
-from ray_mcp.lazy import import_module
-from ray_mcp.settings import DEFAULT_DASHBOARD_PORT, Settings
+from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
 
 if TYPE_CHECKING:
-    import psutil
-
     from ray_mcp.ray_api.gcs import GcsLookup
+    from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp.cluster")
 
+DEFAULT_DASHBOARD_PORT = 8265
 LOCAL_DASHBOARD_URL = f"http://127.0.0.1:{DEFAULT_DASHBOARD_PORT}"
 PROBE_TIMEOUT_S = 2.0
 STOP_GRACE_S = 3.0
 
 T = TypeVar("T")
-AddressKind = Literal["dashboard", "ray_client", "gcs"]
+AddressKind = Literal["dashboard", "ray_client", "gcs", "local"]
+
+# The address forms parse_address reads, as every help text and message names them (one place: a new form is
+# a branch of parse_address and its words here).
+ADDRESS_FORMS = (
+    "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, or a GCS address host:6379"
+)
+# Ray's words for "the cluster on this machine" (RAY_ADDRESS=auto): no address, as if none were given.
+LOCAL_ADDRESSES = ("auto", "local")
 
 
 @dataclass(frozen=True)
@@ -66,10 +73,12 @@ class Address:
 
 
 def parse_address(address: str) -> Address:
-    """Classify an address the way Ray's CLIs accept them. Raises InvalidArgument for nonsense."""
+    """Classify an address the way Ray's CLIs accept them (ADDRESS_FORMS). Raises InvalidArgument for nonsense."""
     text = address.strip()
     if not text:
-        raise InvalidArgument("The Ray address is empty. Pass a dashboard URL such as http://127.0.0.1:8265.")
+        raise InvalidArgument(f"The Ray address is empty. Pass {ADDRESS_FORMS}.")
+    if text in LOCAL_ADDRESSES:
+        return Address("local", text, "127.0.0.1", DEFAULT_DASHBOARD_PORT)
     if "://" in text:
         parts = urlsplit(text)
         if parts.scheme in ("http", "https"):
@@ -84,17 +93,12 @@ def parse_address(address: str) -> Address:
                     f"The Ray Client address {address!r} has no host. Example: ray://host:10001."
                 )
             return Address("ray_client", text, parts.hostname, parts.port)
-        raise InvalidArgument(
-            f"Unsupported address scheme in {address!r}: use http(s):// for a dashboard, ray:// for Ray Client, "
-            "or a bare GCS host:port."
-        )
+        raise InvalidArgument(f"Unsupported address scheme in {address!r}: expected {ADDRESS_FORMS}.")
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = text, ""
     if not host or (port and not port.isdigit()):
-        raise InvalidArgument(
-            f"Cannot read {address!r} as a Ray address: expected host:port (GCS), http://host:8265 or ray://host:10001."
-        )
+        raise InvalidArgument(f"Cannot read {address!r} as a Ray address: expected {ADDRESS_FORMS}.")
     return Address("gcs", text, host.strip("[]"), int(port) if port else None)
 
 
@@ -139,18 +143,6 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     os.setpgrp()
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
-    """ray_api.client's probe, imported off the event loop on first use (it imports httpx)."""
-    client = await import_module("ray_mcp.ray_api.client")
-    return bool(await client.dashboard_answers(url, timeout_s, headers))
-
-
-async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
-    """ray_api.client's probe, imported off the event loop on first use (it imports httpx)."""
-    client = await import_module("ray_mcp.ray_api.client")
-    return bool(await client.head_node_alive(url, timeout_s, headers))
 
 
 @dataclass
@@ -240,8 +232,6 @@ class LocalHead:
 
     def owned_pids(self) -> set[int]:
         """Every live process this head started: the tree under ``ray start`` and anything using its temp dir."""
-        import psutil
-
         pids: set[int] = set()
         if self.process is not None:
             with contextlib.suppress(psutil.Error):
@@ -264,8 +254,6 @@ class LocalHead:
         of its temp dir that left the group) at once, then SIGKILL to whatever outlives the grace period.
         Ray's own sequential shutdown takes ~7 s, while MCP clients kill a server ~2 s after closing stdin.
         """
-        import psutil
-
         pids = self.owned_pids()
         self._signal_all(signal.SIGTERM, pids)
         _gone, alive = psutil.wait_procs([p for p in map(_proc, pids) if p is not None], timeout=grace_s)
@@ -286,7 +274,6 @@ class LocalHead:
 
 
 def _proc(pid: int) -> psutil.Process | None:
-    import psutil
 
     try:
         return psutil.Process(pid)
@@ -404,8 +391,8 @@ class ClusterManager:
         s = self.settings
         if s.dashboard_url:
             return Resolved(parse_address(s.dashboard_url).original, "external")
-        if s.address and s.address not in ("auto", "local") and s.embedded != "always":
-            return await self._resolve_address(parse_address(s.address))
+        if s.address and s.embedded != "always" and (address := parse_address(s.address)).kind != "local":
+            return await self._resolve_address(address)
         if s.embedded != "always" and await dashboard_answers(
             LOCAL_DASHBOARD_URL, PROBE_TIMEOUT_S, s.dashboard_request_headers(local_cluster=True)
         ):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from ray_mcp.cluster import ADDRESS_FORMS
 from ray_mcp.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ async def check_address(p: Probe) -> Check:
                 "warn",
                 "no address configured and no cluster on 127.0.0.1:8265: ray-mcp would start an embedded one "
                 "(the checks below need a running cluster).",
-                "pass --address (a dashboard URL http://host:8265, ray://host:10001 or host:6379) to check one.",
+                f"pass --address ({ADDRESS_FORMS}) to check one.",
             )
         return Check("address", "FAIL", str(exc).split(" Check that")[0].rstrip(".") + ".", _ADDRESS_FIX)
     finally:
@@ -92,8 +93,8 @@ async def check_address(p: Probe) -> Check:
 
 
 _ADDRESS_FIX = (
-    "start the cluster or correct --address / RAY_ADDRESS (a dashboard URL http://host:8265, ray://host:10001, "
-    "or a GCS host:6379); pass --dashboard-url if the dashboard is elsewhere."
+    f"start the cluster or correct --address / RAY_ADDRESS ({ADDRESS_FORMS}); pass --dashboard-url if the "
+    "dashboard is elsewhere."
 )
 
 

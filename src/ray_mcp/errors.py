@@ -23,6 +23,8 @@ import grpc
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, RAY_ERROR_CHARS
+
 
 class RayMCPError(ToolError):
     """Base of every failure ray-mcp anticipates."""
@@ -62,15 +64,14 @@ def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
     )
 
 
-_UNREACHABLE_NEXT_STEP = (
-    "Check that the cluster is running (`ray status` on the head node) and that the dashboard is reachable "
-    "from this machine; pass the right address with --address or RAY_ADDRESS "
-    "(a dashboard URL such as http://127.0.0.1:8265, ray://host:10001, or a GCS host:6379)."
-)
-
-
 def unreachable(address: str, cause: str) -> ClusterUnavailable:
-    return ClusterUnavailable(f"Cannot reach the Ray cluster at {address}: {cause}. {_UNREACHABLE_NEXT_STEP}")
+    from ray_mcp.cluster import ADDRESS_FORMS  # here, not above: cluster.py raises this module's errors
+
+    return ClusterUnavailable(
+        f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
+        "the head node) and that the dashboard is reachable from this machine; pass the right address with "
+        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})."
+    )
 
 
 @contextmanager
@@ -113,13 +114,13 @@ def dashboard_errors(
         ) from exc
 
 
-def _short_body(response: httpx.Response, limit: int = 300) -> str:
+def _short_body(response: httpx.Response) -> str:
     try:
         text = response.text
     except Exception:  # pragma: no cover - undecodable body
         return ""
     text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= DASHBOARD_BODY_CHARS else text[:DASHBOARD_BODY_CHARS] + "…"
 
 
 # -- the GCS (gRPC, through Ray's own channel) --------------------------------------------------------------------
@@ -134,7 +135,7 @@ def gcs_errors(address: str, what: str, timeout_s: float) -> Iterator[None]:
     except grpc.RpcError as exc:
         code = exc.code() if isinstance(exc, grpc.Call) else None
         name = code.name if code is not None else type(exc).__name__
-        details = _clean(str(exc.details() if isinstance(exc, grpc.Call) else exc) or "", 200)
+        details = _clean(str(exc.details() if isinstance(exc, grpc.Call) else exc) or "")
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
             raise AuthRefused(
                 f"The GCS at {address} refused the token for {what} ({name}). Check this cluster's Ray token "
@@ -155,9 +156,9 @@ def gcs_errors(address: str, what: str, timeout_s: float) -> Iterator[None]:
 _JOB_SDK_STATUS = re.compile(r"status code (\d{3}): (.*)", re.S)
 
 
-def _clean(text: str, limit: int = 400) -> str:
+def _clean(text: str) -> str:
     text = re.sub(r"\s+", " ", text).strip().rstrip(".")
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= RAY_ERROR_CHARS else text[:RAY_ERROR_CHARS] + "…"
 
 
 @contextmanager

@@ -1,9 +1,13 @@
-"""Every bound on what ray-mcp sends back to an agent, named once.
+"""Every bound on what ray-mcp reads, keeps and sends back to an agent, named once.
 
-Tool parameters (their ``le``/``ge`` and the numbers in their descriptions), the adapter's requests and the
-shaping code all read these; changing an output size means changing this file. An agent's context window is
-the scarce resource: every answer is bounded, and says what it left out. A size the agent picks per call is a
-``Bound``: the parameter's default and the range its schema accepts, together.
+Tool parameters (their ``le``/``ge`` and the numbers in their descriptions), the adapter's requests, the
+shaping code and the diagnosis all read these; changing an output size means changing this file (and
+tests/test_limits.py fails on a bound written anywhere else). An agent's context window is the scarce
+resource: every answer is bounded, and says what it left out. A size the agent picks per call is a ``Bound``:
+the parameter's default and the range its schema accepts, together. Timeouts, polling intervals and cache
+sizes are settings (settings.py) or behaviour, kept where they act; the few here (wait and follow times an
+agent picks, the API reference's workers and cache, grep's threads, a confirm token's life) bound a tool's
+work the way its sizes do.
 """
 
 from dataclasses import dataclass
@@ -30,12 +34,10 @@ class Bound(Generic[Number]):
 MAX_LIMIT = 1000  # the most items one list call may ask for (0 means counts only)
 DEFAULT_LIMIT = 50  # actors, placement groups, nodes
 DEFAULT_TASK_LIMIT = 30
-RESPONSE_BUDGET_BYTES = (
-    8 * 1024
-)  # a whole answer at default limits stays under this: text + structured content
-LIST_BUDGET_BYTES = (
-    3_500  # the items of a list answer, as JSON (their text is about as long; then totals, hints)
-)
+# A whole answer at default limits stays under this, text and structured content together.
+RESPONSE_BUDGET_BYTES = 8 * 1024
+# The items of a list answer, as JSON: their text is about as long, then come totals and hints.
+LIST_BUDGET_BYTES = 3_500
 STATE_API_MAX_ROWS = 10_000  # Ray's State API returns at most this many rows per call
 MAX_TASK_GROUPS = 40  # task names shown by summarize_tasks
 MAX_ERROR_TYPES_SAMPLED = 10  # error types of failed tasks that get a sample task
@@ -44,13 +46,34 @@ LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error
 FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
 LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
 
+# -- every answer: its structured content, and the result as a client receives it ---------------------------
+
+# Structured content may always be this big, or STRUCTURED_TEXT_FACTOR times its text, whichever is more (it
+# is bounded as the text is), and never more than STRUCTURED_MAX_BYTES: past that, guard/bounds.py cuts it.
+STRUCTURED_MIN_BYTES = 16_384
+STRUCTURED_TEXT_FACTOR = 2
+STRUCTURED_MAX_BYTES = 1_048_576
+MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
+STRUCTURED_CUT_FIELDS_CHARS = 300  # the cut fields named in the note that says structured content was cut
+# What a tool result adds around its text and structured content as sent (the content list, type, isError,
+# _meta with the server's name and version, resultType), with room to spare: what a whole-answer budget
+# leaves for it (tests/test_whole_results.py measures it).
+RESULT_ENVELOPE_BYTES = 220
+
+# -- errors (errors.py) ----------------------------------------------------------------------------------------
+
+DASHBOARD_BODY_CHARS = 300  # a dashboard's error body quoted in an error (one line is enough to say why)
+RAY_ERROR_CHARS = 400  # Ray's own error text (the Jobs SDK's, the log endpoint's) quoted in an error
+
 # -- cluster_status ------------------------------------------------------------------------------------------
 
 STATUS_NODES = Bound(default=20, low=1, high=1000)  # nodes listed one by one (all are counted)
 FAILED_NODES_SHOWN = 5
-HOST_USAGE_MAX_NODES = (
-    256  # host CPU/memory/GPU use (/nodes?view=summary, ~1 KB per worker) read up to this size
-)
+PRESSURE_NODES_NAMED = 5  # nodes under memory pressure named in the hint (all are counted)
+# Host CPU/memory/GPU use is read (/nodes?view=summary, whose size grows with every worker) up to this many
+# alive nodes; a larger cluster gets a note instead.
+HOST_USAGE_MAX_NODES = 256
+GPUS_SHOWN = 8  # GPUs of one node listed by name and use (a node has at most 8 in the common shapes)
 
 # -- actors --------------------------------------------------------------------------------------------------
 
@@ -76,8 +99,7 @@ ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete
 
 LOG_LINES = Bound(default=100, low=1, high=2000)
 # A tail is the first follow-up of a diagnosis: by default the whole answer (the lines come twice, in the text
-# and the structured content) stays under 8 KB (16 KB of log text once made a 17 KB answer). max_bytes asks for
-# more.
+# and the structured content) stays under RESPONSE_BUDGET_BYTES. max_bytes asks for more.
 LOG_BYTES = Bound(default=3_500, low=256, high=1_048_576)
 # The whole answer as a client receives it (the lines twice, each as an escaped JSON string: a quote or a
 # backslash takes 2 bytes, a control character 5-7), at most this share of max_bytes (8,000 at the default).
@@ -95,29 +117,140 @@ MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 
-# -- diagnose_job and cluster_health -------------------------------------------------------------------------
+# -- job resources (ray://jobs/<submission_id>) and their subscriptions --------------------------------------
+
+MAX_WATCHED_JOBS = 64  # jobs watched at once across sessions (one poll each); another subscribe is refused
+JOB_LOG_TAIL_LINES = 40  # the driver log's tail in a job resource: its newest lines, tail_logs reads more
+JOB_LOG_TAIL_BYTES = 8_192
+
+# -- diagnose_job and cluster_health: the answer -------------------------------------------------------------
 
 # the text answer (its findings come again in the structured content)
 DIAGNOSIS_BYTES = Bound(default=6_000, low=1_000, high=32_000)
-# the text and the structured content together: at most this share of the text budget (8,000 at the default)
+# the text and the structured content together: at most this share of the text budget
 DIAGNOSIS_WHOLE_SHARE = 4 / 3
+VERDICT_BYTES = 300  # the verdict line, first in the answer: a status, a symptom and its last link
+MIN_QUOTE_CHARS = 100  # the structured answer's quotes are cut to no less before they are left out
+EVIDENCE_ITEMS = 12  # evidence lines of one finding
+CHAIN_EVIDENCE_ITEMS = 14  # evidence lines of a chain's finding: its links' words and quotes, two per link
+NEXT_STEPS = 3  # next steps (and references) of one finding
+FINDING_TITLE_CHARS = 400  # a chain's finding title: its symptom and its cause, both in Ray's words
+ALIKE_SHOWN = 3  # titles of the alike findings quoted in the one that stands for them
+NOTES_SHOWN = 5  # notes of a diagnosis (what could not be read or checked), within the footer's share
+UNREADABLE_NOTED = 3  # sources that could not be read, one note each, before the other notes
+UNCHECKED_CHARS = 100  # the checks that could not run, named in diagnose_job's verdict
+HEALTH_UNCHECKED_CHARS = 120  # the same in cluster_health's verdict (it runs more checks)
+EXPLAINING_EVENTS = 4  # cluster events that explain diagnose_job's findings (OOM kills, node deaths)
+HEALTH_EVENTS = 6  # cluster events in cluster_health's answer, newest first
+EVENT_CHARS = 200  # one cluster event's message, in an event line or a node death's quote
+JOB_LINE_ENTRYPOINT_CHARS = 80  # the entrypoint in diagnose_job's job line
+OTHER_JOBS_NAMED = 4  # other failed jobs named in diagnose_job's note on them
+EVIDENCE_LINE_CHARS = 240  # one quoted log or traceback line
+CAUSE_CHARS = 200  # a cause named in a finding's title or evidence
+SHORT_CAUSE_CHARS = 160  # a cause in a link's words or in a grouped line (N actors died of ...)
+JOB_CAUSE_HEAD_CHARS = 120  # the head of a failed job's message, when it has no traceback
+TRACEBACK_LINES = 24  # lines of the excerpt of a traceback
+TRACEBACK_HEAD_LINES = 3  # of which its first ones ("Traceback ...", the outermost frame) are always kept
+REMOTE_LINES_KEPT = 6  # Ray's lines naming where remote work raised ("ray::f() (pid=..."), the newest
+ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
+
+# -- diagnose_job and cluster_health: what is read -----------------------------------------------------------
+
 DRIVER_LOG_LINES = 400  # the driver log's tail read for a diagnosis
 DRIVER_LOG_BYTES = 96_000
 ACTOR_LOG_LINES = 60  # grep output of a crashed actor's log
 ACTOR_LOG_BYTES = 8_000
-EVIDENCE_ITEMS = 12  # evidence lines of one finding
-NEXT_STEPS = 3  # next steps (and references) of one finding
-NOTES_SHOWN = 4
-EVIDENCE_LINE_CHARS = 240  # one quoted log or traceback line
-CAUSE_CHARS = 200  # a cause named in a finding's title or evidence
-SHORT_CAUSE_CHARS = 160  # a cause in a grouped line (N actors died of ...)
-JOB_CAUSE_HEAD_CHARS = 120  # the head of a failed job's message, when it has no traceback
-TRACEBACK_LINES = 24  # lines of the excerpt of a traceback
-ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
+CRASHED_ACTOR_LOGS = 2  # the job's crashed actors whose logs are grepped
+# The evidence graph's State API rows: enough for a job at scale, bounded for a cluster at scale (a list cut
+# at its limit says so in the answer).
+JOB_ACTORS_READ = 500  # the job's actors
+TASKS_READ = 1000  # the job's task attempts; cluster-wide, the tasks of each state read
+CLUSTER_ROWS_READ = 2000  # nodes, placement groups, jobs and actors of the whole cluster
+EVENTS_READ = 2000  # cluster events: Ray cuts at the limit keeping the oldest, so this is high
+DEAD_WORKERS_READ = 500
+RELATED_ACTORS_READ = 20  # actors looked up by name or pid (the owner of a lost object, a named actor)
+OWNERS_READ = 2  # owner workers (not the driver) of lost objects or orphaned actors looked up
+OWNER_SEARCH_TASKS = 50  # failed tasks whose messages are searched for an owner
+SERVE_SEARCH_CHARS = 50_000  # the end of the driver log searched for a failed Serve deployment
+RUNTIME_ENV_SEARCH_LINES = 120  # the driver log's last lines searched for a runtime_env failure
+OWNER_SEARCH_LINES = 40  # the driver log's last lines searched for a dead owner's id
+# Crashed workers' stderr: the newest dead worker of each looping actor, the workers of crashed tasks and of
+# crashed actors, CRASH_LOGS in all.
+LOOPING_ACTOR_LOGS = 2
+CRASHED_TASK_LOGS = 2
+CRASH_LOGS = 4
+CRASH_LOG_LINES = 40
+CRASH_LOG_BYTES = 6_000
+DEAD_WORKERS_PER_ACTOR = 20  # a looping actor's dead workers kept with it (its restarts, newest)
+# diagnose_job's own reads through the tools' paths
+JOB_DEAD_ACTORS_READ = 6  # the job's dead actors listed (DEAD_ACTORS_SHOWN get a finding each)
+PENDING_ACTORS_SHOWN = 3  # the job's pending actors, read and shown one finding each
+PENDING_GROUPS_SHOWN = 3  # the job's pending placement groups, read and shown one finding each
+HEALTH_NODES = 50  # nodes cluster_health reads one by one (all are counted)
+HEALTH_SERVE_LOG_LINES = 5  # log lines of each failing Serve deployment's replica
+FAILED_JOBS_SHOWN = 5  # recently failed jobs, read and named in cluster_health
+# The per-area checks of cluster_health, run only when the evidence graph could not read actors or nodes.
+AREA_DEAD_ACTORS = 100
+AREA_RESTARTING_ACTORS = 10
+AREA_ALIVE_ACTORS = 200  # the alive ones, for those that restarted often
+AREA_PENDING_GROUPS = 5
+# A stalled RUNNING job (hang.py): its stacks and the tasks that tell whether it progresses.
+HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job
+HANG_STACK_BYTES = 2_500
+HANG_STACK_FRAMES = 4  # project frames per stack
+HANG_TASK_ROWS = 1_000  # task rows read per state to judge a job's progress
+
+# -- diagnose_job and cluster_health: what a finding lists ---------------------------------------------------
+
+DEAD_ACTORS_SHOWN = 4  # the job's dead actors, a finding each (the others are counted in one more)
+TASK_ERROR_GROUPS_SHOWN = 3  # error types of the job's failed tasks, a finding each
+BUNDLES_QUOTED = 4  # bundles of a pending placement group
+DEMANDS_QUOTED = 4  # resource demands that wait (diagnose_job's infeasible ones, cluster_health's others)
+INFEASIBLE_DEMANDS_QUOTED = 5  # demands that can never be placed, in cluster_health
+ACTOR_EXCEPTION_LINES = 8  # the last lines of a dead actor's exception
+ACTOR_LOG_LINES_QUOTED = 6  # the last lines of its log
+SAMPLE_ERROR_LINES = 6  # the last lines of a failed task group's sample error
+RUNTIME_ENV_ERROR_LINES = 8  # error lines of a runtime_env that could not be set up (pip's, conda's)
+DRIVER_TRACEBACK_LINES = 20  # the driver's traceback in its finding
+REMOTE_LINES_QUOTED = 3  # where the remote work raised, under it
+DRIVER_LINES_QUOTED = 8  # the driver log's last lines when it exited without a traceback
+LAST_OUTPUT_CHARS = 120  # its last output, in the finding's title
+DEAD_NODES_SHOWN = 5  # dead nodes, newest first, each with what it took down
+FAILING_DEPLOYMENTS_QUOTED = 3  # failing deployments of a Serve application
+DEPLOYMENT_EXCEPTION_LINES = 2  # the exception lines of each
+REPLICA_LOG_LINES_QUOTED = 3  # its replica's last log lines
+PENDING_GROUPS_QUOTED = 4  # pending placement groups in cluster_health
+RESTARTING_ACTORS_QUOTED = 5
+CRASH_CAUSES_QUOTED = 6  # groups of crashed actors by class and cause, largest first
+TASK_ERROR_TYPES_QUOTED = 5  # error types of failed tasks across the cluster
+DRIVER_WAITS_QUOTED = 4  # the kinds of calls a stalled driver waits on, the odd ones out first
+STALL_LINE_CHARS = 300  # the stall finding's title and each of its wait lines
+STALL_STACK_GROUPS = 5  # groups of identical stacks quoted in it
+STALL_STACK_LINES = 6  # lines of the stacks source's summary in a hung job's chain
+
+# -- diagnose_job and cluster_health: the words of a chain ---------------------------------------------------
+
+QUOTE_CHARS = 300  # Ray's record quoted under a link (a death message, an error, an exit detail)
+QUOTE_LINES = 3  # lines of a quote joined from several ("a | b | c")
+QUOTE_LINE_CHARS = 200  # each of those lines (and a one-line quote such as a cancel message)
+LOG_QUOTE_LINE_CHARS = 160  # a log or traceback line in such a quote
+DRIVER_QUOTE_LINES = 4  # the driver's traceback's last lines under the link where it raised
+MESSAGE_HEAD_CHARS = 140  # an error or exit message in a link's words, when it has no exception line
+INNER_MESSAGE_CHARS = 120  # an inner exception's message in parentheses after the outer one
+FATAL_LINE_CHARS = 120  # the fatal line of a crashed worker ("Fatal Python error: ...", a signal)
+NODE_DEATH_CHARS = 90  # a node's death message in the link that says it died
+MEMORY_USED_CHARS = 80  # the memory monitor's "used / limit" in a link's words
+OOM_DETAIL_CHARS = 100  # the memory monitor's kill reason, or the workers it selected
+NAMES_SHOWN = 3  # names in one phrase before "and N more" (actors, holders, classes)
+HOLDERS_QUOTED = 4  # holders of a resource quoted with their amounts
+HOLDER_NODE_ID_CHARS = 8  # the node id's head in such a quote (the link's words name the node in full)
+NODE_LABEL_ID_CHARS = 12  # a node id's head in a node's label (its IP follows)
+JOB_LABEL_ENTRYPOINT_CHARS = 60  # the entrypoint in a job's label
+TIMED_OUT_WORK_NAMED = 2  # the work a driver stopped waiting for, named when it timed out
 
 # -- job_topology -------------------------------------------------------------------------------------------
 
-TOPOLOGY_ACTORS = 500  # actors in the structured answer (~600 bytes each; counts stay exact)
+TOPOLOGY_ACTORS = 500  # actors in the structured answer (counts stay exact)
 TOPOLOGY_ACTOR_ROWS = 5000  # actors of the job read from the State API (and the GCS) per call
 TOPOLOGY_GROUPS = 100  # placement groups in the structured answer
 TOPOLOGY_GROUP_ROWS = 500  # placement groups of the job read per call
@@ -125,11 +258,13 @@ TOPOLOGY_BUNDLES_PER_GROUP = 1000
 TOPOLOGY_NODES = 200
 TOPOLOGY_GAPS = 100  # gaps in the structured answer
 TOPOLOGY_TEXT_GAPS = 15  # gaps in the text answer
-TOPOLOGY_TEXT_BYTES = 12 * 1024  # the text tree is cut here (64 ranks on 8 nodes take ~3.6 KB)
+TOPOLOGY_TEXT_BYTES = 12 * 1024  # the text tree is cut here (a training job of a few nodes fits whole)
 TOPOLOGY_IDLE_GPU_NODES = 5  # GPU nodes without an actor of the job, named one by one
 TOPOLOGY_MEMBER_QUERIES = 20  # groups whose members from other jobs are looked up (one request each)
 TOPOLOGY_IDS_PER_REQUEST = 100  # actor ids per /logical/actors request
 DEATH_CHARS = 200  # a dead rank's cause in a gap
+SPAWNED_ACTORS_SHOWN = 5  # actors a Serve replica spawned, listed under it
+SERVE_APPS_NAMED = 10  # Serve applications named when they are not attributed to the job
 
 # -- Ray Train (list_train_runs, get_train_run) -------------------------------------------------------------
 
@@ -147,6 +282,7 @@ API_NAME_CHARS = 300  # a longer ray-docs://api/ name is refused
 API_LOOKUP_WORKERS = 2  # docs reads parsed at once (worker processes); the rest wait, holding nothing
 API_LOOKUP_TIMEOUT_S = 30.0
 API_ANSWERS_CACHED = 512
+API_SOURCE_BYTES = 4 * 1024 * 1024  # a larger source file of Ray is not read
 
 # -- tail_logs grep ----------------------------------------------------------------------------------------------
 
@@ -156,12 +292,10 @@ GREP_THREADS = 4  # greps scanning at once (worker threads; RE2 releases the GIL
 
 # -- confirmations and uploads -------------------------------------------------------------------------------
 
-CONFIRM_TOKEN_TTL_S = (
-    300.0  # a destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s)
-)
-MAX_UPLOAD_ENTRIES = (
-    100_000  # files and directories walked in one local upload (working_dir...) before refusing
-)
+# A destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s).
+CONFIRM_TOKEN_TTL_S = 300.0
+# Files and directories walked in one local upload (working_dir, py_modules) before refusing.
+MAX_UPLOAD_ENTRIES = 100_000
 
 # -- stacks and CPU profiles (stack_traces, cpu_profile, the stall finding of diagnose_job) -----------------
 
@@ -172,7 +306,7 @@ STACK_FRAMES = Bound(default=8, low=1, high=40)  # project frames shown per stac
 STACK_PIDS_SHOWN = 8  # pids named per group of identical stacks
 PROFILE_S = Bound(default=5, low=1, high=30)  # seconds cpu_profile samples
 PROFILE_FUNCTIONS = Bound(default=15, low=1, high=50)  # hottest functions listed
-HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job
-HANG_STACK_BYTES = 2_500
-HANG_TASK_ROWS = 1_000  # task rows read per state to judge a job's progress
+STACK_VERDICT_CHARS = 300  # the verdict line of stack_traces: where the processes are
+STACK_VERDICT_GROUPS = 3  # groups of stacks named in it, the likeliest culprit first
+STACK_FAILURES_KEPT = 3  # processes that could not be sampled, named when the answer is over its budget
 ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ray_mcp.cluster import ADDRESS_FORMS
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
 DEFAULT_HOST = "127.0.0.1"
@@ -19,7 +20,6 @@ DEFAULT_HOST = "127.0.0.1"
 # 9000 (Serve gRPC), 52365 (dashboard agent), 8076 (object manager), 10002-19999 (workers), 3000/9090 (Grafana,
 # Prometheus): no Ray component listens on 8270.
 DEFAULT_PORT = 8270
-DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_CLUSTER_START_TIMEOUT_S = 90.0
 DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0
@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     address: str | None = Field(
         default=None,
         validation_alias=AliasChoices("address", "RAY_MCP_ADDRESS", "RAY_ADDRESS"),
-        description="Cluster to use: a dashboard URL (http://host:8265), ray://host:10001, or a GCS host:port. "
+        description=f"Cluster to use: {ADDRESS_FORMS}. "
         "Unset means: use a local cluster on 127.0.0.1:8265 if one answers, else start an embedded one.",
     )
     dashboard_url: str | None = Field(
@@ -93,11 +93,6 @@ class Settings(BaseSettings):
         default=True,
         description="tail_logs reads the log of a node that runs on this machine straight from its file (the "
         "node's logs directory as the cluster reports it); off: always through the dashboard.",
-    )
-    warm_up: bool = Field(
-        default=True,
-        description="After a client lists the tools, connect and import Ray in the background (first calls "
-        "then cost what later ones do; about 50 MB more memory).",
     )
 
     # -- safety ------------------------------------------------------------------------------------------
@@ -296,9 +291,7 @@ def load_clusters_file(path: Path) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for name, entry in clusters.items():
         if not isinstance(entry, dict) or not entry.get("address"):
-            raise ValueError(
-                f"Cluster {name!r} in {path} needs an address (http://host:8265, ray://... or host:6379)."
-            )
+            raise ValueError(f"Cluster {name!r} in {path} needs an address: {ADDRESS_FORMS}.")
         unknown = set(entry) - CLUSTER_KEYS
         if unknown:
             raise ValueError(

@@ -3,7 +3,7 @@
 Phase 1 (concurrent, 7 requests): the job's actors and task attempts, nodes, placement groups, jobs, cluster
 events and dead workers. Phase 2 (concurrent, only what phase 1 calls for, at most ~8 requests): the holders of
 resources when something waits for them, an actor looked up by name, owners that are not the job's own, and the
-stderr of workers that crashed in a loop. A source that fails is recorded in ``Evidence.unreadable`` and the
+stderr of workers that crashed in a loop. A source that fails is recorded in ``GraphInputs.unreadable`` and the
 reasoning says so instead of concluding anything from its absence.
 """
 
@@ -16,27 +16,37 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, Evidence, Row, num
+from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
 from ray_mcp.errors import RayMCPError
-from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.limits import (
+    CLUSTER_ROWS_READ,
+    CRASH_LOG_BYTES,
+    CRASH_LOG_LINES,
+    CRASH_LOGS,
+    CRASHED_TASK_LOGS,
+    DEAD_WORKERS_PER_ACTOR,
+    DEAD_WORKERS_READ,
+    EVENTS_READ,
+    JOB_ACTORS_READ,
+    LOOPING_ACTOR_LOGS,
+    OWNER_SEARCH_TASKS,
+    OWNERS_READ,
+    RELATED_ACTORS_READ,
+    SERVE_SEARCH_CHARS,
+    STATE_API_MAX_ROWS,
+    TASKS_READ,
+)
+from ray_mcp.ray_api.client import nothing
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
 
 log = logging.getLogger("ray_mcp.diagnosis")
 
-JOB_ACTORS = 500
-JOB_TASKS = 1000
-CLUSTER_ROWS = 2000
-EVENTS = 2000  # Ray returns the OLDEST events first when it cuts at the limit: keep it high
-DEAD_WORKERS = 500
-LOG_LINES = 40
-LOOPING = 2
-
 
 async def _rows(
-    api: RayAPI, ev: Evidence, resource: str, what: str, *, filters: list[tuple[str, str, str]] | None = None,
-    limit: int = 100, detail: bool = True,
+    api: RayAPI, ev: GraphInputs, resource: str, what: str, *, filters: list[tuple[str, str, str]] | None = None,
+    limit: int, detail: bool = True,
 ) -> list[dict[str, Any]] | None:  # fmt: skip
     try:
         result = await api.client.list_state(
@@ -66,11 +76,7 @@ def failure(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}"
 
 
-async def _first(*aws: Awaitable[Any]) -> list[Any]:
-    return list(await asyncio.gather(*aws))
-
-
-def waits_for_resources(ev: Evidence) -> bool:
+def waits_for_resources(ev: GraphInputs) -> bool:
     states = {"PENDING_NODE_ASSIGNMENT"}
     if any(t.get("state") in states for t in ev.tasks or []):
         return True
@@ -81,7 +87,7 @@ def waits_for_resources(ev: Evidence) -> bool:
     return bool(ev.job and ev.job.get("status") == "PENDING")
 
 
-def owner_workers(ev: Evidence, texts: list[str]) -> list[str]:
+def owner_workers(ev: GraphInputs, texts: list[str]) -> list[str]:
     found = []
     for text in texts:
         for m in OWNER_REF.finditer(text):
@@ -96,30 +102,33 @@ def owner_workers(ev: Evidence, texts: list[str]) -> list[str]:
             and not DRIVER_WORKER.match(str(ctx["owner_id"]))
         ):
             found.append(str(ctx["owner_id"]))
-    return found[:2]
+    return found[:OWNERS_READ]
 
 
-async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[str] | None) -> Evidence:
-    ev = Evidence(now_ms=time.time() * 1000, job=dict(details), driver_lines=driver_lines)
+async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[str] | None) -> GraphInputs:
+    ev = GraphInputs(now_ms=time.time() * 1000, job=dict(details), driver_lines=driver_lines)
     job_id = details.get("job_id")
     by_job = [("job_id", "=", str(job_id))] if job_id else None
-    ev.actors, ev.tasks, _ = await _first(
-        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS) if by_job else _none(),
-        _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=JOB_TASKS) if by_job else _none(),
+    ev.actors, ev.tasks, _ = await asyncio.gather(
+        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ) if by_job else nothing(),
+        _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=TASKS_READ) if by_job else nothing(),
         _cluster_wide(api, ev),
     )  # fmt: skip
     return ev
 
 
-async def _cluster_wide(api: RayAPI, ev: Evidence, jobs: Awaitable[list[Row] | None] | None = None) -> None:
+async def _cluster_wide(
+    api: RayAPI, ev: GraphInputs, jobs: Awaitable[list[Row] | None] | None = None
+) -> None:
     """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs, cluster
     events and dead workers. ``jobs``: the job rows when the caller reads them anyway (cluster_health)."""
-    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await _first(
-        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS),
-        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS),
-        jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS, detail=False),
+    ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await asyncio.gather(
+        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
+        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ),
+        jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS_READ, detail=False),
         cluster_events(api, ev),
-        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")], limit=DEAD_WORKERS),
+        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")],
+              limit=DEAD_WORKERS_READ),
     )  # fmt: skip
 
 
@@ -136,7 +145,7 @@ JOB_COLUMNS = (
 )
 
 
-async def _listed_jobs(api: RayAPI, ev: Evidence) -> list[Row] | None:
+async def _listed_jobs(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
     try:
         rows = await api.jobs.rows()
     except Exception as exc:
@@ -145,20 +154,20 @@ async def _listed_jobs(api: RayAPI, ev: Evidence) -> list[Row] | None:
     return [{k: row.get(k) for k in JOB_COLUMNS} for row in rows]
 
 
-async def _actors(api: RayAPI, ev: Evidence) -> list[list[Row] | None]:
+async def _actors(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     """The actors that are not alive, and the alive ones."""
-    return await _first(
+    return list(await asyncio.gather(
         _rows(api, ev, "actors", "the actors that are not alive", filters=[("state", "!=", "ALIVE")],
-              limit=CLUSTER_ROWS),
-        _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
-    )  # fmt: skip
+              limit=CLUSTER_ROWS_READ),
+        _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
+    ))  # fmt: skip
 
 
 TASK_STATES = (("FAILED", "the failed tasks"), ("PENDING_NODE_ASSIGNMENT", "the tasks waiting for a node"),
                ("RUNNING", "the running tasks"))  # fmt: skip
 
 
-async def _tasks(api: RayAPI, ev: Evidence) -> list[list[Row] | None]:
+async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     """The failed tasks, those waiting for a node and the running ones: one list of every task attempt that did
     not finish (the GCS filters task events by state, so the finished ones are never converted), split here."""
     rows = await _rows(api, ev, "tasks", "the unfinished tasks", filters=[("state", "!=", "FINISHED")],
@@ -168,18 +177,18 @@ async def _tasks(api: RayAPI, ev: Evidence) -> list[list[Row] | None]:
     out: list[list[Row] | None] = []
     for state, what in TASK_STATES:
         matched = [r for r in rows if r.get("state") == state]
-        if len(matched) > JOB_TASKS:
-            ev.capped.append(f"{what[0].upper()}{what[1:]}: {JOB_TASKS:,} of {len(matched):,} read; the counts "
+        if len(matched) > TASKS_READ:
+            ev.capped.append(f"{what[0].upper()}{what[1:]}: {TASKS_READ:,} of {len(matched):,} read; the counts "
                              "above cover those.")  # fmt: skip
-        out.append(matched[:JOB_TASKS])
+        out.append(matched[:TASKS_READ])
     return out
 
 
-async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> Evidence:
+async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> GraphInputs:
     """The whole cluster's evidence. ``job_list``: read the jobs from the Jobs API's list (shared with the
     caller's failed-jobs check) instead of the State API's, which converts every job again."""
-    ev = Evidence(now_ms=time.time() * 1000)
-    (actors, alive), (tasks, pending, running), _ = await _first(
+    ev = GraphInputs(now_ms=time.time() * 1000)
+    (actors, alive), (tasks, pending, running), _ = await asyncio.gather(
         _actors(api, ev),
         _tasks(api, ev),
         _cluster_wide(api, ev, _listed_jobs(api, ev) if job_list else None),
@@ -195,12 +204,12 @@ async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> Evidence:
         _crash_logs(api, ev),
         _strategies(api, ev)
         if any(p.get("state") == "PENDING" and not p.get("strategy") for p in ev.pgs or [])
-        else _none(),
+        else nothing(),
     )
     return ev
 
 
-async def cluster_events(api: RayAPI, ev: Evidence) -> list[dict[str, Any]] | None:
+async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] | None:
     """Cluster events (node added or removed, OOM kills, autoscaler decisions, worker crashes), oldest first.
 
     /api/v0/cluster_events first; the dashboard's older /events (the same store, no list options) when the
@@ -208,7 +217,7 @@ async def cluster_events(api: RayAPI, ev: Evidence) -> list[dict[str, Any]] | No
     try:
         # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
         result = await api.client.list_state(
-            "cluster_events", what="the cluster events", limit=EVENTS, detail=True
+            "cluster_events", what="the cluster events", limit=EVENTS_READ, detail=True
         )
     except Exception as exc:
         first_error = failure(exc)
@@ -231,7 +240,7 @@ async def cluster_events(api: RayAPI, ev: Evidence) -> list[dict[str, Any]] | No
             rows.append({"time": _clock(ts), "timestamp": ts, "severity": e.get("severity"),
                          "source_type": e.get("sourceType") or e.get("source_type"), "message": e.get("message")})  # fmt: skip
     rows.sort(key=lambda r: r["timestamp"])
-    return rows[-EVENTS:]
+    return rows[-EVENTS_READ:]
 
 
 def _clock(ts: float) -> str:
@@ -240,11 +249,7 @@ def _clock(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"
 
 
-async def _none() -> None:
-    return None
-
-
-async def _strategies(api: RayAPI, ev: Evidence) -> None:
+async def _strategies(api: RayAPI, ev: GraphInputs) -> None:
     """The strategy of each placement group (the State API omits it; the GCS's table has it)."""
     try:
         strategies = await api.placement_groups.strategies()
@@ -257,7 +262,7 @@ async def _strategies(api: RayAPI, ev: Evidence) -> None:
             pg["strategy"] = strategy
 
 
-async def phase_two(api: RayAPI, ev: Evidence) -> None:
+async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
     """The requests phase 1 calls for (holders, a named actor, owners, crash logs), concurrently."""
     jobs: list[Awaitable[Any]] = []
     if waits_for_resources(ev):
@@ -274,12 +279,14 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
         jobs.append(_related(api, ev, [("name", "=", m["name"])], f"actors named {m['name']!r}"))
     messages = [
         text,
-        *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][:50],
+        *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][
+            :OWNER_SEARCH_TASKS
+        ],
     ]
     for wid in owner_workers(ev, messages):
         jobs.append(_owner(api, ev, wid))
     jobs.append(_crash_logs(api, ev, dead_actors=True))
-    if SERVE_DEPLOY.search(text[-50_000:]) or any(
+    if SERVE_DEPLOY.search(text[-SERVE_SEARCH_CHARS:]) or any(
         str(a.get("class_name") or "").startswith("ServeReplica:") for a in ev.actors or []
     ):
         jobs.append(_serve(api, ev))
@@ -290,7 +297,7 @@ async def phase_two(api: RayAPI, ev: Evidence) -> None:
 SERVE_DEPLOY = re.compile(r"Deploying application .{0,80}failed|RayServeException|DeploymentUnavailable")
 
 
-async def _serve(api: RayAPI, ev: Evidence) -> None:
+async def _serve(api: RayAPI, ev: GraphInputs) -> None:
     """The Serve applications' status (why a deployment failed: its replicas' constructor error)."""
     try:
         ev.serve = await api.serve.details()
@@ -298,21 +305,21 @@ async def _serve(api: RayAPI, ev: Evidence) -> None:
         ev.unreadable.append(f"the Serve applications: {failure(exc)}")
 
 
-async def _holders(api: RayAPI, ev: Evidence) -> None:
-    alive, running = await _first(
-        _rows(api, ev, "actors", "the alive actors (resource holders)", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS),
-        _rows(api, ev, "tasks", "the running tasks (resource holders)", filters=[("state", "=", "RUNNING")], limit=JOB_TASKS),
+async def _holders(api: RayAPI, ev: GraphInputs) -> None:
+    alive, running = await asyncio.gather(
+        _rows(api, ev, "actors", "the alive actors (resource holders)", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
+        _rows(api, ev, "tasks", "the running tasks (resource holders)", filters=[("state", "=", "RUNNING")], limit=TASKS_READ),
     )  # fmt: skip
     ev.alive_actors, ev.running_tasks = alive, running
     # Jobs of holders that the job list may lack (a job list cut at its limit).
 
 
-async def _related(api: RayAPI, ev: Evidence, filters: list[tuple[str, str, str]], what: str) -> None:
-    rows = await _rows(api, ev, "actors", what, filters=filters, limit=20)
+async def _related(api: RayAPI, ev: GraphInputs, filters: list[tuple[str, str, str]], what: str) -> None:
+    rows = await _rows(api, ev, "actors", what, filters=filters, limit=RELATED_ACTORS_READ)
     ev.related_actors += rows or []
 
 
-async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
+async def _owner(api: RayAPI, ev: GraphInputs, worker_id: str) -> None:
     """The owner worker of a lost object or an orphaned actor: its exit, and the actor that ran in it."""
     known = {w.get("worker_id"): w for w in ev.workers or []}
     worker = known.get(worker_id)
@@ -328,9 +335,9 @@ async def _owner(api: RayAPI, ev: Evidence, worker_id: str) -> None:
         await _related(api, ev, [("pid", "=", str(pid))], f"the actor in pid {pid}")
 
 
-async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> None:
+async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -> None:
     """Stderr of crashed workers: the newest dead worker of each looping actor, crashed task workers and the
-    workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; at most 4 in all)."""
+    workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; CRASH_LOGS in all)."""
     from ray_mcp.ray_api.targets import LogTarget
 
     dead = [
@@ -341,7 +348,7 @@ async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> N
     ]
     looping = [
         a for a in ev.actors or [] if int(num(a.get("num_restarts"))) >= 1 and a.get("state") != "DEAD"
-    ][:LOOPING]
+    ][:LOOPING_ACTOR_LOGS]
     reads: list[tuple[str, Awaitable[Any]]] = []
     for actor in looping:
         node = actor.get("node_id")
@@ -355,13 +362,16 @@ async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> N
             and int(num(w.get("pid"))) != int(num(actor.get("pid")))
         ]
         actor["_dead_workers"] = [
-            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")} for w in mine[-20:]
+            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")} for w in mine[-DEAD_WORKERS_PER_ACTOR:]
         ]  # fmt: skip
         newest = sorted(mine, key=lambda w: num(w.get("end_time_ms")))[-1:]
         for w in newest:
             target = LogTarget(pid=int(num(w.get("pid"))), node=str(node), stream="err")
             reads.append(
-                (f"actor:{actor.get('actor_id')}", api.logs.tail(target, lines=LOG_LINES, max_bytes=6_000))
+                (
+                    f"actor:{actor.get('actor_id')}",
+                    api.logs.tail(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES),
+                )
             )
     pids = {str(w.get("worker_id")): int(num(w.get("pid"))) for w in ev.workers or []}
     crashed = [
@@ -369,26 +379,33 @@ async def _crash_logs(api: RayAPI, ev: Evidence, dead_actors: bool = False) -> N
         for t in ev.tasks or []
         if t.get("error_type") == "WORKER_DIED"
     ]  # a crashed task's row may lack its worker's pid: the dead worker's record has it
-    crashed = [c for c in crashed if c[1]][:2]
+    crashed = [c for c in crashed if c[1]][:CRASHED_TASK_LOGS]
     for a in (
         ev.actors or [] if dead_actors else []
     ):  # actors whose worker died (not in a loop): a segfault, os._exit, a fatal error
         ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
         pid = int(num(ctx.get("pid") or a.get("pid")))
-        if a.get("state") == "DEAD" and ctx.get("reason") == "WORKER_DIED" and pid and len(crashed) < 4:
+        if (
+            a.get("state") == "DEAD"
+            and ctx.get("reason") == "WORKER_DIED"
+            and pid
+            and len(crashed) < CRASH_LOGS
+        ):
             crashed.append((str(a.get("node_id")), pid))
     for node, pid in dict.fromkeys(crashed):
         target = LogTarget(pid=pid, node=node, stream="err")
-        reads.append((f"{node}:{pid}", api.logs.tail(target, lines=LOG_LINES, max_bytes=6_000)))
+        reads.append(
+            (f"{node}:{pid}", api.logs.tail(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES))
+        )
     results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
     for (key, _), result in zip(reads, results, strict=True):
         if isinstance(result, BaseException):
             ev.unreadable.append(f"the worker log for {key}: {failure(result)}")
             continue
-        ev.worker_logs[key] = [line for sec in result.sections for line in sec.lines][-LOG_LINES:]
+        ev.worker_logs[key] = [line for sec in result.sections for line in sec.lines][-CRASH_LOG_LINES:]
 
 
-async def _worker_files(api: RayAPI, ev: Evidence, node_id: str, job_id: str) -> set[int]:
+async def _worker_files(api: RayAPI, ev: GraphInputs, node_id: str, job_id: str) -> set[int]:
     """The pids of the job's worker processes on a node, from their log file names (worker-<id>-<job>-<pid>)."""
     try:
         data = await api.client.get_data(

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ray_mcp import models
-from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
+from ray_mcp.limits import ALIKE_SHOWN, EVIDENCE_ITEMS, NEXT_STEPS
 from ray_mcp.text import fit_bytes
 
 # Severities: higher is more likely the root cause (diagnose_job) or more urgent (cluster_health).
@@ -41,7 +41,6 @@ def rank(findings: Iterable[models.Finding]) -> list[models.Finding]:
 
 # What differs between findings of the same failure in several places: numbers (pids, ranks, shards, IPs) and ids.
 _VARYING = re.compile(r"[0-9a-f]{16,}|\d+")
-ALIKE_SHOWN = 3  # titles of the alike findings quoted in the one that stands for them
 
 
 def merge_alike(findings: Sequence[models.Finding]) -> list[models.Finding]:

@@ -15,7 +15,23 @@ from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
 from ray_mcp.diagnosis.findings import rank
 from ray_mcp.errors import RayMCPError
-from ray_mcp.limits import ACTOR_LOG_BYTES, ACTOR_LOG_LINES, DRIVER_LOG_BYTES, DRIVER_LOG_LINES
+from ray_mcp.limits import (
+    ACTOR_LOG_BYTES,
+    ACTOR_LOG_LINES,
+    AREA_ALIVE_ACTORS,
+    AREA_DEAD_ACTORS,
+    AREA_PENDING_GROUPS,
+    AREA_RESTARTING_ACTORS,
+    CRASHED_ACTOR_LOGS,
+    DRIVER_LOG_BYTES,
+    DRIVER_LOG_LINES,
+    FAILED_JOBS_SHOWN,
+    HEALTH_NODES,
+    HEALTH_SERVE_LOG_LINES,
+    JOB_DEAD_ACTORS_READ,
+    PENDING_ACTORS_SHOWN,
+    PENDING_GROUPS_SHOWN,
+)
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.targets import LogTarget
@@ -25,7 +41,7 @@ from ray_mcp.text import first_sentence
 log = logging.getLogger("ray_mcp.diagnosis")
 
 
-async def optional(
+async def or_note(
     awaitable: Awaitable[Any], notes: list[str], what: str, missed: list[str] | None = None
 ) -> Any:
     """One piece of evidence: a failure to get it becomes a note (and an entry of ``missed``), not an error of
@@ -52,19 +68,19 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
-        optional(api.logs.tail(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
-                       notes, "the driver log", missed),
-        optional(api.actors.list(filters=[*by_job, ("state", "=", "DEAD")], limit=6, detail=True, notes=[]),
-                       notes, "the job's dead actors", missed) if by_job else nothing(),
-        optional(api.actors.list(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=3,
-                                        detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
-        optional(api.actors.list(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
-                                        detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
-        optional(api.tasks.error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
-        optional(api.placement_groups.status(placement_group=None, state="PENDING", job_id=job_id, limit=3, notes=[]),
-                       notes, "the job's placement groups", missed) if job_id else nothing(),
-        optional(api.nodes.capacities(), notes, "the nodes", missed),
-        optional(api.nodes.cluster_status(max_nodes=1), notes, "pending demands", missed)
+        or_note(api.logs.tail(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+                      notes, "the driver log", missed),
+        or_note(api.actors.list(filters=[*by_job, ("state", "=", "DEAD")], limit=JOB_DEAD_ACTORS_READ, detail=True, notes=[]),
+                      notes, "the job's dead actors", missed) if by_job else nothing(),
+        or_note(api.actors.list(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=PENDING_ACTORS_SHOWN,
+                                       detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
+        or_note(api.actors.list(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
+                                       detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
+        or_note(api.tasks.error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
+        or_note(api.placement_groups.status(placement_group=None, state="PENDING", job_id=job_id, limit=PENDING_GROUPS_SHOWN, notes=[]),
+                      notes, "the job's placement groups", missed) if job_id else nothing(),
+        or_note(api.nodes.capacities(), notes, "the nodes", missed),
+        or_note(api.nodes.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
         chain_evidence.gather_job(api, details, None),
     )  # fmt: skip
@@ -84,10 +100,12 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         node_totals=[dict(c.total) for c in capacities[1]] if capacities else [],
         infeasible_demands=[d for d in status.pending_demands if d.infeasible] if status else [],
     )
-    crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][:2]
+    crashed = [a for a in evidence.dead_actors if a.death_cause and a.death_cause.error_type][
+        :CRASHED_ACTOR_LOGS
+    ]
     logs = await gather(
-        *(optional(api.logs.tail(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
-                                        grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
+        *(or_note(api.logs.tail(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
+                                       grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip
     for actor, tail in zip(crashed, logs, strict=True):
@@ -95,7 +113,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
     # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
-    stall = await optional(hang.gather(api, details), notes, "the job's progress", missed)
+    stall = await or_note(hang.gather(api, details), notes, "the job's progress", missed)
     if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
         findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
     return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes, unchecked=missed)
@@ -115,12 +133,14 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         "failed tasks", "placement groups", "Serve", "cluster events",
     ]  # fmt: skip
     status, jobs, serve, ev = await gather(
-        optional(api.nodes.cluster_status(max_nodes=50), notes, "nodes and demands", missed),
-        optional(api.jobs.rows(), notes, "failed jobs", missed),
-        optional(api.serve.status(app=None, log_lines=5), notes, "Serve", missed),
+        or_note(api.nodes.cluster_status(max_nodes=HEALTH_NODES), notes, "nodes and demands", missed),
+        or_note(api.jobs.rows(), notes, "failed jobs", missed),
+        or_note(api.serve.status(app=None, log_lines=HEALTH_SERVE_LOG_LINES), notes, "Serve", missed),
         chain_evidence.gather_cluster(api, job_list=True),
     )  # fmt: skip
-    failed = job_list(jobs or [], statuses=["FAILED"], entrypoint_contains=None, limit=5, now_s=time.time())
+    failed = job_list(
+        jobs or [], statuses=["FAILED"], entrypoint_contains=None, limit=FAILED_JOBS_SHOWN, now_s=time.time()
+    )
     by_id = {str(j.get("submission_id") or j.get("job_id")): j for j in jobs or []}
     failed_jobs = [job_info(by_id[str(j.submission_id or j.job_id)], time.time())
                    for j in failed.jobs if j.submission_id or j.job_id]  # fmt: skip
@@ -150,15 +170,15 @@ async def _area_checks(
     """The per-area checks of actors, tasks and placement groups, for when the evidence graph has no actors
     or nodes to reason over (their State API lists failed)."""
     dead, restarting, alive, tasks, pgs = await gather(
-        optional(api.actors.list(filters=[("state", "=", "DEAD")], limit=100, detail=True, notes=[]),
-                       notes, "dead actors", missed),
-        optional(api.actors.list(filters=[("state", "=", "RESTARTING")], limit=10, detail=True, notes=[]),
-                       notes, "restarting actors", missed),
-        optional(api.actors.list(filters=[("state", "=", "ALIVE")], limit=200, detail=True, notes=[]),
-                       notes, "actor restarts", missed),
-        optional(api.tasks.error_groups(filters=[]), notes, "failed tasks", missed),
-        optional(api.placement_groups.status(placement_group=None, state="PENDING", job_id=None, limit=5, notes=[]), notes,
-                       "placement groups", missed),
+        or_note(api.actors.list(filters=[("state", "=", "DEAD")], limit=AREA_DEAD_ACTORS, detail=True, notes=[]),
+                      notes, "dead actors", missed),
+        or_note(api.actors.list(filters=[("state", "=", "RESTARTING")], limit=AREA_RESTARTING_ACTORS, detail=True, notes=[]),
+                      notes, "restarting actors", missed),
+        or_note(api.actors.list(filters=[("state", "=", "ALIVE")], limit=AREA_ALIVE_ACTORS, detail=True, notes=[]),
+                      notes, "actor restarts", missed),
+        or_note(api.tasks.error_groups(filters=[]), notes, "failed tasks", missed),
+        or_note(api.placement_groups.status(placement_group=None, state="PENDING", job_id=None, limit=AREA_PENDING_GROUPS, notes=[]), notes,
+                      "placement groups", missed),
     )  # fmt: skip
     looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
     evidence.dead_actors = list(dead.actors) if dead else []

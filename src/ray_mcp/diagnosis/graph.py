@@ -11,7 +11,7 @@ workers and resources. Edges say why one entity is in its state:
   removal, a worker's exit, the end of the owning job;
 - ``raised_in``: where an exception first happened (a task on a node, an actor method, the driver).
 
-Every input is the raw JSON Ray's State API, job API and event API return, so a recorded ``Evidence`` replays
+Every input is the raw JSON Ray's State API, job API and event API return, so a recorded ``GraphInputs`` replays
 exactly (tests/recorded). ``chains/`` follows the edges into chains and verdicts.
 """
 
@@ -23,9 +23,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ray_mcp.limits import (
+    CAUSE_CHARS,
+    JOB_LABEL_ENTRYPOINT_CHARS,
+    MEMORY_USED_CHARS,
+    NAMES_SHOWN,
+    NODE_LABEL_ID_CHARS,
+    OOM_DETAIL_CHARS,
+)
+
 Row = dict[str, Any]
 
-NIL_ID = re.compile(r"^f+$")
 # Ray's driver worker ids are the job id followed by f's (JobID + WorkerID::FromDriver).
 DRIVER_WORKER = re.compile(r"^(?P<job>[0-9a-f]{8})f{48}$")
 # ray.exceptions.ActorAlreadyExistsError: "The name replay_buffer (namespace=None) is already taken."
@@ -42,7 +50,7 @@ OOM_REASON = re.compile(r"OOM kill reason: (?P<reason>[^\n]+)")
 
 
 @dataclass
-class Evidence:
+class GraphInputs:
     """What the gathering read from Ray, as Ray returned it. ``None`` means the source could not be read."""
 
     now_ms: float = 0.0
@@ -61,7 +69,7 @@ class Evidence:
     worker_logs: dict[str, list[str]] = field(default_factory=dict)  # "<node_id>:<pid>" -> stderr tail
     serve: Row | None = None
     demands: list[Row] | None = None  # cluster_status pending demands
-    stacks: Row | None = None  # hung-job evidence from the stacks source (issue 14 item 7), when present
+    stacks: Row | None = None  # hung-job evidence from the stacks source, when present
     unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
     capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
 
@@ -69,7 +77,7 @@ class Evidence:
         return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)
 
     @classmethod
-    def from_json(cls, text: str) -> Evidence:
+    def from_json(cls, text: str) -> GraphInputs:
         data = json.loads(text)
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
@@ -92,12 +100,7 @@ class Edge:
     src: str
     kind: str  # waits_on | holds | owns | created_by | ended_by | raised_in
     dst: str
-    text: str  # the link in words: "was killed by the memory monitor"
-    quote: str = ""  # the record of Ray that shows it
-
-
-def short(id_: str | None, n: int = 8) -> str:
-    return (id_ or "?")[:n]
+    text: str  # the link in words: "holds 1 GPU"
 
 
 def num(value: Any) -> float:
@@ -107,9 +110,10 @@ def num(value: Any) -> float:
         return 0.0
 
 
-def clip(text: str | None, limit: int = 240) -> str:
+def one_line(text: str | None, chars: int) -> str:
+    """``text`` on one line (each run of whitespace one space), cut to ``chars`` characters with "…"."""
     text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def ms_clock(ms: float | None) -> str:
@@ -137,9 +141,9 @@ def span(seconds: float) -> str:
 
 
 class Graph:
-    """Entities by key and edges by source, built once per diagnosis from an Evidence."""
+    """Entities by key and edges by source, built once per diagnosis from a GraphInputs."""
 
-    def __init__(self, ev: Evidence) -> None:
+    def __init__(self, ev: GraphInputs) -> None:
         self.ev = ev
         self.entities: dict[str, Entity] = {}
         self.edges: dict[str, list[Edge]] = {}
@@ -169,7 +173,7 @@ class Graph:
         if not job_id:
             return "an unknown job"
         row = self.jobs.get(job_id) or {}
-        entry = clip(str(row.get("entrypoint") or ""), 60)
+        entry = one_line(str(row.get("entrypoint") or ""), JOB_LABEL_ENTRYPOINT_CHARS)
         sid = row.get("submission_id")
         what = f"({entry})" if entry else ""
         return " ".join(x for x in (f"job {job_id}", what, f"[{sid}]" if sid and entry == "" else "") if x)
@@ -180,7 +184,7 @@ class Graph:
         row = self.nodes.get(node_id) or {}
         ip = row.get("node_ip")
         head = ", head" if row.get("is_head_node") else ""
-        return f"node {node_id[:12]}" + (f" ({ip}{head})" if ip else "")
+        return f"node {node_id[:NODE_LABEL_ID_CHARS]}" + (f" ({ip}{head})" if ip else "")
 
     def actor_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")
@@ -203,18 +207,10 @@ class Graph:
             self.entities[key] = Entity(key, kind, id_, label, row=dict(row or {}), **kw)
         return key
 
-    def link(self, src: str, kind: str, dst: str, text: str, quote: str = "") -> None:
-        edge = Edge(src, kind, dst, text, clip(quote, 400))
+    def link(self, src: str, kind: str, dst: str, text: str) -> None:
+        edge = Edge(src, kind, dst, text)
         if not any(e.kind == kind and e.dst == dst for e in self.edges.get(src, [])):
             self.edges.setdefault(src, []).append(edge)
-
-    def out(self, key: str, *kinds: str) -> list[Edge]:
-        return [e for e in self.edges.get(key, []) if not kinds or e.kind in kinds]
-
-    def into(self, key: str, *kinds: str) -> list[Edge]:
-        return [
-            e for es in self.edges.values() for e in es if e.dst == key and (not kinds or e.kind in kinds)
-        ]
 
     def _add_all(self) -> None:
         for job_id in self.jobs:
@@ -234,16 +230,16 @@ class Graph:
             key = self.add("pg", pg_id, self.pg_label(row), row, state=str(row.get("state") or ""),
                            job_id=row.get("creator_job_id"))  # fmt: skip
             if row.get("creator_job_id"):
-                self.link(key, "created_by", f"job:{row['creator_job_id']}", "was created by",
-                          f"creator_job_id={row['creator_job_id']}")  # fmt: skip
+                self.link(key, "created_by", f"job:{row['creator_job_id']}", "was created by")
         self._holders()
 
     def _created_by(self, key: str, row: Mapping[str, Any]) -> None:
         job_id = row.get("job_id")
         if job_id:
             detached = " (detached: it outlives the job)" if row.get("is_detached") else ""
-            self.link(key, "created_by", f"job:{job_id}", f"was created by {self.job_label(job_id)}{detached}",
-                      f"job_id={job_id}" + (f", namespace={row.get('ray_namespace')}" if row.get("ray_namespace") else ""))  # fmt: skip
+            self.link(
+                key, "created_by", f"job:{job_id}", f"was created by {self.job_label(job_id)}{detached}"
+            )
 
     # -- holds ---------------------------------------------------------------------------------------------
 
@@ -362,14 +358,14 @@ def exception_line(message: str | None) -> str:
         m = pattern.match(line.strip())
         if m:
             last = line.strip()
-    return clip(re.sub(r"\x1b\[[0-9;]*m", "", last), 200)
+    return one_line(re.sub(r"\x1b\[[0-9;]*m", "", last), CAUSE_CHARS)
 
 
 def memory_summary(message: str | None) -> str:
     """ "4.84GB used / 23.54GB limit, threshold 20.5%" out of the memory monitor's message."""
     text = message or ""
     m = MEMORY_LINE.search(text)
-    used = clip(m["used"], 80).rstrip(".") if m else ""
+    used = one_line(m["used"], MEMORY_USED_CHARS).rstrip(".") if m else ""
     r = OOM_REASON.search(text)
     thr = re.search(r"threshold of \d+B \((?P<pct>[\d.]+% of \d+B limit)\)", text)
     threshold = re.search(r"exceeds the memory usage threshold of (?P<f>[\d.]+)", text)
@@ -379,11 +375,11 @@ def memory_summary(message: str | None) -> str:
     elif threshold:
         parts.append(f"threshold {threshold['f']}")
     elif r:
-        parts.append(clip(r["reason"], 100))
+        parts.append(one_line(r["reason"], OOM_DETAIL_CHARS))
     return ", ".join(p for p in parts if p)
 
 
-def names(items: Iterable[str], limit: int = 3) -> str:
+def names(items: Iterable[str], limit: int = NAMES_SHOWN) -> str:
     seen: list[str] = []
     for item in items:
         if item not in seen:

@@ -20,9 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from ray_mcp import models
 from ray_mcp.diagnosis.findings import CONTRIBUTING, STUCK, finding
-from ray_mcp.diagnosis.tracebacks import clip
+from ray_mcp.diagnosis.tracebacks import cut_text
 from ray_mcp.errors import RayMCPError
-from ray_mcp.limits import HANG_STACK_BYTES, HANG_STACK_PROCESSES, HANG_TASK_ROWS
+from ray_mcp.limits import (
+    DRIVER_WAITS_QUOTED,
+    EVIDENCE_ITEMS,
+    HANG_STACK_BYTES,
+    HANG_STACK_FRAMES,
+    HANG_STACK_PROCESSES,
+    HANG_TASK_ROWS,
+    LINE_CHARS,
+    STALL_LINE_CHARS,
+    STALL_STACK_GROUPS,
+)
 from ray_mcp.shaping import stacks
 
 if TYPE_CHECKING:
@@ -150,10 +160,10 @@ async def gather(
     try:
         evidence.stacks = await api.stacks.traces(
             Target(kind="job", job=str(details.get("submission_id") or details["job_id"])),
-            limit=HANG_STACK_PROCESSES, max_frames=4, max_bytes=HANG_STACK_BYTES,
+            limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES, max_bytes=HANG_STACK_BYTES,
         )  # fmt: skip
     except RayMCPError as exc:
-        evidence.notes.append(f"Could not read the job's stacks: {str(exc)[:300]}")
+        evidence.notes.append(f"Could not read the job's stacks: {str(exc)[:LINE_CHARS]}")
     return evidence
 
 
@@ -258,7 +268,7 @@ def _driver_waits(
     ranked = sorted(counts.items(), key=lambda kv: kv[1])  # the odd ones out first
     return [
         f"waits on: the driver waits on {n} of {per_name[name]} {name} ({state}){stack}"
-        for (name, state, stack), n in ranked[:4]
+        for (name, state, stack), n in ranked[:DRIVER_WAITS_QUOTED]
     ]
 
 
@@ -278,8 +288,8 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         stack = _stack_of(e.unfinished.get(link.target), groups) if link.kind in ("task", "queue") else None
         if stack is not None:
             line += f" [{stacks.group_line(stack)}]"
-        evidence.append(f"waits on: {clip(line, 300)}")
-    for g in groups[:5]:
+        evidence.append(f"waits on: {cut_text(line, STALL_LINE_CHARS)}")
+    for g in groups[:STALL_STACK_GROUPS]:
         evidence.append(f"stack: {stacks.group_line(g)}")
     moved = f"RUNNING {e.running_s:.0f} s, no task activity for {e.idle_s:.0f} s"
     if e.status == "unknown":
@@ -306,7 +316,7 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")
     steps.append(f"tail_logs job={job} for the driver's last lines")
     return [
-        finding(severity, clip(title, 300), [*evidence, *e.notes][:12], steps,
+        finding(severity, cut_text(title, STALL_LINE_CHARS), [*evidence, *e.notes][:EVIDENCE_ITEMS], steps,
                 ["ray-docs://reference/13-dashboard-observability"], kind="hang"),
     ]  # fmt: skip
 

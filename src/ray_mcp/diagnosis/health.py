@@ -22,7 +22,7 @@ from ray_mcp.diagnosis.job import crashed
 from ray_mcp.diagnosis.tracebacks import (
     _EXCEPTION,
     _LOG_RECORD,
-    clip,
+    cut_text,
     first_line,
     last_traceback,
     short_type,
@@ -30,10 +30,21 @@ from ray_mcp.diagnosis.tracebacks import (
 )
 from ray_mcp.limits import (
     CAUSE_CHARS,
+    CRASH_CAUSES_QUOTED,
+    DEAD_NODES_SHOWN,
+    DEMANDS_QUOTED,
+    DEPLOYMENT_EXCEPTION_LINES,
     EVIDENCE_LINE_CHARS,
+    FAILED_JOBS_SHOWN,
+    FAILING_DEPLOYMENTS_QUOTED,
+    INFEASIBLE_DEMANDS_QUOTED,
     JOB_CAUSE_HEAD_CHARS,
     LINE_CHARS,
+    PENDING_GROUPS_QUOTED,
+    REPLICA_LOG_LINES_QUOTED,
+    RESTARTING_ACTORS_QUOTED,
     SHORT_CAUSE_CHARS,
+    TASK_ERROR_TYPES_QUOTED,
 )
 
 _SYSTEM_LINE = re.compile(r"\((?:pid=)?(?:gcs_server|raylet|dashboard\w*|monitor|log_monitor|autoscaler)\)")
@@ -47,7 +58,7 @@ def job_cause(info: models.JobInfo) -> str:
     if tb is not None and tb.innermost:
         kind, msg = tb.innermost
         where = f" ({tb.user_frame.short()})" if tb.user_frame and not tb.user_frame.internal else ""
-        return clip(f"{short_type(kind)}: {msg}{where}", CAUSE_CHARS)
+        return cut_text(f"{short_type(kind)}: {msg}{where}", CAUSE_CHARS)
     telling = [
         line
         for line in lines[1:]
@@ -59,7 +70,7 @@ def job_cause(info: models.JobInfo) -> str:
         if info.driver_exit_code is not None
         else (info.error_type or "FAILED")
     )
-    return clip(f"{code}: {tidy(telling[-1])}" if telling else head, CAUSE_CHARS)
+    return cut_text(f"{code}: {tidy(telling[-1])}" if telling else head, CAUSE_CHARS)
 
 
 @dataclass
@@ -81,17 +92,17 @@ def _status_findings(s: models.ClusterStatus) -> list[models.Finding]:
     dead = [n for n in s.nodes if n.state == "DEAD"]
     if s.nodes_dead:
         findings.append(finding(STUCK, f"{s.nodes_dead} node(s) are DEAD",
-                            [f"{n.node_id} {n.ip}: {clip(n.death_reason or '', CAUSE_CHARS)}" for n in dead[:5]],
+                            [f"{n.node_id} {n.ip}: {cut_text(n.death_reason or '', CAUSE_CHARS)}" for n in dead[:DEAD_NODES_SHOWN]],
                             ["list_nodes state=DEAD"], [FT_DOC], kind="dead_node"))  # fmt: skip
     infeasible = [d for d in s.pending_demands if d.infeasible]
     waiting = [d for d in s.pending_demands if not d.infeasible]
     if infeasible:
         findings.append(finding(STUCK - 5, f"{len(infeasible)} resource demand(s) fit on no node and wait forever",
-                            [f"{d.kind} {d.strategy or ''} {d.bundles} x{d.count}".replace("  ", " ") for d in infeasible[:5]],
+                            [f"{d.kind} {d.strategy or ''} {d.bundles} x{d.count}".replace("  ", " ") for d in infeasible[:INFEASIBLE_DEMANDS_QUOTED]],
                             ["pg_status state=PENDING", "cluster_status"], [PG_DOC], kind="infeasible"))  # fmt: skip
     if waiting:
         findings.append(finding(SYMPTOM, f"{len(waiting)} resource demand(s) wait for resources in use",
-                            [f"{d.kind} {d.bundles} x{d.count}" for d in waiting[:4]], ["cluster_status"],
+                            [f"{d.kind} {d.bundles} x{d.count}" for d in waiting[:DEMANDS_QUOTED]], ["cluster_status"],
                             kind="pending_demand"))  # fmt: skip
     for name in ("object_store_memory", "memory"):
         for node in s.nodes:
@@ -113,14 +124,19 @@ def _serve_findings(serve: models.ServeStatus) -> list[models.Finding]:
             continue
         bad = [d for d in app.deployments if d.status not in ("HEALTHY", "UPSCALING", "DOWNSCALING")]
         evidence = [first_line(app.message)] if app.message else []
-        for d in bad[:3]:
+        for d in bad[:FAILING_DEPLOYMENTS_QUOTED]:
             error = d.error or d.message or ""
             evidence.append(
                 f"deployment {d.name}: {d.status} ({d.status_trigger or '-'}) {first_line(error, LINE_CHARS)}"
             )
             exc = [line for line in (error or "").splitlines() if _EXCEPTION.match(line.strip())]
-            evidence += [f"  {clip(line, EVIDENCE_LINE_CHARS)}" for line in exc[-2:]]
-            evidence += [f"  [replica log] {clip(line, CAUSE_CHARS)}" for line in (d.log_tail or [])[-3:]]
+            evidence += [
+                f"  {cut_text(line, EVIDENCE_LINE_CHARS)}" for line in exc[-DEPLOYMENT_EXCEPTION_LINES:]
+            ]
+            evidence += [
+                f"  [replica log] {cut_text(line, CAUSE_CHARS)}"
+                for line in (d.log_tail or [])[-REPLICA_LOG_LINES_QUOTED:]
+            ]
         findings.append(finding(STUCK if app.status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTRIBUTING,
                             f"Serve application {app.name!r} is {app.status}"
                             + (f": deployment {bad[0].name} is {bad[0].status}" if bad else ""),
@@ -137,18 +153,18 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
     if e.pending_pgs_total:
         findings.append(finding(CONTRIBUTING + 10 if any(p.infeasible for p in e.pending_pgs) else SYMPTOM,
                                 f"{e.pending_pgs_total} placement group(s) are PENDING",
-                                [f"{p.placement_group_id} {p.name or ''}: {clip(p.why_pending or '', SHORT_CAUSE_CHARS)}" for p in e.pending_pgs[:4]],
+                                [f"{p.placement_group_id} {p.name or ''}: {cut_text(p.why_pending or '', SHORT_CAUSE_CHARS)}" for p in e.pending_pgs[:PENDING_GROUPS_QUOTED]],
                                 ["pg_status state=PENDING"], [PG_DOC, "prompt:debug-pending-placement-group"],
                                 kind="pending_pg"))  # fmt: skip
     if e.serve is not None:
         findings += _serve_findings(e.serve)
     if e.failed_jobs:
         findings.append(finding(CONTRIBUTING, f"{len(e.failed_jobs)} job(s) failed recently",
-                                [f"{j.submission_id or j.job_id}: {job_cause(j)}" for j in e.failed_jobs[:5]],
+                                [f"{j.submission_id or j.job_id}: {job_cause(j)}" for j in e.failed_jobs[:FAILED_JOBS_SHOWN]],
                                 ["diagnose_job job=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
     if e.restarting:
         findings.append(finding(CONTRIBUTING + 5, f"{len(e.restarting)} actor(s) restart in a loop or are RESTARTING",
-                                [f"{a.class_name} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:5]],
+                                [f"{a.class_name} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:RESTARTING_ACTORS_QUOTED]],
                                 ["tail_logs actor_id=<id> to see why each restart dies"], [FT_DOC], kind="restarting"))  # fmt: skip
     crashes = [a for a in e.dead_actors if crashed(a)]
     if crashes:
@@ -160,14 +176,14 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
             )
             groups.setdefault(key, []).append(a)
         findings.append(finding(CONTRIBUTING, f"{len(crashes)} actor(s) crashed (of {e.dead_actors_total} DEAD), by cause:",
-                                [f"{len(v)}x {k}: {clip(tidy((v[0].death_cause.message if v[0].death_cause else '') or ''), SHORT_CAUSE_CHARS)}"
-                                 for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:6]],
+                                [f"{len(v)}x {k}: {cut_text(tidy((v[0].death_cause.message if v[0].death_cause else '') or ''), SHORT_CAUSE_CHARS)}"
+                                 for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:CRASH_CAUSES_QUOTED]],
                                 ["list_actors state=DEAD class_name=<class>", "get_actor actor_id=<id> for one in full"],
                                 [FT_DOC], kind="dead_actors"))  # fmt: skip
     if e.task_errors:
         total = sum(g.count for g in e.task_errors)
         app_errors = any(g.error_type == "APPLICATION_ERROR" for g in e.task_errors)
         findings.append(finding(CONTRIBUTING if app_errors else SYMPTOM, f"{total} task(s) failed, by error type:",
-                                [f"{g.count}x {g.error_type}: {clip(first_line(g.sample_message), SHORT_CAUSE_CHARS)}" for g in e.task_errors[:5]],
+                                [f"{g.count}x {g.error_type}: {cut_text(first_line(g.sample_message), SHORT_CAUSE_CHARS)}" for g in e.task_errors[:TASK_ERROR_TYPES_QUOTED]],
                                 ["summarize_tasks", "list_tasks state=FAILED error_type=<type>"], [FT_DOC], kind="failed_tasks"))  # fmt: skip
     return rank(findings)

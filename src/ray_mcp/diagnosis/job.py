@@ -22,7 +22,7 @@ from ray_mcp.diagnosis.findings import (
 )
 from ray_mcp.diagnosis.tracebacks import (
     Traceback,
-    clip,
+    cut_text,
     error_lines,
     first_line,
     is_ray_wrapper,
@@ -31,7 +31,26 @@ from ray_mcp.diagnosis.tracebacks import (
     tidy,
     user_lines,
 )
-from ray_mcp.limits import CAUSE_CHARS, EVIDENCE_LINE_CHARS, SAMPLE_ERROR_CHARS, SHORT_CAUSE_CHARS
+from ray_mcp.limits import (
+    ACTOR_EXCEPTION_LINES,
+    ACTOR_LOG_LINES_QUOTED,
+    BUNDLES_QUOTED,
+    CAUSE_CHARS,
+    DEAD_ACTORS_SHOWN,
+    DEMANDS_QUOTED,
+    DRIVER_LINES_QUOTED,
+    DRIVER_TRACEBACK_LINES,
+    EVIDENCE_LINE_CHARS,
+    LAST_OUTPUT_CHARS,
+    PENDING_ACTORS_SHOWN,
+    PENDING_GROUPS_SHOWN,
+    REMOTE_LINES_QUOTED,
+    RUNTIME_ENV_ERROR_LINES,
+    SAMPLE_ERROR_CHARS,
+    SAMPLE_ERROR_LINES,
+    SHORT_CAUSE_CHARS,
+    TASK_ERROR_GROUPS_SHOWN,
+)
 
 
 @dataclass
@@ -77,20 +96,24 @@ def _actor_title(actor: models.Actor) -> str:
         error = (
             f"{cause.error_type}: {cause.message}" if cause.error_type else (cause.message or cause.reason)
         )
-        return f"{who} died {where}: {clip(error, CAUSE_CHARS)}".replace("  ", " ")
-    return f"{who} died: {cause.reason}: {clip(cause.message or '', CAUSE_CHARS)}"
+        return f"{who} died {where}: {cut_text(error, CAUSE_CHARS)}".replace("  ", " ")
+    return f"{who} died: {cause.reason}: {cut_text(cause.message or '', CAUSE_CHARS)}"
 
 
 def _actor_evidence(actor: models.Actor, log_lines: list[str]) -> list[str]:
     cause = actor.death_cause
     lines = []
     if cause is not None and cause.exception:
-        lines += user_lines(cause.exception.splitlines())[-8:]
+        lines += user_lines(cause.exception.splitlines())[-ACTOR_EXCEPTION_LINES:]
     elif cause is not None and cause.message:
         lines.append(tidy(cause.message))
     shown = set(lines)
-    lines += [f"[worker log] {line}" for line in user_lines(log_lines)[-6:] if line not in shown]
-    return [clip(line, EVIDENCE_LINE_CHARS) for line in lines]
+    lines += [
+        f"[worker log] {line}"
+        for line in user_lines(log_lines)[-ACTOR_LOG_LINES_QUOTED:]
+        if line not in shown
+    ]
+    return [cut_text(line, EVIDENCE_LINE_CHARS) for line in lines]
 
 
 NORMAL_EXIT = re.compile(
@@ -144,7 +167,7 @@ def diagnose_job(e: JobEvidence) -> list[models.Finding]:
         *_actor_findings(e, r),
         *_task_findings(e, r),
         *_driver_findings(e, r),
-        *_stuck_findings(e, r),
+        *_stuck_findings(e),
     ]
     # Nothing found: say what the status means.
     if not findings or all(f.severity < SYMPTOM for f in findings):
@@ -164,7 +187,7 @@ def _setup_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             finding(
                 ROOT_CAUSE + 5,
                 f"The job's runtime environment failed to set up, so the driver never ran: {first_line(message)}",
-                error_lines(message, 8),
+                error_lines(message, RUNTIME_ENV_ERROR_LINES),
                 ["Fix the runtime_env and resubmit with submit_job (it checks the env first)",
                  f"prompt runtime-env-failure(job={job})"],
                 [RUNTIME_ENV_DOC, "prompt:runtime-env-failure"],
@@ -212,7 +235,7 @@ def _actor_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
     findings: list[models.Finding] = []
     # Dead actors of the job: the root cause when the driver died of their death.
     dead = sorted(e.dead_actors, key=lambda a: not crashed(a))
-    for actor in dead[:4]:
+    for actor in dead[:DEAD_ACTORS_SHOWN]:
         broke = crashed(actor)
         severity = ROOT_CAUSE + 2 if (r.driver_mentions_actor and broke) else CONTRIBUTING if broke else INFO
         findings.append(
@@ -225,9 +248,9 @@ def _actor_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
                 kind="actor_died",
             )
         )
-    if e.dead_actors_total > len(dead[:4]):
+    if e.dead_actors_total > len(dead[:DEAD_ACTORS_SHOWN]):
         findings.append(
-            finding(INFO, f"{e.dead_actors_total - len(dead[:4])} more dead actors of this job",
+            finding(INFO, f"{e.dead_actors_total - len(dead[:DEAD_ACTORS_SHOWN])} more dead actors of this job",
                     next_steps=[f"list_actors job={info.job_id} state=DEAD"], kind="actor_died"),
         )  # fmt: skip
     return findings
@@ -238,7 +261,7 @@ def _task_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
     info = e.info
     findings: list[models.Finding] = []
     # Failed tasks, grouped by error type.
-    for group in e.failed_tasks[:3]:
+    for group in e.failed_tasks[:TASK_ERROR_GROUPS_SHOWN]:
         app_error = group.error_type == "APPLICATION_ERROR"
         severity = (
             ROOT_CAUSE + 1
@@ -247,8 +270,8 @@ def _task_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             if app_error
             else SYMPTOM
         )
-        sample = clip(group.sample_message or "", SAMPLE_ERROR_CHARS)
-        sample_lines = [line for line in sample.splitlines() if line.strip()][-6:]
+        sample = cut_text(group.sample_message or "", SAMPLE_ERROR_CHARS)
+        sample_lines = [line for line in sample.splitlines() if line.strip()][-SAMPLE_ERROR_LINES:]
         findings.append(
             finding(
                 severity,
@@ -276,18 +299,20 @@ def _driver_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
         if r.driver_wrapped:
             title = (
                 f"The driver failed with {short_type(tb.outermost[0]) if tb.outermost else 'an error'} "
-                f"raised by remote work: {short_type(inner_type)}: {clip(inner_msg, SHORT_CAUSE_CHARS)} ({where})"
+                f"raised by remote work: {short_type(inner_type)}: {cut_text(inner_msg, SHORT_CAUSE_CHARS)} ({where})"
             )
             severity = ROOT_CAUSE if not (r.driver_mentions_actor or r.driver_mentions_task) else SYMPTOM + 5
         else:
-            title = f"The driver raised {short_type(inner_type)}: {clip(inner_msg, CAUSE_CHARS)} ({where})"
+            title = (
+                f"The driver raised {short_type(inner_type)}: {cut_text(inner_msg, CAUSE_CHARS)} ({where})"
+            )
             severity = ROOT_CAUSE
         findings.append(
             finding(
                 severity,
                 title,
-                [clip(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(20)]
-                + [f"[remote] {r}" for r in tb.remote[-3:]],
+                [cut_text(line, EVIDENCE_LINE_CHARS) for line in tb.excerpt(DRIVER_TRACEBACK_LINES)]
+                + [f"[remote] {r}" for r in tb.remote[-REMOTE_LINES_QUOTED:]],
                 [f"tail_logs job={job} grep='Traceback|Error' context=20 for earlier errors"],
                 [JOBS_DOC, "prompt:diagnose-failed-job"],
                 kind="driver_exception",
@@ -296,26 +321,26 @@ def _driver_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
     return findings
 
 
-def _stuck_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
+def _stuck_findings(e: JobEvidence) -> list[models.Finding]:
     """What the job waits for: pending placement groups and actors, infeasible demands."""
     info = e.info
     findings: list[models.Finding] = []
     # Stuck: pending placement groups and actors of this job, infeasible demands.
-    for pg in e.pending_pgs[:3]:
+    for pg in e.pending_pgs[:PENDING_GROUPS_SHOWN]:
         infeasible = bool(pg.infeasible) or pg.scheduling_state == "INFEASIBLE"
         reason = pg.why_pending or "waits for resources"
         findings.append(
             finding(
                 STUCK + 5 if infeasible else STUCK - 10,
                 f"{'Stuck on an infeasible' if infeasible else 'Waiting on a pending'} placement group "
-                f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {clip(reason, CAUSE_CHARS)}",
-                [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:4]] + _capacity_lines(e.node_totals),
+                f"{pg.placement_group_id}{' ' + repr(pg.name) if pg.name else ''} ({pg.strategy or '?'}): {cut_text(reason, CAUSE_CHARS)}",
+                [f"bundle {b.index}: {b.resources}" for b in pg.bundles[:BUNDLES_QUOTED]] + _capacity_lines(e.node_totals),
                 [f"pg_status placement_group={pg.placement_group_id}", f"prompt debug-pending-placement-group(placement_group={pg.placement_group_id})"],
                 [PG_DOC, "prompt:debug-pending-placement-group"],
                 kind="pending_pg",
             )
         )  # fmt: skip
-    for actor in e.pending_actors[:3]:
+    for actor in e.pending_actors[:PENDING_ACTORS_SHOWN]:
         need = {k: float(v) for k, v in (actor.required_resources or {}).items()}
         lacking = unmet(need, e.node_totals) if e.node_totals else []
         findings.append(
@@ -330,7 +355,7 @@ def _stuck_findings(e: JobEvidence, r: _Reading) -> list[models.Finding]:
             )
         )
     if info.status in ("PENDING", "RUNNING") and e.infeasible_demands and not e.pending_pgs:
-        shapes = [f"{d.kind} {d.bundles} x{d.count}" for d in e.infeasible_demands[:4]]
+        shapes = [f"{d.kind} {d.bundles} x{d.count}" for d in e.infeasible_demands[:DEMANDS_QUOTED]]
         findings.append(
             finding(CONTRIBUTING + 10, "The cluster has demands that fit on no node (they wait forever)",
                     [*shapes, *_capacity_lines(e.node_totals)], ["cluster_status"], [PG_DOC], kind="infeasible"),
@@ -369,16 +394,16 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
         return finding(
             INFO,
             "The job succeeded; nothing failed.",
-            [f"last log line: {clip(last, CAUSE_CHARS)}"] if last else [],
+            [f"last log line: {cut_text(last, CAUSE_CHARS)}"] if last else [],
         )
     if info.status == "FAILED":
         code = f" with exit code {info.driver_exit_code}" if info.driver_exit_code is not None else ""
         evidence = [
             first_line(info.message),
-            *[clip(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-8:]],
+            *[cut_text(line, EVIDENCE_LINE_CHARS) for line in (e.driver_lines or [])[-DRIVER_LINES_QUOTED:]],
         ]
         said = last_output(e.driver_lines or [])
-        said = f"; its last output: {clip(said, 120)!r}" if said else ""
+        said = f"; its last output: {cut_text(said, LAST_OUTPUT_CHARS)!r}" if said else ""
         return finding(ROOT_CAUSE - 10, f"The driver exited{code} without a Python traceback ({info.error_type or 'FAILED'}){said}",
                        evidence, [f"tail_logs job={job} lines=300"], [JOBS_DOC], kind="driver_exit")  # fmt: skip
     if info.status == "STOPPED":
@@ -389,5 +414,5 @@ def _status_finding(e: JobEvidence, job: str) -> models.Finding:
         return finding(CONTRIBUTING, "The job is PENDING: its driver has not started yet.",
                        [first_line(info.message)], ["wait_for_job", "cluster_status"], [JOBS_DOC], kind="pending")  # fmt: skip
     return finding(INFO, "The job is RUNNING and shows no failure signal.",
-                   [f"newest log line: {clip(last, CAUSE_CHARS)}"] if last else [],
+                   [f"newest log line: {cut_text(last, CAUSE_CHARS)}"] if last else [],
                    [f"wait_for_job job={job}", f"tail_logs job={job}"], kind="running")  # fmt: skip

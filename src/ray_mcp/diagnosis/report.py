@@ -15,25 +15,36 @@ from ray_mcp.diagnosis.chains import (
     event_lines,
     explain_cluster,
     explain_job,
-    fit,
     verdict_line,
 )
 from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, merge_alike, render_shown
-from ray_mcp.diagnosis.graph import Evidence, clip
-from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE
+from ray_mcp.diagnosis.graph import GraphInputs, one_line
+from ray_mcp.limits import (
+    CHAIN_EVIDENCE_ITEMS,
+    DIAGNOSIS_BYTES,
+    DIAGNOSIS_WHOLE_SHARE,
+    EXPLAINING_EVENTS,
+    FINDING_TITLE_CHARS,
+    HEALTH_EVENTS,
+    HEALTH_UNCHECKED_CHARS,
+    JOB_LINE_ENTRYPOINT_CHARS,
+    MIN_QUOTE_CHARS,
+    NEXT_STEPS,
+    NOTES_SHOWN,
+    UNCHECKED_CHARS,
+    UNREADABLE_NOTED,
+    VERDICT_BYTES,
+)
 from ray_mcp.shaping.common import json_bytes, sent_bytes
-
-MIN_QUOTE_CHARS = 100  # the structured answer's quotes are cut to no less before they are left out
+from ray_mcp.text import fit_bytes, truncate_text
 
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
 
-VERDICT_BYTES = 300
 # What the chains explain better than the first-generation findings of job.py and health.py (dropped when the chains'
 # sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
 REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
-WAIT_KINDS = {"deadlock", "waiting", "contention", "infeasible", "hung"}
 REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
 
 
@@ -58,15 +69,15 @@ def to_finding(c: Chain) -> models.Finding:
     driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
     title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
     return models.Finding(
-        severity=c.severity, kind=kind, title=clip(title, 400), evidence=c.evidence()[:14],
-        next_steps=c.next_steps[:3], refs=KIND_REFS.get(kind, [])[:3],
+        severity=c.severity, kind=kind, title=one_line(title, FINDING_TITLE_CHARS), evidence=c.evidence()[:CHAIN_EVIDENCE_ITEMS],
+        next_steps=c.next_steps[:NEXT_STEPS], refs=KIND_REFS.get(kind, [])[:NEXT_STEPS],
     )  # fmt: skip
 
 
 def job_report(
     job: str,
     info: models.JobInfo,
-    ev: Evidence,
+    ev: GraphInputs,
     legacy: Sequence[models.Finding],
     notes: list[str],
     *,
@@ -90,22 +101,22 @@ def job_report(
         " but not healthy" if phrase.startswith("RUNNING") and top and top.severity > CONTEXT + 10 else ""
     )
     verdict = (
-        fit(f"{phrase}{unhealthy}: {top.title}", VERDICT_BYTES)
+        fit_bytes(f"{phrase}{unhealthy}: {top.title}", VERDICT_BYTES)
         if legacy_top and top
         else verdict_line(phrase, chains)
     )
     if legacy_top and top is not None and top.kind == "hang":
         verdict = stalled_verdict(phrase, top, chains) or verdict
     if unchecked and not verdict.startswith(phrase + "; Unknown"):
-        suffix = f" (could not check {clip(', '.join(unchecked), 100)})"
-        verdict = fit(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
+        suffix = f" (could not check {one_line(', '.join(unchecked), UNCHECKED_CHARS)})"
+        verdict = fit_bytes(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
     missing = [*unchecked, *ev.unreadable]
     ended_well = info.status in ("SUCCEEDED", "STOPPED")
     if (not readable or unchecked) and not ended_well and not any(f.severity > CONTEXT for f in findings):
-        verdict = fit(f"{phrase}; Unknown: no cause found in what could be read; could not check "
+        verdict = fit_bytes(f"{phrase}; Unknown: no cause found in what could be read; could not check "
                       f"{', '.join(missing) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
     job_line = (
-        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{clip(info.entrypoint, 80)}`: {phrase}"
+        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{one_line(info.entrypoint, JOB_LINE_ENTRYPOINT_CHARS)}`: {phrase}"
         + (f", error_type {info.error_type}" if info.error_type else "")
     )
     if info.status == "RUNNING" and ev.tasks is not None:
@@ -114,8 +125,11 @@ def job_report(
 
         job_line += f"; progress: {progress(Graph(ev))}"
     events = explaining_events(ev, findings)
-    unread = [f"Could not read {u} (what it would show is UNKNOWN, not healthy)." for u in ev.unreadable[:3]]
-    said = [*notes, *unread][:5]
+    unread = [
+        f"Could not read {u} (what it would show is UNKNOWN, not healthy)."
+        for u in ev.unreadable[:UNREADABLE_NOTED]
+    ]
+    said = [*notes, *unread][:NOTES_SHOWN]
     header = [verdict, job_line, ""]
     merged = merge_alike(findings)  # the verdict above read the unmerged ranking
 
@@ -182,10 +196,11 @@ def _without_quotes(shown: Sequence[models.Finding], over: int) -> list[models.F
         while low < high:
             mid = (low + high + 1) // 2
             low, high = (mid, high) if _quote_saving(lines, mid) >= over else (low, mid - 1)
-        return [f.model_copy(update={"evidence": [_cut(e, low) for e in f.evidence]}) for f in shown]
+        return [f.model_copy(update={"evidence": [truncate_text(e, low) for e in f.evidence]}) for f in shown]
     over -= saved
     findings: list[models.Finding] = [
-        x.model_copy(update={"evidence": [_cut(e, MIN_QUOTE_CHARS) for e in x.evidence]}) for x in shown
+        x.model_copy(update={"evidence": [truncate_text(e, MIN_QUOTE_CHARS) for e in x.evidence]})
+        for x in shown
     ]
     for one in reversed(findings):
         while one.evidence and over > 0:
@@ -200,12 +215,10 @@ def _without_quotes(shown: Sequence[models.Finding], over: int) -> list[models.F
     return findings
 
 
-def _cut(line: str, chars: int) -> str:
-    return line if len(line) <= chars else line[: chars - 1] + "…"
-
-
 def _quote_saving(lines: Sequence[str], chars: int) -> int:
-    return sum(json_bytes(line) - json_bytes(_cut(line, chars)) for line in lines if len(line) > chars)
+    return sum(
+        json_bytes(line) - json_bytes(truncate_text(line, chars)) for line in lines if len(line) > chars
+    )
 
 
 def _whole_bytes(model: Report, text: str) -> int:
@@ -222,10 +235,10 @@ def stalled_verdict(phrase: str, stall: models.Finding, chains: Sequence[Chain])
         return ""
     m = re.search(r"no task activity for [^)]*", stall.title)
     still = f", {m.group(0)}" if m else ""
-    return fit(f"{phrase} but not healthy{still}: {link.verdict}", VERDICT_BYTES)
+    return fit_bytes(f"{phrase} but not healthy{still}: {link.verdict}", VERDICT_BYTES)
 
 
-def explaining_events(ev: Evidence, findings: Sequence[models.Finding]) -> list[str]:
+def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> list[str]:
     """Cluster events that explain a finding: OOM kills and node deaths, when the findings are about those."""
     kinds = {f.kind for f in findings}
     if not kinds & {"oom", "node_died", "worker_crash", "restart_loop", "owner_died", "failed", "raised"}:
@@ -234,12 +247,12 @@ def explaining_events(ev: Evidence, findings: Sequence[models.Finding]) -> list[
     ids = {job_id} if job_id else set()
     ids |= {str(n.get("node_id")) for n in ev.nodes or [] if n.get("state") == "DEAD"}
     mine = [e for e in ev.events or [] if any(i and i in str(e.get("message") or "") for i in ids)]
-    return event_lines(Evidence(events=mine), limit=4)
+    return event_lines(GraphInputs(events=mine), limit=EXPLAINING_EVENTS)
 
 
 def health_report(
     dashboard_url: str,
-    ev: Evidence,
+    ev: GraphInputs,
     legacy: Sequence[models.Finding],
     checked: list[str],
     notes: list[str],
@@ -261,9 +274,9 @@ def health_report(
         "PROBLEMS_FOUND" if serious else "UNKNOWN" if gaps else "HEALTHY"
     )
     if serious:
-        suffix = f" (also {clip(not_run, 120)})" if not_run else ""
+        suffix = f" (also {one_line(not_run, HEALTH_UNCHECKED_CHARS)})" if not_run else ""
         verdict = (
-            fit(
+            fit_bytes(
                 f"{len(serious)} problem(s); the most severe: {serious[0].title}",
                 VERDICT_BYTES - len(suffix.encode()),
             )
@@ -274,12 +287,12 @@ def health_report(
         verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
     else:
         verdict = "Healthy: nothing wrong found in " + ", ".join(checked) + "."
-    events = event_lines(ev, limit=6)
+    events = event_lines(ev, limit=HEALTH_EVENTS)
     state = {"PROBLEMS_FOUND": "PROBLEMS FOUND"}.get(status, status)
     header = [f"Cluster {dashboard_url}: {state}", f"Verdict: {verdict}", ""]
 
     def build(budget: int) -> tuple[models.ClusterHealth, str]:
-        footer, shown_events, shown_notes = fit_footer(events, unread[:5], budget)
+        footer, shown_events, shown_notes = fit_footer(events, unread[:NOTES_SHOWN], budget)
         text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
         model = models.ClusterHealth(
             healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,

@@ -6,7 +6,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ray_mcp.limits import ERROR_LINES, EVIDENCE_LINE_CHARS, LINE_CHARS, TRACEBACK_LINES
+from ray_mcp.limits import (
+    ERROR_LINES,
+    EVIDENCE_LINE_CHARS,
+    REMOTE_LINES_KEPT,
+    TRACEBACK_HEAD_LINES,
+    TRACEBACK_LINES,
+)
 from ray_mcp.text import ANSI, CARETS
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
@@ -83,8 +89,8 @@ class Traceback:
         lines = user_lines(self.lines)
         if len(lines) <= max_lines:
             return lines
-        head = lines[:3]
-        tail = lines[-(max_lines - 4) :]
+        head = lines[:TRACEBACK_HEAD_LINES]
+        tail = lines[-(max_lines - len(head) - 1) :]  # and the line that says how many were left out
         return [*head, f"  … {len(lines) - len(head) - len(tail)} lines of frames left out …", *tail]
 
 
@@ -124,7 +130,9 @@ def last_traceback(lines: Sequence[str]) -> Traceback | None:
         m = _EXCEPTION.match(line.strip())
         if m and not line.startswith((" ", "\t")):
             exceptions.append((m["type"], (m["msg"] or "").strip()))
-    remote = [line.strip() for line in lines if _REMOTE_PREFIX.match(line) or "RayTaskError(" in line][-6:]
+    remote = [line.strip() for line in lines if _REMOTE_PREFIX.match(line) or "RayTaskError(" in line][
+        -REMOTE_LINES_KEPT:
+    ]
     return Traceback(block, frames, exceptions, remote)
 
 
@@ -183,9 +191,11 @@ def user_lines(lines: Iterable[str]) -> list[str]:
     return out
 
 
-def clip(text: str, limit: int = LINE_CHARS) -> str:
+def cut_text(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with "…": a text of several lines keeps its lines (a message's
+    lines are read one by one after), a single line is put on single spaces."""
     text = " ".join(text.split()) if "\n" not in text else text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def first_line(text: str | None, limit: int = EVIDENCE_LINE_CHARS) -> str:
@@ -193,7 +203,7 @@ def first_line(text: str | None, limit: int = EVIDENCE_LINE_CHARS) -> str:
         return ""
     for line in text.strip().splitlines():
         if line.strip():
-            return clip(line.strip(), limit)
+            return cut_text(line.strip(), limit)
     return ""
 
 
@@ -206,4 +216,4 @@ def error_lines(text: str | None, limit: int = ERROR_LINES) -> list[str]:
         for line in text.splitlines()
         if re.search(r"(?i)\berror\b|exception|failed|not found|no such|cannot|could not", line)
     ]
-    return [clip(line, EVIDENCE_LINE_CHARS) for line in picked[-limit:]] or [first_line(text)]
+    return [cut_text(line, EVIDENCE_LINE_CHARS) for line in picked[-limit:]] or [first_line(text)]

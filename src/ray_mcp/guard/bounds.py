@@ -7,16 +7,20 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-STRUCTURED_MIN_BYTES = 16_384  # structured content may always be this big ...
-STRUCTURED_TEXT_FACTOR = 2  # ... or twice its text, whichever is more: bounded as the text is bounded
-STRUCTURED_MAX_BYTES = 1_048_576  # and never more than this
-# (max chars per string, max keys per string map, max items per list), tighter at each step
-# (max chars per string, max keys per string map), tighter at each step. Lists are already bounded by each
-# tool's `limit` (and counted in its `shown`): they are cut only past STRUCTURED_MAX_BYTES.
+from ray_mcp.limits import (
+    MAX_MODEL_KEYS,
+    STRUCTURED_CUT_FIELDS_CHARS,
+    STRUCTURED_MAX_BYTES,
+    STRUCTURED_MIN_BYTES,
+    STRUCTURED_TEXT_FACTOR,
+)
+
+# How the cutting tightens until the content fits its bound (limits.STRUCTURED_*): (chars per string, keys per
+# string map) at each step. Lists are already bounded by each tool's `limit` (and counted in its `shown`):
+# they are cut, to these lengths in turn, only past STRUCTURED_MAX_BYTES.
 _CUT_STEPS = ((8192, 500), (2048, 100), (512, 32), (128, 16), (32, 16))
 _LIST_STEPS = (2000, 500, 100, 20, 5)
 NO_LIST_CUT = 1 << 62
-MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
 
 
 def json_size(obj: Any) -> int:
@@ -78,7 +82,7 @@ def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[
         return structured, None
     fields = ", ".join(dict.fromkeys(cuts))
     note = (
-        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:300]}); the text above "
+        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:STRUCTURED_CUT_FIELDS_CHARS]}); the text above "
         "is the full answer within its bounds."
     )
     for key in ("hints", "notes"):

@@ -1,16 +1,19 @@
-"""The HTTP transports' guard: a bearer token checked in constant time, foreign Origins and (bound to loopback)
-foreign Host headers rejected (DNS rebinding)."""
+"""The HTTP transports' guard: a bearer token checked in constant time; foreign Origins and (bound to loopback)
+foreign Host headers rejected by the SDK's DNS-rebinding protection, set up here."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+LOOPBACK_HOST_HEADERS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 
 def is_loopback(host: str) -> bool:
@@ -22,58 +25,50 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _matches(value: str, patterns: list[str]) -> bool:
-    for pattern in patterns:
-        if value == pattern or (pattern.endswith(":*") and value.startswith(pattern[:-1])):
-            return True
-        if pattern.endswith(":*") and value == pattern[:-2]:
-            return True
-    return False
+def _with_portless(patterns: list[str]) -> list[str]:
+    """Each pattern, and for ``host:*`` the host without a port too (the SDK's ``:*`` needs one)."""
+    return [form for p in patterns for form in ([p, p[:-2]] if p.endswith(":*") else [p])]
 
 
-LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-LOOPBACK_HOST_HEADERS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+def transport_security(bind_host: str, allowed_origins: list[str] | None = None) -> TransportSecuritySettings:
+    """The SDK's Host and Origin check, for the MCP endpoints of both HTTP transports.
+
+    Bound to loopback (the only bind that may run without a token): a foreign Origin gets 403 and a Host that is
+    not loopback 421 (DNS rebinding); loopback Origins and ``--allowed-origin`` values pass, any port (``:*``)
+    or none. Bound to anything else, the check is off, as it is by the SDK's default: clients name the server
+    by names it cannot know (a Kubernetes service, a proxy), and the bearer token, required there, is what a
+    browser page can never send on its own.
+    """
+    if not is_loopback(bind_host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=_with_portless(LOOPBACK_HOST_HEADERS),
+        allowed_origins=_with_portless(LOOPBACK_ORIGINS + list(allowed_origins or [])),
+    )
 
 
 class HttpGuard:
-    """ASGI middleware in front of the MCP HTTP app: Origin and Host checks, then the bearer token.
+    """ASGI middleware in front of the MCP HTTP app: the bearer token, and ``/healthz``.
 
-    * A browser page from another site (any Origin that is not loopback or configured) gets 403.
-    * Bound to loopback, a Host header that is not loopback gets 421 (DNS rebinding).
     * With a token configured, a request without ``Authorization: Bearer <token>`` gets 401. The check is
       constant-time. ``/healthz`` answers without a token (it reveals nothing), for container healthchecks.
+    * Origin and Host are checked behind it, by the SDK (``transport_security``).
     """
 
-    def __init__(
-        self, app: ASGIApp, *, token: str | None, bind_host: str, allowed_origins: list[str] | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
         self.app = app
         self.token = f"Bearer {token}".encode() if token else None
-        self.origins = LOOPBACK_ORIGINS + list(allowed_origins or [])
-        self.hosts = LOOPBACK_HOST_HEADERS if is_loopback(bind_host) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
         if scope.get("path") == "/healthz":
             await PlainTextResponse("ok")(scope, receive, send)
             return
-        origin = headers.get("origin")
-        if origin is not None and not _matches(origin, self.origins):
-            await PlainTextResponse(f"Forbidden: Origin {origin} is not allowed", status_code=403)(
-                scope, receive, send
-            )
-            return
-        host = headers.get("host", "")
-        if self.hosts is not None and not _matches(host, self.hosts):
-            await PlainTextResponse("Misdirected request: invalid Host header", status_code=421)(
-                scope, receive, send
-            )
-            return
         if self.token is not None:
-            given = headers.get("authorization", "").encode()
+            given = Headers(scope=scope).get("authorization", "").encode()
             if not hmac.compare_digest(given, self.token):
                 await PlainTextResponse(
                     "Unauthorized: send Authorization: Bearer <token> (RAY_MCP_AUTH_TOKEN)",

@@ -20,9 +20,10 @@ from anyio.lowlevel import RunVar
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, ServerNotification, TextContent
+from mcp.types import CallToolResult, LoggingLevel, RequestId, ServerNotification, TextContent
 from pydantic import BaseModel
 
+from ray_mcp import sdk_private
 from ray_mcp.guard.audit import AUDIT_NOTES, AuditNotes, Auditor, audit_target, call_outcome
 from ray_mcp.guard.modes import ToolKind
 from ray_mcp.guard.redaction import SECRETS, bound_structured, clean_text, redact_tree
@@ -72,20 +73,37 @@ def redact_result(result: HandlerResult) -> HandlerResult:
 
 
 class RedactingSession(ServerSession):
-    """The request's session, with every notification it sends (progress, log messages) redacted."""
+    """The request's session, with every notification it sends (progress, log messages) redacted.
 
-    def __init__(self, inner: ServerSession) -> None:  # a copy of the per-request session, not a new one
-        self.__dict__.update(inner.__dict__)
+    Made from the request's session by ``sdk_private.session_as``; every notification the SDK's session
+    sends goes through one of these three methods.
+    """
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
         await super().report_progress(progress, total, clean_text(message) if message else message)
 
-    async def _notify(self, notification: ServerNotification, *, request_scoped: bool) -> None:
-        data = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
-        clean = type(notification).model_validate(redact_tree(data))
-        await super()._notify(clean, request_scoped=request_scoped)
+    async def send_notification(
+        self, notification: ServerNotification, related_request_id: RequestId | None = None
+    ) -> None:
+        await super().send_notification(redacted_notification(notification), related_request_id)
+
+    async def send_log_message(
+        self,
+        level: LoggingLevel,
+        data: Any,
+        logger: str | None = None,
+        related_request_id: RequestId | None = None,
+    ) -> None:
+        await super().send_log_message(
+            level, redact_tree(data), clean_text(logger) if logger else logger, related_request_id
+        )
+
+
+def redacted_notification(notification: ServerNotification) -> ServerNotification:
+    data = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return type(notification).model_validate(redact_tree(data))
 
 
 class SafetyMiddleware(ServerMiddleware[Any]):
@@ -99,7 +117,7 @@ class SafetyMiddleware(ServerMiddleware[Any]):
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None or ctx.method == "initialize":
             return await call_next(ctx)
-        ctx = dataclasses.replace(ctx, session=RedactingSession(ctx.session))
+        ctx = dataclasses.replace(ctx, session=sdk_private.session_as(ctx.session, RedactingSession))
         try:
             return await self._call(ctx, call_next)
         except MCPError as exc:

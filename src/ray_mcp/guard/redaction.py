@@ -1,17 +1,17 @@
 """What leaves the server is safe to show: known secrets and secret shapes masked, control characters made
 visible, structured content bounded.
 
-Three parts, used by the one choke point in security.py (every tool result, resource, prompt, progress
+Three parts, used by the one choke point in middleware.py (every tool result, resource, prompt, progress
 notification, error and audit line) and by the logging hook (the server's own stderr):
 
 * ``SECRETS``, the process-wide registry of secret *values* the server knows of: the ``env_vars`` values of
   every job it has read or submitted, Ray's token, ray-mcp's bearer token, configured dashboard header values.
   Thread-safe and bounded; matched in one pass (Aho-Corasick). Values of 4 characters or more are masked
   wherever they occur; shorter ones where they stand as whole words.
-* secret *shapes*: the detectors of ``detect-secrets`` (AWS, GitHub, GitLab, Slack, Stripe, JWT, OpenAI, PyPI,
-  npm, SendGrid, ...; their patterns copied in redaction_detectors.py, checked against the library) plus the shapes they lack (``--password x``, ``NAME=value``,
-  ``Password: x``, ``scheme://user:pass@host``, ``Authorization:`` headers, private key blocks, Hugging Face,
-  GCP and Azure keys). A single prefilter regex skips the strings none of them could match.
+* secret *shapes*: the detectors of the ``detect-secrets`` library (AWS, GitHub, GitLab, Slack, Stripe, JWT,
+  OpenAI, PyPI, npm, SendGrid, ...) plus the shapes they lack (``--password x``, ``NAME=value``, ``Password: x``,
+  ``scheme://user:pass@host``, ``Authorization:`` headers, private key blocks, Hugging Face, GCP and Azure
+  keys). The same Aho-Corasick pass finds their anchors: a string with none is not matched against them.
 * ``escape_controls``: ESC, BEL, CR, BS, other C0/C1, bidi overrides and zero-width characters become visible
   escapes (``\\x1b``, ``\\u202e``); newlines and tabs stay.
 """
@@ -25,14 +25,25 @@ import sys
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+
 from ray_mcp.guard.bounds import bound_structured as bound_structured
-from ray_mcp.guard.redaction_shapes import REDACTED as REDACTED
-from ray_mcp.guard.redaction_shapes import SHORT_SECRET_CHARS as SHORT_SECRET_CHARS
-from ray_mcp.guard.redaction_shapes import _mask_shapes, _mask_spans
 
 MAX_KNOWN_SECRETS = 4096  # learned values kept (oldest forgotten first); configured credentials are pinned
 MAX_SECRET_CHARS = 4096  # a longer value is registered by its first MAX_SECRET_CHARS characters
@@ -58,6 +69,145 @@ def _is_secret_name(key: str) -> bool:
     return not key.startswith("confirm") and SECRET_KEY.search(key) is not None
 
 
+# -- secret shapes ----------------------------------------------------------------------------------------------
+
+REDACTED = "***"
+SHORT_SECRET_CHARS = 4  # values shorter than this are masked only where they stand as whole words
+
+# A secret's name: with secret/password/passphrase/credential anywhere, or ending in token, key, pwd, ...
+# (never a longer word: max_new_tokens, tokenizer, pad_token_id and monkey are not secret names).
+_NAME = (
+    r"(?:[\w.-]*(?:secret|passw(?:or)?d|passphrase|credential)[\w.-]*"
+    r"|[\w.-]*(?:pwd|api[_-]?key|apikey|access[_-]?key|account[_-]?key|private[_-]?key|token|[_.-]key))(?![\w])"
+)
+_PLACEHOLDER = r"(?![<$*{…]|\.\.\.)"  # <token>, $TOKEN, ${env:TOKEN}, ***, ...: documentation, not secrets
+_VALUE = r"[^\s\"',;}\]]+"
+_SCHEMES = "bearer|basic|token|digest|negotiate"
+
+
+def _prose_or_code(value: str, rest: str) -> bool:
+    """An English word followed by more words (``token: use one of``), a small number, or a code expression."""
+    if value.isalpha() and (value.islower() or value.istitle()) and re.match(r"[ \t]+[A-Za-z(]", rest):
+        return True
+    if re.fullmatch(r"[fFrRbBuU]{1,2}", value) and rest[:1] in ("'", '"'):  # a string prefix: f"Bearer {x}"
+        return True
+    if value.isdigit() and len(value) <= 3:
+        return True
+    return re.match(r"[A-Za-z_][\w.]*[(\[]", value) is not None
+
+
+def _keyed(prefix_groups: int) -> Callable[[re.Match[str]], str]:
+    def replace(m: re.Match[str]) -> str:
+        value = m.group(prefix_groups + 1)
+        if _prose_or_code(value, m.string[m.end() :]):
+            return m.group(0)
+        return "".join(m.group(i) or "" for i in range(1, prefix_groups + 1)) + REDACTED
+
+    return replace
+
+
+_SHAPES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
+    # -----BEGIN ... PRIVATE KEY----- ... -----END ... PRIVATE KEY----- (or to the end, when cut)
+    (
+        re.compile(
+            r"-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.S,
+        ),
+        "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----",
+    ),
+    # scheme://user:password@host
+    (
+        re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)"),
+        lambda m: f"{m[1]}{REDACTED}{m[3]}",
+    ),
+    # Authorization: Bearer x / Basic x / x; Proxy-Authorization too
+    (
+        re.compile(
+            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+            rf"(?!(?:(?:{_SCHEMES})\s+)?(?:[<$*{{…]|\.\.\.))((?:{_SCHEMES})\s+)?({_VALUE})"
+        ),
+        lambda m: (
+            m[0]
+            if not m[2] and _prose_or_code(m[3], m.string[m.end() :])
+            else f"{m[1]}{m[2] or ''}{REDACTED}"
+        ),
+    ),
+    (re.compile(r"(?i)(\b(?:set-)?cookie\s*:\s*)[^\r\n]+"), r"\1***"),
+    # a bare bearer token (with a digit: "Bearer authentication" is prose)
+    (re.compile(r"(?i)\b(bearer\s+)(?=[\w.~+/=-]*\d)[\w.~+/=-]{8,}"), r"\1***"),
+    # --password x, --api-key=x, -p? no: flags named like secrets only
+    (
+        re.compile(rf"(?i)((?<![\w-])--?{_NAME})(=|[ \t]+)([\"']?){_PLACEHOLDER}(?!-)({_VALUE})"),
+        _keyed(3),
+    ),
+    # NAME=value (env and shell style), "NAME": "value" (JSON, reprs), NAME: value (YAML, logs, headers)
+    (re.compile(rf"(?i)(\b{_NAME})(\s*=\s*)([\"']?){_PLACEHOLDER}({_VALUE})"), _keyed(3)),
+    (re.compile(rf"(?i)([\"']{_NAME}[\"']\s*:\s*)([\"']){_PLACEHOLDER}([^\"'\n]+)"), _keyed(2)),
+    (re.compile(rf"(?i)(\b{_NAME})(\s*:[ \t]*)([\"']?){_PLACEHOLDER}({_VALUE})"), _keyed(3)),
+    # JSON Web Tokens, signature included (the detector below stops before it)
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), REDACTED),
+    # tokens the detectors below lack or know in an older format
+    (
+        re.compile(
+            r"\b(?:hf|sk|rk|pk|ghp|gho|ghs|ghu|ghr|github_pat|glpat|npm|xox[abposr])[-_][A-Za-z0-9_-]{16,}"
+        ),
+        REDACTED,
+    ),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),  # Google API key
+    (re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"), REDACTED),  # Google OAuth access token
+    (re.compile(r"(?i)(\bsig=)[A-Za-z0-9%+/=]{16,}"), r"\1***"),  # Azure SAS signature
+    (re.compile(r"(?i)(\b(?:AccountKey|SharedAccessKey)=)[A-Za-z0-9+/=]{16,}"), r"\1***"),
+]
+
+
+# detect-secrets' detectors that redaction uses. Not the entropy and keyword plugins (Ray ids and prose trip
+# them), nor Discord, Telegram, Twilio and Mailchimp (shapes with no literal anchor: they match within ids and
+# hashes). Each yields what it finds in a string (analyze_string); a JWT only when its parts decode.
+DETECTORS = (
+    AWSKeyDetector(),
+    AzureStorageKeyDetector(),
+    BasicAuthDetector(),
+    GitHubTokenDetector(),
+    GitLabTokenDetector(),
+    JwtTokenDetector(),
+    NpmDetector(),
+    OpenAIDetector(),
+    PypiTokenDetector(),
+    SendGridDetector(),
+    SlackDetector(),
+    SquareOAuthDetector(),
+    StripeDetector(),
+)
+
+
+def detected(text: str) -> Iterator[str]:
+    """Every secret value detect-secrets' detectors find in ``text``."""
+    for detector in DETECTORS:
+        yield from detector.analyze_string(text)
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    spans.sort()
+    out, pos = [], 0
+    for start, stop in spans:
+        if stop <= pos:
+            continue
+        out.append(text[pos : max(pos, start)])
+        pos = stop
+        out.append(REDACTED)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _mask_shapes(text: str) -> str:
+    for pattern, replacement in _SHAPES:
+        text = pattern.sub(replacement, text)
+    found = {s for s in detected(text) if len(s) >= SHORT_SECRET_CHARS}
+    for secret in sorted(found, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
 # -- the registry of known secret values -------------------------------------------------------------------
 
 
@@ -65,7 +215,7 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum()
 
 
-# Lower-case substrings without which no shape above nor any detector below can match, found in one pass
+# Lower-case substrings without which no shape nor detector above can match, found in one pass
 # (Aho-Corasick) over the lower-cased text. "token" and "key" count only at the end of a word.
 _ANCHORS = (
     "passw", "passphrase", "secret", "credential", "pwd", "key", "token", "authorization", "cookie", "bearer",

@@ -1,22 +1,23 @@
 """The output models of the core areas: cluster_status and nodes, jobs, logs, actors, placement groups, tasks, Serve,
 and the parts the other areas share (ListPage, DeathCause, ResourceUse).
-
-No ``from __future__ import annotations`` (see models/__init__.py).
 """
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from ray_mcp.models.base import Model
+from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
+
+# A job in one of these statuses will not change again.
+TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 
 
-class ResourceUse(Model):
+class ResourceUse(BaseModel):
     used: float = Field(description="Amount in use (bytes for memory and object_store_memory).")
     total: float = Field(description="Amount the node or cluster has.")
 
 
-class GPUUse(Model):
+class GPUUse(BaseModel):
     index: int | None = None
     name: str | None = None
     utilization_percent: float | None = None
@@ -24,7 +25,7 @@ class GPUUse(Model):
     memory_total: float | None = Field(default=None, description="Bytes.")
 
 
-class HostUsage(Model):
+class HostUsage(BaseModel):
     """What a node's host really uses, from the dashboard agent (/nodes?view=summary), beside Ray's logical use."""
 
     cpu_percent: float | None = Field(default=None, description="Host CPU use, percent of all cores.")
@@ -43,7 +44,7 @@ class HostUsage(Model):
     )
 
 
-class NodeStatus(Model):
+class NodeStatus(BaseModel):
     node_id: str
     ip: str
     state: Literal["ALIVE", "DEAD"]
@@ -55,7 +56,7 @@ class NodeStatus(Model):
     usage: HostUsage | None = Field(default=None, description="Host CPU, memory, object store and GPU use.")
 
 
-class Demand(Model):
+class Demand(BaseModel):
     kind: Literal["task_or_actor", "placement_group", "request_resources"]
     bundles: list[dict[str, float]] = Field(description="The resource shape(s) asked for.")
     strategy: str | None = Field(default=None, description="Placement strategy, for placement groups.")
@@ -63,7 +64,7 @@ class Demand(Model):
     infeasible: bool = Field(description="True if no node of the cluster (or node type) could ever hold it.")
 
 
-class AutoscalerStatus(Model):
+class AutoscalerStatus(BaseModel):
     kind: Literal["legacy", "v2"]
     active_nodes: int
     pending_nodes: list[str] = Field(default_factory=list)
@@ -72,7 +73,7 @@ class AutoscalerStatus(Model):
     error: str | None = None
 
 
-class ClusterStatus(Model):
+class ClusterStatus(BaseModel):
     dashboard_url: str
     source: str = Field(
         description="embedded (started by ray-mcp), local (found on this machine) or external."
@@ -99,7 +100,7 @@ class ClusterStatus(Model):
 JobStatusName = Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]
 
 
-class RuntimeEnvSpec(Model):
+class RuntimeEnvSpec(BaseModel):
     """The runtime_env of a job: what Ray's ``RuntimeEnv`` accepts, checked before anything is submitted."""
 
     model_config = ConfigDict(extra="forbid")
@@ -127,7 +128,7 @@ class RuntimeEnvSpec(Model):
     java_jars: list[str] | None = None
 
 
-class JobInfo(Model):
+class JobInfo(BaseModel):
     submission_id: str | None = Field(default=None, description="The id given at submission (raysubmit_…).")
     job_id: str | None = Field(default=None, description="Ray's job id (hex), once the driver connected.")
     type: str = Field(description="SUBMISSION (through the Jobs API) or DRIVER (a script that ran ray.init).")
@@ -147,7 +148,7 @@ class JobInfo(Model):
     driver_node_id: str | None = None
 
 
-class JobSubmitted(Model):
+class JobSubmitted(BaseModel):
     submission_id: str
     status: str = Field(description="The status right after submission (usually PENDING).")
     entrypoint: str
@@ -157,7 +158,7 @@ class JobSubmitted(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class JobSummary(Model):
+class JobSummary(BaseModel):
     submission_id: str | None = None
     job_id: str | None = None
     type: str
@@ -168,7 +169,7 @@ class JobSummary(Model):
     error_type: str | None = None
 
 
-class JobList(Model):
+class JobList(BaseModel):
     jobs: list[JobSummary]
     total: int = Field(description="Jobs in the cluster.")
     matching: int = Field(description="Jobs that pass the filters.")
@@ -176,7 +177,7 @@ class JobList(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class JobWait(Model):
+class JobWait(BaseModel):
     job: JobInfo
     finished: bool = Field(description="True if the job reached a terminal state.")
     timed_out: bool
@@ -185,7 +186,7 @@ class JobWait(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class JobChange(Model):
+class JobChange(BaseModel):
     """What stop_job or delete_job did (or would do, for a dry run)."""
 
     job: str = Field(description="The id acted on.")
@@ -200,7 +201,7 @@ class JobChange(Model):
 # -- logs (tail_logs) ---------------------------------------------------------------------------------------
 
 
-class LogSection(Model):
+class LogSection(BaseModel):
     """What was read from one log file."""
 
     source: str = Field(description="What the file is, e.g. 'driver log of job raysubmit_…'.")
@@ -236,13 +237,14 @@ class LogSection(Model):
     scan_complete: bool | None = Field(default=None, description="False if grep stopped at max_scan_mb.")
     long_lines: int | None = Field(
         default=None,
-        description="For grep: lines over 1 MiB without a newline, matched in 1 MiB pieces and shown cut.",
+        description=f"For grep: lines over {GREP_LONG_LINE_BYTES / 2**20:g} MiB without a newline, matched in "
+        f"{GREP_LONG_LINE_BYTES / 2**20:g} MiB pieces and shown cut.",
     )
     followed_s: float | None = None
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
 
 
-class LogTail(Model):
+class LogTail(BaseModel):
     sections: list[LogSection]
     hints: list[str] = Field(default_factory=list)
 
@@ -250,7 +252,7 @@ class LogTail(Model):
 # -- cluster state: actors, placement groups, nodes, tasks, serve ----------------------------------------------
 
 
-class DeathCause(Model):
+class DeathCause(BaseModel):
     """Why an actor is DEAD, flattened from Ray's ``death_cause`` structure."""
 
     reason: str = Field(
@@ -265,7 +267,7 @@ class DeathCause(Model):
     exception: str | None = Field(default=None, description="The end of the exception text (traceback).")
 
 
-class Actor(Model):
+class Actor(BaseModel):
     actor_id: str
     class_name: str
     state: str = Field(description="DEPENDENCIES_UNREADY, PENDING_CREATION, ALIVE, RESTARTING or DEAD.")
@@ -286,7 +288,7 @@ class Actor(Model):
     label_selector: dict[str, str] | None = None
 
 
-class ListPage(Model):
+class ListPage(BaseModel):
     """The common head of every bounded list: exact totals, what is shown, and what to do next."""
 
     total: int = Field(description="How many exist in the cluster (before filters).")
@@ -301,13 +303,13 @@ class ActorList(ListPage):
     actors: list[Actor] = Field(default_factory=list)
 
 
-class Bundle(Model):
+class Bundle(BaseModel):
     index: int
     resources: dict[str, float]
     node_id: str | None = Field(default=None, description="Where the bundle landed (None while pending).")
 
 
-class PlacementGroup(Model):
+class PlacementGroup(BaseModel):
     placement_group_id: str
     name: str | None = None
     state: str = Field(description="PENDING, PREPARED, CREATED, REMOVED or RESCHEDULING.")
@@ -329,7 +331,7 @@ class PlacementGroupList(ListPage):
     placement_groups: list[PlacementGroup] = Field(default_factory=list)
 
 
-class Node(Model):
+class Node(BaseModel):
     node_id: str
     ip: str
     state: Literal["ALIVE", "DEAD"]
@@ -348,7 +350,7 @@ class NodeList(ListPage):
     nodes: list[Node] = Field(default_factory=list)
 
 
-class Task(Model):
+class Task(BaseModel):
     task_id: str
     name: str
     state: str
@@ -366,13 +368,13 @@ class TaskList(ListPage):
     tasks: list[Task] = Field(default_factory=list)
 
 
-class TaskGroup(Model):
+class TaskGroup(BaseModel):
     name: str = Field(description="Function or actor method name.")
     type: str | None = None
     state_counts: dict[str, int]
 
 
-class ErrorGroup(Model):
+class ErrorGroup(BaseModel):
     error_type: str
     count: int
     sample_task_id: str | None = None
@@ -380,10 +382,14 @@ class ErrorGroup(Model):
     sample_message: str | None = None
 
 
-class TaskSummary(Model):
-    total: int = Field(description="Tasks counted that match the filters (Ray reads at most 10,000 tasks).")
+class TaskSummary(BaseModel):
+    total: int = Field(
+        description=f"Tasks counted that match the filters (Ray reads at most {STATE_API_MAX_ROWS:,} tasks)."
+    )
     in_cluster: int | None = Field(None, description="Tasks the cluster holds, when Ray read fewer.")
-    left_out: int | None = Field(None, description="Tasks Ray did not read (its 10,000 cap): not counted.")
+    left_out: int | None = Field(
+        None, description=f"Tasks Ray did not read (its {STATE_API_MAX_ROWS:,} cap): not counted."
+    )
     capped: bool = Field(False, description="Ray read as many tasks as it can: the counts are lower bounds.")
     by_state: dict[str, int]
     groups: list[TaskGroup]
@@ -393,7 +399,7 @@ class TaskSummary(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class ServeReplica(Model):
+class ServeReplica(BaseModel):
     replica_id: str | None = None
     state: str
     actor_name: str | None = None
@@ -403,7 +409,7 @@ class ServeReplica(Model):
     node_ip: str | None = None
 
 
-class ServeDeployment(Model):
+class ServeDeployment(BaseModel):
     name: str
     status: str
     status_trigger: str | None = None
@@ -420,7 +426,7 @@ class ServeDeployment(Model):
     log_source: str | None = None
 
 
-class ServeApp(Model):
+class ServeApp(BaseModel):
     name: str
     status: str
     message: str | None = None
@@ -430,7 +436,7 @@ class ServeApp(Model):
     deployments: list[ServeDeployment] = Field(default_factory=list)
 
 
-class ServeStatus(Model):
+class ServeStatus(BaseModel):
     running: bool = Field(description="False when Serve is not started on this cluster.")
     controller_node_id: str | None = None
     proxies: dict[str, str] = Field(default_factory=dict, description="Proxy status per node id.")
@@ -441,13 +447,13 @@ class ServeStatus(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class ServeChange(Model):
+class ServeChange(BaseModel):
     action: str
     applications: list[str] = Field(description="The application names in the config that was applied.")
     status: ServeStatus
 
 
-class ActorKill(Model):
+class ActorKill(BaseModel):
     actor_id: str
     done: bool
     no_restart: bool

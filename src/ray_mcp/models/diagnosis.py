@@ -1,16 +1,11 @@
-"""Pydantic output models of diagnose_job and cluster_health.
-
-No ``from __future__ import annotations`` (see models/__init__.py).
-"""
+"""Pydantic output models of diagnose_job and cluster_health."""
 
 from typing import Literal
 
-from pydantic import Field
-
-from ray_mcp.models.base import Model
+from pydantic import BaseModel, Field
 
 
-class Finding(Model):
+class Finding(BaseModel):
     """One piece of the diagnosis: what is wrong, the evidence lines, and what to do next."""
 
     severity: int = Field(
@@ -27,7 +22,7 @@ class Finding(Model):
     )
 
 
-class JobDiagnosis(Model):
+class JobDiagnosis(BaseModel):
     job: str
     submission_id: str | None = None
     job_id: str | None = None
@@ -47,7 +42,7 @@ class JobDiagnosis(Model):
     other_jobs: list[str] = Field(default_factory=list, description="Other jobs' problems, in one line.")
 
 
-class ClusterHealth(Model):
+class ClusterHealth(BaseModel):
     status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = Field(
         description="UNKNOWN: nothing serious found, but some check could not run (see unchecked and notes)."
     )

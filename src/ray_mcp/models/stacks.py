@@ -1,14 +1,11 @@
-"""Pydantic output models of stack_traces and cpu_profile.
+"""Pydantic output models of stack_traces and cpu_profile."""
 
-No ``from __future__ import annotations`` (see models/__init__.py).
-"""
+from pydantic import BaseModel, Field
 
-from pydantic import Field
-
-from ray_mcp.models.base import Model
+from ray_mcp.limits import STACK_PIDS_SHOWN
 
 
-class StackGroup(Model):
+class StackGroup(BaseModel):
     """Processes of one role whose stacks are identical (project frames and the call they are blocked in)."""
 
     role: str = Field(description="Actor class, 'task <function>', 'driver', or 'pid <n>'.")
@@ -26,10 +23,10 @@ class StackGroup(Model):
     process_title: str | None = Field(
         default=None, description="Ray's process title, e.g. ray::Actor.method."
     )
-    pids: list[str] = Field(description="pid@node of up to 8 of the processes.")
+    pids: list[str] = Field(description=f"pid@node of up to {STACK_PIDS_SHOWN} of the processes.")
 
 
-class StackTraces(Model):
+class StackTraces(BaseModel):
     target: str
     verdict: str = Field(description="Where the processes are, in one line.")
     source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
@@ -45,7 +42,7 @@ class StackTraces(Model):
     hints: list[str] = Field(default_factory=list)
 
 
-class HotFunction(Model):
+class HotFunction(BaseModel):
     function: str
     file: str
     line: int | None = Field(default=None, description="The line with the most own samples.")
@@ -56,7 +53,7 @@ class HotFunction(Model):
     project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
 
 
-class CpuProfile(Model):
+class CpuProfile(BaseModel):
     target: str
     verdict: str
     source: str

@@ -1,13 +1,9 @@
-"""Output models of job_topology (placement groups, bundles, actors, Serve, nodes) and the Ray Train tools.
-
-No ``from __future__ import annotations``: see models/__init__.py.
-"""
+"""Output models of job_topology (placement groups, bundles, actors, Serve, nodes) and the Ray Train tools."""
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from ray_mcp.models.base import Model
 from ray_mcp.models.core import DeathCause, ResourceUse
 
 GapKind = Literal[
@@ -23,7 +19,7 @@ GapKind = Literal[
 ]
 
 
-class Gap(Model):
+class Gap(BaseModel):
     """One structural problem, stated plainly, with the ids to act on."""
 
     kind: GapKind
@@ -34,7 +30,7 @@ class Gap(Model):
     node_id: str | None = None
 
 
-class TopoActor(Model):
+class TopoActor(BaseModel):
     actor_id: str
     class_name: str
     state: str = Field(description="DEPENDENCIES_UNREADY, PENDING_CREATION, ALIVE, RESTARTING or DEAD.")
@@ -64,14 +60,14 @@ class TopoActor(Model):
     death_cause: DeathCause | None = None
 
 
-class TopoBundle(Model):
+class TopoBundle(BaseModel):
     index: int
     resources: dict[str, float]
     node_id: str | None = Field(default=None, description="Where it landed; None while unplaced.")
     actor_ids: list[str] = Field(default_factory=list, description="Actors placed in this bundle.")
 
 
-class TopoGroup(Model):
+class TopoGroup(BaseModel):
     placement_group_id: str
     name: str | None = None
     state: str
@@ -84,7 +80,7 @@ class TopoGroup(Model):
     )
 
 
-class TopoReplica(Model):
+class TopoReplica(BaseModel):
     replica_id: str | None = None
     state: str
     actor_id: str | None = None
@@ -93,26 +89,26 @@ class TopoReplica(Model):
     spawned_actor_ids: list[str] = Field(default_factory=list)
 
 
-class TopoDeployment(Model):
+class TopoDeployment(BaseModel):
     name: str
     status: str
     replicas: list[TopoReplica] = Field(default_factory=list)
 
 
-class TopoServeApp(Model):
+class TopoServeApp(BaseModel):
     name: str
     status: str
     deployments: list[TopoDeployment] = Field(default_factory=list)
 
 
-class TopoServe(Model):
+class TopoServe(BaseModel):
     attributed: bool = Field(description="True when the applications are linked to this job.")
     controller_job_id: str | None = None
     how: str = Field(description="How the link was made, or why there is none.")
     apps: list[TopoServeApp] = Field(default_factory=list)
 
 
-class TopoGPU(Model):
+class TopoGPU(BaseModel):
     index: int | None = None
     name: str | None = None
     utilization_percent: float | None = None
@@ -120,7 +116,7 @@ class TopoGPU(Model):
     memory_total: float | None = Field(default=None, description="Bytes.")
 
 
-class TopoNode(Model):
+class TopoNode(BaseModel):
     node_id: str
     label: str = Field(description="Short name used in the text tree (n1, n2, ...).")
     ip: str
@@ -151,7 +147,7 @@ class TopoNode(Model):
     death_reason: str | None = None
 
 
-class JobTopology(Model):
+class JobTopology(BaseModel):
     verdict: str
     job: str
     job_id: str
@@ -177,7 +173,7 @@ class JobTopology(Model):
 # -- Ray Train (list_train_runs, get_train_run) ---------------------------------------------------------------
 
 
-class TrainWorker(Model):
+class TrainWorker(BaseModel):
     world_rank: int
     local_rank: int | None = None
     node_rank: int | None = None
@@ -191,13 +187,13 @@ class TrainWorker(Model):
     error: str | None = Field(default=None, description="This rank's error in the latest attempt, if any.")
 
 
-class TrainRankError(Model):
+class TrainRankError(BaseModel):
     ranks: list[int] = Field(description="World ranks that failed with this error (Ray groups equal errors).")
     error_type: str | None = None
     message: str = Field(description="The error snippet Ray recorded, cut to a budget.")
 
 
-class TrainCheckpoint(Model):
+class TrainCheckpoint(BaseModel):
     source: str = Field(description="Where this was read: the checkpoint manager's snapshot file.")
     checkpoint_dir: str | None = Field(default=None, description="The latest checkpoint's directory.")
     metrics: dict[str, object] = Field(default_factory=dict, description="Metrics reported with it.")
@@ -205,7 +201,7 @@ class TrainCheckpoint(Model):
     reports: int | None = Field(default=None, description="ray.train.report calls the manager counted.")
 
 
-class TrainRunSummary(Model):
+class TrainRunSummary(BaseModel):
     run_id: str
     name: str
     status: str = Field(
@@ -220,7 +216,7 @@ class TrainRunSummary(Model):
     workers: int | None = Field(default=None, description="Workers of the latest attempt.")
 
 
-class TrainRunList(Model):
+class TrainRunList(BaseModel):
     total: int
     matched: int
     shown: int

@@ -1,9 +1,18 @@
 """What a call names in the cluster: exactly one job, actor, task (+ attempt), worker pid on a node, or (for logs)
-file on a node. Checked when made, before any request is sent; InvalidArgument says what to give instead."""
+file on a node. Checked when made, before any request is sent; InvalidArgument says what to give instead.
+
+The logs tail_logs can read are the rows of ``LOG_TARGET_ARGS``: tail_logs' arguments, its description and
+LogTarget's check all come from that table. A new log source is its row here (and its LogTarget field) and
+where it resolves to in ray_api/logs.py.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ray_mcp.errors import InvalidArgument
 
@@ -30,32 +39,79 @@ class Target:
         return f"pid {self.pid} on node {self.node}"
 
 
+def inside_logs_dir(filename: str) -> None:
+    if ".." in filename.replace("\\", "/").split("/"):
+        raise InvalidArgument(
+            f"filename {filename!r} climbs out of the node's Ray log directory ('..'): give a name "
+            "inside it (raylet.out, job-driver-<id>.log, old/raylet.out, ...)."
+        )
+
+
+@dataclass(frozen=True)
+class LogTargetArg:
+    """One argument of tail_logs that names the log to read (a source) or narrows it (attempt, node).
+
+    ``name`` is the tool's argument and LogTarget's field. A source also has the words that name it in the
+    tool's description (``names``) and in a refusal (``usage``), whether it needs ``node`` and a ``check`` of
+    its value; its value is then resolved to files in ray_api/logs.py (``resolve_log_sources``)."""
+
+    name: str
+    type: Any
+    description: str
+    default: Any = None
+    ge: int | None = None
+    names: str = ""
+    usage: str = ""
+    on_a_node: bool = False
+    check: Callable[[Any], None] | None = None
+
+    @property
+    def annotation(self) -> Any:
+        return Annotated[self.type, Field(ge=self.ge, description=self.description)]
+
+
+LOG_TARGET_ARGS = (
+    LogTargetArg("job", str | None, "A job's submission id: its driver log.", names="a job's driver",
+                 usage="job (a submission id)"),
+    LogTargetArg("actor_id", str | None, "An actor id: its worker's stdout/stderr.", names="an actor",
+                 usage="actor_id"),
+    LogTargetArg("task_id", str | None, "A task id: that task's stdout/stderr.", names="a task",
+                 usage="task_id (+ attempt)"),
+    LogTargetArg("attempt", int, "The task's attempt number (retries count up).", default=0, ge=0),
+    LogTargetArg("pid", int | None, "A worker process id; needs node.", ge=1, names="a worker pid",
+                 usage="pid + node", on_a_node=True),
+    LogTargetArg("node", str | None, "A node id or IP, with pid or filename."),
+    LogTargetArg("filename", str | None,
+                 "A file in the node's Ray log dir: raylet.out, gcs_server.out, dashboard.log, …",
+                 names="a node's file", usage="node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)",
+                 on_a_node=True, check=inside_logs_dir),
+)  # fmt: skip
+LOG_SOURCES = [a for a in LOG_TARGET_ARGS if a.names]
+
+
+def one_of(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + f", or {words[-1]}" if len(words) > 1 else "".join(words)
+
+
 @dataclass(frozen=True)
 class LogTarget(Target):
-    """Exactly one thing whose log to read, checked when made: a job, an actor, a task (+ attempt), a worker
-    pid on a node, or a file on a node. InvalidArgument says what to give instead."""
+    """Exactly one log to read, checked when made: one of LOG_SOURCES, with what narrows it (the attempt of a
+    task, the node of a pid or a file). InvalidArgument says what to give instead."""
 
-    kind: str = field(init=False)  # job | actor_id | task_id | pid | filename
+    kind: str = field(init=False)  # the name of the LOG_SOURCES row given
     filename: str | None = None
     stream: str = "both"
 
     def __post_init__(self) -> None:
-        given = [
-            name
-            for name, value in (("job", self.job), ("actor_id", self.actor_id), ("task_id", self.task_id),
-                                ("pid", self.pid), ("filename", self.filename))
-            if value is not None
-        ]  # fmt: skip
-        usage = (
-            "Give exactly one of: job (a submission id), actor_id, task_id (+ attempt), pid + node, or "
-            "node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)."
+        given = [a for a in LOG_SOURCES if getattr(self, a.name) is not None]
+        usage = f"Give exactly one of: {one_of([a.usage for a in LOG_SOURCES])}."
+        on_a_node = tuple(a.name for a in LOG_SOURCES if a.on_a_node)
+        kind = one_target(
+            [a.name for a in given], self.node, "tail_logs needs one log target", usage, on_a_node
         )
-        kind = one_target(given, self.node, "tail_logs needs one log target", usage, ("pid", "filename"))
-        if self.filename is not None and ".." in self.filename.replace("\\", "/").split("/"):
-            raise InvalidArgument(
-                f"filename {self.filename!r} climbs out of the node's Ray log directory ('..'): give a name "
-                "inside it (raylet.out, job-driver-<id>.log, old/raylet.out, ...)."
-            )
+        for a in given:
+            if a.check is not None:
+                a.check(getattr(self, a.name))
         object.__setattr__(self, "kind", kind)
 
 

@@ -28,14 +28,8 @@ from ray_mcp.ray_api.jobs import Jobs
 from ray_mcp.ray_api.placement_groups import PlacementGroups
 from ray_mcp.ray_api.serve import Serve
 from ray_mcp.shaping.nodes import uncamel_resources
-from ray_mcp.shaping.topology import MAX_ACTORS, Evidence, build_topology
+from ray_mcp.shaping.topology import TopologySources, build_topology
 from ray_mcp.text import first_sentence
-
-# State API page sizes: every actor of the job is counted exactly (State API totals); rows are joined up to these.
-ACTOR_ROWS = limits.TOPOLOGY_ACTOR_ROWS
-PG_ROWS = limits.TOPOLOGY_GROUP_ROWS
-MAX_PG_MEMBER_QUERIES = limits.TOPOLOGY_MEMBER_QUERIES
-LOGICAL_IDS_PER_REQUEST = limits.TOPOLOGY_IDS_PER_REQUEST
 
 
 def no_ray_job(job: str, status: str) -> str:
@@ -81,13 +75,13 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     notes: list[str] = []
     client = api.client
     actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
-        client.state_page("actors", filters=[("job_id", "=", job_id)], limit=ACTOR_ROWS, detail=True),
-        client.state_page("placement_groups", filters=[("creator_job_id", "=", job_id)], limit=PG_ROWS,
-                          detail=True),
+        client.state_page("actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True),
+        client.state_page("placement_groups", filters=[("creator_job_id", "=", job_id)],
+                          limit=limits.TOPOLOGY_GROUP_ROWS, detail=True),
         _optional(_gcs_facts(api, job_id), notes, "the GCS actor and placement group tables"),
         _nodes(client),
         _optional(client.get_data("/nodes", what="the node summary (/nodes?view=summary)",
-                                  params={"view": "summary"}), notes, "host memory, CPU and GPU use"),
+                               params={"view": "summary"}), notes, "host memory, CPU and GPU use"),
         _optional(_serve(api), notes, "Serve"),
     )  # fmt: skip
     _t, actors_total, actor_rows, actor_notes = actors_page
@@ -96,12 +90,14 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     actor_rows = list(actor_rows)
     # Actors of other jobs (e.g. created by a Serve replica) placed in this job's groups.
     known = {str(r.get("actor_id")) for r in actor_rows}
-    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][:MAX_PG_MEMBER_QUERIES]
-    if len([r for r in pg_rows if r.get("state") != "REMOVED"]) > MAX_PG_MEMBER_QUERIES:
-        notes.append(f"Actors of other jobs looked up in the first {MAX_PG_MEMBER_QUERIES} groups only.")
+    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][: limits.TOPOLOGY_MEMBER_QUERIES]
+    if len([r for r in pg_rows if r.get("state") != "REMOVED"]) > limits.TOPOLOGY_MEMBER_QUERIES:
+        notes.append(
+            f"Actors of other jobs looked up in the first {limits.TOPOLOGY_MEMBER_QUERIES} groups only."
+        )
     members = await _gather(*(
         client.state_page("actors", filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
-                        limit=MAX_ACTORS, detail=True)
+                          limit=limits.TOPOLOGY_ACTORS, detail=True)
         for r in live_groups
     ))  # fmt: skip
     for _t, _m3, rows, _n in members:
@@ -125,7 +121,7 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     )
     if wanted:
         logical = await _optional(
-            _logical_actors(client, wanted[:MAX_ACTORS]), notes, "the actors' worker stats"
+            _logical_actors(client, wanted[: limits.TOPOLOGY_ACTORS]), notes, "the actors' worker stats"
         )
         for actor_id, info in (logical or {}).items():
             if not info:
@@ -141,7 +137,7 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     summary_by_node = {
         str((n.get("raylet") or {}).get("nodeId")): n for n in ((summary or {}).get("summary") or [])
     }
-    evidence = Evidence(
+    evidence = TopologySources(
         details=details, pg_rows=pg_rows, pg_total=pg_total, strategies=strategies, actor_rows=actor_rows,
         actors_total=actors_total + sum(1 for r in actor_rows if r.get("job_id") != job_id),
         worker_stats=stats, owners=owners, node_rows=node_rows, usage_by_node=usage,
@@ -189,7 +185,8 @@ async def _logical_actors(client: RayClient, actor_ids: Sequence[str]) -> dict[s
     """Worker stats of live actors (assigned resource slots, physical GPUs), from /logical/actors?ids=..."""
     out: dict[str, Any] = {}
     chunks = [
-        actor_ids[i : i + LOGICAL_IDS_PER_REQUEST] for i in range(0, len(actor_ids), LOGICAL_IDS_PER_REQUEST)
+        actor_ids[i : i + limits.TOPOLOGY_IDS_PER_REQUEST]
+        for i in range(0, len(actor_ids), limits.TOPOLOGY_IDS_PER_REQUEST)
     ]
     pages = await _gather(*(
         client.get_data("/logical/actors", what="the actors' worker stats (/logical/actors)",
@@ -206,7 +203,7 @@ async def _logical_actors(client: RayClient, actor_ids: Sequence[str]) -> dict[s
 async def _gcs_facts(api: Topology, job_id: str) -> dict[str, Any]:
     """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
     strategies, actors = await _gather(
-        api.placement_groups.strategies(), api.gcs.job_actors(job_id, limit=ACTOR_ROWS)
+        api.placement_groups.strategies(), api.gcs.job_actors(job_id, limit=limits.TOPOLOGY_ACTOR_ROWS)
     )
     return _facts(strategies, actors)
 

@@ -12,7 +12,7 @@ from functools import cache, lru_cache
 from importlib.machinery import PathFinder
 from pathlib import Path
 
-MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a larger "source" file is not read
+from ray_mcp.limits import API_SOURCE_BYTES
 
 # Parts of Ray that are programs or test material, not API: never described.
 REFUSED_PARTS = {
@@ -76,7 +76,7 @@ def is_compiled(module: str) -> bool:
 @lru_cache(maxsize=64)
 def parse_source(path: Path) -> ast.Module | None:
     try:
-        if path.stat().st_size > MAX_SOURCE_BYTES:
+        if path.stat().st_size > API_SOURCE_BYTES:
             return None
         return ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):

@@ -1,4 +1,4 @@
-"""build_server(settings) -> MCPServer: the lifespan and the registration of tools. Never imports ray."""
+"""build_server(settings) -> MCPServer: the lifespan and the registration of every tool, resource and prompt."""
 
 from __future__ import annotations
 
@@ -10,39 +10,37 @@ import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-import anyio
-import anyio.to_thread
+import httpx
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
-from mcp.types import Tool as MCPTool
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
-from ray_mcp import catalog as tool_catalog
+from ray_mcp import sdk_private
 from ray_mcp.errors import unexpected_failure
 from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.middleware import SafetyMiddleware
 from ray_mcp.guard.modes import ToolKind, tool_allowed, tool_kind
 from ray_mcp.guard.redaction import install_log_redaction, remember_settings_secrets
-from ray_mcp.lazy import IMPORTING, import_sync
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.server import live, prompts, resources, schemas
 from ray_mcp.server.choices import CaseInsensitiveChoices
 from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.settings import Settings
 
-if TYPE_CHECKING:
-    import httpx  # only for annotations: see ray_api
-
 log = logging.getLogger("ray_mcp.server")
-# What any tool call needs, imported when the server is built (~45 ms; the rest waits for a tool's first call).
-CALL_PATH = ("httpx", "httpcore", "ray_mcp.ray_api.api", "ray_mcp.tools", "ray_mcp.models.core")
+# The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
+TOOL_AREAS = (
+    "cluster", "diagnose", "jobs", "logs", "actors", "placement_groups", "nodes", "tasks", "serve",
+    "topology", "train", "stacks",
+)  # fmt: skip
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
@@ -68,9 +66,6 @@ class RayMCPServer(MCPServer[App]):
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
     job_watchers: live.JobWatchers
-    # Listed from the catalog, not built yet: tool name -> its area (see offer)
-    unbuilt: dict[str, str]
-    listed: list[MCPTool] | None = None
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -86,76 +81,20 @@ class RayMCPServer(MCPServer[App]):
         if self.app.multi_cluster:
             fn = with_cluster_argument(fn, list(self.app.connections))
         output_model = result_model(fn)
-        if output_model is not None:  # schemas.output_of publishes its schema, without pydantic's whole one
+        if output_model is not None:  # the SDK would validate the result its model built a second time
             kwargs["structured_output"] = False
         super().add_tool(fn, name, *args, **kwargs)
-        publish_compact(self._tool_manager.get_tool(tool_name), output_model)
-
-    def offer(self, catalog: tool_catalog.Catalog) -> None:
-        """List the catalog's tools that the write modes allow, and build each one on its first call (or when
-        the warm-up gets to it): the same tools, listed the same, without building 25 of them at startup."""
-        listed = []
-        for entry in catalog.tools:
-            allowed, why = tool_allowed(
-                entry.kind,
-                read_only=self.app.settings.read_only,
-                allow_destructive=self.app.settings.allow_destructive,
-            )
-            if not allowed:
-                self.hidden_tools[entry.name] = why
-                continue
-            self.tool_kinds[entry.name] = entry.kind
-            self.unbuilt[entry.name] = entry.area
-            listed.append(entry.listed)
-        self.listed = [MCPTool.model_validate(tool) for tool in listed]
-
-    async def list_tools(self) -> list[MCPTool]:
-        """MCPServer's (or the catalog's); a client that lists the tools is about to call them: warm up."""
-        tools = await super().list_tools()
-        if self.listed is not None:  # the catalog's, then any tool added since that it does not know
-            known = {tool.name for tool in self.listed}
-            tools = [*self.listed, *(tool for tool in tools if tool.name not in known)]
-        self.app.warm_up()
-        return tools
-
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        """MCPServer's, for tools not built yet too (streamable HTTP checks Mcp-Param headers with it)."""
-        if name in self.unbuilt and self.listed is not None:
-            return next((t.input_schema for t in self.listed if t.name == name), None)
-        return super()._tool_input_schema(name)
+        publish_compact(sdk_private.registered_tool(self, tool_name), output_model)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         """MCPServer's, with the last-resort mapping: a failure that is not one of ours (``UnexpectedToolError``:
-        the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr.
-        A tool listed from the catalog is built first (off the event loop: it imports the tool's area)."""
+        the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr."""
         try:
-            with self.app.call_under_way():
-                if name in self.unbuilt:
-                    await anyio.to_thread.run_sync(self.build_tool, name)
-                return await super().call_tool(name, arguments, context)
+            return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             raise unexpected_failure(name, exc) from exc
-
-    def build_tool(self, name: str) -> None:
-        """Build one tool listed from the catalog, as registering it at startup would have (call it in a worker
-        thread). It holds the lock of every import of ours after startup (lazy.py): two threads never import
-        modules that import each other."""
-        with IMPORTING:
-            area = self.unbuilt.get(name)
-            if area is None:
-                return
-            fn, kwargs = tool_catalog.area_tools(area)[name]
-            self.tool(**kwargs)(fn)
-            del self.unbuilt[name]
-
-    async def build_all(self) -> None:
-        """Build every tool not built yet (the warm-up): one at a time, each when no call is under way, so that
-        a call never waits behind tools it does not use."""
-        for name in list(self.unbuilt):
-            await self.app.until_quiet()
-            await anyio.to_thread.run_sync(self.build_tool, name)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -189,7 +128,7 @@ def publish_compact(tool: Tool | None, output_model: type[BaseModel] | None = No
     tool.annotations = schemas.compact_annotations(tool.annotations)
     metadata = tool.fn_metadata
     if output_model is not None:
-        metadata.output_schema = schemas.output_of(output_model)
+        metadata.output_schema = schemas.compact_output(output_model.model_json_schema(), nulls=False)
     elif metadata.output_schema is not None:
         metadata.output_schema = schemas.compact_output(metadata.output_schema)
     tool.__dict__.pop("output_schema", None)  # Tool.output_schema is a cached_property
@@ -258,16 +197,23 @@ class ClusterSelection(ServerMiddleware[Any]):
             CURRENT_CLUSTER.reset(token)
 
 
+def register_tools(server: RayMCPServer) -> None:
+    """Every tool area's tools, in the order tools/list lists them.
+
+    Imported here rather than at the top: every area imports ``ray_mcp.server.context``, and importing that
+    runs this package's ``__init__``, which imports this module.
+    """
+    for area in TOOL_AREAS:
+        importlib.import_module(f"ray_mcp.tools.{area}").register(server)
+
+
 def build_server(
     settings: Settings | None = None,
     *,
     http_transport: httpx.AsyncBaseTransport | None = None,
     gcs_lookup: GcsLookup | None = GCS_LOOKUP,
-    catalog: tool_catalog.Catalog | Literal["packaged"] | None = "packaged",
 ) -> RayMCPServer:
-    """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults).
-    ``catalog``: what to list the tools from ("packaged": catalog.json if it matches, see catalog.py); None
-    builds every tool at startup (so does a multi-cluster server: its tools take a ``cluster`` argument)."""
+    """Build the ray-mcp server. ``http_transport`` replaces the dashboard connection (tests inject faults)."""
     settings = settings or Settings()
     install_log_redaction()  # the server's own logs and tracebacks never show a secret it knows of
     auditor = Auditor(settings.audit_log)
@@ -289,6 +235,7 @@ def build_server(
             schemas.update({t.name: t.input_schema for t in await server.list_tools()})
         return schemas
 
+    bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -296,6 +243,7 @@ def build_server(
         version=_version(),
         lifespan=lifespan,
         log_level=settings.log_level,
+        subscriptions=bus,
         middleware=[
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
@@ -305,19 +253,9 @@ def build_server(
     server.app = app
     server.tool_kinds = kinds
     server.hidden_tools = {}
-    server.unbuilt = {}
-    if catalog == "packaged":
-        catalog = tool_catalog.load()
-    for module in CALL_PATH:
-        import_sync(module)
-    if catalog is not None and not app.multi_cluster:
-        server.offer(catalog)
-        app.prepare = server.build_all
-    else:
-        for area in tool_catalog.AREAS:
-            importlib.import_module(f"ray_mcp.tools.{area}").register(server)
+    register_tools(server)
     resources.register(server)
-    server.job_watchers = live.register(server)
+    server.job_watchers = live.register(server, bus)
     prompts.register(server)
     if server.hidden_tools:
         log.info(

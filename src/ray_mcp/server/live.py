@@ -24,10 +24,12 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import (
@@ -35,11 +37,14 @@ from mcp_types import (
     EmptyResult,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
-    SubscriptionsListenResult,
     UnsubscribeRequestParams,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
+from ray_mcp import sdk_private
 from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 
 if TYPE_CHECKING:
@@ -51,9 +56,6 @@ log = logging.getLogger("ray_mcp.server.live")
 JOB_URI_TEMPLATE = "ray://jobs/{submission_id}"
 JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})$")
 POLL_INTERVAL_S = 2.0
-MAX_WATCHED_JOBS = 64
-LOG_TAIL_LINES = 40
-LOG_TAIL_BYTES = 8_192
 
 
 def job_of(uri: str) -> str:
@@ -72,7 +74,7 @@ class Watch:
     """One job's poller and who listens to it."""
 
     job: str
-    sessions: dict[int, Any] = field(default_factory=dict)  # 2025 sessions, by their connection
+    sessions: dict[int, ServerSession] = field(default_factory=dict)  # 2025 sessions, by their connection
     listeners: int = 0  # open 2026 listen streams
     task: asyncio.Task[None] | None = None
     status: str | None = None
@@ -105,7 +107,7 @@ class JobWatchers:
         """Job -> number of subscribers (for tests and logs)."""
         return {uri: len(w.sessions) + w.listeners for uri, w in self._watches.items()}
 
-    async def subscribe(self, uri: str, session: Any | None) -> None:
+    async def subscribe(self, uri: str, session: ServerSession | None) -> None:
         job = job_of(uri)
         async with self._lock:
             for other, finished in list(self._watches.items()):  # ended jobs whose subscribers are gone
@@ -129,7 +131,7 @@ class JobWatchers:
                     self._poll(uri, watch), name=f"watch {uri}"
                 )
 
-    async def unsubscribe(self, uri: str, session: Any | None) -> None:
+    async def unsubscribe(self, uri: str, session: ServerSession | None) -> None:
         async with self._lock:
             watch = self._watches.get(uri)
             if watch is None:
@@ -211,9 +213,9 @@ async def read_job(app: App, submission_id: str) -> str:
     parts = [render_job(info), ""]
     try:
         target = LogTarget(job=submission_id)
-        tail = await api.logs.tail(target, lines=LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES)
+        tail = await api.logs.tail(target, lines=JOB_LOG_TAIL_LINES, max_bytes=JOB_LOG_TAIL_BYTES)
         parts += [
-            f"Driver log, last {LOG_TAIL_LINES} lines at most (tail_logs reads more):",
+            f"Driver log, last {JOB_LOG_TAIL_LINES} lines at most (tail_logs reads more):",
             render_log_tail(tail),
         ]
     except RayMCPError as exc:
@@ -225,16 +227,14 @@ async def read_job(app: App, submission_id: str) -> str:
     return "\n".join(parts)
 
 
-def connection_key(session: Any) -> int:
+def connection_key(session: ServerSession) -> int:
     """One key per client connection (a 2025 session), whichever request's session object carries it."""
-    return id(getattr(session, "_connection", session))
+    return id(sdk_private.connection_of(session))
 
 
-def forget_on_close(session: Any, uri: str, watchers: JobWatchers) -> None:
+def forget_on_close(session: ServerSession, uri: str, watchers: JobWatchers) -> None:
     """When the session's connection closes, drop its subscriptions (a poller with no subscriber stops)."""
-    connection = getattr(session, "_connection", None)
-    if connection is None:  # pragma: no cover - the SDK's ServerSession always has one
-        return
+    connection = sdk_private.connection_of(session)
     known = connection.state.get("ray_mcp_job_subscriptions")
     uris: set[str] = known if isinstance(known, set) else set()
     if known is None:
@@ -248,11 +248,44 @@ def forget_on_close(session: Any, uri: str, watchers: JobWatchers) -> None:
     uris.add(uri)
 
 
-def register(server: RayMCPServer) -> JobWatchers:
-    """The job resource template, the 2025 subscribe handlers, and the 2026 listen handler around the SDK's."""
+class ListenToJobs(ServerMiddleware[Any]):
+    """A 2026 ``subscriptions/listen`` stream watches the jobs it names for as long as it is open.
+
+    The SDK's listen handler serves the stream and delivers what ``publish`` puts on the bus; this middleware
+    refuses a URI that cannot change before the stream opens, and holds a watch on each job while it runs.
+    """
+
+    def __init__(self, watchers: JobWatchers) -> None:
+        self._watchers = watchers
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "subscriptions/listen" or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)
+        try:
+            params = SubscriptionsListenRequestParams.model_validate(ctx.params or {}, by_name=False)
+        except ValidationError:
+            return await call_next(ctx)  # the SDK answers malformed params
+        uris = list(params.notifications.resource_subscriptions or [])
+        for uri in uris:
+            job_of(uri)  # refuse what cannot change before the stream opens
+        watching: list[str] = []
+        try:
+            for uri in uris:
+                await self._watchers.subscribe(uri, None)
+                watching.append(uri)
+            return await call_next(ctx)
+        finally:
+            with contextlib.suppress(Exception):
+                for uri in watching:
+                    await self._watchers.unsubscribe(uri, None)
+
+
+def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
+    """The job resource template, the 2025 subscribe handlers, and the watches of 2026 listen streams.
+
+    ``bus`` is the subscription bus the server was built with (``MCPServer(subscriptions=bus)``).
+    """
     app = server.app
-    bus = server._subscriptions
-    lowlevel = server._lowlevel_server
 
     async def publish(uri: str) -> None:
         await bus.publish(ResourceUpdated(uri=uri))
@@ -284,30 +317,9 @@ def register(server: RayMCPServer) -> JobWatchers:
         await watchers.unsubscribe(params.uri, ctx.session)
         return EmptyResult()
 
+    lowlevel = sdk_private.lowlevel_server(server)
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
-
-    listen = lowlevel._request_handlers.get("subscriptions/listen")
-    if listen is not None:
-        inner = listen.handler
-
-        async def on_listen(
-            ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
-        ) -> SubscriptionsListenResult:
-            uris = list(params.notifications.resource_subscriptions or [])
-            for uri in uris:
-                job_of(uri)  # refuse what cannot change before the stream opens
-            watching: list[str] = []
-            try:
-                for uri in uris:
-                    await watchers.subscribe(uri, None)
-                    watching.append(uri)
-                return cast(SubscriptionsListenResult, await inner(ctx, params))
-            finally:
-                with contextlib.suppress(Exception):
-                    for uri in watching:
-                        await watchers.unsubscribe(uri, None)
-
-        lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
+    server.middleware.append(ListenToJobs(watchers))
     app.on_close.append(watchers.aclose)
     return watchers

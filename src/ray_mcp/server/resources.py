@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ray_mcp.lazy import import_module
+from ray_mcp.reference.api import read_symbol
 from ray_mcp.reference.pages import INDEX_URI, MARKDOWN, index_text, page_text, reference_pages
 
 
@@ -52,8 +52,8 @@ def register(server: MCPServer) -> None:
         mime_type=MARKDOWN,
     )
     async def api_reference(qualified_name: str) -> str:
-        try:  # api_reference is imported on first use, off the event loop (ast, difflib, the source reader)
-            return await (await import_module("ray_mcp.reference.api")).read_symbol(qualified_name)
+        try:
+            return await read_symbol(qualified_name)
         except LookupError as exc:  # unknown, private, refused or unreadable: invalid params (-32602)
             raise ResourceNotFoundError(str(exc)) from None
         except TimeoutError as exc:

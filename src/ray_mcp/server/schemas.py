@@ -13,14 +13,9 @@ context pays for each byte of ``tools/list`` on every turn, so ray-mcp publishes
 
 from __future__ import annotations
 
-import enum
-import types
-import typing
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
 
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 _NULL = {"type": "null"}
@@ -99,64 +94,6 @@ def compact_output(schema: dict[str, Any], *, nulls: bool = True) -> dict[str, A
     if schema.get("required"):
         out["required"] = list(schema["required"])
     return out
-
-
-def output_of(model: type[BaseModel]) -> dict[str, Any]:
-    """``compact_output(<model's JSON schema>, nulls=False)``, read from the model's fields.
-
-    pydantic would build the JSON schema of every nested model only for ``compact_output`` to keep the top
-    level: ~2 ms a tool, most of the cost of registering one. A test checks both agree for every tool.
-    """
-    fields: dict[str, Any] = {}
-    required: list[str] = []
-    for name, info in model.model_fields.items():
-        key = info.alias or name
-        fields[key] = without_null(_json_type(info.annotation))
-        if info.is_required():
-            required.append(key)
-    out: dict[str, Any] = {"type": "object", "properties": fields}
-    if required:
-        out["required"] = required
-    return out
-
-
-_SCALARS: tuple[tuple[type, str], ...] = (
-    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (type(None), "null"),
-    (enum.Enum, "string"), (BaseModel, "object"), (Mapping, "object"), (dict, "object"),
-    (list, "array"), (tuple, "array"), (set, "array"), (frozenset, "array"), (Sequence, "array"),
-)  # fmt: skip
-
-
-def _json_type(annotation: Any) -> dict[str, Any]:
-    """The JSON type of a field's annotation, as ``_shallow`` reads it from pydantic's schema ({} for any)."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _json_type(typing.get_args(annotation)[0])
-    if origin is typing.Literal:
-        options: list[Any] = [type(v) for v in typing.get_args(annotation)]
-    elif origin is typing.Union or origin is types.UnionType:
-        options = list(typing.get_args(annotation))
-    else:
-        options = [annotation]
-    found: list[str] = []
-    for option in options:
-        one = _scalar(option)
-        if one is None:
-            return {}
-        if one not in found:
-            found.append(one)
-    return {"type": found[0] if len(found) == 1 else found}
-
-
-def _scalar(annotation: Any) -> str | None:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Annotated, typing.Literal, typing.Union, types.UnionType):
-        t = _json_type(annotation).get("type")
-        return t if isinstance(t, str) else None
-    base = origin or annotation
-    if not isinstance(base, type):
-        return None
-    return next((name for kind, name in _SCALARS if issubclass(base, kind)), None)
 
 
 def _compact(node: Any, *, keep_descriptions: bool) -> Any:

@@ -7,6 +7,7 @@
   of a keep-alive connection.
 * ``http_max_connections`` caps open connections and requests in flight (uvicorn answers 503 above it), and
   ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it).
+* HttpGuard checks the bearer token; the SDK checks Host and Origin behind it (guard/http.py sets both up).
 * uvicorn logs through our stderr handler: its default config writes the access log to stdout.
 
 And the stdio transport, which answers every request that has an id (see reject_line).
@@ -14,7 +15,6 @@ And the stdio transport, which answers every request that has an id (see reject_
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import io
 import json
@@ -30,6 +30,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCRequest
 from pydantic import ValidationError
+
+from ray_mcp import sdk_private
 
 if TYPE_CHECKING:
     from ray_mcp.server.build import RayMCPServer
@@ -71,52 +73,13 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bounded_h11_protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol, closing a connection whose request headers are not complete in time."""
-    import h11  # HTTP only: stdio never imports them
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class BoundedH11Protocol(H11Protocol):
-        _header_timer: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_header_timer()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm_header_timer()  # the next request on this keep-alive connection
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            super().connection_lost(exc)
-
-        def _arm_header_timer(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_overdue)
-
-        def _headers_overdue(self) -> None:
-            self._header_timer = None
-            # IDLE: h11 has not seen a complete request line and headers since the connection (or the last
-            # response) began. A request in progress (body, or a long SSE response) is left alone.
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.logger.debug("Closing a connection whose request headers did not arrive in time")
-                self.transport.close()
-
-    return BoundedH11Protocol
-
-
 async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.socket) -> None:
     """Serve the MCP HTTP app (streamable HTTP or SSE) on an already bound socket until uvicorn stops."""
     import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    from ray_mcp.guard.http import HttpGuard
+    from ray_mcp.guard.http import HttpGuard, transport_security
 
-    # Host and Origin are checked by HttpGuard for every bind address, so the SDK's own check is off.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    security = transport_security(settings.host, settings.allowed_origins)
     if settings.transport == "sse":
         asgi: Any = server.sse_app(transport_security=security, host=settings.host)
         path = "/sse"
@@ -129,7 +92,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         )
         path = "/mcp"
     token = settings.resolved_auth_token()
-    guarded = HttpGuard(asgi, token=token, bind_host=settings.host, allowed_origins=settings.allowed_origins)
+    guarded = HttpGuard(asgi, token=token)
     kind = "SSE" if settings.transport == "sse" else "streamable HTTP"
     port = sock.getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -145,7 +108,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         guarded,
         host=settings.host,
         port=port,
-        http=bounded_h11_protocol(settings.http_header_timeout_s),
+        http=sdk_private.bounded_h11_protocol(settings.http_header_timeout_s),
         limit_concurrency=settings.http_max_connections,
         timeout_keep_alive=5,
         log_config=None,  # uvicorn's own config sends the access log to stdout; ours is stderr only
@@ -232,6 +195,6 @@ async def answering_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
 
 
 async def serve_stdio(server: RayMCPServer) -> None:
-    lowlevel = server._lowlevel_server
+    lowlevel = sdk_private.lowlevel_server(server)
     async with answering_stdio_server() as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -115,7 +115,7 @@ def build_actor_list(
         for i, s in enumerate(("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY", "DEAD"))
     }
     actors.sort(key=lambda a: (order.get(a.state, 9), a.class_name, a.actor_id))
-    shown = cap_items(actors, limit, matched, notes, "actors")
+    shown = cap_items(actors, limit, notes, "actors")
     hints = []
     hint = narrowing_hint(matched - len(shown), by_class, "actors", "state, class_name, job_id or name")
     if hint:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray_mcp import models
-from ray_mcp.limits import FAILED_NODES_SHOWN
+from ray_mcp.limits import FAILED_NODES_SHOWN, PRESSURE_NODES_NAMED
 from ray_mcp.shaping.nodes import (
     MEMORY_USAGE_THRESHOLD,
     demand_is_feasible,
@@ -106,7 +106,7 @@ def _status_hints(
     if pressure:
         hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above "
                         f"{MEMORY_USAGE_THRESHOLD:.0%} of host memory, where Ray's memory monitor kills workers): "
-                        + ", ".join(n.node_id for n in pressure[:5]) + ".")  # fmt: skip
+                        + ", ".join(n.node_id for n in pressure[:PRESSURE_NODES_NAMED]) + ".")  # fmt: skip
     if any(d.infeasible for d in demands):
         hints.append(
             "Some demands fit on no node: lower the request, or add a node with those resources "

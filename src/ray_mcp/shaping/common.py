@@ -11,7 +11,13 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import escape_controls
-from ray_mcp.limits import LIST_BUDGET_BYTES, MAX_LIMIT, RESPONSE_BUDGET_BYTES, STATE_API_MAX_ROWS
+from ray_mcp.limits import (
+    LIST_BUDGET_BYTES,
+    MAX_LIMIT,
+    RESPONSE_BUDGET_BYTES,
+    RESULT_ENVELOPE_BYTES,
+    STATE_API_MAX_ROWS,
+)
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
@@ -20,11 +26,6 @@ def tool_result(model: BaseModel, text: str) -> CallToolResult:
         content=[TextContent(type="text", text=text)],
         structured_content=model.model_dump(mode="json", exclude_none=True),
     )
-
-
-# What a tool result adds around its text and structured content as sent (content list, type, isError, _meta
-# with the server name and version, resultType: 196 bytes for ray-mcp 0.1.0; tests/test_whole_results.py).
-RESULT_ENVELOPE_BYTES = 220
 
 
 def json_bytes(value: object) -> int:
@@ -142,7 +143,7 @@ def fit_budget(items: list[BaseModel], budget: int = LIST_BUDGET_BYTES) -> int:
     return len(items)
 
 
-def cap_items(items: list[Any], limit: int, matched: int, notes: list[str], what: str) -> list[Any]:
+def cap_items(items: list[Any], limit: int, notes: list[str], what: str) -> list[Any]:
     """Keep what fits in the byte budget; note how many more the limit asked for."""
     items = items[:limit]
     keep = fit_budget(items)

@@ -6,12 +6,12 @@
   error that names the construct and a way around it.
 - The scanner works on bytes: a chunk with no match costs one RE2 search and a newline count, and only the
   lines it keeps are decoded.
-- A line with no newline is never accumulated whole: it is matched in pieces of ``LONG_LINE_BYTES`` as it
+- A line with no newline is never accumulated whole: it is matched in pieces of ``GREP_LONG_LINE_BYTES`` as it
   arrives (each byte is scanned once), only its first ``line_cap`` bytes are kept for display, and the
   answer counts such lines. A match that would span two pieces of one such line can be missed.
 - The kept output lines are bounded in number (``keep``) and in bytes (``2 * line_cap`` beyond the newest).
 
-The scanner is plain CPU work: callers run ``feed`` in a worker thread (see ``scan_in_thread``), so the
+The scanner is plain CPU work: callers run ``feed`` in a worker thread (``feed_in_thread``, ``finish_in_thread``), so the
 event loop keeps serving other sessions while a large log is searched. RE2 releases the GIL while matching.
 """
 
@@ -26,8 +26,6 @@ from anyio.lowlevel import RunVar
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, GREP_THREADS, MAX_GREP_CHARS
-
-LONG_LINE_BYTES = GREP_LONG_LINE_BYTES
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_grep_limiter")  # one per event loop
 
@@ -114,7 +112,7 @@ class GrepScanner:
         context: int,
         keep: int,
         line_cap: int = 65_536,
-        piece: int = LONG_LINE_BYTES,
+        piece: int = GREP_LONG_LINE_BYTES,
     ) -> None:
         self.pattern = pattern
         self.piece = piece
@@ -129,7 +127,7 @@ class GrepScanner:
         self.matches = 0
         self.first_match: int | None = None
         self.bytes = 0
-        self.long_lines = 0  # lines longer than LONG_LINE_BYTES: matched in pieces, kept cut
+        self.long_lines = 0  # lines longer than GREP_LONG_LINE_BYTES: matched in pieces, kept cut
         self._last_out = 0
         # the line being read (no newline yet): its unmatched tail, whether a piece matched, its head, its size
         self._partial = bytearray()

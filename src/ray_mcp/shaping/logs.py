@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ray_mcp import models
 from ray_mcp.guard.redaction import escape_controls
-from ray_mcp.limits import LOG_WHOLE_SHARE
+from ray_mcp.limits import GREP_LONG_LINE_BYTES, LOG_WHOLE_SHARE
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
 from ray_mcp.shaping.nodes import GIB
@@ -138,7 +138,7 @@ def render_log_section(section: models.LogSection) -> str:
             + (f"; showing the last {section.lines_shown} output lines" if section.lines_shown else "")
         )
         if section.long_lines:
-            piece = format_bytes(log_grep.LONG_LINE_BYTES)
+            piece = format_bytes(GREP_LONG_LINE_BYTES)
             head += (
                 f"\n{section.long_lines} line(s) longer than {piece} without a newline: each was matched in "
                 f"{piece} pieces (a match across two pieces can be missed) and is shown cut"

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ray_mcp import models
+from ray_mcp.limits import GPUS_SHOWN
 from ray_mcp.shaping.common import cap_items, to_number
 
 # Ray reports these resources in bytes.
@@ -169,7 +170,7 @@ def build_node_list(
         )
     nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
     alive = sum(1 for n in nodes if n.state == "ALIVE")
-    shown = cap_items(nodes, limit, len(nodes), notes, "nodes")
+    shown = cap_items(nodes, limit, notes, "nodes")
     hints = []
     if len(shown) < len(nodes):
         hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")
@@ -271,7 +272,7 @@ def format_host_usage(u: models.HostUsage) -> str:
             f"/{format_amount('object_store_memory', u.object_store_total)}" if u.object_store_total else ""
         )
         parts.append(f"object store {format_amount('object_store_memory', u.object_store_used)}{total}")
-    for g in u.gpus[:8]:
+    for g in u.gpus[:GPUS_SHOWN]:
         text = f"GPU {g.index} {g.name or ''}".rstrip()
         if g.utilization_percent is not None:
             text += f" {g.utilization_percent:.0f}%"

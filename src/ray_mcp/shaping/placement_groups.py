@@ -202,7 +202,7 @@ def build_pg_list(
     groups = sorted(groups, key=lambda g: (order.get(g.state, 9), g.name or "", g.placement_group_id))
     # The same order whatever source counted them (the GCS's table comes in hash-map order).
     by_state = dict(sorted(by_state.items(), key=lambda item: (order.get(item[0], 9), item[0])))
-    shown = cap_items(groups, limit, matched, notes, "placement groups")
+    shown = cap_items(groups, limit, notes, "placement groups")
     hints = []
     hint = narrowing_hint(matched - len(shown), by_state, "placement groups", "state, job_id or name")
     if hint:

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ray_mcp import models
-from ray_mcp.limits import STACK_PIDS_SHOWN
+from ray_mcp.limits import STACK_FAILURES_KEPT, STACK_PIDS_SHOWN, STACK_VERDICT_CHARS, STACK_VERDICT_GROUPS
+from ray_mcp.text import truncate_text
 
 # -- frames -------------------------------------------------------------------------------------------------
 
@@ -141,7 +142,7 @@ class Frame:
     @property
     def module(self) -> str:
         """Dotted module of the frame's file: ray/_private/worker.py -> ray._private.worker."""
-        stem = self.file[:-3] if self.file.endswith(".py") else self.file
+        stem = self.file.removesuffix(".py")
         return stem.strip("/").replace("/", ".").removesuffix(".__init__")
 
     def short(self) -> str:
@@ -415,10 +416,11 @@ def group_line(g: models.StackGroup) -> str:
 
 
 def verdict(label: str, groups: Sequence[models.StackGroup], sampled: int) -> str:
-    """Where the processes are, the likeliest culprit first, within 300 characters."""
-    parts = [group_line(g) for g in groups[:3] if not is_idle_group(g)] or [group_line(groups[0])]
-    text = f"{label}, {sampled} process(es): " + "; ".join(parts)
-    return text if len(text) <= 300 else text[:299] + "…"
+    """Where the processes are, the likeliest culprit first, within STACK_VERDICT_CHARS characters."""
+    parts = [group_line(g) for g in groups[:STACK_VERDICT_GROUPS] if not is_idle_group(g)] or [
+        group_line(groups[0])
+    ]
+    return truncate_text(f"{label}, {sampled} process(es): " + "; ".join(parts), STACK_VERDICT_CHARS)
 
 
 def render_stacks(result: models.StackTraces) -> str:
@@ -444,8 +446,8 @@ def fit_groups(result: models.StackTraces, max_bytes: int) -> models.StackTraces
         size = max(len(text.encode()), len(result.model_dump_json(exclude_none=True).encode()))
         if size <= max_bytes:
             return result
-        if len(result.failures) > 3:
-            result.failures = [*result.failures[:3]]
+        if len(result.failures) > STACK_FAILURES_KEPT:
+            result.failures = result.failures[:STACK_FAILURES_KEPT]
         elif len(result.groups) > 1:
             result.groups = result.groups[:-1]
             result.groups_left_out += 1

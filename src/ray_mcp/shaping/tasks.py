@@ -44,7 +44,7 @@ def build_task_list(
     *, total: int, matched: int, rows: Sequence[Mapping[str, Any]], limit: int, notes: list[str]
 ) -> models.TaskList:
     tasks = [task_from_state(r) for r in rows]
-    shown = cap_items(tasks, limit, matched, notes, "tasks")
+    shown = cap_items(tasks, limit, notes, "tasks")
     hints = []
     if matched > len(shown):
         hints.append(

@@ -39,14 +39,6 @@ from ray_mcp.text import truncate_text
 # Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")
 # Bounds of the structured answer (the text tree groups repeated structure and stays far smaller).
-MAX_ACTORS = limits.TOPOLOGY_ACTORS
-MAX_GROUPS = limits.TOPOLOGY_GROUPS
-MAX_BUNDLES_PER_GROUP = limits.TOPOLOGY_BUNDLES_PER_GROUP
-MAX_NODES = limits.TOPOLOGY_NODES
-MAX_GAPS = limits.TOPOLOGY_GAPS
-MAX_TEXT_GAPS = limits.TOPOLOGY_TEXT_GAPS
-MAX_TEXT_BYTES = limits.TOPOLOGY_TEXT_BYTES
-MAX_IDLE_GPU_NODES = limits.TOPOLOGY_IDLE_GPU_NODES
 
 _PG_INDEXED = re.compile(r"^(?P<res>.+)_group_(?P<index>\d+)_(?P<pg>[0-9a-f]{36})$")
 _PG_WILDCARD = re.compile(r"^(?P<res>.+)_group_(?P<pg>[0-9a-f]{36})$")
@@ -99,7 +91,7 @@ def _natural(text: str) -> tuple[int, str]:
 
 
 @dataclass
-class Evidence:
+class TopologySources:
     """Everything job_topology joins, as the sources returned it."""
 
     details: Mapping[str, Any]
@@ -181,7 +173,7 @@ def memory_flag(fraction: float | None, threshold: float = MEMORY_USAGE_THRESHOL
 # -- the join -------------------------------------------------------------------------------------------------
 
 
-def build_topology(ev: Evidence, *, job: str) -> JobTopology:
+def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
     d = ev.details
     job_id = str(d.get("job_id") or "")
     notes = list(ev.notes)
@@ -207,22 +199,26 @@ def build_topology(ev: Evidence, *, job: str) -> JobTopology:
 
     nodes = _nodes(ev, actors, bundle_nodes, gaps)
     by_state = dict(Counter(a.state for a in actors))
-    shown_actors = actors[:MAX_ACTORS]
+    shown_actors = actors[: limits.TOPOLOGY_ACTORS]
     hints: list[str] = []
     if len(actors) < ev.actors_total:
         notes.append(f"Actors joined: the first {len(actors):,} of {ev.actors_total:,} (State API page).")
     if len(shown_actors) < len(actors):
-        notes.append(f"Structured actor list capped at {MAX_ACTORS:,} of {len(actors):,}; counts are exact.")
+        notes.append(
+            f"Structured actor list capped at {limits.TOPOLOGY_ACTORS:,} of {len(actors):,}; counts are exact."
+        )
         hints.append("Call list_actors with filters (job_id, state, class_name) to page through the actors.")
     if ev.pg_total > len(ev.pg_rows):
         notes.append(f"Placement groups joined: the first {len(ev.pg_rows):,} of {ev.pg_total:,}.")
-    shown_groups = groups[:MAX_GROUPS]
+    shown_groups = groups[: limits.TOPOLOGY_GROUPS]
     for g in shown_groups:
-        if len(g.bundles) > MAX_BUNDLES_PER_GROUP:
-            g.bundles = g.bundles[:MAX_BUNDLES_PER_GROUP]
-            notes.append(f"Group {g.placement_group_id}: first {MAX_BUNDLES_PER_GROUP} bundles listed.")
+        if len(g.bundles) > limits.TOPOLOGY_BUNDLES_PER_GROUP:
+            g.bundles = g.bundles[: limits.TOPOLOGY_BUNDLES_PER_GROUP]
+            notes.append(
+                f"Group {g.placement_group_id}: first {limits.TOPOLOGY_BUNDLES_PER_GROUP} bundles listed."
+            )
     if len(shown_groups) < len(groups):
-        notes.append(f"Structured group list capped at {MAX_GROUPS} of {len(groups)}.")
+        notes.append(f"Structured group list capped at {limits.TOPOLOGY_GROUPS} of {len(groups)}.")
         hints.append(f"Call pg_status with job_id={job_id!r} to page through the placement groups.")
     if gaps:
         hints.append(
@@ -238,7 +234,7 @@ def build_topology(ev: Evidence, *, job: str) -> JobTopology:
         driver_node_id=d.get("driver_node_id") or None,
         driver_ip=(d.get("driver_info") or {}).get("node_ip_address") or None,
         driver_pid=to_number((d.get("driver_info") or {}).get("pid")) or None,
-        gaps=gaps[:MAX_GAPS],
+        gaps=gaps[: limits.TOPOLOGY_GAPS],
         gaps_total=len(gaps),
         placement_groups=shown_groups,
         placement_groups_total=max(ev.pg_total, len(groups)),
@@ -246,7 +242,7 @@ def build_topology(ev: Evidence, *, job: str) -> JobTopology:
         actors_total=max(ev.actors_total, len(actors)),
         actors_by_state=by_state,
         serve=serve,
-        nodes=nodes[:MAX_NODES],
+        nodes=nodes[: limits.TOPOLOGY_NODES],
         memory_threshold=MEMORY_USAGE_THRESHOLD,
         notes=notes,
         hints=hints,
@@ -256,7 +252,7 @@ def build_topology(ev: Evidence, *, job: str) -> JobTopology:
 
 
 def _groups(
-    ev: Evidence, actors: Sequence[TopoActor], by_id: Mapping[str, TopoActor], gaps: list[Gap]
+    ev: TopologySources, actors: Sequence[TopoActor], by_id: Mapping[str, TopoActor], gaps: list[Gap]
 ) -> tuple[list[TopoGroup], dict[str, list[tuple[str, dict[str, float]]]]]:
     """The job's placement groups with their bundles; appends each group's gaps to `gaps`."""
     groups: list[TopoGroup] = []
@@ -362,7 +358,7 @@ def _death_text(a: TopoActor) -> str:
     return text
 
 
-def _serve(ev: Evidence, job_id: str) -> tuple[TopoServe | None, dict[str, tuple[str, TopoReplica]]]:
+def _serve(ev: TopologySources, job_id: str) -> tuple[TopoServe | None, dict[str, tuple[str, TopoReplica]]]:
     details = ev.serve_details
     replica_of_worker: dict[str, tuple[str, TopoReplica]] = {}
     if not details or not (details.get("applications") or {}):
@@ -396,7 +392,7 @@ def _serve(ev: Evidence, job_id: str) -> tuple[TopoServe | None, dict[str, tuple
     if any_replica_in_job:
         how = "Replica actors carry this job's id."
         return TopoServe(attributed=True, controller_job_id=controller, how=how, apps=apps), replica_of_worker
-    names = ", ".join(a.name for a in apps[:10])
+    names = ", ".join(a.name for a in apps[: limits.SERVE_APPS_NAMED])
     how = (f"Unattributed: Serve's controller belongs to job {controller or 'unknown'}, and Ray records the "
            "deploying job only inside the Serve controller (not over its REST API), so the "
            f"{len(apps)} application(s) ({names}) are not linked to this job.")  # fmt: skip
@@ -404,7 +400,7 @@ def _serve(ev: Evidence, job_id: str) -> tuple[TopoServe | None, dict[str, tuple
 
 
 def _nodes(
-    ev: Evidence,
+    ev: TopologySources,
     actors: Sequence[TopoActor],
     bundle_nodes: Mapping[str, list[tuple[str, dict[str, float]]]],
     gaps: list[Gap],
@@ -467,7 +463,7 @@ def _nodes(
                 idle_gpu.append(node)
         else:
             idle_gpu.append(node)
-    for node in idle_gpu[:MAX_IDLE_GPU_NODES]:
+    for node in idle_gpu[: limits.TOPOLOGY_IDLE_GPU_NODES]:
         gpu = node.resources.get("GPU")
         used = f"{gpu.used:g}/{gpu.total:g} GPUs in use" if gpu else "GPUs"
         mine = " though this job holds bundles there" if node.bundles else ""
@@ -476,9 +472,9 @@ def _nodes(
                              f"job{mine}."))  # fmt: skip
         if node not in nodes:
             nodes.append(node)
-    if len(idle_gpu) > MAX_IDLE_GPU_NODES:
+    if len(idle_gpu) > limits.TOPOLOGY_IDLE_GPU_NODES:
         gaps.append(Gap(kind="idle_gpu_node",
-                        text=f"{len(idle_gpu) - MAX_IDLE_GPU_NODES} more GPU node(s) host no actor of this job."))  # fmt: skip
+                        text=f"{len(idle_gpu) - limits.TOPOLOGY_IDLE_GPU_NODES} more GPU node(s) host no actor of this job."))  # fmt: skip
     return nodes
 
 

@@ -6,9 +6,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ray_mcp.limits import GPUS_SHOWN, SPAWNED_ACTORS_SHOWN, TOPOLOGY_TEXT_BYTES, TOPOLOGY_TEXT_GAPS
 from ray_mcp.models import JobTopology, TopoActor, TopoBundle, TopoGroup, TopoNode, TopoServe
 from ray_mcp.shaping.nodes import format_amount
-from ray_mcp.shaping.topology import ACCELERATOR_RESOURCES, LIVE, MAX_TEXT_BYTES, MAX_TEXT_GAPS
+from ray_mcp.shaping.topology import ACCELERATOR_RESOURCES, LIVE
 
 
 def _accel_count(actor: TopoActor) -> str:
@@ -145,7 +146,7 @@ def _node_line(n: TopoNode) -> str:
         line += "; GPUs " + ", ".join(
             f"{g.index}:{g.name}"
             + (f" {g.utilization_percent:g}%" if g.utilization_percent is not None else "")
-            for g in n.gpus[:8]
+            for g in n.gpus[:GPUS_SHOWN]
         )
     hosts = (
         [f"{n.actors} actor(s)"]
@@ -161,9 +162,9 @@ def render_topology(t: JobTopology) -> str:
     lines = [t.verdict]
     if t.gaps:
         lines.append("Gaps:")
-        lines += [f"- {g.text}" for g in t.gaps[:MAX_TEXT_GAPS]]
-        if t.gaps_total > MAX_TEXT_GAPS:
-            lines.append(f"- ... {t.gaps_total - MAX_TEXT_GAPS} more in the structured gaps list.")
+        lines += [f"- {g.text}" for g in t.gaps[:TOPOLOGY_TEXT_GAPS]]
+        if t.gaps_total > TOPOLOGY_TEXT_GAPS:
+            lines.append(f"- ... {t.gaps_total - TOPOLOGY_TEXT_GAPS} more in the structured gaps list.")
     driver = labels.get(t.driver_node_id or "", t.driver_node_id or t.driver_ip or "unknown node")
     if t.driver_node_id is None:
         driver = next((n.label for n in t.nodes if n.driver), driver)
@@ -190,8 +191,8 @@ def render_topology(t: JobTopology) -> str:
         lines.append(f"Actors by state: {counts}.")
     lines += [f"Note: {n}" for n in t.notes] + [f"Hint: {h}" for h in t.hints]
     text = "\n".join(lines)
-    if len(text.encode()) > MAX_TEXT_BYTES:
-        text = text.encode()[: MAX_TEXT_BYTES - 200].decode(errors="ignore").rsplit("\n", 1)[0]
+    if len(text.encode()) > TOPOLOGY_TEXT_BYTES:
+        text = text.encode()[: TOPOLOGY_TEXT_BYTES - 200].decode(errors="ignore").rsplit("\n", 1)[0]
         text += "\n... (text cut at 12 KB; the structured content has the full tree)"
     return text
 
@@ -211,6 +212,6 @@ def render_serve(s: TopoServe, by_id: Mapping[str, TopoActor], labels: Mapping[s
                 spawned = [by_id[i] for i in r.spawned_actor_ids if i in by_id]
                 if spawned:
                     lines.append(f"    replica {r.replica_id} spawned: " + "; ".join(
-                        f"{a.class_name} {a.state} on {labels.get(a.node_id or '', '?')} [{a.actor_id}]" for a in spawned[:5]
-                    ) + (f"; +{len(spawned) - 5} more" if len(spawned) > 5 else ""))  # fmt: skip
+                        f"{a.class_name} {a.state} on {labels.get(a.node_id or '', '?')} [{a.actor_id}]" for a in spawned[:SPAWNED_ACTORS_SHOWN]
+                    ) + (f"; +{len(spawned) - SPAWNED_ACTORS_SHOWN} more" if len(spawned) > SPAWNED_ACTORS_SHOWN else ""))  # fmt: skip
     return lines

@@ -1,6 +1,8 @@
-"""tail_logs: the end of any log in the cluster, read on the server side within a line and byte budget."""
+"""tail_logs: the end of any Ray log in the cluster, read on the server side within a line and byte budget."""
 
-from typing import Annotated, Literal
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
@@ -9,43 +11,39 @@ from pydantic import Field
 
 from ray_mcp.limits import LOG_BYTES, LOG_LINES, MAX_FOLLOW_S, MAX_GREP_CONTEXT, SCAN_MB
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api.targets import LogTarget
+from ray_mcp.ray_api.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget, one_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail, within_sent
 from ray_mcp.tools import READ_ONLY, Api
 
+# tail_logs' arguments that name the log: one per row of LOG_TARGET_ARGS, in its order.
+TARGET_ARGS = [
+    inspect.Parameter(
+        a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=a.default, annotation=a.annotation
+    )
+    for a in LOG_TARGET_ARGS
+]
 
-async def log_target(
-    job: str | None,
-    actor_id: str | None,
-    task_id: str | None,
-    attempt: int,
-    pid: int | None,
-    node: str | None,
-    filename: str | None,
-    stream: str,
-) -> LogTarget:
+
+def publish(fn: Callable[..., Any], parameters: list[inspect.Parameter]) -> None:
+    """Give ``fn`` the signature the SDK reads a tool's (or a resolver's) arguments from; ``fn`` takes the
+    ones it does not declare as ``**named``."""
+    fn.__signature__ = inspect.signature(fn).replace(parameters=parameters)  # type: ignore[attr-defined]
+
+
+async def log_target(stream: str, **named: Any) -> LogTarget:
     """The log the call names, checked before the cluster is asked anything (tail_logs reads it as ``target``)."""
-    return LogTarget(
-        job=job, actor_id=actor_id, task_id=task_id, attempt=attempt, pid=pid, node=node, filename=filename,
-        stream=stream,
-    )  # fmt: skip
+    return LogTarget(stream=stream, **named)
+
+
+publish(log_target, [*(p.replace(kind=p.KEYWORD_ONLY) for p in TARGET_ARGS),
+                     inspect.Parameter("stream", inspect.Parameter.KEYWORD_ONLY, annotation=str)])  # fmt: skip
 
 
 async def tail_logs(
     target: Annotated[LogTarget, Resolve(log_target)],
     api: Api,
     ctx: Context,
-    job: Annotated[str | None, Field(description="A job's submission id: its driver log.")] = None,
-    actor_id: Annotated[str | None, Field(description="An actor id: its worker's stdout/stderr.")] = None,
-    task_id: Annotated[str | None, Field(description="A task id: that task's stdout/stderr.")] = None,
-    attempt: Annotated[int, Field(ge=0, description="The task's attempt number (retries count up).")] = 0,
-    pid: Annotated[int | None, Field(ge=1, description="A worker process id; needs node.")] = None,
-    node: Annotated[str | None, Field(description="A node id or IP, with pid or filename.")] = None,
-    filename: Annotated[
-        str | None,
-        Field(description="A file in the node's Ray log dir: raylet.out, gcs_server.out, dashboard.log, …"),
-    ] = None,
     lines: Annotated[
         int, Field(ge=LOG_LINES.low, le=LOG_LINES.high, description="Most lines to return.")
     ] = LOG_LINES.default,
@@ -78,16 +76,21 @@ async def tail_logs(
         int,
         Field(ge=SCAN_MB.low, le=SCAN_MB.high, description="With grep: stop scanning after this many MB."),
     ] = SCAN_MB.default,
+    **named: Any,  # TARGET_ARGS: log_target has made them the target
 ) -> Annotated[CallToolResult, LogTail]:
-    """The end of any Ray log: a job's driver, an actor, a task, a worker pid, or a node's file (exactly
-    one target). grep searches the whole file; follow_s streams new lines.
-    """
     tail = await api.logs.tail(
         target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
         follow_s=follow_s, on_progress=ctx.report_progress,
     )  # fmt: skip
     tail = within_sent(tail, max_bytes)
     return tool_result(tail, render_log_tail(tail))
+
+
+tail_logs.__doc__ = f"""The end of any Ray log: {one_of([a.names for a in LOG_SOURCES])} (exactly
+one target). grep searches the whole file; follow_s streams new lines.
+"""
+_own = [p for p in inspect.signature(tail_logs).parameters.values() if p.kind is not p.VAR_KEYWORD]
+publish(tail_logs, [*_own[:3], *TARGET_ARGS, *_own[3:]])  # after target, api and ctx: the schema's order
 
 
 def register(server: MCPServer) -> None:

@@ -1,6 +1,6 @@
 """Causal chains over the evidence graph (graph.py): from a symptom to the entity that holds, owns, ended or raised it.
 
-Pure functions (no I/O). ``explain_job`` and ``explain_cluster`` turn an ``Evidence`` into ``Chain``s, ranked:
+Pure functions (no I/O). ``explain_job`` and ``explain_cluster`` turn a ``GraphInputs`` into ``Chain``s, ranked:
 each chain starts at a symptom (a failed task, a dead or looping actor, a pending group, a driver blocked on
 something) and follows the graph's edges (ended_by, raised_in, owns, waits_on, holds) to its last link, whose
 sentence becomes the verdict.
@@ -25,7 +25,7 @@ from ray_mcp.diagnosis.chains.symptoms import (
     restart_loop,
     retried_warnings,
 )
-from ray_mcp.diagnosis.chains.verdict import explain_job, fit, verdict_line
+from ray_mcp.diagnosis.chains.verdict import explain_job, verdict_line
 from ray_mcp.diagnosis.chains.waits_on import actor_wait, deadlock, driver_wait, task_wait
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "explain_cluster",
     "explain_job",
     "failed_task_chains",
-    "fit",
     "job_status",
     "node_chains",
     "node_death",

@@ -16,7 +16,8 @@ from ray_mcp.diagnosis.chains.symptoms import (
     wait_kind,
 )
 from ray_mcp.diagnosis.chains.waits_on import actor_wait
-from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, Row, memory_summary, names, num, one_line
+from ray_mcp.limits import DEAD_NODES_SHOWN, EVENT_CHARS, NAMES_SHOWN, OOM_DETAIL_CHARS
 
 # The task errors a node's death gives the work on it (not the work's own exceptions).
 SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")
@@ -36,7 +37,7 @@ def node_chains(g: Graph) -> list[Chain]:
     dead = sorted(
         (n for n in g.nodes.values() if n.get("state") == "DEAD"), key=lambda n: -num(n.get("end_time_ms"))
     )
-    for node in dead[:5]:
+    for node in dead[:DEAD_NODES_SHOWN]:
         nid = str(node.get("node_id"))
         actors = [a for a in g.actors.values() if a.get("node_id") == nid and (a.get("state") == "RESTARTING" or (
                   a.get("state") == "DEAD" and died_with_node(g, a, *death_reason(a))))
@@ -46,14 +47,14 @@ def node_chains(g: Graph) -> list[Chain]:
                  and t.get("error_type") in SYSTEM_ENDS and num(t.get("end_time_ms") or since) >= since]  # fmt: skip
         took = []
         if actors:
-            took.append(f"{len(actors)} actor(s) ({names((str(a.get('class_name')) for a in actors), 3)})")
+            took.append(f"{len(actors)} actor(s) ({names(str(a.get('class_name')) for a in actors)})")
         if tasks:
             took.append(f"{len(tasks)} task(s)")
         jobs = sorted({str(x.get("job_id")) for x in [*actors, *tasks] if x.get("job_id")})
         links = node_death(g, nid)
         if took:
             links.append(Link("ended_by", f"it took down {' and '.join(took)} of job(s) {', '.join(jobs)}",
-                              "; ".join(g.actor_label(a) for a in actors[:3])))  # fmt: skip
+                              "; ".join(g.actor_label(a) for a in actors[:NAMES_SHOWN])))  # fmt: skip
         recent = num(node.get("end_time_ms")) > g.ev.now_ms - 3600_000 if g.ev.now_ms else True
         chains.append(Chain(STUCK if recent else CONTEXT, "node_died", f"{g.node_label(nid)} is DEAD", links,
                             ["list_nodes state=DEAD"], None,
@@ -105,7 +106,7 @@ EVENT_KINDS = (
 )
 
 
-def event_lines(ev: Evidence, limit: int = 8, since_ms: float = 0.0) -> list[str]:
+def event_lines(ev: GraphInputs, limit: int) -> list[str]:
     """Cluster events worth an agent's attention, the most recent first, one line each."""
     out = []
     for e in reversed(ev.events or []):
@@ -115,18 +116,18 @@ def event_lines(ev: Evidence, limit: int = 8, since_ms: float = 0.0) -> list[str
             continue
         first = msg.strip().splitlines()[0] if msg.strip() else ""
         if kind == "oom":
-            first = f"OOM kill: {memory_summary(msg)}; " + clip(
-                " ".join(re.findall(r"Selected to kill: \(([^)]*)\)?", msg))[:1], 100
+            first = f"OOM kill: {memory_summary(msg)}; " + one_line(
+                " ".join(re.findall(r"Selected to kill: \(([^)]*)\)?", msg))[:1], OOM_DETAIL_CHARS
             )
         out.append(
-            f"{e.get('time') or '?'} {e.get('severity') or ''} {e.get('source_type') or ''}: {clip(first, 200)}"
+            f"{e.get('time') or '?'} {e.get('severity') or ''} {e.get('source_type') or ''}: {one_line(first, EVENT_CHARS)}"
         )
         if len(out) >= limit:
             break
     return out
 
 
-def explain_cluster(ev: Evidence) -> list[Chain]:
+def explain_cluster(ev: GraphInputs) -> list[Chain]:
     g = Graph(ev)
     chains = node_chains(g)
     chains += serve_chains(g)

@@ -12,13 +12,23 @@ from ray_mcp.diagnosis.graph import (
     DRIVER_WORKER,
     Graph,
     Row,
-    clip,
     exception_line,
     first_raise,
     memory_summary,
     ms_clock,
     num,
+    one_line,
     parse_owner,
+)
+from ray_mcp.limits import (
+    EVENT_CHARS,
+    FATAL_LINE_CHARS,
+    MESSAGE_HEAD_CHARS,
+    NODE_DEATH_CHARS,
+    QUOTE_CHARS,
+    QUOTE_LINE_CHARS,
+    QUOTE_LINES,
+    SHORT_CAUSE_CHARS,
 )
 
 
@@ -33,8 +43,14 @@ def node_death(g: Graph, node_id: str | None) -> list[Link]:
     message = str(row.get("state_message") or "no death reason recorded")
     when = ms_clock(row.get("end_time_ms"))
     events = [e for e in g.ev.events or [] if node_id and node_id in str(e.get("message") or "")]
-    quote = message + (f" | event: {clip(events[-1].get('message'), 200)}" if events else "")
-    return [Link("ended_by", f"{g.node_label(node_id)} died at {when} ({clip(message, 90)})", quote)]
+    quote = message + (f" | event: {one_line(events[-1].get('message'), EVENT_CHARS)}" if events else "")
+    return [
+        Link(
+            "ended_by",
+            f"{g.node_label(node_id)} died at {when} ({one_line(message, NODE_DEATH_CHARS)})",
+            quote,
+        )
+    ]
 
 
 def worker_crash(g: Graph, node_id: str | None, pid: object, worker_id: str | None = None) -> str:
@@ -68,7 +84,7 @@ def exit_words(exit_type: object, detail: object, stderr_read: bool | None = Non
         )
         return (f"{exit_type or 'exit'}: the process crashed without a Python exception (a signal such as SIGSEGV "
                 f"or SIGKILL, os._exit, or a native crash{stderr})")  # fmt: skip
-    return f"{exit_type or 'exit'}: {clip(text, 140)}"
+    return f"{exit_type or 'exit'}: {one_line(text, MESSAGE_HEAD_CHARS)}"
 
 
 FATAL = re.compile(
@@ -85,7 +101,7 @@ def crash_reason(lines: Sequence[str]) -> str:
     for i in range(len(lines) - 1, -1, -1):
         m = FATAL.search(lines[i])
         if m:
-            return clip(lines[i].strip(), 120) + crash_frame(lines[i + 1 :])
+            return one_line(lines[i].strip(), FATAL_LINE_CHARS) + crash_frame(lines[i + 1 :])
     exc = exception_line("\n".join(lines))
     return exc
 
@@ -131,7 +147,7 @@ def owner_chain(g: Graph, message: str | None, depth: int = 0) -> list[Link]:
         return links + (task_end(g, task, depth + 1) if depth < 3 else [])
     if worker:
         return [Link("owns", f"the owner was worker {worker_id} (pid {worker.get('pid')}), which exited: "
-                     f"{worker.get('exit_type')}", clip(str(worker.get("exit_detail") or ""), 300))]  # fmt: skip
+                     f"{worker.get('exit_type')}", one_line(str(worker.get("exit_detail") or ""), QUOTE_CHARS))]  # fmt: skip
     links = [Link("owns", f"the owner was worker {worker_id} on {g.node_label(owner.get('node'))}", quote)]
     return links + node_death(g, owner.get("node"))
 
@@ -150,7 +166,7 @@ def recorded_end(g: Graph, row: Row, label: str, cause: Row) -> list[Link]:
         return [
             Link(
                 "raised_in",
-                f"{label} raised in its constructor: {exception_line(text) or clip(text, 160)}",
+                f"{label} raised in its constructor: {exception_line(text) or one_line(text, SHORT_CAUSE_CHARS)}",
                 exc_quote(text),
             )
         ]
@@ -159,7 +175,9 @@ def recorded_end(g: Graph, row: Row, label: str, cause: Row) -> list[Link]:
         return [Link("ended_by", f"{label} could not set up its runtime_env: {env_failure(text)}", text)]
     if "actor_unschedulable_context" in cause:
         text = str(cause["actor_unschedulable_context"].get("error_message") or "")
-        return [Link("ended_by", f"{label} could not be scheduled: {clip(text, 160)}", text)]
+        return [
+            Link("ended_by", f"{label} could not be scheduled: {one_line(text, SHORT_CAUSE_CHARS)}", text)
+        ]
     return []
 
 
@@ -232,7 +250,7 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
         return [Link("ended_by", f"{label}'s worker process died" + (f" while running {during}" if during else "")
                      + (f": {why}" if why else ""), msg)]  # fmt: skip
     if msg:
-        return [Link("ended_by", f"{label} died: {clip(msg, 160)}", msg)]
+        return [Link("ended_by", f"{label} died: {one_line(msg, SHORT_CAUSE_CHARS)}", msg)]
     return [Link("ended_by", f"{label} is DEAD; Ray recorded no death cause")]
 
 
@@ -286,7 +304,7 @@ def lost_contact(g: Graph, row: Row) -> list[Link]:
     failed = [t for t in actor_calls(g, row) if t.get("error_type") == "ACTOR_UNAVAILABLE"]
     if not failed:
         return []
-    quote = clip(str(failed[0].get("error_message") or ""), 300)
+    quote = one_line(str(failed[0].get("error_message") or ""), QUOTE_CHARS)
     return [Link("ended_by", f"{g.actor_label(row)} on {g.node_label(row.get('node_id'))} stopped answering "
                  f"(calls failed with ACTOR_UNAVAILABLE) and its owner exited on that error: its worker process or its "
                  "node died (the GCS marks a node DEAD only after its health checks fail)", quote)]  # fmt: skip
@@ -315,13 +333,15 @@ def oom_quote(msg: str) -> str:
         for line in msg.splitlines()
         if re.search(r"Memory on the node|OOM kill reason|Selected to kill|task name", line)
     ]
-    return " | ".join(clip(line, 200) for line in lines[:3]) or clip(msg, 300)
+    return " | ".join(one_line(line, QUOTE_LINE_CHARS) for line in lines[:QUOTE_LINES]) or one_line(
+        msg, QUOTE_CHARS
+    )
 
 
 def exc_quote(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     keep = [line for line in lines if line.startswith("File ") or re.match(r"^[\w.]+(Error|Exception)", line)]
-    return " | ".join(keep[-3:]) or clip(text, 300)
+    return " | ".join(keep[-QUOTE_LINES:]) or one_line(text, QUOTE_CHARS)
 
 
 def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
@@ -336,22 +356,25 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         return [Link("ended_by", f"{label} was killed by the memory monitor on {g.node_label(node_id)}: "
                      f"{memory_summary(msg)}{retried}", oom_quote(msg))]  # fmt: skip
     if kind in ("NODE_DIED", "LOCAL_RAYLET_DIED"):
-        return [Link("ended_by", f"{label} died with its node", clip(msg, 300)), *node_death(g, node_id)]
+        return [
+            Link("ended_by", f"{label} died with its node", one_line(msg, QUOTE_CHARS)),
+            *node_death(g, node_id),
+        ]
     if kind == "RUNTIME_ENV_SETUP_FAILED":
         return [
             Link("ended_by", f"{label} could not set up its runtime_env: {env_failure(msg)}", exc_quote(msg))
         ]
     if kind == "TASK_CANCELLED":
-        return [Link("ended_by", f"{label} was cancelled (ray.cancel)", clip(msg, 200))]
+        return [Link("ended_by", f"{label} was cancelled (ray.cancel)", one_line(msg, QUOTE_LINE_CHARS))]
     if kind in ("ACTOR_DIED", "ACTOR_UNAVAILABLE") and t.get("actor_id"):
         actor = g.actors.get(str(t["actor_id"]))
         if actor is not None and depth < 3 and actor.get("state") == "DEAD":
             return [
-                Link("ended_by", f"{label} failed because its actor died", clip(msg, 300)),
+                Link("ended_by", f"{label} failed because its actor died", one_line(msg, QUOTE_CHARS)),
                 *actor_end(g, actor, depth + 1),
             ]
         if actor is not None and node_death(g, actor.get("node_id")):
-            return [Link("ended_by", f"{label} failed: its actor's node died", clip(msg, 300)),
+            return [Link("ended_by", f"{label} failed: its actor's node died", one_line(msg, QUOTE_CHARS)),
                     *node_death(g, actor.get("node_id"))]  # fmt: skip
     owner = parse_owner(msg)
     if (
@@ -375,7 +398,7 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
                          exc_quote(msg)), *node_death(g, str(dead[0].get("node_id")))]  # fmt: skip
     if re.search(r"Job finishes \(\w+\) as driver exits|job has finished", msg):
         return [Link("ended_by", f"{label} was still running when its job ended (the driver exited); Ray ended it with the job",
-                     clip(msg, 300))]  # fmt: skip
+                     one_line(msg, QUOTE_CHARS))]  # fmt: skip
     if kind == "WORKER_DIED" or "worker died" in msg.lower():
         why = attempts_crash(g, t)
         if "memory" in (why or "").lower() and "kill" in (why or "").lower():
@@ -384,9 +407,13 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
             ]
         nd = node_death(g, node_id)
         if nd:
-            return [Link("ended_by", f"{label}'s worker died with its node", clip(msg, 300)), *nd]
+            return [Link("ended_by", f"{label}'s worker died with its node", one_line(msg, QUOTE_CHARS)), *nd]
         return [
-            Link("ended_by", f"{label}'s worker process died" + (f": {why}" if why else ""), clip(msg, 300))
+            Link(
+                "ended_by",
+                f"{label}'s worker process died" + (f": {why}" if why else ""),
+                one_line(msg, QUOTE_CHARS),
+            )
         ]
     where = first_raise(msg)
     exc = exception_line(msg)
@@ -398,7 +425,13 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         at = f" at {frame.short()}" if frame is not None and not frame.internal else ""
         place = f"{where['name']}{at} (pid {where['pid']}, {where['ip']})"
         return [Link("raised_in", f"{exc or kind} was raised in {place}", exc_quote(msg))]
-    return [Link("ended_by", f"{label} failed with {kind}: {exc or clip(msg, 140)}", exc_quote(msg))]
+    return [
+        Link(
+            "ended_by",
+            f"{label} failed with {kind}: {exc or one_line(msg, MESSAGE_HEAD_CHARS)}",
+            exc_quote(msg),
+        )
+    ]
 
 
 def attempts_crash(g: Graph, t: Row) -> str:
@@ -423,4 +456,4 @@ def env_failure(text: str) -> str:
     found = [
         e for e in errors if re.search(r"No matching|not found|Could not|No such|denied|timed out", e, re.I)
     ]
-    return clip((found or errors or [exception_line(text) or text])[-1], 160)
+    return one_line((found or errors or [exception_line(text) or text])[-1], SHORT_CAUSE_CHARS)

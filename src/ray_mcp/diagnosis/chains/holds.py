@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ray_mcp.diagnosis.chains.links import Link
 from ray_mcp.diagnosis.graph import Graph, Row, bundle_index, count_by, num
+from ray_mcp.limits import HOLDER_NODE_ID_CHARS, HOLDERS_QUOTED, NAMES_SHOWN
 
 
 def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = "") -> list[Link]:
@@ -40,10 +41,11 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
             continue
         total = sum(totals[n].get(resource, 0.0) for n in fits)
         groups = count_by([f"{holder_name(g, ent)} of {g.job_label(ent.job_id)}{job_ended(g, ent.job_id)}" for ent, _, _ in holders])  # fmt: skip
-        who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:3])
+        who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:NAMES_SHOWN])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
-            f"{ent.label} holds {a:g} {resource} on node {nid[:8]}" for ent, a, nid in holders[:4]
+            f"{ent.label} holds {a:g} {resource} on node {nid[:HOLDER_NODE_ID_CHARS]}"
+            for ent, a, nid in holders[:HOLDERS_QUOTED]
         )
         # Nested tasks: the holders are the waiter's own callers, blocked in ray.get on it (starvation).
         waiter = g.entities.get(self_key)

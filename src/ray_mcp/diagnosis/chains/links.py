@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ray_mcp.diagnosis.graph import clip
+from ray_mcp.diagnosis.graph import one_line
+from ray_mcp.limits import QUOTE_CHARS
 
-# Severity: higher ranks first (the same scale as diagnosis.py).
+# Severity: higher ranks first (the same scale as findings.py's).
 ROOT = 100
 STUCK = 90
 LOOP = 85
@@ -75,6 +76,6 @@ class Chain:
                 out.append(f"[{link.kind}] {link.text}")
             if link.quote:
                 out.append(
-                    f'{"  " if len(self.links) > 1 else "[" + link.kind + "] "}"{clip(link.quote, 300)}"'
+                    f'{"  " if len(self.links) > 1 else "[" + link.kind + "] "}"{one_line(link.quote, QUOTE_CHARS)}"'
                 )
         return out

@@ -11,7 +11,18 @@ from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
 from ray_mcp.diagnosis.chains.links import ROOT, Chain, Link
 from ray_mcp.diagnosis.chains.symptoms import wait_kind
 from ray_mcp.diagnosis.chains.waits_on import driver_wait
-from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, clip, exception_line, first_raise, num, parse_owner
+from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, exception_line, first_raise, num, one_line, parse_owner
+from ray_mcp.limits import (
+    DRIVER_QUOTE_LINES,
+    INNER_MESSAGE_CHARS,
+    LOG_QUOTE_LINE_CHARS,
+    MESSAGE_HEAD_CHARS,
+    OWNER_SEARCH_LINES,
+    QUOTE_CHARS,
+    RUNTIME_ENV_SEARCH_LINES,
+    SHORT_CAUSE_CHARS,
+    TIMED_OUT_WORK_NAMED,
+)
 
 
 def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain], job_id: str) -> Chain | None:
@@ -27,9 +38,12 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
     inner_type, inner_msg = tb.innermost or ("", "")
     outer_type = tb.outermost[0] if tb.outermost else inner_type
     where = tb.user_frame.short() if tb.user_frame else "?"
-    excerpt = " | ".join(diagnosis.clip(line, 160) for line in tb.excerpt(8)[-4:])
+    excerpt = " | ".join(
+        diagnosis.cut_text(line, LOG_QUOTE_LINE_CHARS)
+        for line in diagnosis.user_lines(tb.lines)[-DRIVER_QUOTE_LINES:]
+    )
     raised = Link("raised_in", f"the driver raised {diagnosis.short_type(outer_type)}"
-                  + (f" ({diagnosis.short_type(inner_type)}: {clip(inner_msg, 120)})" if inner_type != outer_type else f": {clip(inner_msg, 140)}")
+                  + (f" ({diagnosis.short_type(inner_type)}: {one_line(inner_msg, INNER_MESSAGE_CHARS)})" if inner_type != outer_type else f": {one_line(inner_msg, MESSAGE_HEAD_CHARS)}")
                   + f" at {where}", excerpt)  # fmt: skip
     # 1. Where it was first raised: "ray::f() (pid=…)" of a task or actor method, the innermost one.
     remote = first_raise(text)
@@ -40,7 +54,7 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
                 deeper = called_chain(g, c, chains) if RAY_SYSTEM_ERROR.search(inner_type) else None
                 return merge(raised, deeper or c)
     # A runtime_env that could not be set up for a task or actor of the job: that failure, in the installer's words.
-    if any("RuntimeEnvSetupError" in line for line in [*tb.lines, *lines[-120:]]):
+    if any("RuntimeEnvSetupError" in line for line in [*tb.lines, *lines[-RUNTIME_ENV_SEARCH_LINES:]]):
         env = next((c for c in chains if c.kind == "runtime_env"), None)
         if env is not None:
             return merge(raised, env)
@@ -50,7 +64,13 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
         return Chain(ROOT, "serve", "", [raised, *serve], ["serve_status"], job_id)
     # 2. An object whose owner died; 3. a named actor that is not where it was looked up.
     # (The owner's id is on the lines after the exception line: a multi-line message the traceback ends with.)
-    owned = text if parse_owner(text) else "\n".join(lines[-40:]) if "OwnerDiedError" in text else ""
+    owned = (
+        text
+        if parse_owner(text)
+        else "\n".join(lines[-OWNER_SEARCH_LINES:])
+        if "OwnerDiedError" in text
+        else ""
+    )
     if parse_owner(owned):
         return Chain(ROOT, "owner_died", "", [raised, *owner_chain(g, owned)], job_id=job_id)
     m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text)
@@ -116,11 +136,11 @@ def gave_up_chain(g: Graph, raised: Link, chains: Sequence[Chain], job_id: str) 
     if not late:
         return None
     rows = [g.entities[k].row for c in late for k in sorted(c.subjects) if k in g.entities]
-    who = ", ".join(g.task_label(r) for r in rows[:2]) + (
-        f" and {len(rows) - 2} more" if len(rows) > 2 else ""
+    who = ", ".join(g.task_label(r) for r in rows[:TIMED_OUT_WORK_NAMED]) + (
+        f" and {len(rows) - TIMED_OUT_WORK_NAMED} more" if len(rows) > TIMED_OUT_WORK_NAMED else ""
     )
     gave_up = Link("waits_on", f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
-                   "; ".join(c.links[-1].quote for c in late[:2]))  # fmt: skip
+                   "; ".join(c.links[-1].quote for c in late[:TIMED_OUT_WORK_NAMED]))  # fmt: skip
     return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job_id={job_id}", "cpu_profile or "
                  "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
 
@@ -262,11 +282,11 @@ def serve_failure(g: Graph, text: str) -> list[Link]:
                 continue
             msg = str(d.get("message") or "")
             started = "STARTUP" in str(d.get("status_trigger") or "") or "__init__" in msg
-            why = exception_line(msg) or clip(msg, 160)
+            why = exception_line(msg) or one_line(msg, SHORT_CAUSE_CHARS)
             return [Link("raised_in", f"Serve app '{name}' deployment {dep} is {d.get('status')}: "
                          + (f"its replicas failed to start: {why}" if started else why), exc_quote(msg))]  # fmt: skip
         msg = str(app.get("message") or "")
         if msg:
-            return [Link("ended_by", f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or clip(msg, 160)}",
-                         clip(msg, 300))]  # fmt: skip
+            return [Link("ended_by", f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or one_line(msg, SHORT_CAUSE_CHARS)}",
+                         one_line(msg, QUOTE_CHARS))]  # fmt: skip
     return []

@@ -11,20 +11,21 @@ from ray_mcp.diagnosis.chains.holds import pg_wait
 from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, LOOP, STUCK, WARNING, Chain, Link
 from ray_mcp.diagnosis.chains.waits_on import actor_wait, task_wait
 from ray_mcp.diagnosis.graph import (
-    Evidence,
     Graph,
+    GraphInputs,
     Row,
     ago,
-    clip,
     exception_line,
     ms_clock,
     names,
     num,
+    one_line,
     span,
 )
+from ray_mcp.limits import LOG_QUOTE_LINE_CHARS, QUOTE_CHARS, QUOTE_LINES
 
 
-def job_status(ev: Evidence) -> str:
+def job_status(ev: GraphInputs) -> str:
     """The job's own status and how it got there, in a few words."""
     job = ev.job or {}
     status = str(job.get("status") or "UNKNOWN")
@@ -204,8 +205,8 @@ def restart_loop(g: Graph, row: Row) -> Chain:
         for line in lines
         if line.strip() and not line.startswith((":job_id:", ":actor_name:", ":task_name:"))
     ]
-    quote = " | ".join(clip(line, 160) for line in telling[-3:]) or (
-        clip(str(dead[-1].get("exit_detail")), 300) if dead else ""
+    quote = " | ".join(one_line(line, LOG_QUOTE_LINE_CHARS) for line in telling[-QUOTE_LINES:]) or (
+        one_line(str(dead[-1].get("exit_detail")), QUOTE_CHARS) if dead else ""
     )
     text = f"{label} restarted {n} time(s){interval}; each time its worker died" + (
         f": {reason}" if reason else " (no crash reason in its worker log)"

@@ -19,22 +19,23 @@ from ray_mcp.diagnosis.chains.symptoms import (
     wait_kind,
 )
 from ray_mcp.diagnosis.chains.waits_on import deadlock, driver_wait
-from ray_mcp.diagnosis.graph import Evidence, Graph, Row, clip, memory_summary, names, num
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, Row, memory_summary, names, num, one_line
+from ray_mcp.limits import CAUSE_CHARS, OTHER_JOBS_NAMED, STALL_STACK_LINES, VERDICT_BYTES
 from ray_mcp.text import fit_bytes
 
 
-def stack_chain(ev: Evidence, job_id: str) -> Chain | None:
-    """Evidence of the stacks source (issue 14 item 7): what the hung driver and workers are doing."""
+def stack_chain(ev: GraphInputs, job_id: str) -> Chain | None:
+    """Evidence of the stacks source: what the hung driver and workers are doing."""
     stacks = ev.stacks or {}
     summary = stacks.get("summary") or stacks.get("verdict")
     if not summary:
         return None
-    lines = [str(x) for x in (stacks.get("lines") or stacks.get("groups") or [])][:6]
-    return Chain(STUCK - 20, "hung", "No progress", [Link("waits_on", clip(str(summary), 200), " | ".join(lines))],
+    lines = [str(x) for x in (stacks.get("lines") or stacks.get("groups") or [])][:STALL_STACK_LINES]
+    return Chain(STUCK - 20, "hung", "No progress", [Link("waits_on", one_line(str(summary), CAUSE_CHARS), " | ".join(lines))],
                  [f"stack_traces job={job_id}"], job_id)  # fmt: skip
 
 
-def explain_job(ev: Evidence) -> tuple[str, list[Chain], list[str]]:
+def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
     """(status phrase, ranked chains, notes on other jobs) for one job."""
     g = Graph(ev)
     job = ev.job or {}
@@ -134,11 +135,11 @@ def other_jobs(g: Graph, job_id: str) -> list[str]:
     failed = [j for jid, j in g.jobs.items() if jid != job_id and j.get("status") == "FAILED"]
     if not failed:
         return []
-    return [f"Other jobs (not this one's problem): {len(failed)} FAILED ({names((str(j.get('job_id')) for j in failed), 4)}); "
+    return [f"Other jobs (not this one's problem): {len(failed)} FAILED ({names((str(j.get('job_id')) for j in failed), OTHER_JOBS_NAMED)}); "
             "cluster_health or diagnose_job for them."]  # fmt: skip
 
 
-def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = 300) -> str:
+def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = VERDICT_BYTES) -> str:
     """Status first, then the main chain's symptom and last link, within ``limit`` bytes."""
     main = chains[0] if chains else None
     if main is None or (
@@ -154,8 +155,4 @@ def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = 300) -> str:
     else:
         sep = " but not healthy" if phrase.startswith("RUNNING") and main.severity > CONTEXT + 10 else ""
         line = f"{phrase}{sep}: {main.verdict}"
-    return fit(line, limit)
-
-
-def fit(line: str, limit: int) -> str:
     return fit_bytes(line, limit)

@@ -9,7 +9,7 @@ from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
 from ray_mcp.diagnosis.graph import Graph, Row, ago, ms_clock, names, num
 
 
-def actor_wait(g: Graph, row: Row, depth: int = 0) -> list[Link]:
+def actor_wait(g: Graph, row: Row) -> list[Link]:
     label = g.actor_label(row)
     state = row.get("state")
     if state == "RESTARTING":
@@ -51,7 +51,7 @@ def task_wait(g: Graph, t: Row, depth: int = 0) -> list[Link]:
                 ]
             return [
                 Link("waits_on", f"{label} waits for {g.actor_label(actor)}"),
-                *actor_wait(g, actor, depth + 1),
+                *actor_wait(g, actor),
             ]
         return []
     pg = g.pgs.get(str(t.get("placement_group_id") or ""))
@@ -76,7 +76,7 @@ def open_tasks(g: Graph) -> dict[str, Row]:
     }
 
 
-def waits_for(g: Graph, open_: dict[str, Row]) -> dict[str, list[str]]:
+def waits_for(open_: dict[str, Row]) -> dict[str, list[str]]:
     """task id -> the task ids it waits for: a running task waits for its open children (it called ray.get);
     a queued actor call waits for the call running on the same actor."""
     children: dict[str, list[str]] = {}
@@ -125,7 +125,7 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str]:
 
 def deadlock(g: Graph) -> Chain | None:
     open_ = open_tasks(g)
-    cycle = find_cycle(waits_for(g, open_))
+    cycle = find_cycle(waits_for(open_))
     if not cycle:
         return None
     links = []
@@ -165,7 +165,7 @@ def cycle_names(open_: dict[str, Row], cycle: list[str]) -> str:
 def driver_wait(g: Graph, job_id: str) -> Chain | None:
     """Follow what the driver waits on, down to the last open task: pending (why) or running (stacks)."""
     open_ = open_tasks(g)
-    edges = waits_for(g, open_)
+    edges = waits_for(open_)
     roots = [tid for tid, t in open_.items() if t.get("type") == "DRIVER_TASK"]
     parents = {str(t.get("parent_task_id") or "") for t in open_.values()}
     start = (

@@ -2,9 +2,9 @@
 issue names, plus hangs), each with the facts an expert's first line would state, status first. Run on a
 private head and score diagnose_job (not collected by pytest):
 
-    .venv/bin/python -m tests.scenarios_heldout3 [out.json]
+    .venv/bin/python -m eval.scenarios_heldout3 [out.json]
 
-Uses the runner of tests/scenarios_heldout.py: "found" means every fact appears somewhere in the answer,
+Uses the runner of eval/scenarios_heldout.py: "found" means every fact appears somewhere in the answer,
 "first" means they are all in the verdict line.
 """
 
@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.scenarios_heldout import Scenario, run_one, submit
 from tests.support import mcp_client
 
+from eval.scenarios_heldout import Scenario, run_one, submit
 from ray_mcp.cluster import start_local_head
 from ray_mcp.settings import Settings
 
@@ -483,7 +483,7 @@ SCENARIOS = [
 
 
 async def run_all(out: Path | None = None) -> list[dict]:
-    """Like tests.scenarios_heldout.run_all, but a scenario whose hooks raise is recorded as a miss with its
+    """Like eval.scenarios_heldout.run_all, but a scenario whose hooks raise is recorded as a miss with its
     error, and the next one still runs (the set is run once)."""
     head = await start_local_head(num_cpus=4, timeout_s=180.0, attempts=8)
     rows: list[dict] = []

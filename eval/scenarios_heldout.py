@@ -2,7 +2,7 @@
 diagnosis code, each with the facts an expert's first line would state. Run them on a private head and score
 diagnose_job:
 
-    .venv/bin/python -m tests.scenarios_heldout            # prints the table for docs/diagnosis.md
+    .venv/bin/python -m eval.scenarios_heldout            # prints the table for docs/diagnosis.md
 
 "found" means every cause fact appears somewhere in the answer; "first" means they are in the verdict line.
 """

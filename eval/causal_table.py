@@ -1,5 +1,5 @@
 """The table of docs/diagnosis.md: each recorded failure class, the evidence its chain used, answer bytes and
-the byte offset of the verdict (``python -m tests.causal_table``)."""
+the byte offset of the verdict (``python -m eval.causal_table``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ contention across three jobs, a deadlock through named actors). Written as a Ray
 reference to the diagnosis code; each names the facts an expert's first line would state (the last link of
 the causal chain, not the symptom). Runs on one private head with the first set's runner:
 
-    .venv/bin/python -m tests.scenarios_heldout2 [results.json] [--only name,name] [--notes DIR]
+    .venv/bin/python -m eval.scenarios_heldout2 [results.json] [--only name,name] [--notes DIR]
 
 The head has 4 CPUs and custom resources {"accel": 2, "license": 1}, and its memory monitor threshold is set a
 few GB above what the machine uses when it starts (so that an actor can reach it without starving the host).
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.scenarios_heldout import Scenario, run_all, submit
+from eval.scenarios_heldout import Scenario, run_all, submit
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 HEAD_RESOURCES = json.dumps({"accel": 2, "license": 1})

@@ -1,0 +1,1 @@
+"""Evaluation scripts: they score ray-mcp's answers (they are not tests, and pytest never collects them)."""

@@ -3,7 +3,7 @@
 A job writes a log of --size-mb MB (default 500). Then, in one run, each way of getting its last 100 lines is
 timed --reps times (median reported; the tool call and `tail` side by side, interleaved):
 
-* tail_logs through the MCP client (in memory), and the raw RayAPI.tail_logs call under it;
+* tail_logs through the MCP client (in memory), and the raw RayAPI.logs.tail call under it;
 * JobSubmissionClient.get_job_logs (what `ray job logs` does: downloads the whole log);
 * `tail -n 100` on the file itself (only when the file is on this machine).
 
@@ -123,11 +123,11 @@ async def run(
     target = LogTarget(job=sid)
 
     async def via_api() -> None:
-        tail = await api.tail_logs(target, lines=100, max_bytes=16_384)
+        tail = await api.logs.tail(target, lines=100, max_bytes=16_384)
         assert tail.sections[0].lines[-1] == "LAST-LINE-OF-THE-BIG-LOG"
 
     await via_api()
-    results["RayAPI.tail_logs (raw)"], _ = await timed(via_api, reps)
+    results["RayAPI.logs.tail (raw)"], _ = await timed(via_api, reps)
     await api.aclose()
 
     async def full_download() -> None:
@@ -147,7 +147,7 @@ async def run(
     print(f"  speed-up over the full download:   {full_s / mcp_s:.0f}x  {verdict(full_s / mcp_s >= 100)}")
     if "tail -n 100 on the file" in results:
         tail_s = results["tail -n 100 on the file"]
-        raw_s = results["RayAPI.tail_logs (raw)"]
+        raw_s = results["RayAPI.logs.tail (raw)"]
         print(f"  vs tail -n 100 (MCP):              {mcp_s / tail_s:.1f}x  {verdict(mcp_s / tail_s <= 5)}")
         print(f"  vs tail -n 100 (raw RayAPI call):  {raw_s / tail_s:.1f}x")
     print(f"  full download times: {', '.join(f'{t:.2f} s' for t in full_times)}")

@@ -20,10 +20,10 @@ async def gather(dashboard_url: str, job: str) -> GraphInputs:
     """The evidence diagnose_job reasons over, gathered the same way (for recording and replay)."""
     api = RayAPI(dashboard_url, timeout_s=30)
     try:
-        details = await api.job_details(job)
+        details = await api.jobs.details(job)
         ev = await causal_gather.gather_job(api, details, None)
         try:
-            tail = await api.tail_logs(LogTarget(job=job), lines=400, max_bytes=96_000)
+            tail = await api.logs.tail(LogTarget(job=job), lines=400, max_bytes=96_000)
             ev.driver_lines = [line for s in tail.sections for line in s.lines]
         except Exception:  # a DRIVER-type job has no log file
             ev.driver_lines = None

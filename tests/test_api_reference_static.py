@@ -52,8 +52,8 @@ HOSTILE = [
 
 @pytest.mark.live
 def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhere() -> None:
-    """In a fresh interpreter: after the reads, no module of Ray is loaded, stdout is empty, and nothing
-    connected to the Ray Client port that client_app dials."""
+    """In a fresh interpreter: the reads load no module of Ray (the server imported its own at start-up),
+    stdout is empty, and nothing connected to the Ray Client port that client_app dials."""
     listener = socket.socket()
     try:
         listener.bind(("127.0.0.1", 50051))
@@ -71,6 +71,7 @@ def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhe
         async def main():
             server = build_server(Settings(address="http://127.0.0.1:9"))
             codes = {{}}
+            before = set(sys.modules)
             async with Client(server) as client:
                 for name in {HOSTILE!r}:
                     try:
@@ -78,7 +79,7 @@ def test_reading_hostile_names_imports_nothing_prints_nothing_and_connects_nowhe
                         codes[name] = 0
                     except MCPError as exc:
                         codes[name] = exc.error.code
-            loaded = sorted(m for m in sys.modules if m == "ray" or m.startswith("ray."))
+            loaded = sorted(m for m in set(sys.modules) - before if m == "ray" or m.startswith("ray."))
             print(json.dumps({{"codes": codes, "loaded": loaded}}), file=sys.stderr)
         anyio.run(main)
         """

@@ -18,7 +18,8 @@ from tests.conftest import local_head
 from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
-from ray_mcp.ray_api import gcs_h2
+from ray_mcp.errors import AuthRefused
+from ray_mcp.ray_api.gcs import Gcs, reported_dashboard
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
@@ -66,20 +67,26 @@ async def test_the_right_ray_token_works_on_the_token_auth_head(token_head: Loca
 
 
 @pytest.mark.live
-async def test_the_gcs_read_without_ray_sends_this_clusters_token_and_fails_without_it(
+async def test_the_gcs_reads_send_this_clusters_token_and_fail_clearly_without_it(
     token_head: LocalHead,
 ) -> None:
-    """gcs_h2 (a fresh server's pg_status) asks with the cluster's own Authorization, as Ray's channel does;
-    a refused token is a failure (Ray's path then answers or says why), never an empty table."""
-    rows = await gcs_h2.placement_group_table(token_head.gcs_address, f"Bearer {RIGHT}", 10.0)
-    assert rows == []
-    assert (
-        await gcs_h2.reported_dashboard(token_head.gcs_address, f"Bearer {RIGHT}", 10.0)
-        == token_head.dashboard_url
-    )
+    """The GCS's own facts (here the placement group table) are asked with the cluster's own Authorization; a
+    refused token is a clear error saying so, never an empty table."""
+    right = Gcs(token_head.dashboard_url, address=token_head.gcs_address, lookup=None,
+                authorization=f"Bearer {RIGHT}", timeout_s=10)  # fmt: skip
+    try:
+        assert await right.placement_group_table() == []
+    finally:
+        right.close()
+    assert reported_dashboard(token_head.gcs_address, 10.0, f"Bearer {RIGHT}") == token_head.dashboard_url
     for auth in (f"Bearer {WRONG}", None):
-        with pytest.raises(gcs_h2.GrpcFailed, match="gRPC status 16"):  # UNAUTHENTICATED
-            await gcs_h2.placement_group_table(token_head.gcs_address, auth, 10.0)
+        wrong = Gcs(token_head.dashboard_url, address=token_head.gcs_address, lookup=None, authorization=auth,
+                    timeout_s=10)  # fmt: skip
+        try:
+            with pytest.raises(AuthRefused, match="refused the token for the placement group table"):
+                await wrong.placement_group_table()
+        finally:
+            wrong.close()
 
 
 class Exploding(httpx.AsyncBaseTransport):

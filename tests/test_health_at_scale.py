@@ -1,6 +1,6 @@
-"""cluster_health reads each source once, the cheapest that answers (issue 16): the GCS's actor and placement
-group tables instead of the State API's lists, one job list, the per-area checks only when the evidence graph
-cannot stand in for them; what it could not read in full, it says (a stated cap), never silently.
+"""cluster_health reads each source once: the State API's lists (one per filter), one job list, the per-area
+checks only when the evidence graph cannot stand in for them; what it could not read in full, it says (a
+stated cap), never silently.
 
 Live parts run on the session's real cluster (actors, a dead actor and placement groups made by a driver);
 the caps, which need thousands of records, and the shared read's faults are unit tests.
@@ -20,8 +20,7 @@ from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.diagnosis import evidence
 from ray_mcp.diagnosis.graph import GraphInputs
-from ray_mcp.limits import CLUSTER_ROWS_READ, TASKS_READ
-from ray_mcp.ray_api import RayAPI, gcs
+from ray_mcp.limits import TASKS_READ
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.settings import Settings
 
@@ -49,112 +48,21 @@ huge = placement_group([{"CPU": 64}], name=f"{sys.argv[2]}-huge", strategy="STRI
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def ray_imported() -> None:
-    """Import Ray once up front (the GCS reads below import it from a worker thread)."""
-    import ray.job_submission  # noqa: F401
-
-
 class Counting(httpx.AsyncBaseTransport):
-    """Forwards to the real dashboard and counts the requests per path."""
+    """Forwards to the real dashboard and records each request (path, and path with its query)."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
+        self.requests: list[str] = []
         self.real = httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.paths.append(request.url.path)
+        self.requests.append(f"{request.url.path}?{request.url.query.decode()}")
         return await self.real.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self.real.aclose()
-
-
-async def state_rows(api: RayAPI, resource: str) -> list[dict[str, Any]]:
-    result = await api.list_state(resource, what=resource, limit=10_000, detail=True)
-    return [dict(r) for r in result["result"]]
-
-
-async def test_the_gcs_gives_the_same_actor_and_placement_group_rows_as_the_state_api(
-    ray_cluster: Any,
-) -> None:
-    tag = f"rows{uuid.uuid4().hex[:6]}"
-    api = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
-    try:
-        with driver(ray_cluster.gcs_address, POPULATION, tag):
-            with anyio.fail_after(120):
-                while True:  # the State API and the GCS read the same table; it may change between the two
-                    ours_a, ours_p = await api.actor_rows(), await api.pg_rows()
-                    theirs_a, theirs_p = (
-                        await state_rows(api, "actors"),
-                        await state_rows(api, "placement_groups"),
-                    )
-                    names = {r["name"] for r in theirs_a}
-                    settled = f"{tag}-doomed" in names and any(r["name"] == f"{tag}-huge" for r in theirs_p)
-                    if (
-                        settled
-                        and ours_a == theirs_a
-                        and [{k: v for k, v in r.items() if k != "strategy"} for r in ours_p or []]
-                        == theirs_p
-                    ):
-                        break
-                    await anyio.sleep(0.5)
-            mine = {r["name"]: r for r in ours_p or [] if r["name"].startswith(tag)}
-            assert (
-                mine[f"{tag}-huge"]["strategy"] == "STRICT_SPREAD"
-                and mine[f"{tag}-pg0"]["strategy"] == "PACK"
-            )
-            doomed = next(r for r in ours_a or [] if r["name"] == f"{tag}-doomed")
-            assert (
-                doomed["state"] == "DEAD"
-                and doomed["death_cause"]["actor_died_error_context"]["actor_id"] == (doomed["actor_id"])
-            )  # ids inside the death cause in hex, as the State API prints them
-    finally:
-        await api.aclose()
-
-
-async def test_the_gcs_gives_the_same_unfinished_task_rows_as_the_state_api(ray_cluster: Any) -> None:
-    tag = f"tasks{uuid.uuid4().hex[:6]}"
-    api = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
-    unfinished = [("state", "!=", "FINISHED")]
-    try:
-        with driver(ray_cluster.gcs_address, POPULATION, tag), anyio.fail_after(120):
-            while True:  # tasks change state between the two reads: until both agree on a settled cluster
-                read = await api.unfinished_tasks()
-                result = await api.list_state(
-                    "tasks", what="tasks", filters=unfinished, limit=10_000, detail=True
-                )
-                theirs = [dict(r) for r in result["result"]]
-                failed = [
-                    r for r in theirs if r["state"] == "FAILED" and r["func_or_class_name"] == "Doomed.boom"
-                ]
-                if read is not None and failed and read[0] == theirs:
-                    break
-                await anyio.sleep(0.5)
-        rows, more = read
-        assert more == 0 and not [r for r in rows if r["state"] == "FINISHED"]
-        assert failed[0]["error_type"] == "ACTOR_DIED" and failed[0]["actor_id"]
-    finally:
-        await api.aclose()
-
-
-async def test_the_gcs_gives_the_same_dead_worker_rows_as_the_state_api(ray_cluster: Any) -> None:
-    tag = f"workers{uuid.uuid4().hex[:6]}"
-    api = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
-    dead = [("is_alive", "=", "False")]
-    try:
-        with driver(ray_cluster.gcs_address, POPULATION, tag), anyio.fail_after(120):
-            while True:  # workers exit between the two reads: until both agree
-                read = await api.dead_workers(50)
-                result = await api.list_state("workers", what="workers", filters=dead, limit=50, detail=True)
-                theirs = ([dict(r) for r in result["result"]], result["num_filtered"])
-                if read is not None and read[0] and read == theirs:
-                    break
-                await anyio.sleep(0.5)
-        rows, _n = read
-        assert all(r["is_alive"] is False and len(r["worker_id"]) == 56 for r in rows)
-    finally:
-        await api.aclose()
 
 
 async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray_cluster: Any) -> None:
@@ -164,7 +72,6 @@ async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray
         async with mcp_client(Settings(address=ray_cluster.dashboard_url), http_transport=counting) as client:
             with anyio.fail_after(120):
                 while True:
-                    counting.paths.clear()
                     result = await call_ok(client, "cluster_health", {})
                     text = text_of(result)
                     if f"{tag}-huge" in text:
@@ -173,43 +80,33 @@ async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray
             # Once more, counted: the first call of a server also asks the job list for the secrets of jobs the
             # Jobs API does not list (Ray's own), at most once per 30 s.
             counting.paths.clear()
+            counting.requests.clear()
             result = await call_ok(client, "cluster_health", {})
             text = text_of(result)
     data = result.structured_content or {}
     assert data["status"] == "PROBLEMS_FOUND" and data["unchecked"] == [], text
     assert {"dead actors", "actor restarts", "failed tasks", "placement groups"} <= set(data["checked"])
-    # The pending group that can never fit still found, named and explained from the GCS's rows.
+    # The pending group that can never fit still found, named and explained (its strategy from the GCS).
     assert any(f"{tag}-huge" in f["title"] and "STRICT_SPREAD" in f["title"] for f in data["findings"]), text
-    # One job list (for failed jobs and the graph), no State API list of actors, groups, tasks or workers (the GCS
-    # gave them),
-    # no job looked up again one by one.
+    # One job list (for failed jobs and the graph), none of the State API's job list, no job looked up again
+    # one by one, and no State API list asked twice with the same filters.
     assert counting.paths.count("/api/jobs/") == 1, counting.paths
-    from_gcs = (
-        "/api/v0/actors",
-        "/api/v0/placement_groups",
-        "/api/v0/jobs",
-        "/api/v0/tasks",
-        "/api/v0/workers",
-    )
-    assert not [p for p in counting.paths if p in from_gcs], counting.paths
+    assert "/api/v0/jobs" not in counting.paths, counting.paths
     assert not [p for p in counting.paths if p.startswith("/api/jobs/") and p != "/api/jobs/"], counting.paths
+    lists = [r for r in counting.requests if r.startswith(("/api/v0/actors?", "/api/v0/tasks?",
+                                                          "/api/v0/placement_groups?", "/api/v0/workers?"))]  # fmt: skip
+    assert len(lists) == len(set(lists)), sorted(lists)
 
 
 class Rows:
-    """A stand-in RayAPI for evidence._rows and _actors: fixed State API results and GCS actor rows."""
+    """A stand-in RayAPI for evidence._rows: its client answers every State API list with ``result``."""
 
-    def __init__(self, result: dict[str, Any], actors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, result: dict[str, Any]) -> None:
         self.result = result
-        self.actors = actors
+        self.client = self
 
     async def list_state(self, resource: str, **_: Any) -> dict[str, Any]:
         return self.result
-
-    async def actor_rows(self) -> list[dict[str, Any]] | None:
-        return self.actors
-
-    async def unfinished_tasks(self) -> tuple[list[dict[str, Any]], int] | None:
-        return self.result["result"], self.result["more"]
 
 
 async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> None:
@@ -233,35 +130,23 @@ async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
     assert ev.capped == ["The failed tasks: 1,000 of at least 9,000 read; the counts above cover those."]
 
 
-async def test_more_actors_than_the_graph_reads_are_cut_with_a_stated_cap() -> None:
-    ev = GraphInputs()
-    many = [{"actor_id": f"{i:032x}", "state": "DEAD"} for i in range(CLUSTER_ROWS_READ + 5)]
-    dead, alive = await evidence._actors(Rows({}, [*many, {"actor_id": "a", "state": "ALIVE"}]), ev)  # type: ignore[arg-type]
-    assert (
-        dead is not None and len(dead) == CLUSTER_ROWS_READ and alive == [{"actor_id": "a", "state": "ALIVE"}]
-    )
-    assert ev.capped == [
-        f"The actors that are not alive: {CLUSTER_ROWS_READ:,} of {CLUSTER_ROWS_READ + 5:,} read; "
-        "the counts above cover those."
-    ]
-
-
-async def test_unfinished_tasks_past_the_gcss_limit_and_the_graphs_are_cut_with_stated_caps() -> None:
+async def test_the_unfinished_tasks_are_split_by_state_each_part_cut_with_a_stated_cap() -> None:
     ev = GraphInputs()
     rows = [{"task_id": f"f{i}", "state": "FAILED"} for i in range(TASKS_READ + 2)]
     rows += [{"task_id": "r", "state": "RUNNING"}, {"task_id": "w", "state": "PENDING_NODE_ASSIGNMENT"}]
-    failed, waiting, running = await evidence._tasks(Rows({"result": rows, "more": 7}), ev)  # type: ignore[arg-type]
+    n = len(rows)
+    result = {"total": n + 50, "num_after_truncation": n + 50, "num_filtered": n + 7, "result": rows}
+    failed, waiting, running = await evidence._tasks(Rows(result), ev)  # type: ignore[arg-type]
     assert failed is not None and len(failed) == TASKS_READ
     assert waiting == [rows[-1]] and running == [rows[-2]]
-    n = len(rows)
     assert ev.capped == [
-        f"The unfinished tasks: {n:,} of {n + 7:,} read (Ray's cap); the counts above cover those.",
+        f"The unfinished tasks: {n:,} of {n + 7:,} read; the counts above cover those.",
         f"The failed tasks: {TASKS_READ:,} of {TASKS_READ + 2:,} read; the counts above cover those.",
     ]
 
 
 def client() -> RayClient:
-    return RayClient("http://127.0.0.1:9", timeout_s=1, gcs_lookup=None)
+    return RayClient("http://127.0.0.1:9", timeout_s=1)
 
 
 async def test_concurrent_askers_share_one_read_and_nothing_is_kept_after_it() -> None:
@@ -319,45 +204,3 @@ async def test_a_cancelled_first_asker_does_not_cancel_the_others() -> None:
     with pytest.raises(asyncio.CancelledError):
         await first
     await c.aclose()
-
-
-def test_placement_group_ids_inside_bundles_are_hex_like_the_state_apis() -> None:
-    import base64
-
-    pg = base64.b64encode(bytes.fromhex("ab" * 18)).decode()
-    row = {"placement_group_id": pg, "bundles": [{"bundle_id": {"placement_group_id": pg}, "node_id": None}]}
-    assert gcs._hex_ids(row, gcs._PG_HEX_KEYS) == {
-        "placement_group_id": "ab" * 18, "bundles": [{"bundle_id": {"placement_group_id": "ab" * 18}, "node_id": None}],
-    }  # fmt: skip
-
-
-def test_state_api_filters_are_applied_here_as_ray_applies_them() -> None:
-    from ray_mcp.ray_api.query import matches
-
-    row = {"class_name": "Keeper", "state": "DEAD", "is_detached": True, "pid": 42, "repr_name": None}
-    assert matches(row, [("class_name", "=", "keeper"), ("state", "!=", "alive")])  # case-insensitive
-    assert matches(row, [("is_detached", "=", "True"), ("pid", "=", "42")])
-    assert not matches(row, [("node_id", "=", "ab")]) and not matches(
-        row, [("node_id", "!=", "ab")]
-    )  # absent
-    assert not matches(row, [("repr_name", "=", "x")]) and matches(row, [("repr_name", "!=", "x")])  # null
-
-
-def test_a_converted_row_is_reused_only_for_the_same_message_and_callers_get_their_own_dict() -> None:
-    from ray.core.generated import gcs_pb2
-
-    gcs._ROWS.clear()
-    pg = gcs_pb2.PlacementGroupTableData(placement_group_id=bytes.fromhex("ab" * 18), name="g", state=0)
-    first = gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)
-    first["strategy"] = "PACK"  # a caller's own key stays its own
-    again = gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)
-    assert again == {k: v for k, v in first.items() if k != "strategy"} and "strategy" not in again
-    assert again["placement_group_id"] == "ab" * 18 and again["state"] == "PENDING" and len(gcs._ROWS) == 1
-    pg.state = gcs_pb2.PlacementGroupTableData.CREATED  # the group changed: converted anew
-    assert gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)["state"] == "CREATED" and len(gcs._ROWS) == 2
-    for i in range(gcs.ROW_CACHE_SIZE):  # full: cleared, never grown past its size
-        gcs._ROWS[b"%d" % i] = {}
-    pg.name = "h"
-    gcs._state_row(pg, gcs.PG_COLUMNS, gcs._PG_HEX_KEYS)
-    assert len(gcs._ROWS) == 1
-    gcs._ROWS.clear()

@@ -34,8 +34,6 @@ NOT_BOUNDS = {
     ("guard/redaction.py", "SHORT_SECRET_CHARS"): "when a value is masked, not how much is shown",
     ("ray_api/local_logs.py", "SCAN_BYTES"): "when a local read hands over to the dashboard (same answer)",
     ("ray_api/stacks.py", "MAX_CONCURRENT_SAMPLES"): "py-spy processes run at once",
-    ("ray_api/gcs.py", "ROW_CACHE_SIZE"): "a cache of converted GCS rows",
-    ("ray_api/gcs_h2.py", "MAX_REPLY_BYTES"): "the wire reader's guard against a runaway reply",
     ("reference/api.py", "MAX_HOPS"): "re-exports followed for one name: a guard against cycles",
 }
 # Where a bound goes in shaping/ and diagnosis/: these keywords, these cutters' sizes, these parameters.

@@ -69,7 +69,7 @@ async def _tail(client: Client, **args: Any) -> dict[str, Any]:
 
 async def _logs_dir(server: RayMCPServer, node_id: str) -> LogDir:
     api = await server.app.api()
-    where = await api._local_logs_dir(node_id)
+    where = await api.logs.local_logs_dir(node_id)
     assert where is not None, "the session's head runs on this machine: its logs dir must be found"
     return where
 

@@ -8,6 +8,7 @@ partially initialized module (what importing Ray from two threads at once used t
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import subprocess
 from collections.abc import Iterator
@@ -125,3 +126,35 @@ async def test_fresh_servers_answer_parallel_first_calls_over_stdio_and_http(
         text = log.read_text()
         assert not [p for p in POISON if p in text], f"{label}: {text[-3000:]}"
     assert len(results) == 2 * SERVERS_PER_TRANSPORT
+
+
+def _ray_imports(nodes: list[ast.stmt] | list[ast.AST]) -> list[ast.Import | ast.ImportFrom]:
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        if any(n == "ray" or n.startswith("ray.") for n in names):
+            out.append(node)
+    return out
+
+
+def test_ray_is_imported_at_module_level_only_and_only_by_ray_api() -> None:
+    """Ray's modules are imported once, with the server's, in the main thread: an import inside a function
+    would run in whatever worker thread calls it, and two threads importing Ray at once deadlock Python's
+    import locks. And only ray_api talks to Ray."""
+    root = Path(__file__).resolve().parents[1] / "src" / "ray_mcp"
+    in_functions, outside = [], []
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        top = set(map(id, _ray_imports(tree.body)))
+        for node in _ray_imports(list(ast.walk(tree))):
+            if id(node) not in top:
+                in_functions.append(f"{path.relative_to(root)}:{node.lineno}")
+        if top and path.relative_to(root).parts[0] != "ray_api":
+            outside.append(str(path.relative_to(root)))
+    assert not in_functions, in_functions
+    assert not outside, outside

@@ -5,9 +5,10 @@ import uuid
 
 import anyio
 from mcp import Client
-from tests.support import text_of
+from tests.support import mcp_client, text_of
 
 from ray_mcp.models import NodeList, PlacementGroupList
+from ray_mcp.settings import Settings
 from state_drivers import driver
 
 GROUPS = """
@@ -112,57 +113,25 @@ async def test_list_nodes_shows_the_head_with_total_and_free_resources(client: C
     assert NodeList.model_validate(dead.structured_content).shown == 0
 
 
-async def test_pg_status_from_the_gcs_table_answers_as_the_state_api_page_does(ray_cluster) -> None:
-    """Once the GCS channel is open, pg_status filters, sorts and cuts the GCS's table itself; each answer must
-    equal the one from the State API's page joined with the table (a fresh connection's first call)."""
-    from ray_mcp.ray_api import RayAPI
-
-    tag = f"pgp{uuid.uuid4().hex[:6]}"
-    warm = RayAPI(ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address)
-    try:
-        await warm.warm_up()
-        with driver(ray_cluster.gcs_address, GROUPS, tag):
-            job = None
+async def test_pg_status_without_a_reachable_gcs_lists_the_groups_and_says_their_strategies_are_unknown(
+    ray_cluster,
+) -> None:
+    """A dashboard reached alone (a port-forward, KubeRay's service proxy): the groups, totals and bundles come
+    from the State API; the strategies and counts per state are the GCS's, and the answer says they are
+    unknown, and why."""
+    tag = f"pga{uuid.uuid4().hex[:6]}"
+    with driver(ray_cluster.gcs_address, GROUPS, tag):
+        async with mcp_client(Settings(address=ray_cluster.dashboard_url), gcs_lookup=None) as alone:
             with anyio.fail_after(60):
-                while job is None:
-                    try:
-                        found = await warm.pg_status(
-                            placement_group=f"{tag}-ok", state=None, job_id=None, limit=1, notes=[]
-                        )
-                        job = found.placement_groups[0].creator_job_id
-                    except Exception:
-                        await anyio.sleep(0.5)
-            cases = [
-                {"placement_group": None, "state": None, "job_id": job, "limit": 50},
-                {"placement_group": None, "state": "pending", "job_id": job, "limit": 1},
-                {"placement_group": f"{tag}-spread", "state": None, "job_id": None, "limit": 5},
-                {"placement_group": None, "state": None, "job_id": job, "limit": 0},
-                {"placement_group": None, "state": "CREATED", "job_id": None, "limit": 3},
-            ]
-            for case in cases:
-                with anyio.fail_after(60):
-                    while True:  # groups change state between two reads: until both agree
-                        fresh = RayAPI(
-                            ray_cluster.dashboard_url, timeout_s=30, gcs_address=ray_cluster.gcs_address
-                        )
-                        try:
-                            assert not fresh.gcs_connected
-                            b = await fresh.pg_status(notes=[], **case)  # the State API page + the GCS table
-                        finally:
-                            await fresh.aclose()
-                        a = await warm.pg_status(notes=[], **case)
-                        if a == b:
-                            break
-                        await anyio.sleep(0.5)
-            mine = await warm.pg_status(placement_group=None, state=None, job_id=job, limit=50, notes=[])
-            assert {g.name: g.strategy for g in mine.placement_groups} == {
-                f"{tag}-ok": "PACK",
-                f"{tag}-huge": "PACK",
-                f"{tag}-spread": "STRICT_SPREAD",
-            }
-            missing = await warm.pg_status(
-                placement_group=None, state="REMOVED", job_id=job, limit=5, notes=[]
-            )
-            assert missing.matched == 0 and missing.placement_groups == []
-    finally:
-        await warm.aclose()
+                while True:
+                    page, text = await pgs(alone, placement_group=f"{tag}-spread")
+                    if page.placement_groups[0].state == "PENDING":
+                        break
+                    await anyio.sleep(0.5)
+            counts, _ = await pgs(alone, limit=0)
+    spread = page.placement_groups[0]
+    assert spread.strategy is None and spread.why_pending and spread.bundles, text
+    why = f"unknown (no GCS found for the dashboard at {ray_cluster.dashboard_url}"
+    assert f"Strategies and counts per state {why}" in text and "STRICT_* constraints are not checked" in text
+    assert counts.matched >= 3 and counts.by_state == {}
+    assert any(n.startswith(f"Counts per state {why}") for n in counts.notes), counts.notes

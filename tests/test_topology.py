@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import anyio
 import pytest
 from mcp import Client
-from tests.support import fresh_answers, mcp_client
+from tests.support import mcp_client
 
 from conftest import joined, local_head
 from ray_mcp.cluster import LocalHead, free_ports
@@ -242,18 +242,3 @@ async def test_job_topology_answers_the_same_under_parallel_calls(mcp: Client, t
         for _ in range(4):
             tg.start_soon(one)
     assert len(answers) == 4 and all("1 dead rank" in a for a in answers)
-
-
-async def test_a_fresh_servers_job_topology_answers_without_ray_as_rays_path_does(
-    gpu_cluster, training_job: str, mcp: Client
-) -> None:
-    """Strategies, owners and GPU ids come from the GCS: over gcs_h2 before Ray is imported, the same answer."""
-    head, _worker = gpu_cluster
-    await topology(mcp, training_job)  # Ray's state settled
-    [entry] = await fresh_answers(head.gcs_address, "job_topology", [{"job": training_job}])
-    assert not entry["error"] and entry["ray_before"] is False, entry
-    first, warm = JobTopology.model_validate(entry["first"]), JobTopology.model_validate(entry["warm"])
-    assert first.placement_groups == warm.placement_groups, (entry["text"], entry["warm_text"])
-    assert first.actors == warm.actors, (entry["text"], entry["warm_text"])
-    assert any(g.strategy == "PACK" for g in first.placement_groups), entry["text"]
-    assert any(a.accelerator_ids.get("GPU") for a in first.actors), entry["text"]  # from resource_mapping

@@ -6,6 +6,7 @@ build_server) that answers 500 for chosen endpoints, or that has no dashboard at
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
+from tests.state_drivers import driver
 from tests.support import call_ok, mcp_client, run_to_end, submit, text_of
 
 from ray_mcp.ray_api.gcs import GcsLookup
@@ -23,13 +25,6 @@ ALL_CHECKS = {
     "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts", "failed tasks",
     "placement groups", "Serve", "cluster events",
 }  # fmt: skip
-
-
-@pytest.fixture(autouse=True, scope="module")
-def ray_imported() -> None:
-    """Import Ray once up front: cluster_health's parallel checks import it from several threads at once, a
-    race of its own (issue 13, "Parallel first calls") that these tests are not about."""
-    import ray.job_submission  # noqa: F401
 
 
 class Failing(httpx.AsyncBaseTransport):
@@ -71,10 +66,7 @@ async def test_cluster_health_with_no_dashboard_at_all_is_unknown_never_healthy(
 async def test_cluster_health_names_the_checks_whose_endpoint_answered_500(ray_cluster: Any) -> None:
     clean, _ = await health(Settings(address=ray_cluster.dashboard_url))
     assert clean["unchecked"] == [] and clean["status"] in ("HEALTHY", "PROBLEMS_FOUND")
-    # Actors come from the GCS when it answers: a GCS that cannot be found leaves the State API's list alone.
-    data, text = await health(
-        Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/actors"), gcs_lookup=None
-    )
+    data, text = await health(Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/actors"))
     assert data["healthy"] is False and data["status"] in ("UNKNOWN", "PROBLEMS_FOUND"), text
     assert {"dead actors", "restarting actors", "actor restarts"} <= set(data["unchecked"])
     assert "dead actors" not in data["checked"] and "failed tasks" in data["checked"]
@@ -83,22 +75,10 @@ async def test_cluster_health_names_the_checks_whose_endpoint_answered_500(ray_c
         assert data["status"] == "UNKNOWN" and text.splitlines()[0].endswith("UNKNOWN")
 
 
-async def test_cluster_health_reads_actors_and_placement_groups_from_the_gcs_when_the_state_api_fails(
-    ray_cluster: Any,
-) -> None:
-    failing = Failing("/api/v0/actors", "/api/v0/placement_groups")
-    data, text = await health(Settings(address=ray_cluster.dashboard_url), failing)
-    assert not {"dead actors", "restarting actors", "actor restarts", "placement groups"} & set(
-        data["unchecked"]
-    )
-    assert "HTTP 500" not in text and "placement groups" in data["checked"], text
-
-
 async def test_a_bug_in_one_check_leaves_the_others_and_says_unknown(ray_cluster: Any) -> None:
-    data, text = await health(  # no GCS found: the tasks come from the State API's lists, one of which breaks
-        Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/tasks", error=KeyError("task-bug")),
-        gcs_lookup=None,
-    )  # fmt: skip
+    data, text = await health(  # the tasks come from the State API's lists, one of which breaks
+        Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/tasks", error=KeyError("task-bug"))
+    )
     assert "failed tasks" in data["unchecked"] and data["healthy"] is False, text
     assert "unexpected KeyError" in text and "nodes and demands" in data["checked"]
 
@@ -162,10 +142,22 @@ class NoGcsFound(GcsLookup):
 async def test_a_dashboard_whose_gcs_cannot_be_found_is_not_looked_up_again_by_every_call(
     ray_cluster: Any,
 ) -> None:
+    """A dashboard reached alone (a port-forward, KubeRay's service proxy): every answer comes from it, the
+    GCS's facts are stated unknown, and the GCS is looked for once, not by every call."""
     lookup = NoGcsFound()
-    async with mcp_client(Settings(address=ray_cluster.dashboard_url), gcs_lookup=lookup) as client:
-        for _ in range(3):
-            result = await call_ok(client, "cluster_health", {})
-            data = result.structured_content or {}
-            assert "dead actors" in data["checked"], text_of(result)  # read through the State API instead
+    tag = f"nogcs{uuid.uuid4().hex[:6]}"
+    group = 'g = placement_group([{"CPU": 0.01}], name=f"{sys.argv[2]}-g")\nray.get(g.ready())\n'
+    with driver(ray_cluster.gcs_address, group, tag):
+        async with mcp_client(Settings(address=ray_cluster.dashboard_url), gcs_lookup=lookup) as client:
+            for _ in range(3):
+                with anyio.fail_after(60):
+                    while (
+                        result := await client.call_tool("pg_status", {"placement_group": f"{tag}-g"})
+                    ).is_error:
+                        await anyio.sleep(0.5)  # until the driver made it
+                assert "Strategies and counts per state unknown (no GCS found" in text_of(result), text_of(
+                    result
+                )
+            health = await call_ok(client, "cluster_health", {})
+            assert "dead actors" in (health.structured_content or {})["checked"], text_of(health)
     assert lookup.asked == [ray_cluster.dashboard_url]

@@ -412,13 +412,8 @@ class ClusterManager:
             # Ray's GCS client retries an unreachable address for ~50 s, printing C++ warnings on stderr, in a
             # thread that nothing interrupts: only ask it once a TCP connection shows something listens there.
             if await tcp_reachable(address.host, address.port or 6379, PROBE_TIMEOUT_S):
-                # Asked without Ray's modules first (a first call would wait ~0.3 s for their import), then
-                # through Ray when that cannot tell (TLS, credentials only Ray's process token has).
-                url = await self._gcs_lookup.dashboard_of_without_ray(
-                    gcs, min(self.settings.request_timeout_s, 5.0)
-                )
                 try:
-                    url = url or await asyncio.wait_for(
+                    url = await asyncio.wait_for(
                         in_daemon_thread(self._gcs_lookup.dashboard_of, gcs, self.settings.request_timeout_s),
                         self.settings.request_timeout_s + 2,
                     )

@@ -8,8 +8,8 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
     ├── NotFound               the id or name does not exist in the cluster
     ├── ClusterUnavailable     the cluster could not be reached, or the embedded one failed to start
     │   └── DashboardTimeout   the dashboard accepted the request but did not answer in time
-    ├── RayRequestFailed       the cluster answered with an error
-    └── RayUnavailable         the server's own Ray could not be imported (see ray_import)
+    └── RayRequestFailed       the cluster answered with an error
+        └── AuthRefused        the dashboard (or a proxy) refused the credentials
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import grpc
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -47,10 +48,6 @@ class DashboardTimeout(ClusterUnavailable):
 
 class RayRequestFailed(RayMCPError):
     """The cluster answered, with an error."""
-
-
-class RayUnavailable(RayMCPError):
-    """Ray (or the part of it a call needs) could not be imported in the server's environment."""
 
 
 class AuthRefused(RayRequestFailed):
@@ -124,6 +121,33 @@ def _short_body(response: httpx.Response) -> str:
         return ""
     text = re.sub(r"\s+", " ", text).strip()
     return text if len(text) <= DASHBOARD_BODY_CHARS else text[:DASHBOARD_BODY_CHARS] + "…"
+
+
+# -- the GCS (gRPC, through Ray's own channel) --------------------------------------------------------------------
+
+
+@contextmanager
+def gcs_errors(address: str, what: str, timeout_s: float) -> Iterator[None]:
+    """Map the failures of one gRPC call to the GCS onto our error tree. The first sentence of each message
+    says what failed; callers that can answer without the GCS quote it as the reason a fact is unknown."""
+    try:
+        yield
+    except grpc.RpcError as exc:
+        code = exc.code() if isinstance(exc, grpc.Call) else None
+        name = code.name if code is not None else type(exc).__name__
+        details = _clean(str(exc.details() if isinstance(exc, grpc.Call) else exc) or "")
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            raise AuthRefused(
+                f"The GCS at {address} refused the token for {what} ({name}). Check this cluster's Ray token "
+                "(RAY_AUTH_TOKEN, or auth_token in the clusters file). Nothing was changed."
+            ) from exc
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
+            raise ClusterUnavailable(
+                f"The GCS at {address} did not answer {what} within {timeout_s:g} s ({name}). The dashboard still "
+                "answers everything else; ray-mcp needs the GCS port (6379) reachable from this machine only "
+                "for what the dashboard does not serve."
+            ) from exc
+        raise RayRequestFailed(f"The GCS at {address} failed {what}: {name} {details}.") from exc
 
 
 # -- Ray's Jobs SDK (used to submit, because it uploads the working_dir) and the log endpoint ----------------

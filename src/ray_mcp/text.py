@@ -58,3 +58,8 @@ def user_traceback(text: str | None) -> str:
     text = clean_text(text).split("During handling of the above exception", 1)[0]
     # Python's ^^^^ markers under each frame cost bytes and tell an agent nothing.
     return "\n".join(line for line in text.splitlines() if not CARETS.fullmatch(line)).strip()
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of an error message (what failed), ended by one period."""
+    return text.split(". ")[0].rstrip(".") + "."

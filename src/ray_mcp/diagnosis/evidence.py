@@ -49,7 +49,9 @@ async def _rows(
     limit: int, detail: bool = True,
 ) -> list[dict[str, Any]] | None:  # fmt: skip
     try:
-        result = await api.list_state(resource, what=what, filters=filters or [], limit=limit, detail=detail)
+        result = await api.client.list_state(
+            resource, what=what, filters=filters or [], limit=limit, detail=detail
+        )
     except Exception as exc:  # one source failing (even by a bug) leaves the others; the answer says so
         ev.unreadable.append(f"{what}: {failure(exc)}")
         return None
@@ -122,23 +124,12 @@ async def _cluster_wide(
     events and dead workers. ``jobs``: the job rows when the caller reads them anyway (cluster_health)."""
     ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await asyncio.gather(
         _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
-        _pgs(api, ev),
+        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ),
         jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS_READ, detail=False),
         cluster_events(api, ev),
-        _dead_workers(api, ev),
+        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")],
+              limit=DEAD_WORKERS_READ),
     )  # fmt: skip
-
-
-async def _dead_workers(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
-    """The dead workers (exit type and detail): from the GCS in one call (the same rows), else the State API."""
-    read = await api.dead_workers(DEAD_WORKERS_READ)
-    if read is None:
-        return await _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")],
-                           limit=DEAD_WORKERS_READ)  # fmt: skip
-    rows, dead = read
-    if dead > len(rows):
-        ev.capped.append(f"The dead workers: {len(rows):,} of {dead:,} read; the counts above cover those.")
-    return [dict(r) for r in rows]
 
 
 # The State API's basic job columns: the rows the graph reads, whichever list they come from.
@@ -156,32 +147,20 @@ JOB_COLUMNS = (
 
 async def _listed_jobs(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
     try:
-        rows = await api.job_rows()
+        rows = await api.jobs.rows()
     except Exception as exc:
         ev.unreadable.append(f"the jobs: {failure(exc)}")
         return None
     return [{k: row.get(k) for k in JOB_COLUMNS} for row in rows]
 
 
-async def _actors(api: RayAPI, ev: GraphInputs) -> tuple[list[Row] | None, list[Row] | None]:
-    """The actors that are not alive and the alive ones: from the GCS's actor table in one call (the same
-    rows), else two State API lists (each converts every actor of its states in the dashboard)."""
-    rows = await api.actor_rows()
-    if rows is None:
-        not_alive = [("state", "!=", "ALIVE")]
-        dead, alive_rows = await asyncio.gather(
-            _rows(api, ev, "actors", "the actors that are not alive", filters=not_alive, limit=CLUSTER_ROWS_READ),
-            _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
-        )  # fmt: skip
-        return dead, alive_rows
-    out: list[list[Row]] = []
-    for what, alive in (("the actors that are not alive", False), ("the alive actors", True)):
-        matched = [dict(r) for r in rows if (r.get("state") == "ALIVE") == alive]
-        if len(matched) > CLUSTER_ROWS_READ:
-            ev.capped.append(f"{what[0].upper()}{what[1:]}: {CLUSTER_ROWS_READ:,} of {len(matched):,} read; the "
-                             "counts above cover those.")  # fmt: skip
-        out.append(matched[:CLUSTER_ROWS_READ])
-    return out[0], out[1]
+async def _actors(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
+    """The actors that are not alive, and the alive ones."""
+    return list(await asyncio.gather(
+        _rows(api, ev, "actors", "the actors that are not alive", filters=[("state", "!=", "ALIVE")],
+              limit=CLUSTER_ROWS_READ),
+        _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
+    ))  # fmt: skip
 
 
 TASK_STATES = (("FAILED", "the failed tasks"), ("PENDING_NODE_ASSIGNMENT", "the tasks waiting for a node"),
@@ -189,33 +168,20 @@ TASK_STATES = (("FAILED", "the failed tasks"), ("PENDING_NODE_ASSIGNMENT", "the 
 
 
 async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
-    """The failed tasks, those waiting for a node and the running ones: one scan of the GCS's task events for
-    every unfinished task (the same rows), else one State API list per state (one scan each)."""
-    read = await api.unfinished_tasks()
-    if read is None:
-        return list(await asyncio.gather(*(_rows(api, ev, "tasks", what, filters=[("state", "=", state)],
-                                                 limit=TASKS_READ) for state, what in TASK_STATES)))  # fmt: skip
-    rows, more = read
-    if more:
-        ev.capped.append(f"The unfinished tasks: {len(rows):,} of {len(rows) + more:,} read (Ray's cap); the counts "
-                         "above cover those.")  # fmt: skip
+    """The failed tasks, those waiting for a node and the running ones: one list of every task attempt that did
+    not finish (the GCS filters task events by state, so the finished ones are never converted), split here."""
+    rows = await _rows(api, ev, "tasks", "the unfinished tasks", filters=[("state", "!=", "FINISHED")],
+                       limit=STATE_API_MAX_ROWS)  # fmt: skip
+    if rows is None:
+        return [None] * len(TASK_STATES)
     out: list[list[Row] | None] = []
     for state, what in TASK_STATES:
-        matched = [dict(r) for r in rows if r.get("state") == state]
+        matched = [r for r in rows if r.get("state") == state]
         if len(matched) > TASKS_READ:
             ev.capped.append(f"{what[0].upper()}{what[1:]}: {TASKS_READ:,} of {len(matched):,} read; the counts "
                              "above cover those.")  # fmt: skip
         out.append(matched[:TASKS_READ])
     return out
-
-
-async def _pgs(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
-    """Every placement group: from the GCS in one call (the same rows, with strategies), else the State API
-    (which converts every group in the dashboard, slowly when there are many)."""
-    rows = await api.pg_rows()
-    if rows is not None:
-        return [dict(r) for r in rows]
-    return await _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ)
 
 
 async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> GraphInputs:
@@ -250,7 +216,7 @@ async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] |
     State API's variant fails, as it does on some event records."""
     try:
         # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
-        result = await api.list_state(
+        result = await api.client.list_state(
             "cluster_events", what="the cluster events", limit=EVENTS_READ, detail=True
         )
     except Exception as exc:
@@ -263,7 +229,7 @@ async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] |
             )
         return rows
     try:
-        data = await api.get_data("/events", what="the cluster events (/events)")
+        data = await api.client.get_data("/events", what="the cluster events (/events)")
     except Exception:
         ev.unreadable.append(f"the cluster events: {first_error}")
         return None
@@ -284,19 +250,16 @@ def _clock(ts: float) -> str:
 
 
 async def _strategies(api: RayAPI, ev: GraphInputs) -> None:
-    """The strategy of each pending placement group (the State API omits it; the GCS table has it)."""
+    """The strategy of each placement group (the State API omits it; the GCS's table has it)."""
     try:
-        table = await api._pg_table()
+        strategies = await api.placement_groups.strategies()
     except Exception as exc:
-        ev.unreadable.append(f"the placement group strategies: {failure(exc)}")
+        ev.unreadable.append(f"the placement group strategies: {failure(exc)} (STRICT_* not checked)")
         return
-    if table is None:
-        ev.unreadable.append("the placement group strategies: the GCS did not answer (STRICT_* not checked)")
-        return
-    strategies = {r.get("placement_group_id"): r.get("strategy") for r in table}
     for pg in ev.pgs or []:
-        if not pg.get("strategy") and strategies.get(pg.get("placement_group_id")):
-            pg["strategy"] = strategies[pg.get("placement_group_id")]
+        strategy = strategies.get(str(pg.get("placement_group_id")))
+        if not pg.get("strategy") and strategy:
+            pg["strategy"] = strategy
 
 
 async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
@@ -337,7 +300,7 @@ SERVE_DEPLOY = re.compile(r"Deploying application .{0,80}failed|RayServeExceptio
 async def _serve(api: RayAPI, ev: GraphInputs) -> None:
     """The Serve applications' status (why a deployment failed: its replicas' constructor error)."""
     try:
-        ev.serve = await api.serve_details()
+        ev.serve = await api.serve.details()
     except Exception as exc:
         ev.unreadable.append(f"the Serve applications: {failure(exc)}")
 
@@ -407,7 +370,7 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
             reads.append(
                 (
                     f"actor:{actor.get('actor_id')}",
-                    api.tail_logs(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES),
+                    api.logs.tail(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES),
                 )
             )
     pids = {str(w.get("worker_id")): int(num(w.get("pid"))) for w in ev.workers or []}
@@ -432,7 +395,7 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
     for node, pid in dict.fromkeys(crashed):
         target = LogTarget(pid=pid, node=node, stream="err")
         reads.append(
-            (f"{node}:{pid}", api.tail_logs(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES))
+            (f"{node}:{pid}", api.logs.tail(target, lines=CRASH_LOG_LINES, max_bytes=CRASH_LOG_BYTES))
         )
     results = await asyncio.gather(*(aw for _, aw in reads), return_exceptions=True)
     for (key, _), result in zip(reads, results, strict=True):
@@ -445,7 +408,7 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
 async def _worker_files(api: RayAPI, ev: GraphInputs, node_id: str, job_id: str) -> set[int]:
     """The pids of the job's worker processes on a node, from their log file names (worker-<id>-<job>-<pid>)."""
     try:
-        data = await api.get_data(
+        data = await api.client.get_data(
             "/api/v0/logs",
             what="the log file list",
             params={"node_id": node_id, "glob": f"worker-*-{job_id}-*.err"},

@@ -32,10 +32,11 @@ from ray_mcp.limits import (
     PENDING_ACTORS_SHOWN,
     PENDING_GROUPS_SHOWN,
 )
-from ray_mcp.ray_api import RayAPI, ray_import
+from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info, job_list
+from ray_mcp.text import first_sentence
 
 log = logging.getLogger("ray_mcp.diagnosis")
 
@@ -59,8 +60,7 @@ async def or_note(
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
     """Gather everything about one job concurrently, then rank the findings (diagnose_job)."""
-    await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
-    details = await api.job_details(job)
+    details = await api.jobs.details(job)
     info = job_info(details, time.time())
     notes: list[str] = []
     missed: list[str] = []
@@ -68,19 +68,19 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     sid = info.submission_id
     by_job = [("job_id", "=", job_id)] if job_id else None
     driver, dead, pending, supervisor, tasks, pgs, capacities, status, ev = await gather(
-        or_note(api.tail_logs(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+        or_note(api.logs.tail(LogTarget(job=sid or job), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
                       notes, "the driver log", missed),
-        or_note(api.list_actors(filters=[*by_job, ("state", "=", "DEAD")], limit=JOB_DEAD_ACTORS_READ, detail=True, notes=[]),
+        or_note(api.actors.list(filters=[*by_job, ("state", "=", "DEAD")], limit=JOB_DEAD_ACTORS_READ, detail=True, notes=[]),
                       notes, "the job's dead actors", missed) if by_job else nothing(),
-        or_note(api.list_actors(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=PENDING_ACTORS_SHOWN,
+        or_note(api.actors.list(filters=[*by_job, ("state", "=", "PENDING_CREATION")], limit=PENDING_ACTORS_SHOWN,
                                        detail=True, notes=[]), notes, "the job's pending actors", missed) if by_job else nothing(),
-        or_note(api.list_actors(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
+        or_note(api.actors.list(filters=[("name", "=", f"_ray_internal_job_actor_{sid}")], limit=1,
                                        detail=True, notes=[]), notes, "the job's supervisor", missed) if sid else nothing(),
-        or_note(api.task_error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
-        or_note(api.pg_status(placement_group=None, state="PENDING", job_id=job_id, limit=PENDING_GROUPS_SHOWN, notes=[]),
+        or_note(api.tasks.error_groups(filters=list(by_job)), notes, "the job's failed tasks", missed) if by_job else nothing(),
+        or_note(api.placement_groups.status(placement_group=None, state="PENDING", job_id=job_id, limit=PENDING_GROUPS_SHOWN, notes=[]),
                       notes, "the job's placement groups", missed) if job_id else nothing(),
-        or_note(api.node_capacities(), notes, "the nodes", missed),
-        or_note(api.cluster_status(max_nodes=1), notes, "pending demands", missed)
+        or_note(api.nodes.capacities(), notes, "the nodes", missed),
+        or_note(api.nodes.cluster_status(max_nodes=1), notes, "pending demands", missed)
         if info.status in ("PENDING", "RUNNING") else nothing(),
         chain_evidence.gather_job(api, details, None),
     )  # fmt: skip
@@ -104,7 +104,7 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         :CRASHED_ACTOR_LOGS
     ]
     logs = await gather(
-        *(or_note(api.tail_logs(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
+        *(or_note(api.logs.tail(LogTarget(actor_id=a.actor_id), lines=ACTOR_LOG_LINES, max_bytes=ACTOR_LOG_BYTES,
                                        grep=r"Traceback|Error|Exception", context=2), notes, f"the log of actor {a.actor_id}")
           for a in crashed)
     )  # fmt: skip
@@ -124,10 +124,8 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
 
     The evidence graph (evidence.gather_cluster) reads actors, tasks, nodes and placement groups once and
     explains them; the per-area checks it stands in for (dead, restarting and looping actors, failed tasks,
-    pending groups) run only when it could not read actors or nodes. Every source is read once per call: the
-    job list serves both the failed jobs and the graph, the GCS's placement group table both the pending
-    count and the graph."""
-    await ray_import.ensure("core")  # once, by one thread, before the gathering threads use ray
+    pending groups) run only when it could not read actors or nodes. The job list is read once, for both the
+    failed jobs and the graph."""
     notes: list[str] = []
     missed: list[str] = []
     checks = [
@@ -135,9 +133,9 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         "failed tasks", "placement groups", "Serve", "cluster events",
     ]  # fmt: skip
     status, jobs, serve, ev = await gather(
-        or_note(api.cluster_status(max_nodes=HEALTH_NODES, gcs_first=True), notes, "nodes and demands", missed),
-        or_note(api.job_rows(), notes, "failed jobs", missed),
-        or_note(api.serve_status(app=None, log_lines=HEALTH_SERVE_LOG_LINES), notes, "Serve", missed),
+        or_note(api.nodes.cluster_status(max_nodes=HEALTH_NODES), notes, "nodes and demands", missed),
+        or_note(api.jobs.rows(), notes, "failed jobs", missed),
+        or_note(api.serve.status(app=None, log_lines=HEALTH_SERVE_LOG_LINES), notes, "Serve", missed),
         chain_evidence.gather_cluster(api, job_list=True),
     )  # fmt: skip
     failed = job_list(
@@ -172,14 +170,14 @@ async def _area_checks(
     """The per-area checks of actors, tasks and placement groups, for when the evidence graph has no actors
     or nodes to reason over (their State API lists failed)."""
     dead, restarting, alive, tasks, pgs = await gather(
-        or_note(api.list_actors(filters=[("state", "=", "DEAD")], limit=AREA_DEAD_ACTORS, detail=True, notes=[]),
+        or_note(api.actors.list(filters=[("state", "=", "DEAD")], limit=AREA_DEAD_ACTORS, detail=True, notes=[]),
                       notes, "dead actors", missed),
-        or_note(api.list_actors(filters=[("state", "=", "RESTARTING")], limit=AREA_RESTARTING_ACTORS, detail=True, notes=[]),
+        or_note(api.actors.list(filters=[("state", "=", "RESTARTING")], limit=AREA_RESTARTING_ACTORS, detail=True, notes=[]),
                       notes, "restarting actors", missed),
-        or_note(api.list_actors(filters=[("state", "=", "ALIVE")], limit=AREA_ALIVE_ACTORS, detail=True, notes=[]),
+        or_note(api.actors.list(filters=[("state", "=", "ALIVE")], limit=AREA_ALIVE_ACTORS, detail=True, notes=[]),
                       notes, "actor restarts", missed),
-        or_note(api.task_error_groups(filters=[]), notes, "failed tasks", missed),
-        or_note(api.pg_status(placement_group=None, state="PENDING", job_id=None, limit=AREA_PENDING_GROUPS, notes=[]), notes,
+        or_note(api.tasks.error_groups(filters=[]), notes, "failed tasks", missed),
+        or_note(api.placement_groups.status(placement_group=None, state="PENDING", job_id=None, limit=AREA_PENDING_GROUPS, notes=[]), notes,
                       "placement groups", missed),
     )  # fmt: skip
     looping = [a for a in (alive.actors if alive else []) if (a.restarts or 0) >= 3]
@@ -189,7 +187,3 @@ async def _area_checks(
     evidence.task_errors = list(tasks or [])
     evidence.pending_pgs = list(pgs.placement_groups) if pgs else []
     evidence.pending_pgs_total = pgs.matched if pgs else 0
-
-
-def first_sentence(text: str) -> str:
-    return text.split(". ")[0].rstrip(".") + "."

@@ -126,10 +126,10 @@ async def gather(
         return None  # too young to call stalled: no request spent
     by_job = [("job_id", "=", str(details["job_id"]))]
     finished, open_ = await asyncio.gather(
-        api.list_state("tasks", what="the job's finished tasks", filters=[*by_job, ("state", "=", "FINISHED")],
-                       limit=HANG_TASK_ROWS, detail=True),
-        api.list_state("tasks", what="the job's unfinished tasks", filters=[*by_job, ("state", "!=", "FINISHED")],
-                       limit=HANG_TASK_ROWS, detail=True),
+        api.client.list_state("tasks", what="the job's finished tasks",
+                              filters=[*by_job, ("state", "=", "FINISHED")], limit=HANG_TASK_ROWS, detail=True),
+        api.client.list_state("tasks", what="the job's unfinished tasks",
+                              filters=[*by_job, ("state", "!=", "FINISHED")], limit=HANG_TASK_ROWS, detail=True),
     )  # fmt: skip
     rows = list(finished.get("result") or []) + list(open_.get("result") or [])
     total = int(finished.get("num_filtered") or 0) + int(open_.get("num_filtered") or 0)
@@ -158,7 +158,7 @@ async def gather(
     from ray_mcp.ray_api.targets import Target
 
     try:
-        evidence.stacks = await api.stacks.stack_traces(
+        evidence.stacks = await api.stacks.traces(
             Target(kind="job", job=str(details.get("submission_id") or details["job_id"])),
             limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES, max_bytes=HANG_STACK_BYTES,
         )  # fmt: skip

@@ -1,11 +1,69 @@
-"""RayAPI: every area of ray_api in one object (imported on first use, see __init__.py)."""
+"""RayAPI: one object per area of ray_api, all sharing one HTTP client and one GCS connection per cluster."""
 
-from ray_mcp.ray_api.actors import ActorsAPI
-from ray_mcp.ray_api.placement_groups import PlacementGroupsAPI
-from ray_mcp.ray_api.serve import ServeAPI
-from ray_mcp.ray_api.stacks import StacksAPI
-from ray_mcp.ray_api.tasks import TasksAPI
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import httpx
+
+from ray_mcp.ray_api.actors import Actors
+from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.gcs import GCS_LOOKUP, Gcs, GcsLookup
+from ray_mcp.ray_api.jobs import Jobs
+from ray_mcp.ray_api.logs import Logs
+from ray_mcp.ray_api.nodes import Nodes
+from ray_mcp.ray_api.placement_groups import PlacementGroups
+from ray_mcp.ray_api.serve import Serve
+from ray_mcp.ray_api.stacks import Stacks
+from ray_mcp.ray_api.tasks import Tasks
+from ray_mcp.ray_api.topology import Topology
+from ray_mcp.ray_api.train import Train
 
 
-class RayAPI(ServeAPI, ActorsAPI, PlacementGroupsAPI, TasksAPI, StacksAPI):
-    """A connection to one Ray cluster, every area in one object. One instance per cluster, reused by every call."""
+class RayAPI:
+    """A connection to one Ray cluster: ``api.jobs``, ``api.actors``, ``api.placement_groups``, ``api.logs``...
+    One instance per cluster, reused by every call. ``client`` is its dashboard (the source of every answer
+    it can give), ``gcs`` its GCS (only for what the dashboard does not serve)."""
+
+    def __init__(
+        self,
+        dashboard_url: str,
+        *,
+        timeout_s: float,
+        source: str = "external",
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+        gcs_address: str | None = None,
+        gcs_lookup: GcsLookup | None = GCS_LOOKUP,
+        stack_source: str = "auto",
+        py_spy: str | None = None,
+        local_logs: bool = True,
+    ) -> None:
+        self.client = client = RayClient(
+            dashboard_url,
+            timeout_s=timeout_s,
+            source=source,
+            headers=headers,
+            verify=verify,
+            transport=transport,
+        )
+        self.dashboard_url = client.dashboard_url
+        self.gcs = gcs = Gcs(
+            client.dashboard_url, address=gcs_address, lookup=gcs_lookup, authorization=client.authorization(),
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        self.nodes = nodes = Nodes(client)
+        self.jobs = jobs = Jobs(client)
+        self.actors = Actors(client, gcs)
+        self.tasks = Tasks(client, gcs)
+        self.placement_groups = placement_groups = PlacementGroups(client, gcs, nodes)
+        self.logs = logs = Logs(client, jobs, nodes, local_logs=local_logs)
+        self.serve = serve = Serve(client, logs)
+        self.stacks = Stacks(client, jobs, nodes, source=stack_source, py_spy=py_spy)
+        self.topology = Topology(client, gcs, jobs, placement_groups, serve)
+        self.train = Train(client)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        self.gcs.close()

@@ -1,46 +1,38 @@
 """The core of the Ray adapter: the dashboard's HTTP API (JSON, envelopes, State API lists, streams) and
-concurrency helpers. Every area module (jobs, logs, actors, ...) builds on ``RayClient``.
+concurrency helpers. Every area (jobs, logs, actors, ...) holds the one ``RayClient`` of its cluster.
 
-Ray is imported lazily, inside the functions that need it, so that the server answers ``initialize``
-without paying for ``import ray``. Every HTTP failure becomes one of our ``ToolError`` subclasses
-(``errors.dashboard_errors``)."""
+Every HTTP failure becomes one of our ``ToolError`` subclasses (``errors.dashboard_errors``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
-import threading
+import ssl
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
-import anyio.to_thread
+import httpx
 import pydantic_core
 
 from ray_mcp.errors import (
-    ClusterUnavailable,
     RayMCPError,
     RayRequestFailed,
     dashboard_errors,
     log_request_failed,
 )
 from ray_mcp.guard.redaction import SECRETS
-from ray_mcp.ray_api import gcs, ray_import
 from ray_mcp.ray_api.query import Filter, encode
 from ray_mcp.shaping.common import source_cap_note
-
-if TYPE_CHECKING:
-    import httpx
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
 JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
-GCS_RETRY_S = 60.0  # a dashboard whose GCS was not found: how long before it is looked up again
 
 
 class RayClient:
@@ -55,27 +47,14 @@ class RayClient:
         headers: Mapping[str, str] | None = None,
         verify: bool | str = True,
         transport: httpx.AsyncBaseTransport | None = None,
-        gcs_address: str | None = None,
-        gcs_lookup: gcs.GcsLookup | None = gcs.GCS_LOOKUP,
-        stack_source: str = "auto",
-        py_spy: str | None = None,
     ) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
-        self.stack_source = stack_source  # where stack_traces and cpu_profile read stacks (ray_api/stacks.py)
-        self.py_spy = py_spy
-        self.gcs_address = gcs_address  # known for embedded clusters and GCS addresses; else discovered
-        self._gcs_channel: Any = None
-        self._gcs_lock = threading.Lock()  # the channel is made in a worker thread: by one of them
-        self._gcs_lookup = gcs_lookup
-        self._gcs_missed_at = -GCS_RETRY_S  # when the lookup last found no GCS (see _gcs_channel_locked)
         self.timeout_s = timeout_s
         self.source = source
         # Ray's own credentials (token auth header, proxy headers) and TLS settings, for Ray's clients too.
         self.headers = dict(headers or {})
         self.verify = verify
-        import httpx  # lazily: importing it costs cold start, and a RayAPI is made on the first tool call
-
-        self._http = httpx.AsyncClient(
+        self.http = httpx.AsyncClient(
             base_url=self.dashboard_url,
             timeout=httpx.Timeout(timeout_s),
             headers={"User-Agent": USER_AGENT, **self.headers},
@@ -89,15 +68,12 @@ class RayClient:
         self._in_flight: dict[str, asyncio.Future[Any]] = {}  # shared(): one read for concurrent askers
 
     async def aclose(self) -> None:
-        await self._http.aclose()
-        if self._gcs_channel is not None:
-            self._gcs_channel.close()
-            self._gcs_channel = None
+        await self.http.aclose()
 
     async def get_json(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET a dashboard endpoint and return its decoded JSON body."""
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
-            response = await self._http.get(path, params=params)
+            response = await self.http.get(path, params=params)
             response.raise_for_status()
             return decode_json(response.content)
 
@@ -113,7 +89,7 @@ class RayClient:
         """Any dashboard request answered in JSON; ``not_found`` is the message for an HTTP 404."""
         timeout = timeout_s or self.timeout_s
         with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
-            response = await self._http.request(method, path, timeout=timeout)
+            response = await self.http.request(method, path, timeout=timeout)
             response.raise_for_status()
             return decode_json(response.content)
 
@@ -226,7 +202,7 @@ class RayClient:
         rows: list[dict[str, Any]] = await self.shared("job_rows", read)
         return rows
 
-    async def _state_page(
+    async def state_page(
         self, resource: str, *, filters: list[Filter], limit: int, detail: bool
     ) -> tuple[int, int, list[dict[str, Any]], list[str]]:
         """One State API list call: (total, matched, rows, notes). ``matched`` is exact: Ray filters every row."""
@@ -240,7 +216,7 @@ class RayClient:
         rows = list(result.get("result") or [])[:limit]
         return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
 
-    async def _summary(self, resource: str, *, filters: list[Filter], **extra: str) -> dict[str, Any]:
+    async def summary(self, resource: str, *, filters: list[Filter], **extra: str) -> dict[str, Any]:
         params: list[tuple[str, str]] = [("timeout", str(max(1, int(self.timeout_s))))]
         params += list(extra.items())
         params += encode(filters)
@@ -250,7 +226,7 @@ class RayClient:
         )  # fmt: skip
         return dict(data.get("result") or {})
 
-    async def _one_state(
+    async def one_state(
         self, resource: str, key: str, value: str, attempt: int | None = None
     ) -> dict[str, Any] | None:
         result = await self.list_state(
@@ -262,16 +238,14 @@ class RayClient:
         return dict(rows[0]) if rows else None
 
     @asynccontextmanager
-    async def _log_stream(
+    async def log_stream(
         self, media: str, params: Mapping[str, str], *, what: str, hint: str, read_timeout: float | None
     ) -> AsyncIterator[httpx.Response]:
         """Open ``/api/v0/logs/<media>`` as a stream; failures (the endpoint answers 500) become ours."""
-        import httpx
-
         timeout = httpx.Timeout(self.timeout_s, read=read_timeout)
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
-            request = self._http.build_request("GET", f"/api/v0/logs/{media}", params=params, timeout=timeout)
-            response = await self._http.send(request, stream=True)
+            request = self.http.build_request("GET", f"/api/v0/logs/{media}", params=params, timeout=timeout)
+            response = await self.http.send(request, stream=True)
             try:
                 if response.status_code != 200:
                     body = (await response.aread()).decode("utf-8", errors="replace")
@@ -282,13 +256,13 @@ class RayClient:
             finally:
                 await response.aclose()
 
-    async def _fetch_log(
+    async def fetch_log(
         self, media: str, params: Mapping[str, str], *, what: str, hint: str, keep: int
     ) -> tuple[bytes, int]:
         """Read a log response, keeping only its last ``keep`` bytes. Returns (kept bytes, total bytes)."""
         buf = bytearray()
         total = 0
-        async with self._log_stream(
+        async with self.log_stream(
             media, params, what=what, hint=hint, read_timeout=self.timeout_s
         ) as response:
             with dashboard_errors(self.dashboard_url, what, self.timeout_s):
@@ -301,84 +275,17 @@ class RayClient:
             del buf[: len(buf) - keep]
         return bytes(buf), total
 
-    @property
-    def gcs_connected(self) -> bool:
-        return self._gcs_channel is not None
-
-    async def warm_up(self, between: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Make what a first call would make: the GCS part (warm_up_gcs), then Ray's Jobs client modules
-        (warm_up_jobs). Raises what that call would raise; the caller decides whether that matters."""
-        await self.warm_up_gcs(between)
-        await self.warm_up_jobs(between)
-
-    async def warm_up_gcs(self, between: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Ray's GCS modules, then the GCS channel (found, if only the dashboard was given): what a first
-        pg_status waits for. ``between`` is awaited before each step (each holds the GIL for long stretches):
-        the warm-up waits there for the calls."""
-        await _after(between, functools.partial(ray_import.ensure, "gcs"))
-        await _after(between, functools.partial(anyio.to_thread.run_sync, self._gcs))
-
-    async def warm_up_jobs(self, between: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Ray's Jobs client and runtime_env packaging modules (submit_job, diagnose_job): ~0.3-0.4 s."""
-        await _after(between, functools.partial(ray_import.ensure, "core"))
-
-    async def gcs_address_without_ray(self) -> str | None:
-        """The GCS's address for gcs_h2's reads: the known one, else found over gcs_h2 (when this API looks for
-        a GCS at all). None when not found that way: Ray's lookup (_gcs) then decides, as before."""
-        if self.gcs_address is not None:
-            return self.gcs_address
-        if self._gcs_lookup is None or time.monotonic() - self._gcs_missed_at < GCS_RETRY_S:
-            return None
-        address = await self._gcs_lookup.gcs_of_without_ray(self.dashboard_url, min(self.timeout_s, 1.0))
-        if address is not None and self.gcs_address is None:
-            self.gcs_address = address  # what Ray's channel connects to later, without its own lookup
-        return self.gcs_address
-
     def authorization(self) -> str | None:
         """This cluster's own Authorization (settings.dashboard_request_headers), never the process's token."""
         return next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
 
-    def _gcs(self) -> Any:
-        """A gRPC channel to the GCS (created once, by one thread). Finds the GCS if we were only given the
-        dashboard."""
-        with self._gcs_lock:
-            return self._gcs_channel_locked()
-
-    def _gcs_channel_locked(self) -> Any:
-        if self._gcs_channel is None:
-            address = self.gcs_address
-            # A dashboard reached alone (a port-forward of 8265) has a GCS this machine cannot reach: its lookup
-            # (up to 3 s) is not asked again by every call that would use the GCS, only after GCS_RETRY_S.
-            recently = time.monotonic() - self._gcs_missed_at < GCS_RETRY_S
-            if address is None and self._gcs_lookup is not None and not recently:
-                address = self._gcs_lookup.gcs_of(self.dashboard_url, min(self.timeout_s, 3.0))
-                if address is None:
-                    self._gcs_missed_at = time.monotonic()
-            if address is None:
-                raise ClusterUnavailable(
-                    f"Cannot find the GCS of the cluster whose dashboard is {self.dashboard_url}: this call needs it. "
-                    "Start ray-mcp with the GCS address (--address host:6379)."
-                )
-            self.gcs_address = address
-            self._gcs_channel = gcs.open_channel(address, self.authorization())
-        return self._gcs_channel
-
-
-async def _after(between: Callable[[], Awaitable[None]] | None, step: Callable[[], Awaitable[Any]]) -> None:
-    if between is not None:
-        await between()
-    await step()
-
 
 def http_verify(dashboard_url: str, verify: bool | str) -> Any:
     """How the HTTP client checks TLS. A plain-http dashboard reached without a proxy never makes a TLS
-    connection (the client follows no redirects): then no CA bundle is loaded (30-100 ms of a first call), and
-    the context given verifies against no CA at all, so any TLS connection it were asked to make would fail."""
-    import urllib.request
-
+    connection (the client follows no redirects): then no CA bundle is loaded (loading one is most of a new
+    client's cost), and the context given verifies against no CA at all, so any TLS connection it were asked
+    to make would fail."""
     if verify is True and dashboard_url.startswith("http://") and not urllib.request.getproxies():
-        import ssl
-
         return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, hostname checked, no CA loaded
     return verify
 
@@ -416,9 +323,8 @@ async def nothing() -> None:
 
 
 def decode_json(body: bytes) -> Any:
-    """A dashboard answer's JSON, by pydantic-core's parser: the same values as json.loads, in 55-60 % of its
-    time (``/api/cluster_status`` is 1 MB at 1,000 placement groups: 19 -> 11 ms on the event loop). What it
-    refuses (a lone surrogate escape, which Python's json writes for a string holding one) goes to json.loads,
+    """A dashboard answer's JSON, by pydantic-core's parser: the same values as json.loads, faster, on the
+    event loop (``/api/cluster_status`` is a megabyte at a thousand placement groups). What it refuses (a lone surrogate escape, which Python's json writes for a string holding one) goes to json.loads,
     which raises ValueError for what is not JSON."""
     try:
         return pydantic_core.from_json(body)
@@ -428,8 +334,6 @@ def decode_json(body: bytes) -> Any:
 
 async def dashboard_answers(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> bool:
     """Is there a Ray dashboard at this URL? (Never raises.)"""
-    import httpx
-
     try:
         async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
             r = await http.get(f"{url}/api/version")
@@ -444,8 +348,6 @@ async def head_node_alive(url: str, timeout_s: float, headers: Mapping[str, str]
     With Ray's token authentication on (a ``~/.ray/auth_token`` makes ``ray start`` turn it on), the probe
     needs the token too, or it would wait for a head that is in fact ready.
     """
-    import httpx
-
     try:
         async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
             r = await http.get(f"{url}/api/v0/nodes", params={"limit": 10})

@@ -1,5 +1,5 @@
 """Ray Jobs: get, list, wait, stop and delete through the Jobs REST API (/api/jobs/); submit through Ray's
-JobSubmissionClient, which zips and uploads a local working_dir (the only path that imports Ray)."""
+JobSubmissionClient, which zips and uploads a local working_dir."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from ray.job_submission import JobSubmissionClient
 
 from ray_mcp import models
 from ray_mcp.errors import (
@@ -24,7 +25,6 @@ from ray_mcp.errors import (
 )
 from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.limits import LINE_CHARS
-from ray_mcp.ray_api import ray_import
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
@@ -49,66 +49,64 @@ def job_log_file(submission_id: str) -> str:
     return f"job-driver-{submission_id}.log"  # ray.dashboard.modules.job.common.JOB_LOGS_PATH_TEMPLATE
 
 
-class JobsAPI(RayClient):
+class Jobs:
     """The Jobs API of one cluster."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Ray's JobSubmissionClient, created on first use (it imports ray and checks the version)
-        self._jobs_client: Any = None
-        self._jobs_lock = asyncio.Lock()
+    def __init__(self, client: RayClient) -> None:
+        self.client = client
+        # Ray's JobSubmissionClient, made by the first submission (its constructor asks the dashboard's version)
+        self._sdk: Any = None
+        self._sdk_lock = asyncio.Lock()
 
     async def _job_client(self) -> Any:
         """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
-        async with self._jobs_lock:
-            if self._jobs_client is None:
-                # Importing ray is local work that may take seconds on a busy machine: not bounded by the
-                # dashboard timeout. The constructor's version check is a request: bounded.
-                await ray_import.ensure("core")
-                cls = await anyio.to_thread.run_sync(bounded_job_client_class, self.timeout_s)
+        async with self._sdk_lock:
+            if self._sdk is None:
+                c = self.client
                 make = functools.partial(
-                    cls, self.dashboard_url, headers=self.headers or None, verify=self.verify
-                )
-                self._jobs_client = await self._in_thread(make, what="connecting to the Jobs API")
-        return self._jobs_client
+                    BoundedJobSubmissionClient, c.dashboard_url, timeout_s=c.timeout_s,
+                    headers=c.headers or None, verify=c.verify,
+                )  # fmt: skip
+                self._sdk = await self._in_thread(make, what="connecting to the Jobs API")
+        return self._sdk
 
     async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        # Each request of the Job SDK has the dashboard timeout (bounded_job_client_class); this is the backstop.
-        limit = timeout_s or self.timeout_s + JOB_SDK_SLACK_S
-        with job_sdk_errors(self.dashboard_url, what):
+        # Each request of the Job SDK has the dashboard timeout (BoundedJobSubmissionClient); this is the backstop.
+        limit = timeout_s or self.client.timeout_s + JOB_SDK_SLACK_S
+        with job_sdk_errors(self.client.dashboard_url, what):
             try:
                 with anyio.fail_after(limit):
                     return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
             except TimeoutError as exc:
                 raise DashboardTimeout(
-                    f"The Ray job server at {self.dashboard_url} did not finish {what} within {limit:g} s. "
+                    f"The Ray job server at {self.client.dashboard_url} did not finish {what} within {limit:g} s. "
                     "The cluster may be overloaded; retry, or check it with cluster_status."
                 ) from exc
 
-    async def job_details(self, job: str) -> dict[str, Any]:
+    async def details(self, job: str) -> dict[str, Any]:
         """Ray's JobDetails of a job, by submission id or job id (GET /api/jobs/<id>), as a JSON dict."""
         if not job.strip():
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
         job = check_job_ref(job.strip())
-        details = await self.request_json(
+        details = await self.client.request_json(
             "GET",
             f"/api/jobs/{job}",
             what=f"the lookup of job {job!r}",
-            not_found=_no_job(self.dashboard_url, job),
+            not_found=_no_job(self.client.dashboard_url, job),
         )
         out = dict(details)
         SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
         return out
 
-    async def job_id_of(self, job: str | None) -> str | None:
+    async def id_of(self, job: str | None) -> str | None:
         """The hex job id of a job given by job id or submission id, to filter actors, tasks and groups by."""
         if job is None or not job.strip():
             return None
         job = job.strip()
         if re.fullmatch(r"[0-9a-fA-F]{8}", job):
             return job.lower()
-        details = await self.job_details(job)
+        details = await self.details(job)
         if not details.get("job_id"):
             raise NotFound(
                 f"Job {job} has no job id yet (status {details.get('status')}): its driver has not started, so "
@@ -116,10 +114,10 @@ class JobsAPI(RayClient):
             )
         return str(details["job_id"])
 
-    async def get_job(self, job: str) -> models.JobInfo:
-        return job_info(await self.job_details(job), time.time())
+    async def get(self, job: str) -> models.JobInfo:
+        return job_info(await self.details(job), time.time())
 
-    async def submit_job(
+    async def submit(
         self,
         *,
         entrypoint: str,
@@ -144,15 +142,12 @@ class JobsAPI(RayClient):
         if submission_id is not None:
             check_job_ref(submission_id, what="submission_id")
         if isinstance(runtime_env, Mapping) and runtime_env:
-            await ray_import.ensure("core")  # the walk uses Ray's packaging code
             runtime_env = await anyio.to_thread.run_sync(confine_uploads, runtime_env, upload_roots)
         env, uploaded = check_runtime_env(runtime_env)
-        if env:
-            await ray_import.ensure("core")
         await self._in_thread(
             functools.partial(validate_with_ray, env),
             what="runtime_env validation",
-            timeout_s=max(30.0, 3 * self.timeout_s),  # local work (imports ray), no request
+            timeout_s=max(30.0, 3 * self.client.timeout_s),  # local work, no request
         )
         client = await self._job_client()
         submit = functools.partial(
@@ -166,8 +161,10 @@ class JobsAPI(RayClient):
             entrypoint_memory=entrypoint_memory,
             entrypoint_resources=entrypoint_resources,
         )
-        sid = await self._in_thread(submit, what="the job submission", timeout_s=max(300.0, self.timeout_s))
-        info = await self.get_job(str(sid))
+        sid = await self._in_thread(
+            submit, what="the job submission", timeout_s=max(300.0, self.client.timeout_s)
+        )
+        info = await self.get(str(sid))
         hints = [
             f"Call wait_for_job with job={sid!r} to follow it, and tail_logs with job={sid!r} for its output."
         ]
@@ -175,24 +172,21 @@ class JobsAPI(RayClient):
             submission_id=str(sid), status=info.status, entrypoint=entrypoint, uploaded=uploaded, hints=hints
         )
 
-    async def list_jobs(
-        self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
-    ) -> models.JobList:
-        return job_list(
-            await self.job_rows(), statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit,
-            now_s=time.time(),
-        )  # fmt: skip
+    async def rows(self) -> list[dict[str, Any]]:
+        """Every job's JobDetails (GET /api/jobs/), their env_vars learnt as secrets; concurrent askers share the
+        read."""
+        return await self.client.job_rows()
 
-    async def wait_for_job(
+    async def wait(
         self, job: str, *, timeout_s: float, on_progress: ProgressFn | None = None, poll_s: float = 1.0
     ) -> models.JobWait:
         """Poll until the job ends or ``timeout_s`` passes, reporting status and newest log line meanwhile."""
         started = time.monotonic()
-        details = await self.job_details(job)
+        details = await self.details(job)
         last_line: str | None = None
         with anyio.move_on_after(timeout_s):
             while True:
-                last_line = await self.newest_log_line(details) or last_line
+                last_line = await self._newest_log_line(details) or last_line
                 if on_progress is not None:
                     elapsed = round(time.monotonic() - started, 1)
                     note = f"{details.get('status')}" + (f": {last_line}" if last_line else "")
@@ -200,11 +194,11 @@ class JobsAPI(RayClient):
                 if details.get("status") in models.TERMINAL_JOB_STATUSES:
                     break
                 await anyio.sleep(poll_s if time.monotonic() - started < 30 else 2 * poll_s)
-                details = await self.job_details(job)
+                details = await self.details(job)
         info = job_info(details, time.time())
         finished = info.status in models.TERMINAL_JOB_STATUSES
         if finished:
-            last_line = await self.newest_log_line(details) or last_line
+            last_line = await self._newest_log_line(details) or last_line
         hints = [] if finished else [f"Call wait_for_job again to keep waiting, or stop_job to stop {job!r}."]
         return models.JobWait(
             job=info,
@@ -215,14 +209,14 @@ class JobsAPI(RayClient):
             hints=hints,
         )
 
-    async def newest_log_line(self, details: Mapping[str, Any]) -> str | None:
+    async def _newest_log_line(self, details: Mapping[str, Any]) -> str | None:
         """The last non-empty line of a submitted job's driver log, or None if there is none (yet)."""
         sid, node_id = details.get("submission_id"), details.get("driver_node_id")
         if not sid or not node_id:
             return None
         params = {"node_id": str(node_id), "filename": job_log_file(str(sid)), "lines": "3"}
         try:
-            data, _total = await self._fetch_log(
+            data, _total = await self.client.fetch_log(
                 "file", params, what=f"the log of job {sid}", hint="", keep=8192
             )
         except RayMCPError:
@@ -230,20 +224,21 @@ class JobsAPI(RayClient):
         lines = [line for line in decode_log(data).splitlines() if line.strip()]
         return truncate_text(lines[-1], LINE_CHARS) if lines else None
 
-    async def stop_job(self, job: str) -> models.JobChange:
-        info = await self.get_job(job)
+    async def stop(self, job: str) -> models.JobChange:
+        info = await self.get(job)
         ident = info.submission_id or job
         if info.status in models.TERMINAL_JOB_STATUSES:
             return models.JobChange(
                 job=ident, action="stop", done=False, status=info.status,
                 message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
             )  # fmt: skip
-        answer = await self.request_json(
+        answer = await self.client.request_json(
             "POST", f"/api/jobs/{ident}/stop", what=f"stopping job {ident!r}",
-            not_found=_no_job(self.dashboard_url, ident), timeout_s=max(self.timeout_s, JOB_CHANGE_TIMEOUT_S),
+            not_found=_no_job(self.client.dashboard_url, ident),
+            timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
         )  # fmt: skip
         stopped = bool(answer.get("stopped"))
-        after = await self.get_job(ident)
+        after = await self.get(ident)
         if stopped:
             message = (
                 f"Stop requested for job {ident} (was {info.status}, now {after.status}): Ray terminates the "
@@ -256,10 +251,10 @@ class JobsAPI(RayClient):
             job=ident, action="stop", done=bool(stopped), status=after.status, message=message
         )
 
-    async def deletable_job(self, job: str) -> tuple[models.JobInfo, str]:
+    async def deletable(self, job: str) -> tuple[models.JobInfo, str]:
         """The job, if it may be deleted (it has ended), with its instance key; else InvalidArgument saying what
         to do first. The key (start time in ms, job id) tells a new job that reuses a submission id apart."""
-        details = await self.job_details(job)
+        details = await self.details(job)
         info = job_info(details, time.time())
         instance = f"start_ms={details.get('start_time')} job_id={details.get('job_id')}"
         if info.status not in models.TERMINAL_JOB_STATUSES:
@@ -275,9 +270,9 @@ class JobsAPI(RayClient):
             )
         return info, instance
 
-    async def delete_job(self, job: str, *, instance: str | None = None) -> models.JobChange:
+    async def delete(self, job: str, *, instance: str | None = None) -> models.JobChange:
         """Delete an ended job; with ``instance``, only if it is still that instance (the one confirmed)."""
-        info, now = await self.deletable_job(job)
+        info, now = await self.deletable(job)
         sid = str(info.submission_id)
         if instance is not None and now != instance:
             raise InvalidArgument(
@@ -285,9 +280,10 @@ class JobsAPI(RayClient):
                 f"{now}): the submission id was reused by a new job. Call delete_job again without confirm to "
                 "see the job as it stands."
             )
-        answer = await self.request_json(
-            "DELETE", f"/api/jobs/{sid}", what=f"deleting job {sid!r}", not_found=_no_job(self.dashboard_url, sid),
-            timeout_s=max(self.timeout_s, JOB_CHANGE_TIMEOUT_S),
+        answer = await self.client.request_json(
+            "DELETE", f"/api/jobs/{sid}", what=f"deleting job {sid!r}",
+            not_found=_no_job(self.client.dashboard_url, sid),
+            timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
         )  # fmt: skip
         deleted = bool(answer.get("deleted"))
         message = (
@@ -298,29 +294,36 @@ class JobsAPI(RayClient):
         )
         return models.JobChange(job=sid, action="delete", done=bool(deleted), status=None, message=message)
 
+    async def list(
+        self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
+    ) -> models.JobList:
+        return job_list(
+            await self.rows(), statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit,
+            now_s=time.time(),
+        )  # fmt: skip
 
-def bounded_job_client_class(timeout_s: float) -> type:
-    """Ray's JobSubmissionClient with a timeout on every request.
 
-    Ray's client sends its requests without one, so a dashboard that accepts and never answers would hold a
-    worker thread forever (and enough of them would starve every other call). Reads get the dashboard
+class BoundedJobSubmissionClient(JobSubmissionClient):
+    """Ray's JobSubmissionClient with a timeout on every request, and exactly this cluster's headers.
+
+    Ray's client sends its requests without a timeout, so a dashboard that accepts and never answers would hold
+    a worker thread forever (and enough of them would starve every other call). Reads get the dashboard
     timeout; a POST or DELETE (a submission with an upload, a stop) may wait for the job server longer.
     """
-    ray_import.load_sync("core")
-    from ray.job_submission import JobSubmissionClient
 
-    class BoundedJobSubmissionClient(JobSubmissionClient):
-        def __init__(self, address: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> None:
-            # Exactly the headers ray-mcp chose for this cluster (settings.dashboard_request_headers): in token
-            # mode Ray's client would add this process's own token to every cluster, even to one whose
-            # clusters-file entry names none. Set before super().__init__, whose version check is a request.
-            self._ray_mcp_headers = dict(headers or {})
-            super().__init__(address, headers=headers, **kwargs)
+    def __init__(
+        self, address: str, *, timeout_s: float, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        # Exactly the headers ray-mcp chose for this cluster (settings.dashboard_request_headers): in token
+        # mode Ray's client would add this process's own token to every cluster, even to one whose
+        # clusters-file entry names none. Set before super().__init__, whose version check is a request.
+        self._ray_mcp_headers = dict(headers or {})
+        self._ray_mcp_timeout_s = timeout_s
+        super().__init__(address, headers=headers, **kwargs)
 
-        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
-            self._headers = dict(self._ray_mcp_headers)
-            read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
-            kwargs.setdefault("timeout", (timeout_s, read))
-            return super()._do_request(method, endpoint, **kwargs)
-
-    return BoundedJobSubmissionClient
+    def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+        self._headers = dict(self._ray_mcp_headers)
+        timeout_s = self._ray_mcp_timeout_s
+        read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
+        kwargs.setdefault("timeout", (timeout_s, read))
+        return super()._do_request(method, endpoint, **kwargs)

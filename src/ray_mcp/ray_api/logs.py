@@ -8,7 +8,6 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -20,18 +19,16 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB, STATE_API_MAX_ROWS
-from ray_mcp.ray_api.client import ProgressFn, gather
-from ray_mcp.ray_api.hosts import local_addresses
-from ray_mcp.ray_api.jobs import JobsAPI, job_log_file
+from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
+from ray_mcp.ray_api.client import ProgressFn, RayClient
+from ray_mcp.ray_api.jobs import Jobs, job_log_file
 from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
-from ray_mcp.ray_api.nodes import NodesAPI
+from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
 from ray_mcp.text import truncate_text
 
-LOCAL_NODES_LOOKED_UP = 8  # nodes of this machine whose logs dir the warm-up finds (a test box runs several)
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
 _TASK_HINT = (
@@ -68,17 +65,20 @@ def _std(
     )  # fmt: skip
 
 
-class LogsAPI(JobsAPI, NodesAPI):
+class Logs:
     """Every log of the cluster, read on the server side through /api/v0/logs, or straight from the file when
-    its node runs on this machine (local_logs.py)."""
+    its node runs on this machine (local_logs.py). ``jobs`` and ``nodes`` resolve a job's driver log and a
+    node given by id or IP."""
 
-    def __init__(self, *args: Any, local_logs: bool = True, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, client: RayClient, jobs: Jobs, nodes: Nodes, *, local_logs: bool = True) -> None:
+        self.client = client
+        self.jobs = jobs
+        self.nodes = nodes
         self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
         self.local_logs = local_logs
         self._log_dirs: dict[str, LogDir | None] = {}  # node id -> its logs dir here, if it runs here
 
-    async def resolve_log_sources(self, target: LogTarget) -> list[LogSource]:
+    async def sources(self, target: LogTarget) -> list[LogSource]:
         """Turn the target (job, actor, task, pid + node, node + filename) into the file(s) to read."""
         kind = target.kind
         suffixes = ["out", "err"] if target.stream == "both" else [target.stream]
@@ -91,9 +91,11 @@ class LogsAPI(JobsAPI, NodesAPI):
                     f"{actor_id!r} is not an actor id (32 hex characters). Call list_actors to see the actor "
                     "ids."
                 )
-            actor = await self._one_state("actors", "actor_id", actor_id)
+            actor = await self.client.one_state("actors", "actor_id", actor_id)
             if actor is None:
-                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.dashboard_url}. {_ACTOR_HINT}")
+                raise NotFound(
+                    f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. {_ACTOR_HINT}"
+                )
             desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
             return [
                 _std(sfx, {"actor_id": actor_id}, f"{desc}, worker pid {actor.get('pid')}", actor.get("node_id"),
@@ -102,11 +104,11 @@ class LogsAPI(JobsAPI, NodesAPI):
             ]  # fmt: skip
         if kind == "task_id":
             task_id = str(target.task_id)
-            task = await self._one_state("tasks", "task_id", task_id, attempt=target.attempt)
+            task = await self.client.one_state("tasks", "task_id", task_id, attempt=target.attempt)
             if task is None:
                 raise NotFound(
-                    f"No task {task_id!r} (attempt {target.attempt}) in the cluster at {self.dashboard_url}. "
-                    f"{_TASK_HINT}"
+                    f"No task {task_id!r} (attempt {target.attempt}) in the cluster at "
+                    f"{self.client.dashboard_url}. {_TASK_HINT}"
                 )
             return [
                 _std(sfx, {"task_id": task_id, "attempt_number": str(target.attempt)},
@@ -114,8 +116,9 @@ class LogsAPI(JobsAPI, NodesAPI):
                      "worker-*", _TASK_HINT, filename_note=" (the task's byte range)")
                 for sfx in suffixes
             ]  # fmt: skip
-        node_id = await self._resolve_node(str(target.node))
-        await self.learn_job_secrets()  # any worker's or daemon's log: every job's env_vars may be in it
+        node_id = await self.nodes.resolve(str(target.node))
+        # Any worker's or daemon's log: every job's env_vars may be in it.
+        await self.client.learn_job_secrets()
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [
@@ -139,7 +142,7 @@ class LogsAPI(JobsAPI, NodesAPI):
         cached = self._driver_logs.get(job)
         if cached is not None:  # the fast path of a repeated tail: one request instead of two
             return cached
-        details = await self.job_details(job)
+        details = await self.jobs.details(job)
         sid = details.get("submission_id")
         if not sid:
             raise InvalidArgument(
@@ -172,7 +175,7 @@ class LogsAPI(JobsAPI, NodesAPI):
         files: list[str] = []
         with contextlib.suppress(RayMCPError, KeyError, TypeError):
             for glob in ([f"*{stem}*"] if stem else []) + ["*"]:
-                data = await self.get_data(
+                data = await self.client.get_data(
                     "/api/v0/logs", what="the log file list", params={"node_id": node_id, "glob": glob}
                 )
                 files = sorted(
@@ -189,7 +192,7 @@ class LogsAPI(JobsAPI, NodesAPI):
             else "Call cluster_status to check the node."
         )
 
-    async def tail_logs(
+    async def tail(
         self,
         target: LogTarget,
         *,
@@ -203,7 +206,7 @@ class LogsAPI(JobsAPI, NodesAPI):
     ) -> models.LogTail:
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
         pattern = log_grep.compile_grep(grep) if grep is not None else None
-        sources = await self.resolve_log_sources(target)
+        sources = await self.sources(target)
         budget = max(LOG_BYTES.low, max_bytes // len(sources))
         sections = []
         followed = follow_s
@@ -221,6 +224,10 @@ class LogsAPI(JobsAPI, NodesAPI):
             hints.append("follow_s followed stdout only; pass stream='err' to follow stderr.")
         return models.LogTail(sections=sections, hints=hints)
 
+    async def tail_source(self, src: LogSource, *, lines: int, max_bytes: int) -> models.LogSection:
+        """The tail of one log already found (a Serve replica's file, or its actor's stderr)."""
+        return await self._tail(src, lines=lines, max_bytes=max_bytes, follow_s=0, on_progress=None)
+
     def _section_base(self, src: LogSource) -> models.LogSection:
         return models.LogSection(
             source=src.source, node_id=src.node_id, filename=src.filename, stream=src.stream,
@@ -235,8 +242,14 @@ class LogsAPI(JobsAPI, NodesAPI):
         if local is not None:
             data, total = local
         else:
-            params = {**src.params, "lines": str(lines + 1), "timeout": str(max(1, int(self.timeout_s)))}
-            data, total = await self._fetch_log("file", params, what=src.source, hint=src.hint, keep=keep)
+            params = {
+                **src.params,
+                "lines": str(lines + 1),
+                "timeout": str(max(1, int(self.client.timeout_s))),
+            }
+            data, total = await self.client.fetch_log(
+                "file", params, what=src.source, hint=src.hint, keep=keep
+            )
         complete = total == len(data) and count_lines(data) <= lines
         dropped = max(0, total - len(data))
         if follow_s > 0:
@@ -262,12 +275,12 @@ class LogsAPI(JobsAPI, NodesAPI):
         filename = src.params.get("filename")
         if not self.local_logs or filename is None or src.node_id is None:
             return None
-        where = await self._local_logs_dir(src.node_id)
+        where = await self.local_logs_dir(src.node_id)
         if where is None:
             return None
         return await anyio.to_thread.run_sync(tail_of, where, filename, lines, keep)
 
-    async def _local_logs_dir(self, node_id: str) -> LogDir | None:
+    async def local_logs_dir(self, node_id: str) -> LogDir | None:
         """The node's logs directory on this machine, from what the cluster reports about the node (asked once
         per node: a node id never moves); None when the node does not run here."""
         if node_id in self._log_dirs:
@@ -277,7 +290,7 @@ class LogsAPI(JobsAPI, NodesAPI):
 
         async def read() -> LogDir | None:
             try:
-                data = await self.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
+                data = await self.client.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
                 raylet = dict((data.get("detail") or {}).get("raylet") or {})
             except (RayMCPError, AttributeError, TypeError, ValueError):
                 return None  # not remembered: the next call asks again
@@ -285,20 +298,8 @@ class LogsAPI(JobsAPI, NodesAPI):
             self._log_dirs[node_id] = where
             return where
 
-        found: LogDir | None = await self.shared(f"logs dir of node {node_id}", read)  # the warm-up's too
+        found: LogDir | None = await self.client.shared(f"logs dir of node {node_id}", read)
         return found
-
-    async def find_local_logs_dirs(self) -> None:
-        """Find the logs directories of the nodes that run on this machine, ahead of a first tail_logs (the
-        warm-up calls this): the node list, then the details of the nodes at one of this host's addresses."""
-        if not self.local_logs:
-            return
-        result = await self.list_state(
-            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS
-        )
-        here = await anyio.to_thread.run_sync(local_addresses)
-        local = [str(n["node_id"]) for n in result.get("result") or [] if n.get("node_ip") in here]
-        await gather(*(self._local_logs_dir(node_id) for node_id in local[:LOCAL_NODES_LOOKED_UP]))
 
     async def _grep(
         self,
@@ -314,12 +315,13 @@ class LogsAPI(JobsAPI, NodesAPI):
     ) -> models.LogSection:
         # The scan runs in worker threads (log_grep.feed_in_thread): the loop keeps serving other calls.
         scanner = log_grep.GrepScanner(pattern, context=context, keep=lines, line_cap=max_bytes)
-        params = {**src.params, "lines": "-1", "timeout": str(max(5, int(self.timeout_s)))}
+        timeout_s = self.client.timeout_s
+        params = {**src.params, "lines": "-1", "timeout": str(max(5, int(timeout_s)))}
         complete = True
-        async with self._log_stream(
-            "file", params, what=src.source, hint=src.hint, read_timeout=self.timeout_s
+        async with self.client.log_stream(
+            "file", params, what=src.source, hint=src.hint, read_timeout=timeout_s
         ) as r:
-            with dashboard_errors(self.dashboard_url, src.source, self.timeout_s):
+            with dashboard_errors(self.client.dashboard_url, src.source, timeout_s):
                 async for chunk in r.aiter_raw(1 << 20):
                     if scanner.bytes + len(chunk) > scan_cap:
                         chunk = chunk[: scan_cap - scanner.bytes]
@@ -373,7 +375,7 @@ class LogsAPI(JobsAPI, NodesAPI):
         skipping = skip_first
         params = {**src.params, "lines": "1", "interval": "0.5"}
         with anyio.move_on_after(follow_s):
-            async with self._log_stream(
+            async with self.client.log_stream(
                 "stream", params, what=src.source, hint=src.hint, read_timeout=None
             ) as r:
                 async for raw in r.aiter_raw():

@@ -1,32 +1,29 @@
-"""Placement groups: the State API's list joined with the GCS's table (strategies), pending ones explained."""
+"""Placement groups: the State API's page, the GCS's strategies and counts per state, pending ones explained."""
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Awaitable
-from typing import Any, TypeVar
-
-import anyio
-import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.errors import NotFound, RayMCPError
-from ray_mcp.ray_api import gcs, ray_import
-from ray_mcp.ray_api.client import gather
-from ray_mcp.ray_api.nodes import NodesAPI
-from ray_mcp.ray_api.query import Filter, has, where
+from ray_mcp.ray_api.client import RayClient, gather
+from ray_mcp.ray_api.gcs import Gcs
+from ray_mcp.ray_api.nodes import Nodes
+from ray_mcp.ray_api.query import has, where
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
-
-log = logging.getLogger(__name__)
-T = TypeVar("T")
+from ray_mcp.text import first_sentence
 
 
-class PlacementGroupsAPI(NodesAPI):
-    """The placement groups of one cluster."""
+class PlacementGroups:
+    """The placement groups of one cluster. ``nodes`` gives the capacities that explain a pending group."""
 
-    async def pg_status(
+    def __init__(self, client: RayClient, gcs: Gcs, nodes: Nodes) -> None:
+        self.client = client
+        self.gcs = gcs
+        self.nodes = nodes
+
+    async def status(
         self,
         *,
         placement_group: str | None,
@@ -35,132 +32,62 @@ class PlacementGroupsAPI(NodesAPI):
         limit: int,
         notes: list[str],
     ) -> models.PlacementGroupList:
+        """One page of groups (the State API's rows and exact totals) with each group's strategy and the counts
+        per state (the GCS's table: the State API has no strategies, and would convert every group once per
+        state to count them), and why each pending group shown waits. Without the GCS, the answer says which
+        of its facts are unknown."""
         pg = placement_group
         is_id = pg is not None and re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
         by_id, by_name = (pg, None) if is_id else (None, pg)
         filters = where(placement_group_id=by_id, name=by_name, state=state, creator_job_id=job_id)
-        if not ray_import.is_loaded("gcs"):
-            # A fresh server: the strategies (only the GCS has them) over gcs_h2 beside one State API page,
-            # instead of waiting ~0.3 s for Ray's modules. The same answer as Ray's path below (tested).
-            page, fast = await gather(
-                _or_none(self._state_page("placement_groups", filters=filters, limit=limit, detail=True)),
-                self._pg_table_without_ray(),
-            )
-            if page is not None and fast is not None:
-                return await self._pg_list_with(pg, page, fast, filters, limit, notes)
-        # Ray's GCS channel: the table read, filtered, sorted and cut here as the State API would.
-        reached, gcs_page = await self._gcs_pg_page(filters, limit)
-        if gcs_page is not None:
-            # The GCS's table in one call, filtered, sorted and cut here as the State API would (with strategies):
-            # only the page is converted (the State API converts every group: ~0.7 s at 1,000).
-            total, matched, rows, counts = gcs_page
-            by_state = {} if has(filters, "state") else counts
-            return await self._pg_list(pg, total, matched, rows, by_state, limit, notes)
-        # One State API page and (for a filter the page above cannot read) the GCS's placement group table
-        # (states and strategies), side by side.
         page, table = await gather(
-            self._state_page("placement_groups", filters=filters, limit=limit, detail=True),
-            self._pg_table() if reached else _none(),
+            self.client.state_page("placement_groups", filters=filters, limit=limit, detail=True),
+            self._table_or_reason(),
         )
-        return await self._pg_list_with(pg, page, table, filters, limit, notes)
-
-    async def _pg_list_with(
-        self, pg: str | None, page: tuple[int, int, list[dict[str, Any]], list[str]],
-        table: list[dict[str, str]] | None, filters: list[Filter], limit: int, notes: list[str],
-    ) -> models.PlacementGroupList:  # fmt: skip
-        """A State API page joined with the GCS's table (strategies, counts per state), or without it."""
         total, matched, rows, ray_notes = page
-        if table is None:
-            ray_notes.append(
-                "Strategies unknown: the GCS did not answer, so STRICT_* constraints are not checked."
-            )
-            by_state = await self._pg_counts(filters)
-        else:
-            by_state = {} if has(filters, "state") else pg_state_counts(table, filters)
-        strategies = {r["placement_group_id"]: r["strategy"] for r in table or []}
-        rows = [{**row, "strategy": strategies.get(row.get("placement_group_id", ""))} for row in rows]
-        return await self._pg_list(pg, total, matched, rows, by_state, limit, notes + ray_notes)
-
-    async def _pg_list(
-        self, pg: str | None, total: int, matched: int, rows: list[dict[str, Any]], by_state: dict[str, int],
-        limit: int, notes: list[str],
-    ) -> models.PlacementGroupList:  # fmt: skip
-        """The page as our models; the node capacities only when a shown group is PENDING (they explain why
-        it waits)."""
         if pg is not None and not rows:
             raise NotFound(
-                f"No placement group with id or name {pg!r} in the cluster at {self.dashboard_url}. "
+                f"No placement group with id or name {pg!r} in the cluster at {self.client.dashboard_url}. "
                 "Call pg_status without placement_group to list them."
             )
-        capacities: list[NodeCapacity] = []
-        if any(row.get("state") == "PENDING" for row in rows):
-            _nodes, capacities = await self.node_capacities()
+        counted = not has(filters, "state")
+        if isinstance(table, str):  # the GCS did not answer: say what that leaves unknown
+            unknown = [what for what, needed in (("strategies", bool(rows)), ("counts per state", counted and matched))
+                       if needed]  # fmt: skip
+            if unknown:
+                strict = ", so STRICT_* constraints are not checked" if rows else ""
+                ray_notes.append(f"{' and '.join(unknown).capitalize()} unknown ({table}){strict}.")
+            table = []
+        by_state = pg_state_counts(table, filters) if counted else {}
+        strategies = {r["placement_group_id"]: r["strategy"] for r in table}
+        pending = any(row.get("state") == "PENDING" for row in rows)
+        capacities = await self.nodes.capacities() if pending else None
+        nodes: list[NodeCapacity] = capacities[1] if capacities else []
         groups = [
-            placement_group_from_state(row, strategy=row.get("strategy"), nodes=capacities) for row in rows
+            placement_group_from_state(
+                row, strategy=strategies.get(str(row.get("placement_group_id"))), nodes=nodes
+            )
+            for row in rows
         ]
         return build_pg_list(
-            total=total, matched=matched, groups=groups, by_state=by_state, limit=limit, notes=notes
+            total=total,
+            matched=matched,
+            groups=groups,
+            by_state=by_state,
+            limit=limit,
+            notes=notes + ray_notes,
         )
 
-    async def _gcs_pg_page(
-        self, filters: list[Filter], limit: int
-    ) -> tuple[bool, tuple[int, int, list[dict[str, Any]], dict[str, int]] | None]:
-        """(whether the GCS answered, its page: None for a filter the page cannot read)."""
+    async def strategies(self) -> dict[str, str]:
+        """Every placement group's strategy by id (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), from the GCS's
+        table in one call: the State API leaves strategies out. Raises our errors when the GCS cannot answer."""
+        table = await self.gcs.placement_group_table()
+        return {row["placement_group_id"]: row["strategy"] for row in table}
+
+    async def _table_or_reason(self) -> list[dict[str, str]] | str:
+        """The GCS's placement group table, or why it could not be read (for the answer's note)."""
         try:
-            await ray_import.ensure("gcs")
-            return True, await anyio.to_thread.run_sync(
-                lambda: gcs.placement_group_page(self._gcs(), filters, limit, self.timeout_s)
-            )
-        except Exception:  # the GCS cannot be reached from here: the State API answers instead
-            return False, None
-
-    async def _pg_counts(self, filters: list[Filter]) -> dict[str, int]:
-        """Exact count per state without the GCS: one limit=1 State API call per state (each returns a total)."""
-        if has(filters, "state"):
-            return {}
-        states = ("PENDING", "PREPARED", "CREATED", "REMOVED", "RESCHEDULING")
-        pages = await gather(
-            *(self._state_page("placement_groups", filters=[*filters, ("state", "=", s)], limit=1, detail=False)
-              for s in states)
-        )  # fmt: skip
-        return {s: p[1] for s, p in zip(states, pages, strict=True) if p[1]}
-
-    async def _pg_table_without_ray(self) -> list[dict[str, str]] | None:
-        """_pg_table's rows over gcs_h2 (no Ray import); None when that path cannot answer."""
-        from ray_mcp.ray_api import gcs_h2
-
-        address = await self.gcs_address_without_ray()
-        if address is None:
-            return None
-        try:
-            return await gcs_h2.placement_group_table(address, self.authorization(), self.timeout_s)
-        except gcs_h2.GrpcFailed as exc:
-            log.info(
-                "ray-mcp: the GCS's placement group table over HTTP/2 failed (%s); asking through Ray", exc
-            )
-            return None
-
-    async def _pg_table(self) -> list[dict[str, str]] | None:
-        """Every placement group's id, name, state, creator job and strategy, from the GCS in one call (the
-        State API omits the strategy and has no per-state summary). None if the GCS is unreachable."""
-        if not ray_import.is_loaded("gcs") and (fast := await self._pg_table_without_ray()) is not None:
-            return fast
-        try:
-            await ray_import.ensure("gcs")
-            return await anyio.to_thread.run_sync(
-                lambda: gcs.placement_group_table(self._gcs(), self.timeout_s)
-            )
-        except Exception:  # the GCS may be unreachable from here; the answer says so
-            return None
-
-
-async def _none() -> None:
-    return None
-
-
-async def _or_none(aw: Awaitable[T]) -> T | None:
-    """``aw``'s result, or None when the dashboard could not give it (the caller then asks another way)."""
-    try:
-        return await aw
-    except RayMCPError:
-        return None
+            return await self.gcs.placement_group_table()
+        except RayMCPError as exc:
+            reason = first_sentence(str(exc)).rstrip(".")
+            return reason[:1].lower() + reason[1:]

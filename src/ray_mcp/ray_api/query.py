@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ray_mcp.ray_api.ids import check_id
 
@@ -42,24 +41,3 @@ def encode(filters: Sequence[Filter]) -> list[tuple[str, str]]:
     for key, predicate, value in filters:
         params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
     return params
-
-
-def matches(row: Mapping[str, Any], filters: Sequence[Filter]) -> bool:
-    """Does a State API row pass these filters, as the State API itself decides (its ``do_filter``): a column
-    the row lacks never matches; strings compare case-insensitively, booleans and numbers by value; a null
-    value equals nothing."""
-    for key, predicate, value in filters:
-        if key not in row:
-            return False
-        have = row[key]
-        if isinstance(have, str):
-            equal = have.lower() == value.lower()
-        elif isinstance(have, bool):
-            equal = have == (value.strip().lower() == "true")
-        elif isinstance(have, int | float):
-            equal = str(have) == value.strip()
-        else:
-            equal = have == value
-        if equal != (predicate == "="):
-            return False
-    return True

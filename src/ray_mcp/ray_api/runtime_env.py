@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from ray.runtime_env import RuntimeEnv
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api import ray_import
 from ray_mcp.text import truncate_text
 
 _RUNTIME_ENV_FIXES = {
@@ -101,9 +101,6 @@ def validate_with_ray(env: dict[str, Any]) -> None:
     """Run Ray's own RuntimeEnv validation (types of pip, conda, uv...) without submitting anything."""
     if not env:
         return
-    ray_import.load_sync("core")  # the one safe way to import ray (see ray_import)
-    from ray.runtime_env import RuntimeEnv
-
     try:
         RuntimeEnv(**env)
     except (ValueError, TypeError) as exc:

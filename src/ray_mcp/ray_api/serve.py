@@ -7,8 +7,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import anyio.to_thread
+from pydantic import ValidationError
+from ray.serve.schema import ServeDeploySchema
 
 from ray_mcp import models
 from ray_mcp.errors import (
@@ -20,8 +21,8 @@ from ray_mcp.errors import (
 )
 from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.limits import LINE_CHARS
-from ray_mcp.ray_api import ray_import
-from ray_mcp.ray_api.logs import LogsAPI, LogSource
+from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.logs import Logs, LogSource
 from ray_mcp.shaping.serve import (
     build_serve_status,
     config_without_app,
@@ -34,38 +35,43 @@ from ray_mcp.text import head_text
 SERVE_PUT_TIMEOUT_S = 30.0
 
 
-class ServeAPI(LogsAPI):
-    """Ray Serve on one cluster, through the dashboard's Serve REST API."""
+class Serve:
+    """Ray Serve on one cluster, through the dashboard's Serve REST API. ``logs`` reads a failing replica's
+    log."""
 
-    async def serve_details(self) -> dict[str, Any]:
-        body = await self.get_json(
+    def __init__(self, client: RayClient, logs: Logs) -> None:
+        self.client = client
+        self.logs = logs
+
+    async def details(self) -> dict[str, Any]:
+        body = await self.client.get_json(
             "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
         )  # fmt: skip
         SECRETS.learn(body)  # the apps' runtime_env env_vars, which their replicas' logs may print
         if not isinstance(body, dict):
             raise RayRequestFailed(
-                f"The Ray dashboard at {self.dashboard_url} answered the Serve status oddly."
+                f"The Ray dashboard at {self.client.dashboard_url} answered the Serve status oddly."
             )
         return body
 
-    async def serve_app_instances(self, *, deleting: bool = True) -> dict[str, str]:
+    async def app_instances(self, *, deleting: bool = True) -> dict[str, str]:
         """Each declared Serve app's instance key: its last deploy time and a digest of its config.
         ``deleting=False`` leaves out the apps Serve is already deleting (they go away on their own)."""
-        apps = (await self.serve_details()).get("applications") or {}
+        apps = (await self.details()).get("applications") or {}
         return {
             name: serve_app_instance(raw)
             for name, raw in apps.items()
             if isinstance(raw, Mapping) and (deleting or raw.get("status") != "DELETING")
         }
 
-    async def serve_status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
-        details = await self.serve_details()
+    async def status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
+        details = await self.details()
         status = build_serve_status(details, app=app)
         if app is not None and not status.apps:
             names = ", ".join(sorted(details.get("applications") or {})) or "none"
             where = "applications" if status.running else "Serve is not running, so none"
             raise NotFound(
-                f"No Serve application {app!r} on the cluster at {self.dashboard_url} ({where}: {names}). "
+                f"No Serve application {app!r} on the cluster at {self.client.dashboard_url} ({where}: {names}). "
                 "Call serve_status without app to see them all."
             )
         if log_lines > 0:
@@ -80,7 +86,7 @@ class ServeAPI(LogsAPI):
         if replica is not None:
             replica_id, node_id, actor_id = replica.replica_id, replica.node_id, replica.actor_id
         else:
-            _t, _m, rows, _n = await self._state_page(
+            _t, _m, rows, _n = await self.client.state_page(
                 "actors", filters=[("class_name", "=", f"ServeReplica:{app}:{deployment.name}"), ("state", "=", "DEAD")],
                 limit=100, detail=False,
             )  # fmt: skip
@@ -116,9 +122,7 @@ class ServeAPI(LogsAPI):
             )
         for source in sources:
             try:
-                section = await self._tail(
-                    source, lines=lines, max_bytes=lines * LINE_CHARS, follow_s=0, on_progress=None
-                )
+                section = await self.logs.tail_source(source, lines=lines, max_bytes=lines * LINE_CHARS)
             except RayMCPError:
                 continue
             tail = [ln for ln in section.lines if ln.strip() and not ln.startswith(":")][-lines:]
@@ -127,39 +131,38 @@ class ServeAPI(LogsAPI):
                 deployment.log_source = source.source
                 return
 
-    async def serve_put(self, config: dict[str, Any]) -> None:
+    async def _put(self, config: dict[str, Any]) -> None:
         """PUT a whole Serve config. (Never DELETE /api/serve/applications/: that shuts all of Serve down.)"""
         what = "the Serve deploy (PUT /api/serve/applications/)"
-        with dashboard_errors(self.dashboard_url, what, max(self.timeout_s, SERVE_PUT_TIMEOUT_S)):
-            response = await self._http.put(
-                "/api/serve/applications/", json=config, timeout=max(self.timeout_s, SERVE_PUT_TIMEOUT_S)
-            )
+        timeout_s = max(self.client.timeout_s, SERVE_PUT_TIMEOUT_S)
+        with dashboard_errors(self.client.dashboard_url, what, timeout_s):
+            response = await self.client.http.put("/api/serve/applications/", json=config, timeout=timeout_s)
             response.raise_for_status()
 
-    async def serve_deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
-        await ray_import.ensure("serve")
+    async def deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
         validated = await anyio.to_thread.run_sync(validate_serve_config, config)
-        current = await self.serve_details()
+        current = await self.details()
         new_names = [a.get("name", "default") for a in validated.get("applications") or []]
         current_apps = [] if replace else declared_serve_apps(current, dropping=new_names)
         merged = merge_serve_config(current_apps, validated, replace=replace)
         await anyio.to_thread.run_sync(validate_serve_config, merged)
-        await self.serve_put(merged)
-        status = await self.serve_status(app=None, log_lines=0)
+        await self._put(merged)
+        status = await self.status(app=None, log_lines=0)
         names = [a.get("name", "default") for a in merged["applications"]]
         return models.ServeChange(action="deployed", applications=names, status=status)
 
-    async def serve_delete_app(self, app: str) -> models.ServeChange:
-        current = await self.serve_details()
+    async def delete_app(self, app: str) -> models.ServeChange:
+        current = await self.details()
         if app not in details_apps(current):
             names = ", ".join(sorted(details_apps(current))) or "none"
             raise NotFound(
-                f"No Serve application {app!r} on the cluster at {self.dashboard_url} (applications: {names}). "
+                f"No Serve application {app!r} on the cluster at {self.client.dashboard_url} (applications: "
+                f"{names}). "
                 "Call serve_status to see them."
             )
         config = config_without_app(declared_serve_apps(current, dropping=[app]), app)
-        await self.serve_put(config)
-        status = await self.serve_status(app=None, log_lines=0)
+        await self._put(config)
+        status = await self.status(app=None, log_lines=0)
         return models.ServeChange(
             action=f"deleted {app}", applications=[a.get("name", "default") for a in config["applications"]],
             status=status,
@@ -167,12 +170,7 @@ class ServeAPI(LogsAPI):
 
 
 def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Check a Serve config against Ray's own schema before sending it. Imports Ray Serve: run in a thread."""
-    from pydantic import ValidationError
-
-    ray_import.load_sync("serve")
-    from ray.serve.schema import ServeDeploySchema
-
+    """Check a Serve config against Ray's own schema before sending it."""
     if not isinstance(config, Mapping) or not isinstance(config.get("applications"), list):
         raise InvalidArgument(
             'A Serve config is {"applications": [{"name": ..., "import_path": "module:app", "route_prefix": ..., '

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, cast
 
 import anyio.to_thread
 
@@ -32,11 +32,10 @@ from ray_mcp.ray_api import py_spy as spy
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.ray_api.ids import check_id
+from ray_mcp.ray_api.jobs import Jobs
+from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import Target
 from ray_mcp.shaping import profiles, stacks
-
-if TYPE_CHECKING:
-    from ray_mcp.ray_api import RayAPI
 
 StackSource = Literal["auto", "dashboard", "py-spy"]
 STACK_SOURCES = ("auto", "dashboard", "py-spy")
@@ -67,12 +66,17 @@ class Proc:
         return self.node_ip or (self.node_id or "?")[:12]
 
 
-class StackSampler:
-    """Reads stacks and profiles for one cluster. One per RayAPI; safe under concurrent calls."""
+class Stacks:
+    """Reads stacks and profiles for one cluster; safe under concurrent calls. ``jobs`` and ``nodes`` find a
+    job's processes and a node given by id or IP."""
 
-    def __init__(self, api: RayAPI, *, source: StackSource = "auto", py_spy: str | None = None) -> None:
-        self.api = api
-        self.source = source
+    def __init__(
+        self, client: RayClient, jobs: Jobs, nodes: Nodes, *, source: str = "auto", py_spy: str | None = None
+    ) -> None:
+        self.client = client
+        self.jobs = jobs
+        self.nodes = nodes
+        self.source = cast(StackSource, source if source in STACK_SOURCES else "auto")
         self.py_spy_setting = py_spy
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_SAMPLES)
         self._profiling: tuple[float, bool | None] | None = None
@@ -87,7 +91,7 @@ class StackSampler:
             return self._profiling[1]
         enabled: bool | None
         try:
-            body = await self.api.get_json("/api/profiling_enabled", what="the profiling check")
+            body = await self.client.get_json("/api/profiling_enabled", what="the profiling check")
             data = body.get("data") if isinstance(body, dict) else None
             value = (data or {}).get("profilingEnabled", (data or {}).get("profiling_enabled"))
             enabled = bool(value) if value is not None else None
@@ -128,7 +132,7 @@ class StackSampler:
 
     # -- one process ----------------------------------------------------------------------------------------
 
-    async def dump(self, proc: Proc) -> stacks.Sample:
+    async def _dump(self, proc: Proc) -> stacks.Sample:
         sample = stacks.Sample(pid=proc.pid, node=proc.node, role=proc.role)
         order, why = await self._plan(proc)
         if not order:
@@ -161,8 +165,8 @@ class StackSampler:
             )
         params = {"pid": str(proc.pid), "node_id": proc.node_id, "native": "0", **extra}
         what = f"{path} of pid {proc.pid}"
-        with dashboard_errors(self.api.dashboard_url, what, timeout_s):
-            response = await self.api._http.get(path, params=params, timeout=timeout_s)
+        with dashboard_errors(self.client.dashboard_url, what, timeout_s):
+            response = await self.client.http.get(path, params=params, timeout=timeout_s)
         if response.status_code == 403 and "RAY_DASHBOARD_ENABLE_PROFILING" in response.text:
             self._profiling = (time.monotonic(), False)
             raise _Disabled()
@@ -171,7 +175,9 @@ class StackSampler:
         return response.text
 
     async def _dashboard_dump(self, proc: Proc) -> stacks.ProcessDump:
-        text = await self._dashboard_get("/worker/traceback", proc, max(self.api.timeout_s, DUMP_TIMEOUT_S))
+        text = await self._dashboard_get(
+            "/worker/traceback", proc, max(self.client.timeout_s, DUMP_TIMEOUT_S)
+        )
         try:
             return stacks.parse_dump_text(text, proc.pid)
         except ValueError as exc:
@@ -202,7 +208,7 @@ class StackSampler:
         except (ValueError, TypeError, KeyError) as exc:
             raise RayRequestFailed(f"py-spy answered no stack ({spy.stacks_excerpt(out)})") from exc
 
-    async def profile(self, proc: Proc, duration_s: int) -> tuple[str, str]:
+    async def _profile(self, proc: Proc, duration_s: int) -> tuple[str, str]:
         """(raw collapsed stacks, source) of one process over ``duration_s`` seconds."""
         order, why = await self._plan(proc)
         if not order:
@@ -237,26 +243,26 @@ class StackSampler:
 
     # -- which processes ------------------------------------------------------------------------------------
 
-    async def nodes(self) -> dict[str, tuple[str | None, str | None]]:
-        result = await self.api.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000)
+    async def _node_ips(self) -> dict[str, tuple[str | None, str | None]]:
+        result = await self.client.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000)
         return {str(n.get("node_id")): (n.get("node_ip"), n.get("state")) for n in result.get("result") or []}
 
     async def processes(self, target: Target) -> list[Proc]:
         """The processes of the target: one for an actor, task or pid; a job's driver, actors and task workers."""
-        nodes = await self.nodes()
+        nodes = await self._node_ips()
 
         def ip(node_id: str | None) -> str | None:
             return nodes.get(str(node_id), (None, None))[0]
 
         if target.kind == "pid":
-            node_id = await self.api._resolve_node(str(target.node))
+            node_id = await self.nodes.resolve(str(target.node))
             return [Proc(int(target.pid or 0), node_id, ip(node_id), f"pid {target.pid}")]
         if target.kind == "actor_id":
             actor_id = str(target.actor_id).strip().lower()
             check_id("actor", actor_id)
-            row = await self.api._one_state("actors", "actor_id", actor_id)
+            row = await self.client.one_state("actors", "actor_id", actor_id)
             if row is None:
-                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.api.dashboard_url}. "
+                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. "
                                "Call list_actors to see the actor ids that exist.")  # fmt: skip
             return [self._actor_proc(row, ip)]
         if target.kind == "task_id":
@@ -272,12 +278,12 @@ class StackSampler:
         return Proc(int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
 
     async def _task_proc(self, task_id: str, attempt: int, ip: Any) -> Proc:
-        rows = (await self.api.list_state(
+        rows = (await self.client.list_state(
             "tasks", what=f"the lookup of task {task_id}", filters=[("task_id", "=", task_id)], limit=100
         )).get("result") or []  # fmt: skip
         rows = sorted(rows, key=lambda r: -int(r.get("attempt_number") or 0))
         if not rows:
-            raise NotFound(f"No task {task_id!r} in the cluster at {self.api.dashboard_url}. Task ids appear "
+            raise NotFound(f"No task {task_id!r} in the cluster at {self.client.dashboard_url}. Task ids appear "
                            "in list_tasks.")  # fmt: skip
         row = next((r for r in rows if int(r.get("attempt_number") or 0) == attempt), rows[0])
         if row.get("state") != "RUNNING":
@@ -287,7 +293,7 @@ class StackSampler:
             )
         name = str(row.get("name") or row.get("func_or_class_name") or "?")
         if row.get("actor_id"):
-            actor = await self.api._one_state("actors", "actor_id", str(row["actor_id"]))
+            actor = await self.client.one_state("actors", "actor_id", str(row["actor_id"]))
             if actor is not None:
                 return self._actor_proc(actor, ip)
         if not row.get("worker_pid"):
@@ -297,7 +303,7 @@ class StackSampler:
         return Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
 
     async def _job_procs(self, job: str, ip: Any) -> list[Proc]:
-        details = await self.api.job_details(job)
+        details = await self.jobs.details(job)
         status = details.get("status")
         ident = details.get("submission_id") or details.get("job_id") or job
         if status in ("SUCCEEDED", "FAILED", "STOPPED"):
@@ -323,10 +329,10 @@ class StackSampler:
                               driver=True))  # fmt: skip
         by_job = [("job_id", "=", str(job_id))]
         actors, tasks = await asyncio.gather(
-            self.api.list_state("actors", what="the job's actors", filters=[*by_job, ("state", "=", "ALIVE")],
-                                limit=10_000),
-            self.api.list_state("tasks", what="the job's running tasks",
-                                filters=[*by_job, ("state", "=", "RUNNING")], limit=10_000),
+            self.client.list_state("actors", what="the job's actors",
+                                   filters=[*by_job, ("state", "=", "ALIVE")], limit=10_000),
+            self.client.list_state("tasks", what="the job's running tasks",
+                                   filters=[*by_job, ("state", "=", "RUNNING")], limit=10_000),
         )  # fmt: skip
         seen = {(p.node_id, p.pid) for p in procs}
         for row in sorted(actors.get("result") or [], key=lambda r: str(r.get("class_name"))):
@@ -350,7 +356,7 @@ class StackSampler:
 
     # -- the tools ------------------------------------------------------------------------------------------
 
-    async def stack_traces(
+    async def traces(
         self, target: Target, *, limit: int, max_frames: int, max_bytes: int
     ) -> models.StackTraces:
         procs = await self.processes(target)
@@ -360,11 +366,11 @@ class StackSampler:
                 "diagnose_job says what it waits for."
             )
         chosen = procs[:limit]
-        samples = await asyncio.gather(*(self.dump(p) for p in chosen))
-        return self.shape(target.label(), list(samples), total=len(procs), max_frames=max_frames,
+        samples = await asyncio.gather(*(self._dump(p) for p in chosen))
+        return self._shape(target.label(), list(samples), total=len(procs), max_frames=max_frames,
                           max_bytes=max_bytes, limit=limit)  # fmt: skip
 
-    def shape(
+    def _shape(
         self,
         label: str,
         samples: list[stacks.Sample],
@@ -403,7 +409,7 @@ class StackSampler:
         self, target: Target, *, duration_s: int, top: int, max_frames: int
     ) -> models.CpuProfile:
         (proc,) = await self.processes(target)
-        raw, source = await self.profile(proc, duration_s)
+        raw, source = await self._profile(proc, duration_s)
         parsed = profiles.parse_raw_profile(raw)
         functions, samples = profiles.profile_functions(parsed, top)
         label = f"{target.label()} (pid {proc.pid} on {proc.node}, {proc.role})"
@@ -431,16 +437,3 @@ class StackSampler:
 
 class _Disabled(Exception):
     """The dashboard's profiling routes answered 403 (RAY_DASHBOARD_ENABLE_PROFILING is off)."""
-
-
-class StacksAPI(RayClient):
-    """The RayAPI layer of stack_traces and cpu_profile: one sampler per cluster connection."""
-
-    _sampler: StackSampler | None = None
-
-    @property
-    def stacks(self) -> StackSampler:
-        if self._sampler is None:
-            source: StackSource = self.stack_source if self.stack_source in STACK_SOURCES else "auto"  # type: ignore[assignment]
-            self._sampler = StackSampler(self, source=source, py_spy=self.py_spy)  # type: ignore[arg-type]
-        return self._sampler

@@ -16,21 +16,20 @@ Sources, all read-only:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-import anyio.to_thread
+from typing import Any
 
 from ray_mcp import limits
-from ray_mcp.diagnosis.gather import first_sentence
-from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
+from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.models import JobTopology
-from ray_mcp.ray_api import gcs, ray_import
+from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.client import gather as _gather
+from ray_mcp.ray_api.gcs import Gcs
+from ray_mcp.ray_api.jobs import Jobs
+from ray_mcp.ray_api.placement_groups import PlacementGroups
+from ray_mcp.ray_api.serve import Serve
 from ray_mcp.shaping.nodes import uncamel_resources
 from ray_mcp.shaping.topology import TopologySources, build_topology
-
-if TYPE_CHECKING:
-    from ray_mcp.ray_api import RayAPI
+from ray_mcp.text import first_sentence
 
 
 def no_ray_job(job: str, status: str) -> str:
@@ -51,18 +50,37 @@ def no_ray_job(job: str, status: str) -> str:
     )
 
 
-async def job_topology(api: RayAPI, job: str) -> JobTopology:
-    details = await api.job_details(job)
+class Topology:
+    """job_topology's gathering for one cluster; its siblings give the job, the strategies and Serve."""
+
+    def __init__(
+        self, client: RayClient, gcs: Gcs, jobs: Jobs, placement_groups: PlacementGroups, serve: Serve
+    ) -> None:
+        self.client = client
+        self.gcs = gcs
+        self.jobs = jobs
+        self.placement_groups = placement_groups
+        self.serve = serve
+
+    async def get(self, job: str) -> JobTopology:
+        """The job's placement groups, bundles, actors and nodes, joined (shaping/topology.py)."""
+        return await _job_topology(self, job)
+
+
+async def _job_topology(api: Topology, job: str) -> JobTopology:
+    details = await api.jobs.details(job)
     job_id = str(details.get("job_id") or "")
     if not job_id:
         raise NotFound(no_ray_job(job, str(details.get("status") or "")))
     notes: list[str] = []
+    client = api.client
     actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
-        api._state_page("actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True),
-        api._state_page("placement_groups", filters=[("creator_job_id", "=", job_id)], limit=limits.TOPOLOGY_GROUP_ROWS, detail=True),
+        client.state_page("actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True),
+        client.state_page("placement_groups", filters=[("creator_job_id", "=", job_id)],
+                          limit=limits.TOPOLOGY_GROUP_ROWS, detail=True),
         _optional(_gcs_facts(api, job_id), notes, "the GCS actor and placement group tables"),
-        _nodes(api),
-        _optional(api.get_data("/nodes", what="the node summary (/nodes?view=summary)",
+        _nodes(client),
+        _optional(client.get_data("/nodes", what="the node summary (/nodes?view=summary)",
                                params={"view": "summary"}), notes, "host memory, CPU and GPU use"),
         _optional(_serve(api), notes, "Serve"),
     )  # fmt: skip
@@ -78,8 +96,8 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
             f"Actors of other jobs looked up in the first {limits.TOPOLOGY_MEMBER_QUERIES} groups only."
         )
     members = await _gather(*(
-        api._state_page("actors", filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
-                        limit=limits.TOPOLOGY_ACTORS, detail=True)
+        client.state_page("actors", filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
+                          limit=limits.TOPOLOGY_ACTORS, detail=True)
         for r in live_groups
     ))  # fmt: skip
     for _t, _m3, rows, _n in members:
@@ -103,7 +121,7 @@ async def job_topology(api: RayAPI, job: str) -> JobTopology:
     )
     if wanted:
         logical = await _optional(
-            _logical_actors(api, wanted[: limits.TOPOLOGY_ACTORS]), notes, "the actors' worker stats"
+            _logical_actors(client, wanted[: limits.TOPOLOGY_ACTORS]), notes, "the actors' worker stats"
         )
         for actor_id, info in (logical or {}).items():
             if not info:
@@ -137,31 +155,33 @@ async def _optional(awaitable: Any, notes: list[str], what: str) -> Any:
         return None
 
 
-async def _nodes(api: RayAPI) -> tuple[list[dict[str, Any]], dict[str, dict[str, tuple[float, float]]]]:
+async def _nodes(
+    client: RayClient,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, tuple[float, float]]]]:
     """Every node (State API) and each alive node's logical use (the autoscaler's per-node report)."""
     nodes_result, status = await _gather(
-        api.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True),
-        api.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
+        client.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True),
+        client.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
     )
     nodes = list(nodes_result.get("result") or [])
     return nodes, usage_from_status(nodes, status)
 
 
-async def _serve(api: RayAPI) -> tuple[dict[str, Any], str | None] | None:
-    details = await api.serve_details()
+async def _serve(api: Topology) -> tuple[dict[str, Any], str | None] | None:
+    details = await api.serve.details()
     if not (details.get("applications") or {}):
         return None
     controller = (details.get("controller_info") or {}).get("actor_id")
     job = None
     if controller:
-        _t, _m, rows, _n = await api._state_page(
+        _t, _m, rows, _n = await api.client.state_page(
             "actors", filters=[("actor_id", "=", str(controller))], limit=1, detail=False
         )
         job = str(rows[0].get("job_id")) if rows else None
     return details, job
 
 
-async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, Any]:
+async def _logical_actors(client: RayClient, actor_ids: Sequence[str]) -> dict[str, Any]:
     """Worker stats of live actors (assigned resource slots, physical GPUs), from /logical/actors?ids=..."""
     out: dict[str, Any] = {}
     chunks = [
@@ -169,7 +189,7 @@ async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, An
         for i in range(0, len(actor_ids), limits.TOPOLOGY_IDS_PER_REQUEST)
     ]
     pages = await _gather(*(
-        api.get_data("/logical/actors", what="the actors' worker stats (/logical/actors)",
+        client.get_data("/logical/actors", what="the actors' worker stats (/logical/actors)",
                      params={"ids": ",".join(chunk), "nocache": "1"})
         for chunk in chunks
     ))  # fmt: skip
@@ -180,53 +200,21 @@ async def _logical_actors(api: RayAPI, actor_ids: Sequence[str]) -> dict[str, An
     return out
 
 
-async def _gcs_facts(api: RayAPI, job_id: str) -> dict[str, Any]:
-    if not ray_import.is_loaded("gcs") and (facts := await _gcs_facts_without_ray(api, job_id)) is not None:
-        return facts
-    try:
-        await ray_import.ensure("gcs")
-        return await anyio.to_thread.run_sync(_gcs_facts_sync, api, job_id)
-    except RayMCPError:
-        raise
-    except Exception as exc:  # grpc errors, an unreachable GCS: a note, not a failure
-        raise InvalidArgument(f"the GCS did not answer ({type(exc).__name__}).") from exc
-
-
-async def _gcs_facts_without_ray(api: RayAPI, job_id: str) -> dict[str, Any] | None:
-    """_gcs_facts over gcs_h2 (a fresh server: no wait for Ray's import); None when that path cannot answer."""
-    from ray_mcp.ray_api import gcs_h2
-
-    address = await api.gcs_address_without_ray()
-    if address is None:
-        return None
-    auth = api.authorization()
-    try:
-        table = await gcs_h2.placement_group_table(
-            address, auth, api.timeout_s
-        )  # ~3 ms each, one after the other
-        actors = await gcs_h2.job_actor_table(
-            address, auth, job_id, limit=limits.TOPOLOGY_ACTOR_ROWS, timeout_s=api.timeout_s
-        )
-    except gcs_h2.GrpcFailed:
-        return None
-    return _facts(table, actors)
-
-
-def _gcs_facts_sync(api: RayAPI, job_id: str) -> dict[str, Any]:
+async def _gcs_facts(api: Topology, job_id: str) -> dict[str, Any]:
     """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
-    channel = api._gcs()  # Ray is imported by ray_import's one lock, the channel made once (client.py)
-    table = gcs.placement_group_table(channel, api.timeout_s)
-    actors = gcs.job_actor_table(channel, job_id, limit=limits.TOPOLOGY_ACTOR_ROWS, timeout_s=api.timeout_s)
-    return _facts(table, actors)
+    strategies, actors = await _gather(
+        api.placement_groups.strategies(), api.gcs.job_actors(job_id, limit=limits.TOPOLOGY_ACTOR_ROWS)
+    )
+    return _facts(strategies, actors)
 
 
-def _facts(table: list[dict[str, str]], actors: list[dict[str, Any]]) -> dict[str, Any]:
+def _facts(strategies: dict[str, str], actors: list[dict[str, Any]]) -> dict[str, Any]:
     owners = {a["actor_id"]: a["owner_worker_id"] for a in actors}
     stats = {
         a["actor_id"]: {"usedResources": a["used_resources"], "worker_id": a["worker_id"]} for a in actors
     }
     return {
-        "strategies": {r["placement_group_id"]: r["strategy"] for r in table},
+        "strategies": strategies,
         "owners": owners,
         "stats": stats,
     }

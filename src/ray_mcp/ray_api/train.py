@@ -16,29 +16,56 @@ import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 
 from ray_mcp import limits
 from ray_mcp.errors import NotFound, RayRequestFailed, dashboard_errors
 from ray_mcp.models import TrainCheckpoint, TrainRun, TrainRunList
+from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
-
-if TYPE_CHECKING:
-    from ray_mcp.ray_api import RayAPI
 
 TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
 SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"  # ray.train.v2._internal.constants
 STATE_TRACKING = "RAY_TRAIN_ENABLE_STATE_TRACKING"
 
 
-async def train_runs(api: RayAPI) -> list[dict[str, Any]]:
-    """Every Train v2 run the cluster's Train state actor knows, newest first (Ray returns them all at once)."""
+class Train:
+    """The Ray Train runs of one cluster."""
+
+    def __init__(self, client: RayClient) -> None:
+        self.client = client
+
+    async def runs(self) -> list[dict[str, Any]]:
+        """Every Train v2 run the cluster's Train state actor knows, newest first (Ray returns them at once)."""
+        return await _train_runs(self.client)
+
+    async def list_runs(self, *, status: str | None, name: str | None, limit: int) -> TrainRunList:
+        runs = await self.runs()
+        return build_run_list(runs, status=status, name=name, limit=limit, now_s=time.time())
+
+    async def get_run(self, run: str) -> TrainRun:
+        if not run.strip():
+            raise NotFound("The run is empty. Call list_train_runs to see the run ids and names.")
+        runs = await self.runs()
+        found = find_run(runs, run.strip())
+        if found is None:
+            names = ", ".join(sorted({str(r.get("name")) for r in runs})[:10]) or "none"
+            raise NotFound(
+                f"No Train run with id or name {run!r} on the cluster at {self.client.dashboard_url} (run "
+                f"names: {names}). Call list_train_runs to see them."
+            )
+        notes: list[str] = []
+        checkpoint = await anyio.to_thread.run_sync(read_checkpoint, found, notes)
+        return build_run(found, now_s=time.time(), checkpoint=checkpoint, notes=notes)
+
+
+async def _train_runs(api: RayClient) -> list[dict[str, Any]]:
     what = f"the Train runs ({TRAIN_RUNS_PATH})"
     with dashboard_errors(api.dashboard_url, what, api.timeout_s):
-        response = await api._http.get(TRAIN_RUNS_PATH)
+        response = await api.http.get(TRAIN_RUNS_PATH)
         status, body = response.status_code, response.text
     if status == 404:
         raise RayRequestFailed(
@@ -75,27 +102,6 @@ async def train_runs(api: RayAPI) -> list[dict[str, Any]]:
             f"The Ray dashboard at {api.dashboard_url} answered {what} without train_runs."
         )
     return [r for r in runs if isinstance(r, dict)]
-
-
-async def list_train_runs(api: RayAPI, *, status: str | None, name: str | None, limit: int) -> TrainRunList:
-    runs = await train_runs(api)
-    return build_run_list(runs, status=status, name=name, limit=limit, now_s=time.time())
-
-
-async def get_train_run(api: RayAPI, run: str) -> TrainRun:
-    if not run.strip():
-        raise NotFound("The run is empty. Call list_train_runs to see the run ids and names.")
-    runs = await train_runs(api)
-    found = find_run(runs, run.strip())
-    if found is None:
-        names = ", ".join(sorted({str(r.get("name")) for r in runs})[:10]) or "none"
-        raise NotFound(
-            f"No Train run with id or name {run!r} on the cluster at {api.dashboard_url} (run names: {names}). "
-            "Call list_train_runs to see them."
-        )
-    notes: list[str] = []
-    checkpoint = await anyio.to_thread.run_sync(read_checkpoint, found, notes)
-    return build_run(found, now_s=time.time(), checkpoint=checkpoint, notes=notes)
 
 
 def read_checkpoint(run: Mapping[str, Any], notes: list[str]) -> TrainCheckpoint | None:

@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ray._private.runtime_env.packaging import _dir_travel, _get_excludes
+
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import MAX_UPLOAD_ENTRIES
-from ray_mcp.ray_api import ray_import
 
 # Ray's switch to ignore .gitignore files when packaging (ray_constants.RAY_RUNTIME_ENV_IGNORE_GITIGNORE).
 IGNORE_GITIGNORE_ENV = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
@@ -171,8 +172,6 @@ def _chain(path: Path, top: Path) -> list[Path]:
 
 def _travel(top: Path, excludes: list[str], check: Callable[[Path], None]) -> None:
     """Walk ``top`` exactly as Ray's packaging does (same excludes and ignore files), calling ``check``."""
-    ray_import.load_sync("core")
-    from ray._private.runtime_env.packaging import _dir_travel, _get_excludes
 
     include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
     _dir_travel(

@@ -178,7 +178,7 @@ class JobWatchers:
         """The job's status; NOT_FOUND once it is gone; None when it cannot be read right now."""
         try:
             api = await self._app.api()
-            return (await api.get_job(job)).status
+            return (await api.jobs.get(job)).status
         except NotFound:
             return "NOT_FOUND"
         except RayMCPError as exc:
@@ -205,7 +205,7 @@ async def read_job(app: App, submission_id: str) -> str:
 
     try:
         api = await app.api()
-        info = await api.get_job(submission_id)
+        info = await api.jobs.get(submission_id)
     except NotFound as exc:
         raise ResourceNotFoundError(str(exc)) from None
     except RayMCPError as exc:
@@ -213,7 +213,7 @@ async def read_job(app: App, submission_id: str) -> str:
     parts = [render_job(info), ""]
     try:
         target = LogTarget(job=submission_id)
-        tail = await api.tail_logs(target, lines=JOB_LOG_TAIL_LINES, max_bytes=JOB_LOG_TAIL_BYTES)
+        tail = await api.logs.tail(target, lines=JOB_LOG_TAIL_LINES, max_bytes=JOB_LOG_TAIL_BYTES)
         parts += [
             f"Driver log, last {JOB_LOG_TAIL_LINES} lines at most (tail_logs reads more):",
             render_log_tail(tail),

@@ -44,22 +44,22 @@ async def list_actors(
     """Actors with exact totals per state; dead ones with their death cause. get_actor shows one in full."""
     limit, note = clamp_limit(limit, what="actors")
     filters = where(
-        state=state, class_name=class_name, name=name, ray_namespace=namespace, job_id=await api.job_id_of(job),
+        state=state, class_name=class_name, name=name, ray_namespace=namespace, job_id=await api.jobs.id_of(job),
         node_id=node_id, placement_group_id=placement_group,
     )  # fmt: skip
-    page = await api.list_actors(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+    page = await api.actors.list(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_actor_list, "actors", "actors"))
 
 
 async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Actor]:
     """One actor in full: state, pid, node, restarts, job, namespace, resources, death cause."""
-    actor = await api.get_actor(actor_id.strip())
+    actor = await api.actors.get(actor_id.strip())
     return tool_result(actor, render_actor(actor))
 
 
 async def kill_plan(ctx: Context, api: Api, actor_id: str, no_restart: bool, force: bool) -> Pending:
     """What kill_actor would do (found before anything changes); a detached actor needs force."""
-    actor = await api.get_actor(check_id("actor", actor_id.strip()))
+    actor = await api.actors.get(check_id("actor", actor_id.strip()))
     # The actor's incarnation: a restart gives it a new process (and a restart count), so a token or an answer
     # for the old one does not kill the new one.
     instance = f"restarts={actor.restarts} pid={actor.pid} no_restart={no_restart}"
@@ -93,7 +93,7 @@ async def kill_actor(
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:
         confirmation.ensure_unchanged(pending, await kill_plan(ctx, api, actor_id, no_restart, force))
-        result = await api.kill_actor_and_wait(actor, no_restart=no_restart)
+        result = await api.actors.kill(actor, no_restart=no_restart)
     else:
         result = ActorKill(
             actor_id=actor.actor_id, done=False, no_restart=no_restart, state_before=actor.state,

@@ -23,7 +23,7 @@ async def cluster_status(
     """The cluster at a glance (like `ray status`): nodes, resources used/total, per-node use, pending and
     infeasible demands, autoscaler. Start here.
     """
-    status = await api.cluster_status(max_nodes=max_nodes)
+    status = await api.nodes.cluster_status(max_nodes=max_nodes)
     return tool_result(status, render_cluster_status(status))
 
 

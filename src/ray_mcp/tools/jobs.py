@@ -57,7 +57,7 @@ async def submit_job(
     """Submit a job (like `ray job submit`); returns at once. A local working_dir is uploaded. Follow it
     with wait_for_job, get_job or tail_logs(job=...).
     """
-    result = await api.submit_job(
+    result = await api.jobs.submit(
         entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
         entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
         entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
@@ -70,7 +70,7 @@ async def submit_job(
 
 async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
     """One job: status, message, error type, exit code, entrypoint, times, metadata, runtime_env."""
-    info = await api.get_job(job)
+    info = await api.jobs.get(job)
     return tool_result(info, render_job(info))
 
 
@@ -86,7 +86,7 @@ async def list_jobs(
 ) -> Annotated[CallToolResult, JobList]:
     """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
     statuses = [str(s) for s in status] if status else None
-    result = await api.list_jobs(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
+    result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
     return tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
 
 
@@ -101,7 +101,7 @@ async def wait_for_job(
     """Wait until a job ends or timeout_s passes, with progress notifications. A timeout is not an error:
     call again to keep waiting.
     """
-    result = await api.wait_for_job(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
+    result = await api.jobs.wait(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
     return tool_result(result, render_wait(result))
 
 
@@ -109,13 +109,13 @@ async def stop_job(api: Api, job: Job) -> Annotated[CallToolResult, JobChange]:
     """Stop a running or pending job (like `ray job stop`); an ended job is left as it is. Its record and
     logs stay.
     """
-    result = await api.stop_job(job)
+    result = await api.jobs.stop(job)
     return tool_result(result, result.message)
 
 
 async def delete_plan(ctx: Context, api: Api, job: str) -> Pending:
     """What delete_job would delete (found before anything changes); only an ended job may be deleted."""
-    info, instance = await api.deletable_job(job)
+    info, instance = await api.jobs.deletable(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
     started = f"started {info.start_time}, " if info.start_time else ""
@@ -140,7 +140,7 @@ async def delete_job(
     """
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:
-        result = await api.delete_job(pending.target, instance=pending.instance)
+        result = await api.jobs.delete(pending.target, instance=pending.instance)
     else:
         result = JobChange(
             job=pending.target, action="delete", done=False, status=pending.subject.status,

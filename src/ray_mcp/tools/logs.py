@@ -78,7 +78,7 @@ async def tail_logs(
     ] = SCAN_MB.default,
     **named: Any,  # TARGET_ARGS: log_target has made them the target
 ) -> Annotated[CallToolResult, LogTail]:
-    tail = await api.tail_logs(
+    tail = await api.logs.tail(
         target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
         follow_s=follow_s, on_progress=ctx.report_progress,
     )  # fmt: skip

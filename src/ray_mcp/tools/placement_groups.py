@@ -26,8 +26,8 @@ async def pg_status(
 ) -> Annotated[CallToolResult, PlacementGroupList]:
     """Placement groups: state, strategy, bundles and their nodes, and why each PENDING one waits."""
     limit, note = clamp_limit(limit, what="placement groups")
-    page = await api.pg_status(
-        placement_group=placement_group, state=state, job_id=await api.job_id_of(job), limit=limit,
+    page = await api.placement_groups.status(
+        placement_group=placement_group, state=state, job_id=await api.jobs.id_of(job), limit=limit,
         notes=[note] if note else [],
     )  # fmt: skip
     return tool_result(*fit_list(page, render_pg_list, "placement_groups", "placement groups"))

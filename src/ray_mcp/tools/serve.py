@@ -37,7 +37,7 @@ async def serve_status(
     ] = SERVE_LOG_LINES.default,
 ) -> Annotated[CallToolResult, ServeStatus]:
     """Ray Serve: applications, deployments, replicas, and the error and log tail of anything failing."""
-    status = await api.serve_status(app=app, log_lines=log_lines)
+    status = await api.serve.status(app=app, log_lines=log_lines)
     return tool_result(status, render_serve_status(status))
 
 
@@ -55,14 +55,14 @@ async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: 
         )
     validated = await anyio.to_thread.run_sync(validate_serve_config, config)
     keep = {str(a.get("name", "default")) for a in validated.get("applications") or []}
-    instances = await api.serve_app_instances(
+    instances = await api.serve.app_instances(
         deleting=False
     )  # one already being deleted is not ours to confirm
     deleting = sorted(set(instances) - keep)
     cluster = await server.cluster_ref()
     if not deleting:
         return Pending("serve_deploy", "replace", "replace, deleting no app", required=False, cluster=cluster)
-    status = await api.serve_status(app=None, log_lines=0)
+    status = await api.serve.status(app=None, log_lines=0)
     config_digest = hashlib.sha256(json.dumps(validated, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]
@@ -115,7 +115,7 @@ async def serve_deploy(
         f"apps={','.join(names)}"
         + (f" replace=true deletes={','.join(deleting) or 'none'}" if replace else "")
     )
-    change = await api.serve_deploy(config, replace=replace)
+    change = await api.serve.deploy(config, replace=replace)
     deleted = f" Deleted (replace): {deleting}." if deleting else ""
     text = (
         f"Applied a Serve config with applications {change.applications}.{deleted}\n"
@@ -127,8 +127,8 @@ async def serve_deploy(
 async def delete_app_plan(ctx: Context, api: Api, app: str) -> Pending:
     """What serve_delete_app would delete (NotFound for an unknown application)."""
     server = app_of(ctx)
-    status = await api.serve_status(app=app, log_lines=0)
-    instance = (await api.serve_app_instances()).get(app, "gone")
+    status = await api.serve.status(app=app, log_lines=0)
+    instance = (await api.serve.app_instances()).get(app, "gone")
     deployed = f", deployed {status.apps[0].last_deployed}" if status.apps[0].last_deployed else ""
     description = f"delete Serve application {app!r} ({status.apps[0].status}{deployed}) and keep the others"
     return Pending(
@@ -154,7 +154,7 @@ async def serve_delete_app(
             ServeChange(action="not done", applications=[], status=pending.subject), decision.text
         )
     confirmation.ensure_unchanged(pending, await delete_app_plan(ctx, api, app))
-    change = await api.serve_delete_app(app)
+    change = await api.serve.delete_app(app)
     return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
 
 

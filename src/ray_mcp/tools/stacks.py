@@ -54,7 +54,7 @@ async def stack_traces(
     """
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="stack_traces")
     target = Target(kind=kind, job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
-    result = await api.stacks.stack_traces(target, limit=limit, max_frames=max_frames, max_bytes=max_bytes)
+    result = await api.stacks.traces(target, limit=limit, max_frames=max_frames, max_bytes=max_bytes)
     return tool_result(result, render_stacks(result))
 
 

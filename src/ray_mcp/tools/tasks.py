@@ -37,7 +37,7 @@ async def task_filters(
     actor_id: str | None,
     error_type: str | None,
 ) -> list[Filter]:
-    job_id = await api.job_id_of(job)
+    job_id = await api.jobs.id_of(job)
     return where(state=state, name=name, job_id=job_id, actor_id=actor_id, error_type=error_type)
 
 
@@ -56,7 +56,7 @@ async def list_tasks(
     """Individual tasks and actor calls: state, job, actor, node, error. For counts, summarize_tasks."""
     limit, note = clamp_limit(limit, what="tasks")
     filters = await task_filters(api, state, name, job, actor_id, error_type)
-    page = await api.list_tasks(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+    page = await api.tasks.list(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_task_list, "tasks", "tasks"))
 
 
@@ -69,7 +69,7 @@ async def summarize_tasks(
     error_type: ErrorType = None,
 ) -> Annotated[CallToolResult, TaskSummary]:
     """Tasks counted by function and state; failures grouped by error type with a sample each."""
-    summary = await api.summarize_tasks(
+    summary = await api.tasks.summarize(
         filters=await task_filters(api, state, name, job, actor_id, error_type)
     )
     return tool_result(summary, render_task_summary(summary))

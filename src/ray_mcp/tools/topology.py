@@ -7,7 +7,6 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.models import JobTopology
-from ray_mcp.ray_api.topology import job_topology as gather_topology
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.topology_text import render_topology
 from ray_mcp.tools import READ_ONLY, Api
@@ -20,7 +19,7 @@ async def job_topology(
     """One job's structure: driver, placement groups and bundles, their actors (node, GPU ids, state),
     Serve replicas, nodes and the job's share. Gaps first.
     """
-    topology = await gather_topology(api, job)
+    topology = await api.topology.get(job)
     return tool_result(topology, render_topology(topology))
 
 

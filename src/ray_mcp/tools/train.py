@@ -8,7 +8,6 @@ from pydantic import Field
 
 from ray_mcp import limits
 from ray_mcp.models import TrainRun, TrainRunList
-from ray_mcp.ray_api import train as train_api
 from ray_mcp.shaping.common import fit_list, tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
 from ray_mcp.tools import READ_ONLY, Api
@@ -32,7 +31,7 @@ async def list_train_runs(
     ] = limits.TRAIN_RUNS.default,
 ) -> Annotated[CallToolResult, TrainRunList]:
     """Ray Train runs, newest first: status, job, attempts, workers."""
-    page = await train_api.list_train_runs(api, status=status, name=name, limit=limit)
+    page = await api.train.list_runs(status=status, name=name, limit=limit)
     return tool_result(*fit_list(page, render_run_list, "runs", "runs"))
 
 
@@ -45,7 +44,7 @@ async def get_train_run(
     """One Ray Train run: its worker group by rank (actor, node, GPUs, state), errors by rank, latest
     checkpoint.
     """
-    result = await train_api.get_train_run(api, run)
+    result = await api.train.get_run(run)
     return tool_result(result, render_run(result))
 
 

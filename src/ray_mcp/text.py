@@ -1,8 +1,12 @@
-"""Text helpers shared by every layer: colour codes, caret markers, exception lines, cutting to a length."""
+"""Text helpers shared by every layer: colour codes, caret markers, exception lines, cutting, quoting."""
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
+
+from ray_mcp.limits import QUOTED_CHARS
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CARETS = re.compile(r"\s*[\^~]+\s*")
@@ -63,3 +67,20 @@ def user_traceback(text: str | None) -> str:
 def first_sentence(text: str) -> str:
     """The first sentence of an error message (what failed), ended by one period."""
     return text.split(". ")[0].rstrip(".") + "."
+
+
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """Text from the cluster (a name, a message, a command) as data inside one of our sentences: one line,
+    in double quotes, control and line-breaking characters escaped, cut to ``limit`` characters with "…".
+    Whatever the cluster puts in it, it cannot end our sentence, start a line of its own or pose as ours."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    body = json.dumps(text, ensure_ascii=False)[1:-1]
+    # json escapes C0 controls; the line and paragraph separators, C1 controls and format characters
+    # (bidirectional overrides among them) would still break or reorder the line a reader sees.
+    body = "".join(
+        f"\\u{ord(ch):04x}" if ch in "\u2028\u2029" or unicodedata.category(ch) in ("Cc", "Cf") else ch
+        for ch in body
+    )
+    return f'"{body}"'

@@ -3,7 +3,7 @@ the byte offset of the verdict (``python -m eval.causal_table``)."""
 
 from __future__ import annotations
 
-from tests.causal_support import RECORDED, job_info, replay
+from tests.causal_support import RECORDED, replay
 
 from ray_mcp.diagnosis import chains, report
 
@@ -15,7 +15,7 @@ def rows() -> list[str]:
 
     for path in sorted(p for p in RECORDED.glob("*.json") if p.stem in EXPECTED):
         ev = replay(path.stem)
-        model, text = report.job_report("recorded", job_info(ev), ev, [], [], max_bytes=6000)
+        model, text = report.job_report("recorded", ev, max_bytes=6000)
         _phrase, found, _ = chains.explain_job(ev)
         top = found[0] if found else None
         kinds = " → ".join(link.kind for link in top.links) if top else "-"

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import re
 
+from ray_mcp.diagnosis.chains.capacity import demand_chains, memory_chains
 from ray_mcp.diagnosis.chains.ended_by import HEALTH_CHECK_LAG_MS, actor_end, died_with_node, node_death
+from ray_mcp.diagnosis.chains.jobs import failed_jobs
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
+from ray_mcp.diagnosis.chains.serve import serve_app_chains
 from ray_mcp.diagnosis.chains.symptoms import (
     BENIGN_ACTOR_END,
     actor_chains,
@@ -128,9 +131,12 @@ def event_lines(ev: GraphInputs, limit: int) -> list[str]:
 
 
 def explain_cluster(ev: GraphInputs) -> list[Chain]:
+    """Every cluster rule over one graph, ranked: dead nodes and what they took down, Serve, each job's chains
+    named by cause, failed jobs, demands and memory."""
     g = Graph(ev)
     chains = node_chains(g)
     chains += serve_chains(g)
+    chains += serve_app_chains(g)
     covered = set().union(*(c.subjects for c in chains)) if chains else set()
     for c in [*failed_task_chains(g, None), *actor_chains(g, None, "RUNNING"), *pending_chains(g, None)]:
         if c.subjects and c.subjects <= covered:
@@ -141,5 +147,8 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
         if c.kind in ("failed", "raised", "owner_died", "worker_crash", "oom", "node_died", "pg_removed"):
             c.severity = min(c.severity, CONTEXT + 10)
         chains.append(c)
+    chains += failed_jobs(g)
+    chains += demand_chains(g, chains)
+    chains += memory_chains(g)
     chains.sort(key=lambda c: -c.severity)
     return chains

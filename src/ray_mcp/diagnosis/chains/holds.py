@@ -4,7 +4,7 @@ the resource now), for a resource shape and for a placement group's bundles."""
 from __future__ import annotations
 
 from ray_mcp.diagnosis.chains.links import Link
-from ray_mcp.diagnosis.graph import Graph, Row, bundle_index, count_by, num
+from ray_mcp.diagnosis.graph import Graph, Row, amount, amounts, bundle_index, count_by, num
 from ray_mcp.limits import HOLDER_NODE_ID_CHARS, HOLDERS_QUOTED, NAMES_SHOWN
 
 
@@ -15,10 +15,12 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
     if not need or not totals:
         return []
     fits = [nid for nid, tot in totals.items() if all(tot.get(k, 0.0) + 1e-9 >= v for k, v in need.items())]
-    shape = ", ".join(f"{k} {v:g}" for k, v in need.items())
+    shape = amounts(need)
     if not fits:
         lacking = [k for k, v in need.items() if max((t.get(k, 0.0) for t in totals.values()), default=0) < v]
-        most = ", ".join(f"{k} {max((t.get(k, 0.0) for t in totals.values()), default=0):g}" for k in lacking)
+        most = ", ".join(
+            f"{k} {amount(k, max((t.get(k, 0.0) for t in totals.values()), default=0))}" for k in lacking
+        )
         return [Link("waits_on", f"{who} needs {{{shape}}}, which no alive node can ever fit (infeasible: the largest has {most})",
                      f"{len(totals)} alive node(s)")]  # fmt: skip
     # Contention: on every node that could fit it, something holds what it needs. A task blocked in ray.get on
@@ -44,7 +46,7 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
         who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:NAMES_SHOWN])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
-            f"{ent.label} holds {a:g} {resource} on node {nid[:HOLDER_NODE_ID_CHARS]}"
+            f"{ent.label} holds {amount(resource, a)} {resource} on node {nid[:HOLDER_NODE_ID_CHARS]}"
             for ent, a, nid in holders[:HOLDERS_QUOTED]
         )
         # Nested tasks: the holders are the waiter's own callers, blocked in ray.get on it (starvation).
@@ -60,7 +62,7 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
         quote += (
             f" | Ray lends back the CPU of a task blocked in ray.get, not its {resource}" if callers else ""
         )
-        links.append(Link("holds", f"{who} waits for {resource} ({shape}): {held_total:g} of {total:g} {resource} on the nodes "
+        links.append(Link("holds", f"{who} waits for {resource} ({shape}): {amount(resource, held_total)} of {amount(resource, total)} {resource} on the nodes "
                           f"that fit it are held by {who_holds}{starve}", quote))  # fmt: skip
     return links or [
         Link("waits_on", f"{who} needs {{{shape}}}; it fits, but {', '.join(sorted(short_of))} is in use now")
@@ -159,7 +161,7 @@ def pg_wait(g: Graph, pg: Row) -> list[Link]:
         ]
     pooled = {k: sum(t.get(k, 0.0) for t in totals.values()) for k in need}
     if any(pooled[k] + 1e-9 < v for k, v in need.items()):
-        wanted = ", ".join(f"{k} {v:g}" for k, v in need.items())
+        wanted = amounts(need)
         return [
             Link("waits_on", f"{label} needs {{{wanted}}} in all, more than the cluster has (infeasible)")
         ]

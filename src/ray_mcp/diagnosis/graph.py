@@ -104,6 +104,7 @@ class Edge:
     kind: str  # waits_on | holds | owns | created_by | ended_by | raised_in
     dst: str
     text: str  # the link in words: "holds 1 GPU"
+    amount: float = 0.0  # for a holds edge: how much it holds (bytes for memory)
 
 
 def num(value: Any) -> float:
@@ -225,8 +226,8 @@ class Graph:
             self.entities[key] = Entity(key, kind, id_, label, row=dict(row or {}), **kw)
         return key
 
-    def link(self, src: str, kind: str, dst: str, text: str) -> None:
-        edge = Edge(src, kind, dst, text)
+    def link(self, src: str, kind: str, dst: str, text: str, amount: float = 0.0) -> None:
+        edge = Edge(src, kind, dst, text, amount)
         if not any(e.kind == kind and e.dst == dst for e in self.edges.get(src, [])):
             self.edges.setdefault(src, []).append(edge)
 
@@ -269,7 +270,7 @@ class Graph:
             for name, held in (row.get("required_resources") or {}).items():
                 if num(held) > 0 and row.get("node_id"):
                     self.link(f"actor:{row['actor_id']}", "holds", f"resource:{name}@{row['node_id']}",
-                              f"holds {amount(name, held)} {name}")  # fmt: skip
+                              f"holds {amount(name, held)} {name}", num(held))  # fmt: skip
         for task_id, row in self.running.items():
             if row.get("type") != "NORMAL_TASK" or row.get("placement_group_id"):
                 continue
@@ -282,6 +283,7 @@ class Graph:
                         "holds",
                         f"resource:{name}@{row['node_id']}",
                         f"holds {amount(name, held)} {name}",
+                        num(held),
                     )
         for pg_id, row in self.pgs.items():
             if row.get("state") != "CREATED":
@@ -291,7 +293,7 @@ class Graph:
                 for name, held in (bundle.get("unit_resources") or {}).items():
                     if num(held) > 0 and node:
                         self.link(f"pg:{pg_id}", "holds", f"resource:{name}@{node}",
-                                  f"reserves {amount(name, held)} {name} (bundle {bundle_index(bundle)})")  # fmt: skip
+                                  f"reserves {amount(name, held)} {name} (bundle {bundle_index(bundle)})", num(held))  # fmt: skip
 
     def holders_of(self, resource: str) -> list[tuple[Entity, float, str]]:
         """(holder, amount, node id) for every holder of ``resource`` on any node, biggest first."""
@@ -301,8 +303,7 @@ class Graph:
                 if e.kind == "holds" and e.dst.startswith(f"resource:{resource}@"):
                     ent = self.entities.get(src)
                     if ent is not None:
-                        amount = num(e.text.split()[1]) if len(e.text.split()) > 1 else 0.0
-                        out.append((ent, amount, e.dst.split("@", 1)[1]))
+                        out.append((ent, e.amount, e.dst.split("@", 1)[1]))
         return sorted(out, key=lambda h: -h[1])
 
     def node_totals(self) -> dict[str, dict[str, float]]:

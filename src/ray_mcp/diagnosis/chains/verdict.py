@@ -14,12 +14,14 @@ from ray_mcp.diagnosis.chains.setup import entrypoint_chains, runtime_env_failur
 from ray_mcp.diagnosis.chains.symptoms import (
     actor_chains,
     failed_task_chains,
+    final_attempts,
     job_status,
     pending_chains,
+    progress,
     retried_warnings,
 )
 from ray_mcp.diagnosis.chains.waits_on import deadlock, driver_wait
-from ray_mcp.diagnosis.graph import Graph, GraphInputs, memory_summary, names
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, memory_summary, names, num
 from ray_mcp.limits import OTHER_JOBS_NAMED, VERDICT_BYTES
 from ray_mcp.text import fit_bytes
 
@@ -64,12 +66,8 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
             if explained:  # the chain that says why leads; the stall says for how long nothing moved
                 stalled.severity = min(stalled.severity, max(explained) - 1)
             chains.append(stalled)
-        elif (
-            status == "RUNNING"
-        ):  # progress beats a blocked-looking driver: waits that still move are context
-            for c in chains:
-                if c.kind in ("waiting", "contention", "hang") and c.severity < ROOT:
-                    c.severity = min(c.severity, CONTEXT)
+    if status == "RUNNING" and job_id:
+        chains += progressing(g, chains)
     chains += memory_kill(g, job_id, chains)
     if not any(c.severity > WARNING for c in chains):
         last = status_chain(g)
@@ -80,6 +78,24 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
             c.severity = min(c.severity, CONTEXT)
     chains.sort(key=lambda c: -c.severity)
     return phrase, distinct(chains), other_jobs(g, job_id)
+
+
+def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
+    """Progress beats a blocked-looking driver: while the job's tasks finish, a driver waiting in ray.get (or
+    work waiting for resources others use now) is how the job runs, not a fault. Say it is healthy first and
+    leave those waits as context; only a stall (hang.py) makes them the verdict."""
+    job = g.ev.job or {}
+    finished = [t for t in final_attempts(g, str(job.get("job_id"))) if t.get("state") == "FINISHED"]
+    newest = max((num(t.get("end_time_ms")) for t in finished), default=0.0)
+    if not newest or g.ev.now_ms - newest > hang.NO_PROGRESS_S * 1000:
+        return []
+    for c in chains:
+        if c.kind in ("waiting", "contention", "hang", "pending_demand") and c.severity < ROOT:
+            c.severity = min(c.severity, CONTEXT - 1)
+    if any(c.severity > CONTEXT for c in chains):
+        return []  # something else is wrong: it leads, progress or not
+    return [Chain(CONTEXT, "progressing", "", [Link("waits_on", f"healthy: its tasks are finishing ({progress(g)})")],
+                  [f"wait_for_job job={job.get('submission_id') or job.get('job_id')}"], subjects={"progress"})]  # fmt: skip
 
 
 # Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
@@ -110,13 +126,17 @@ def memory_kill(g: Graph, job_id: str, chains: Sequence[Chain]) -> list[Chain]:
 def distinct(chains: Sequence[Chain]) -> list[Chain]:
     """One chain per last link: the same cause reached from several symptoms is told once, where it ranks
     highest."""
-    seen: set[str] = set()
+    seen: dict[str, Chain] = {}
     out = []
     for c in chains:
         key = re.sub(r"\([0-9a-f]{16,}\)", "", c.cause)
         if key and key in seen and c.severity > INFO:
+            kept = seen[key]  # counted where it is told: every symptom it explains
+            if c.symptom and not c.subjects <= kept.subjects:
+                kept.details.append(f"also: {c.symptom}")
+            kept.subjects |= c.subjects
             continue
-        seen.add(key)
+        seen.setdefault(key, c)
         out.append(c)
     return out
 

@@ -96,6 +96,9 @@ def first_to_release(
     if not alone:
         return ""
     ent, _held, nid = min(alone, key=lambda h: (not job_ended(g, h[0].job_id), h[0].kind != "pg", -h[1]))
+    groups = {(holder_name(g, h[0]), h[0].job_id) for h in holders}
+    if len(groups) == 1 and not job_ended(g, ent.job_id) and ent.kind != "pg":
+        return ""  # interchangeable holders of one live job: no one to release first
     why = (", of a job that ended" if job_ended(g, ent.job_id) else "") + (
         ", reserved whether or not its bundles are used" if ent.kind == "pg" else ""
     )

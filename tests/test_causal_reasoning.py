@@ -531,3 +531,25 @@ def test_an_owner_id_on_the_lines_after_the_drivers_exception_line_is_followed_t
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
     assert "the owner was task load_shards" in line, line
+
+
+def test_a_node_being_drained_with_actors_on_it_is_named_with_its_reason_and_what_runs_there() -> None:
+    spot = "b" * 56
+    drain = {**node(spot), "state_message": "Draining: DRAIN_NODE_REASON_PREEMPTION: spot instance reclaimed"}
+    ev = GraphInputs(
+        now_ms=NOW, nodes=[node(HEAD), drain], jobs=[job("17000000", "RUNNING")], pgs=[], tasks=[], actors=[],
+        alive_actors=[actor("7" * 32, "ReplayBuffer", "17000000", node_id=spot)], running_tasks=[],
+    )  # fmt: skip
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "node_draining" and "is being drained" in top.verdict, top.verdict
+    assert "spot instance reclaimed" in top.verdict and "1 actor(s) (ReplayBuffer)" in top.verdict, (
+        top.verdict
+    )
+
+
+def test_a_node_that_died_after_a_drain_says_it_was_drained_while_work_ran() -> None:
+    spot = "c" * 56
+    dead = {**node(spot, "DEAD"), "state_message": "The node was drained: DRAIN_NODE_REASON_IDLE_TERMINATION"}
+    ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD), dead], jobs=[], pgs=[], tasks=[], actors=[])
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "node_died" and "after it was drained" in top.verdict, top.verdict

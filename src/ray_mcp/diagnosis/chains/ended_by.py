@@ -44,13 +44,22 @@ def node_death(g: Graph, node_id: str | None) -> list[Link]:
     when = ms_clock(row.get("end_time_ms"))
     events = [e for e in g.ev.events or [] if node_id and node_id in str(e.get("message") or "")]
     quote = message + (f" | event: {one_line(events[-1].get('message'), EVENT_CHARS)}" if events else "")
+    drained = (
+        " after it was drained (scaled down or preempted while work still ran on it)"
+        if DRAINED.search(message)
+        else ""
+    )
     return [
         Link(
             "ended_by",
-            f"{g.node_label(node_id)} died at {when} ({one_line(message, NODE_DEATH_CHARS)})",
+            f"{g.node_label(node_id)} died at {when}{drained} ({one_line(message, NODE_DEATH_CHARS)})",
             quote,
         )
     ]
+
+
+# How Ray records a node that was drained: the autoscaler's idle termination, a preemption, `ray drain-node`.
+DRAINED = re.compile(r"drain|preempt|idle.?terminat|DRAIN_NODE_REASON", re.I)
 
 
 def worker_crash(g: Graph, node_id: str | None, pid: object, worker_id: str | None = None) -> str:

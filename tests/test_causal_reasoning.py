@@ -553,3 +553,18 @@ def test_a_node_that_died_after_a_drain_says_it_was_drained_while_work_ran() -> 
     ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD), dead], jobs=[], pgs=[], tasks=[], actors=[])
     top = causal.explain_cluster(ev)[0]
     assert top.kind == "node_died" and "after it was drained" in top.verdict, top.verdict
+
+
+def test_a_task_bound_to_a_dead_node_by_hard_affinity_states_that_nodes_own_state() -> None:
+    gone = "d" * 56
+    msg = (f"ray.exceptions.TaskUnschedulableError: The task is not schedulable: The node specified via "
+           f"NodeAffinitySchedulingStrategy doesn't exist any more or is infeasible, and soft=False was specified. "
+           f"task_id={'e' * 48}, node_id={gone}")  # fmt: skip
+    ev = GraphInputs(
+        now_ms=NOW, job=job("18000000", "FAILED"), nodes=[node(HEAD), node(gone, "DEAD")], jobs=[], pgs=[], actors=[],
+        tasks=[task("n1", "pinned", "18000000", "FAILED", error_type="TASK_UNSCHEDULABLE_ERROR", error_message=msg)],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "pinned" in line and "hard node affinity" in line and "dddddddddddd" in line, line
+    assert "that node is DEAD" in line, line

@@ -464,3 +464,203 @@ async def test_a_node_death_is_the_cause_of_the_actor_it_took_down(
         if sid:
             await mcp.call_tool("stop_job", {"job": sid})
         worker.stop()
+
+
+# -- the rules of issue 31, each recorded for its unit test (tests/test_diagnosis_rules.py) -------------------
+
+PROGRESS = """\
+import ray, time
+ray.init()
+
+@ray.remote(num_cpus=0.5)
+def step(i):
+    time.sleep(0.3)
+    return i
+
+print("looping", flush=True)
+while True:
+    ray.get([step.remote(i) for i in range(2)])
+"""
+
+
+async def test_a_driver_in_ray_get_while_its_tasks_finish_is_healthy_first(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, PROGRESS, end=False)
+    try:
+        await log_line(mcp, sid, "looping")
+        await until(mcp, sid, lambda d, t: "healthy: its tasks are finishing" in d["verdict"], 60)
+        await check_and_record(head, sid, "progressing")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+LABELS = """\
+import ray
+ray.init()
+
+@ray.remote(num_cpus=0, label_selector={"accelerator": "H100"})
+class Trainer:
+    def ping(self):
+        return 1
+
+t = Trainer.remote()
+print("submitted", flush=True)
+ray.get(t.ping.remote())
+"""
+
+
+async def test_an_actor_whose_label_selector_no_node_matches_waits_forever_not_on_contention(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, LABELS, end=False)
+    try:
+        await log_line(mcp, sid, "submitted")
+        await until(mcp, sid, lambda d, t: "label_selector" in d["verdict"], 60)
+        await check_and_record(head, sid, "label_selector")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+KEEPER = """\
+import ray
+ray.init(namespace="issue31")
+
+@ray.remote(num_cpus=0, resources={"accel": 2})
+class Keeper:
+    def ping(self):
+        return 1
+
+k = Keeper.options(name="keeper", lifetime="detached").remote()
+ray.get(k.ping.remote())
+print("kept", flush=True)
+"""
+
+LEARNER = """\
+import ray
+ray.init()
+
+@ray.remote(num_cpus=0, resources={"accel": 1})
+class Learner:
+    def ping(self):
+        return 1
+
+l = Learner.remote()
+print("submitted", flush=True)
+ray.get(l.ping.remote())
+"""
+
+RELEASE = """\
+import ray
+ray.init(namespace="issue31")
+ray.kill(ray.get_actor("keeper"))
+"""
+
+
+async def test_a_detached_actor_of_an_ended_job_is_named_as_the_holder_to_release_first(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    keeper = await run(mcp, tmp_path, KEEPER)
+    sid = ""
+    try:
+        assert (await call_ok(mcp, "get_job", {"job": keeper})).structured_content["status"] == "SUCCEEDED"
+        sid = await run(mcp, tmp_path, LEARNER, end=False)
+        await log_line(mcp, sid, "submitted")
+        await until(mcp, sid, lambda d, t: "releasing" in t, 60)
+        await check_and_record(head, sid, "release_first")
+    finally:
+        if sid:
+            await mcp.call_tool("stop_job", {"job": sid})
+        await run(mcp, tmp_path, RELEASE)
+
+
+async def test_a_runtime_env_that_cannot_be_set_up_names_the_field_that_decided(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    (tmp_path / "main.py").write_text("print('never runs')\n")
+    env = {"working_dir": str(tmp_path), "conda": "no-such-env-issue31"}
+    sid = await submit(mcp, entrypoint="python main.py", runtime_env=env)
+    await wait_until(mcp, sid, TERMINAL, 240)
+    await check_and_record(head, sid, "runtime_env_failed")
+
+
+SIGKILLED = """\
+import os, signal, ray
+ray.init()
+
+@ray.remote(max_retries=0, num_cpus=0.5)
+def decode(i):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+ray.get([decode.remote(i) for i in range(4)])
+"""
+
+
+async def test_workers_killed_with_no_stated_cause_are_all_counted_with_their_exit(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, SIGKILLED)
+    await until(mcp, sid, lambda d, t: "4 tasks" in t, 60)
+    await check_and_record(head, sid, "worker_killed")
+
+
+FLAKY = """\
+import time, ray
+from ray import serve
+ray.init()
+
+@serve.deployment(health_check_period_s=1, health_check_timeout_s=1, max_ongoing_requests=3,
+                  ray_actor_options={"num_cpus": 0})
+class Flaky:
+    def __init__(self):
+        self.started = time.time()
+
+    def check_health(self):
+        if time.time() - self.started > 2:
+            raise RuntimeError("model weights lost")
+
+    def __call__(self, request):
+        return "ok"
+
+serve.run(Flaky.bind(), name="flaky", route_prefix="/flaky")
+print("deployed", flush=True)
+time.sleep(600)
+"""
+
+SERVE_DELETE = """\
+import ray
+from ray import serve
+ray.init()
+serve.delete("flaky")
+"""
+
+
+async def test_a_serve_replica_failing_its_health_check_is_a_replacement_loop_with_its_settings(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    from tests.causal_support import gather_cluster, record_cluster
+    from tests.rule_checks import serve_loop
+
+    sid = await run(mcp, tmp_path, FLAKY, end=False)
+    try:
+        await log_line(mcp, sid, "deployed", 240)
+        with anyio.fail_after(120):
+            while True:
+                health = await call_ok(mcp, "cluster_health", {})
+                if any(f["kind"] == "serve_loop" for f in health.structured_content["findings"]):
+                    break
+                await anyio.sleep(2)
+        await record_cluster(head.dashboard_url, "serve_loop")
+        serve_loop(await gather_cluster(head.dashboard_url))
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+        await run(mcp, tmp_path, SERVE_DELETE)
+
+
+async def check_and_record(head: LocalHead, sid: str, name: str) -> None:
+    """The rule's check over evidence gathered now from the real cluster, then recorded for its unit test."""
+    from tests.causal_support import gather
+    from tests.rule_checks import EXPECT
+
+    await record(head.dashboard_url, sid, name)  # first: a failing check's evidence is kept to reason over
+    EXPECT[name](await gather(head.dashboard_url, sid))

@@ -43,26 +43,9 @@ def runtime_env_failed(ev: GraphInputs) -> None:
     assert "[runtime_env] what it installs or uploads: conda" in text, text
 
 
-def worker_killed(ev: GraphInputs) -> None:
-    """A worker that died with no stated cause: every one of the killed tasks counted, Ray's exit record named."""
-    verdict, text = job_answer(ev)
-    assert verdict.startswith("FAILED") and "decode" in verdict and "4 tasks" in text, text
-    assert "SIGKILL" in text or "killed" in text, text
-
-
-def serve_loop(ev: GraphInputs) -> None:
-    """Ray users' issue 2: a Serve replica that fails its health check, replaced in a loop, with its settings."""
-    model, text = report.health_report("http://recorded:8265", ev, max_bytes=6000)
-    loop = next(f for f in model.findings if f.kind == "serve_loop")
-    assert '"flaky"' in loop.title and "failing its health check" in loop.title, text
-    assert "health_check_period_s 1" in loop.title and "[limits]" in text, text
-
-
 EXPECT: dict[str, Callable[[GraphInputs], None]] = {
     "progressing": progressing,
     "label_selector": label_selector,
     "release_first": release_first,
     "runtime_env_failed": runtime_env_failed,
-    "worker_killed": worker_killed,
-    "serve_loop": serve_loop,
 }

@@ -568,3 +568,32 @@ def test_a_task_bound_to_a_dead_node_by_hard_affinity_states_that_nodes_own_stat
     line = causal.verdict_line(phrase, chains)
     assert "pinned" in line and "hard node affinity" in line and "dddddddddddd" in line, line
     assert "that node is DEAD" in line, line
+
+
+def test_a_serve_replica_replaced_in_a_loop_for_failing_its_health_check_names_its_settings() -> None:
+    dead = [actor(f"{i:032x}", "ServeReplica:flaky:Flaky", "19000000", "DEAD") for i in (1, 2, 3)]
+    dep = {"name": "Flaky", "status": "UNHEALTHY", "status_trigger": "HEALTH_CHECK_FAILED",
+           "message": "A replica's health check failed. This deployment will be UNHEALTHY until the replica recovers.",
+           "deployment_config": {"health_check_period_s": 1, "health_check_timeout_s": 1, "max_ongoing_requests": 3},
+           "target_num_replicas": 1, "replicas": [{"replica_id": "r4", "state": "STARTING"}]}  # fmt: skip
+    serve = {"controller_info": {"node_id": HEAD},
+             "applications": {"flaky": {"status": "UNHEALTHY", "deployments": {"Flaky": dep}}}}  # fmt: skip
+    ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD)], jobs=[], pgs=[], tasks=[], actors=dead, serve=serve)
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "serve_loop" and "3 replica(s) died and were replaced" in top.verdict, top.verdict
+    assert "failing its health check (health_check_period_s 1, health_check_timeout_s 1)" in top.verdict
+    assert (
+        "[limits] max_ongoing_requests 3" in top.evidence()
+        and "[replicas] 0 of 1 replica(s) RUNNING (1 STARTING)" in top.evidence()
+    )
+
+
+def test_four_task_workers_killed_alike_are_counted_as_four_not_named_as_one() -> None:
+    tasks = [task(f"k{i}", "decode", "1a000000", "FAILED", error_type="WORKER_DIED",
+                  error_message=f"The worker died unexpectedly while executing this task. Worker ID: {i:056x}, pid {100 + i}")
+             for i in range(4)]  # fmt: skip
+    ev = GraphInputs(
+        now_ms=NOW, job=job("1a000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[], tasks=tasks
+    )
+    _phrase, chains, _ = causal.explain_job(ev)
+    assert [c.symptom for c in chains if c.kind == "worker_crash"] == ["4 tasks decode failed"], chains

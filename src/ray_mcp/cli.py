@@ -92,7 +92,11 @@ def _parser() -> OneLineParser:
     parser.add_argument(
         "--num-cpus", type=int, dest="embedded_num_cpus", help="CPUs of the embedded cluster."
     )
-    parser.add_argument("--transport", choices=["stdio", "sse", "streamable-http"], help="Default stdio.")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "sse", "streamable-http"],
+        help="Default stdio. Over a network: streamable-http. sse is deprecated (MCP 2026-07-28), kept for old clients.",
+    )
     parser.add_argument("--host", help="Bind address for HTTP transports (default 127.0.0.1).")
     parser.add_argument("--port", type=int, help=f"Port for HTTP transports (default {DEFAULT_PORT}).")
     parser.add_argument(
@@ -171,6 +175,10 @@ def _http_limit_arguments(parser: OneLineParser) -> None:
         "--http-max-connections",
         type=int,
         help=f"Open connections above this get 503 (default {DEFAULT_HTTP_MAX_CONNECTIONS}).",
+    )
+    limits.add_argument(
+        "--replica-key-file",
+        help="Key file shared by replicas behind a load balancer (2026 clients then reach any replica).",
     )
     limits.add_argument(
         "--max-sessions",

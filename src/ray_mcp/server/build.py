@@ -14,25 +14,30 @@ from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import UnexpectedToolError
+from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import unexpected_failure
+from ray_mcp.guard import confirm
 from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.middleware import SafetyMiddleware
 from ray_mcp.guard.modes import ToolKind, tool_allowed, tool_kind
 from ray_mcp.guard.redaction import install_log_redaction, remember_settings_secrets
+from ray_mcp.limits import ERROR_PAGE_LINKS
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.server import live, prompts, resources, schemas
+from ray_mcp.reference.pages import concept_pages, page_links
+from ray_mcp.server import cache_hints, completions, live, prompts, resources, schemas
 from ray_mcp.server.choices import CaseInsensitiveChoices
 from ray_mcp.server.context import CURRENT_CLUSTER, App
+from ray_mcp.server.icons import RAY_ICONS
+from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp.server")
@@ -66,6 +71,7 @@ class RayMCPServer(MCPServer[App]):
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
     job_watchers: live.JobWatchers
+    tasks: ToolTasks
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -95,6 +101,11 @@ class RayMCPServer(MCPServer[App]):
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             raise unexpected_failure(name, exc) from exc
+        except ToolError as exc:  # the SDK's is_error answer, with links to the pages on what it names
+            links = page_links(concept_pages(str(exc), ERROR_PAGE_LINKS))
+            if not links:
+                raise
+            return CallToolResult(content=[TextContent(type="text", text=str(exc)), *links], is_error=True)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -236,6 +247,10 @@ def build_server(
         return schemas
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
+    tasks = ToolTasks(app)
+    replica_key = settings.replica_key()
+    if replica_key is not None:  # what one replica seals, any other opens
+        confirm.share_secret(replica_key)
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -244,7 +259,12 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         subscriptions=bus,
+        extensions=[tasks],
+        icons=RAY_ICONS,
+        cache_hints=cache_hints.LISTS,
+        request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
+            cache_hints.ReadCacheHints(),
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
@@ -253,10 +273,12 @@ def build_server(
     server.app = app
     server.tool_kinds = kinds
     server.hidden_tools = {}
+    server.tasks = tasks
     register_tools(server)
     resources.register(server)
     server.job_watchers = live.register(server, bus)
     prompts.register(server)
+    completions.register(server, app)
     if server.hidden_tools:
         log.info(
             "ray-mcp: tools not offered: %s", ", ".join(f"{k} ({v})" for k, v in server.hidden_tools.items())

@@ -51,6 +51,31 @@ def test_job_resources_and_anything_unknown_are_never_cached() -> None:
     assert read_hint("ray-docs://api/ray.remote") == CacheHint(REFERENCE_CACHE_MS, "public")
 
 
+async def test_tools_list_is_the_same_on_every_replica() -> None:
+    """Two servers built alike list their tools in the same order, byte for byte (a cache shared by
+    replicas, and the client's tools/list hash in 2026 requests, rely on it)."""
+    listings = []
+    for _ in range(2):
+        server = build_server(Settings(address=NOWHERE))
+        try:
+            async with Client(server) as client:
+                tools = (await client.list_tools()).tools
+                listings.append([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools])
+        finally:
+            await server.app.aclose()
+    assert listings[0] == listings[1]
+
+
+def test_a_replica_key_must_be_long_enough(tmp_path: Path) -> None:
+    short = tmp_path / "short.key"
+    short.write_text("too-short")
+    with pytest.raises(ValueError, match="at least 32"):
+        Settings(address=NOWHERE, replica_key_file=short).replica_key()
+    good = tmp_path / "good.key"
+    good.write_text("k" * 40 + "\n")
+    assert Settings(address=NOWHERE, replica_key_file=good).replica_key() == b"k" * 40
+
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_cache_hints_icons_and_error_links_in_both_eras(mode: str) -> None:
     server = build_server(Settings(address=NOWHERE, request_timeout_s=2))

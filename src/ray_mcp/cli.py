@@ -201,6 +201,10 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         settings = Settings(**given)
     except (ValidationError, SettingsError) as exc:
         raise BadUsage(describe_invalid(exc)) from None
+    try:
+        settings.replica_key()  # a key that cannot be read or is too short: one line now, not at the first call
+    except (OSError, ValueError) as exc:
+        raise BadUsage(f"ray-mcp: --replica-key-file: {exc}") from None
     if settings.transport == "stdio" and ({"host", "port"} & given.keys()):
         flags = " and ".join(f"--{k}" for k in ("host", "port") if k in given)
         print(

@@ -23,15 +23,19 @@ SLEEPER = "python -c \"import time; print('task-sleeper', flush=True); time.slee
 SHORT = (
     "python -c \"import time; print('task-short', flush=True); time.sleep(4); print('task-end', flush=True)\""
 )
-REQUEST_TIMEOUT_S = 2.0  # the client's; the jobs below run longer
+REQUEST_TIMEOUT_S = 5.0  # the client's; the jobs below run longer
 
 
 async def test_a_wait_outlives_the_request_timeout_survives_a_reconnect_and_is_cancelled(
     server: RayMCPServer,
 ) -> None:
+    async with Client(server) as setup:
+        sid = await submit(setup, entrypoint=SLEEPER)
+        await wait_until(setup, sid, {"RUNNING"})
+    async with Client(server, read_timeout_seconds=REQUEST_TIMEOUT_S) as blocking:  # no Tasks extension
+        with pytest.raises(MCPError):  # the blocking wait outlasts the client's request timeout
+            await blocking.call_tool("wait_for_job", {"job": sid, "timeout_s": 60})
     async with Client(server, extensions=[TasksClient()], read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
-        sid = await submit(client, entrypoint=SLEEPER)
-        await wait_until(client, sid, {"RUNNING"})
         handle = await call_as_task(client.session, "wait_for_job", {"job": sid, "timeout_s": 600})
         assert handle.task_id == f"job:default:{sid}" and handle.status == "working"
         await anyio.sleep(REQUEST_TIMEOUT_S + 1)
@@ -42,9 +46,10 @@ async def test_a_wait_outlives_the_request_timeout_survives_a_reconnect_and_is_c
         await cancel_task(again.session, handle.task_id)
         state = await get_task(again.session, handle.task_id)
         assert state.status == "cancelled" and "stop_job" in (state.status_message or "")
-        info = await call(again, "get_job", job=sid)
+    async with Client(server) as after:
+        info = await call(after, "get_job", job=sid)
         assert info.structured_content and info.structured_content["status"] == "RUNNING"  # the job lives on
-        await call(again, "stop_job", job=sid)
+        await call(after, "stop_job", job=sid)
     await server.app.aclose()
 
 

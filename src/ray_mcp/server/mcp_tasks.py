@@ -44,7 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from ray_mcp import sdk_private
-from ray_mcp.errors import RayMCPError
+from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.limits import LOCAL_TASK_TTL_S, MAX_LOCAL_TASKS, TASK_ID_CHARS, TASK_POLL_MS
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.context import CURRENT_CLUSTER, App
@@ -216,8 +216,10 @@ class ToolTasks(Extension):
         try:
             try:
                 info = await (await self.app.api()).jobs.get(sid)
-            except RayMCPError as exc:
+            except NotFound as exc:  # the job's record is gone: so is the task
                 raise MCPError(INVALID_PARAMS, f"Failed to retrieve task {task_id!r}: {exc}") from None
+            except RayMCPError as exc:  # the cluster could not answer now: the task may well be there
+                raise MCPError(INTERNAL_ERROR, f"Could not read task {task_id!r} now: {exc}") from None
             base = self._job_base(task_id, info.start_time)
             if task_id in self.stopped_waits:
                 message = f"Stopped waiting; job {sid} is {info.status} (stop_job stops it)."

@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 import httpx
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
@@ -101,11 +101,6 @@ class RayMCPServer(MCPServer[App]):
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             raise unexpected_failure(name, exc) from exc
-        except ToolError as exc:  # the SDK's is_error answer, with links to the pages on what it names
-            links = page_links(concept_pages(str(exc), ERROR_PAGE_LINKS))
-            if not links:
-                raise
-            return CallToolResult(content=[TextContent(type="text", text=str(exc)), *links], is_error=True)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -188,6 +183,26 @@ def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[
     return wrapper
 
 
+class ErrorPageLinks(ServerMiddleware[Any]):
+    """An is_error tools/call answer that names a Ray concept links the reference page that explains it."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "tools/call":
+            return result
+        data = (
+            result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
+        )
+        if not isinstance(data, dict) or not data.get("isError") or not isinstance(data.get("content"), list):
+            return result
+        text = " ".join(str(c.get("text", "")) for c in data["content"] if isinstance(c, dict))
+        links = page_links(concept_pages(text, ERROR_PAGE_LINKS))
+        if not links:
+            return result
+        dumped = [link.model_dump(mode="json", by_alias=True, exclude_none=True) for link in links]
+        return {**data, "content": [*data["content"], *dumped]}
+
+
 class ClusterSelection(ServerMiddleware[Any]):
     """The one place that selects the cluster a tools/call names, for the whole call.
 
@@ -265,6 +280,7 @@ def build_server(
         request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
             cache_hints.ReadCacheHints(),
+            ErrorPageLinks(),
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),

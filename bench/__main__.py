@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import re
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -197,7 +198,9 @@ def goal_lines(res: Results) -> list[str]:
         rows = [r for r in res.rows if r.section == section and r.met is not None]
         if rows:
             verdict = "PASS" if all(r.met for r in rows) else "FAIL"
-            figures = ", ".join(f"{r.what.split()[0]} {r.ratio}" for r in rows)
+            figures = ", ".join(
+                f"{r.what.split()[0] if section != 'ready' else 'ray-mcp'} {r.ratio}" for r in rows
+            )
             lines.append(f"{verdict} {label} (goal {rows[0].goal}): {figures}")
     return lines
 
@@ -341,7 +344,7 @@ def main() -> None:
     if args.plot:
         plot(res, args.plot)
     if args.update_doc:
-        command = "python -m bench" + (" --smoke" if args.smoke else "")
+        command = " ".join(["python -m bench", *sys.argv[1:]])
         update_doc(args.update_doc, res, command, started, minutes)
 
 

@@ -139,6 +139,7 @@ SERVE_LOG_LINES = Bound(default=15, low=0, high=100)  # log lines of each failin
 MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
+SERVE_PROBLEMS = 5  # problems quoted from the dashboard's rejection of a Serve config
 
 # -- job resources (ray://jobs/<submission_id>) and their subscriptions --------------------------------------
 

@@ -118,6 +118,19 @@ MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 
+# -- the secret registry (guard/redaction.py) ---------------------------------------------------------------
+
+# its memory (values, automaton, entries; Settings.secret_registry_mib sets it): at the bound, new owners are
+# refused and answers withheld, never a held value dropped
+SECRET_REGISTRY_MIB = 16
+SECRET_KEY_CHARS = 16  # a value is found by its first characters, then masked as far as the text agrees
+SECRET_BYTES_PER_KEY_CHAR = 64  # what one key character costs in the automaton (measured: ~48 B)
+SECRET_ENTRY_BYTES = 256  # a value's entries in the registry's tables
+SECRETS_RECENT_KEY_CHARS = 4096  # values added since the last full build, in their own small automaton
+REFUSED_OWNERS_KEPT = 64  # owners named as refused, newest first
+EXTRA_SECRETS_MAX = 1024  # one structure's own secrets masked wherever they occur in it
+TOKEN_FILE_BYTES = 4096  # a larger Ray token file is not read as a token
+
 # -- job resources (ray://jobs/<submission_id>) and their subscriptions --------------------------------------
 
 MAX_WATCHED_JOBS = 64  # jobs watched at once across sessions (one poll each); another subscribe is refused

@@ -13,7 +13,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ray_mcp.cluster import ADDRESS_FORMS
-from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, SECRET_REGISTRY_MIB
 
 DEFAULT_HOST = "127.0.0.1"
 # Not 8000 (Ray Serve's HTTP proxy), 8265 (dashboard), 6379 (GCS), 10001 (Ray Client), 8080 (KubeRay metrics),
@@ -79,6 +79,13 @@ class Settings(BaseSettings):
         default=DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S,
         gt=0,
         description="Streamable HTTP: a session with no request for this long is closed.",
+    )
+    secret_registry_mib: int = Field(
+        default=SECRET_REGISTRY_MIB,
+        ge=1,
+        le=4096,
+        description="Memory for the secret values ray-mcp masks (jobs' and Serve apps' env_vars, tokens); a "
+        "cluster whose values exceed it gets answers withheld, never shown unmasked.",
     )
     request_timeout_s: float = Field(
         default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=300, description="Timeout of each dashboard request."

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Context
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import ClusterRef
-from ray_mcp.guard.redaction import SECRETS, credential_values
+from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.settings import Settings
@@ -65,7 +65,7 @@ class Connection:
                 await self._api.aclose()
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
-            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
+            SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,

@@ -108,6 +108,11 @@ LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
+LOG_FOLLOWS_MAX = (
+    16  # tail_logs follows at once (each holds a dashboard connection): DASHBOARD_CONNECTIONS stay
+)
+LOG_FOLLOWS_PER_CLIENT = 4  # ... and per client connection
+DASHBOARD_CONNECTIONS = 100  # the dashboard client's connection pool (per cluster)
 PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
 FILES_LISTED = 25  # files named when a log file is not found on a node
 
@@ -134,6 +139,7 @@ TOKEN_FILE_BYTES = 4096  # a larger Ray token file is not read as a token
 # -- job resources (ray://jobs/<submission_id>) and their subscriptions --------------------------------------
 
 MAX_WATCHED_JOBS = 64  # jobs watched at once across sessions (one poll each); another subscribe is refused
+WATCHES_PER_SESSION = 8  # jobs one client connection may watch: the rest stay for the others
 JOB_LOG_TAIL_LINES = 40  # the driver log's tail in a job resource: its newest lines, tail_logs reads more
 JOB_LOG_TAIL_BYTES = 8_192
 

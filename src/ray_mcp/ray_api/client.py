@@ -26,6 +26,7 @@ from ray_mcp.errors import (
     log_request_failed,
 )
 from ray_mcp.guard.redaction import SECRETS, hold_job, job_owner
+from ray_mcp.limits import DASHBOARD_CONNECTIONS
 from ray_mcp.ray_api.query import Filter, encode
 from ray_mcp.shaping.common import source_cap_note
 
@@ -60,6 +61,7 @@ class RayClient:
             headers={"User-Agent": USER_AGENT, **self.headers},
             verify=http_verify(self.dashboard_url, verify),
             transport=transport,
+            limits=httpx.Limits(max_connections=DASHBOARD_CONNECTIONS, max_keepalive_connections=20),
         )
         # the secret registry's view of the jobs' env_vars (learn_job_secrets)
         self._jobs_secrets_lock = asyncio.Lock()

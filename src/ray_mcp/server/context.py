@@ -17,8 +17,10 @@ from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import ClusterRef
 from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
+from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
 DEFAULT_CLUSTER = "default"
@@ -109,6 +111,10 @@ class App:
         }
         self.default_cluster = next(iter(self.connections))
         self.on_close: list[Callable[[], Awaitable[None]]] = []
+        # each holds a dashboard connection for up to MAX_FOLLOW_S: a share per client, far below the pool
+        self.follows = Shares(
+            "log follows (tail_logs follow_s)", total=LOG_FOLLOWS_MAX, per_owner=LOG_FOLLOWS_PER_CLIENT
+        )
 
     @property
     def multi_cluster(self) -> bool:

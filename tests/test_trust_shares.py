@@ -1,8 +1,8 @@
 """Issue 26, items 1 and 3, on the real binary against the session Ray head, over stdio and streamable HTTP.
 
 1. Nothing a caller sends decides what is a secret: a stray argument full of junk values neither flushes a
-   job's secret out of the registry nor makes ordinary words masked; 100 calls carrying 3 MB of arguments
-   each leave memory within 1.2x of idle, and /healthz stays fast meanwhile.
+   job's secret out of the registry nor makes ordinary words masked (memory and /healthz under 100 calls of
+   3 MB arguments: bench/large_arguments.py).
 3. Fair shares: bare ``initialize`` requests of one client neither lock other clients out nor hold their slot
    for long; a subscription to a job that does not exist is refused; 100 ``tail_logs follow_s`` calls of one
    client leave the dashboard connections other clients need.
@@ -10,11 +10,8 @@
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -156,38 +153,3 @@ async def test_one_clients_hundred_follows_leave_the_dashboard_to_other_clients(
             refused = [r for r in results if r.is_error]
             assert len(refused) == 96 and all("share" in text_of(r) for r in refused), text_of(refused[0])
             assert sum(1 for r in results if not r.is_error) == 4
-
-
-async def test_memory_stays_near_idle_after_100_calls_of_3_mb_arguments_and_healthz_stays_fast(
-    ray_cluster, tmp_path: Path
-) -> None:
-    with http_server(["--address", ray_cluster.dashboard_url], tmp_path / "server.log") as (port, proc):
-        url = f"http://127.0.0.1:{port}/mcp"
-        probes: list[float] = []
-        async with Client(url) as client:
-            await call_ok(client, "list_jobs", {"limit": 1})
-            idle = proc.memory_info().rss
-            done = anyio.Event()
-
-            async def probe() -> None:
-                async with httpx.AsyncClient() as http:
-                    while not done.is_set():
-                        started = time.monotonic()
-                        assert (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-                        probes.append(time.monotonic() - started)
-                        await anyio.sleep(0.05)
-
-            stray = {"env_vars": junk_env(75_000, width=12), "password": "x" * 100_000}
-            assert 2.9e6 < len(json.dumps(stray)) < 3.6e6
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(probe)
-                for _ in range(100):
-                    await client.call_tool("list_jobs", {"limit": 1, "junk": stray})
-                done.set()
-            after = proc.memory_info().rss
-        report = f"idle {idle / 2**20:.0f} MiB, after {after / 2**20:.0f} MiB, slowest /healthz {max(probes):.3f} s"
-        print(report)
-        if os.environ.get("RAY_MCP_BENCH_OUT"):
-            Path(os.environ["RAY_MCP_BENCH_OUT"]).write_text(report + "\n")
-        assert after <= 1.2 * idle, report
-        assert max(probes) <= 0.5, report

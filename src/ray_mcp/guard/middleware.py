@@ -49,7 +49,7 @@ def _redaction_limiter() -> anyio.CapacityLimiter:
 
 
 def redact_result(result: HandlerResult) -> HandlerResult:
-    """The choke point for results: learn the secrets they carry, mask every string once, bound structured content.
+    """The choke point for results: mask every string once (its own secrets too), bound structured content.
 
     Every string (text content, structured content, keys included) goes through ``clean_text`` exactly once.
     """
@@ -60,7 +60,8 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if isinstance(result, BaseModel)
         else result
     )
-    # the env_vars values in this very result are masked everywhere in it, and in every later answer
+    # the env_vars values in this very result are masked everywhere in it (only the cluster's reads, in ray_api,
+    # make values secrets for every later answer)
     out = redact_tree(data)
     structured = out.get("structuredContent") if isinstance(out, dict) else None
     if isinstance(structured, dict):

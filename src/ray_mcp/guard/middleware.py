@@ -145,7 +145,7 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             raise MCPError(exc.error.code, message, data) from None
 
     async def _call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in ("tools/call", "resources/read", "prompts/get"):
+        if ctx.method not in ("tools/call", "resources/read", "prompts/get", "tasks/get"):
             return await call_next(ctx)
         params = ctx.params or {}
         name = params.get("name") if ctx.method == "tools/call" else None

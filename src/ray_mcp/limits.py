@@ -130,6 +130,11 @@ LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
+LOG_FOLLOWS_MAX = (
+    16  # tail_logs follows at once (each holds a dashboard connection): DASHBOARD_CONNECTIONS stay
+)
+LOG_FOLLOWS_PER_CLIENT = 4  # ... and per client connection
+DASHBOARD_CONNECTIONS = 100  # the dashboard client's connection pool (per cluster)
 PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
 FILES_LISTED = 25  # files named when a log file is not found on a node
 
@@ -141,9 +146,23 @@ SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 SERVE_PROBLEMS = 5  # problems quoted from the dashboard's rejection of a Serve config
 
+# -- the secret registry (guard/redaction.py) ---------------------------------------------------------------
+
+# its memory (values, automaton, entries; Settings.secret_registry_mib sets it): at the bound, new owners are
+# refused and answers withheld, never a held value dropped
+SECRET_REGISTRY_MIB = 16
+SECRET_KEY_CHARS = 16  # a value is found by its first characters, then masked as far as the text agrees
+SECRET_BYTES_PER_KEY_CHAR = 64  # what one key character costs in the automaton (measured: ~48 B)
+SECRET_ENTRY_BYTES = 256  # a value's entries in the registry's tables
+SECRETS_RECENT_KEY_CHARS = 4096  # values added since the last full build, in their own small automaton
+REFUSED_OWNERS_KEPT = 64  # owners named as refused, newest first
+EXTRA_SECRETS_MAX = 1024  # one structure's own secrets masked wherever they occur in it
+TOKEN_FILE_BYTES = 4096  # a larger Ray token file is not read as a token
+
 # -- job resources (ray://jobs/<submission_id>) and their subscriptions --------------------------------------
 
 MAX_WATCHED_JOBS = 64  # jobs watched at once across sessions (one poll each); another subscribe is refused
+WATCHES_PER_SESSION = 8  # jobs one client connection may watch: the rest stay for the others
 JOB_LOG_TAIL_LINES = 40  # the driver log's tail in a job resource: its newest lines, tail_logs reads more
 JOB_LOG_TAIL_BYTES = 8_192
 

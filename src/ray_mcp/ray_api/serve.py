@@ -16,7 +16,7 @@ from ray_mcp.errors import (
     RayRequestFailed,
     dashboard_errors,
 )
-from ray_mcp.guard.redaction import SECRETS
+from ray_mcp.guard.redaction import SECRETS, secret_values
 from ray_mcp.limits import LINE_CHARS, SERVE_PROBLEMS
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.logs import Logs, LogSource
@@ -44,7 +44,8 @@ class Serve:
         body = await self.client.get_json(
             "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
         )  # fmt: skip
-        SECRETS.learn(body)  # the apps' runtime_env env_vars, which their replicas' logs may print
+        # the apps' runtime_env env_vars, which their replicas' logs may print (kept: the logs outlive the apps)
+        SECRETS.hold(f"serve:{self.client.dashboard_url}", secret_values(body))
         if not isinstance(body, dict):
             raise RayRequestFailed(
                 f"The Ray dashboard at {self.client.dashboard_url} answered the Serve status oddly."

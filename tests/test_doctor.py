@@ -130,5 +130,5 @@ async def test_doctor_accepts_the_right_token_and_warns_on_another_ray_version()
         checks["ray"].status == "warn" and "2.49.1" in checks["ray"].message and "2.49.1" in checks["ray"].fix
     )
     assert checks["profiling"].status == "ok"
-    assert checks["serve"].status == "ok" and "not running: app" in checks["serve"].message
+    assert checks["serve"].status == "ok" and 'not running: "app"' in checks["serve"].message
     assert "s3" not in json.dumps([c.line() for c in checks.values()])  # the token is never printed

@@ -46,6 +46,7 @@ from ray_mcp.limits import (
     SHORT_CAUSE_CHARS,
     TASK_ERROR_TYPES_QUOTED,
 )
+from ray_mcp.text import quoted
 
 _SYSTEM_LINE = re.compile(r"\((?:pid=)?(?:gcs_server|raylet|dashboard\w*|monitor|log_monitor|autoscaler)\)")
 
@@ -127,7 +128,7 @@ def _serve_findings(serve: models.ServeStatus) -> list[models.Finding]:
         for d in bad[:FAILING_DEPLOYMENTS_QUOTED]:
             error = d.error or d.message or ""
             evidence.append(
-                f"deployment {d.name}: {d.status} ({d.status_trigger or '-'}) {first_line(error, LINE_CHARS)}"
+                f"deployment {quoted(d.name)}: {d.status} ({d.status_trigger or '-'}) {first_line(error, LINE_CHARS)}"
             )
             exc = [line for line in (error or "").splitlines() if _EXCEPTION.match(line.strip())]
             evidence += [
@@ -138,8 +139,8 @@ def _serve_findings(serve: models.ServeStatus) -> list[models.Finding]:
                 for line in (d.log_tail or [])[-REPLICA_LOG_LINES_QUOTED:]
             ]
         findings.append(finding(STUCK if app.status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTRIBUTING,
-                            f"Serve application {app.name!r} is {app.status}"
-                            + (f": deployment {bad[0].name} is {bad[0].status}" if bad else ""),
+                            f"Serve application {quoted(app.name)} is {app.status}"
+                            + (f": deployment {quoted(bad[0].name)} is {bad[0].status}" if bad else ""),
                             evidence, [f"serve_status app={app.name}", f"prompt serve-deployment-unhealthy(app={app.name})"],
                             [SERVE_DOC, "prompt:serve-deployment-unhealthy"], kind="serve"))  # fmt: skip
     return findings
@@ -164,14 +165,14 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
                                 ["diagnose_job job=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
     if e.restarting:
         findings.append(finding(CONTRIBUTING + 5, f"{len(e.restarting)} actor(s) restart in a loop or are RESTARTING",
-                                [f"{a.class_name} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:RESTARTING_ACTORS_QUOTED]],
+                                [f"{quoted(a.class_name)} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:RESTARTING_ACTORS_QUOTED]],
                                 ["tail_logs actor_id=<id> to see why each restart dies"], [FT_DOC], kind="restarting"))  # fmt: skip
     crashes = [a for a in e.dead_actors if crashed(a)]
     if crashes:
         groups: dict[str, list[models.Actor]] = {}
         for a in crashes:
             cause = a.death_cause
-            key = f"{a.class_name}: {cause.reason if cause else 'UNKNOWN'}" + (
+            key = f"{quoted(a.class_name)}: {cause.reason if cause else 'UNKNOWN'}" + (
                 f" {cause.error_type}" if cause and cause.error_type else ""
             )
             groups.setdefault(key, []).append(a)

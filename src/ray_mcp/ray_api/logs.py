@@ -86,12 +86,7 @@ class Logs:
         if kind == "job":
             return [await self._job_log_source(str(target.job))]
         if kind == "actor_id":
-            actor_id = str(target.actor_id)
-            if not re.fullmatch(r"[0-9a-fA-F]{32}", actor_id):
-                raise InvalidArgument(
-                    f"{actor_id!r} is not an actor id (32 hex characters). Call list_actors to see the actor "
-                    "ids."
-                )
+            actor_id = str(target.actor_id)  # checked when the target was made
             actor = await self.client.one_state("actors", "actor_id", actor_id)
             if actor is None:
                 raise NotFound(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from urllib.parse import quote
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import JOB_ID_CHARS
@@ -69,7 +68,7 @@ def check_node(node: str) -> str:
 def job_path(job: str, action: str = "") -> str:
     """The job server's path of one job (``/api/jobs/<id>[/<action>]``), its id checked first: the only
     place a job id is put into a URL."""
-    path = f"/api/jobs/{quote(check_job_ref(job), safe='')}"
+    path = f"/api/jobs/{check_job_ref(job)}"  # its characters are all safe in a path
     return f"{path}/{action}" if action else path
 
 

@@ -335,6 +335,6 @@ async def test_audit_records_hold_the_caller_the_whole_arguments_and_the_ids_cre
     assert caller["transport"] == ("stdio" if transport == "stdio" else "http") and caller["session"]
     assert caller["client"]["name"]
     if transport == "http":
-        assert caller["token"].startswith("sha256:") and TOKEN not in raw
+        assert caller["token_fingerprint"].startswith("sha256:") and TOKEN not in raw
     refusal = records[3]
     assert refusal["targets"] == {"job": ".."} and "is not a valid job id" in refusal["error"]

@@ -102,7 +102,7 @@ def caller_of(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
     caller["session"] = session
     authorization = headers.get("authorization") if headers is not None else None
     if authorization:
-        caller["token"] = "sha256:" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
+        caller["token_fingerprint"] = "sha256:" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
     params = getattr(ctx.session, "client_params", None)
     info = getattr(params, "client_info", None)
     if info is not None:

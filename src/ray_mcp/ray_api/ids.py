@@ -18,6 +18,9 @@ from ray_mcp.text import quoted
 
 # Ray's ids are hex strings of fixed length: a malformed one gets a clear error before any request.
 ID_HEX_LENGTHS = {"actor": 32, "placement group": 36, "node": 56, "job": 8, "task": 48}
+# Where a caller finds ids of each kind, for the refusal.
+ID_LISTED_BY = {"actor": "list_actors", "placement group": "pg_status", "node": "cluster_status",
+                "job": "list_jobs", "task": "list_tasks"}  # fmt: skip
 
 
 def _a(kind: str) -> str:
@@ -30,7 +33,7 @@ def check_id(kind: str, value: str) -> str:
     if not isinstance(value, str) or not re.fullmatch(rf"[0-9a-f]{{{length}}}", value):
         raise InvalidArgument(
             f"{quoted(value)} is not {_a(kind)} {kind} id: Ray {kind} ids are {length} lowercase hex characters. "
-            f"Copy one whole from the list tool's answer."
+            f"Copy one whole from {ID_LISTED_BY[kind]}'s answer."
         )
     return value
 

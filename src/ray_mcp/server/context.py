@@ -83,6 +83,10 @@ class Connection:
             )
         return self._api
 
+    @property
+    def dashboard_url(self) -> str | None:
+        return self._api.dashboard_url if self._api is not None else None
+
     async def aclose(self) -> None:
         if self._api is not None:
             await self._api.aclose()
@@ -137,6 +141,11 @@ class App:
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
         return await self.connections[name].api()
+
+    def known_dashboard_url(self, name: str) -> str | None:
+        """The dashboard URL of a cluster by name once it has been found (None before: nothing is waited for)."""
+        connection = self.connections.get(name)
+        return connection.dashboard_url if connection is not None else None
 
     async def cluster_ref(self) -> ClusterRef:
         """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""

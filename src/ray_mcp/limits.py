@@ -46,6 +46,7 @@ LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error
 FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
 LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
 QUOTED_CHARS = 120  # a name or value from the cluster quoted inside one of our own sentences
+MAX_ARGUMENT_ERRORS = 5  # fields named in one "arguments refused" error
 
 # -- every answer: its structured content, and the result as a client receives it ---------------------------
 

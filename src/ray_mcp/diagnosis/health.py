@@ -161,11 +161,11 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
     if e.failed_jobs:
         findings.append(finding(CONTRIBUTING, f"{len(e.failed_jobs)} job(s) failed recently",
                                 [f"{j.submission_id or j.job_id}: {job_cause(j)}" for j in e.failed_jobs[:FAILED_JOBS_SHOWN]],
-                                ["diagnose_job job=<id> for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
+                                [f"diagnose_job job={e.failed_jobs[0].submission_id or e.failed_jobs[0].job_id} for the root cause"], [JOBS_DOC], kind="failed_jobs"))  # fmt: skip
     if e.restarting:
         findings.append(finding(CONTRIBUTING + 5, f"{len(e.restarting)} actor(s) restart in a loop or are RESTARTING",
                                 [f"{a.class_name} ({a.actor_id}) {a.state}, restarts={a.restarts}" for a in e.restarting[:RESTARTING_ACTORS_QUOTED]],
-                                ["tail_logs actor_id=<id> to see why each restart dies"], [FT_DOC], kind="restarting"))  # fmt: skip
+                                [f"tail_logs actor_id={e.restarting[0].actor_id} to see why each restart dies"], [FT_DOC], kind="restarting"))  # fmt: skip
     crashes = [a for a in e.dead_actors if crashed(a)]
     if crashes:
         groups: dict[str, list[models.Actor]] = {}
@@ -178,12 +178,12 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
         findings.append(finding(CONTRIBUTING, f"{len(crashes)} actor(s) crashed (of {e.dead_actors_total} DEAD), by cause:",
                                 [f"{len(v)}x {k}: {cut_text(tidy((v[0].death_cause.message if v[0].death_cause else '') or ''), SHORT_CAUSE_CHARS)}"
                                  for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:CRASH_CAUSES_QUOTED]],
-                                ["list_actors state=DEAD class_name=<class>", "get_actor actor_id=<id> for one in full"],
+                                [f"list_actors state=DEAD class_name={crashes[0].class_name}", f"get_actor actor_id={crashes[0].actor_id} for one in full"],
                                 [FT_DOC], kind="dead_actors"))  # fmt: skip
     if e.task_errors:
         total = sum(g.count for g in e.task_errors)
         app_errors = any(g.error_type == "APPLICATION_ERROR" for g in e.task_errors)
         findings.append(finding(CONTRIBUTING if app_errors else SYMPTOM, f"{total} task(s) failed, by error type:",
                                 [f"{g.count}x {g.error_type}: {cut_text(first_line(g.sample_message), SHORT_CAUSE_CHARS)}" for g in e.task_errors[:TASK_ERROR_TYPES_QUOTED]],
-                                ["summarize_tasks", "list_tasks state=FAILED error_type=<type>"], [FT_DOC], kind="failed_tasks"))  # fmt: skip
+                                ["summarize_tasks", f"list_tasks state=FAILED error_type={e.task_errors[0].error_type}"], [FT_DOC], kind="failed_tasks"))  # fmt: skip
     return rank(findings)

@@ -109,6 +109,9 @@ LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
+# A follow re-reads the log's last lines when its stream opens and drops those the tail already showed: lines
+# appended between the two reads are kept, not lost (a burst longer than this between them is not seen).
+FOLLOW_OVERLAP_LINES = 200
 PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
 FILES_LISTED = 25  # files named when a log file is not found on a node
 

@@ -18,6 +18,7 @@ import ctypes
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -67,6 +68,8 @@ AddressKind = Literal["dashboard", "ray_client", "gcs", "local"]
 ADDRESS_FORMS = (
     "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, or a GCS address host:6379"
 )
+# A host name or IP address (IPv6 in brackets): "not a url" is none.
+HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 # Ray's words for "the cluster on this machine" (RAY_ADDRESS=auto): no address, as if none were given.
 LOCAL_ADDRESSES = ("auto", "local")
 
@@ -109,7 +112,7 @@ def parse_address(address: str) -> Address:
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = text, ""
-    if not host or (port and not port.isdigit()):
+    if not HOST.fullmatch(host) or (port and not port.isdigit()):
         raise InvalidArgument(f"Cannot read {address!r} as a Ray address: expected {ADDRESS_FORMS}.")
     return Address("gcs", text, host.strip("[]"), int(port) if port else None)
 

@@ -41,7 +41,7 @@ log = logging.getLogger("ray_mcp")
 
 
 class PortInUse(SystemExit):
-    """The HTTP port is taken: one line on stderr, exit status 1."""
+    """The HTTP port is taken: one line on stderr, exit status 2 (cli.main)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

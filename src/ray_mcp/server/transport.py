@@ -104,6 +104,15 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         path,
         "bearer token required" if token else "no token: loopback clients only",
     )
+    # The exact line to paste: this server's own address (the embedded cluster's dashboard is on a random port).
+    log.info(
+        "ray-mcp: add it to Claude Code with: claude mcp add --transport %s ray http://%s:%d%s%s",
+        "sse" if settings.transport == "sse" else "http",
+        host,
+        port,
+        path,
+        ' --header "Authorization: Bearer $RAY_MCP_AUTH_TOKEN"' if token else "",
+    )
     config = uvicorn.Config(
         guarded,
         host=settings.host,

@@ -246,3 +246,26 @@ def test_a_follow_keeps_every_line_appended_between_the_tail_and_the_stream(
     assert new.endswith(b"".join(encoded[read:]))
     if len(set(log)) == len(log):  # lines all different: exactly the new ones
         assert new == b"".join(encoded[read:])
+
+
+def test_a_failed_jobs_message_has_no_colour_codes_and_its_end_starts_at_a_tracebacks_first_line() -> None:
+    frames = "".join(
+        f'  File "/app/train.py", line {i}, in step\n    loss = model(x)\n           ^^^^^^^^\n'
+        for i in range(60)
+    )
+    message = (
+        "\x1b[36m(train pid=1)\x1b[0m Job failed\n"
+        + "noise line\n" * 40
+        + "Traceback (most recent call last):\n"
+        + frames[-700:]
+        + "Traceback (most recent call last):\n"
+        + frames[:200]
+        + "ValueError: lr is too high"
+    )
+    short = short_message(message)
+    assert "\x1b[" not in short and "^^^" not in short, short
+    head, tail = short.split("tail_logs has the whole log]…\n")
+    assert head.startswith("(train pid=1) Job failed")
+    assert tail.startswith("Traceback (most recent call last):") and tail.endswith(
+        "ValueError: lr is too high"
+    )

@@ -489,7 +489,8 @@ class ClusterManager:
         try:
             head = await start_local_head(
                 num_cpus=self.settings.embedded_num_cpus,
-                timeout_s=self.settings.cluster_start_timeout_s,
+                # a machine too slow for the last start gets longer for the next (up to 4 times the setting)
+                timeout_s=self.settings.cluster_start_timeout_s * min(2**self._failures, 4),
                 headers=self.settings.dashboard_request_headers(local_cluster=True),
                 on_spawn=keep,
             )

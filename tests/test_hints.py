@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 from mcp import Client
-from tests.causal_support import RECORDED, job_info, replay
+from tests.causal_support import RECORDED, replay
 from tests.replay import replayed_server
 from tests.support import call_ok, mcp_client, text_of
 
@@ -131,7 +131,7 @@ async def test_every_hint_of_a_recorded_clusters_answer_is_a_call_its_tool_accep
 )
 async def test_every_hint_of_a_recorded_jobs_diagnosis_is_a_call_its_tool_accepts(name: str) -> None:
     ev = replay(name)
-    model, text = causal_report.job_report("recorded", job_info(ev), ev, [], [], max_bytes=6000)
+    model, text = causal_report.job_report("recorded", ev, max_bytes=6000)
     texts = [text, *strings(model.model_dump(mode="json"))]
     assert refusals(texts, await every_schema()) == []
 

@@ -244,8 +244,15 @@ class LogSection(BaseModel):
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
 
 
+class LogFile(BaseModel):
+    name: str = Field(description="Relative to the node's Ray log directory: give it as filename to read it.")
+    bytes: int | None = Field(default=None, description="Known when the node runs on ray-mcp's machine.")
+    modified: str | None = Field(default=None, description="UTC; known with bytes.")
+
+
 class LogTail(BaseModel):
     sections: list[LogSection]
+    files: list[LogFile] = Field(default_factory=list, description="A filename pattern's matches.")
     hints: list[str] = Field(default_factory=list)
 
 

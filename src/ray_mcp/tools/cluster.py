@@ -20,9 +20,8 @@ async def cluster_status(
         Field(ge=STATUS_NODES.low, le=STATUS_NODES.high, description="Most nodes to list (all are counted)."),
     ] = STATUS_NODES.default,
 ) -> Annotated[CallToolResult, ClusterStatus]:
-    """The cluster at a glance (like `ray status`): nodes, resources used/total, per-node use, pending and
-    infeasible demands, autoscaler. Start here.
-    """
+    """Start here: the cluster like `ray status`: nodes, resource use, pending and infeasible demands,
+    autoscaler."""
     status = await api.nodes.cluster_status(max_nodes=max_nodes)
     return tool_result(status, render_cluster_status(status))
 

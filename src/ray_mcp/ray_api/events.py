@@ -1,0 +1,81 @@
+"""Cluster events: what the GCS, raylets, autoscaler and job manager report (node added or removed, OOM
+kills, worker crashes, autoscaler decisions, job status), as the dashboard keeps them."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ray_mcp import models
+from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.jobs import Jobs
+from ray_mcp.ray_api.nodes import Nodes
+from ray_mcp.shaping.common import to_number
+from ray_mcp.shaping.events import EventFilter, build_event_list
+
+
+class Events:
+    def __init__(self, client: RayClient, jobs: Jobs, nodes: Nodes) -> None:
+        self.client = client
+        self.jobs = jobs
+        self.nodes = nodes
+
+    async def rows(self, notes: list[str]) -> list[dict[str, Any]]:
+        """Every event the dashboard keeps, oldest first.
+
+        /api/v0/cluster_events first (Ray keeps the oldest rows at its limit, so every row is read); the
+        dashboard's older /events (the same store, no list options) when it fails, as it does on some
+        event records. RayMCPError when neither answers."""
+        try:
+            # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
+            result = await self.client.list_state(
+                "cluster_events", what="the cluster events", limit=STATE_API_MAX_ROWS, detail=True
+            )
+        except RayMCPError as exc:
+            first_error = str(exc).split(". ")[0]
+        else:
+            rows = [dict(r) for r in result.get("result") or []]
+            if int(to_number(result.get("total")) or 0) > len(rows):
+                notes.append(f"Only the oldest {len(rows)} of {result.get('total')} events could be read.")
+            return rows
+        try:
+            data = await self.client.get_data("/events", what="the cluster events (/events)")
+        except RayMCPError as exc:
+            raise type(exc)(f"{first_error}; and {exc}") from exc
+        rows = []
+        for events in (data.get("events") or {}).values() if isinstance(data, dict) else []:
+            for e in events:
+                ts = float(to_number(e.get("timestamp")) or 0)
+                rows.append({"time": clock(ts), "timestamp": ts, "severity": e.get("severity"),
+                             "source_type": e.get("sourceType") or e.get("source_type"),
+                             "message": e.get("message"), "custom_fields": e.get("customFields") or {},
+                             "source_hostname": e.get("sourceHostname"), "label": e.get("label")})  # fmt: skip
+        rows.sort(key=lambda r: r["timestamp"])
+        return rows
+
+    async def list(
+        self,
+        *,
+        severity: str | None,
+        source: str | None,
+        node: str | None,
+        job: str | None,
+        since_s: float | None,
+        limit: int,
+    ) -> models.EventList:
+        notes: list[str] = []
+        node_id = await self.nodes.resolve(node) if node else None
+        job_id = await self.jobs.id_of(job) if job else None
+        wanted = EventFilter(
+            severity=severity, source=source, node_id=node_id, job_id=job_id,
+            submission_id=job if job and job != job_id else None,
+            since=datetime.datetime.now(datetime.UTC).timestamp() - since_s if since_s else None,
+        )  # fmt: skip
+        rows = await self.rows(notes)
+        return build_event_list(rows, wanted, limit=limit, notes=notes)
+
+
+def clock(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"

@@ -51,7 +51,7 @@ class Events:
                 rows.append({"time": clock(ts), "timestamp": ts, "severity": e.get("severity"),
                              "source_type": e.get("sourceType") or e.get("source_type"),
                              "message": e.get("message"), "custom_fields": e.get("customFields") or {},
-                             "source_hostname": e.get("sourceHostname"), "label": e.get("label")})  # fmt: skip
+                             "source_hostname": e.get("hostName") or e.get("sourceHostname"), "label": e.get("label")})  # fmt: skip
         rows.sort(key=lambda r: r["timestamp"])
         return rows
 

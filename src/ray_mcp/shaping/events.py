@@ -65,7 +65,14 @@ def _rank(severity: Any) -> int:
 
 
 def _ts(e: Mapping[str, Any]) -> float:
-    return float(to_number(e.get("timestamp")) or 0)
+    """The event's UNIX time: its timestamp, or (the State API keeps only this) its local time string."""
+    ts = to_number(e.get("timestamp"))
+    if isinstance(ts, int | float) and ts:
+        return float(ts)
+    try:
+        return datetime.datetime.fromisoformat(str(e.get("time"))).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _clock(ts: float) -> str:
@@ -89,8 +96,8 @@ def build_event_list(
         grouped[key] = models.ClusterEvent(
             time=_clock(_ts(e)), severity=str(e.get("severity") or "INFO"), source=str(e.get("source_type") or "?"),
             message=truncate_text(message, EVENT_MESSAGE_CHARS), count=1,
-            node=fields.get("node_id") or e.get("source_hostname") or None,
-            job_id=fields.get("job_id") or None, label=e.get("label") or None,
+            node=fields.get("node_id") or fields.get("nodeId") or e.get("source_hostname") or None,
+            job_id=fields.get("job_id") or fields.get("jobId") or None, label=e.get("label") or None,
         )  # fmt: skip
     distinct = list(grouped.values())
     shown = distinct[:limit]

@@ -1,0 +1,129 @@
+"""The object store (summarize_objects), cluster events (list_events) and a node's log files (tail_logs with a
+glob), on a head of this module's own: an 80 MB object store that a driver of ours fills past full, so that Ray
+spills; a detached actor that outlives its job holding an object (a leak); a job that fails (its events)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from tests.conftest import local_head
+from tests.support import call_ok, mcp_client, run_to_end, structured, text_of
+
+from ray_mcp.cluster import LocalHead
+from ray_mcp.settings import Settings
+
+pytestmark = pytest.mark.live
+
+STORE_BYTES = 80 * 1024**2
+# Eight 10 MB objects held by the driver: more than the store holds, so Ray spills some of them to disk.
+FILLER = """
+import sys, time, numpy as np, ray
+ray.init(address=sys.argv[1])
+held = [ray.put(np.ones(10 * 1024**2, dtype=np.uint8)) for _ in range(8)]
+print("filled", flush=True)
+time.sleep(600)
+"""
+# A detached actor that keeps an object after the job that made it has ended.
+LEAKER = """
+import numpy as np, ray
+ray.init(namespace="leak")
+@ray.remote(num_cpus=0)
+class Keeper:
+    def hold(self):
+        self.ref = ray.put(np.ones(5 * 1024**2, dtype=np.uint8))
+        return True
+k = Keeper.options(name="keeper", lifetime="detached").remote()
+ray.get(k.hold.remote())
+"""
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[LocalHead]:
+    env = {"RAY_record_ref_creation_sites": "1"}
+    with local_head(num_cpus=2, object_store_memory=STORE_BYTES, extra_env=env) as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def filler(head: LocalHead) -> Iterator[subprocess.Popen[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    env["RAY_record_ref_creation_sites"] = "1"
+    proc = subprocess.Popen([sys.executable, "-c", FILLER, head.gcs_address], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "filled" in line or time.monotonic() > deadline:
+                break
+        assert proc.poll() is None, "the driver filling the store exited"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+async def client(head: LocalHead, tmp_path: Path) -> AsyncIterator[Client]:
+    async with mcp_client(Settings(address=head.dashboard_url, upload_roots=[tmp_path])) as c:
+        yield c
+
+
+async def test_the_object_store_shows_what_spilled_who_holds_it_and_a_leak(
+    client: Client, filler: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    (tmp_path / "leak.py").write_text(LEAKER)
+    _, job = await run_to_end(client, entrypoint="python leak.py", runtime_env={"working_dir": str(tmp_path)})
+    assert job["status"] == "SUCCEEDED", job
+    result = await call_ok(client, "summarize_objects", {})
+    s = dict(result.structured_content or {})
+    text = text_of(result)
+    node = s["nodes"][0]
+    assert node["spilled_bytes"] > 0 and node["total"] == STORE_BYTES, s["nodes"]
+    assert "spilled" in s["verdict"], s["verdict"]
+    top = s["groups"][0]  # the driver's 80 MB, from the line of FILLER that made them
+    assert f"pid {filler.pid}" in top["owner"] and top["objects"] == 8, top
+    assert top["bytes"] >= 8 * 10 * 1024**2 and "ray.put" in top["call_site"], top
+    leaked = [g for g in s["groups"] if g.get("leak")]
+    assert s["leaks"] == len(leaked) >= 1, s["groups"]
+    assert "Keeper" in leaked[0]["owner"] and "SUCCEEDED" in leaked[0]["leak"], leaked
+    assert "LEAK" in text and s["verdict"] in text
+
+
+async def test_events_of_a_failed_job_filtered_newest_first(client: Client, tmp_path: Path) -> None:
+    sid, job = await run_to_end(client, entrypoint="python -c 'import sys; sys.exit(3)'")
+    assert job["status"] == "FAILED"
+    events = await structured(client, "list_events", job=sid)
+    assert events["matched"] >= 1 and all(sid in e["message"] for e in events["events"]), events
+    failed = await structured(client, "list_events", job=sid, severity="ERROR")
+    assert [e["severity"] for e in failed["events"]] == ["ERROR"] and "FAILED" in failed["events"][0][
+        "message"
+    ]
+    everything = await structured(client, "list_events", source="jobs", since_s=3600, limit=200)
+    times = [e["time"] for e in everything["events"]]
+    assert times == sorted(times, reverse=True) and everything["matched"] >= events["matched"]
+    assert (
+        sum(e["count"] for e in everything["events"]) == everything["matched"]
+    )  # repeats counted, none lost
+    bad = await client.call_tool("list_events", {"node": "10.255.255.1"})
+    assert bad.is_error and "cluster_status" in text_of(bad)
+
+
+async def test_tail_logs_lists_a_nodes_files_by_pattern(client: Client, head: LocalHead) -> None:
+    node = (await structured(client, "cluster_status"))["nodes"][0]["node_id"]
+    listing = await structured(client, "tail_logs", node=node, filename="*.out")
+    files = {f["name"]: f for f in listing["files"]}
+    assert "raylet.out" in files and listing["sections"] == [], listing
+    raylet = files["raylet.out"]
+    on_disk = (head.temp_dir / "session_latest/logs/raylet.out").stat().st_size
+    assert 0 < raylet["bytes"] <= on_disk  # the raylet keeps writing it
+    assert raylet["modified"] >= time.strftime("%Y-%m-%d", time.gmtime(time.time() - 86400))
+    none = await structured(client, "tail_logs", node=node, filename="no-such-*.log")
+    assert none["files"] == [] and "filename='*'" in none["hints"][0]

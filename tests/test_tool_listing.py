@@ -113,7 +113,9 @@ def test_a_compact_output_schema_leaves_the_shared_notes_and_hints_to_the_instru
     }
     compact = compact_output(schema)
     assert set(compact["properties"]) == {"total"}
-    assert jsonschema.Draft202012Validator(compact).is_valid({"total": 1, "notes": ["cut"], "hints": ["call"]})
+    assert jsonschema.Draft202012Validator(compact).is_valid(
+        {"total": 1, "notes": ["cut"], "hints": ["call"]}
+    )
 
 
 class Echoed(BaseModel):

@@ -14,7 +14,7 @@ from ray_mcp.diagnosis import hang, report
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
 from ray_mcp.diagnosis.findings import rank
-from ray_mcp.errors import RayMCPError
+from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     ACTOR_LOG_BYTES,
     ACTOR_LOG_LINES,
@@ -31,11 +31,13 @@ from ray_mcp.limits import (
     JOB_DEAD_ACTORS_READ,
     PENDING_ACTORS_SHOWN,
     PENDING_GROUPS_SHOWN,
+    STORE_HOLDERS_QUOTED,
 )
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info, job_list
+from ray_mcp.shaping.objects import store_pressure
 from ray_mcp.text import first_sentence
 
 log = logging.getLogger("ray_mcp.diagnosis")
@@ -56,6 +58,17 @@ async def or_note(
     if missed is not None:
         missed.append(what)
     return None
+
+
+async def store_under_pressure(api: RayAPI) -> models.ObjectStoreSummary | None:
+    """The object store's holders when a node's store is near full or spilling (else None: one cheap read)."""
+    notes: list[str] = []
+    stores = await api.objects.store_stats(notes)
+    if notes:  # not read: unknown, never taken for a store with room
+        raise RayRequestFailed(notes[0])
+    if not store_pressure(stores):
+        return None
+    return await api.objects.summarize(limit=STORE_HOLDERS_QUOTED)
 
 
 async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
@@ -112,6 +125,9 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         if tail is not None:
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
+    store = await or_note(store_under_pressure(api), notes, "the object store", missed)
+    if (store_finding := health_reasoning.store_finding(store)) is not None:
+        findings = rank([*findings, store_finding])
     # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).
     stall = await or_note(hang.gather(api, details), notes, "the job's progress", missed)
     if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
@@ -130,7 +146,7 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
     missed: list[str] = []
     checks = [
         "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts",
-        "failed tasks", "placement groups", "Serve", "cluster events",
+        "failed tasks", "placement groups", "Serve", "cluster events", "the object store",
     ]  # fmt: skip
     status, jobs, serve, ev = await gather(
         or_note(api.nodes.cluster_status(max_nodes=HEALTH_NODES), notes, "nodes and demands", missed),
@@ -148,6 +164,7 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
         status=status,
         failed_jobs=failed_jobs,
         serve=serve if serve is not None and serve.running else None,
+        store=await or_note(store_under_pressure(api), notes, "the object store", missed),
     )
     if ev.actors is None or ev.nodes is None:  # the graph cannot explain the cluster: the per-area checks
         await _area_checks(api, evidence, notes, missed)

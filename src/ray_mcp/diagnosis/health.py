@@ -10,6 +10,7 @@ from ray_mcp.diagnosis.findings import (
     CONTRIBUTING,
     FT_DOC,
     JOBS_DOC,
+    OBJECT_STORE_DOC,
     OBS_DOC,
     PG_DOC,
     SERVE_DOC,
@@ -44,8 +45,11 @@ from ray_mcp.limits import (
     REPLICA_LOG_LINES_QUOTED,
     RESTARTING_ACTORS_QUOTED,
     SHORT_CAUSE_CHARS,
+    STORE_HOLDERS_QUOTED,
     TASK_ERROR_TYPES_QUOTED,
 )
+from ray_mcp.shaping.objects import STORE_NEAR_FULL, store_pressure
+from ray_mcp.text import quoted
 
 _SYSTEM_LINE = re.compile(r"\((?:pid=)?(?:gcs_server|raylet|dashboard\w*|monitor|log_monitor|autoscaler)\)")
 
@@ -84,6 +88,7 @@ class HealthEvidence:
     serve: models.ServeStatus | None = None
     pending_pgs: list[models.PlacementGroup] = field(default_factory=list)
     pending_pgs_total: int = 0
+    store: models.ObjectStoreSummary | None = None  # read only when a node's store is near full or spilling
 
 
 def _status_findings(s: models.ClusterStatus) -> list[models.Finding]:
@@ -114,6 +119,18 @@ def _status_findings(s: models.ClusterStatus) -> list[models.Finding]:
                                     [f"{use.used / 1024**3:.2f} of {use.total / 1024**3:.2f} GiB"],
                                     ["list_actors node_id=... to see who holds it"], [OBS_DOC], kind="memory"))  # fmt: skip
     return findings
+
+
+def store_finding(store: models.ObjectStoreSummary | None) -> models.Finding | None:
+    """A node's object store near full or spilling, with who holds the most (summarize_objects' read)."""
+    pressure = store_pressure(store.nodes) if store is not None else []
+    if store is None or not pressure:
+        return None
+    full = any(n.fraction is not None and n.fraction >= STORE_NEAR_FULL for n in store.nodes)
+    holders = [f"{g.owner} holds {g.bytes / 1024**2:.0f} MiB in {g.objects} ref(s) from {quoted(g.call_site)}"
+               + (f" (LEAK: {g.leak})" if g.leak else "") for g in store.groups[:STORE_HOLDERS_QUOTED]]  # fmt: skip
+    return finding(CONTRIBUTING if full else SYMPTOM, "The object store is " + ("near full" if full else "spilling"),
+                   [*pressure, *holders], ["summarize_objects"], [OBJECT_STORE_DOC], kind="object_store")  # fmt: skip
 
 
 def _serve_findings(serve: models.ServeStatus) -> list[models.Finding]:
@@ -158,6 +175,8 @@ def cluster_health(e: HealthEvidence) -> list[models.Finding]:
                                 kind="pending_pg"))  # fmt: skip
     if e.serve is not None:
         findings += _serve_findings(e.serve)
+    if (store := store_finding(e.store)) is not None:
+        findings.append(store)
     if e.failed_jobs:
         findings.append(finding(CONTRIBUTING, f"{len(e.failed_jobs)} job(s) failed recently",
                                 [f"{j.submission_id or j.job_id}: {job_cause(j)}" for j in e.failed_jobs[:FAILED_JOBS_SHOWN]],

@@ -39,9 +39,7 @@ class Objects:
 
     async def _summary(self, notes: list[str]) -> dict[str, Any]:
         try:
-            data = await self.client.get_data(
-                "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
-            )
+            data = await self.client.shared("node summary", self.nodes.summary)
         except RayMCPError as exc:
             notes.append(f"Store use and spilling per node unknown: {str(exc).split('. ')[0]}.")
             return {}

@@ -160,7 +160,7 @@ def store_pressure(stores: list[models.StoreNode]) -> list[str]:
         if s.fallback_bytes:
             parts.append(f"{_gib(s.fallback_bytes)} in fallback allocation on disk")
         if parts:
-            out.append(f"node {s.node_id} ({s.ip}): object store " + "; ".join(parts))
+            out.append(f"node {s.node_id} ({s.ip}): " + "; ".join(parts))
     return out
 
 
@@ -173,7 +173,7 @@ def _verdict(
 ) -> str:
     pressure = store_pressure(summary.nodes)
     head = (
-        "Object store under pressure: " + "; ".join(pressure[:STORE_NODES_NAMED]) + "."
+        "Object store under pressure on " + "; ".join(pressure[:STORE_NODES_NAMED]) + "."
         if pressure
         else f"Object store: {_gib(summary.bytes)} in {summary.objects} object(s)"
         + (f" over {len(summary.nodes)} node(s)" if summary.nodes else "")

@@ -1,6 +1,7 @@
 """The object store (summarize_objects), cluster events (list_events) and a node's log files (tail_logs with a
 glob), on a head of this module's own: an 80 MB object store that a driver of ours fills past full, so that Ray
-spills; a detached actor that outlives its job holding an object (a leak); a job that fails (its events)."""
+spills; a detached actor that outlives its job holding an object (a leak); a job that fails (its events); a
+Serve deployment that asks for more replicas than the head's CPUs hold (why fewer run)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 from tests.conftest import local_head
 from tests.support import call_ok, mcp_client, run_to_end, structured, text_of
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.cluster import LocalHead, free_ports
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live
@@ -127,3 +129,41 @@ async def test_tail_logs_lists_a_nodes_files_by_pattern(client: Client, head: Lo
     assert raylet["modified"] >= time.strftime("%Y-%m-%d", time.gmtime(time.time() - 86400))
     none = await structured(client, "tail_logs", node=node, filename="no-such-*.log")
     assert none["files"] == [] and "filename='*'" in none["hints"][0]
+
+
+SCALED_APP = """
+from ray import serve
+
+@serve.deployment(ray_actor_options={"num_cpus": 1},
+                  autoscaling_config={"min_replicas": 3, "max_replicas": 3, "target_ongoing_requests": 2})
+class Wide:
+    def __call__(self, request):
+        return "ok"
+
+app = Wide.bind()
+"""
+
+
+async def test_serve_status_says_why_fewer_replicas_run_than_the_target(
+    head: LocalHead, tmp_path: Path
+) -> None:
+    (tmp_path / "wide_app.py").write_text(SCALED_APP)
+    config = {
+        "http_options": {"host": "127.0.0.1", "port": free_ports(1)[0]},
+        "applications": [{"name": "wide", "import_path": "wide_app:app", "route_prefix": "/wide",
+                          "runtime_env": {"env_vars": {"PYTHONPATH": str(tmp_path)}}}],
+    }  # fmt: skip
+    settings = Settings(address=head.dashboard_url, upload_roots=[tmp_path])
+    async with mcp_client(settings) as client:
+        await call_ok(client, "serve_deploy", {"config": config})
+        with anyio.fail_after(180):  # 2 CPUs hold 2 of its 3 replicas: the third waits for one
+            while True:
+                status = await structured(client, "serve_status", app="wide")
+                deployments = [d for a in status.get("apps", []) for d in a.get("deployments", [])]
+                if deployments and deployments[0].get("running_replicas") == 2:
+                    break
+                await anyio.sleep(1)
+        wide = deployments[0]
+        assert wide["target_replicas"] == 3 and wide["required_resources"] == {"CPU": 1.0}, wide
+        assert "needs" in wide["scaling"] and "max_replicas=3" in wide["scaling"], wide
+        assert "scaling:" in text_of(await call_ok(client, "serve_status", {"app": "wide"}))

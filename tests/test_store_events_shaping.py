@@ -99,3 +99,35 @@ def test_events_are_filtered_deduplicated_and_newest_first() -> None:
     one = build_event_list(rows, EventFilter(), limit=1, notes=[])
     assert one.shown == 1 and "2 older distinct messages" in one.hints[0]
     assert "x5 since" in render_event_list(every)
+
+
+def deployment(message: str = "", states: tuple[str, ...] = ("RUNNING", "RUNNING", "STARTING"), target: int = 3,
+               **auto: Any) -> dict[str, Any]:  # fmt: skip
+    return {"name": "Wide", "status": "UPSCALING", "message": message, "target_num_replicas": target,
+            "required_resources": {"CPU": 1}, "deployment_config": {"autoscaling_config": auto},
+            "replicas": [{"replica_id": str(i), "state": s} for i, s in enumerate(states)]}  # fmt: skip
+
+
+def test_serve_scaling_says_why_fewer_replicas_run_than_the_target() -> None:
+    from ray_mcp.shaping.serve import serve_deployment
+
+    starting = serve_deployment(deployment(max_replicas=3, target_ongoing_requests=2))
+    assert starting.scaling == (
+        '1 replica(s) STARTING, each needs {"CPU": 1}; at max_replicas=3: more load queues instead of adding '
+        "replicas; target_ongoing_requests=2 per replica"
+    )
+    waited = (
+        "Deployment 'Wide' in application 'w' has 1 replicas that have taken more than 30s to be scheduled. "
+    )
+    waited += "This may be ... Resources required for each replica: {'CPU': 1}, total resources available: {'CPU': 0.0}. "
+    unscheduled = serve_deployment(deployment(waited)).scaling or ""
+    assert unscheduled.startswith(
+        "1 replica(s) unscheduled for over 30 s: each needs {'CPU': 1}, the cluster has {'CPU': 0.0}"
+    )
+    down = serve_deployment(
+        deployment(states=("RUNNING",) * 3, target=1, downscale_delay_s=600, min_replicas=1)
+    )
+    assert down.scaling == "downscaling to 1 (after downscale_delay_s=600); at min_replicas=1"
+    assert (
+        serve_deployment(deployment(states=("RUNNING",) * 3, min_replicas=1, max_replicas=5)).scaling is None
+    )

@@ -424,6 +424,12 @@ class ServeDeployment(BaseModel):
     target_replicas: int | None = None
     running_replicas: int
     autoscaling_config: dict[str, object] | None = None
+    scaling: str | None = Field(
+        default=None,
+        description="Why fewer (or more) replicas run than the target: resources a replica waits for, replicas "
+        "starting, max_replicas or min_replicas reached, downscale_delay_s; null when running == target.",
+    )
+    required_resources: dict[str, float] | None = Field(default=None, description="What each replica needs.")
     replicas: list[ServeReplica] = Field(default_factory=list)
     replicas_total: int = 0
     error: str | None = Field(

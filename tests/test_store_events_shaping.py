@@ -131,3 +131,17 @@ def test_serve_scaling_says_why_fewer_replicas_run_than_the_target() -> None:
     assert (
         serve_deployment(deployment(states=("RUNNING",) * 3, min_replicas=1, max_replicas=5)).scaling is None
     )
+
+
+def test_cluster_status_carries_the_autoscalers_decisions() -> None:
+    from ray_mcp.shaping.cluster import build_cluster_status, render_cluster_status, with_decisions
+
+    status = build_cluster_status(dashboard_url="http://h", source="external", version={}, nodes=[], status={},
+                                  pending_placement_groups=0, max_nodes=5)  # fmt: skip
+    decision = (
+        "2026-01-01 00:00:00 ERROR: Failed to launch 2 node(s) of type gpu: InsufficientInstanceCapacity"
+    )
+    with_decisions(status, [decision], ["a note"])
+    assert status.autoscaler is not None and status.autoscaler.decisions == [decision]
+    assert any("failed to launch" in h for h in status.hints) and status.notes == ["a note"]
+    assert decision in render_cluster_status(status)

@@ -320,4 +320,5 @@ STORE_HOLDERS_QUOTED = 3  # largest holders quoted in a diagnosis when a store i
 CALL_SITE_CHARS = 200  # of a call site (Ray records a whole line of user code)
 EVENTS_SHOWN = Bound(default=20, low=1, high=200)  # distinct event messages listed, newest first
 EVENT_MESSAGE_CHARS = 300
+AUTOSCALER_DECISIONS = 8  # distinct autoscaler events in cluster_status
 LOG_FILES_SHOWN = 50  # files listed by tail_logs when filename is a pattern

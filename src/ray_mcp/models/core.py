@@ -71,6 +71,10 @@ class AutoscalerStatus(BaseModel):
     pending_launches: dict[str, int] = Field(default_factory=dict)
     failed_nodes: list[str] = Field(default_factory=list)
     error: str | None = None
+    decisions: list[str] = Field(
+        default_factory=list,
+        description="Its recent events, newest first: nodes it launched, removed or failed to launch, and why.",
+    )
 
 
 class ClusterStatus(BaseModel):

@@ -18,7 +18,7 @@ class ClusterEvent(BaseModel):
 
 
 class EventList(BaseModel):
-    total: int = Field(description="Events the dashboard keeps.")
+    total: int = Field(description="Events read: all the dashboard keeps, or those of the source asked for.")
     matched: int = Field(description="Events matching the filters.")
     shown: int
     events: list[ClusterEvent] = Field(default_factory=list, description="Newest first, one per message.")

@@ -3,12 +3,13 @@ kills, worker crashes, autoscaler decisions, job status), as the dashboard keeps
 
 from __future__ import annotations
 
+import builtins
 import datetime
 from typing import Any
 
 from ray_mcp import models
 from ray_mcp.errors import RayMCPError
-from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.limits import AUTOSCALER_DECISIONS, STATE_API_MAX_ROWS
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.jobs import Jobs
 from ray_mcp.ray_api.nodes import Nodes
@@ -22,16 +23,21 @@ class Events:
         self.jobs = jobs
         self.nodes = nodes
 
-    async def rows(self, notes: list[str]) -> list[dict[str, Any]]:
+    async def rows(self, notes: list[str], source: str | None = None) -> list[dict[str, Any]]:
         """Every event the dashboard keeps, oldest first.
 
         /api/v0/cluster_events first (Ray keeps the oldest rows at its limit, so every row is read); the
         dashboard's older /events (the same store, no list options) when it fails, as it does on some
-        event records. RayMCPError when neither answers."""
+        event records. ``source`` narrows the State API's answer (the older one has every event). RayMCPError when
+        neither answers."""
         try:
             # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
             result = await self.client.list_state(
-                "cluster_events", what="the cluster events", limit=STATE_API_MAX_ROWS, detail=True
+                "cluster_events",
+                what="the cluster events",
+                limit=STATE_API_MAX_ROWS,
+                detail=True,
+                filters=[("source_type", "=", source)] if source else [],
             )
         except RayMCPError as exc:
             first_error = str(exc).split(". ")[0]
@@ -73,8 +79,23 @@ class Events:
             submission_id=job if job and job != job_id else None,
             since=datetime.datetime.now(datetime.UTC).timestamp() - since_s if since_s else None,
         )  # fmt: skip
-        rows = await self.rows(notes)
+        rows = await self.rows(notes, wanted.source)
         return build_event_list(rows, wanted, limit=limit, notes=notes)
+
+    async def autoscaler_decisions(self, notes: builtins.list[str]) -> builtins.list[str]:
+        """The autoscaler's recent events (launches, removals, failures), newest first; unread: a note."""
+        try:
+            rows = await self.rows(notes, "AUTOSCALER")
+        except RayMCPError as exc:
+            notes.append(f"The autoscaler's events could not be read: {str(exc).split('. ')[0]}.")
+            return []
+        events = build_event_list(
+            rows, EventFilter(source="AUTOSCALER"), limit=AUTOSCALER_DECISIONS, notes=[]
+        )
+        return [
+            f"{e.time} {e.severity}: {e.message}" + (f" (x{e.count})" if e.count > 1 else "")
+            for e in events.events
+        ]
 
 
 def clock(ts: float) -> str:

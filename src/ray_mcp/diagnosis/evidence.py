@@ -210,43 +210,17 @@ async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> GraphInputs:
 
 
 async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] | None:
-    """Cluster events (node added or removed, OOM kills, autoscaler decisions, worker crashes), oldest first.
-
-    /api/v0/cluster_events first; the dashboard's older /events (the same store, no list options) when the
-    State API's variant fails, as it does on some event records."""
+    """Cluster events (node added or removed, OOM kills, autoscaler decisions, worker crashes), the newest
+    EVENTS_READ, oldest first (list_events' read)."""
+    notes: list[str] = []
     try:
-        # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
-        result = await api.client.list_state(
-            "cluster_events", what="the cluster events", limit=EVENTS_READ, detail=True
-        )
+        rows = await api.events.rows(notes, limit=EVENTS_READ)
     except Exception as exc:
-        first_error = failure(exc)
-    else:
-        rows = [dict(r) for r in result.get("result") or []]
-        if int(num(result.get("total"))) > len(rows):
-            ev.unreadable.append(
-                f"the newest cluster events: Ray returned the oldest {len(rows)} of {result.get('total')}"
-            )
-        return rows
-    try:
-        data = await api.client.get_data("/events", what="the cluster events (/events)")
-    except Exception:
-        ev.unreadable.append(f"the cluster events: {first_error}")
+        ev.unreadable.append(f"the cluster events: {failure(exc)}")
         return None
-    rows = []
-    for events in (data.get("events") or {}).values() if isinstance(data, dict) else []:
-        for e in events:
-            ts = num(e.get("timestamp"))
-            rows.append({"time": _clock(ts), "timestamp": ts, "severity": e.get("severity"),
-                         "source_type": e.get("sourceType") or e.get("source_type"), "message": e.get("message")})  # fmt: skip
-    rows.sort(key=lambda r: r["timestamp"])
+    ev.unreadable += [f"the newest cluster events: {n}" for n in notes]
+    rows.sort(key=lambda r: num(r.get("timestamp")))
     return rows[-EVENTS_READ:]
-
-
-def _clock(ts: float) -> str:
-    import datetime
-
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"
 
 
 async def _strategies(api: RayAPI, ev: GraphInputs) -> None:

@@ -4,6 +4,7 @@ reasoning over it lives beside (job.py, health.py) and talks to no cluster."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -58,6 +59,10 @@ async def or_note(
     if missed is not None:
         missed.append(what)
     return None
+
+
+# What a job's driver prints when the object store is its trouble: then diagnose_job looks at the store.
+STORE_TROUBLE = re.compile(r"ObjectStoreFullError|OutOfDiskError|ObjectLostError|[Ss]pill(?:ed|ing)")
 
 
 async def store_under_pressure(api: RayAPI) -> models.ObjectStoreSummary | None:
@@ -125,7 +130,8 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
         if tail is not None:
             evidence.actor_log_lines[actor.actor_id] = [line for sec in tail.sections for line in sec.lines]
     findings = job_reasoning.diagnose_job(evidence)
-    store = await or_note(store_under_pressure(api), notes, "the object store", missed)
+    looks = info.status in ("PENDING", "RUNNING") or STORE_TROUBLE.search("\n".join(driver_lines or []))
+    store = await or_note(store_under_pressure(api), notes, "the object store", missed) if looks else None
     if (store_finding := health_reasoning.store_finding(store)) is not None:
         findings = rank([*findings, store_finding])
     # A RUNNING job that makes no progress: where its processes wait, and what the driver waits on (hang.py).

@@ -23,7 +23,9 @@ class Events:
         self.jobs = jobs
         self.nodes = nodes
 
-    async def rows(self, notes: list[str], source: str | None = None) -> list[dict[str, Any]]:
+    async def rows(
+        self, notes: list[str], source: str | None = None, limit: int = STATE_API_MAX_ROWS
+    ) -> list[dict[str, Any]]:
         """Every event the dashboard keeps, oldest first.
 
         /api/v0/cluster_events first (Ray keeps the oldest rows at its limit, so every row is read); the
@@ -35,7 +37,7 @@ class Events:
             result = await self.client.list_state(
                 "cluster_events",
                 what="the cluster events",
-                limit=STATE_API_MAX_ROWS,
+                limit=limit,
                 detail=True,
                 filters=[("source_type", "=", source)] if source else [],
             )
@@ -44,7 +46,7 @@ class Events:
         else:
             rows = [dict(r) for r in result.get("result") or []]
             if int(to_number(result.get("total")) or 0) > len(rows):
-                notes.append(f"Only the oldest {len(rows)} of {result.get('total')} events could be read.")
+                notes.append(f"Ray returned the oldest {len(rows)} of {result.get('total')}")
             return rows
         try:
             data = await self.client.get_data("/events", what="the cluster events (/events)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import re
 from typing import Any
 
 from ray_mcp import models
@@ -75,14 +76,23 @@ class Events:
     ) -> models.EventList:
         notes: list[str] = []
         node_id = await self.nodes.resolve(node) if node else None
-        job_id = await self.jobs.id_of(job) if job else None
+        job_id, submission_id = await self._job_ids(job)
         wanted = EventFilter(
-            severity=severity, source=source, node_id=node_id, job_id=job_id,
-            submission_id=job if job and job != job_id else None,
+            severity=severity, source=source, node_id=node_id, job_id=job_id, submission_id=submission_id,
             since=datetime.datetime.now(datetime.UTC).timestamp() - since_s if since_s else None,
         )  # fmt: skip
         rows = await self.rows(notes, wanted.source)
         return build_event_list(rows, wanted, limit=limit, notes=notes)
+
+    async def _job_ids(self, job: str | None) -> tuple[str | None, str | None]:
+        """(job id, submission id) of a job; a job whose driver never connected has events by submission id only."""
+        if not job or not job.strip():
+            return None, None
+        job = job.strip()
+        if re.fullmatch(r"[0-9a-fA-F]{8}", job):
+            return job.lower(), None
+        details = await self.jobs.details(job)
+        return details.get("job_id") or None, str(details.get("submission_id") or job)
 
     async def autoscaler_decisions(self, notes: builtins.list[str]) -> builtins.list[str]:
         """The autoscaler's recent events (launches, removals, failures), newest first; unread: a note."""

@@ -101,8 +101,6 @@ async def test_events_of_a_failed_job_filtered_newest_first(client: Client, tmp_
     assert job["status"] == "FAILED"
     events = await structured(client, "list_events", job=sid)
     assert events["matched"] >= 1 and all(sid in e["message"] for e in events["events"]), events
-    ended = [e for e in events["events"] if "FAILED" in e["message"]]
-    assert ended, events  # the job manager's "Completed a ray job ... with a status FAILED."
     fatal = await structured(client, "list_events", job=sid, severity="FATAL")
     assert all(e["severity"] == "FATAL" for e in fatal["events"]) and fatal["matched"] < events["matched"]
     everything = await structured(client, "list_events", source="jobs", since_s=3600, limit=200)

@@ -166,6 +166,7 @@ class LocalHead:
 
     num_cpus: int | None = None
     resources: str | None = None
+    object_store_memory: int | None = None  # bytes; Ray's default is 30% of memory
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
     gcs_port: int = 0
     dashboard_port: int = 0
@@ -202,6 +203,7 @@ class LocalHead:
     def resource_args(self) -> list[str]:
         """The node's resources, as `ray start` takes them (shared by heads and the workers joining them)."""
         args = [f"--num-cpus={self.num_cpus}"] if self.num_cpus is not None else []
+        args += [f"--object-store-memory={self.object_store_memory}"] if self.object_store_memory else []
         return args + ([f"--resources={self.resources}"] if self.resources else [])
 
     def spawn(self) -> None:

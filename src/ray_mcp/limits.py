@@ -333,3 +333,14 @@ STACK_VERDICT_CHARS = 300  # the verdict line of stack_traces: where the process
 STACK_VERDICT_GROUPS = 3  # groups of stacks named in it, the likeliest culprit first
 STACK_FAILURES_KEPT = 3  # processes that could not be sampled, named when the answer is over its budget
 ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor
+
+# -- the object store (summarize_objects) and cluster events (list_events) ----------------------------------
+OBJECT_GROUPS = Bound(default=15, low=1, high=200)  # holders (call site x owner) listed, largest first
+STORE_NODES_SHOWN = 20  # nodes whose store use is listed, fullest first
+STORE_NODES_NAMED = 2  # nodes under pressure named in the verdict
+STORE_HOLDERS_QUOTED = 3  # largest holders quoted in a diagnosis when a store is near full or spilling
+CALL_SITE_CHARS = 200  # of a call site (Ray records a whole line of user code)
+EVENTS_SHOWN = Bound(default=20, low=1, high=200)  # distinct event messages listed, newest first
+EVENT_MESSAGE_CHARS = 300
+AUTOSCALER_DECISIONS = 8  # distinct autoscaler events in cluster_status
+LOG_FILES_SHOWN = 50  # files listed by tail_logs when filename is a pattern

@@ -19,11 +19,19 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-from ray_mcp.limits import FILES_LISTED, FOLLOW_OVERLAP_LINES, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
+from ray_mcp.limits import (
+    FILES_LISTED,
+    FOLLOW_OVERLAP_LINES,
+    LOG_BYTES,
+    LOG_FILES_SHOWN,
+    LOG_LINES,
+    PROGRESS_CHARS,
+    SCAN_MB,
+)
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import node_path
 from ray_mcp.ray_api.jobs import Jobs, job_log_file
-from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
+from ray_mcp.ray_api.local_logs import LogDir, is_pattern, node_logs_dir, stat_files, tail_of
 from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
@@ -188,6 +196,34 @@ class Logs:
             else "Call cluster_status to check the node."
         )
 
+    async def list_files(self, node_id: str, pattern: str) -> models.LogTail:
+        """The node's log files matching a glob, newest first when their sizes and times can be read (its
+        logs directory is on this machine); the dashboard lists names only."""
+        data = await self.client.get_data(
+            "/api/v0/logs",
+            what=f"the log files of node {node_id}",
+            params={"node_id": node_id, "glob": pattern},
+        )
+        names = sorted({str(f) for group in (data.get("result") or {}).values() for f in group})
+        where = await self.local_logs_dir(node_id) if self.local_logs else None
+        files = (
+            await anyio.to_thread.run_sync(stat_files, where, names)
+            if where
+            else [models.LogFile(name=n) for n in names]
+        )
+        hints = []
+        if len(files) > LOG_FILES_SHOWN:
+            hints.append(f"{len(files) - LOG_FILES_SHOWN} more files match: narrow the pattern.")
+        if files:
+            hints.append("Pass one name as filename (without a pattern) to read it.")
+            if where is None:
+                hints.append(
+                    "Sizes and times unknown: the dashboard lists names only (node not on this machine)."
+                )
+        else:
+            hints.append(f"No file on node {node_id} matches {pattern!r}: try filename='*' to list them all.")
+        return models.LogTail(sections=[], files=files[:LOG_FILES_SHOWN], hints=hints)
+
     async def tail(
         self,
         target: LogTarget,
@@ -201,6 +237,8 @@ class Logs:
         on_progress: ProgressFn | None = None,
     ) -> models.LogTail:
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
+        if target.kind == "filename" and is_pattern(str(target.filename)):
+            return await self.list_files(await self.nodes.resolve(str(target.node)), str(target.filename))
         pattern = log_grep.compile_grep(grep) if grep is not None else None
         sources = await self.sources(target)
         budget = max(LOG_BYTES.low, max_bytes // len(sources))

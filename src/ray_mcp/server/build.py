@@ -50,13 +50,14 @@ log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
 TOOL_AREAS = (
     "cluster", "diagnose", "jobs", "logs", "actors", "placement_groups", "nodes", "tasks", "serve",
-    "topology", "train", "stacks",
+    "topology", "train", "stacks", "objects", "events",
 )  # fmt: skip
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
 Start with cluster_status to see nodes, resource use and anything pending.
 Every list is bounded; narrow it with the filters each tool offers, and follow the hints in its answers.
+Answers may carry notes (what could not be read, what was cut) and hints (what to call next): lists of strings.
 Reference pages: ray-docs://reference/index. Live API signatures: ray-docs://api/{dotted.name}."""
 
 

@@ -311,3 +311,11 @@ STACK_VERDICT_CHARS = 300  # the verdict line of stack_traces: where the process
 STACK_VERDICT_GROUPS = 3  # groups of stacks named in it, the likeliest culprit first
 STACK_FAILURES_KEPT = 3  # processes that could not be sampled, named when the answer is over its budget
 ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor
+
+# -- Kubernetes (KubeRay: kuberay_status, kuberay_logs) ----------------------------------------------------
+
+KUBE_PODS_SHOWN = 12  # pods of one RayCluster listed, those with a problem first
+KUBE_EVENTS_SHOWN = 12  # deduplicated events listed, warnings first
+KUBE_LOG_LINES = Bound(default=80, low=1, high=2000)  # a pod container's log tail
+KUBE_LOG_BYTES = 16_384  # asked of the API server at most (limitBytes)
+KUBE_UPGRADE_STUCK_S = 600.0  # a RayService upgrade pending this long is reported as stuck

@@ -10,7 +10,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.diagnosis import evidence as chain_evidence
-from ray_mcp.diagnosis import hang, report
+from ray_mcp.diagnosis import hang, kubernetes, report
 from ray_mcp.diagnosis import health as health_reasoning
 from ray_mcp.diagnosis import job as job_reasoning
 from ray_mcp.diagnosis.findings import rank
@@ -34,6 +34,7 @@ from ray_mcp.limits import (
 )
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import gather, nothing
+from ray_mcp.ray_api.kuberay import RayTarget
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import entrypoint_resources, job_info, job_list
 from ray_mcp.text import first_sentence
@@ -58,7 +59,9 @@ async def or_note(
     return None
 
 
-async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
+async def diagnose_job(
+    api: RayAPI, job: str, *, max_bytes: int, kube: RayTarget | None = None
+) -> tuple[models.JobDiagnosis, str]:
     """Gather everything about one job concurrently, then rank the findings (diagnose_job)."""
     details = await api.jobs.details(job)
     info = job_info(details, time.time())
@@ -116,10 +119,14 @@ async def diagnose_job(api: RayAPI, job: str, *, max_bytes: int) -> tuple[models
     stall = await or_note(hang.gather(api, details), notes, "the job's progress", missed)
     if stall is not None and (stalled := hang.findings(stall, evidence.node_totals, sid or job)):
         findings = rank([*(f for f in findings if f.kind != "running"), *stalled])
+    if kube is not None and info.status != "SUCCEEDED":  # the pods under it (k8s:// clusters)
+        findings = rank([*findings, *await kubernetes.findings(kube, api, notes=notes)])
     return report.job_report(job, info, ev, findings, notes, max_bytes=max_bytes, unchecked=missed)
 
 
-async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
+async def cluster_health(
+    api: RayAPI, *, max_bytes: int, kube: RayTarget | None = None
+) -> tuple[models.ClusterHealth, str]:
     """What is wrong in the cluster right now, from every angle at once, ranked by severity.
 
     The evidence graph (evidence.gather_cluster) reads actors, tasks, nodes and placement groups once and
@@ -156,6 +163,8 @@ async def cluster_health(api: RayAPI, *, max_bytes: int) -> tuple[models.Cluster
                    "failed tasks": ev.tasks, "placement groups": ev.pgs}  # fmt: skip
         missed += [what for what, rows in sources.items() if rows is None]
     findings = health_reasoning.cluster_health(evidence)
+    if kube is not None:  # the pods under it (k8s:// clusters)
+        findings = rank([*findings, *await kubernetes.findings(kube, api, notes=notes)])
     if ev.events is None:
         missed.append("cluster events")
     checked = [c for c in checks if c not in missed]

@@ -157,6 +157,14 @@ class App:
             )
         return await self.connections[name].kube()
 
+    async def kube_or_none(self) -> RayTarget | None:
+        """The KubeRay object of the current call's cluster when it was given as k8s://, else None."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
+        connection = self.connections.get(name)
+        if connection is None or not (connection.settings.address or "").strip().startswith("k8s://"):
+            return None
+        return await connection.kube()
+
     @property
     def kubernetes(self) -> bool:
         """Are the Kubernetes tools offered: a k8s:// address configured, or --kubernetes-tools."""

@@ -2,13 +2,16 @@
 
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.diagnosis import gather
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
+from ray_mcp.ray_api.kuberay import RayTarget
+from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY, Api, Job
 
@@ -17,23 +20,31 @@ MaxBytes = Annotated[
 ]
 
 
+async def kube_target(ctx: Context) -> RayTarget | None:
+    """The KubeRay object of a k8s:// cluster (its pods join the diagnosis), else None."""
+    return await app_of(ctx).kube_or_none()
+
+
+Kube = Annotated[RayTarget | None, Resolve(kube_target)]
+
+
 async def diagnose_job(
-    api: Api, job: Job, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
+    api: Api, kube: Kube, job: Job, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, JobDiagnosis]:
     """Why a job failed, hangs or misbehaves, in one call: its status and the cause (names, ids) first, then
     the evidence quoted and next steps.
     """
-    model, text = await gather.diagnose_job(api, job, max_bytes=max_bytes)
+    model, text = await gather.diagnose_job(api, job, max_bytes=max_bytes, kube=kube)
     return tool_result(model, text)
 
 
 async def cluster_health(
-    api: Api, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
+    api: Api, kube: Kube, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, ClusterHealth]:
     """What is wrong in the cluster now, ranked, each problem with its cause: dead nodes, infeasible or held
     demands, failed jobs, crash loops, failed tasks, Serve errors, recent events. HEALTHY only if all was checked.
     """
-    model, text = await gather.cluster_health(api, max_bytes=max_bytes)
+    model, text = await gather.cluster_health(api, max_bytes=max_bytes, kube=kube)
     return tool_result(model, text)
 
 

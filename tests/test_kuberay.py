@@ -63,7 +63,7 @@ def raycluster(name: str = CLUSTER, *, state: str = "ready", autoscaling: bool =
         "state": state, "desiredWorkerReplicas": 1, "readyWorkerReplicas": 1 if state == "ready" else 0,
         "availableWorkerReplicas": 1, "minWorkerReplicas": 1, "maxWorkerReplicas": 5,
         "head": {"serviceName": f"{name}-head-svc", "podName": f"{name}-head-abcde"},
-        "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady",
+        "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "",
                         "lastTransitionTime": "2026-12-01T10:01:00Z"}],
     }  # fmt: skip
     return validate(rc)

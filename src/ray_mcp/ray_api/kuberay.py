@@ -185,7 +185,7 @@ class Kube:
     async def _raw(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         response = await call(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
         async with response:
-            return dict(json.loads(await response.read()))
+            return dict(json.loads(await _body(response)))
 
     async def pods(self, cluster: str) -> list[dict[str, Any]]:
         """Every pod of a RayCluster (KubeRay labels them ray.io/cluster=<name>)."""
@@ -225,7 +225,7 @@ class Kube:
                 pod, self.namespace, _preload_content=False, **kwargs
             )
             async with response:
-                return (await response.read()).decode(errors="replace")
+                return (await _body(response)).decode(errors="replace")
 
     # -- writes ---------------------------------------------------------------------------------------------
 
@@ -286,6 +286,19 @@ class ProxyTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+async def _body(response: Any) -> bytes:
+    """A raw response's body; unread raw responses are not checked by the client, so a failure is raised here
+    as the client would (kube_errors maps it)."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    body = bytes(await response.read())
+    if response.status >= 400:
+        exc = ApiException(status=response.status, reason=response.reason)
+        exc.body = body
+        raise exc
+    return body
 
 
 def _ssl_context(configuration: Any) -> ssl.SSLContext:

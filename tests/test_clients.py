@@ -36,6 +36,7 @@ APPLICABLE_SCENARIOS = (
     "prompts-list",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
+    "completion-complete",
 )
 
 

@@ -92,7 +92,11 @@ def _parser() -> OneLineParser:
     parser.add_argument(
         "--num-cpus", type=int, dest="embedded_num_cpus", help="CPUs of the embedded cluster."
     )
-    parser.add_argument("--transport", choices=["stdio", "sse", "streamable-http"], help="Default stdio.")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "sse", "streamable-http"],
+        help="Default stdio. Over a network: streamable-http. sse is deprecated (MCP 2026-07-28), kept for old clients.",
+    )
     parser.add_argument("--host", help="Bind address for HTTP transports (default 127.0.0.1).")
     parser.add_argument("--port", type=int, help=f"Port for HTTP transports (default {DEFAULT_PORT}).")
     parser.add_argument(
@@ -180,6 +184,10 @@ def _http_limit_arguments(parser: OneLineParser) -> None:
         help=f"Open connections above this get 503 (default {DEFAULT_HTTP_MAX_CONNECTIONS}).",
     )
     limits.add_argument(
+        "--replica-key-file",
+        help="Key file shared by replicas behind a load balancer (2026 clients then reach any replica).",
+    )
+    limits.add_argument(
         "--max-sessions",
         type=int,
         help=f"Streamable HTTP sessions open at once (default {DEFAULT_HTTP_MAX_SESSIONS}).",
@@ -200,6 +208,10 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         settings = Settings(**given)
     except (ValidationError, SettingsError) as exc:
         raise BadUsage(describe_invalid(exc)) from None
+    try:
+        settings.replica_key()  # a key that cannot be read or is too short: one line now, not at the first call
+    except (OSError, ValueError) as exc:
+        raise BadUsage(f"ray-mcp: --replica-key-file: {exc}") from None
     if settings.transport == "stdio" and ({"host", "port"} & given.keys()):
         flags = " and ".join(f"--{k}" for k in ("host", "port") if k in given)
         print(

@@ -95,6 +95,28 @@ JOB_MESSAGE_CHARS = 1200  # Ray puts up to 20,000 characters of driver log in a 
 JOB_MESSAGE_HEAD_CHARS = 300  # of which the first line keeps this many
 JOB_ID_CHARS = 256  # the longest job id or submission id accepted
 ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete a job
+ERROR_PAGE_LINKS = 2  # reference pages an error links to, for the Ray concepts it names
+LINKED_JOBS = 10  # list_jobs links the resources of its first shown jobs, no more
+
+# -- completion/complete (server/completions.py) ------------------------------------------------------------
+
+COMPLETIONS_SHOWN = 50  # values in one answer (the spec allows 100)
+COMPLETION_READ = 200  # items read from the cluster to complete from
+COMPLETION_CACHE_S = 5.0  # one read per cluster and kind serves the keystrokes within this
+
+# -- cache hints (server/cache_hints.py) ------------------------------------------------------------------
+
+LIST_CACHE_MS = 300_000  # tools, prompts, resources and templates lists: fixed for a server's life
+REFERENCE_CACHE_MS = 86_400_000  # a reference page or API page: package data, or the installed Ray's source
+
+# -- MCP tasks (server/mcp_tasks.py) -------------------------------------------------------------------------
+
+TASK_POLL_MS = 2000  # the pollIntervalMs a task suggests
+TASK_ID_CHARS = 300  # the longest task id accepted: job:<cluster>:<submission id>
+MAX_LOCAL_TASKS = (
+    32  # cpu_profile and tail_logs calls running here as tasks at once; more get blocking answers
+)
+LOCAL_TASK_TTL_S = 900.0  # how long such a task (and its answer) is kept after it starts
 
 # -- logs ----------------------------------------------------------------------------------------------------
 
@@ -295,6 +317,7 @@ GREP_THREADS = 4  # greps scanning at once (worker threads; RE2 releases the GIL
 
 # A destructive tool's confirm token expires after this (Settings.confirm_token_ttl_s).
 CONFIRM_TOKEN_TTL_S = 300.0
+REPLICA_KEY_BYTES = 32  # the least a replica key file may hold
 # Files and directories walked in one local upload (working_dir, py_modules) before refusing.
 MAX_UPLOAD_ENTRIES = 100_000
 

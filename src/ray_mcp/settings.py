@@ -13,7 +13,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ray_mcp.cluster import ADDRESS_FORMS
-from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES
 
 DEFAULT_HOST = "127.0.0.1"
 # Not 8000 (Ray Serve's HTTP proxy), 8265 (dashboard), 6379 (GCS), 10001 (Ray Client), 8080 (KubeRay metrics),
@@ -74,6 +74,12 @@ class Settings(BaseSettings):
         default=DEFAULT_HTTP_MAX_SESSIONS,
         ge=1,
         description="Streamable HTTP: MCP sessions open at once; a new session above this is refused (503).",
+    )
+    replica_key_file: Path | None = Field(
+        default=None,
+        description="Streamable HTTP behind a load balancer: a file of at least 32 random bytes that every "
+        "replica reads, so that a confirmation token or an elicitation's state made by one is honoured by "
+        "another. 2026-07-28 clients can then be served by any replica; 2025 clients keep their session on one.",
     )
     session_idle_timeout_s: float = Field(
         default=DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S,
@@ -223,6 +229,18 @@ class Settings(BaseSettings):
             name: self.model_copy(update={**isolated, **update})
             for name, update in load_clusters_file(self.clusters_file).items()
         }
+
+    def replica_key(self) -> bytes | None:
+        """The key replicas share (replica_key_file), or None: every key is this process's own."""
+        if self.replica_key_file is None:
+            return None
+        key = self.replica_key_file.read_bytes().strip()
+        if len(key) < REPLICA_KEY_BYTES:
+            raise ValueError(
+                f"{self.replica_key_file} holds {len(key)} bytes; a replica key needs at least {REPLICA_KEY_BYTES} "
+                "(e.g. `head -c 48 /dev/urandom | base64 > key`)."
+            )
+        return key
 
     def resolved_auth_token(self) -> str | None:
         """The HTTP bearer token, from the setting or the token file."""

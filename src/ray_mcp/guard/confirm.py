@@ -36,8 +36,14 @@ from pydantic import BaseModel, Field
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
-_SECRET = secrets.token_bytes(32)
+# Per process, unless replicas share one (share_secret): a token must be honoured by the replica it reaches.
+_SECRET = bytearray(secrets.token_bytes(32))
 _PREFIX = "confirm-"
+
+
+def share_secret(key: bytes) -> None:
+    """Sign tokens under a key every replica holds (--replica-key-file), not this process's own."""
+    _SECRET[:] = hashlib.sha256(b"ray-mcp confirm tokens\0" + key).digest()
 
 
 @dataclass(frozen=True)
@@ -51,12 +57,16 @@ class ClusterRef:
         return f"on cluster {self.name!r} ({self.url})"
 
 
-def _digest(binding: str, expires: int, secret: bytes) -> str:
+def _digest(binding: str, expires: int, secret: bytes | bytearray) -> str:
     return hmac.new(secret, f"{binding}\0{expires}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def token_for(
-    binding: str, *, ttl_s: float = CONFIRM_TOKEN_TTL_S, now: float | None = None, secret: bytes = _SECRET
+    binding: str,
+    *,
+    ttl_s: float = CONFIRM_TOKEN_TTL_S,
+    now: float | None = None,
+    secret: bytes | bytearray = _SECRET,
 ) -> str:
     """A token for ``binding`` (tool, cluster, target, instance: ``Pending.binding``) valid for ``ttl_s``."""
     expires = int((time.time() if now is None else now) + ttl_s)
@@ -64,7 +74,7 @@ def token_for(
 
 
 def is_confirmed(
-    pending: Pending, confirm: str | None, *, now: float | None = None, secret: bytes = _SECRET
+    pending: Pending, confirm: str | None, *, now: float | None = None, secret: bytes | bytearray = _SECRET
 ) -> bool:
     """True if ``confirm`` is a live token for exactly this pending change; raises if a wrong one was given.
 

@@ -127,7 +127,7 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             raise MCPError(exc.error.code, message, data) from None
 
     async def _call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in ("tools/call", "resources/read", "prompts/get"):
+        if ctx.method not in ("tools/call", "resources/read", "prompts/get", "tasks/get"):
             return await call_next(ctx)
         params = ctx.params or {}
         SECRETS.learn(params.get("arguments"))  # submit_job's or serve_deploy's env_vars: secrets from now on

@@ -5,6 +5,8 @@ URIs: ray-docs://reference/index (every page with its one-line summary) and ray-
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 import yaml
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.types import ResourceLink
 
 MARKDOWN = "text/markdown"
 INDEX_URI = "ray-docs://reference/index"
@@ -57,6 +60,37 @@ def page_text(topic: str) -> str:
         if page.topic == topic:
             return page.path.read_text(encoding="utf-8")
     raise ResourceNotFoundError(f"No reference page {topic!r}. Read {INDEX_URI} for the list of pages.")
+
+
+# The Ray concepts an error message may name, and the page that explains each (first match first).
+CONCEPT_PAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), topic)
+    for pattern, topic in (
+        (r"runtime_env|working_dir|py_modules|\bpip\b|conda", "11-runtime-environment"),
+        (r"placement group|\bbundle", "15-scheduling-placement-groups"),
+        (r"\bServe\b|deployment|replica", "06-ray-serve"),
+        (r"\bactor", "03-ray-core-actors"),
+        (r"token|credential|401|403", "20-security"),
+        (r"submission id|\bjob\b", "12-job-submission"),
+        (r"dashboard|unreachable|could not be reached", "13-dashboard-observability"),
+    )
+)
+
+
+def concept_pages(message: str, most: int) -> list[str]:
+    """The URIs of the reference pages that explain the Ray concepts ``message`` names, at most ``most``."""
+    topics = dict.fromkeys(topic for pattern, topic in CONCEPT_PAGES if pattern.search(message))
+    return [f"ray-docs://reference/{topic}" for topic in list(topics)[:most]]
+
+
+def page_links(uris: Iterable[str]) -> list[ResourceLink]:
+    """Resource links to the reference pages among ``uris`` (anything else, a prompt's name, is skipped)."""
+    pages = {p.uri: p for p in reference_pages()}
+    return [
+        ResourceLink(uri=p.uri, name=p.topic, title=p.title, description=p.summary, mime_type=MARKDOWN)
+        for p in (pages.get(uri) for uri in uris)
+        if p is not None
+    ]
 
 
 def index_text() -> str:

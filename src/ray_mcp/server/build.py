@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
@@ -25,14 +25,19 @@ from pydantic import BaseModel, Field
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import unexpected_failure
+from ray_mcp.guard import confirm
 from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.middleware import SafetyMiddleware
 from ray_mcp.guard.modes import ToolKind, tool_allowed, tool_kind
 from ray_mcp.guard.redaction import install_log_redaction, remember_settings_secrets
+from ray_mcp.limits import ERROR_PAGE_LINKS
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.server import live, prompts, resources, schemas
+from ray_mcp.reference.pages import concept_pages, page_links
+from ray_mcp.server import cache_hints, completions, live, prompts, resources, schemas
 from ray_mcp.server.choices import CaseInsensitiveChoices
 from ray_mcp.server.context import CURRENT_CLUSTER, App
+from ray_mcp.server.icons import RAY_ICONS
+from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp.server")
@@ -66,6 +71,7 @@ class RayMCPServer(MCPServer[App]):
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
     job_watchers: live.JobWatchers
+    tasks: ToolTasks
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -177,6 +183,26 @@ def with_cluster_argument(fn: Callable[..., Any], names: list[str]) -> Callable[
     return wrapper
 
 
+class ErrorPageLinks(ServerMiddleware[Any]):
+    """An is_error tools/call answer that names a Ray concept links the reference page that explains it."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "tools/call":
+            return result
+        data = (
+            result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
+        )
+        if not isinstance(data, dict) or not data.get("isError") or not isinstance(data.get("content"), list):
+            return result
+        text = " ".join(str(c.get("text", "")) for c in data["content"] if isinstance(c, dict))
+        links = page_links(concept_pages(text, ERROR_PAGE_LINKS))
+        if not links:
+            return result
+        dumped = [link.model_dump(mode="json", by_alias=True, exclude_none=True) for link in links]
+        return {**data, "content": [*data["content"], *dumped]}
+
+
 class ClusterSelection(ServerMiddleware[Any]):
     """The one place that selects the cluster a tools/call names, for the whole call.
 
@@ -236,6 +262,10 @@ def build_server(
         return schemas
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
+    tasks = ToolTasks(app)
+    replica_key = settings.replica_key()
+    if replica_key is not None:  # what one replica seals, any other opens
+        confirm.share_secret(replica_key)
     server = RayMCPServer(
         name="ray-mcp",
         title="Ray",
@@ -244,7 +274,13 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
         subscriptions=bus,
+        extensions=[tasks],
+        icons=RAY_ICONS,
+        cache_hints=cache_hints.LISTS,
+        request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
+            cache_hints.ReadCacheHints(),
+            ErrorPageLinks(),
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
@@ -253,10 +289,12 @@ def build_server(
     server.app = app
     server.tool_kinds = kinds
     server.hidden_tools = {}
+    server.tasks = tasks
     register_tools(server)
     resources.register(server)
     server.job_watchers = live.register(server, bus)
     prompts.register(server)
+    completions.register(server, app)
     if server.hidden_tools:
         log.info(
             "ray-mcp: tools not offered: %s", ", ".join(f"{k} ({v})" for k, v in server.hidden_tools.items())

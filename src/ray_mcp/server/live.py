@@ -35,6 +35,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import (
     INVALID_PARAMS,
     EmptyResult,
+    ResourceLink,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     UnsubscribeRequestParams,
@@ -46,6 +47,7 @@ from ray_mcp import sdk_private
 from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS
 from ray_mcp.models import TERMINAL_JOB_STATUSES
+from ray_mcp.server.icons import RAY_ICONS
 
 if TYPE_CHECKING:
     from ray_mcp.server.build import RayMCPServer
@@ -54,6 +56,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("ray_mcp.server.live")
 
 JOB_URI_TEMPLATE = "ray://jobs/{submission_id}"
+
+
+def job_link(submission_id: str) -> ResourceLink:
+    """A link to the job's resource (status, error, driver log tail), for a tool result that names the job."""
+    return ResourceLink(
+        uri=JOB_URI_TEMPLATE.format(submission_id=submission_id),
+        name=f"ray-job {submission_id}",
+        description="Status, error and driver log tail; subscribe for status changes.",
+        mime_type="text/markdown",
+    )
+
+
 JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})$")
 POLL_INTERVAL_S = 2.0
 
@@ -299,6 +313,7 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
         description="A job's status, error and the tail of its driver log. Subscribe to it to be notified when "
         "the job's status changes.",
         mime_type="text/markdown",
+        icons=RAY_ICONS,
     )
     async def job_resource(submission_id: str) -> str:
         return await read_job(app, submission_id)

@@ -17,6 +17,7 @@ from mcp.server.mcpserver.prompts.base import Message, Prompt, PromptArgument, U
 from mcp.types import EmbeddedResource, TextResourceContents
 
 from ray_mcp.reference.pages import data_dir, page_text, parse_front_matter
+from ray_mcp.server.icons import RAY_ICONS
 
 
 @dataclass(frozen=True)
@@ -85,5 +86,6 @@ def register(server: MCPServer) -> None:
                 arguments=list(prompt.arguments),
                 fn=render,
                 context_kwarg=None,
+                icons=RAY_ICONS,
             )
         )

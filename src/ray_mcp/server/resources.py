@@ -17,6 +17,7 @@ from mcp.server.mcpserver.resources import FunctionResource
 
 from ray_mcp.reference.api import read_symbol
 from ray_mcp.reference.pages import INDEX_URI, MARKDOWN, index_text, page_text, reference_pages
+from ray_mcp.server.icons import RAY_ICONS
 
 
 def register(server: MCPServer) -> None:
@@ -27,6 +28,7 @@ def register(server: MCPServer) -> None:
             title="Ray reference: index",
             description="Every Ray reference page with a one-line summary. Start here.",
             mime_type=MARKDOWN,
+            icons=RAY_ICONS,
             fn=index_text,
         )
     )
@@ -50,6 +52,7 @@ def register(server: MCPServer) -> None:
         "installed next to the server (nothing is imported or run), e.g. "
         "ray-docs://api/ray.util.placement_group.placement_group.",
         mime_type=MARKDOWN,
+        icons=RAY_ICONS,
     )
     async def api_reference(qualified_name: str) -> str:
         try:

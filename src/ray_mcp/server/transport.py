@@ -104,6 +104,12 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         path,
         "bearer token required" if token else "no token: loopback clients only",
     )
+    if settings.transport == "sse":
+        log.warning(
+            "ray-mcp: the SSE transport is deprecated (MCP 2026-07-28); use --transport streamable-http."
+        )
+    else:
+        log.info("ray-mcp: %s", http_mode(settings))
     config = uvicorn.Config(
         guarded,
         host=settings.host,
@@ -115,6 +121,19 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         log_level=settings.log_level.lower(),
     )
     await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def http_mode(settings: Settings) -> str:
+    """Which clients a streamable HTTP deployment can spread over replicas (said at start, and by doctor)."""
+    if settings.replica_key_file is None:
+        return (
+            "one replica: 2026-07-28 requests are stateless, but confirmation tokens and elicitation state are "
+            "this process's own; set --replica-key-file on every replica to run several."
+        )
+    return (
+        "replicated: 2026-07-28 clients: any replica (stateless requests, shared replica key); 2025 clients keep "
+        f"a session on one replica (at most {settings.max_sessions}), so route them with session affinity."
+    )
 
 
 # -- stdio ----------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ResourceLink, TextContent
 from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import escape_controls
@@ -26,6 +26,12 @@ def tool_result(model: BaseModel, text: str) -> CallToolResult:
         content=[TextContent(type="text", text=text)],
         structured_content=model.model_dump(mode="json", exclude_none=True),
     )
+
+
+def linked(result: CallToolResult, links: list[ResourceLink]) -> CallToolResult:
+    """The answer with resource links after its text: what it names that a client can read (and subscribe to)."""
+    result.content.extend(links)
+    return result
 
 
 def json_bytes(value: object) -> int:

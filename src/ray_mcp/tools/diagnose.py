@@ -11,8 +11,10 @@ from ray_mcp.diagnosis import gather
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
 from ray_mcp.ray_api.kuberay import RayTarget
+from ray_mcp.reference.pages import page_links
 from ray_mcp.server.context import app_of
-from ray_mcp.shaping.common import tool_result
+from ray_mcp.server.live import job_link
+from ray_mcp.shaping.common import linked, tool_result
 from ray_mcp.tools import READ_ONLY, Api, Job
 
 MaxBytes = Annotated[
@@ -35,7 +37,9 @@ async def diagnose_job(
     the evidence quoted and next steps.
     """
     model, text = await gather.diagnose_job(api, job, max_bytes=max_bytes, kube=kube)
-    return tool_result(model, text)
+    refs = dict.fromkeys(ref for f in model.findings for ref in f.refs)
+    links = [job_link(model.submission_id)] if model.submission_id else []  # its driver log, quoted
+    return linked(tool_result(model, text), links + page_links(refs))
 
 
 async def cluster_health(

@@ -10,10 +10,14 @@ from pydantic import Field, WithJsonSchema
 
 from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.confirm import Approval, Pending
-from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LIMIT, MAX_WAIT_S
+from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LIMIT, LINKED_JOBS, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
-from ray_mcp.server.context import app_of
-from ray_mcp.shaping.common import fit_list, tool_result
+from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.client import ProgressFn
+from ray_mcp.server.context import App, app_of
+from ray_mcp.server.live import job_link
+from ray_mcp.server.mcp_tasks import ToolTasks
+from ray_mcp.shaping.common import fit_list, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
 
@@ -65,13 +69,15 @@ async def submit_job(
     )  # fmt: skip
     uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
     text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
-    return tool_result(result, text)
+    return linked(tool_result(result, text), [job_link(result.submission_id)])
 
 
 async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
     """One job: status, message, error type, exit code, entrypoint, times, metadata, runtime_env."""
     info = await api.jobs.get(job)
-    return tool_result(info, render_job(info))
+    return linked(
+        tool_result(info, render_job(info)), [job_link(info.submission_id)] if info.submission_id else []
+    )
 
 
 async def list_jobs(
@@ -87,7 +93,9 @@ async def list_jobs(
     """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
-    return tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
+    answer = tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
+    ids = [j.submission_id for j in result.jobs if j.submission_id]
+    return linked(answer, [job_link(sid) for sid in ids[:LINKED_JOBS]])
 
 
 async def wait_for_job(
@@ -101,8 +109,20 @@ async def wait_for_job(
     """Wait until a job ends or timeout_s passes, with progress notifications. A timeout is not an error:
     call again to keep waiting.
     """
-    result = await api.jobs.wait(job, timeout_s=timeout_s, on_progress=ctx.report_progress)
+    return await wait_result(api, job, timeout_s=timeout_s, on_progress=ctx.report_progress)
+
+
+async def wait_result(
+    api: RayAPI, job: str, *, timeout_s: float, on_progress: ProgressFn | None = None
+) -> CallToolResult:
+    """wait_for_job's answer: the blocking call's, and a finished job task's (server/mcp_tasks.py)."""
+    result = await api.jobs.wait(job, timeout_s=timeout_s, on_progress=on_progress)
     return tool_result(result, render_wait(result))
+
+
+async def ended_job_result(app: App, job: str) -> CallToolResult:
+    """The answer of a job task whose job has ended (so the wait returns at once)."""
+    return await wait_result(await app.api(), job, timeout_s=DEFAULT_WAIT_S)
 
 
 async def stop_job(api: Api, job: Job) -> Annotated[CallToolResult, JobChange]:
@@ -150,6 +170,9 @@ async def delete_job(
 
 
 def register(server: MCPServer) -> None:
+    tasks = getattr(server, "tasks", None)
+    if isinstance(tasks, ToolTasks):
+        tasks.wait_result = ended_job_result
     server.tool(annotations=WRITE.model_copy(update={"title": "Submit a Ray job"}))(submit_job)
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get a Ray job"}))(get_job)
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "List Ray jobs"}))(list_jobs)

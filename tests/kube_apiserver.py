@@ -149,7 +149,9 @@ def make_app(state: KubeState) -> Starlette:
         if pod is None:
             return status(404, "NotFound", f'pods "{name}" not found')
         container = request.query_params.get("container") or pod["spec"]["containers"][0]["name"]
-        previous = request.query_params.get("previous") == "true"
+        previous = (
+            request.query_params.get("previous") or ""
+        ).lower() == "true"  # Go's ParseBool: true, True
         text = state.logs.get((name, container, previous))
         if text is None:
             return status(

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from mcp import Client
 from tests.kube_apiserver import KubeState, serve, write_kubeconfig
-from tests.support import call_ok, mcp_client, text_of
+from tests.support import call_ok, mcp_client, text_of, wait_until
 
 from ray_mcp.settings import Settings
 
@@ -296,6 +296,7 @@ async def test_a_rayjob_that_kuberay_calls_failed_while_ray_runs_it_names_the_di
         assert submitted.structured_content is not None
         job_id = submitted.structured_content["submission_id"]
         try:
+            await wait_until(direct, job_id, {"RUNNING"})
             rj = sample("ray-job.sample.yaml", "RayJob")
             rj["metadata"]["name"] = "rayjob-sample"
             rj["status"] = {
@@ -387,6 +388,7 @@ async def test_diagnose_job_of_a_rayjob_says_its_crd_and_ray_disagree(kube: Any,
         )
         job_id = submitted.structured_content["submission_id"]  # type: ignore[index]
         try:
+            await wait_until(direct, job_id, {"RUNNING"})
             rj = sample("ray-job.sample.yaml", "RayJob")
             rj["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "jobId": job_id,
                             "rayClusterName": CLUSTER}  # fmt: skip

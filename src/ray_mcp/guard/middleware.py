@@ -20,7 +20,7 @@ from anyio.lowlevel import RunVar
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, LoggingLevel, RequestId, ServerNotification, TextContent
+from mcp.types import INTERNAL_ERROR, CallToolResult, LoggingLevel, RequestId, ServerNotification, TextContent
 from pydantic import BaseModel
 
 from ray_mcp import sdk_private
@@ -49,7 +49,7 @@ def _redaction_limiter() -> anyio.CapacityLimiter:
 
 
 def redact_result(result: HandlerResult) -> HandlerResult:
-    """The choke point for results: learn the secrets they carry, mask every string once, bound structured content.
+    """The choke point for results: mask every string once (its own secrets too), bound structured content.
 
     Every string (text content, structured content, keys included) goes through ``clean_text`` exactly once.
     """
@@ -60,7 +60,8 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if isinstance(result, BaseModel)
         else result
     )
-    # the env_vars values in this very result are masked everywhere in it, and in every later answer
+    # the env_vars values in this very result are masked everywhere in it (only the cluster's reads, in ray_api,
+    # make values secrets for every later answer)
     out = redact_tree(data)
     structured = out.get("structuredContent") if isinstance(out, dict) else None
     if isinstance(structured, dict):
@@ -70,6 +71,23 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if note is not None and texts:
             texts[-1]["text"] = f"{texts[-1].get('text', '')}\n({note})"
     return out
+
+
+def withheld_if_unmaskable(method: str, result: HandlerResult) -> HandlerResult:
+    """Fail closed: while the secret registry has refused values (its memory bound), no answer leaves, since
+    any answer could carry them."""
+    refused = SECRETS.refused
+    if not refused:
+        return result
+    message = (
+        f"Withheld: the cluster's secret values (env_vars of {len(refused)} job(s) or Serve app(s), newest "
+        f"{clean_text(refused[-1])!r}) exceed ray-mcp's secret registry ({SECRETS.max_bytes // 2**20} MiB), so "
+        "answers could show them unmasked. Ask the operator to raise RAY_MCP_SECRET_REGISTRY_MIB, or delete "
+        "the jobs with huge env_vars, then restart ray-mcp."
+    )
+    if method == "tools/call":
+        return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+    raise MCPError(INTERNAL_ERROR, message)
 
 
 class RedactingSession(ServerSession):
@@ -130,11 +148,10 @@ class SafetyMiddleware(ServerMiddleware[Any]):
         if ctx.method not in ("tools/call", "resources/read", "prompts/get", "tasks/get"):
             return await call_next(ctx)
         params = ctx.params or {}
-        SECRETS.learn(params.get("arguments"))  # submit_job's or serve_deploy's env_vars: secrets from now on
         name = params.get("name") if ctx.method == "tools/call" else None
         kind = self._kinds().get(name) if isinstance(name, str) else None
         if kind not in ("write", "destructive"):
-            return await redact_off_loop(await call_next(ctx))
+            return await redact_off_loop(withheld_if_unmaskable(ctx.method, await call_next(ctx)))
         given = params.get("arguments")
         arguments: dict[str, Any] = given if isinstance(given, dict) else {}
         record: dict[str, Any] = {
@@ -172,7 +189,7 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             raise
         else:
             record["outcome"] = call_outcome(result)
-            return await redact_off_loop(result)
+            return await redact_off_loop(withheld_if_unmaskable(ctx.method, result))
         finally:
             AUDIT_NOTES.reset(token)
             if notes.target is not None:

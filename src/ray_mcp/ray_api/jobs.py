@@ -23,7 +23,7 @@ from ray_mcp.errors import (
     RayMCPError,
     job_sdk_errors,
 )
-from ray_mcp.guard.redaction import SECRETS
+from ray_mcp.guard.redaction import hold_job
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import check_job_ref
@@ -96,7 +96,9 @@ class Jobs:
             not_found=_no_job(self.client.dashboard_url, job),
         )
         out = dict(details)
-        SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
+        hold_job(
+            self.client.dashboard_url, out
+        )  # its env_vars are secrets wherever they show up (logs, errors)
         return out
 
     async def id_of(self, job: str | None) -> str | None:

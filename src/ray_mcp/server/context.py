@@ -16,10 +16,12 @@ from mcp.server.mcpserver import Context
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import ClusterRef
-from ray_mcp.guard.redaction import SECRETS, credential_values
+from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
+from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.ray_api.kuberay import RayTarget
+from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
 DEFAULT_CLUSTER = "default"
@@ -66,7 +68,7 @@ class Connection:
                 await self._api.aclose()
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
-            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
+            SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
             transport, gcs_lookup = self._http_transport, self._gcs_lookup
             if resolved.kube is not None and transport is None:
                 transport = resolved.kube.kube.proxy_transport()
@@ -125,6 +127,10 @@ class App:
         }
         self.default_cluster = next(iter(self.connections))
         self.on_close: list[Callable[[], Awaitable[None]]] = []
+        # each holds a dashboard connection for up to MAX_FOLLOW_S: a share per client, far below the pool
+        self.follows = Shares(
+            "log follows (tail_logs follow_s)", total=LOG_FOLLOWS_MAX, per_owner=LOG_FOLLOWS_PER_CLIENT
+        )
 
     @property
     def multi_cluster(self) -> bool:

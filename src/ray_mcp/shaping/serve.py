@@ -15,6 +15,10 @@ from ray_mcp.text import head_text, tail_text
 SERVE_FAILING = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
 
 
+# The deployment settings that decide whether a call is served, queued or rejected (max_queued_requests -1: no limit).
+REQUEST_LIMITS = ("max_ongoing_requests", "max_queued_requests")
+
+
 def serve_is_running(details: Mapping[str, Any]) -> bool:
     """An empty ``controller_info`` is what the dashboard returns when Serve was never started (or shut down)."""
     return bool(details.get("controller_info")) or bool(details.get("applications"))
@@ -61,6 +65,7 @@ def serve_deployment(raw: Mapping[str, Any]) -> models.ServeDeployment:
             k: v for k, v in (config.get("autoscaling_config") or {}).items() if v is not None
         }
         or None,
+        limits={k: config[k] for k in REQUEST_LIMITS if config.get(k) is not None} or None,
         replicas=replicas[:MAX_REPLICAS_SHOWN],
         replicas_total=len(replicas),
         error=tail_text(raw.get("message"), SERVE_ERROR_CHARS) if status in SERVE_FAILING else None,
@@ -147,6 +152,8 @@ def render_serve_status(s: models.ServeStatus) -> str:
                     if k in d.autoscaling_config
                 }
                 line += f", autoscaling {json.dumps(auto)}"
+            if d.limits:
+                line += ", " + ", ".join(f"{k} {v:g}" for k, v in d.limits.items())
             lines.append(line)
             if d.message:
                 lines.append(f"    message: {d.message}")

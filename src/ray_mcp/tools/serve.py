@@ -4,7 +4,6 @@ import hashlib
 import json
 from typing import Annotated, Any
 
-import anyio.to_thread
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
@@ -53,7 +52,7 @@ async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: 
             "changed. Deploy without replace (a merge keeps the other apps), or delete one app with "
             "serve_delete_app."
         )
-    validated = await anyio.to_thread.run_sync(validate_serve_config, config)
+    validated = validate_serve_config(config)
     keep = {str(a.get("name", "default")) for a in validated.get("applications") or []}
     instances = await api.serve.app_instances(
         deleting=False

@@ -5,8 +5,9 @@ view (the demand a Pending pod would have served). cluster_health and diagnose_j
 from __future__ import annotations
 
 from ray_mcp import models
-from ray_mcp.diagnosis.findings import CONTRIBUTING, ROOT_CAUSE, STUCK, finding
+from ray_mcp.diagnosis.chains.links import LOOP, PROBLEM, ROOT, STUCK
 from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
 from ray_mcp.models.kuberay import KubeFinding
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.kuberay import RayTarget
@@ -14,8 +15,8 @@ from ray_mcp.ray_api.kuberay_status import describe
 
 # How much each KubeRay finding weighs next to Ray's own (the pod's fate is below Ray's symptom, so it leads).
 SEVERITY = {
-    "unschedulable": STUCK, "image pull failing": STUCK, "stuck in init": STUCK, "OOMKilled": ROOT_CAUSE,
-    "evicted": ROOT_CAUSE, "crash looping": STUCK, "status disagrees": STUCK, "RayJob failed": CONTRIBUTING,
+    "unschedulable": STUCK, "image pull failing": STUCK, "stuck in init": STUCK, "OOMKilled": ROOT,
+    "evicted": ROOT, "crash looping": LOOP, "status disagrees": STUCK, "RayJob failed": PROBLEM,
     "upgrade stuck": STUCK, "no pods": STUCK,
 }  # fmt: skip
 NEXT = (
@@ -57,6 +58,7 @@ def _finding(f: KubeFinding, demands: list[str]) -> models.Finding:
     if f.verdict == "unschedulable" and demands:
         title = f"Ray's demand waits for a node that Kubernetes cannot schedule: {f.text}"
         evidence.append(f"Ray's waiting demand: {'; '.join(demands)}")
-    return finding(
-        SEVERITY.get(f.verdict, CONTRIBUTING), title, evidence, [NEXT], kind=f"kubernetes:{f.verdict}"
-    )
+    return models.Finding(
+        severity=SEVERITY.get(f.verdict, PROBLEM), kind=f"kubernetes:{f.verdict}", title=title,
+        evidence=evidence[:EVIDENCE_ITEMS], next_steps=[NEXT][:NEXT_STEPS],
+    )  # fmt: skip

@@ -14,6 +14,7 @@ from ray_mcp import models
 from ray_mcp.diagnosis import report
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.diagnosis.render import render_findings
+from ray_mcp.text import single_line
 
 NOW = 1_764_500_000_000
 HEAD = "a" * 56
@@ -39,7 +40,7 @@ def test_rendered_findings_never_pass_the_budget_and_say_what_was_left_out(findi
     header = ["Verdict: something", ""]
     out = render_findings(header, findings, budget)
     assert len(out.encode()) <= budget and out.startswith("Verdict: something")
-    shown = sum(1 for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + out)
+    shown = sum(1 for i, f in enumerate(findings, 1) if f"\n{i}. {single_line(f.title)}" in "\n" + out)
     if findings and shown < len(findings):
         assert f"{len(findings) - shown} lower-ranked finding(s) left out" in out
 

@@ -54,7 +54,7 @@ def test_contention_names_the_holders_and_their_job_and_is_told_apart_from_infea
     kinds = {c.kind: c for c in chains}
     assert "contention" in kinds and "infeasible" in kinds
     cause = kinds["contention"].cause
-    assert "TrainWorker actor(s) of job 04000000 (python train.py)" in cause and "2 of 2 GPU" in cause
+    assert 'TrainWorker actor(s) of job 04000000 ("python train.py")' in cause and "2 of 2 GPU" in cause
     assert "no alive node can ever fit" in kinds["infeasible"].cause and "GPU 2" in kinds["infeasible"].cause
     assert chains[0].kind == "infeasible"  # waits forever ranks above waits for now
     line = causal.verdict_line(phrase, chains)
@@ -87,7 +87,7 @@ def test_the_driver_blocked_on_a_pending_task_follows_to_its_holders() -> None:
     )  # fmt: skip
     _phrase, chains, _ = causal.explain_job(ev)
     assert chains[0].kind == "contention"
-    assert "Loader actor(s) of job 03000000 (python etl.py)" in chains[0].cause
+    assert 'Loader actor(s) of job 03000000 ("python etl.py")' in chains[0].cause
 
 
 def test_a_node_death_is_the_last_link_of_the_actor_it_took_down_and_of_its_tasks() -> None:
@@ -372,7 +372,7 @@ def test_a_runtime_env_that_cannot_be_set_up_is_named_in_the_installers_words_fr
     )  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
-    assert "task embed" in line and "runtime_env" in line, line
+    assert 'task "embed"' in line and "runtime_env" in line, line
     assert "No matching distribution found for tokenizers-x==9.9" in line, line
 
 
@@ -430,7 +430,7 @@ def test_holders_are_named_as_serve_replicas_and_detached_actors_of_ended_jobs()
     causes = " | ".join(c.cause for c in chains)
     assert "replica(s) of Serve app 'ranker' (deployment Reranker)" in causes, causes
     assert (
-        "detached TokenBucket actor(s) of job 16000000 (python main.py), which ended (SUCCEEDED)" in causes
+        'detached TokenBucket actor(s) of job 16000000 ("python main.py"), which ended (SUCCEEDED)' in causes
     ), causes
 
 
@@ -445,7 +445,7 @@ def test_a_driver_that_gave_up_waiting_names_the_task_still_running_when_the_job
     )  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
-    assert "did not finish" in line and "stopped waiting on task score_chunk (s2)" in line, line
+    assert "did not finish" in line and 'stopped waiting on task "score_chunk" (s2)' in line, line
     assert "node" not in line, line  # a task of an ended job is not a node's victim
     assert not [c for c in causal.explain_cluster(ev) if "score_chunk" in c.verdict]
 
@@ -530,7 +530,7 @@ def test_an_owner_id_on_the_lines_after_the_drivers_exception_line_is_followed_t
     )  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
-    assert "the owner was task load_shards" in line, line
+    assert 'the owner was task "load_shards"' in line, line
 
 
 def test_a_node_being_drained_with_actors_on_it_is_named_with_its_reason_and_what_runs_there() -> None:

@@ -445,7 +445,7 @@ async def test_deleting_a_rayjob_with_its_own_cluster_is_confirmed_and_audited(
         token = first.structured_content["confirm_token"]  # type: ignore[index]
         await call_ok(client, "delete_ray_job", {"rayjob": "rayjob-sample", "confirm": token})
     assert state.get("rayjobs", NS, "rayjob-sample") is None
-    assert "rayjob=default/rayjob-sample" in audit.read_text()
+    assert '"rayjob": "default/rayjob-sample"' in audit.read_text()
 
 
 # -- independent checks: the API server's own failures ----------------------------------------------------------

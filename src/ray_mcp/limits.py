@@ -46,6 +46,11 @@ LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error
 FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
 LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
 QUOTED_CHARS = 120  # a name or value from the cluster quoted inside one of our own sentences
+AUDIT_ARGUMENT_CHARS = (
+    65_536  # one string argument in an audit record; longer ones are cut, marked and listed
+)
+DOCTOR_APPS_NAMED = 10  # Serve apps not running that `ray-mcp doctor` names (the others are counted)
+AUDIT_ERROR_CHARS = 2_000  # the error text of a failed call in its audit record (cut, marked and listed)
 
 # -- every answer: its structured content, and the result as a client receives it ---------------------------
 
@@ -94,7 +99,6 @@ MAX_WAIT_S = 600.0
 JOB_MESSAGE_CHARS = 1200  # Ray puts up to 20,000 characters of driver log in a failed job's message
 JOB_MESSAGE_HEAD_CHARS = 300  # of which the first line keeps this many
 JOB_ID_CHARS = 256  # the longest job id or submission id accepted
-ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete a job
 ERROR_PAGE_LINKS = 2  # reference pages an error links to, for the Ray concepts it names
 LINKED_JOBS = 10  # list_jobs links the resources of its first shown jobs, no more
 

@@ -31,6 +31,7 @@ from ray_mcp.limits import (
     NODE_LABEL_ID_CHARS,
     OOM_DETAIL_CHARS,
 )
+from ray_mcp.text import quoted
 
 Row = dict[str, Any]
 
@@ -194,7 +195,7 @@ class Graph:
         row = self.jobs.get(job_id) or {}
         entry = one_line(str(row.get("entrypoint") or ""), JOB_LABEL_ENTRYPOINT_CHARS)
         sid = row.get("submission_id")
-        what = f"({entry})" if entry else ""
+        what = f"({quoted(entry)})" if entry else ""
         return " ".join(x for x in (f"job {job_id}", what, f"[{sid}]" if sid and entry == "" else "") if x)
 
     def node_label(self, node_id: str | None) -> str:
@@ -208,17 +209,21 @@ class Graph:
     def actor_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")
         return (
-            f"actor {row.get('class_name') or '?'}"
-            + (f" '{name}'" if name else "")
+            f"actor {quoted(row.get('class_name') or '?')}"
+            + (f" {quoted(name)}" if name else "")
             + f" ({row.get('actor_id')})"
         )
 
     def task_label(self, row: Mapping[str, Any]) -> str:
-        return f"task {row.get('name') or row.get('func_or_class_name') or '?'} ({row.get('task_id')})"
+        return (
+            f"task {quoted(row.get('name') or row.get('func_or_class_name') or '?')} ({row.get('task_id')})"
+        )
 
     def pg_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")
-        return "placement group" + (f" '{name}'" if name else "") + f" ({row.get('placement_group_id')})"
+        return (
+            "placement group" + (f" {quoted(name)}" if name else "") + f" ({row.get('placement_group_id')})"
+        )
 
     def add(self, kind: str, id_: str, label: str, row: Mapping[str, Any] | None = None, **kw: Any) -> str:
         key = f"{kind}:{id_}"

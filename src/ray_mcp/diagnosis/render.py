@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ray_mcp import models
 from ray_mcp.limits import ALIKE_SHOWN, EVIDENCE_ITEMS
-from ray_mcp.text import fit_bytes
+from ray_mcp.text import fit_bytes, single_line
 
 # What differs between findings of the same failure in several places: numbers (pids, ranks, shards, IPs) and ids.
 _VARYING = re.compile(r"[0-9a-f]{16,}|\d+")
@@ -78,8 +78,9 @@ def fit_lines(lines: list[str], max_bytes: int) -> list[str]:
 
 
 def _block(i: int, f: models.Finding, evidence: Sequence[str] | None = None) -> list[str]:
-    block = [f"{i}. {f.title}"]
-    block += [f"   > {line}" for line in (f.evidence if evidence is None else evidence)]
+    # Titles and quotes hold the cluster's text: each stays on its line, so none can pose as a line of ours.
+    block = [f"{i}. {single_line(f.title)}"]
+    block += [f"   > {single_line(line)}" for line in (f.evidence if evidence is None else evidence)]
     if f.next_steps:
         block.append("   Next: " + " | ".join(f.next_steps))
     if f.refs:

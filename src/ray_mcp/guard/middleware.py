@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import secrets
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -24,7 +22,8 @@ from mcp.types import INTERNAL_ERROR, CallToolResult, LoggingLevel, RequestId, S
 from pydantic import BaseModel
 
 from ray_mcp import sdk_private
-from ray_mcp.guard.audit import AUDIT_NOTES, AuditNotes, Auditor, audit_target, call_outcome
+from ray_mcp.guard import audit
+from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.modes import ToolKind
 from ray_mcp.guard.redaction import SECRETS, bound_structured, clean_text, redact_tree
 
@@ -154,16 +153,12 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             return await redact_off_loop(withheld_if_unmaskable(ctx.method, await call_next(ctx)))
         given = params.get("arguments")
         arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-        record: dict[str, Any] = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "event": "ray-mcp.audit",
-            "call": secrets.token_hex(8),  # pairs the "started" line with the outcome line
-            "tool": name,
-            "kind": kind,
-            "target": audit_target(arguments),
-        }
+        app = ctx.lifespan_context
+        cluster = str(arguments.get("cluster") or getattr(app, "default_cluster", "default"))
+        url = app.known_dashboard_url(cluster) if hasattr(app, "known_dashboard_url") else None
+        record = audit.start_record(ctx, str(name), kind, arguments, {"name": cluster, "url": url})
         try:  # write-ahead: no audit line, no action
-            await anyio.to_thread.run_sync(self._auditor.write, {**record, "outcome": "started"})
+            await anyio.to_thread.run_sync(self._auditor.write, record)
         except OSError as exc:
             log.error("ray-mcp: refused %s: the audit log cannot be written: %s", name, exc)
             where = self._auditor.path or "stderr"
@@ -180,24 +175,24 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             )
             return redact_result(refusal)
         started = time.monotonic()
-        notes = AuditNotes()
-        token = AUDIT_NOTES.set(notes)
+        notes = audit.AuditNotes()
+        token = audit.AUDIT_NOTES.set(notes)
+        outcome: dict[str, Any] = {}
         try:
             result = await call_next(ctx)
         except BaseException as exc:
-            record.update(outcome="error", error=type(exc).__name__)
+            outcome = {"error": exc}
             raise
         else:
-            record["outcome"] = call_outcome(result)
+            outcome = {"result": result}
             return await redact_off_loop(withheld_if_unmaskable(ctx.method, result))
         finally:
-            AUDIT_NOTES.reset(token)
-            if notes.target is not None:
-                record["target"] = notes.target[:2000]  # redacted with the whole line by Auditor.write
-            record["time"] = datetime.now(UTC).isoformat(timespec="milliseconds")
-            record["duration_ms"] = round((time.monotonic() - started) * 1000)
+            audit.AUDIT_NOTES.reset(token)
+            if notes.cluster_url is None and hasattr(app, "known_dashboard_url"):
+                notes.cluster_url = app.known_dashboard_url(cluster)
+            final = audit.finish_record(record, notes, time.monotonic() - started, **outcome)
             try:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._auditor.write, record)
+                    await anyio.to_thread.run_sync(self._auditor.write, final)
             except OSError as exc:  # the action already ran: say so loudly, keep its result
                 log.error("ray-mcp: %s ran but its audit line could not be written: %s", name, exc)

@@ -99,6 +99,10 @@ class Connection:
             )
         return resolved.kube
 
+    @property
+    def dashboard_url(self) -> str | None:
+        return self._api.dashboard_url if self._api is not None else None
+
     async def aclose(self) -> None:
         if self._api is not None:
             await self._api.aclose()
@@ -177,6 +181,11 @@ class App:
         return self.settings.kubernetes_tools or any(
             (c.settings.address or "").strip().startswith("k8s://") for c in self.connections.values()
         )
+
+    def known_dashboard_url(self, name: str) -> str | None:
+        """The dashboard URL of a cluster by name once it has been found (None before: nothing is waited for)."""
+        connection = self.connections.get(name)
+        return connection.dashboard_url if connection is not None else None
 
     async def cluster_ref(self) -> ClusterRef:
         """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.guard import confirm as confirmation
-from ray_mcp.guard.audit import note_audit_target
+from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import KUBE_LOG_BYTES, KUBE_LOG_LINES
 from ray_mcp.models.kuberay import KubeChange, KubeLog, KubeStatus
@@ -161,7 +161,7 @@ async def scale_worker_group(
     """Set a KubeRay worker group's replicas, minReplicas or maxReplicas (a patch of the RayCluster). To 0 is
     destructive and confirmed."""
     obj = f"RayCluster {target.cluster} worker group {group}"
-    note_audit_target(f"raycluster={target.namespace}/{target.cluster} group={group}")
+    note_audit(targets={"raycluster": f"{target.namespace}/{target.cluster}", "group": group})
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
         change = KubeChange(
@@ -211,7 +211,7 @@ async def delete_ray_job(
 ) -> Annotated[CallToolResult, KubeChange]:
     """Delete a RayJob (kubectl delete rayjob): KubeRay stops its Ray job and deletes the cluster it created.
     Confirmed."""
-    note_audit_target(f"rayjob={target.namespace}/{rayjob}")
+    note_audit(targets={"rayjob": f"{target.namespace}/{rayjob}"})
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
         change = KubeChange(

@@ -46,6 +46,7 @@ LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error
 FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
 LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
 QUOTED_CHARS = 120  # a name or value from the cluster quoted inside one of our own sentences
+MAX_ARGUMENT_ERRORS = 5  # fields named in one "arguments refused" error
 AUDIT_ARGUMENT_CHARS = (
     65_536  # one string argument in an audit record; longer ones are cut, marked and listed
 )
@@ -134,6 +135,9 @@ LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
+# A follow re-reads the log's last lines when its stream opens and drops those the tail already showed: lines
+# appended between the two reads are kept, not lost (a burst longer than this between them is not seen).
+FOLLOW_OVERLAP_LINES = 200
 LOG_FOLLOWS_MAX = (
     16  # tail_logs follows at once (each holds a dashboard connection): DASHBOARD_CONNECTIONS stay
 )

@@ -19,7 +19,7 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
+from ray_mcp.limits import FILES_LISTED, FOLLOW_OVERLAP_LINES, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import node_path
 from ray_mcp.ray_api.jobs import Jobs, job_log_file
@@ -248,14 +248,24 @@ class Logs:
             )
         complete = total == len(data) and count_lines(data) <= lines
         dropped = max(0, total - len(data))
+        new_lines = None
         if follow_s > 0:
+            # A line still being written comes again, whole, from the stream.
+            data = data[: data.rfind(b"\n") + 1]
             new, new_dropped = await self._follow(
-                src, follow_s, on_progress=on_progress, skip_first=bool(data), keep=keep
+                src,
+                follow_s,
+                on_progress=on_progress,
+                skip_first=False,
+                keep=keep,
+                lines=FOLLOW_OVERLAP_LINES,
             )
+            new = new if new_dropped else after_overlap(data, new)
+            new_lines = count_lines(new)
             if new_dropped:
                 complete, dropped, data = False, dropped + len(data) + new_dropped, b""
             data += new
-        return tail_section(
+        section = tail_section(
             data,
             lines=lines,
             max_bytes=max_bytes,
@@ -264,6 +274,7 @@ class Logs:
             base=self._section_base(src),
             followed_s=follow_s or None,
         )
+        return section if new_lines is None else section.model_copy(update={"new_lines": new_lines})
 
     async def _local_tail(self, src: LogSource, lines: int, keep: int) -> tuple[bytes, int] | None:
         """What the dashboard would stream for the last ``lines`` lines of a named file, read from the file
@@ -356,20 +367,21 @@ class Logs:
         skip_first: bool,
         keep: int,
         on_data: Callable[[bytes], Awaitable[None]] | None = None,
+        lines: int = 1,
     ) -> tuple[bytes, int]:
         """Stream what is appended to a log during ``follow_s`` seconds, reporting each batch of lines as
         progress. Returns (the last ``keep`` bytes, the bytes dropped before them); with ``on_data``, every
         chunk goes there instead (grep scans it all) and nothing is kept.
 
-        The stream endpoint starts with the file's last line (``lines=1``); that line is already in the
-        answer, so it is skipped. Each chunk is looked at once: a line with no newline costs no rescans.
+        The stream endpoint starts with the file's last ``lines`` lines; with ``skip_first`` the first (already
+        in the answer) is skipped, else the caller drops what it already has (after_overlap). Each chunk is looked at once: a line with no newline costs no rescans.
         """
         started = time.monotonic()
         new = bytearray()
         dropped = 0
         line_start = bytearray()  # the start of the line in progress, for the progress text only
         skipping = skip_first
-        params = {**src.params, "lines": "1", "interval": "0.5"}
+        params = {**src.params, "lines": str(lines), "interval": "0.5"}
         with anyio.move_on_after(follow_s):
             async with self.client.log_stream(
                 "stream", params, what=src.source, hint=src.hint, read_timeout=None
@@ -402,3 +414,18 @@ class Logs:
             dropped += len(new) - keep
             del new[: len(new) - keep]
         return bytes(new), dropped
+
+
+def after_overlap(tail: bytes, stream: bytes) -> bytes:
+    """What ``stream`` (a log's last lines as its stream opened, then what was appended) holds after ``tail``
+    (whole lines of the same log, read just before): the stream's opening lines that end the tail are dropped.
+
+    The first (shortest) overlap is taken, so that lines repeated word for word come twice rather than never;
+    with no overlap, every line of the stream is new.
+    """
+    old = tail.split(b"\n")[:-1]
+    lines = stream.split(b"\n")
+    for j in range(min(len(lines) - 1, len(old))):
+        if lines[: j + 1] == old[len(old) - j - 1 :]:
+            return b"\n".join(lines[j + 1 :])
+    return stream

@@ -6,6 +6,7 @@ from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
+from mcp_types import InputRequiredResult
 from pydantic import Field, WithJsonSchema
 
 from ray_mcp.guard import confirm as confirmation
@@ -14,12 +15,13 @@ from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LI
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import ProgressFn
+from ray_mcp.server.browser import show_pages
 from ray_mcp.server.context import App, app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.shaping.common import fit_list, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
 
 # ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming the
 # field and the fix. The schema names every field RuntimeEnvSpec takes; their formats are Ray's own.
@@ -72,12 +74,22 @@ async def submit_job(
     return linked(tool_result(result, text), [job_link(result.submission_id)])
 
 
-async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
-    """One job: status, message, error type, exit code, entrypoint, times, metadata, runtime_env."""
+async def get_job(
+    ctx: Context,
+    job: Job,
+    open_page: Annotated[
+        bool, Field(description="Also show the user its dashboard and Grafana pages.")
+    ] = False,
+) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
+    """One job: status, message, error, exit code, entrypoint, times, metadata, runtime_env."""
+    # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a
+    # Resolve parameter may not.
+    api = await current_api(ctx)
     info = await api.jobs.get(job)
-    return linked(
+    answer = linked(
         tool_result(info, render_job(info)), [job_link(info.submission_id)] if info.submission_id else []
     )
+    return await show_pages(ctx, await api.pages.of_job(info), answer) if open_page else answer
 
 
 async def list_jobs(

@@ -77,9 +77,7 @@ async def submit_job(
 async def get_job(
     ctx: Context,
     job: Job,
-    open_page: Annotated[
-        bool, Field(description="Also show the user its dashboard and Grafana pages.")
-    ] = False,
+    open_page: Annotated[bool, Field(description="Show the user its dashboard and Grafana pages.")] = False,
 ) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
     """One job: status, message, error, exit code, entrypoint, times, metadata, runtime_env."""
     # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a

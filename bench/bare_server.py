@@ -1,4 +1,4 @@
-"""The baseline for cold start: a bare MCPServer with one trivial tool, over stdio."""
+"""The baseline for the ready time: a bare MCPServer with one trivial tool, over stdio."""
 
 from mcp.server.mcpserver import MCPServer
 

@@ -149,7 +149,7 @@ async def run_load(
         url = f"http://127.0.0.1:{port}/mcp"
         async with AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(Client(url)) for _ in range(sessions)]
-            for client in clients:  # warm up: first dashboard connections, lazy imports (Jobs SDK)
+            for client in clients:  # unmeasured: the first calls open the dashboard and GCS connections
                 for name, args in MIX:
                     await client.call_tool(name, args)
             idle = rss_mb(proc)

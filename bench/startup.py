@@ -1,7 +1,8 @@
-"""Cold start: spawn the server over stdio, `initialize`, `tools/list`; ray-mcp against a bare MCPServer.
+"""Ready: spawn the server over stdio until it has answered `initialize`; ray-mcp against a bare MCPServer.
 
 Both are measured alternately in one run, and the medians compared. ray-mcp gets an explicit dashboard
-address, so that neither side waits for a cluster (ray-mcp never does before the first tool call anyway).
+address and connects to it on its first tool call, so neither side waits for a cluster. ray-mcp imports Ray,
+every tool area and every model before it reads its first message: that is what the ratio costs.
 
     python -m bench.startup [--runs 15] [--address http://127.0.0.1:8265]
 """
@@ -23,12 +24,16 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 
 
-async def cold_start(params: StdioServerParameters) -> float:
+READY_GOAL = 3.0  # ray-mcp's ready time over a bare MCPServer's (issue 25)
+
+
+async def ready(params: StdioServerParameters) -> float:
+    """Seconds from spawn to the answer of `initialize` (the SDK's Client sends it on entry)."""
     start = time.perf_counter()
     with open(os.devnull, "w") as devnull:
         async with Client(stdio_client(params, errlog=devnull)) as client:
-            tools = await client.list_tools()
             elapsed = time.perf_counter() - start
+            tools = await client.list_tools()
     assert tools.tools
     return elapsed
 
@@ -51,9 +56,9 @@ def compile_bytecode() -> None:
 
 
 async def measure(runs: int, address: str) -> dict[str, list[float]]:
-    """Cold-start times of the bare server and ray-mcp, alternating, after one unmeasured warm-up each."""
+    """Ready times of the bare server and ray-mcp, alternating, after one unmeasured warm-up each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS"))}
-    env["PYTHONPATH"] = str(HERE.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)
     subjects = {
         "bare MCPServer": StdioServerParameters(
             command=sys.executable, args=[str(HERE / "bare_server.py")], env=env
@@ -63,22 +68,22 @@ async def measure(runs: int, address: str) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in subjects}
     compile_bytecode()
     for params in subjects.values():  # warm the page cache once, unmeasured
-        await cold_start(params)
+        await ready(params)
     for _ in range(runs):
         for name, params in subjects.items():
-            times[name].append(await cold_start(params))
+            times[name].append(await ready(params))
     return times
 
 
 async def main(runs: int, address: str) -> None:
     times = await measure(runs, address)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"cold start (spawn + initialize + tools/list over stdio), median of {runs} alternating runs")
+    print(f"ready (spawn + initialize over stdio), median of {runs} alternating runs")
     for name, median in medians.items():
         spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}"
         print(f"  {name:<16} {median:.3f} s  (range {spread})")
     ratio = medians["ray-mcp"] / medians["bare MCPServer"]
-    print(f"  ratio ray-mcp / bare: {ratio:.2f}x (goal <= 1.10x)")
+    print(f"  ratio ray-mcp / bare: {ratio:.2f}x (goal <= {READY_GOAL:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,50 @@
-"""The table of docs/diagnosis.md: each recorded failure class, the evidence its chain used, answer bytes and
-the byte offset of the verdict (``python -m eval.causal_table``)."""
+"""The table of docs/diagnosis.md: each recorded failure class, the evidence its top chain used, answer bytes and
+the byte offset of the verdict, measured over tests/recorded/ (``python -m eval.causal_table``; the test
+tests/test_diagnosis_table.py checks that the doc shows exactly these rows)."""
 
 from __future__ import annotations
 
-from tests.causal_support import RECORDED, job_info, replay
+import json
+
+from tests.causal_support import RECORDED, replay
 
 from ray_mcp.diagnosis import chains, report
+from ray_mcp.diagnosis.graph import GraphInputs
+
+HEADER = [
+    "| class (recording) | chain (link kinds) | evidence used | answer bytes | verdict offset | verdict bytes |",
+    "|---|---|---|---|---|---|",
+]
+SOURCES = ("tasks", "actors", "nodes", "pgs", "workers", "events", "driver_lines", "status", "serve", "supervisor",
+           "stacks")  # fmt: skip
+
+
+def used(ev: GraphInputs) -> str:
+    names = {k for k in SOURCES if getattr(ev, k)}
+    names |= {"worker stderr"} if ev.worker_logs else set()
+    names |= {"holders"} if ev.alive_actors else set()
+    return ", ".join(sorted(names))
 
 
 def rows() -> list[str]:
-    out = ["| class (recording) | chain (link kinds) | evidence used | answer bytes | verdict offset | verdict bytes |",
-           "|---|---|---|---|---|---|"]  # fmt: skip
-    from tests.test_causal_reasoning import EXPECTED
-
-    for path in sorted(p for p in RECORDED.glob("*.json") if p.stem in EXPECTED):
+    out = list(HEADER)
+    for path in sorted(RECORDED.glob("*.json")):
+        if "exchanges" in json.loads(path.read_text()):
+            continue  # an HTTP recording (tests/replay.py): replayed through the server, not tabled here
         ev = replay(path.stem)
-        model, text = report.job_report("recorded", job_info(ev), ev, [], [], max_bytes=6000)
-        _phrase, found, _ = chains.explain_job(ev)
+        if ev.job is not None:
+            model, text = report.job_report("recorded", ev, max_bytes=6000)
+            found = chains.explain_job(ev)[1]
+            verdict = model.verdict
+        else:
+            health, text = report.health_report("http://recorded:8265", ev, max_bytes=6000)
+            found = chains.explain_cluster(ev)
+            verdict = f"Verdict: {health.verdict}"
         top = found[0] if found else None
         kinds = " → ".join(link.kind for link in top.links) if top else "-"
-        used = sorted({k for k in ("tasks", "actors", "nodes", "pgs", "workers", "events", "driver_lines")
-                       if getattr(ev, k)} | ({"worker stderr"} if ev.worker_logs else set())
-                      | ({"holders"} if ev.alive_actors else set()))  # fmt: skip
-        offset = text.encode().find(model.verdict.encode())
-        out.append(f"| {top.kind if top else '-'} ({path.stem}) | {kinds} | {', '.join(used)} | "
-                   f"{len(text.encode())} | {offset} | {len(model.verdict.encode())} |")  # fmt: skip
+        offset = text.encode().find(verdict.encode())
+        out.append(f"| {top.kind if top else '-'} ({path.stem}) | {kinds} | {used(ev)} | {len(text.encode())} | "
+                   f"{offset} | {len(verdict.encode())} |")  # fmt: skip
     return out
 
 

@@ -10,25 +10,16 @@ from typing import Any
 from ray_mcp.diagnosis import evidence as causal_gather
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.jobs import job_info as shape_job_info
 
 RECORDED = Path(__file__).parent / "recorded"
 
 
 async def gather(dashboard_url: str, job: str) -> GraphInputs:
-    """The evidence diagnose_job reasons over, gathered the same way (for recording and replay)."""
+    """The evidence diagnose_job reasons over, gathered by the same one gather (for recording and replay)."""
     api = RayAPI(dashboard_url, timeout_s=30)
     try:
-        details = await api.jobs.details(job)
-        ev = await causal_gather.gather_job(api, details, None)
-        try:
-            tail = await api.logs.tail(LogTarget(job=job), lines=400, max_bytes=96_000)
-            ev.driver_lines = [line for s in tail.sections for line in s.lines]
-        except Exception:  # a DRIVER-type job has no log file
-            ev.driver_lines = None
-        await causal_gather.phase_two(api, ev)
-        return ev
+        return await causal_gather.gather_job(api, job)
     finally:
         await api.aclose()
 
@@ -40,6 +31,22 @@ async def record(dashboard_url: str, job: str, name: str) -> None:
     ev = await gather(dashboard_url, job)
     RECORDED.mkdir(exist_ok=True)
     (RECORDED / f"{name}.json").write_text(ev.to_json())
+
+
+async def gather_cluster(dashboard_url: str) -> GraphInputs:
+    """The evidence cluster_health reasons over."""
+    api = RayAPI(dashboard_url, timeout_s=30)
+    try:
+        return await causal_gather.gather_cluster(api)
+    finally:
+        await api.aclose()
+
+
+async def record_cluster(dashboard_url: str, name: str) -> None:
+    """With RAY_MCP_RECORD=1, save cluster_health's evidence to tests/recorded/<name>.json."""
+    if os.environ.get("RAY_MCP_RECORD") != "1":
+        return
+    (RECORDED / f"{name}.json").write_text((await gather_cluster(dashboard_url)).to_json())
 
 
 def replay(name: str) -> GraphInputs:

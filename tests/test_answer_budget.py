@@ -12,8 +12,9 @@ from pydantic import BaseModel
 
 from ray_mcp import models
 from ray_mcp.diagnosis import report
-from ray_mcp.diagnosis.findings import render_findings
 from ray_mcp.diagnosis.graph import GraphInputs
+from ray_mcp.diagnosis.render import render_findings
+from ray_mcp.text import single_line
 
 NOW = 1_764_500_000_000
 HEAD = "a" * 56
@@ -39,7 +40,7 @@ def test_rendered_findings_never_pass_the_budget_and_say_what_was_left_out(findi
     header = ["Verdict: something", ""]
     out = render_findings(header, findings, budget)
     assert len(out.encode()) <= budget and out.startswith("Verdict: something")
-    shown = sum(1 for i, f in enumerate(findings, 1) if f"\n{i}. {f.title}" in "\n" + out)
+    shown = sum(1 for i, f in enumerate(findings, 1) if f"\n{i}. {single_line(f.title)}" in "\n" + out)
     if findings and shown < len(findings):
         assert f"{len(findings) - shown} lower-ranked finding(s) left out" in out
 
@@ -67,9 +68,9 @@ def crowded_cluster() -> GraphInputs:
 
 def test_cluster_health_of_a_crowded_cluster_stays_within_its_budget_with_the_verdict_first() -> None:
     for budget in (1_000, 2_500, 6_000):
-        model, out = report.health_report(
-            "http://x:8265", crowded_cluster(), [], ["nodes", "tasks"], ["n" * 500] * 5, max_bytes=budget
-        )
+        ev = crowded_cluster()
+        ev.notes = ["n" * 500] * 5
+        model, out = report.health_report("http://x:8265", ev, max_bytes=budget)
         assert len(out.encode()) <= budget, budget
         assert out.splitlines()[1] == f"Verdict: {model.verdict}" and model.findings
 
@@ -86,9 +87,9 @@ def test_text_and_structured_content_of_a_crowded_cluster_stay_within_a_third_mo
     None
 ):
     for budget in (2_500, 6_000, 12_000):
-        model, out = report.health_report(
-            "http://x:8265", crowded_cluster(), [], ["nodes", "tasks"], ["n" * 500] * 5, max_bytes=budget
-        )
+        ev = crowded_cluster()
+        ev.notes = ["n" * 500] * 5
+        model, out = report.health_report("http://x:8265", ev, max_bytes=budget)
         assert len(out.encode()) <= budget and whole(model, out) <= budget * 4 // 3, budget
         assert_structured_repeats_the_text(model, out)
 
@@ -123,8 +124,9 @@ plain_findings = st.lists(
 def test_a_health_report_never_passes_its_whole_budget_and_shows_the_same_findings_twice(
     found: list[models.Finding], notes: list[str], budget: int
 ) -> None:
-    model, out = report.health_report(
-        "http://x:8265", GraphInputs(now_ms=NOW), found, ["nodes"], notes, max_bytes=budget
+    ev = GraphInputs(now_ms=NOW, notes=notes)
+    model, out = report.health_answer(
+        "http://x:8265", ev, sorted(found, key=lambda f: -f.severity), max_bytes=budget
     )
     assert len(out.encode()) <= budget and whole(model, out) <= budget * 4 // 3
     assert_structured_repeats_the_text(model, out)

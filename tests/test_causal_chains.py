@@ -464,3 +464,130 @@ async def test_a_node_death_is_the_cause_of_the_actor_it_took_down(
         if sid:
             await mcp.call_tool("stop_job", {"job": sid})
         worker.stop()
+
+
+# -- the rules of issue 31, each recorded for its unit test (tests/test_diagnosis_rules.py) -------------------
+
+PROGRESS = """\
+import ray, time
+ray.init()
+
+@ray.remote(num_cpus=0.5)
+def step(i):
+    time.sleep(0.3)
+    return i
+
+print("looping", flush=True)
+while True:
+    ray.get([step.remote(i) for i in range(2)])
+"""
+
+
+async def test_a_driver_in_ray_get_while_its_tasks_finish_is_healthy_first(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, PROGRESS, end=False)
+    try:
+        await log_line(mcp, sid, "looping")
+        await until(mcp, sid, lambda d, t: "healthy: its tasks are finishing" in d["verdict"], 60)
+        await check_and_record(head, sid, "progressing")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+LABELS = """\
+import ray
+ray.init()
+
+@ray.remote(num_cpus=0, label_selector={"accelerator": "H100"})
+class Trainer:
+    def ping(self):
+        return 1
+
+t = Trainer.remote()
+print("submitted", flush=True)
+ray.get(t.ping.remote())
+"""
+
+
+async def test_an_actor_whose_label_selector_no_node_matches_waits_forever_not_on_contention(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, LABELS, end=False)
+    try:
+        await log_line(mcp, sid, "submitted")
+        await until(mcp, sid, lambda d, t: "label_selector" in d["verdict"], 60)
+        await check_and_record(head, sid, "label_selector")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+KEEPER = """\
+import ray
+ray.init(namespace="issue31")
+
+@ray.remote(num_cpus=0, resources={"accel": 2})
+class Keeper:
+    def ping(self):
+        return 1
+
+k = Keeper.options(name="keeper", lifetime="detached").remote()
+ray.get(k.ping.remote())
+print("kept", flush=True)
+"""
+
+LEARNER = """\
+import ray
+ray.init()
+
+@ray.remote(num_cpus=0, resources={"accel": 1})
+class Learner:
+    def ping(self):
+        return 1
+
+l = Learner.remote()
+print("submitted", flush=True)
+ray.get(l.ping.remote())
+"""
+
+RELEASE = """\
+import ray
+ray.init(namespace="issue31")
+ray.kill(ray.get_actor("keeper"))
+"""
+
+
+async def test_a_detached_actor_of_an_ended_job_is_named_as_the_holder_to_release_first(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    keeper = await run(mcp, tmp_path, KEEPER)
+    sid = ""
+    try:
+        assert (await call_ok(mcp, "get_job", {"job": keeper})).structured_content["status"] == "SUCCEEDED"
+        sid = await run(mcp, tmp_path, LEARNER, end=False)
+        await log_line(mcp, sid, "submitted")
+        await until(mcp, sid, lambda d, t: "releasing" in t, 60)
+        await check_and_record(head, sid, "release_first")
+    finally:
+        if sid:
+            await mcp.call_tool("stop_job", {"job": sid})
+        await run(mcp, tmp_path, RELEASE)
+
+
+async def test_a_runtime_env_that_cannot_be_set_up_names_the_field_that_decided(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    (tmp_path / "main.py").write_text("print('never runs')\n")
+    env = {"working_dir": str(tmp_path), "conda": "no-such-env-issue31"}
+    sid = await submit(mcp, entrypoint="python main.py", runtime_env=env)
+    await wait_until(mcp, sid, TERMINAL, 240)
+    await check_and_record(head, sid, "runtime_env_failed")
+
+
+async def check_and_record(head: LocalHead, sid: str, name: str) -> None:
+    """The rule's check over evidence gathered now from the real cluster, then recorded for its unit test."""
+    from tests.causal_support import gather
+    from tests.rule_checks import EXPECT
+
+    await record(head.dashboard_url, sid, name)  # first: a failing check's evidence is kept to reason over
+    EXPECT[name](await gather(head.dashboard_url, sid))

@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from tests.causal_support import job_info, replay
+from tests.causal_support import replay
 from tests.support import mcp_client
 
 from ray_mcp.diagnosis import chains as causal
@@ -54,11 +54,11 @@ def test_contention_names_the_holders_and_their_job_and_is_told_apart_from_infea
     kinds = {c.kind: c for c in chains}
     assert "contention" in kinds and "infeasible" in kinds
     cause = kinds["contention"].cause
-    assert "TrainWorker actor(s) of job 04000000 (python train.py)" in cause and "2 of 2 GPU" in cause
+    assert 'TrainWorker actor(s) of job 04000000 ("python train.py")' in cause and "2 of 2 GPU" in cause
     assert "no alive node can ever fit" in kinds["infeasible"].cause and "GPU 2" in kinds["infeasible"].cause
     assert chains[0].kind == "infeasible"  # waits forever ranks above waits for now
     line = causal.verdict_line(phrase, chains)
-    assert line.startswith("RUNNING for 10m00s but not healthy: ") and len(line.encode()) <= 300
+    assert line.startswith("RUNNING for 10m00s but not healthy") and len(line.encode()) <= 300
 
 
 def test_a_cycle_of_actor_calls_is_a_deadlock_naming_both_actors() -> None:
@@ -87,7 +87,7 @@ def test_the_driver_blocked_on_a_pending_task_follows_to_its_holders() -> None:
     )  # fmt: skip
     _phrase, chains, _ = causal.explain_job(ev)
     assert chains[0].kind == "contention"
-    assert "Loader actor(s) of job 03000000 (python etl.py)" in chains[0].cause
+    assert 'Loader actor(s) of job 03000000 ("python etl.py")' in chains[0].cause
 
 
 def test_a_node_death_is_the_last_link_of_the_actor_it_took_down_and_of_its_tasks() -> None:
@@ -131,7 +131,7 @@ def test_a_succeeded_job_starts_with_its_status_and_keeps_killed_actors_out_of_t
 
 def test_an_unreadable_source_makes_cluster_health_unknown_never_healthy() -> None:
     ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD)], actors=None, unreadable=["the actors: timed out"])
-    model, text = causal_report.health_report("http://x:8265", ev, [], ["nodes"], [], max_bytes=6000)
+    model, text = causal_report.health_report("http://x:8265", ev, max_bytes=6000)
     assert model.status == "UNKNOWN" and not model.healthy and "Verdict: Unknown" in text
 
 
@@ -143,8 +143,7 @@ def test_a_huge_cluster_still_answers_under_6_kb_with_the_verdict_first() -> Non
         tasks=[task(f"t{i}", f"f{i}", "0a000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",
                     error_message=f"ray::f{i}() (pid=1, ip=10.0.0.1)\nValueError: {'y' * 500}") for i in range(300)],
     )  # fmt: skip
-    info = job_info(ev)
-    model, text = causal_report.job_report("raysubmit_x", info, ev, [], [], max_bytes=6000)
+    model, text = causal_report.job_report("raysubmit_x", ev, max_bytes=6000)
     assert len(text.encode()) <= 6000 and text.splitlines()[0] == model.verdict
     assert len(model.verdict.encode()) <= 300
 
@@ -166,7 +165,7 @@ EXPECTED = {
 def test_recorded_evidence_replays_to_the_same_verdict(name: str) -> None:
     status, words = EXPECTED[name]
     ev = replay(name)
-    model, text = causal_report.job_report("recorded", job_info(ev), ev, [], [], max_bytes=6000)
+    model, text = causal_report.job_report("recorded", ev, max_bytes=6000)
     assert model.verdict.startswith(status), text
     for word in words:
         assert word in model.verdict, (word, text)
@@ -373,7 +372,7 @@ def test_a_runtime_env_that_cannot_be_set_up_is_named_in_the_installers_words_fr
     )  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
-    assert "task embed" in line and "runtime_env" in line, line
+    assert 'task "embed"' in line and "runtime_env" in line, line
     assert "No matching distribution found for tokenizers-x==9.9" in line, line
 
 
@@ -391,7 +390,7 @@ def test_a_deadlock_names_the_calls_of_its_cycle_in_order() -> None:
 
 
 def test_a_driver_that_exits_without_a_traceback_is_quoted_by_its_last_output_not_rays_logging() -> None:
-    from ray_mcp.diagnosis.job import last_output
+    from ray_mcp.diagnosis.chains.setup import last_output
 
     lines = ["2026-11-30 19:27:36,412 INFO worker.py:1691 -- Using address 10.0.0.1:6379", "validation failed: 2 of 9",
              "[2026-11-30 19:27:37,001 I 20571 20571] (raylet) worker_pool.cc:564: Started worker process", ""]  # fmt: skip
@@ -401,7 +400,6 @@ def test_a_driver_that_exits_without_a_traceback_is_quoted_by_its_last_output_no
 def test_a_stalled_job_waiting_on_held_resources_states_the_holders_with_how_long_nothing_moved() -> None:
     """The stall finding (hang.py) says the job does not move; the chain says why: the verdict is the chain's last
     link (the holders and their job), with the time nothing moved."""
-    from ray_mcp import models
 
     holders = [
         actor(f"{i:032x}", "RolloutWorker", "13000000", required_resources={"accel": 1.0}) for i in (1, 2)
@@ -411,10 +409,8 @@ def test_a_stalled_job_waiting_on_held_resources_states_the_holders_with_how_lon
         pgs=[], actors=[actor("c" * 32, "Learner", "15000000", "PENDING_CREATION", required_resources={"accel": 1.0})],
         tasks=[], alive_actors=holders, running_tasks=[],
     )  # fmt: skip
-    stall = models.Finding(severity=98, kind="hang", evidence=[], next_steps=[], refs=[],
-                           title="No progress (RUNNING 47 s, no task activity for 44 s): 1 of 1 driver: blocked in ray.get")  # fmt: skip
-    model, _text = causal_report.job_report("x", job_info(ev), ev, [stall], [], max_bytes=6000)
-    assert model.verdict.startswith("RUNNING for 10m00s but not healthy, no task activity for 44 s: "), (
+    model, _text = causal_report.job_report("x", ev, max_bytes=6000)  # nothing moved since it started
+    assert model.verdict.startswith("RUNNING for 10m00s but not healthy, no task activity for 600 s: "), (
         model.verdict
     )
     assert "Learner" in model.verdict and "RolloutWorker" in model.verdict and "accel" in model.verdict
@@ -434,7 +430,7 @@ def test_holders_are_named_as_serve_replicas_and_detached_actors_of_ended_jobs()
     causes = " | ".join(c.cause for c in chains)
     assert "replica(s) of Serve app 'ranker' (deployment Reranker)" in causes, causes
     assert (
-        "detached TokenBucket actor(s) of job 16000000 (python main.py), which ended (SUCCEEDED)" in causes
+        'detached TokenBucket actor(s) of job 16000000 ("python main.py"), which ended (SUCCEEDED)' in causes
     ), causes
 
 
@@ -449,7 +445,7 @@ def test_a_driver_that_gave_up_waiting_names_the_task_still_running_when_the_job
     )  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
-    assert "did not finish" in line and "stopped waiting on task score_chunk (s2)" in line, line
+    assert "did not finish" in line and 'stopped waiting on task "score_chunk" (s2)' in line, line
     assert "node" not in line, line  # a task of an ended job is not a node's victim
     assert not [c for c in causal.explain_cluster(ev) if "score_chunk" in c.verdict]
 
@@ -534,4 +530,70 @@ def test_an_owner_id_on_the_lines_after_the_drivers_exception_line_is_followed_t
     )  # fmt: skip
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
-    assert "the owner was task load_shards" in line, line
+    assert 'the owner was task "load_shards"' in line, line
+
+
+def test_a_node_being_drained_with_actors_on_it_is_named_with_its_reason_and_what_runs_there() -> None:
+    spot = "b" * 56
+    drain = {**node(spot), "state_message": "Draining: DRAIN_NODE_REASON_PREEMPTION: spot instance reclaimed"}
+    ev = GraphInputs(
+        now_ms=NOW, nodes=[node(HEAD), drain], jobs=[job("17000000", "RUNNING")], pgs=[], tasks=[], actors=[],
+        alive_actors=[actor("7" * 32, "ReplayBuffer", "17000000", node_id=spot)], running_tasks=[],
+    )  # fmt: skip
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "node_draining" and "is being drained" in top.verdict, top.verdict
+    assert "spot instance reclaimed" in top.verdict and "1 actor(s) (ReplayBuffer)" in top.verdict, (
+        top.verdict
+    )
+
+
+def test_a_node_that_died_after_a_drain_says_it_was_drained_while_work_ran() -> None:
+    spot = "c" * 56
+    dead = {**node(spot, "DEAD"), "state_message": "The node was drained: DRAIN_NODE_REASON_IDLE_TERMINATION"}
+    ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD), dead], jobs=[], pgs=[], tasks=[], actors=[])
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "node_died" and "after it was drained" in top.verdict, top.verdict
+
+
+def test_a_task_bound_to_a_dead_node_by_hard_affinity_states_that_nodes_own_state() -> None:
+    gone = "d" * 56
+    msg = (f"ray.exceptions.TaskUnschedulableError: The task is not schedulable: The node specified via "
+           f"NodeAffinitySchedulingStrategy doesn't exist any more or is infeasible, and soft=False was specified. "
+           f"task_id={'e' * 48}, node_id={gone}")  # fmt: skip
+    ev = GraphInputs(
+        now_ms=NOW, job=job("18000000", "FAILED"), nodes=[node(HEAD), node(gone, "DEAD")], jobs=[], pgs=[], actors=[],
+        tasks=[task("n1", "pinned", "18000000", "FAILED", error_type="TASK_UNSCHEDULABLE_ERROR", error_message=msg)],
+    )  # fmt: skip
+    phrase, chains, _ = causal.explain_job(ev)
+    line = causal.verdict_line(phrase, chains)
+    assert "pinned" in line and "hard node affinity" in line and "dddddddddddd" in line, line
+    assert "that node is DEAD" in line, line
+
+
+def test_a_serve_replica_replaced_in_a_loop_for_failing_its_health_check_names_its_settings() -> None:
+    dead = [actor(f"{i:032x}", "ServeReplica:flaky:Flaky", "19000000", "DEAD") for i in (1, 2, 3)]
+    dep = {"name": "Flaky", "status": "UNHEALTHY", "status_trigger": "HEALTH_CHECK_FAILED",
+           "message": "A replica's health check failed. This deployment will be UNHEALTHY until the replica recovers.",
+           "deployment_config": {"health_check_period_s": 1, "health_check_timeout_s": 1, "max_ongoing_requests": 3},
+           "target_num_replicas": 1, "replicas": [{"replica_id": "r4", "state": "STARTING"}]}  # fmt: skip
+    serve = {"controller_info": {"node_id": HEAD},
+             "applications": {"flaky": {"status": "UNHEALTHY", "deployments": {"Flaky": dep}}}}  # fmt: skip
+    ev = GraphInputs(now_ms=NOW, nodes=[node(HEAD)], jobs=[], pgs=[], tasks=[], actors=dead, serve=serve)
+    top = causal.explain_cluster(ev)[0]
+    assert top.kind == "serve_loop" and "3 replica(s) died and were replaced" in top.verdict, top.verdict
+    assert "failing its health check (health_check_period_s 1, health_check_timeout_s 1)" in top.verdict
+    assert (
+        "[limits] max_ongoing_requests 3" in top.evidence()
+        and "[replicas] 0 of 1 replica(s) RUNNING (1 STARTING)" in top.evidence()
+    )
+
+
+def test_four_task_workers_killed_alike_are_counted_as_four_not_named_as_one() -> None:
+    tasks = [task(f"k{i}", "decode", "1a000000", "FAILED", error_type="WORKER_DIED",
+                  error_message=f"The worker died unexpectedly while executing this task. Worker ID: {i:056x}, pid {100 + i}")
+             for i in range(4)]  # fmt: skip
+    ev = GraphInputs(
+        now_ms=NOW, job=job("1a000000", "FAILED"), nodes=[node(HEAD)], jobs=[], pgs=[], actors=[], tasks=tasks
+    )
+    _phrase, chains, _ = causal.explain_job(ev)
+    assert [c.symptom for c in chains if c.kind == "worker_crash"] == ["4 tasks decode failed"], chains

@@ -10,9 +10,9 @@ from mcp import Client
 from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 
 from ray_mcp import models
-from ray_mcp.diagnosis import health, report
-from ray_mcp.diagnosis.findings import finding, merge_alike
+from ray_mcp.diagnosis import report
 from ray_mcp.diagnosis.graph import GraphInputs
+from ray_mcp.diagnosis.render import merge_alike
 from ray_mcp.diagnosis.tracebacks import is_ray_wrapper, last_traceback
 
 BUDGET = 6_000
@@ -189,37 +189,52 @@ def test_no_traceback_falls_back_to_the_last_exception_line_or_nothing() -> None
     assert tb is not None and tb.innermost == ("KeyError", "'lr'")
 
 
-def answer(findings: list[models.Finding], notes: list[str]) -> tuple[models.ClusterHealth, str]:
-    """cluster_health's answer over these findings alone (no actor, task or node rows were read)."""
-    return report.health_report(
-        "http://x:8265", GraphInputs(now_ms=0), findings, ["nodes"], notes, max_bytes=BUDGET
-    )
+def finding(severity: int, title: str, evidence: list[str] | None = None, kind: str = "") -> models.Finding:
+    return models.Finding(severity=severity, kind=kind, title=title, evidence=evidence or [])
+
+
+def answer(ev: GraphInputs) -> tuple[models.ClusterHealth, str]:
+    return report.health_report("http://x:8265", ev, max_bytes=BUDGET)
+
+
+EVERYTHING_READ = {"nodes": [], "status": {"nodes": [], "pending_demands": []}, "jobs": [], "actors": [],
+                   "alive_actors": [], "tasks": [], "pgs": [], "serve": {}, "events": []}  # fmt: skip
 
 
 def test_an_empty_cluster_is_healthy_and_a_dead_node_is_not() -> None:
-    empty = health.cluster_health(health.HealthEvidence())
-    model, text = answer(empty, [])
-    assert model.healthy and "Healthy" in text
-    status = models.ClusterStatus(
-        dashboard_url="http://x:8265", source="external", ray_version="2.60.0", nodes_alive=1, nodes_dead=1,
-        resources={}, nodes_shown=1,
-        nodes=[models.NodeStatus(node_id="n" * 56, ip="10.0.0.2", state="DEAD", is_head=False,
-                                 death_reason="UNEXPECTED_TERMINATION: the raylet died (SIGKILL)")],
-    )  # fmt: skip
-    findings = health.cluster_health(health.HealthEvidence(status=status))
-    model, text = answer(findings, [])
-    assert not model.healthy and "1 node(s) are DEAD" in model.verdict and "SIGKILL" in text
+    model, text = answer(GraphInputs(now_ms=0, **EVERYTHING_READ))  # type: ignore[arg-type]
+    assert model.healthy and "Healthy" in text, text
+    dead = {"node_id": "n" * 56, "node_ip": "10.0.0.2", "state": "DEAD", "end_time_ms": 1,
+            "state_message": "UNEXPECTED_TERMINATION: the raylet died (SIGKILL)"}  # fmt: skip
+    ev = GraphInputs(now_ms=0, **{**EVERYTHING_READ, "nodes": [dead]})  # type: ignore[arg-type]
+    model, text = answer(ev)
+    assert not model.healthy and "(10.0.0.2) died at" in model.verdict and "SIGKILL" in model.verdict, text
+
+
+def test_a_cluster_whose_sources_could_not_be_read_is_unknown_and_says_which() -> None:
+    model, text = answer(
+        GraphInputs(now_ms=0, unchecked=["dead actors"], notes=["Could not check dead actors: x"])
+    )
+    assert model.status == "UNKNOWN" and "dead actors" in model.verdict, text
+
+
+def test_memory_pressure_is_named_in_gib_with_its_node() -> None:
+    node = {"node_id": "a" * 56, "ip": "10.0.0.1", "state": "ALIVE", "is_head": True,
+            "resources": {"memory": {"used": 4.0 * 1024**3 * 0.97, "total": 4.0 * 1024**3}}}  # fmt: skip
+    ev = GraphInputs(now_ms=0, **{**EVERYTHING_READ, "status": {"nodes": [node], "pending_demands": []}})  # type: ignore[arg-type]
+    model, text = answer(ev)
+    assert "memory on node" in model.verdict and "97% used (3.88 of 4.00 GiB)" in model.verdict, text
+    assert "e+09" not in text
 
 
 def test_many_findings_stay_within_the_byte_budget() -> None:
     words = ["disk", "gpu", "oom", "pg", "serve", "node", "job", "actor", "task", "event"]
     many = [
-        finding(
-            50 - i, f"{words[i % 10]} {words[i // 10]} " + "x" * 100, ["evidence " + "y" * 200] * 12, kind="k"
-        )
+        finding(50 - i, f"{words[i % 10]} {words[i // 10]} " + "x" * 100, ["evidence " + "y" * 200] * 12, "k")
         for i in range(40)
     ]
-    model, text = answer(many, ["a note"])
+    ev = GraphInputs(now_ms=0, notes=["a note"])
+    model, text = report.health_answer("http://x:8265", ev, many, max_bytes=BUDGET)
     assert len(text.encode()) <= BUDGET and "left out" in text
     assert 1 <= len(model.findings) < 40
 

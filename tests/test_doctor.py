@@ -86,7 +86,7 @@ def test_doctor_fails_on_a_wrong_address_with_a_fix_and_skips_the_rest() -> None
         assert "1 check(s) failed" in out.stdout
 
 
-def fake_dashboard(version: str, *, token: str | None) -> httpx.MockTransport:
+def fake_dashboard(version: str, *, token: str | None, apps: dict | None = None) -> httpx.MockTransport:
     """A dashboard with Ray's token auth on, or of another Ray version: what the session cluster is not."""
 
     def handle(request: httpx.Request) -> httpx.Response:
@@ -103,7 +103,7 @@ def fake_dashboard(version: str, *, token: str | None) -> httpx.MockTransport:
             node = {"node_id": "ab" * 28, "state": "ALIVE", "is_head_node": True}
             return httpx.Response(200, json={"data": {"result": {"result": [node]}}})
         if path == "/api/serve/applications/":
-            return httpx.Response(200, json={"applications": {"app": {"status": "DEPLOY_FAILED"}}})
+            return httpx.Response(200, json={"applications": apps or {"app": {"status": "DEPLOY_FAILED"}}})
         if path == "/api/v0/logs":
             return httpx.Response(200, json={"data": {"result": {"raylet": ["raylet.out"]}}})
         return httpx.Response(404)
@@ -130,5 +130,19 @@ async def test_doctor_accepts_the_right_token_and_warns_on_another_ray_version()
         checks["ray"].status == "warn" and "2.49.1" in checks["ray"].message and "2.49.1" in checks["ray"].fix
     )
     assert checks["profiling"].status == "ok"
-    assert checks["serve"].status == "ok" and "not running: app" in checks["serve"].message
+    assert checks["serve"].status == "ok" and 'not running: "app"' in checks["serve"].message
     assert "s3" not in json.dumps([c.line() for c in checks.values()])  # the token is never printed
+
+
+async def test_doctor_prints_through_the_escaping_of_every_answer() -> None:
+    """Before: the dashboard URL's password was printed, and an app name's terminal escapes and newlines went
+    to the terminal raw (clearing it, retitling it, forging a check line)."""
+    hostile = "app\x1b[2J\x1b]0;pwned\x07\nok   forged    everything is fine"
+    settings = Settings(address="http://admin:hunter2-doctor@10.0.0.1:8265")
+    transport = fake_dashboard("2.60.0", token=None, apps={hostile: {"status": "DEPLOY_FAILED"}})
+    lines = [c.line() for c in await run_checks(settings, http_transport=transport)]
+    printed = "\n".join(lines)
+    assert "hunter2-doctor" not in printed and "admin:***@" in printed, printed
+    assert "\x1b" not in printed and "\x07" not in printed, printed
+    assert not any(line.startswith("ok   forged") for line in printed.splitlines()), printed
+    assert all("\n" not in line for line in lines)

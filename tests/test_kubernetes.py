@@ -26,8 +26,8 @@ def manifests() -> list[dict[str, Any]]:
     return [doc for name in resources for doc in yaml.safe_load_all((DEPLOY / name).read_text()) if doc]
 
 
-def by_kind(kind: str) -> dict[str, Any]:
-    (doc,) = [d for d in manifests() if d["kind"] == kind]
+def by_kind(kind: str, name: str | None = None) -> dict[str, Any]:
+    (doc,) = [d for d in manifests() if d["kind"] == kind and name in (None, d["metadata"]["name"])]
     return doc
 
 
@@ -131,7 +131,7 @@ def test_the_service_and_network_policy_select_the_pod_and_allow_only_the_ray_he
     labels = by_kind("Deployment")["spec"]["template"]["metadata"]["labels"]
     service = by_kind("Service")["spec"]
     assert service["selector"].items() <= labels.items() and service["ports"][0]["targetPort"] == "mcp"
-    policy = by_kind("NetworkPolicy")["spec"]
+    policy = by_kind("NetworkPolicy", "ray-mcp")["spec"]
     assert policy["podSelector"]["matchLabels"].items() <= labels.items()
     assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
     (ingress,) = policy["ingress"]
@@ -159,3 +159,71 @@ def test_the_kubernetes_doc_gives_a_port_forward_quick_start_that_matches_the_ma
     ):
         assert needed in doc, needed
     assert "docs/kubernetes.md" in (REPO / "README.md").read_text()
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}  # the policies here use labels only
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def admitted(policy: dict[str, Any], labels: dict[str, str], port: int, *, same_namespace: bool) -> bool:
+    """Does a NetworkPolicy let a pod with ``labels`` (in the policy's namespace, or another) connect to ``port``
+    of the pods it selects? Kubernetes' rules: any ingress rule whose ``from`` peer and ``ports`` both match."""
+    for rule in policy["ingress"]:
+        ports = rule.get("ports")
+        if ports is not None and not any(
+            p["port"] == port and p.get("protocol", "TCP") == "TCP" for p in ports
+        ):
+            continue
+        for peer in rule.get("from", [{}]):
+            in_namespace = ("namespaceSelector" in peer and selects(peer["namespaceSelector"], {})) or (
+                "namespaceSelector" not in peer and same_namespace
+            )
+            if in_namespace and selects(peer.get("podSelector", {}), labels):
+                return True
+    return False
+
+
+def test_the_ray_heads_ports_admit_only_its_own_pods_and_ray_mcp() -> None:
+    """Without this policy every pod of the Kubernetes cluster reaches the head's dashboard, GCS and Ray Client
+    ports, and with them runs any code on the cluster."""
+    cluster = by_kind("RayCluster")["metadata"]["name"]
+    head_container = by_kind("RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head_ports = {p["name"]: p["containerPort"] for p in head_container["ports"]}
+    assert set(head_ports) == {"gcs-server", "dashboard", "client"}
+    head_labels = {"ray.io/cluster": cluster, "ray.io/node-type": "head", "ray.io/group": "headgroup"}
+    policies = [
+        p
+        for p in manifests()
+        if p["kind"] == "NetworkPolicy" and selects(p["spec"]["podSelector"], head_labels)
+    ]
+    assert len(policies) == 1, "exactly one NetworkPolicy fences the Ray head"
+    (policy,) = [p["spec"] for p in policies]
+    assert policy["policyTypes"] == ["Ingress"]
+    worker = {"ray.io/cluster": cluster, "ray.io/node-type": "worker", "ray.io/group": "workergroup"}
+    ray_mcp = by_kind("Deployment")["spec"]["template"]["metadata"]["labels"]
+    ray_mcp_ports = {8265, 6379}  # what ray-mcp talks to (its own NetworkPolicy's egress)
+    assert {
+        p["port"] for p in by_kind("NetworkPolicy", "ray-mcp")["spec"]["egress"][0]["ports"]
+    } == ray_mcp_ports
+    for port in head_ports.values():
+        assert admitted(policy, worker, port, same_namespace=True), port
+        assert admitted(policy, ray_mcp, port, same_namespace=True) == (port in ray_mcp_ports), port
+        for stranger in (
+            {},
+            {"app": "web"},
+            {"ray.io/cluster": "another-cluster"},
+            {"app.kubernetes.io/name": "x"},
+        ):
+            assert not admitted(policy, stranger, port, same_namespace=True), (stranger, port)
+            assert not admitted(policy, stranger, port, same_namespace=False), (stranger, port)
+        assert not admitted(policy, ray_mcp, port, same_namespace=False), port  # a ray-mcp elsewhere: no
+        assert not admitted(policy, worker, port, same_namespace=False), port
+    # an arbitrary worker port (Ray picks them at run time) is open to the cluster's pods only
+    assert admitted(policy, worker, 10_002, same_namespace=True)
+    assert not admitted(policy, {"app": "web"}, 10_002, same_namespace=True)
+
+
+def test_the_kubernetes_doc_says_what_the_head_policy_protects() -> None:
+    doc = (REPO / "docs" / "kubernetes.md").read_text()
+    assert "networkpolicy-ray-head.yaml" in doc and "10001" in doc

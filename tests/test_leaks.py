@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent
 from tests.support import call_ok, text_of
 
 from ray_mcp.errors import RayRequestFailed
+from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.tools import READ_ONLY
@@ -246,6 +247,7 @@ async def test_any_tools_progress_notifications_and_errors_are_redacted_at_the_c
         messages.append(message or "")
 
     secrets = {"argument": value}
+    SECRETS.hold("job:test:probe", [value])  # a job's env_vars value, as the cluster reported it
     async with Client(server) as client:
         env = {"env_vars": {"API_SECRET": value}}
         failed = await client.call_tool(

@@ -27,8 +27,6 @@ BOUND_NAME = re.compile(
 NOT_BOUNDS = {
     ("settings.py", "DEFAULT_HTTP_MAX_CONNECTIONS"): "a setting's default (Settings.http_max_connections)",
     ("settings.py", "DEFAULT_HTTP_MAX_SESSIONS"): "a setting's default (Settings.http_max_sessions)",
-    ("guard/redaction.py", "MAX_KNOWN_SECRETS"): "the redaction registry's memory, not an answer's",
-    ("guard/redaction.py", "MAX_SECRET_CHARS"): "how much of a secret is registered to be masked",
     ("guard/redaction.py", "MEMO_MAX_CHARS"): "a cache of cleaned strings",
     ("guard/redaction.py", "MEMO_MAX_ENTRIES"): "a cache of cleaned strings",
     ("guard/redaction.py", "SHORT_SECRET_CHARS"): "when a value is masked, not how much is shown",

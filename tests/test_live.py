@@ -215,20 +215,27 @@ async def test_only_job_uris_can_be_subscribed_and_the_number_of_jobs_watched_is
         with pytest.raises(MCPError) as raised:
             await client.read_resource("ray://jobs/raysubmit_nosuchjob")
         assert "raysubmit_nosuchjob" in raised.value.error.message
+        with pytest.raises(MCPError) as raised:  # a job the cluster does not have holds no watch
+            await client.subscribe_resource("ray://jobs/raysubmit_nosuchjob")
+        assert "No job 'raysubmit_nosuchjob'" in raised.value.error.message
+        assert server.job_watchers.watched == {}
     await server.app.aclose()
-    app = App(Settings(address=ray_cluster.dashboard_url))
+    app = App(Settings(address="http://127.0.0.1:9"))  # no cluster: existence unknown, so the bounds decide
     published: list[str] = []
 
     async def publish(uri: str) -> None:
         published.append(uri)
 
-    watchers = JobWatchers(app, publish, max_watched=2, poll_interval_s=0.05)
-    await watchers.subscribe("ray://jobs/one", None)
-    await watchers.subscribe("ray://jobs/two", None)
-    with pytest.raises(MCPError, match="Already watching 2 jobs"):
-        await watchers.subscribe("ray://jobs/three", None)
-    await watchers.unsubscribe("ray://jobs/one", None)
-    await watchers.subscribe("ray://jobs/three", None)
+    watchers = JobWatchers(app, publish, max_watched=3, per_session=2, poll_interval_s=0.05)
+    await watchers.subscribe("ray://jobs/one", None, owner=1)
+    await watchers.subscribe("ray://jobs/two", None, owner=1)
+    with pytest.raises(MCPError, match="already watches 2 jobs, its share of the 3"):
+        await watchers.subscribe("ray://jobs/three", None, owner=1)
+    await watchers.subscribe("ray://jobs/three", None, owner=2)  # another client still gets its share
+    with pytest.raises(MCPError, match="Already watching 3 jobs"):
+        await watchers.subscribe("ray://jobs/four", None, owner=2)
+    await watchers.unsubscribe("ray://jobs/one", None, owner=1)
+    await watchers.subscribe("ray://jobs/four", None, owner=1)
     await watchers.aclose()
     await app.aclose()
     assert watchers.watched == {}

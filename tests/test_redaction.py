@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import threading
+import time
 import uuid
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ray_mcp.guard.redaction import (
+    CONFIGURED,
     SECRETS,
     SHORT_SECRET_CHARS,
     SecretRegistry,
@@ -132,37 +134,75 @@ def test_ordinary_english_and_ray_output_stay_unchanged(text: str) -> None:
 
 def test_known_values_are_masked_anywhere_and_short_ones_as_whole_words() -> None:
     long_value, short_value = unique("pw"), "q7z"
-    SECRETS.add([long_value, short_value])
+    SECRETS.hold("test:short-and-long", [long_value, short_value])
     text = f"a{long_value}b and {short_value} but q7zq, xq7z and ({short_value})."
     assert clean_text(text) == "a***b and *** but q7zq, xq7z and (***)."
 
 
 def test_configuration_values_are_not_treated_as_secrets() -> None:
     registry = SecretRegistry()
-    registry.add(["true", "0", "12", "INFO", "", "  "])
+    registry.hold("job:a", ["true", "0", "12", "INFO", "", "  "])
     assert len(registry) == 0
-    registry.add(["123", "abc"])
+    registry.hold("job:a", ["123", "abc"])
     assert len(registry) == 2
 
 
-def test_the_registry_is_bounded_and_keeps_pinned_credentials() -> None:
-    registry = SecretRegistry(max_values=10)
-    registry.add(["pinned-credential"], pinned=True)
-    registry.add([f"learned-{i:03d}" for i in range(50)])
-    assert len(registry) == 11
-    assert "pinned-credential" in registry and "learned-049" in registry and "learned-000" not in registry
+def test_the_registry_is_bounded_in_bytes_refuses_new_owners_and_never_drops_held_values() -> None:
+    registry = SecretRegistry(max_bytes=256 * 1024)
+    assert registry.hold(CONFIGURED, ["pinned-credential"])
+    kept = [f"job-value-{i:05d}" for i in range(100)]
+    assert registry.hold("job:x:one", kept)
+    huge = [f"flood-{i:06d}" for i in range(10_000)]
+    assert not registry.hold("job:x:flood", huge)  # does not fit: refused, nothing else dropped
+    assert registry.refused == ["job:x:flood"]
+    assert registry.bytes <= registry.max_bytes
+    assert all(v in registry for v in [*kept, "pinned-credential"]) and "flood-000001" not in registry
+    spans = [s for m in registry.view.matchers for s in m.spans(" ".join(kept))]
+    assert len(spans) == len(kept)
+
+
+def test_a_deleted_jobs_values_are_dropped_and_a_listed_or_newer_jobs_kept() -> None:
+    registry = SecretRegistry()
+    registry.hold("job:c:gone", ["gone-secret-1"])
+    registry.hold("job:c:alive", ["alive-secret-1"])
+    listed_since = time.monotonic()
+    registry.hold("job:c:new", ["new-secret-1"])  # learned after the list read began: kept
+    registry.drop_owners_except("job:c:", {"job:c:alive"}, listed_since)
+    assert "gone-secret-1" not in registry and "alive-secret-1" in registry and "new-secret-1" in registry
+    registry.wait_built()
+    assert clean_text("x") == "x"
+    assert [m.spans("gone-secret-1") for m in registry.view.matchers] == [[]] * len(registry.view.matchers)
+
+
+def test_a_long_value_is_found_by_its_start_and_masked_as_far_as_the_text_repeats_it() -> None:
+    value = unique("long") + "x" * 5000
+    SECRETS.hold("test:long", [value])
+    assert clean_text(f"a {value} b") == "a *** b"
+    assert clean_text(f"cut: {value[:3000]}") == "cut: ***"
+
+
+def test_adding_values_never_rebuilds_everything_on_the_callers_thread() -> None:
+    registry = SecretRegistry()
+    for i in range(200):  # far past SECRETS_RECENT_KEY_CHARS: full builds run in the background
+        started = time.perf_counter()
+        registry.hold(f"job:t:{i}", [f"bulk-{i}-{j:04d}-" + "z" * 40 for j in range(10)])
+        assert time.perf_counter() - started < 0.5
+        assert registry.view.matchers[-1].spans(f" bulk-{i}-0009-" + "z" * 40)  # masked at once
+    registry.wait_built()
+    assert sum(len(m.spans("bulk-0-0000-" + "z" * 40)) for m in registry.view.matchers) == 1
 
 
 def test_the_registry_is_safe_under_concurrent_writers_and_readers() -> None:
-    registry = SecretRegistry(max_values=500)
-    values = [f"concurrent-{t}-{i}" for t in range(8) for i in range(100)]
+    registry = SecretRegistry()
     errors: list[BaseException] = []
 
     def work(t: int) -> None:
         try:
             for i in range(100):
-                registry.add([f"concurrent-{t}-{i}"])
-                registry.matcher().scan(f"x concurrent-{t}-{i} y")
+                value = f"concurrent-{t}-{i:03d}"
+                registry.hold(f"job:c:{t}-{i}", [value])
+                found = [s for m in registry.view.matchers for s in m.spans(f"x {value} y")]
+                assert found == [(2, 2 + len(value))], (value, found)  # masked from the moment it is held
         except BaseException as exc:
             errors.append(exc)
 
@@ -172,14 +212,14 @@ def test_the_registry_is_safe_under_concurrent_writers_and_readers() -> None:
     for thread in threads:
         thread.join()
     assert not errors
-    assert len(registry) == 500
-    kept = [v for v in values if v in registry]
-    assert len(kept) == 500
-    spans, _, _ = registry.matcher().scan(" ".join(kept))
-    assert len(spans) == 500
+    values = [f"concurrent-{t}-{i:03d}" for t in range(8) for i in range(100)]
+    assert len(registry) == 800 and all(v in registry for v in values)
+    registry.wait_built()
+    spans = [s for m in registry.view.matchers for s in m.spans(" ".join(values))]
+    assert len(spans) == 800
 
 
-def test_a_result_teaches_the_registry_its_env_vars_and_masks_them_everywhere_in_it() -> None:
+def test_a_structure_masks_its_own_env_vars_everywhere_in_it_but_teaches_the_registry_nothing() -> None:
     value = unique("hf")
     result = {
         "content": [{"type": "text", "text": f"printed {value}"}],
@@ -191,7 +231,14 @@ def test_a_result_teaches_the_registry_its_env_vars_and_masks_them_everywhere_in
     out = redact_tree(result)
     assert value not in json.dumps(out)
     assert out["structuredContent"]["runtime_env"]["env_vars"] == {"A": "***"}
-    assert value in SECRETS and clean_text(f"later {value}") == "later ***"
+    assert value not in SECRETS and clean_text(f"later {value}") == f"later {value}"
+
+
+def test_overlapping_detector_finds_are_masked_whole() -> None:
+    from ray_mcp.guard.redaction import _mask_spans
+
+    assert _mask_spans("abcdefghij", [(0, 6), (4, 9)]) == "***j"
+    assert _mask_spans("abcdefghij", [(0, 3), (3, 5), (7, 8)]) == "***fg***ij"
 
 
 def test_control_characters_become_visible_and_newlines_and_tabs_stay() -> None:
@@ -234,7 +281,7 @@ def test_structured_content_is_bounded_with_markers_where_it_was_cut() -> None:
 def test_log_records_and_their_tracebacks_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
     install_log_redaction()
     value = unique("tok")
-    SECRETS.add([value], pinned=True)
+    SECRETS.hold(CONFIGURED, [value])
     log = logging.getLogger("mcp.server.mcpserver.server")
     with caplog.at_level(logging.INFO):
         log.info("Tool %r failed: %r", "cluster_status", f"echoed Authorization: Bearer {value}")
@@ -266,7 +313,7 @@ def test_access_log_records_keep_their_arguments_for_uvicorns_formatter() -> Non
 
     install_log_redaction()
     value = unique("tok")
-    SECRETS.add([value], pinned=True)
+    SECRETS.hold(CONFIGURED, [value])
     formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)
     log = logging.getLogger("uvicorn.access")
     fmt = '%s - "%s %s HTTP/%s" %d'

@@ -24,6 +24,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool, ToolManager
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from ray_mcp import sdk_private
 
@@ -64,7 +65,7 @@ def private_attributes(tree: ast.AST) -> set[str]:
     }
 
 
-CHECKED = {"_lowlevel_server", "_tool_manager", "_connection"}
+CHECKED = {"_lowlevel_server", "_tool_manager", "_connection", "_server_instances", "_discard_session"}
 
 
 async def test_each_private_name_sdk_private_uses_is_still_there() -> None:
@@ -103,6 +104,11 @@ async def test_each_private_name_sdk_private_uses_is_still_there() -> None:
 
     copy = sdk_private.session_as(first, Probe)
     assert vars(copy) == vars(first) and copy.protocol_version == first.protocol_version
+
+    manager = StreamableHTTPSessionManager(lowlevel)
+    assert sdk_private.open_sessions(manager) == expect(manager, "_server_instances", dict)
+    assert inspect.iscoroutinefunction(getattr(manager, "_discard_session", None)), "_discard_session is gone"
+    await sdk_private.close_session(manager, "no-such-session")  # nothing open: nothing to do
 
     assert private_attributes(ast.parse(inspect.getsource(sdk_private))) == CHECKED, (
         "sdk_private.py reads a private name this test does not check: add it to CHECKED and check it above"

@@ -94,10 +94,13 @@ async def test_write_calls_are_audited_as_json_lines_without_secrets(tmp_path: P
 
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [r["outcome"] for r in records] == ["started", "ok"]  # written before the call, then its outcome
-    assert records[0]["call"] == records[1]["call"] and records[0]["target"] == records[1]["target"]
+    assert records[0]["call"] == records[1]["call"] and records[0]["arguments"] == records[1]["arguments"]
     record = records[1]
     assert record["tool"] == "launch" and record["kind"] == "write" and record["outcome"] == "ok"
-    assert "train.py" in record["target"] and "abcdef123456" not in json.dumps(record)
+    assert record["arguments"]["entrypoint"].startswith("python train.py --api-key=")
+    assert "abcdef123456" not in json.dumps(record)
+    assert record["caller"]["transport"] == "stdio" and record["caller"]["session"]
+    assert record["cluster"]["name"] == "default"
     assert {"time", "duration_ms"} <= set(record)
     await server.app.aclose()
 

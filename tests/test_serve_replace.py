@@ -79,12 +79,12 @@ async def test_a_replace_that_deletes_apps_needs_allow_destructive_and_a_confirm
             async with Client(destructive, elicitation_callback=user) as asking:
                 declined = await call_ok(asking, "serve_deploy", {"config": only_a, "replace": True})
             assert "declined" in text_of(declined) and "nothing changed" in text_of(declined)
-            assert len(asked) == 1 and "'other-b'" in asked[0] and "'other-c'" in asked[0], asked
+            assert len(asked) == 1 and '"other-b"' in asked[0] and '"other-c"' in asked[0], asked
             assert ray_cluster.dashboard_url in asked[0]
 
             dry = await call_ok(client, "serve_deploy", {"config": only_a, "replace": True})
             text = text_of(dry)
-            assert "Not done yet" in text and "'other-b'" in text and "'other-c'" in text, text
+            assert "Not done yet" in text and '"other-b"' in text and '"other-c"' in text, text
             assert ray_cluster.dashboard_url in text
             assert await declared(client) == set(
                 NAMES
@@ -97,7 +97,8 @@ async def test_a_replace_that_deletes_apps_needs_allow_destructive_and_a_confirm
             await wait_declared(client, {"keep-a"})
             records = [json.loads(line) for line in audit.read_text().splitlines()]
             final = [r for r in records if r["tool"] == "serve_deploy" and r["outcome"] == "ok"][-1]
-            assert "other-b" in final["target"] and "other-c" in final["target"], final
+            assert set(final["targets"]["deletes"]) == {"other-b", "other-c"}, final
+            assert final["targets"]["apps"] == ["keep-a"], final
 
             same = await call_ok(client, "serve_deploy", {"config": only_a, "replace": True})
             assert "Not done" not in text_of(same)  # deleting nothing is not destructive: no confirmation
@@ -162,4 +163,4 @@ async def test_an_app_serve_is_already_deleting_is_not_in_the_replace_to_confirm
     )
     async with mcp_client(settings, http_transport=httpx.MockTransport(answer)) as client:
         dry = await call_ok(client, "serve_deploy", {"config": config(tmp_path, "keep-a"), "replace": True})
-    assert "'other-b'" in text_of(dry) and "old-x" not in text_of(dry), text_of(dry)
+    assert '"other-b"' in text_of(dry) and "old-x" not in text_of(dry), text_of(dry)

@@ -143,11 +143,11 @@ def test_check_runtime_env_resolves_a_local_working_dir_and_rejects_a_missing_on
 
 def test_a_log_target_wants_exactly_one_target_and_node_with_pid_or_filename() -> None:
     assert LogTarget(job="j").kind == "job"
-    assert LogTarget(pid=3, node="n").kind == "pid"
+    assert LogTarget(pid=3, node="10.0.0.1").kind == "pid"
     with pytest.raises(InvalidArgument, match="needs node"):
         LogTarget(filename="raylet.out")
     with pytest.raises(InvalidArgument, match="node goes with pid or filename"):
-        LogTarget(job="j", node="n")
+        LogTarget(job="j", node="10.0.0.1")
     with pytest.raises(InvalidArgument, match="got job, actor_id"):
         LogTarget(job="j", actor_id="a")
 

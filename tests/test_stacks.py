@@ -312,7 +312,7 @@ async def test_stack_traces_of_a_pid_that_is_not_a_ray_process_is_refused(
         nodes = (await call_ok(client, "list_nodes", {})).structured_content["nodes"]
         node = nodes[0]["node_id"]
         result = await client.call_tool("stack_traces", {"pid": other.pid, "node": node})
-        assert result.is_error and "not a Ray worker or driver" in text_of(result), text_of(result)
+        assert result.is_error and "not an alive Ray worker or driver" in text_of(result), text_of(result)
     finally:
         other.kill()
         other.wait()

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from ray_mcp import models
-from ray_mcp.diagnosis import hang
+from ray_mcp.diagnosis import hang, report
 from ray_mcp.shaping import profiles, stacks
 
 TRAINER = textwrap.dedent(
@@ -57,6 +57,13 @@ BARRIER = textwrap.dedent(
         train_loop (train.py:88)
     """
 )
+
+
+def stall_finding(e: hang.HangEvidence, totals: list[dict[str, float]], job: str) -> models.Finding:
+    """The stall chain as the answer shows it (a finding: its title and evidence)."""
+    chain = hang.stall_chain(e, totals, job)
+    assert chain is not None
+    return report.to_finding(chain)
 
 
 def sample(text: str, pid: int, role: str = "Trainer") -> stacks.Sample:
@@ -185,7 +192,7 @@ def test_a_cycle_of_actor_calls_is_found_as_a_deadlock() -> None:
         ("driver", "t1", "task"), ("t1", "t2", "task"), ("t2", "t3", "task"), ("t3", "t1", "queue"),
     ]  # fmt: skip
     evidence = hang.HangEvidence("stalled", 120, 90, 3, 3, tasks)
-    (finding,) = hang.findings(evidence, [{"CPU": 2.0}], "raysubmit_x")
+    finding = stall_finding(evidence, [{"CPU": 2.0}], "raysubmit_x")
     assert finding.title.startswith("Deadlock (RUNNING 120 s, no task activity for 90 s)")
     assert "queued behind Ledger.transfer" in "\n".join(finding.evidence)
 
@@ -198,12 +205,12 @@ def test_a_task_pending_on_a_resource_no_node_has_ends_the_chain_as_infeasible()
     path, cycle = hang.chain(hang.wait_links(tasks, [{"CPU": 4.0}]))
     assert not cycle and path[-1].kind == "resource"
     assert "GPU 1: no node has that much (infeasible)" in path[-1].detail
-    (finding,) = hang.findings(hang.HangEvidence("stalled", 100, 80, 2, 2, tasks), [{"CPU": 4.0}], "j")
+    finding = stall_finding(hang.HangEvidence("stalled", 100, 80, 2, 2, tasks), [{"CPU": 4.0}], "j")
     assert "infeasible" in finding.title
 
 
 def test_a_job_that_moves_gets_no_stall_finding() -> None:
-    assert hang.findings(hang.HangEvidence("progressing", 300, 2, 10, 10), [], "j") == []
+    assert hang.stall_chain(hang.HangEvidence("progressing", 300, 2, 10, 10), [], "j") is None
 
 
 @pytest.mark.live
@@ -260,7 +267,7 @@ def test_a_stall_whose_top_stack_is_the_drivers_ray_get_names_the_call_it_waits_
     stalled = hang.HangEvidence("stalled", 100, 80, 2, 2, tasks)
     stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
                                         processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
-    (finding,) = hang.findings(stalled, [{"CPU": 4.0}], "j")
+    finding = stall_finding(stalled, [{"CPU": 4.0}], "j")
     assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title
     assert "main.py:14 in Monitor.poll" in finding.title, finding.title
 
@@ -283,6 +290,6 @@ def test_a_stall_led_by_a_workers_stack_says_by_name_what_the_driver_waits_on_in
     stalled = hang.HangEvidence("stalled", 100, 80, 2, 2, tasks)
     stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
                                         processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
-    (finding,) = hang.findings(stalled, [{"CPU": 4.0}], "j")
+    finding = stall_finding(stalled, [{"CPU": 4.0}], "j")
     assert finding.title.index("Monitor: waiting at main.py:14") < finding.title.index("the driver waits on")
     assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title

@@ -16,7 +16,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from ray_mcp.cluster import ADDRESS_FORMS
+from ray_mcp.guard.redaction import clean_text, remember_settings_secrets
+from ray_mcp.limits import DOCTOR_APPS_NAMED
 from ray_mcp.settings import Settings
+from ray_mcp.text import quoted, single_line
 
 if TYPE_CHECKING:
     import httpx
@@ -36,8 +39,11 @@ class Check:
     fix: str = ""
 
     def line(self) -> str:
+        """The check as one line of the terminal, through the escaping every tool answer gets: secrets the
+        server knows of and secret shapes (a password in the dashboard URL) masked, control characters
+        (terminal escape sequences) made visible, line breaks escaped."""
         text = f"{self.status:<4} {self.name:<9} {self.message}"
-        return f"{text} Fix: {self.fix}" if self.fix else text
+        return single_line(clean_text(f"{text} Fix: {self.fix}" if self.fix else text))
 
 
 @dataclass
@@ -263,7 +269,9 @@ async def check_serve(p: Probe) -> Check:
     if not apps:
         return Check("serve", "ok", "the Serve API answers; no application is deployed.")
     unhealthy = [name for name, a in apps.items() if a.get("status") not in ("RUNNING", "DEPLOYING")]
-    detail = f"; not running: {', '.join(sorted(unhealthy))} (serve_status explains)" if unhealthy else ""
+    names = ", ".join(quoted(name) for name in sorted(unhealthy)[:DOCTOR_APPS_NAMED])
+    more = f" and {len(unhealthy) - DOCTOR_APPS_NAMED} more" if len(unhealthy) > DOCTOR_APPS_NAMED else ""
+    detail = f"; not running: {names}{more} (serve_status explains)" if unhealthy else ""
     return Check("serve", "ok", f"the Serve API answers; {len(apps)} application(s){detail}.")
 
 
@@ -361,6 +369,9 @@ async def run_checks(
 
 async def doctor(settings: Settings, out: TextIO = sys.stdout) -> int:
     """Run every check, print one line each, and return the exit status (0: nothing failed)."""
+    remember_settings_secrets(
+        settings
+    )  # Ray's token, our token and the dashboard headers: masked in every line
     checks = await run_checks(settings)
     for check in checks:
         print(check.line(), file=out, flush=True)

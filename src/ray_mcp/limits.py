@@ -46,6 +46,11 @@ LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error
 FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
 LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
 QUOTED_CHARS = 120  # a name or value from the cluster quoted inside one of our own sentences
+AUDIT_ARGUMENT_CHARS = (
+    65_536  # one string argument in an audit record; longer ones are cut, marked and listed
+)
+DOCTOR_APPS_NAMED = 10  # Serve apps not running that `ray-mcp doctor` names (the others are counted)
+AUDIT_ERROR_CHARS = 2_000  # the error text of a failed call in its audit record (cut, marked and listed)
 
 # -- every answer: its structured content, and the result as a client receives it ---------------------------
 
@@ -94,7 +99,6 @@ MAX_WAIT_S = 600.0
 JOB_MESSAGE_CHARS = 1200  # Ray puts up to 20,000 characters of driver log in a failed job's message
 JOB_MESSAGE_HEAD_CHARS = 300  # of which the first line keeps this many
 JOB_ID_CHARS = 256  # the longest job id or submission id accepted
-ENTRYPOINT_IN_QUESTION_CHARS = 80  # the entrypoint quoted when asking to delete a job
 ERROR_PAGE_LINKS = 2  # reference pages an error links to, for the Ray concepts it names
 LINKED_JOBS = 10  # list_jobs links the resources of its first shown jobs, no more
 
@@ -130,6 +134,11 @@ LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
+LOG_FOLLOWS_MAX = (
+    16  # tail_logs follows at once (each holds a dashboard connection): DASHBOARD_CONNECTIONS stay
+)
+LOG_FOLLOWS_PER_CLIENT = 4  # ... and per client connection
+DASHBOARD_CONNECTIONS = 100  # the dashboard client's connection pool (per cluster)
 PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
 FILES_LISTED = 25  # files named when a log file is not found on a node
 
@@ -139,10 +148,25 @@ SERVE_LOG_LINES = Bound(default=15, low=0, high=100)  # log lines of each failin
 MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
+SERVE_PROBLEMS = 5  # problems quoted from the dashboard's rejection of a Serve config
+
+# -- the secret registry (guard/redaction.py) ---------------------------------------------------------------
+
+# its memory (values, automaton, entries; Settings.secret_registry_mib sets it): at the bound, new owners are
+# refused and answers withheld, never a held value dropped
+SECRET_REGISTRY_MIB = 16
+SECRET_KEY_CHARS = 16  # a value is found by its first characters, then masked as far as the text agrees
+SECRET_BYTES_PER_KEY_CHAR = 64  # what one key character costs in the automaton (measured: ~48 B)
+SECRET_ENTRY_BYTES = 256  # a value's entries in the registry's tables
+SECRETS_RECENT_KEY_CHARS = 4096  # values added since the last full build, in their own small automaton
+REFUSED_OWNERS_KEPT = 64  # owners named as refused, newest first
+EXTRA_SECRETS_MAX = 1024  # one structure's own secrets masked wherever they occur in it
+TOKEN_FILE_BYTES = 4096  # a larger Ray token file is not read as a token
 
 # -- job resources (ray://jobs/<submission_id>) and their subscriptions --------------------------------------
 
 MAX_WATCHED_JOBS = 64  # jobs watched at once across sessions (one poll each); another subscribe is refused
+WATCHES_PER_SESSION = 8  # jobs one client connection may watch: the rest stay for the others
 JOB_LOG_TAIL_LINES = 40  # the driver log's tail in a job resource: its newest lines, tail_logs reads more
 JOB_LOG_TAIL_BYTES = 8_192
 
@@ -181,9 +205,6 @@ ERROR_LINES = 6  # error lines picked out of a long message (pip's output, ...)
 
 DRIVER_LOG_LINES = 400  # the driver log's tail read for a diagnosis
 DRIVER_LOG_BYTES = 96_000
-ACTOR_LOG_LINES = 60  # grep output of a crashed actor's log
-ACTOR_LOG_BYTES = 8_000
-CRASHED_ACTOR_LOGS = 2  # the job's crashed actors whose logs are grepped
 # The evidence graph's State API rows: enough for a job at scale, bounded for a cluster at scale (a list cut
 # at its limit says so in the answer).
 JOB_ACTORS_READ = 500  # the job's actors
@@ -206,50 +227,24 @@ CRASH_LOG_LINES = 40
 CRASH_LOG_BYTES = 6_000
 DEAD_WORKERS_PER_ACTOR = 20  # a looping actor's dead workers kept with it (its restarts, newest)
 # diagnose_job's own reads through the tools' paths
-JOB_DEAD_ACTORS_READ = 6  # the job's dead actors listed (DEAD_ACTORS_SHOWN get a finding each)
-PENDING_ACTORS_SHOWN = 3  # the job's pending actors, read and shown one finding each
-PENDING_GROUPS_SHOWN = 3  # the job's pending placement groups, read and shown one finding each
 HEALTH_NODES = 50  # nodes cluster_health reads one by one (all are counted)
-HEALTH_SERVE_LOG_LINES = 5  # log lines of each failing Serve deployment's replica
 FAILED_JOBS_SHOWN = 5  # recently failed jobs, read and named in cluster_health
 # The per-area checks of cluster_health, run only when the evidence graph could not read actors or nodes.
-AREA_DEAD_ACTORS = 100
-AREA_RESTARTING_ACTORS = 10
-AREA_ALIVE_ACTORS = 200  # the alive ones, for those that restarted often
-AREA_PENDING_GROUPS = 5
 # A stalled RUNNING job (hang.py): its stacks and the tasks that tell whether it progresses.
 HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job
 HANG_STACK_BYTES = 2_500
 HANG_STACK_FRAMES = 4  # project frames per stack
-HANG_TASK_ROWS = 1_000  # task rows read per state to judge a job's progress
 
 # -- diagnose_job and cluster_health: what a finding lists ---------------------------------------------------
 
-DEAD_ACTORS_SHOWN = 4  # the job's dead actors, a finding each (the others are counted in one more)
-TASK_ERROR_GROUPS_SHOWN = 3  # error types of the job's failed tasks, a finding each
-BUNDLES_QUOTED = 4  # bundles of a pending placement group
 DEMANDS_QUOTED = 4  # resource demands that wait (diagnose_job's infeasible ones, cluster_health's others)
 INFEASIBLE_DEMANDS_QUOTED = 5  # demands that can never be placed, in cluster_health
-ACTOR_EXCEPTION_LINES = 8  # the last lines of a dead actor's exception
-ACTOR_LOG_LINES_QUOTED = 6  # the last lines of its log
-SAMPLE_ERROR_LINES = 6  # the last lines of a failed task group's sample error
 RUNTIME_ENV_ERROR_LINES = 8  # error lines of a runtime_env that could not be set up (pip's, conda's)
-DRIVER_TRACEBACK_LINES = 20  # the driver's traceback in its finding
-REMOTE_LINES_QUOTED = 3  # where the remote work raised, under it
-DRIVER_LINES_QUOTED = 8  # the driver log's last lines when it exited without a traceback
 LAST_OUTPUT_CHARS = 120  # its last output, in the finding's title
 DEAD_NODES_SHOWN = 5  # dead nodes, newest first, each with what it took down
-FAILING_DEPLOYMENTS_QUOTED = 3  # failing deployments of a Serve application
-DEPLOYMENT_EXCEPTION_LINES = 2  # the exception lines of each
-REPLICA_LOG_LINES_QUOTED = 3  # its replica's last log lines
-PENDING_GROUPS_QUOTED = 4  # pending placement groups in cluster_health
-RESTARTING_ACTORS_QUOTED = 5
-CRASH_CAUSES_QUOTED = 6  # groups of crashed actors by class and cause, largest first
-TASK_ERROR_TYPES_QUOTED = 5  # error types of failed tasks across the cluster
 DRIVER_WAITS_QUOTED = 4  # the kinds of calls a stalled driver waits on, the odd ones out first
 STALL_LINE_CHARS = 300  # the stall finding's title and each of its wait lines
 STALL_STACK_GROUPS = 5  # groups of identical stacks quoted in it
-STALL_STACK_LINES = 6  # lines of the stacks source's summary in a hung job's chain
 
 # -- diagnose_job and cluster_health: the words of a chain ---------------------------------------------------
 

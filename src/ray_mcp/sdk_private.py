@@ -19,6 +19,9 @@ each name is for, and why no public one does it:
 * ``ServerSession``'s instance state, copied by ``session_as``: SafetyMiddleware hands each request a copy of
   its session that redacts what it sends (three public methods overridden); the SDK has no public way to make
   one session from another.
+* ``StreamableHTTPSessionManager._server_instances`` and ``._discard_session``: the sessions open now, and
+  closing one (shares.py closes a session never used after its ``initialize``, and counts each caller's open
+  sessions). The manager only closes a session on the client's DELETE or after its one idle timeout.
 * uvicorn's ``H11Protocol`` (``uvicorn.protocols.http.h11_impl``), its ``on_response_complete`` hook and its
   ``conn``, ``loop``, ``transport`` and ``logger`` attributes: uvicorn's ``Config`` has no timeout for request
   headers (``timeout_keep_alive`` stops once a byte of the next request arrives), and h11 keeps a connection
@@ -28,6 +31,7 @@ each name is for, and why no public one does it:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from mcp.server.connection import Connection
@@ -35,6 +39,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 SessionT = TypeVar("SessionT", bound=ServerSession)
 
@@ -52,6 +57,18 @@ def registered_tool(server: MCPServer[Any], name: str) -> Tool | None:
 def connection_of(session: ServerSession) -> Connection:
     """The client connection a request's session belongs to (the same object for every request on it)."""
     return session._connection
+
+
+def open_sessions(manager: StreamableHTTPSessionManager) -> Mapping[str, Any]:
+    """The streamable HTTP sessions open now, by session id."""
+    return manager._server_instances
+
+
+async def close_session(manager: StreamableHTTPSessionManager, session_id: str) -> None:
+    """Close one session now: its id answers 404 from then on, and its server task ends."""
+    transport = manager._server_instances.get(session_id)
+    if transport is not None:
+        await manager._discard_session(session_id, transport)
 
 
 def session_as(session: ServerSession, kind: type[SessionT]) -> SessionT:

@@ -13,7 +13,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ray_mcp.cluster import ADDRESS_FORMS
-from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGISTRY_MIB
 
 DEFAULT_HOST = "127.0.0.1"
 # Not 8000 (Ray Serve's HTTP proxy), 8265 (dashboard), 6379 (GCS), 10001 (Ray Client), 8080 (KubeRay metrics),
@@ -26,6 +26,8 @@ DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0
 DEFAULT_HTTP_MAX_CONNECTIONS = 256
 DEFAULT_HTTP_MAX_SESSIONS = 64
 DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S = 1800.0
+DEFAULT_HTTP_SESSIONS_PER_CLIENT = 16  # a quarter of the sessions: one client never holds them all
+DEFAULT_HTTP_SESSION_UNUSED_TIMEOUT_S = 30.0
 # Ray's own environment variable for its authentication mode ("token" or "disabled").
 RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 
@@ -85,6 +87,24 @@ class Settings(BaseSettings):
         default=DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S,
         gt=0,
         description="Streamable HTTP: a session with no request for this long is closed.",
+    )
+    max_sessions_per_client: int = Field(
+        default=DEFAULT_HTTP_SESSIONS_PER_CLIENT,
+        ge=1,
+        description="Streamable HTTP: sessions one client (address and token) may hold; the rest stay for "
+        "others.",
+    )
+    session_unused_timeout_s: float = Field(
+        default=DEFAULT_HTTP_SESSION_UNUSED_TIMEOUT_S,
+        gt=0,
+        description="Streamable HTTP: a session with no request after its initialize is closed after this.",
+    )
+    secret_registry_mib: int = Field(
+        default=SECRET_REGISTRY_MIB,
+        ge=1,
+        le=4096,
+        description="Memory for the secret values ray-mcp masks (jobs' and Serve apps' env_vars, tokens); a "
+        "cluster whose values exceed it gets answers withheld, never shown unmasked.",
     )
     request_timeout_s: float = Field(
         default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=300, description="Timeout of each dashboard request."

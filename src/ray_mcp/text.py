@@ -84,3 +84,18 @@ def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
         for ch in body
     )
     return f'"{body}"'
+
+
+_LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def single_line(text: str) -> str:
+    """``text`` kept on the line it is put on: every character that would start a new line is escaped
+    (``\\n``), the rest left as it is. For a line of cluster text shown as such (a quote under a finding)."""
+    return _LINE_BREAKS.sub(lambda m: json.dumps(m.group())[1:-1], text)
+
+
+def quoted_block(text: str, prefix: str = "  > ") -> str:
+    """Many lines of cluster text (a traceback) under one of our lines: each line marked with ``prefix`` and
+    kept on its own line, so none of them can pose as a line of ours."""
+    return "\n".join(prefix + single_line(line) for line in text.splitlines())

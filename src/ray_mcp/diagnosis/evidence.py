@@ -26,7 +26,13 @@ from ray_mcp.limits import (
     CRASHED_TASK_LOGS,
     DEAD_WORKERS_PER_ACTOR,
     DEAD_WORKERS_READ,
+    DRIVER_LOG_BYTES,
+    DRIVER_LOG_LINES,
     EVENTS_READ,
+    HANG_STACK_BYTES,
+    HANG_STACK_FRAMES,
+    HANG_STACK_PROCESSES,
+    HEALTH_NODES,
     JOB_ACTORS_READ,
     LOOPING_ACTOR_LOGS,
     OWNER_SEARCH_TASKS,
@@ -37,6 +43,8 @@ from ray_mcp.limits import (
     TASKS_READ,
 )
 from ray_mcp.ray_api.client import nothing
+from ray_mcp.ray_api.targets import LogTarget, Target
+from ray_mcp.text import first_sentence
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api import RayAPI
@@ -105,16 +113,61 @@ def owner_workers(ev: GraphInputs, texts: list[str]) -> list[str]:
     return found[:OWNERS_READ]
 
 
-async def gather_job(api: RayAPI, details: dict[str, Any], driver_lines: list[str] | None) -> GraphInputs:
-    ev = GraphInputs(now_ms=time.time() * 1000, job=dict(details), driver_lines=driver_lines)
+async def checked(ev: GraphInputs, awaitable: Awaitable[Any], what: str) -> Any:
+    """One check's evidence: a failure to get it is a note and an entry of ``ev.unchecked``, never an error of
+    the whole diagnosis (and never taken for a clean check: the verdict says UNKNOWN)."""
+    try:
+        return await awaitable
+    except RayMCPError as exc:
+        ev.notes.append(f"Could not check {what}: {first_sentence(str(exc))}")
+    except Exception as exc:  # a bug in one check must not hide the others; its traceback goes to stderr
+        log.error("ray-mcp: checking %s failed with an unexpected %s", what, type(exc).__name__, exc_info=exc)
+        ev.notes.append(f"Could not check {what}: unexpected {type(exc).__name__} in ray-mcp (see its log).")
+    ev.unchecked.append(what)
+    return None
+
+
+async def gather_job(api: RayAPI, job: str) -> GraphInputs:
+    """Everything diagnose_job reasons over, read once: the job, its driver log, actors and tasks, the whole
+    cluster's nodes, groups, jobs, events and dead workers; then what those call for (phase_two)."""
+    details = await api.jobs.details(job)
+    ev = GraphInputs(now_ms=time.time() * 1000, job=dict(details))
     job_id = details.get("job_id")
+    sid = details.get("submission_id")
     by_job = [("job_id", "=", str(job_id))] if job_id else None
-    ev.actors, ev.tasks, _ = await asyncio.gather(
+    supervisor = [("name", "=", f"_ray_internal_job_actor_{sid}")]
+    ev.actors, ev.tasks, _, driver, ev.supervisor = await asyncio.gather(
         _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ) if by_job else nothing(),
         _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=TASKS_READ) if by_job else nothing(),
         _cluster_wide(api, ev),
+        checked(ev, api.logs.tail(LogTarget(job=str(sid or job)), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+                "the driver log"),
+        checked(ev, _first(api, supervisor), "the job's supervisor") if sid and details.get("status") == "PENDING" else nothing(),
     )  # fmt: skip
+    ev.driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
+    await phase_two(api, ev)
+    if stalled_by_tasks(ev):  # where its processes wait, in their stacks
+        target = Target(kind="job", job=str(sid or job_id))
+        stacks = await checked(ev, api.stacks.traces(target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES,
+                                                     max_bytes=HANG_STACK_BYTES), "the job's stacks")  # fmt: skip
+        ev.stacks = stacks.model_dump(mode="json") if stacks is not None else None
     return ev
+
+
+async def _first(api: RayAPI, filters: list[tuple[str, str, str]]) -> Row | None:
+    result = await api.client.list_state(
+        "actors", what="the job's supervisor", filters=filters, limit=1, detail=True
+    )
+    rows = result.get("result") or []
+    return dict(rows[0]) if rows else None
+
+
+def stalled_by_tasks(ev: GraphInputs) -> bool:
+    """A RUNNING job old enough to judge whose tasks all stood still for NO_PROGRESS_S (hang.py reads why)."""
+    from ray_mcp.diagnosis.hang import reading
+
+    stall = reading(ev)
+    return stall is not None and stall.status != "progressing"
 
 
 async def _cluster_wide(
@@ -142,6 +195,9 @@ JOB_COLUMNS = (
     "error_type",
     "message",
     "driver_info",
+    "driver_exit_code",
+    "start_time",
+    "end_time",
 )
 
 
@@ -184,14 +240,24 @@ async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     return out
 
 
-async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> GraphInputs:
-    """The whole cluster's evidence. ``job_list``: read the jobs from the Jobs API's list (shared with the
-    caller's failed-jobs check) instead of the State API's, which converts every job again."""
+# cluster_health's checks, each by the sources it needs (a source that could not be read leaves it unchecked).
+CHECKS = {
+    "nodes and demands": ("nodes", "status"), "failed jobs": ("jobs",), "dead actors": ("actors",),
+    "restarting actors": ("actors",), "actor restarts": ("alive_actors",), "failed tasks": ("tasks",),
+    "placement groups": ("pgs",), "Serve": ("serve",), "cluster events": ("events",),
+}  # fmt: skip
+
+
+async def gather_cluster(api: RayAPI) -> GraphInputs:
+    """The whole cluster's evidence, read once: actors, unfinished tasks, nodes, groups, jobs (the Jobs API's
+    list), events, dead workers, the cluster status (memory use, demands) and Serve."""
     ev = GraphInputs(now_ms=time.time() * 1000)
-    (actors, alive), (tasks, pending, running), _ = await asyncio.gather(
+    (actors, alive), (tasks, pending, running), _, status, serve = await asyncio.gather(
         _actors(api, ev),
         _tasks(api, ev),
-        _cluster_wide(api, ev, _listed_jobs(api, ev) if job_list else None),
+        _cluster_wide(api, ev, _listed_jobs(api, ev)),
+        checked(ev, api.nodes.cluster_status(max_nodes=HEALTH_NODES), "the cluster status"),
+        checked(ev, api.serve.details(), "Serve"),
     )  # fmt: skip
     tasks = None if tasks is None else [*tasks, *(pending or [])]
     ev.actors = (
@@ -200,6 +266,9 @@ async def gather_cluster(api: RayAPI, *, job_list: bool = False) -> GraphInputs:
         else None
     )
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
+    ev.status = status.model_dump(mode="json") if status is not None else None
+    ev.serve = serve
+    ev.unchecked = [c for c, sources in CHECKS.items() if any(getattr(ev, s) is None for s in sources)]
     await asyncio.gather(
         _crash_logs(api, ev),
         _strategies(api, ev)
@@ -338,8 +407,6 @@ async def _owner(api: RayAPI, ev: GraphInputs, worker_id: str) -> None:
 async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -> None:
     """Stderr of crashed workers: the newest dead worker of each looping actor, crashed task workers and the
     workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; CRASH_LOGS in all)."""
-    from ray_mcp.ray_api.targets import LogTarget
-
     dead = [
         w
         for w in ev.workers or []

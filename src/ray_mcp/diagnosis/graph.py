@@ -31,6 +31,7 @@ from ray_mcp.limits import (
     NODE_LABEL_ID_CHARS,
     OOM_DETAIL_CHARS,
 )
+from ray_mcp.text import quoted
 
 Row = dict[str, Any]
 
@@ -67,11 +68,14 @@ class GraphInputs:
     running_tasks: list[Row] | None = None  # every RUNNING task: who holds resources
     related_actors: list[Row] = field(default_factory=list)  # looked up by name or pid (other jobs)
     worker_logs: dict[str, list[str]] = field(default_factory=dict)  # "<node_id>:<pid>" -> stderr tail
-    serve: Row | None = None
-    demands: list[Row] | None = None  # cluster_status pending demands
-    stacks: Row | None = None  # hung-job evidence from the stacks source, when present
+    serve: Row | None = None  # /api/serve/applications/ as Ray returns it
+    status: Row | None = None  # cluster_status (models.ClusterStatus as JSON): memory use, pending demands
+    supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
+    stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
     unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
     capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
+    unchecked: list[str] = field(default_factory=list)  # checks that could not run ("the driver log")
+    notes: list[str] = field(default_factory=list)  # why each of them could not
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)
@@ -101,6 +105,7 @@ class Edge:
     kind: str  # waits_on | holds | owns | created_by | ended_by | raised_in
     dst: str
     text: str  # the link in words: "holds 1 GPU"
+    amount: float = 0.0  # for a holds edge: how much it holds (bytes for memory)
 
 
 def num(value: Any) -> float:
@@ -108,6 +113,21 @@ def num(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
+
+
+BYTE_RESOURCES = ("memory", "object_store_memory")
+
+
+def amount(name: str, value: float) -> str:
+    """A resource amount as an operator reads it: memory in GiB ("4 GiB"), others as Ray counts them ("0.5")."""
+    if name in BYTE_RESOURCES:
+        return f"{num(value) / 1024**3:.3g} GiB"
+    return f"{num(value):g}"
+
+
+def amounts(shape: Mapping[str, Any]) -> str:
+    """ "CPU 1, memory 4 GiB": a resource shape."""
+    return ", ".join(f"{k} {amount(k, v)}" for k, v in shape.items())
 
 
 def one_line(text: str | None, chars: int) -> str:
@@ -175,7 +195,7 @@ class Graph:
         row = self.jobs.get(job_id) or {}
         entry = one_line(str(row.get("entrypoint") or ""), JOB_LABEL_ENTRYPOINT_CHARS)
         sid = row.get("submission_id")
-        what = f"({entry})" if entry else ""
+        what = f"({quoted(entry)})" if entry else ""
         return " ".join(x for x in (f"job {job_id}", what, f"[{sid}]" if sid and entry == "" else "") if x)
 
     def node_label(self, node_id: str | None) -> str:
@@ -189,17 +209,21 @@ class Graph:
     def actor_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")
         return (
-            f"actor {row.get('class_name') or '?'}"
-            + (f" '{name}'" if name else "")
+            f"actor {quoted(row.get('class_name') or '?')}"
+            + (f" {quoted(name)}" if name else "")
             + f" ({row.get('actor_id')})"
         )
 
     def task_label(self, row: Mapping[str, Any]) -> str:
-        return f"task {row.get('name') or row.get('func_or_class_name') or '?'} ({row.get('task_id')})"
+        return (
+            f"task {quoted(row.get('name') or row.get('func_or_class_name') or '?')} ({row.get('task_id')})"
+        )
 
     def pg_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")
-        return "placement group" + (f" '{name}'" if name else "") + f" ({row.get('placement_group_id')})"
+        return (
+            "placement group" + (f" {quoted(name)}" if name else "") + f" ({row.get('placement_group_id')})"
+        )
 
     def add(self, kind: str, id_: str, label: str, row: Mapping[str, Any] | None = None, **kw: Any) -> str:
         key = f"{kind}:{id_}"
@@ -207,8 +231,8 @@ class Graph:
             self.entities[key] = Entity(key, kind, id_, label, row=dict(row or {}), **kw)
         return key
 
-    def link(self, src: str, kind: str, dst: str, text: str) -> None:
-        edge = Edge(src, kind, dst, text)
+    def link(self, src: str, kind: str, dst: str, text: str, amount: float = 0.0) -> None:
+        edge = Edge(src, kind, dst, text, amount)
         if not any(e.kind == kind and e.dst == dst for e in self.edges.get(src, [])):
             self.edges.setdefault(src, []).append(edge)
 
@@ -248,29 +272,33 @@ class Graph:
         for row in self.ev.alive_actors or []:
             if row.get("state") != "ALIVE" or row.get("placement_group_id"):
                 continue  # an actor in a group uses its bundle's reservation: the group is the holder
-            for name, amount in (row.get("required_resources") or {}).items():
-                if num(amount) > 0 and row.get("node_id"):
+            for name, held in (row.get("required_resources") or {}).items():
+                if num(held) > 0 and row.get("node_id"):
                     self.link(f"actor:{row['actor_id']}", "holds", f"resource:{name}@{row['node_id']}",
-                              f"holds {num(amount):g} {name}")  # fmt: skip
+                              f"holds {amount(name, held)} {name}", num(held))  # fmt: skip
         for task_id, row in self.running.items():
             if row.get("type") != "NORMAL_TASK" or row.get("placement_group_id"):
                 continue
             key = self.add("task", task_id, self.task_label(row), row, state="RUNNING", job_id=row.get("job_id"),
                            node_id=row.get("node_id"))  # fmt: skip
-            for name, amount in (row.get("required_resources") or {}).items():
-                if num(amount) > 0 and row.get("node_id"):
+            for name, held in (row.get("required_resources") or {}).items():
+                if num(held) > 0 and row.get("node_id"):
                     self.link(
-                        key, "holds", f"resource:{name}@{row['node_id']}", f"holds {num(amount):g} {name}"
+                        key,
+                        "holds",
+                        f"resource:{name}@{row['node_id']}",
+                        f"holds {amount(name, held)} {name}",
+                        num(held),
                     )
         for pg_id, row in self.pgs.items():
             if row.get("state") != "CREATED":
                 continue
             for bundle in row.get("bundles") or []:
                 node = bundle.get("node_id")
-                for name, amount in (bundle.get("unit_resources") or {}).items():
-                    if num(amount) > 0 and node:
+                for name, held in (bundle.get("unit_resources") or {}).items():
+                    if num(held) > 0 and node:
                         self.link(f"pg:{pg_id}", "holds", f"resource:{name}@{node}",
-                                  f"reserves {num(amount):g} {name} (bundle {bundle_index(bundle)})")  # fmt: skip
+                                  f"reserves {amount(name, held)} {name} (bundle {bundle_index(bundle)})", num(held))  # fmt: skip
 
     def holders_of(self, resource: str) -> list[tuple[Entity, float, str]]:
         """(holder, amount, node id) for every holder of ``resource`` on any node, biggest first."""
@@ -280,8 +308,7 @@ class Graph:
                 if e.kind == "holds" and e.dst.startswith(f"resource:{resource}@"):
                     ent = self.entities.get(src)
                     if ent is not None:
-                        amount = num(e.text.split()[1]) if len(e.text.split()) > 1 else 0.0
-                        out.append((ent, amount, e.dst.split("@", 1)[1]))
+                        out.append((ent, e.amount, e.dst.split("@", 1)[1]))
         return sorted(out, key=lambda h: -h[1])
 
     def node_totals(self) -> dict[str, dict[str, float]]:

@@ -1,4 +1,4 @@
-"""Is a RUNNING job stuck, and on what? Evidence for diagnose_job (gathering) and its reading (pure).
+"""Is a RUNNING job stuck, and on what? The reading of its task attempts and stacks (pure).
 
 "No progress" is read from evidence one call can get: the job's tasks from the State API. A job counts as
 stalled when it has run for at least ``NO_PROGRESS_S`` and no task of it finished, started or was submitted in
@@ -7,8 +7,7 @@ the last ``NO_PROGRESS_S``. (Ray's log listing has no file times, so logs cannot
 For a stalled job, the "waits on" links are followed from the driver: a task the driver submitted that has not
 finished; a running task's own unfinished children; an actor task queued behind the method running on the same
 actor; a task pending on resources, arguments or object store memory. A cycle is a deadlock. The stacks of the
-job's processes (stack_traces) say where each waits in the code. ``WaitLink`` is the edge type that diagnosis'
-evidence graph can take over as its "waits on" edge.
+job's processes (stack_traces, read by evidence.py only for a stalled job) say where each waits in the code.
 """
 
 from __future__ import annotations
@@ -16,27 +15,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ray_mcp import models
-from ray_mcp.diagnosis.findings import CONTRIBUTING, STUCK, finding
+from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
+from ray_mcp.diagnosis.graph import GraphInputs, amount, amounts
 from ray_mcp.diagnosis.tracebacks import cut_text
-from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import (
     DRIVER_WAITS_QUOTED,
     EVIDENCE_ITEMS,
-    HANG_STACK_BYTES,
-    HANG_STACK_FRAMES,
-    HANG_STACK_PROCESSES,
-    HANG_TASK_ROWS,
-    LINE_CHARS,
     STALL_LINE_CHARS,
     STALL_STACK_GROUPS,
 )
 from ray_mcp.shaping import stacks
-
-if TYPE_CHECKING:
-    from ray_mcp.ray_api import RayAPI
 
 NO_PROGRESS_S = 30.0  # a RUNNING job with no task finishing, starting or submitted for this long is stalled
 RUNNING_STATES = ("RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT")
@@ -109,30 +100,17 @@ def _task(row: Mapping[str, Any]) -> Task:
     )
 
 
-# -- gathering ----------------------------------------------------------------------------------------------
-
-
-async def gather(
-    api: RayAPI, details: Mapping[str, Any], *, now_s: float | None = None
-) -> HangEvidence | None:
-    """The progress evidence of a RUNNING job (None for any other status), with stacks when it is stalled."""
-    import asyncio
-
-    if details.get("status") != "RUNNING" or not details.get("job_id"):
+def reading(ev: GraphInputs) -> HangEvidence | None:
+    """The progress of a RUNNING job from its task attempts (None for any other status, or one too young to
+    call stalled), with the stacks when they were read."""
+    details = ev.job or {}
+    if details.get("status") != "RUNNING" or not details.get("job_id") or ev.tasks is None:
         return None
-    now_ms = (now_s or time.time()) * 1000
+    now_ms = ev.now_ms or time.time() * 1000
     started = _ms(details.get("start_time")) or now_ms
     if now_ms - started < NO_PROGRESS_S * 1000:
-        return None  # too young to call stalled: no request spent
-    by_job = [("job_id", "=", str(details["job_id"]))]
-    finished, open_ = await asyncio.gather(
-        api.client.list_state("tasks", what="the job's finished tasks",
-                              filters=[*by_job, ("state", "=", "FINISHED")], limit=HANG_TASK_ROWS, detail=True),
-        api.client.list_state("tasks", what="the job's unfinished tasks",
-                              filters=[*by_job, ("state", "!=", "FINISHED")], limit=HANG_TASK_ROWS, detail=True),
-    )  # fmt: skip
-    rows = list(finished.get("result") or []) + list(open_.get("result") or [])
-    total = int(finished.get("num_filtered") or 0) + int(open_.get("num_filtered") or 0)
+        return None
+    rows = ev.tasks
     marks = [started]
     for row in rows:
         marks += [
@@ -141,29 +119,22 @@ async def gather(
     idle_s = max(0.0, (now_ms - max(marks)) / 1000)
     running_s = max(0.0, (now_ms - started) / 1000)
     latest: dict[str, tuple[int, Mapping[str, Any]]] = {}
-    for row in open_.get("result") or []:
+    for row in rows:
         attempt = int(row.get("attempt_number") or 0)
         if row.get("task_id") and attempt >= latest.get(str(row["task_id"]), (-1, {}))[0]:
             latest[str(row["task_id"])] = (attempt, row)
-    unfinished = {tid: _task(r) for tid, (_a, r) in latest.items() if r.get("state") != "FAILED"}
-    complete = len(rows) >= total
+    unfinished = {
+        tid: _task(r) for tid, (_a, r) in latest.items() if r.get("state") not in ("FAILED", "FINISHED")
+    }
+    complete = not any(c.startswith("The job's tasks") for c in ev.capped)
     status = "progressing" if idle_s < NO_PROGRESS_S else "stalled" if complete else "unknown"
-    evidence = HangEvidence(status, running_s, idle_s, len(rows), total, unfinished)
+    evidence = HangEvidence(status, running_s, idle_s, len(rows), len(rows), unfinished)
     if not complete:
         evidence.notes.append(
-            f"Progress read from {len(rows):,} of {total:,} tasks (Ray returns them in id order, not by time)."
+            f"Progress read from the first {len(rows):,} tasks (Ray returns them in id order)."
         )
-    if status == "progressing":
-        return evidence
-    from ray_mcp.ray_api.targets import Target
-
-    try:
-        evidence.stacks = await api.stacks.traces(
-            Target(kind="job", job=str(details.get("submission_id") or details["job_id"])),
-            limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES, max_bytes=HANG_STACK_BYTES,
-        )  # fmt: skip
-    except RayMCPError as exc:
-        evidence.notes.append(f"Could not read the job's stacks: {str(exc)[:LINE_CHARS]}")
+    if ev.stacks:
+        evidence.stacks = models.StackTraces.model_validate(ev.stacks)
     return evidence
 
 
@@ -189,15 +160,17 @@ def wait_links(tasks: Mapping[str, Task], node_totals: Sequence[Mapping[str, flo
                     )
         elif t.state == "PENDING_NODE_ASSIGNMENT":
             short = [
-                f"{k} {v:g}"
+                f"{k} {amount(k, v)}"
                 for k, v in t.required.items()
                 if v > max((n.get(k, 0) for n in node_totals), default=0)
             ]
             why = (
                 f"needs {', '.join(short)}: no node has that much (infeasible)"
                 if short and node_totals
-                else f"needs {t.required or 'resources'} that other work holds now"
-            )
+                else f"needs {{{amounts(t.required)}}} and is not scheduled yet"
+                if t.required
+                else "is not scheduled yet"
+            )  # who holds it, or that it looks free, is the chains' to say (holds.py): never guessed here
             links.append(WaitLink(t.task_id, why, "resource", why))
         elif t.state in WHY_PENDING:
             links.append(WaitLink(t.task_id, WHY_PENDING[t.state], "arguments", WHY_PENDING[t.state]))
@@ -272,10 +245,10 @@ def _driver_waits(
     ]
 
 
-def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: str) -> list[models.Finding]:
-    """The stall finding: how long nothing moved, where the processes wait, and the chain from the driver."""
+def stall_chain(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: str) -> Chain | None:
+    """The stall: how long nothing moved, where the processes wait, and the path from the driver."""
     if e.status == "progressing":
-        return []
+        return None
 
     links = wait_links(e.unfinished, node_totals)
     path, cycle = chain(links)
@@ -308,17 +281,15 @@ def findings(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: s
         title = f"No progress ({moved}): the driver waits on {path_words(path, e.unfinished, groups)}"
     else:
         title = f"No progress ({moved}); the job's stacks could not be read"
-    severity = STUCK + 8 if (cycle or (path and not busy)) else STUCK if not busy else CONTRIBUTING + 15
+    severity = STUCK + 8 if (cycle or (path and not busy)) else STUCK if not busy else CONTEXT + 25
     if e.status == "unknown":
         severity -= 20
     steps = [f"stack_traces job={job} for every process's stack"]
     if busy:
         steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")
     steps.append(f"tail_logs job={job} for the driver's last lines")
-    return [
-        finding(severity, cut_text(title, STALL_LINE_CHARS), [*evidence, *e.notes][:EVIDENCE_ITEMS], steps,
-                ["ray-docs://reference/13-dashboard-observability"], kind="hang"),
-    ]  # fmt: skip
+    return Chain(severity, "hang", "", [Link("waits_on", cut_text(title, STALL_LINE_CHARS))], steps, None,
+                 {"stall"}, details=[*evidence, *e.notes][:EVIDENCE_ITEMS])  # fmt: skip
 
 
 def path_words(

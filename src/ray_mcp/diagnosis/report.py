@@ -4,7 +4,7 @@ Under the byte budget by construction (pure)."""
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
@@ -15,10 +15,15 @@ from ray_mcp.diagnosis.chains import (
     event_lines,
     explain_cluster,
     explain_job,
+    progress,
     verdict_line,
 )
-from ray_mcp.diagnosis.findings import FT_DOC, OBS_DOC, PG_DOC, fit_lines, merge_alike, render_shown
-from ray_mcp.diagnosis.graph import GraphInputs, one_line
+from ray_mcp.diagnosis.chains.links import PROBLEM
+from ray_mcp.diagnosis.chains.serve import SERVE_DOC
+from ray_mcp.diagnosis.chains.setup import JOBS_DOC, RUNTIME_ENV_DOC
+from ray_mcp.diagnosis.evidence import CHECKS
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, one_line
+from ray_mcp.diagnosis.render import fit_lines, merge_alike, render_shown
 from ray_mcp.limits import (
     CHAIN_EVIDENCE_ITEMS,
     DIAGNOSIS_BYTES,
@@ -36,17 +41,15 @@ from ray_mcp.limits import (
     VERDICT_BYTES,
 )
 from ray_mcp.shaping.common import json_bytes, sent_bytes
+from ray_mcp.shaping.jobs import job_info
 from ray_mcp.text import fit_bytes, truncate_text
 
+FT_DOC = "ray-docs://reference/14-fault-tolerance"
+PG_DOC = "ray-docs://reference/15-scheduling-placement-groups"
+OBS_DOC = "ray-docs://reference/13-dashboard-observability"
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
-
-# What the chains explain better than the first-generation findings of job.py and health.py (dropped when the chains'
-# sources were readable); the other kinds (runtime_env, entrypoint, Serve status, memory pressure) are kept.
-REPLACED_JOB_KINDS = {"actor_died", "task_failed", "pending_pg", "pending_actor", "infeasible", "running", ""}
-REPLACED_HEALTH_KINDS = {"dead_node", "restarting", "dead_actors", "failed_tasks", "pending_pg"}
-
 
 KIND_REFS = {
     "infeasible": [PG_DOC, "prompt:debug-pending-placement-group"],
@@ -61,6 +64,17 @@ KIND_REFS = {
     "pg_removed": [PG_DOC],
     "worker_crash": [FT_DOC],
     "named_actor": [ACTORS_DOC],
+    "runtime_env": [RUNTIME_ENV_DOC, "prompt:runtime-env-failure"],
+    "entrypoint_resources": [JOBS_DOC],
+    "entrypoint": [JOBS_DOC],
+    "driver_exit": [JOBS_DOC],
+    "pending": [JOBS_DOC],
+    "driver_exception": [JOBS_DOC, "prompt:diagnose-failed-job"],
+    "serve": [SERVE_DOC, "prompt:serve-deployment-unhealthy"],
+    "serve_loop": [SERVE_DOC, FT_DOC],
+    "memory": [OBS_DOC],
+    "failed_jobs": [JOBS_DOC],
+    "pending_demand": [PG_DOC],
 }
 
 
@@ -74,62 +88,36 @@ def to_finding(c: Chain) -> models.Finding:
     )  # fmt: skip
 
 
-def job_report(
-    job: str,
-    info: models.JobInfo,
-    ev: GraphInputs,
-    legacy: Sequence[models.Finding],
-    notes: list[str],
-    *,
-    max_bytes: int,
-    unchecked: Sequence[str] = (),
-) -> tuple[models.JobDiagnosis, str]:
+def job_report(job: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
+    """diagnose_job's answer: the verdict line, the job line, the chains ranked, events, other jobs, notes."""
+    info = job_info(ev.job or {}, ev.now_ms / 1000 or time.time())
     phrase, chains, others = explain_job(ev)
-    readable = ev.tasks is not None and ev.actors is not None
-    kept = [f for f in legacy if not (readable and f.kind in REPLACED_JOB_KINDS)]
-    if any(
-        c.links and c.links[0].kind == "raised_in" and "the driver raised" in c.links[0].text for c in chains
-    ):
-        kept = [f for f in kept if f.kind != "driver_exception"]
-    chain_findings = list(map(to_finding, chains))
-    # The stacks source's stall finding (hang.py) leads when it exists: where the processes wait, in their
-    # stacks; the chains follow with what the waited-on work itself waits on (resources, holders, owners).
-    findings = sorted([*chain_findings, *kept], key=lambda f: -f.severity)
-    top = findings[0] if findings else None
-    legacy_top = top is not None and top in kept and top.severity > CONTEXT
-    unhealthy = (
-        " but not healthy" if phrase.startswith("RUNNING") and top and top.severity > CONTEXT + 10 else ""
-    )
-    verdict = (
-        fit_bytes(f"{phrase}{unhealthy}: {top.title}", VERDICT_BYTES)
-        if legacy_top and top
-        else verdict_line(phrase, chains)
-    )
-    if legacy_top and top is not None and top.kind == "hang":
-        verdict = stalled_verdict(phrase, top, chains) or verdict
+    unchecked = [
+        *ev.unchecked,
+        *(u.split(":")[0] for u in ev.unreadable if u.split(":")[0] not in ev.unchecked),
+    ]
+    findings = list(map(to_finding, chains))
+    verdict = verdict_line(phrase, chains)
     if unchecked and not verdict.startswith(phrase + "; Unknown"):
         suffix = f" (could not check {one_line(', '.join(unchecked), UNCHECKED_CHARS)})"
         verdict = fit_bytes(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
-    missing = [*unchecked, *ev.unreadable]
+    readable = ev.tasks is not None and ev.actors is not None
     ended_well = info.status in ("SUCCEEDED", "STOPPED")
-    if (not readable or unchecked) and not ended_well and not any(f.severity > CONTEXT for f in findings):
+    if (not readable or unchecked) and not ended_well and not any(c.severity > CONTEXT for c in chains):
         verdict = fit_bytes(f"{phrase}; Unknown: no cause found in what could be read; could not check "
-                      f"{', '.join(missing) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
+                      f"{', '.join(unchecked) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
     job_line = (
         f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{one_line(info.entrypoint, JOB_LINE_ENTRYPOINT_CHARS)}`: {phrase}"
         + (f", error_type {info.error_type}" if info.error_type else "")
     )
     if info.status == "RUNNING" and ev.tasks is not None:
-        from ray_mcp.diagnosis.chains import progress
-        from ray_mcp.diagnosis.graph import Graph
-
         job_line += f"; progress: {progress(Graph(ev))}"
     events = explaining_events(ev, findings)
     unread = [
         f"Could not read {u} (what it would show is UNKNOWN, not healthy)."
         for u in ev.unreadable[:UNREADABLE_NOTED]
     ]
-    said = [*notes, *unread][:NOTES_SHOWN]
+    said = [*ev.notes, *unread][:NOTES_SHOWN]
     header = [verdict, job_line, ""]
     merged = merge_alike(findings)  # the verdict above read the unmerged ranking
 
@@ -140,7 +128,7 @@ def job_report(
             job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
             error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
             findings=shown, notes=shown_notes, events=shown_events,
-            other_jobs=[o for o in others if o in footer], unchecked=list(unchecked),
+            other_jobs=[o for o in others if o in footer], unchecked=unchecked,
         )  # fmt: skip
         return model, "\n".join([text, *footer]) if footer else text
 
@@ -226,18 +214,6 @@ def _whole_bytes(model: Report, text: str) -> int:
     return sent_bytes(model.model_dump(mode="json", exclude_none=True), text)
 
 
-def stalled_verdict(phrase: str, stall: models.Finding, chains: Sequence[Chain]) -> str:
-    """A stalled job whose wait the chains follow to its last link (who holds what it needs, or nothing can ever
-    fit it): the verdict is that last link, with how long nothing moved."""
-    # (A cycle keeps the stall's own "Deadlock (...): the driver -> A -> B -> A" title: it names the same path.)
-    link = next((c for c in chains if c.kind in ("contention", "infeasible") and c.severity > CONTEXT), None)
-    if link is None:
-        return ""
-    m = re.search(r"no task activity for [^)]*", stall.title)
-    still = f", {m.group(0)}" if m else ""
-    return fit_bytes(f"{phrase} but not healthy{still}: {link.verdict}", VERDICT_BYTES)
-
-
 def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> list[str]:
     """Cluster events that explain a finding: OOM kills and node deaths, when the findings are about those."""
     kinds = {f.kind for f in findings}
@@ -250,28 +226,23 @@ def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> li
     return event_lines(GraphInputs(events=mine), limit=EXPLAINING_EVENTS)
 
 
-def health_report(
-    dashboard_url: str,
-    ev: GraphInputs,
-    legacy: Sequence[models.Finding],
-    checked: list[str],
-    notes: list[str],
-    *,
-    max_bytes: int,
-    unchecked: Sequence[str] = (),
+def health_report(dashboard_url: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
+    """cluster_health's answer: the state and verdict, the chains ranked, events, what could not be read."""
+    return health_answer(dashboard_url, ev, list(map(to_finding, explain_cluster(ev))), max_bytes=max_bytes)
+
+
+def health_answer(
+    dashboard_url: str, ev: GraphInputs, ranked: Sequence[models.Finding], *, max_bytes: int
 ) -> tuple[models.ClusterHealth, str]:
-    chains = explain_cluster(ev)
-    readable = ev.actors is not None and ev.nodes is not None
-    kept = [f for f in legacy if not (readable and f.kind in REPLACED_HEALTH_KINDS)]
-    findings = merge_alike(sorted([*map(to_finding, chains), *kept], key=lambda f: -f.severity))
-    serious = [f for f in findings if f.severity >= 40]
-    unread = [*notes, *(f"Could not read {u}." for u in ev.unreadable)]
-    gaps = list(unchecked) or [
-        u.split(":")[0] for u in ev.unreadable
-    ]  # checks that did not run, else sources
-    not_run = f"could not check {', '.join(gaps)}" if gaps else ""
+    """The answer over ``ranked`` findings (the cluster's chains, as findings), within ``max_bytes``."""
+    unchecked = list(ev.unchecked) or list(dict.fromkeys(u.split(":")[0] for u in ev.unreadable))
+    checked = [c for c in CHECKS if c not in unchecked]
+    findings = merge_alike(ranked)
+    serious = [f for f in findings if f.severity >= PROBLEM]
+    unread = [*ev.capped, *ev.notes, *(f"Could not read {u}." for u in ev.unreadable)]
+    not_run = f"could not check {', '.join(unchecked)}" if unchecked else ""
     status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = (
-        "PROBLEMS_FOUND" if serious else "UNKNOWN" if gaps else "HEALTHY"
+        "PROBLEMS_FOUND" if serious else "UNKNOWN" if unchecked else "HEALTHY"
     )
     if serious:
         suffix = f" (also {one_line(not_run, HEALTH_UNCHECKED_CHARS)})" if not_run else ""
@@ -282,7 +253,7 @@ def health_report(
             )
             + suffix
         )
-    elif gaps:
+    elif unchecked:
         found = f"nothing wrong found in {', '.join(checked)}" if checked else "nothing could be read"
         verdict = f"Unknown: {not_run}; {found}. Not a sign of health: see the notes for why."
     else:
@@ -296,7 +267,7 @@ def health_report(
         text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
         model = models.ClusterHealth(
             healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
-            findings=shown, checked=checked, notes=shown_notes, events=shown_events, unchecked=list(unchecked),
+            findings=shown, checked=checked, notes=shown_notes, events=shown_events, unchecked=unchecked,
         )  # fmt: skip
         return model, "\n".join([text, *footer]) if footer else text
 

@@ -1,21 +1,33 @@
-"""The audit log: JSON lines for every write or destructive call, one written before it runs (if that fails,
-the call is refused unrun) and one with its outcome."""
+"""The audit log: one structured JSON-lines record per write or destructive call, written before it runs (if
+that fails, the call is refused unrun), and again, complete, with its outcome.
+
+Each record is one JSON object: values from the caller or the cluster (an app name, an entrypoint) are JSON
+strings in their own fields, so no name can make a record read as another call or another change. What a
+record holds is whole; the few bounds there are (``AUDIT_ARGUMENT_CHARS`` per string, ``AUDIT_ERROR_CHARS``)
+are marked where they cut and listed in the record's ``cut``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import secrets
 import sys
 import threading
+import weakref
 from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mcp.server.context import HandlerResult
+from mcp.server.context import HandlerResult, ServerRequestContext
 from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import redact_tree
+from ray_mcp.limits import AUDIT_ARGUMENT_CHARS, AUDIT_ERROR_CHARS
 
-# Arguments that name the object a call acts on, in order of preference, for the audit trail.
+# Arguments that name the objects a call acts on: each one given is a target of the record.
 TARGET_ARGUMENTS = (
     "job",
     "submission_id",
@@ -24,7 +36,6 @@ TARGET_ARGUMENTS = (
     "placement_group",
     "name",
     "node_id",
-    "entrypoint",
 )
 
 
@@ -33,10 +44,10 @@ class AuditLogUnwritable(ValueError):
 
 
 class Auditor:
-    """Writes JSON lines for each write or destructive call: time, tool, target, outcome; never secrets.
+    """Writes the JSON-lines records of write and destructive calls; never secrets.
 
     Fail closed: ``check`` at startup (the server refuses to start on an unwritable ``--audit-log``), and a
-    ``started`` line is written before each call runs; if that write fails, the call is refused unrun.
+    ``started`` record is written before each call runs; if that write fails, the call is refused unrun.
     Lines are written whole under a lock, from worker threads (a slow disk never blocks the event loop).
     """
 
@@ -58,8 +69,8 @@ class Auditor:
             ) from exc
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one line; raises OSError if it could not be written in full."""
-        line = json.dumps(redact_tree(record), sort_keys=True, default=str)
+        """Append one line (secrets masked); raises OSError if it could not be written in full."""
+        line = json.dumps(redact_tree(record), sort_keys=True, default=str, ensure_ascii=True)
         with self._lock:
             if self.path is None:
                 sys.stderr.write(line + "\n")
@@ -70,12 +81,148 @@ class Auditor:
                 out.flush()
 
 
-def audit_target(arguments: dict[str, Any]) -> str | None:
-    for key in TARGET_ARGUMENTS:
-        value = arguments.get(key)
-        if value not in (None, ""):
-            return f"{key}={str(value)[:200]}"  # redacted with the whole line by Auditor.write
-    return None
+# -- who calls --------------------------------------------------------------------------------------------
+
+_SESSION_IDS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def caller_of(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """Who made the call, without any secret: the transport, the MCP session (its id over streamable HTTP,
+    else one ray-mcp gives the session), the bearer token's fingerprint (never the token) and what the
+    client says it is."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    caller: dict[str, Any] = {"transport": "http" if headers is not None else "stdio"}
+    session = headers.get("mcp-session-id") if headers is not None else None
+    if session is None:
+        try:
+            session = _SESSION_IDS.setdefault(ctx.session, secrets.token_hex(8))
+        except TypeError:  # a session object that cannot be weakly referenced: none to name
+            session = None
+    caller["session"] = session
+    authorization = headers.get("authorization") if headers is not None else None
+    if authorization:
+        caller["token_fingerprint"] = "sha256:" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    if info is not None:
+        caller["client"] = {"name": info.name, "version": info.version}
+    return caller
+
+
+# -- one call's record --------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditNotes:
+    """What a tool learns while it runs that its record must hold: the objects it really acts on (the apps a
+    replace deletes) and the ids it creates (a submission id)."""
+
+    targets: dict[str, Any] = field(default_factory=dict)
+    created: dict[str, Any] = field(default_factory=dict)
+    cluster_url: str | None = None
+
+
+AUDIT_NOTES: ContextVar[AuditNotes | None] = ContextVar("ray_mcp_audit_notes", default=None)
+
+
+def note_audit(
+    *,
+    targets: dict[str, Any] | None = None,
+    created: dict[str, Any] | None = None,
+    cluster_url: str | None = None,
+) -> None:
+    """Add to the current call's record (called from inside a write or destructive tool)."""
+    notes = AUDIT_NOTES.get()
+    if notes is None:
+        return
+    notes.targets.update(targets or {})
+    notes.created.update(created or {})
+    if cluster_url is not None:
+        notes.cluster_url = cluster_url
+
+
+def whole_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The arguments as given, each string cut at AUDIT_ARGUMENT_CHARS with a mark saying how much is left
+    out (and the paths of those cut), so a record stays one bounded line and never hides that it was cut."""
+    cut: list[str] = []
+
+    def keep(value: Any, path: str) -> Any:
+        if isinstance(value, str) and len(value) > AUDIT_ARGUMENT_CHARS:
+            cut.append(path)
+            return (
+                f"{value[:AUDIT_ARGUMENT_CHARS]}… [cut: {len(value) - AUDIT_ARGUMENT_CHARS} more characters]"
+            )
+        if isinstance(value, dict):
+            return {str(k): keep(v, f"{path}.{k}") for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [keep(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    return keep(arguments, "arguments"), cut
+
+
+def start_record(
+    ctx: ServerRequestContext[Any, Any],
+    tool: str,
+    kind: str,
+    arguments: dict[str, Any],
+    cluster: dict[str, str | None],
+) -> dict[str, Any]:
+    """The record written before the call runs: everything known then."""
+    kept, cut = whole_arguments(arguments)
+    targets = {k: arguments[k] for k in TARGET_ARGUMENTS if arguments.get(k) not in (None, "")}
+    record: dict[str, Any] = {
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "event": "ray-mcp.audit",
+        "call": secrets.token_hex(8),  # pairs the "started" record with the outcome record
+        "tool": tool,
+        "kind": kind,
+        "outcome": "started",
+        "caller": caller_of(ctx),
+        "cluster": {k: v for k, v in cluster.items() if v},
+        "targets": targets,
+        "arguments": kept,
+    }
+    if cut:
+        record["cut"] = cut
+    return record
+
+
+def finish_record(
+    record: dict[str, Any],
+    notes: AuditNotes,
+    duration_s: float,
+    result: HandlerResult = None,
+    error: BaseException | None = None,
+) -> dict[str, Any]:
+    """The record once the call is over: its outcome, what it acted on and created, its error."""
+    out = dict(record)
+    out["time"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+    out["duration_ms"] = round(duration_s * 1000)
+    out["targets"] = {**record["targets"], **notes.targets}
+    if notes.cluster_url:
+        out["cluster"] = {**record["cluster"], "url": notes.cluster_url}
+    if notes.created:
+        out["created"] = dict(notes.created)
+    if error is not None:
+        out.update(outcome="error", error=type(error).__name__)
+        return out
+    out["outcome"] = call_outcome(result)
+    if out["outcome"] == "error":
+        message = " ".join(_texts(result))
+        if len(message) > AUDIT_ERROR_CHARS:
+            out["cut"] = [*out.get("cut", []), "error"]
+            message = (
+                f"{message[:AUDIT_ERROR_CHARS]}… [cut: {len(message) - AUDIT_ERROR_CHARS} more characters]"
+            )
+        out["error"] = message
+    return out
+
+
+def _texts(result: HandlerResult) -> list[str]:
+    data = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result or {}
+    return [str(c.get("text", "")) for c in data.get("content") or [] if isinstance(c, dict)]
 
 
 def call_outcome(result: HandlerResult) -> str:
@@ -84,24 +231,7 @@ def call_outcome(result: HandlerResult) -> str:
         return "error"
     if data.get("inputRequests"):  # 2026-07-28: this round asks the user; the next one carries the answer
         return "asking_user"
-    texts = [c.get("text", "") for c in data.get("content") or [] if isinstance(c, dict)]
+    texts = _texts(result)
     if any(t.startswith("Not done yet") for t in texts):
         return "dry_run"
     return "declined" if any(t.startswith("Not done (") for t in texts) else "ok"
-
-
-class AuditNotes:
-    """What a tool learns while it runs that the audit line must name (the apps a replace deletes)."""
-
-    def __init__(self) -> None:
-        self.target: str | None = None
-
-
-AUDIT_NOTES: ContextVar[AuditNotes | None] = ContextVar("ray_mcp_audit_notes", default=None)
-
-
-def note_audit_target(target: str) -> None:
-    """Name the call's real target in its audit line (called from inside a write or destructive tool)."""
-    notes = AUDIT_NOTES.get()
-    if notes is not None:
-        notes.target = target

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import secrets
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -20,11 +18,12 @@ from anyio.lowlevel import RunVar
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, LoggingLevel, RequestId, ServerNotification, TextContent
+from mcp.types import INTERNAL_ERROR, CallToolResult, LoggingLevel, RequestId, ServerNotification, TextContent
 from pydantic import BaseModel
 
 from ray_mcp import sdk_private
-from ray_mcp.guard.audit import AUDIT_NOTES, AuditNotes, Auditor, audit_target, call_outcome
+from ray_mcp.guard import audit
+from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.modes import ToolKind
 from ray_mcp.guard.redaction import SECRETS, bound_structured, clean_text, redact_tree
 
@@ -49,7 +48,7 @@ def _redaction_limiter() -> anyio.CapacityLimiter:
 
 
 def redact_result(result: HandlerResult) -> HandlerResult:
-    """The choke point for results: learn the secrets they carry, mask every string once, bound structured content.
+    """The choke point for results: mask every string once (its own secrets too), bound structured content.
 
     Every string (text content, structured content, keys included) goes through ``clean_text`` exactly once.
     """
@@ -60,7 +59,8 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if isinstance(result, BaseModel)
         else result
     )
-    # the env_vars values in this very result are masked everywhere in it, and in every later answer
+    # the env_vars values in this very result are masked everywhere in it (only the cluster's reads, in ray_api,
+    # make values secrets for every later answer)
     out = redact_tree(data)
     structured = out.get("structuredContent") if isinstance(out, dict) else None
     if isinstance(structured, dict):
@@ -70,6 +70,23 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if note is not None and texts:
             texts[-1]["text"] = f"{texts[-1].get('text', '')}\n({note})"
     return out
+
+
+def withheld_if_unmaskable(method: str, result: HandlerResult) -> HandlerResult:
+    """Fail closed: while the secret registry has refused values (its memory bound), no answer leaves, since
+    any answer could carry them."""
+    refused = SECRETS.refused
+    if not refused:
+        return result
+    message = (
+        f"Withheld: the cluster's secret values (env_vars of {len(refused)} job(s) or Serve app(s), newest "
+        f"{clean_text(refused[-1])!r}) exceed ray-mcp's secret registry ({SECRETS.max_bytes // 2**20} MiB), so "
+        "answers could show them unmasked. Ask the operator to raise RAY_MCP_SECRET_REGISTRY_MIB, or delete "
+        "the jobs with huge env_vars, then restart ray-mcp."
+    )
+    if method == "tools/call":
+        return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+    raise MCPError(INTERNAL_ERROR, message)
 
 
 class RedactingSession(ServerSession):
@@ -130,23 +147,18 @@ class SafetyMiddleware(ServerMiddleware[Any]):
         if ctx.method not in ("tools/call", "resources/read", "prompts/get", "tasks/get"):
             return await call_next(ctx)
         params = ctx.params or {}
-        SECRETS.learn(params.get("arguments"))  # submit_job's or serve_deploy's env_vars: secrets from now on
         name = params.get("name") if ctx.method == "tools/call" else None
         kind = self._kinds().get(name) if isinstance(name, str) else None
         if kind not in ("write", "destructive"):
-            return await redact_off_loop(await call_next(ctx))
+            return await redact_off_loop(withheld_if_unmaskable(ctx.method, await call_next(ctx)))
         given = params.get("arguments")
         arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-        record: dict[str, Any] = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "event": "ray-mcp.audit",
-            "call": secrets.token_hex(8),  # pairs the "started" line with the outcome line
-            "tool": name,
-            "kind": kind,
-            "target": audit_target(arguments),
-        }
+        app = ctx.lifespan_context
+        cluster = str(arguments.get("cluster") or getattr(app, "default_cluster", "default"))
+        url = app.known_dashboard_url(cluster) if hasattr(app, "known_dashboard_url") else None
+        record = audit.start_record(ctx, str(name), kind, arguments, {"name": cluster, "url": url})
         try:  # write-ahead: no audit line, no action
-            await anyio.to_thread.run_sync(self._auditor.write, {**record, "outcome": "started"})
+            await anyio.to_thread.run_sync(self._auditor.write, record)
         except OSError as exc:
             log.error("ray-mcp: refused %s: the audit log cannot be written: %s", name, exc)
             where = self._auditor.path or "stderr"
@@ -163,24 +175,24 @@ class SafetyMiddleware(ServerMiddleware[Any]):
             )
             return redact_result(refusal)
         started = time.monotonic()
-        notes = AuditNotes()
-        token = AUDIT_NOTES.set(notes)
+        notes = audit.AuditNotes()
+        token = audit.AUDIT_NOTES.set(notes)
+        outcome: dict[str, Any] = {}
         try:
             result = await call_next(ctx)
         except BaseException as exc:
-            record.update(outcome="error", error=type(exc).__name__)
+            outcome = {"error": exc}
             raise
         else:
-            record["outcome"] = call_outcome(result)
-            return await redact_off_loop(result)
+            outcome = {"result": result}
+            return await redact_off_loop(withheld_if_unmaskable(ctx.method, result))
         finally:
-            AUDIT_NOTES.reset(token)
-            if notes.target is not None:
-                record["target"] = notes.target[:2000]  # redacted with the whole line by Auditor.write
-            record["time"] = datetime.now(UTC).isoformat(timespec="milliseconds")
-            record["duration_ms"] = round((time.monotonic() - started) * 1000)
+            audit.AUDIT_NOTES.reset(token)
+            if notes.cluster_url is None and hasattr(app, "known_dashboard_url"):
+                notes.cluster_url = app.known_dashboard_url(cluster)
+            final = audit.finish_record(record, notes, time.monotonic() - started, **outcome)
             try:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._auditor.write, record)
+                    await anyio.to_thread.run_sync(self._auditor.write, final)
             except OSError as exc:  # the action already ran: say so loudly, keep its result
                 log.error("ray-mcp: %s ran but its audit line could not be written: %s", name, exc)

@@ -4,31 +4,34 @@ visible, structured content bounded.
 Three parts, used by the one choke point in middleware.py (every tool result, resource, prompt, progress
 notification, error and audit line) and by the logging hook (the server's own stderr):
 
-* ``SECRETS``, the process-wide registry of secret *values* the server knows of: the ``env_vars`` values of
-  every job it has read or submitted, Ray's token, ray-mcp's bearer token, configured dashboard header values.
-  Thread-safe and bounded; matched in one pass (Aho-Corasick). Values of 4 characters or more are masked
-  wherever they occur; shorter ones where they stand as whole words.
+* ``SECRETS``, the process-wide registry of secret *values* the server knows of: Ray's token, ray-mcp's bearer
+  token, configured dashboard header values, and the ``env_vars`` values of every job and Serve app as the
+  cluster reports them. Never what a caller sends. Thread-safe and bounded in bytes; matched in one pass
+  (Aho-Corasick). Values of 4 characters or more are masked wherever they occur; shorter ones where they
+  stand as whole words.
 * secret *shapes*: the detectors of the ``detect-secrets`` library (AWS, GitHub, GitLab, Slack, Stripe, JWT,
   OpenAI, PyPI, npm, SendGrid, ...) plus the shapes they lack (``--password x``, ``NAME=value``, ``Password: x``,
   ``scheme://user:pass@host``, ``Authorization:`` headers, private key blocks, Hugging Face, GCP and Azure
-  keys). The same Aho-Corasick pass finds their anchors: a string with none is not matched against them.
+  keys). A static Aho-Corasick pass finds their anchors: a string with none is not matched against them.
 * ``escape_controls``: ESC, BEL, CR, BS, other C0/C1, bidi overrides and zero-width characters become visible
   escapes (``\\x1b``, ``\\u202e``); newlines and tabs stay.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
 import sys
 import threading
+import time
 import traceback
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import ahocorasick
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.basic_auth import BasicAuthDetector
@@ -44,9 +47,17 @@ from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
 from ray_mcp.guard.bounds import bound_structured as bound_structured
+from ray_mcp.limits import (
+    EXTRA_SECRETS_MAX,
+    REFUSED_OWNERS_KEPT,
+    SECRET_BYTES_PER_KEY_CHAR,
+    SECRET_ENTRY_BYTES,
+    SECRET_KEY_CHARS,
+    SECRET_REGISTRY_MIB,
+    SECRETS_RECENT_KEY_CHARS,
+    TOKEN_FILE_BYTES,
+)
 
-MAX_KNOWN_SECRETS = 4096  # learned values kept (oldest forgotten first); configured credentials are pinned
-MAX_SECRET_CHARS = 4096  # a longer value is registered by its first MAX_SECRET_CHARS characters
 # env_vars values that configure rather than authenticate: masking them everywhere would mangle every answer
 NOT_SECRET_VALUES = frozenset(
     {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "debug", "info", "warn", "warning",
@@ -187,28 +198,39 @@ def detected(text: str) -> Iterator[str]:
 
 
 def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    spans.sort()
+    """Mask every span; overlapping and touching spans become one mask."""
+    merged: list[list[int]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
     out, pos = [], 0
-    for start, stop in spans:
-        if stop <= pos:
-            continue
-        out.append(text[pos : max(pos, start)])
+    for start, stop in merged:
+        out += [text[pos:start], REDACTED]
         pos = stop
-        out.append(REDACTED)
     out.append(text[pos:])
     return "".join(out)
+
+
+def _occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
+    start = text.find(value)
+    while start >= 0:
+        yield start, start + len(value)
+        start = text.find(value, start + 1)
 
 
 def _mask_shapes(text: str) -> str:
     for pattern, replacement in _SHAPES:
         text = pattern.sub(replacement, text)
     found = {s for s in detected(text) if len(s) >= SHORT_SECRET_CHARS}
-    for secret in sorted(found, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
+    if not found:
+        return text
+    # all at once: replacing one find at a time would leave the rest of an overlapping one visible
+    return _mask_spans(text, [span for secret in found for span in _occurrences(text, secret)])
 
 
-# -- the registry of known secret values -------------------------------------------------------------------
+# -- shape anchors and control characters: one static automaton ------------------------------------------------
 
 
 def _is_word_char(ch: str) -> bool:
@@ -231,158 +253,282 @@ _CONTROL_CHARS = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *rang
     *map(chr, range(0x2060, 0x206A)), "\ufeff", "\ufff9", "\ufffa", "\ufffb",
 ]  # fmt: skip
 _CONTROL = re.compile("[" + "".join(_CONTROL_CHARS) + "]")
-_SECRET, _ANCHOR, _CONTROL_KIND = 0, 1, 2
 
 
-class _Matcher:
-    """An immutable snapshot of the registry: one Aho-Corasick automaton over the lower-cased text that finds, in
-    one pass, every known secret value, every shape anchor and every control character."""
+def _anchor_automaton() -> Any:
+    automaton = ahocorasick.Automaton()
+    for anchor in _ANCHORS:
+        automaton.add_word(anchor, anchor)
+    for ch in _CONTROL_CHARS:
+        automaton.add_word(ch, None)
+    automaton.make_automaton()
+    return automaton
 
-    def __init__(self, values: Iterable[str], *, anchors: bool = True) -> None:
-        import ahocorasick
 
-        entries: dict[str, list[tuple[int, str, frozenset[str]]]] = {}
-        by_lower: dict[str, set[str]] = {}
+_ANCHOR_AUTOMATON = _anchor_automaton()
+
+
+def _shapes_and_controls(text: str) -> tuple[bool, bool]:
+    """(whether a secret shape may be present, whether control characters are), in one pass."""
+    lower = text.lower()
+    shapes = controls = False
+    for end, anchor in _ANCHOR_AUTOMATON.iter(lower):
+        if anchor is None:
+            controls = True
+        elif not shapes:
+            if anchor in _WORD_END_ANCHORS and end + 1 < len(lower):
+                after = lower[end + 1]
+                if after.isalnum() or after == "_":
+                    continue
+            if anchor == "://" and "@" not in lower[end:]:
+                continue  # a URL holds a credential only as scheme://user:password@host
+            shapes = True
+        if shapes and controls:
+            break
+    return shapes, controls
+
+
+# -- known secret values --------------------------------------------------------------------------------------
+
+
+def _key(value: str) -> str:
+    """What a value is found by: its first SECRET_KEY_CHARS characters (the rest is compared once found)."""
+    return value[:SECRET_KEY_CHARS]
+
+
+class _Secrets:
+    """An immutable Aho-Corasick automaton over secret values, matched exactly (case included). A value longer
+    than its key is masked as far as the text agrees with it, so a cut copy is masked too."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        by_key: dict[str, list[str]] = {}
         for value in values:
-            if value:
-                by_lower.setdefault(value.lower(), set()).add(value)
-        for lower, originals in by_lower.items():
-            entries.setdefault(lower, []).append((_SECRET, lower, frozenset(originals)))
-        if anchors:
-            for anchor in _ANCHORS:
-                entries.setdefault(anchor, []).append((_ANCHOR, anchor, frozenset()))
-            for ch in _CONTROL_CHARS:
-                entries.setdefault(ch, []).append((_CONTROL_KIND, ch, frozenset()))
+            by_key.setdefault(_key(value), []).append(value)
         self.automaton: Any = None
-        self.memo: dict[
-            str, str
-        ] = {}  # short strings already cleaned with this snapshot (keys, states, names)
-        if entries:
+        if by_key:
             automaton = ahocorasick.Automaton()
-            for word, found in entries.items():
-                automaton.add_word(word, tuple(found))
+            for key, found in by_key.items():
+                automaton.add_word(key, (key, tuple(sorted(found, key=len, reverse=True))))
             automaton.make_automaton()
             self.automaton = automaton
 
-    def scan(self, text: str) -> tuple[list[tuple[int, int]], bool, bool]:
-        """(spans of known secrets to mask, whether a shape may be present, whether control characters are).
-
-        Long values are masked anywhere, short ones where they stand as whole words.
-        """
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Spans to mask: long values anywhere, short ones where they stand as whole words."""
         if self.automaton is None or not text:
-            return [], False, False
-        lower = text.lower()
-        if len(lower) != len(text):  # a character whose lower case is longer (İ): keep offsets aligned
-            lower = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+            return []
         spans: list[tuple[int, int]] = []
-        shapes = controls = False
-        for end, found in self.automaton.iter(lower):
-            for kind, word, originals in found:
-                if kind == _SECRET:
-                    start, stop = end - len(word) + 1, end + 1
-                    if text[start:stop] not in originals:
-                        continue
-                    if len(word) < SHORT_SECRET_CHARS and (
-                        (start > 0 and _is_word_char(text[start - 1]))
-                        or (stop < len(text) and _is_word_char(text[stop]))
-                    ):
-                        continue
-                    spans.append((start, stop))
-                elif kind == _ANCHOR:
-                    if word in _WORD_END_ANCHORS and end + 1 < len(lower):
-                        after = lower[end + 1]
-                        if after.isalnum() or after == "_":
-                            continue
-                    if word == "://" and "@" not in lower[end:]:
-                        continue  # a URL holds a credential only as scheme://user:password@host
-                    shapes = True
-                else:
-                    controls = True
-        return spans, shapes, controls
+        for end, (key, values) in self.automaton.iter(text):
+            start = end - len(key) + 1
+            stop = end + 1
+            if len(key) < SHORT_SECRET_CHARS and (
+                (start > 0 and _is_word_char(text[start - 1]))
+                or (stop < len(text) and _is_word_char(text[stop]))
+            ):
+                continue
+            for value in values:  # longest first
+                if len(value) > len(key):
+                    stop = max(stop, start + _agreed(text, start, value))
+            spans.append((start, stop))
+        return spans
+
+
+def _agreed(text: str, start: int, value: str) -> int:
+    """How many characters of ``value`` the text repeats from ``start`` (bisected: each probe is in C)."""
+    low, high = len(_key(value)), min(len(value), len(text) - start)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if text.startswith(value[:mid], start):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+_NO_SECRETS = _Secrets(())
+
+
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """What readers use: the last full build and the values added since (both immutable), swapped whole."""
+
+    base: _Secrets
+    recent: _Secrets
+    memo: dict[str, str] = dataclasses.field(default_factory=dict)  # short strings already cleaned with it
+
+    @property
+    def matchers(self) -> tuple[_Secrets, ...]:
+        return (self.base, self.recent) if self.recent.automaton is not None else (self.base,)
+
+
+def _cost(value: str) -> int:
+    """Bytes a value holds in the registry: the value, its key in the automaton, its entries."""
+    return len(value.encode()) + len(_key(value)) * SECRET_BYTES_PER_KEY_CHAR + SECRET_ENTRY_BYTES
 
 
 class SecretRegistry:
-    """The secret values the server knows of. Thread-safe; bounded (learned values: oldest forgotten first)."""
+    """The secret values the server knows of, by owner: ``configured`` (our token, Ray's token, header values)
+    and, per cluster, each job's and each Serve app's ``env_vars`` values as the cluster reports them.
 
-    def __init__(self, max_values: int = MAX_KNOWN_SECRETS) -> None:
+    Nothing a caller sends is added: only ray_api's reads of the cluster and the settings add values. Bounded
+    in bytes (``_cost``); at the bound a new owner's values are refused, never an older owner's dropped, and
+    ``refused`` says so (the output choke point then withholds answers: see middleware.py). A job's values are
+    dropped only once the cluster's job list no longer shows the job (deleted). Thread-safe; readers never
+    lock: they take ``view``, which is swapped whole.
+
+    Adding costs O(the values added since the last full build, at most SECRETS_RECENT_KEY_CHARS): they get
+    their own small automaton at once. Past that, one full build runs in a background thread and is swapped
+    in when done; values added meanwhile stay in the small automaton until then.
+    """
+
+    def __init__(self, max_bytes: int = SECRET_REGISTRY_MIB * 2**20) -> None:
         self._lock = threading.Lock()
-        self._pinned: set[str] = set()
-        self._learned: OrderedDict[str, None] = OrderedDict()
-        self._max = max_values
-        self._matcher: _Matcher | None = None
-        self._known_jobs: OrderedDict[str, None] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._owners: dict[str, tuple[float, frozenset[str]]] = {}  # owner -> (when learned, values)
+        self._refs: dict[str, int] = {}  # value -> how many owners hold it
+        self._bytes = 0
+        self._built: frozenset[str] = frozenset()  # the values of view.base
+        self._recent: list[str] = []  # values held since the last full build, not in it
+        self._recent_key_chars = 0
+        self._building = False
+        self._dirty = False  # changed while a build ran: build again
+        self._refused: dict[str, None] = {}  # owners whose values did not fit (newest last, bounded)
+        self.view = _View(_NO_SECRETS, _NO_SECRETS)
 
     @staticmethod
-    def _usable(value: object) -> str | None:
+    def usable(value: object) -> str | None:
+        """A value worth masking (not a flag such as ``true`` or a small number), as text."""
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             return None
-        text = str(value).strip()[:MAX_SECRET_CHARS]
+        text = str(value).strip()
         if not text or text.lower() in NOT_SECRET_VALUES or (text.isdigit() and len(text) <= 2):
             return None
         return text
 
-    def add(self, values: Iterable[object], *, pinned: bool = False) -> bool:
-        """Remember secret values (``pinned``: configured credentials, never forgotten). True if any was new."""
-        fresh = [v for v in (self._usable(value) for value in values) if v is not None]
-        if not fresh:
-            return False
+    def hold(self, owner: str, values: Iterable[object]) -> bool:
+        """Make ``owner``'s values secrets (added to what it already holds). False if they did not fit."""
+        fresh = {v for v in (self.usable(value) for value in values) if v is not None}
         with self._lock:
-            changed = False
-            for value in fresh:
-                if pinned:
-                    changed |= value not in self._pinned
-                    self._pinned.add(value)
-                elif value in self._learned:
-                    self._learned.move_to_end(value)
-                else:
-                    self._learned[value] = None
-                    changed = True
-            while len(self._learned) > self._max:
-                self._learned.popitem(last=False)
-                changed = True
-            if changed:
-                self._matcher = None
-            return changed
+            learned_at, held = self._owners.get(owner, (time.monotonic(), frozenset()))
+            new = [v for v in fresh - held]
+            if not new:
+                self._owners.setdefault(owner, (learned_at, held))
+                return True
+            cost = sum(_cost(v) for v in new if v not in self._refs)
+            if owner != CONFIGURED and self._bytes + cost > self.max_bytes:
+                self._refused.pop(owner, None)
+                self._refused[owner] = None
+                while len(self._refused) > REFUSED_OWNERS_KEPT:
+                    del self._refused[next(iter(self._refused))]
+                return False
+            self._owners[owner] = (learned_at, held | frozenset(new))
+            for value in new:
+                count = self._refs.get(value, 0)
+                self._refs[value] = count + 1
+                if count == 0:
+                    self._bytes += _cost(value)
+                    if value not in self._built:
+                        self._recent.append(value)
+                        self._recent_key_chars += len(_key(value))
+            self._publish_recent()
+            return True
 
-    def learn(self, obj: Any) -> None:
-        """Remember the secrets a JSON-like structure carries (``env_vars`` values, secret-named fields)."""
-        found = secret_values(obj)
-        if found:
-            self.add(found)
-
-    def learn_job(self, details: Mapping[str, Any]) -> None:
-        """Remember a job's ``runtime_env.env_vars`` values (from Ray's job details, any shape)."""
-        self.learn(details)
+    def drop_owners_except(self, prefix: str, alive: Iterable[str], listed_since: float) -> None:
+        """Forget the owners under ``prefix`` that are not ``alive`` and were learned before ``listed_since``
+        (a job list read that began then): the cluster no longer lists them."""
+        keep = set(alive)
         with self._lock:
-            for key in ("submission_id", "job_id"):
-                ident = details.get(key)
-                if isinstance(ident, str) and ident:
-                    self._known_jobs[ident] = None
-                    self._known_jobs.move_to_end(ident)
-            while len(self._known_jobs) > self._max:
-                self._known_jobs.popitem(last=False)
+            gone = [
+                o
+                for o, (at, _) in self._owners.items()
+                if o.startswith(prefix) and o not in keep and at < listed_since
+            ]
+            for owner in gone:
+                _, values = self._owners.pop(owner)
+                self._refused.pop(owner, None)
+                for value in values:
+                    count = self._refs[value] - 1
+                    if count:
+                        self._refs[value] = count
+                    else:
+                        del self._refs[value]
+                        self._bytes -= _cost(value)
+            if gone:
+                # still masked by view.base until the next full build: masking a gone value is safe
+                self._start_build()
 
-    def knows_job(self, job: str) -> bool:
-        with self._lock:
-            return job in self._known_jobs
+    def _publish_recent(self) -> None:
+        """Under the lock: a new view with the recent values' automaton; a full build once they are many."""
+        self.view = _View(self.view.base, _Secrets(self._recent))
+        if self._recent_key_chars > SECRETS_RECENT_KEY_CHARS:
+            self._start_build()
 
-    def matcher(self) -> _Matcher:
+    def _start_build(self) -> None:
+        if self._building:
+            self._dirty = True
+            return
+        self._building = True
+        threading.Thread(target=self._build, name="ray-mcp-secrets", daemon=True).start()
+
+    def _build(self) -> None:
+        while True:
+            with self._lock:
+                values = frozenset(self._refs)
+                self._dirty = False
+            base = _Secrets(values)  # the long part, outside the lock
+            with self._lock:
+                self._built = values
+                self._recent = [v for v in self._refs if v not in values]
+                self._recent_key_chars = sum(len(_key(v)) for v in self._recent)
+                self.view = _View(base, _Secrets(self._recent))
+                if not self._dirty:
+                    self._building = False
+                    return
+
+    def wait_built(self, timeout_s: float = 30.0) -> None:
+        """Until no full build is running (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout_s
+        while self._building and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    @property
+    def refused(self) -> list[str]:
+        """Owners whose values did not fit in ``max_bytes`` (so cannot be masked), newest last."""
         with self._lock:
-            matcher = self._matcher
-            if matcher is None:
-                matcher = self._matcher = _Matcher([*self._pinned, *self._learned])
-            return matcher
+            return list(self._refused)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def holds(self, owner: str) -> bool:
+        with self._lock:
+            return owner in self._owners
 
     def __contains__(self, value: object) -> bool:
         with self._lock:
-            return value in self._pinned or value in self._learned
+            return value in self._refs
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._pinned) + len(self._learned)
+            return len(self._refs)
 
 
+CONFIGURED = "configured"
 SECRETS = SecretRegistry()
+
+
+def job_owner(cluster: str, job: str) -> str:
+    """The registry's owner of a job's values, by submission id or job id."""
+    return f"job:{cluster}:{job}"
+
+
+def hold_job(cluster: str, details: Mapping[str, Any]) -> None:
+    """Hold a job's ``env_vars`` values (and secret-named fields), as Ray's job details report them."""
+    values = secret_values(details)
+    for key in ("submission_id", "job_id"):
+        ident = details.get(key)
+        if isinstance(ident, str) and ident:
+            SECRETS.hold(job_owner(cluster, ident), values)
 
 
 def credential_values(header_value: str) -> list[str]:
@@ -396,7 +542,9 @@ def credential_values(header_value: str) -> list[str]:
 
 
 def remember_settings_secrets(settings: Any) -> None:
-    """Pin every credential the settings name: bearer token, Ray's token (setting or file), header values."""
+    """Hold every credential the settings name: bearer token, Ray's token (setting or file), header values;
+    and take the registry's bound from them."""
+    SECRETS.max_bytes = int(getattr(settings, "secret_registry_mib", 0) * 2**20) or SECRETS.max_bytes
     values: list[str] = []
     for getter in ("resolved_auth_token", "resolved_ray_auth_token"):
         try:
@@ -407,13 +555,13 @@ def remember_settings_secrets(settings: Any) -> None:
             values.append(value)
     for path in (getattr(settings, "ray_auth_token_path", None), Path.home() / ".ray" / "auth_token"):
         try:
-            if path is not None and Path(path).is_file() and Path(path).stat().st_size <= MAX_SECRET_CHARS:
+            if path is not None and Path(path).is_file() and Path(path).stat().st_size <= TOKEN_FILE_BYTES:
                 values.append(Path(path).read_text(encoding="utf-8", errors="replace").strip())
         except OSError:
             pass
     for value in (getattr(settings, "dashboard_headers", None) or {}).values():
         values.extend(credential_values(str(value)))
-    SECRETS.add(values, pinned=True)
+    SECRETS.hold(CONFIGURED, values)
 
 
 # -- control characters -------------------------------------------------------------------------------------
@@ -434,15 +582,14 @@ def escape_controls(text: str) -> str:
 # -- the whole pipeline for one string and for a structure ----------------------------------------------------
 
 
-MEMO_MAX_CHARS = 64  # strings this short are remembered once cleaned (per registry snapshot) ...
+MEMO_MAX_CHARS = 64  # strings this short are remembered once cleaned (per registry view) ...
 MEMO_MAX_ENTRIES = 16_384  # ... up to this many
 
 
-def _clean_memo(text: str, matchers: tuple[_Matcher, ...]) -> str:
+def _clean_memo(text: str, matchers: tuple[_Secrets, ...], memo: dict[str, str] | None) -> str:
     """``_clean`` for the strings of a result: the short ones (field names, states, class names) once each."""
-    if len(text) > MEMO_MAX_CHARS or len(matchers) != 1:
+    if memo is None or len(text) > MEMO_MAX_CHARS:
         return _clean(text, matchers)
-    memo = matchers[0].memo
     cleaned = memo.get(text)
     if cleaned is None:
         cleaned = _clean(text, matchers)
@@ -452,14 +599,11 @@ def _clean_memo(text: str, matchers: tuple[_Matcher, ...]) -> str:
     return cleaned
 
 
-def _clean(text: str, matchers: tuple[_Matcher, ...], *, escape: bool = True) -> str:
-    spans: list[tuple[int, int]] = []
-    shapes = controls = False
-    for matcher in matchers:
-        found, may_shape, has_controls = matcher.scan(text)
-        spans += found
-        shapes |= may_shape
-        controls |= has_controls
+def _clean(text: str, matchers: tuple[_Secrets, ...], *, escape: bool = True) -> str:
+    if not text:
+        return text
+    spans = [span for matcher in matchers for span in matcher.spans(text)]
+    shapes, controls = _shapes_and_controls(text)
     if spans:
         text = _mask_spans(text, spans)
     if shapes:
@@ -467,10 +611,16 @@ def _clean(text: str, matchers: tuple[_Matcher, ...], *, escape: bool = True) ->
     return escape_controls(text) if controls and escape else text
 
 
-def _matchers(extra_secrets: Iterable[str]) -> tuple[_Matcher, ...]:
-    extra = [s for s in extra_secrets if s]
-    known = SECRETS.matcher()
-    return (known, _Matcher(extra, anchors=False)) if extra else (known,)
+def _extra(values: Iterable[object]) -> _Secrets | None:
+    """Secrets of one call or one structure only (never the registry's), at most EXTRA_SECRETS_MAX of them."""
+    usable = {v for v in map(SecretRegistry.usable, values) if v is not None}
+    return _Secrets(sorted(usable, key=len, reverse=True)[:EXTRA_SECRETS_MAX]) if usable else None
+
+
+def _matchers(extra_secrets: Iterable[str]) -> tuple[_Secrets, ...]:
+    extra = _extra(extra_secrets)
+    known = SECRETS.view.matchers
+    return (*known, extra) if extra is not None else known
 
 
 def redact_text(text: str, extra_secrets: Iterable[str] = ()) -> str:
@@ -504,43 +654,48 @@ def secret_values(obj: Any) -> set[str]:
 def redact(obj: Any, extra_secrets: Iterable[str] = ()) -> Any:
     """Redact a JSON-like structure: env_vars values, secret-named fields, secrets and control characters in
     every string (keys included). The structure's own ``env_vars`` values are masked wherever they occur."""
-    return _redact(obj, _matchers(set(extra_secrets) | secret_values(obj)), [])
+    return _redact(obj, _matchers(set(extra_secrets) | secret_values(obj)), None, [])
 
 
 def redact_tree(obj: Any) -> Any:
-    """Redact a JSON-like structure once, with the registry; the secrets it carries (``env_vars`` values,
-    secret-named fields) join the registry, and the rare structure that brought new ones is redone with them."""
+    """Redact a JSON-like structure once, with the registry. The secrets it carries (``env_vars`` values,
+    secret-named fields) are masked wherever they occur in it (the rare structure that has some is redone with
+    them), and only in it: what a structure carries never joins the registry."""
+    view = SECRETS.view
     found: list[str] = []
-    out = _redact(obj, (SECRETS.matcher(),), found)
-    if found and SECRETS.add(found):
-        out = _redact(obj, (SECRETS.matcher(),), [])
+    out = _redact(obj, view.matchers, view.memo, found)
+    extra = _extra(found) if found else None
+    if extra is not None:
+        out = _redact(obj, (*view.matchers, extra), None, [])
     return out
 
 
 _SCALARS = (int, float, bool, type(None))
 
 
-def _redact(obj: Any, matchers: tuple[_Matcher, ...], found: list[str]) -> Any:
+def _redact(obj: Any, matchers: tuple[_Secrets, ...], memo: dict[str, str] | None, found: list[str]) -> Any:
     kind = type(obj)
     if kind is str:
-        return _clean_memo(obj, matchers)
+        return _clean_memo(obj, matchers, memo)
     if kind in _SCALARS:
         return obj
     if kind is dict or isinstance(obj, Mapping):
         out: dict[Any, Any] = {}
         for key, value in obj.items():
-            name = _clean_memo(key, matchers) if type(key) is str else key
+            name = _clean_memo(key, matchers, memo) if type(key) is str else key
             if key == "env_vars" and isinstance(value, Mapping):
                 found.extend(str(v) for v in value.values() if isinstance(v, str | int | float))
-                out[name] = {(_clean_memo(k, matchers) if isinstance(k, str) else k): REDACTED for k in value}
+                out[name] = {
+                    (_clean_memo(k, matchers, memo) if isinstance(k, str) else k): REDACTED for k in value
+                }
             elif type(value) is str and is_secret_key(key):
                 found.append(value)
                 out[name] = REDACTED
             else:
-                out[name] = _redact(value, matchers, found)
+                out[name] = _redact(value, matchers, memo, found)
         return out
     if kind is list or kind is tuple:
-        return [_redact(item, matchers, found) for item in obj]
+        return [_redact(item, matchers, memo, found) for item in obj]
     if isinstance(obj, str):
         return _clean(str(obj), matchers)
     return obj

@@ -417,6 +417,9 @@ class ServeDeployment(BaseModel):
     target_replicas: int | None = None
     running_replicas: int
     autoscaling_config: dict[str, object] | None = None
+    limits: dict[str, float] | None = (
+        None  # max_ongoing_requests, max_queued_requests: what rejects or queues calls
+    )
     replicas: list[ServeReplica] = Field(default_factory=list)
     replicas_total: int = 0
     error: str | None = Field(

@@ -25,7 +25,8 @@ from ray_mcp.errors import (
     dashboard_errors,
     log_request_failed,
 )
-from ray_mcp.guard.redaction import SECRETS
+from ray_mcp.guard.redaction import SECRETS, hold_job, job_owner
+from ray_mcp.limits import DASHBOARD_CONNECTIONS
 from ray_mcp.ray_api.query import Filter, encode
 from ray_mcp.shaping.common import source_cap_note
 
@@ -60,6 +61,7 @@ class RayClient:
             headers={"User-Agent": USER_AGENT, **self.headers},
             verify=http_verify(self.dashboard_url, verify),
             transport=transport,
+            limits=httpx.Limits(max_connections=DASHBOARD_CONNECTIONS, max_keepalive_connections=20),
         )
         # the secret registry's view of the jobs' env_vars (learn_job_secrets)
         self._jobs_secrets_lock = asyncio.Lock()
@@ -173,7 +175,8 @@ class RayClient:
             job_ids = {
                 j
                 for j in job_ids
-                if not SECRETS.knows_job(j) and self._jobs_checked.get(j, -1e9) < now - JOB_SECRETS_TTL_S
+                if not SECRETS.holds(job_owner(self.dashboard_url, j))
+                and self._jobs_checked.get(j, -1e9) < now - JOB_SECRETS_TTL_S
             }
             if not job_ids:
                 return
@@ -193,10 +196,19 @@ class RayClient:
         health check's failed jobs, its evidence graph, the secret registry) share the read."""
 
         async def read() -> list[dict[str, Any]]:
+            began = time.monotonic()
             jobs = await self.request_json("GET", "/api/jobs/", what="the job list (/api/jobs/)")
             dicts = [dict(j) for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
             for details in dicts:
-                SECRETS.learn_job(details)
+                hold_job(self.dashboard_url, details)
+            if isinstance(jobs, list):  # the jobs no longer listed were deleted: their logs are gone too
+                alive = {
+                    job_owner(self.dashboard_url, str(d[k]))
+                    for d in dicts
+                    for k in ("submission_id", "job_id")
+                    if d.get(k)
+                }
+                SECRETS.drop_owners_except(job_owner(self.dashboard_url, ""), alive, began)
             return dicts
 
         rows: list[dict[str, Any]] = await self.shared("job_rows", read)

@@ -1,38 +1,80 @@
-"""Ray's ids: what a well-formed one looks like, checked before any request."""
+"""Ray's ids: what a well-formed one looks like, checked where it enters, before any request; and the one way
+an id goes into a dashboard path.
+
+Every id a caller gives (a tool argument, a target) and every id the cluster hands back that ray-mcp splices
+into a URL path goes through these checks. An id is its kind's exact shape or it is refused: ``.``, ``..``,
+slashes, percent-encodings, spaces and controls never reach a request, so an id cannot address another
+dashboard route or another object than the one named.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import JOB_ID_CHARS
+from ray_mcp.text import quoted
 
 # Ray's ids are hex strings of fixed length: a malformed one gets a clear error before any request.
 ID_HEX_LENGTHS = {"actor": 32, "placement group": 36, "node": 56, "job": 8, "task": 48}
+# Where a caller finds ids of each kind, for the refusal.
+ID_LISTED_BY = {"actor": "list_actors", "placement group": "pg_status", "node": "cluster_status",
+                "job": "list_jobs", "task": "list_tasks"}  # fmt: skip
+
+
+def _a(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" else "a"
 
 
 def check_id(kind: str, value: str) -> str:
     """Reject a malformed Ray id with a message that says what a good one looks like."""
     length = ID_HEX_LENGTHS[kind]
-    if not re.fullmatch(rf"[0-9a-f]{{{length}}}", value or ""):
+    if not isinstance(value, str) or not re.fullmatch(rf"[0-9a-f]{{{length}}}", value):
         raise InvalidArgument(
-            f"{value!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} id: Ray {kind} ids are {length} lowercase hex characters. "
-            f"Copy one whole from the list tool's answer."
+            f"{quoted(value)} is not {_a(kind)} {kind} id: Ray {kind} ids are {length} lowercase hex characters. "
+            f"Copy one whole from {ID_LISTED_BY[kind]}'s answer."
         )
     return value
 
 
-# A job id goes into the job server's URL path (/api/jobs/<id>): '#', '?', '/' or '%' would address another
-# resource (an id of '#' asks for the job list), so they are refused before any request.
-_JOB_REF_UNSAFE = re.compile(r"[/?#%\\\s\x00-\x1f\x7f]")
+# A submission id is Ray's raysubmit_<16 letters and digits> or one chosen at submission: letters, digits
+# and "_-.:" (starting with a letter, digit or "_", so never "." or ".."); a job id is 8 hex characters. Both
+# go into the job server's URL path (/api/jobs/<id>), where anything else could address another resource.
+_JOB_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
 
 
 def check_job_ref(job: str, *, what: str = "job id") -> str:
-    if len(job) > JOB_ID_CHARS or _JOB_REF_UNSAFE.search(job):
-        shown = job if len(job) <= 80 else job[:80] + "…"
+    if not isinstance(job, str) or len(job) > JOB_ID_CHARS or not _JOB_REF.fullmatch(job):
         raise InvalidArgument(
-            f"{shown!r} is not a valid {what}: ids are at most {JOB_ID_CHARS} characters without spaces, '/', "
-            "'?', '#', '%' or '\\'. Submission ids look like raysubmit_…, job ids like 02000000; call list_jobs "
-            "to see them."
+            f"{quoted(job)} is not a valid {what}: ids are at most {JOB_ID_CHARS} letters, digits and '_-.:', "
+            "starting with a letter, digit or '_'. Submission ids look like raysubmit_…, job ids like 02000000; "
+            "call list_jobs to see them."
         )
     return job
+
+
+def check_node(node: str) -> str:
+    """A node as a caller names it: its id (56 hex characters) or its IP address."""
+    node = node.strip() if isinstance(node, str) else node
+    if isinstance(node, str) and re.fullmatch(r"[0-9a-fA-F]{56}", node):
+        return node.lower()
+    try:
+        return str(ipaddress.ip_address(node))
+    except ValueError:
+        raise InvalidArgument(
+            f"{quoted(node)} is not a node: give a node id (56 lowercase hex characters) or the node's IP "
+            "address. Call cluster_status to see the nodes."
+        ) from None
+
+
+def job_path(job: str, action: str = "") -> str:
+    """The job server's path of one job (``/api/jobs/<id>[/<action>]``), its id checked first: the only
+    place a job id is put into a URL."""
+    path = f"/api/jobs/{check_job_ref(job)}"  # its characters are all safe in a path
+    return f"{path}/{action}" if action else path
+
+
+def node_path(node_id: str) -> str:
+    """The dashboard's path of one node's details (``/nodes/<id>``), its id checked first."""
+    return f"/nodes/{check_id('node', node_id)}"

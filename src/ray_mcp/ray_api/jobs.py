@@ -21,12 +21,13 @@ from ray_mcp.errors import (
     InvalidArgument,
     NotFound,
     RayMCPError,
+    RayRequestFailed,
     job_sdk_errors,
 )
-from ray_mcp.guard.redaction import SECRETS
+from ray_mcp.guard.redaction import hold_job
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.ray_api.client import ProgressFn, RayClient
-from ray_mcp.ray_api.ids import check_job_ref
+from ray_mcp.ray_api.ids import check_job_ref, job_path
 from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.shaping.jobs import job_info, job_list
@@ -91,12 +92,19 @@ class Jobs:
         job = check_job_ref(job.strip())
         details = await self.client.request_json(
             "GET",
-            f"/api/jobs/{job}",
+            job_path(job),
             what=f"the lookup of job {job!r}",
             not_found=_no_job(self.client.dashboard_url, job),
         )
         out = dict(details)
-        SECRETS.learn_job(out)  # its env_vars are secrets wherever they show up from now on (logs, errors)
+        if job not in (out.get("submission_id"), out.get("job_id")):  # the object named, or nothing
+            raise RayRequestFailed(
+                f"The job server at {self.client.dashboard_url} answered the lookup of job {job} with another "
+                "object; nothing was read or changed. Call list_jobs to see the jobs that exist."
+            )
+        hold_job(
+            self.client.dashboard_url, out
+        )  # its env_vars are secrets wherever they show up (logs, errors)
         return out
 
     async def id_of(self, job: str | None) -> str | None:
@@ -233,7 +241,7 @@ class Jobs:
                 message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
             )  # fmt: skip
         answer = await self.client.request_json(
-            "POST", f"/api/jobs/{ident}/stop", what=f"stopping job {ident!r}",
+            "POST", job_path(ident, "stop"), what=f"stopping job {ident!r}",
             not_found=_no_job(self.client.dashboard_url, ident),
             timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
         )  # fmt: skip
@@ -281,7 +289,7 @@ class Jobs:
                 "see the job as it stands."
             )
         answer = await self.client.request_json(
-            "DELETE", f"/api/jobs/{sid}", what=f"deleting job {sid!r}",
+            "DELETE", job_path(sid), what=f"deleting job {sid!r}",
             not_found=_no_job(self.client.dashboard_url, sid),
             timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
         )  # fmt: skip

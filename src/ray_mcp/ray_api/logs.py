@@ -21,6 +21,7 @@ from ray_mcp.errors import (
 )
 from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
 from ray_mcp.ray_api.client import ProgressFn, RayClient
+from ray_mcp.ray_api.ids import node_path
 from ray_mcp.ray_api.jobs import Jobs, job_log_file
 from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
 from ray_mcp.ray_api.nodes import Nodes
@@ -85,12 +86,7 @@ class Logs:
         if kind == "job":
             return [await self._job_log_source(str(target.job))]
         if kind == "actor_id":
-            actor_id = str(target.actor_id)
-            if not re.fullmatch(r"[0-9a-fA-F]{32}", actor_id):
-                raise InvalidArgument(
-                    f"{actor_id!r} is not an actor id (32 hex characters). Call list_actors to see the actor "
-                    "ids."
-                )
+            actor_id = str(target.actor_id)  # checked when the target was made
             actor = await self.client.one_state("actors", "actor_id", actor_id)
             if actor is None:
                 raise NotFound(
@@ -285,12 +281,12 @@ class Logs:
         per node: a node id never moves); None when the node does not run here."""
         if node_id in self._log_dirs:
             return self._log_dirs[node_id]
-        if not re.fullmatch(r"[0-9a-fA-F]{8,128}", node_id):
+        if not re.fullmatch(r"[0-9a-f]{56}", node_id):
             return None
 
         async def read() -> LogDir | None:
             try:
-                data = await self.client.get_data(f"/nodes/{node_id}", what=f"the details of node {node_id}")
+                data = await self.client.get_data(node_path(node_id), what=f"the details of node {node_id}")
                 raylet = dict((data.get("detail") or {}).get("raylet") or {})
             except (RayMCPError, AttributeError, TypeError, ValueError):
                 return None  # not remembered: the next call asks again

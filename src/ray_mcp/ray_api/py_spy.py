@@ -71,7 +71,7 @@ def check_local_process(pid: int) -> tuple[bool, str]:
         return False, f"process {pid} cannot be inspected: {PTRACE_FIX}"
     except OSError:
         pass
-    return False, f"process {pid} on this host is not a Ray worker or driver (its command is {title[:80]!r})"
+    return False, f"process {pid} on this host is not a Ray worker or driver"
 
 
 async def run_py_spy(cmd: list[str], timeout_s: float) -> str:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
-
-import anyio.to_thread
-from pydantic import ValidationError
-from ray.serve.schema import ServeDeploySchema
 
 from ray_mcp import models
 from ray_mcp.errors import (
@@ -19,8 +16,8 @@ from ray_mcp.errors import (
     RayRequestFailed,
     dashboard_errors,
 )
-from ray_mcp.guard.redaction import SECRETS
-from ray_mcp.limits import LINE_CHARS
+from ray_mcp.guard.redaction import SECRETS, secret_values
+from ray_mcp.limits import LINE_CHARS, SERVE_PROBLEMS
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.logs import Logs, LogSource
 from ray_mcp.shaping.serve import (
@@ -47,7 +44,8 @@ class Serve:
         body = await self.client.get_json(
             "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
         )  # fmt: skip
-        SECRETS.learn(body)  # the apps' runtime_env env_vars, which their replicas' logs may print
+        # the apps' runtime_env env_vars, which their replicas' logs may print (kept: the logs outlive the apps)
+        SECRETS.hold(f"serve:{self.client.dashboard_url}", secret_values(body))
         if not isinstance(body, dict):
             raise RayRequestFailed(
                 f"The Ray dashboard at {self.client.dashboard_url} answered the Serve status oddly."
@@ -137,15 +135,19 @@ class Serve:
         timeout_s = max(self.client.timeout_s, SERVE_PUT_TIMEOUT_S)
         with dashboard_errors(self.client.dashboard_url, what, timeout_s):
             response = await self.client.http.put("/api/serve/applications/", json=config, timeout=timeout_s)
-            response.raise_for_status()
+            if response.status_code != 400:
+                response.raise_for_status()
+        if response.status_code == 400:  # the dashboard checks the config against Ray's schema first
+            raise InvalidArgument(
+                f"The Serve config is not valid, nothing was deployed: {schema_problems(response.text)}."
+            )
 
     async def deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
-        validated = await anyio.to_thread.run_sync(validate_serve_config, config)
+        validated = validate_serve_config(config)
         current = await self.details()
         new_names = [a.get("name", "default") for a in validated.get("applications") or []]
         current_apps = [] if replace else declared_serve_apps(current, dropping=new_names)
         merged = merge_serve_config(current_apps, validated, replace=replace)
-        await anyio.to_thread.run_sync(validate_serve_config, merged)
         await self._put(merged)
         status = await self.status(app=None, log_lines=0)
         names = [a.get("name", "default") for a in merged["applications"]]
@@ -170,22 +172,26 @@ class Serve:
 
 
 def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Check a Serve config against Ray's own schema before sending it."""
-    if not isinstance(config, Mapping) or not isinstance(config.get("applications"), list):
+    """Check the shape a merge needs; the dashboard checks the rest against Ray's schema on the PUT."""
+    apps = config.get("applications") if isinstance(config, Mapping) else None
+    if not isinstance(apps, list) or not all(isinstance(a, Mapping) for a in apps):
         raise InvalidArgument(
             'A Serve config is {"applications": [{"name": ..., "import_path": "module:app", "route_prefix": ..., '
-            '"runtime_env": {...}, "deployments": [...]}]}; the one given has no "applications" list.'
+            '"runtime_env": {...}, "deployments": [...]}]}; the one given has no "applications" list of objects.'
         )
-    try:
-        ServeDeploySchema.model_validate(dict(config))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
-        )
-        raise InvalidArgument(f"The Serve config is not valid, nothing was deployed: {problems}.") from exc
-    except ValueError as exc:
-        raise InvalidArgument(f"The Serve config is not valid, nothing was deployed: {exc}.") from exc
     return dict(config)
+
+
+def schema_problems(text: str) -> str:
+    """The field paths and messages of the pydantic ValidationError repr the dashboard answers a bad config
+    with, without the input values it echoes (a runtime_env may hold secrets)."""
+    lines = text.splitlines()
+    problems = [
+        f"{loc.strip()}: {msg.strip().split(' [type=')[0]}"
+        for loc, msg in itertools.pairwise(lines[1:])
+        if loc and not loc[0].isspace() and msg.startswith("  ") and not msg.startswith("    ")
+    ]
+    return "; ".join(problems[:SERVE_PROBLEMS]) or head_text(text, LINE_CHARS) or "no reason given"
 
 
 def serve_app_instance(raw: Mapping[str, Any]) -> str:

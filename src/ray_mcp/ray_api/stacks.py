@@ -31,11 +31,11 @@ from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFai
 from ray_mcp.ray_api import py_spy as spy
 from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.hosts import local_addresses
-from ray_mcp.ray_api.ids import check_id
 from ray_mcp.ray_api.jobs import Jobs
 from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import Target
 from ray_mcp.shaping import profiles, stacks
+from ray_mcp.text import quoted
 
 StackSource = Literal["auto", "dashboard", "py-spy"]
 STACK_SOURCES = ("auto", "dashboard", "py-spy")
@@ -256,10 +256,11 @@ class Stacks:
 
         if target.kind == "pid":
             node_id = await self.nodes.resolve(str(target.node))
-            return [Proc(int(target.pid or 0), node_id, ip(node_id), f"pid {target.pid}")]
+            pid = int(target.pid or 0)
+            await self._check_worker(pid, node_id)
+            return [Proc(pid, node_id, ip(node_id), f"pid {pid}")]
         if target.kind == "actor_id":
-            actor_id = str(target.actor_id).strip().lower()
-            check_id("actor", actor_id)
+            actor_id = str(target.actor_id)
             row = await self.client.one_state("actors", "actor_id", actor_id)
             if row is None:
                 raise NotFound(f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. "
@@ -269,13 +270,32 @@ class Stacks:
             return [await self._task_proc(str(target.task_id).strip(), target.attempt, ip)]
         return await self._job_procs(str(target.job), ip)
 
+    async def _check_worker(self, pid: int, node_id: str) -> None:
+        """A pid a caller names must be an alive worker or driver of this cluster on that node, as the cluster
+        itself reports them (the State API's workers), before any source reads it: the dashboard's profiling
+        routes and py-spy would read any process on the host (ray-mcp itself, the dashboard, anything else).
+        The refusal names the target only, never what runs there."""
+        result = await self.client.list_state(
+            "workers", what=f"the lookup of pid {pid} among the workers of node {node_id}",
+            filters=[("node_id", "=", node_id), ("pid", "=", str(pid)), ("is_alive", "=", "True")], limit=10,
+        )  # fmt: skip
+        rows = [r for r in result.get("result") or [] if str(r.get("pid")) == str(pid) and r.get("is_alive")]
+        if not any(str(r.get("node_id")) == node_id for r in rows):
+            raise InvalidArgument(
+                f"pid {pid} on node {node_id} is not an alive Ray worker or driver of the cluster at "
+                f"{self.client.dashboard_url}, so its stack is not read. Give a worker's pid (list_actors and "
+                "list_tasks show them), or name the actor_id, task_id or job instead."
+            )
+
     def _actor_proc(self, row: Mapping[str, Any], ip: Any) -> Proc:
         if row.get("state") != "ALIVE" or not row.get("pid"):
             raise InvalidArgument(
-                f"Actor {row.get('actor_id')} ({row.get('class_name')}) is {row.get('state')}: no process runs "
+                f"Actor {row.get('actor_id')} ({quoted(row.get('class_name'))}) is {row.get('state')}: no process runs "
                 "it now, so it has no stack. get_actor shows why; diagnose_job explains a job's dead actors."
             )
-        return Proc(int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
+        return Proc(
+            int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), quoted(row.get("class_name"))
+        )
 
     async def _task_proc(self, task_id: str, attempt: int, ip: Any) -> Proc:
         rows = (await self.client.list_state(
@@ -288,7 +308,7 @@ class Stacks:
         row = next((r for r in rows if int(r.get("attempt_number") or 0) == attempt), rows[0])
         if row.get("state") != "RUNNING":
             raise InvalidArgument(
-                f"Task {task_id} ({row.get('name')}) is {row.get('state')}, not RUNNING: no process runs it, so "
+                f"Task {task_id} ({quoted(row.get('name'))}) is {row.get('state')}, not RUNNING: no process runs it, so "
                 "it has no stack. A PENDING task waits for resources or arguments: diagnose_job says which."
             )
         name = str(row.get("name") or row.get("func_or_class_name") or "?")
@@ -300,7 +320,9 @@ class Stacks:
             raise RayRequestFailed(
                 f"Ray does not report the worker pid of task {task_id}; retry in a second."
             )
-        return Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
+        return Proc(
+            int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {quoted(name)}"
+        )
 
     async def _job_procs(self, job: str, ip: Any) -> list[Proc]:
         details = await self.jobs.details(job)
@@ -339,7 +361,7 @@ class Stacks:
             if not row.get("pid") or str(row.get("class_name")).startswith("JobSupervisor"):
                 continue
             proc = Proc(
-                int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name"))
+                int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), quoted(row.get("class_name"))
             )
             if (proc.node_id, proc.pid) not in seen:
                 seen.add((proc.node_id, proc.pid))
@@ -348,7 +370,9 @@ class Stacks:
             if row.get("actor_id") or not row.get("worker_pid") or row.get("type") != "NORMAL_TASK":
                 continue
             name = str(row.get("func_or_class_name") or row.get("name") or "?").rsplit(".", 1)[-1]
-            proc = Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
+            proc = Proc(
+                int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {quoted(name)}"
+            )
             if (proc.node_id, proc.pid) not in seen:
                 seen.add((proc.node_id, proc.pid))
                 procs.append(proc)

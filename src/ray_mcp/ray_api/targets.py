@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.ray_api.ids import check_id, check_job_ref, check_node
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,22 @@ class Target:
     attempt: int = 0
     pid: int | None = None
     node: str | None = None
+
+    def __post_init__(self) -> None:
+        self.check_ids()
+
+    def check_ids(self) -> None:
+        """Every id of the target, checked (and normalised) once, here, for every path behind it: the State
+        API, the log API, the dashboard's profiling routes and local py-spy."""
+        checks: dict[str, Callable[[str], str]] = {"job": check_job_ref, "actor_id": partial(check_id, "actor"),
+                  "task_id": partial(check_id, "task"), "node": check_node}  # fmt: skip
+        for name, check in checks.items():
+            value = getattr(self, name)
+            if value is not None:
+                value = value.strip() if isinstance(value, str) else value
+                if name in ("actor_id", "task_id") and isinstance(value, str):
+                    value = value.lower()
+                object.__setattr__(self, name, check(value))
 
     def label(self) -> str:
         if self.kind == "job":
@@ -113,6 +131,7 @@ class LogTarget(Target):
             if a.check is not None:
                 a.check(getattr(self, a.name))
         object.__setattr__(self, "kind", kind)
+        self.check_ids()
 
 
 def target_kind(

@@ -16,9 +16,11 @@ from mcp.server.mcpserver import Context
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import ClusterRef
-from ray_mcp.guard.redaction import SECRETS, credential_values
+from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
+from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
 DEFAULT_CLUSTER = "default"
@@ -65,7 +67,7 @@ class Connection:
                 await self._api.aclose()
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
-            SECRETS.add([v for value in headers.values() for v in credential_values(value)], pinned=True)
+            SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
@@ -80,6 +82,10 @@ class Connection:
                 local_logs=s.local_logs,
             )
         return self._api
+
+    @property
+    def dashboard_url(self) -> str | None:
+        return self._api.dashboard_url if self._api is not None else None
 
     async def aclose(self) -> None:
         if self._api is not None:
@@ -109,6 +115,10 @@ class App:
         }
         self.default_cluster = next(iter(self.connections))
         self.on_close: list[Callable[[], Awaitable[None]]] = []
+        # each holds a dashboard connection for up to MAX_FOLLOW_S: a share per client, far below the pool
+        self.follows = Shares(
+            "log follows (tail_logs follow_s)", total=LOG_FOLLOWS_MAX, per_owner=LOG_FOLLOWS_PER_CLIENT
+        )
 
     @property
     def multi_cluster(self) -> bool:
@@ -131,6 +141,11 @@ class App:
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
         return await self.connections[name].api()
+
+    def known_dashboard_url(self, name: str) -> str | None:
+        """The dashboard URL of a cluster by name once it has been found (None before: nothing is waited for)."""
+        connection = self.connections.get(name)
+        return connection.dashboard_url if connection is not None else None
 
     async def cluster_ref(self) -> ClusterRef:
         """The cluster this call acts on, by name and dashboard URL (what a confirmation is bound to)."""

@@ -11,9 +11,11 @@ Both eras of the protocol are served:
 * 2026-07-28 sessions: ``subscriptions/listen`` with ``resourceSubscriptions``; the job is watched for as long as
   the listen stream is open, and the update goes through the SDK's subscription bus.
 
-Bounds: at most ``MAX_WATCHED_JOBS`` jobs watched at once (another subscribe is refused with the reason), one
-poll every ``POLL_INTERVAL_S`` per job, and a poller stops when its last subscriber leaves (unsubscribe, a closed
-listen stream, a session that is gone) or once the job has ended and that last change was sent.
+Bounds: at most ``MAX_WATCHED_JOBS`` jobs watched at once, and ``WATCHES_PER_SESSION`` of them per client
+connection, so one client cannot take every watch (another subscribe is refused with the reason); a job the
+cluster does not have is refused, and a watched job that disappears is dropped. One poll every
+``POLL_INTERVAL_S`` per job, and a poller stops when its last subscriber leaves (unsubscribe, a closed listen
+stream, a session that is gone) or once the job has ended and that last change was sent.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from pydantic import ValidationError
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import NotFound, RayMCPError
-from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS
+from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS, WATCHES_PER_SESSION
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.icons import RAY_ICONS
 
@@ -108,12 +110,15 @@ class JobWatchers:
         *,
         poll_interval_s: float = POLL_INTERVAL_S,
         max_watched: int = MAX_WATCHED_JOBS,
+        per_session: int = WATCHES_PER_SESSION,
     ) -> None:
         self._app = app
         self._publish = publish  # the 2026 bus
         self._poll_interval_s = poll_interval_s
         self._max_watched = max_watched
+        self._per_session = per_session
         self._watches: dict[str, Watch] = {}
+        self._owned: dict[int, set[str]] = {}  # client connection -> the jobs it watches
         self._lock = asyncio.Lock()
 
     @property
@@ -121,9 +126,24 @@ class JobWatchers:
         """Job -> number of subscribers (for tests and logs)."""
         return {uri: len(w.sessions) + w.listeners for uri, w in self._watches.items()}
 
-    async def subscribe(self, uri: str, session: ServerSession | None) -> None:
+    async def subscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
+        """Watch the job for ``session`` (2025) or for one listen stream of connection ``owner`` (2026)."""
         job = job_of(uri)
+        key = connection_key(session) if session is not None else owner or 0
+        if uri not in self._watches and await self._status(job) == "NOT_FOUND":
+            raise MCPError(
+                INVALID_PARAMS,
+                f"No job {job!r} in the cluster, so nothing to watch. Call list_jobs to see the submission ids "
+                "that exist.",
+            )
         async with self._lock:
+            owned = self._owned.setdefault(key, set())
+            if uri not in owned and len(owned) >= self._per_session:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"This client already watches {len(owned)} jobs, its share of the {self._max_watched} "
+                    "ray-mcp watches at once; unsubscribe from one (a finished job first).",
+                )
             for other, finished in list(self._watches.items()):  # ended jobs whose subscribers are gone
                 if not finished.wanted and (finished.task is None or finished.task.done()):
                     del self._watches[other]
@@ -136,6 +156,7 @@ class JobWatchers:
                         "unsubscribe from a finished job first.",
                     )
                 watch = self._watches[uri] = Watch(job)
+            owned.add(uri)
             if session is None:
                 watch.listeners += 1
             else:
@@ -145,8 +166,14 @@ class JobWatchers:
                     self._poll(uri, watch), name=f"watch {uri}"
                 )
 
-    async def unsubscribe(self, uri: str, session: ServerSession | None) -> None:
+    async def unsubscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
+        key = connection_key(session) if session is not None else owner or 0
         async with self._lock:
+            owned = self._owned.get(key)
+            if owned is not None:
+                owned.discard(uri)
+                if not owned:
+                    del self._owned[key]
             watch = self._watches.get(uri)
             if watch is None:
                 return
@@ -166,6 +193,7 @@ class JobWatchers:
         async with self._lock:
             tasks = [w.task for w in self._watches.values() if w.task is not None]
             self._watches.clear()
+            self._owned.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -185,8 +213,10 @@ class JobWatchers:
                     break  # nothing changes after the end; the resource still reads the final state
             await asyncio.sleep(self._poll_interval_s)
         async with self._lock:
-            if self._watches.get(uri) is watch and not watch.wanted:
-                self._watches.pop(uri, None)
+            if self._watches.get(uri) is watch and (not watch.wanted or watch.status == "NOT_FOUND"):
+                self._watches.pop(uri, None)  # a job that is gone holds no watch, subscribed or not
+                for owned in self._owned.values():
+                    owned.discard(uri)
 
     async def _status(self, job: str) -> str | None:
         """The job's status; NOT_FOUND once it is gone; None when it cannot be read right now."""
@@ -282,16 +312,17 @@ class ListenToJobs(ServerMiddleware[Any]):
         uris = list(params.notifications.resource_subscriptions or [])
         for uri in uris:
             job_of(uri)  # refuse what cannot change before the stream opens
+        owner = connection_key(ctx.session)
         watching: list[str] = []
         try:
             for uri in uris:
-                await self._watchers.subscribe(uri, None)
+                await self._watchers.subscribe(uri, None, owner)
                 watching.append(uri)
             return await call_next(ctx)
         finally:
             with contextlib.suppress(Exception):
                 for uri in watching:
-                    await self._watchers.unsubscribe(uri, None)
+                    await self._watchers.unsubscribe(uri, None, owner)
 
 
 def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:

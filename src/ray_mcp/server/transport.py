@@ -6,7 +6,8 @@
   connection that trickles a partial request forever: slowloris); the same bound applies between the requests
   of a keep-alive connection.
 * ``http_max_connections`` caps open connections and requests in flight (uvicorn answers 503 above it), and
-  ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it).
+  ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it), of which one client holds
+  at most ``max_sessions_per_client`` (shares.py).
 * HttpGuard checks the bearer token; the SDK checks Host and Origin behind it (guard/http.py sets both up).
 * uvicorn logs through our stderr handler: its default config writes the access log to stdout.
 
@@ -32,6 +33,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, 
 from pydantic import ValidationError
 
 from ray_mcp import sdk_private
+from ray_mcp.server.shares import SessionShares
 
 if TYPE_CHECKING:
     from ray_mcp.server.build import RayMCPServer
@@ -90,6 +92,10 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
             max_sessions=settings.max_sessions,
             session_idle_timeout=settings.session_idle_timeout_s,
         )
+        asgi = SessionShares(
+            asgi, server.session_manager, per_client=settings.max_sessions_per_client,
+            unused_timeout_s=settings.session_unused_timeout_s,
+        )  # fmt: skip
         path = "/mcp"
     token = settings.resolved_auth_token()
     guarded = HttpGuard(asgi, token=token)

@@ -17,7 +17,7 @@ from ray_mcp.limits import (
 )
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
 from ray_mcp.shaping.nodes import format_shape
-from ray_mcp.text import exception_summary, head_text, tail_text, user_traceback
+from ray_mcp.text import exception_summary, head_text, quoted, quoted_block, tail_text, user_traceback
 
 
 def death_cause(raw: Mapping[str, Any] | None, *, exception_chars: int) -> models.DeathCause | None:
@@ -134,12 +134,12 @@ def build_actor_list(
 
 
 def _actor_line(a: models.Actor) -> str:
-    parts = [a.actor_id, a.class_name, *_set(name=a.name), a.state]
+    parts = [a.actor_id, quoted(a.class_name), *_set(name=quoted(a.name) if a.name else None), a.state]
     line = "  " + " ".join([*parts, *_set(pid=a.pid, node=a.node_id, restarts=a.restarts)])
     if a.death_cause:
         d = a.death_cause
         cause = f"{d.error_type}: {d.message}" if d.error_type else (d.message or "")
-        line += f"\n    died: {d.reason}" + (f" — {head_text(cause, LINE_CHARS)}" if cause else "")
+        line += f"\n    died: {d.reason}" + (f" — {quoted(cause, LINE_CHARS)}" if cause else "")
     return line
 
 
@@ -163,7 +163,7 @@ def render_actor(actor: models.Actor) -> str:
     for key in ("job_id", "namespace", "is_detached", "placement_group_id", "repr_name", "call_site"):
         value = getattr(actor, key)
         if value not in (None, ""):
-            lines.append(f"{key}: {value}")
+            lines.append(f"{key}: {quoted(value, FIELD_CHARS) if isinstance(value, str) else value}")
     if actor.required_resources:
         lines.append(f"required_resources: {format_shape(actor.required_resources)}")
     if actor.runtime_env:
@@ -172,20 +172,16 @@ def render_actor(actor: models.Actor) -> str:
         d = actor.death_cause
         lines.append(f"death cause: {d.reason}" + (f" ({d.error_type})" if d.error_type else ""))
         if d.message:
-            lines.append(f"message: {d.message}")
+            lines.append(f"message: {quoted(d.message, FIELD_CHARS)}")
         if d.exception:
-            lines.append("exception:\n" + d.exception)
+            lines.append("exception:\n" + quoted_block(d.exception))
     return "\n".join(lines)
 
 
 def kill_preflight(actor: models.Actor, *, no_restart: bool, force: bool) -> str:
     """What kill_actor would do to this actor, or why it refuses (a detached actor needs force=true)."""
-    who = (
-        f"actor {actor.actor_id} ({actor.class_name}"
-        + (f" {actor.name!r}" if actor.name else "")
-        + (f", job {actor.job_id}" if actor.job_id else "")
-        + f", {actor.state})"
-    )
+    # Ids and Ray's own states only: a class or actor name is the cluster's text, not ours to put to the user.
+    who = f"actor {actor.actor_id} (" + (f"job {actor.job_id}, " if actor.job_id else "") + f"{actor.state})"
     if actor.state == "DEAD":
         return f"The {who} is already DEAD; nothing to kill."
     if actor.is_detached and not force:

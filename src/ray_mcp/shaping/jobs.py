@@ -8,8 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import models
-from ray_mcp.limits import FIELD_CHARS, JOB_MESSAGE_CHARS, JOB_MESSAGE_HEAD_CHARS, LIST_FIELD_CHARS
-from ray_mcp.text import truncate_text
+from ray_mcp.limits import (
+    FIELD_CHARS,
+    JOB_MESSAGE_CHARS,
+    JOB_MESSAGE_HEAD_CHARS,
+    LINE_CHARS,
+    LIST_FIELD_CHARS,
+)
+from ray_mcp.text import quoted, truncate_text
 
 
 def iso_time(ms: Any) -> str | None:
@@ -99,10 +105,10 @@ def render_job(job: models.JobInfo) -> str:
     ids = job.submission_id or job.job_id or "?"
     if job.submission_id and job.job_id:
         ids += f" (job id {job.job_id})"
-    lines = [f"Job {ids}: {job.status}" + (f" — {job.message}" if job.message else "")]
+    lines = [f"Job {ids}: {job.status}" + (f" — {quoted(job.message, FIELD_CHARS)}" if job.message else "")]
     if job.error_type or job.driver_exit_code is not None:
         lines.append(f"error_type: {job.error_type or 'none'}; driver exit code: {job.driver_exit_code}")
-    lines.append(f"entrypoint: {truncate_text(job.entrypoint, FIELD_CHARS)}")
+    lines.append(f"entrypoint: {quoted(job.entrypoint, FIELD_CHARS)}")
     when = f"started {job.start_time or 'not yet'}"
     if job.end_time:
         when += f", ended {job.end_time}"
@@ -127,7 +133,9 @@ def render_job_list(result: models.JobList) -> str:
         ident = j.submission_id or j.job_id or "?"
         extra = f" {j.error_type}" if j.error_type else ""
         dur = f" {j.duration_s:g}s" if j.duration_s is not None else ""
-        lines.append(f"  {ident} {j.status}{extra} started {j.start_time or '-'}{dur}: {j.entrypoint}")
+        lines.append(
+            f"  {ident} {j.status}{extra} started {j.start_time or '-'}{dur}: {quoted(j.entrypoint, LIST_FIELD_CHARS)}"
+        )
     lines += [f"Hint: {h}" for h in result.hints]
     return "\n".join(lines)
 
@@ -141,7 +149,7 @@ def render_wait(result: models.JobWait) -> str:
         head = f"Timed out after {result.waited_s:g} s: job {ident} is still {job.status} (not an error)."
     lines = [head, render_job(job)]
     if result.last_log_line:
-        lines.append(f"Last log line: {result.last_log_line}")
+        lines.append(f"Last log line: {quoted(result.last_log_line, LINE_CHARS)}")
     lines += [f"Hint: {h}" for h in result.hints]
     return "\n".join(lines)
 

@@ -9,8 +9,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ray_mcp import models
-from ray_mcp.limits import GPUS_SHOWN
+from ray_mcp.limits import GPUS_SHOWN, LINE_CHARS
 from ray_mcp.shaping.common import cap_items, to_number
+from ray_mcp.text import quoted
 
 # Ray reports these resources in bytes.
 BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
@@ -198,7 +199,7 @@ def render_node_list(page: models.NodeList) -> str:
             )
             line += f" {res}"
         else:
-            line += f": {n.death_reason}"
+            line += f": {quoted(n.death_reason or '', LINE_CHARS)}"
         if n.usage:
             line += "; " + format_host_usage(n.usage)
         if n.labels:

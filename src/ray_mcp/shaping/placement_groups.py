@@ -9,6 +9,7 @@ from ray_mcp import models
 from ray_mcp.limits import BUNDLES_SHOWN
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
 from ray_mcp.shaping.nodes import BYTE_RESOURCES, NodeCapacity, fits, format_amount, format_shape
+from ray_mcp.text import quoted
 
 
 def _plural(name: str, amount: float) -> str:
@@ -222,7 +223,7 @@ def render_pg_list(page: models.PlacementGroupList) -> str:
     counts = ", ".join(f"{n:,} {s}" for s, n in page.by_state.items()) or "none"
     lines = [f"Placement groups: {page.matched:,} match of {page.total:,} ({counts}); showing {page.shown}."]
     for g in page.placement_groups:
-        head = f"  {g.placement_group_id}" + (f" name={g.name}" if g.name else "") + f" {g.state}"
+        head = f"  {g.placement_group_id}" + (f" name={quoted(g.name)}" if g.name else "") + f" {g.state}"
         head += f" {g.strategy or 'strategy?'}" + (f" job={g.creator_job_id}" if g.creator_job_id else "")
         head += " detached" if g.is_detached else ""
         lines.append(head)

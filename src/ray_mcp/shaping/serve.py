@@ -10,9 +10,13 @@ from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import FAILING_DEPLOYMENTS_WITH_LOGS, LINE_CHARS, MAX_REPLICAS_SHOWN, SERVE_ERROR_CHARS
 from ray_mcp.shaping.common import to_number
-from ray_mcp.text import head_text, tail_text
+from ray_mcp.text import head_text, quoted, quoted_block, single_line, tail_text
 
 SERVE_FAILING = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
+
+
+# The deployment settings that decide whether a call is served, queued or rejected (max_queued_requests -1: no limit).
+REQUEST_LIMITS = ("max_ongoing_requests", "max_queued_requests")
 
 
 def serve_is_running(details: Mapping[str, Any]) -> bool:
@@ -61,6 +65,7 @@ def serve_deployment(raw: Mapping[str, Any]) -> models.ServeDeployment:
             k: v for k, v in (config.get("autoscaling_config") or {}).items() if v is not None
         }
         or None,
+        limits={k: config[k] for k in REQUEST_LIMITS if config.get(k) is not None} or None,
         replicas=replicas[:MAX_REPLICAS_SHOWN],
         replicas_total=len(replicas),
         error=tail_text(raw.get("message"), SERVE_ERROR_CHARS) if status in SERVE_FAILING else None,
@@ -128,15 +133,17 @@ def render_serve_status(s: models.ServeStatus) -> str:
     if s.proxies:
         lines.append("Proxies: " + ", ".join(f"{node} {st}" for node, st in s.proxies.items()))
     for a in s.apps:
-        head = f"App {a.name!r}: {a.status}" + (f" route {a.route_prefix}" if a.route_prefix else "")
-        head += f" import {a.import_path}" if a.import_path else ""
+        head = f"App {quoted(a.name)}: {a.status}" + (
+            f" route {quoted(a.route_prefix)}" if a.route_prefix else ""
+        )
+        head += f" import {quoted(a.import_path)}" if a.import_path else ""
         head += f", last deployed {a.last_deployed}" if a.last_deployed else ""
         lines.append(head)
         if a.message and a.status not in SERVE_FAILING:
-            lines.append(f"  message: {head_text(a.message, LINE_CHARS)}")
+            lines.append(f"  message: {quoted(head_text(a.message, LINE_CHARS))}")
         for d in a.deployments:
             target = "?" if d.target_replicas is None else str(d.target_replicas)
-            line = f"  deployment {d.name}: {d.status}" + (
+            line = f"  deployment {quoted(d.name)}: {d.status}" + (
                 f" ({d.status_trigger})" if d.status_trigger else ""
             )
             line += f", replicas {d.running_replicas}/{target} running"
@@ -147,19 +154,23 @@ def render_serve_status(s: models.ServeStatus) -> str:
                     if k in d.autoscaling_config
                 }
                 line += f", autoscaling {json.dumps(auto)}"
+            if d.limits:
+                line += ", " + ", ".join(f"{k} {v:g}" for k, v in d.limits.items())
             lines.append(line)
             if d.message:
-                lines.append(f"    message: {d.message}")
+                lines.append(f"    message: {quoted(d.message, LINE_CHARS)}")
             for r in d.replicas:
                 where = f" node={r.node_id}" if r.node_id else ""
-                lines.append(f"    replica {r.replica_id} {r.state} actor={r.actor_name} pid={r.pid}{where}")
+                lines.append(
+                    f"    replica {quoted(r.replica_id)} {r.state} actor={quoted(r.actor_name)} pid={r.pid}{where}"
+                )
             if d.replicas_total > len(d.replicas):
                 lines.append(f"    … {d.replicas_total - len(d.replicas)} more replicas")
             if d.error:
-                lines.append("    error:\n      " + d.error.replace("\n", "\n      "))
+                lines.append("    error:\n" + quoted_block(d.error, "      > "))
             if d.log_tail:
                 lines.append(f"    last log lines ({d.log_source}):")
-                lines += [f"      {line}" for line in d.log_tail]
+                lines += [f"      > {single_line(line)}" for line in d.log_tail]
     lines += [f"Note: {n}" for n in s.notes] + [f"Hint: {h}" for h in s.hints]
     return "\n".join(lines)
 

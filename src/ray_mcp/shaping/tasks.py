@@ -8,7 +8,7 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.limits import LINE_CHARS, LIST_FIELD_CHARS, MAX_TASK_GROUPS, SAMPLE_ERROR_CHARS, TASK_ERROR_CHARS
 from ray_mcp.shaping.common import cap_items, source_cap_note, to_number
-from ray_mcp.text import clean_text, exception_summary, head_text, tail_text
+from ray_mcp.text import clean_text, exception_summary, head_text, quoted, tail_text
 
 
 def task_error_message(message: str | None, max_chars: int = TASK_ERROR_CHARS) -> str | None:
@@ -59,14 +59,16 @@ def build_task_list(
 def render_task_list(page: models.TaskList) -> str:
     lines = [f"Tasks: {page.matched:,} match of {page.total:,} recorded; showing {page.shown}."]
     for t in page.tasks:
-        parts = [t.task_id, t.name, t.state]
+        parts = [t.task_id, quoted(t.name), t.state]
         parts += [f"attempt={t.attempt}"] if t.attempt else []
         parts += [f"actor={t.actor_id}"] if t.actor_id else []
         parts += [f"job={t.job_id}"] if t.job_id else []
         parts += [f"error={t.error_type}"] if t.error_type else []
         lines.append("  " + " ".join(parts))
         if t.error_message:
-            lines.append("    " + (head_text(t.error_message.split("\n", 1)[0], LIST_FIELD_CHARS) or ""))
+            lines.append(
+                "    " + quoted(head_text(t.error_message.split("\n", 1)[0], LIST_FIELD_CHARS) or "")
+            )
     lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
     return "\n".join(lines)
 

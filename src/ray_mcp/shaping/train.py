@@ -25,7 +25,7 @@ from ray_mcp.models import (
     TrainWorker,
 )
 from ray_mcp.shaping.common import to_number
-from ray_mcp.text import exception_summary, tail_text, truncate_text
+from ray_mcp.text import exception_summary, quoted, tail_text, truncate_text
 
 TERMINAL = frozenset({"FINISHED", "ERRORED", "ABORTED"})
 _RANK_SECTION = re.compile(r"^\[Rank (?P<ranks>[\d, ]+) Error Snippet\]:\s*$", re.MULTILINE)
@@ -209,7 +209,7 @@ def build_run(
 
 def _verdict(r: TrainRun) -> str:
     alive = sum(1 for w in r.worker_group if w.status == "ALIVE")
-    text = f"Train run {r.name} ({r.run_id}) {r.status}"
+    text = f"Train run {quoted(r.name)} ({r.run_id}) {r.status}"
     if r.worker_group:
         text += f": {len(r.worker_group)} worker(s), {alive} alive"
     if r.errors:
@@ -227,7 +227,7 @@ def render_run_list(page: TrainRunList) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(page.by_status.items())) or "none"
     lines = [f"Train runs: {page.total} ({counts}); {page.matched} match, showing {page.shown}."]
     for r in page.runs:
-        line = f"- {r.name} {r.run_id} {r.status}, job {r.submission_id or r.job_id}, started {r.started}"
+        line = f"- {quoted(r.name)} {r.run_id} {r.status}, job {r.submission_id or r.job_id}, started {r.started}"
         line += f", {r.duration_s:g} s" if r.duration_s is not None else ""
         line += f", {r.attempts} attempt(s), {r.workers} worker(s)" if r.workers is not None else ""
         if r.status_detail:

@@ -6,7 +6,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.diagnosis import gather
+from ray_mcp.diagnosis import evidence, report
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
 from ray_mcp.reference.pages import page_links
@@ -25,7 +25,7 @@ async def diagnose_job(
     """Why a job failed, hangs or misbehaves, in one call: its status and the cause (names, ids) first, then
     the evidence quoted and next steps.
     """
-    model, text = await gather.diagnose_job(api, job, max_bytes=max_bytes)
+    model, text = report.job_report(job, await evidence.gather_job(api, job), max_bytes=max_bytes)
     refs = dict.fromkeys(ref for f in model.findings for ref in f.refs)
     links = [job_link(model.submission_id)] if model.submission_id else []  # its driver log, quoted
     return linked(tool_result(model, text), links + page_links(refs))
@@ -37,7 +37,9 @@ async def cluster_health(
     """What is wrong in the cluster now, ranked, each problem with its cause: dead nodes, infeasible or held
     demands, failed jobs, crash loops, failed tasks, Serve errors, recent events. HEALTHY only if all was checked.
     """
-    model, text = await gather.cluster_health(api, max_bytes=max_bytes)
+    model, text = report.health_report(
+        api.dashboard_url, await evidence.gather_cluster(api), max_bytes=max_bytes
+    )
     return tool_result(model, text)
 
 

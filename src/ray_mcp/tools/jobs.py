@@ -10,8 +10,9 @@ from mcp_types import InputRequiredResult
 from pydantic import Field, WithJsonSchema
 
 from ray_mcp.guard import confirm as confirmation
+from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Pending
-from ray_mcp.limits import DEFAULT_WAIT_S, ENTRYPOINT_IN_QUESTION_CHARS, JOBS_LIMIT, LINKED_JOBS, MAX_WAIT_S
+from ray_mcp.limits import DEFAULT_WAIT_S, JOBS_LIMIT, LINKED_JOBS, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import ProgressFn
@@ -69,6 +70,9 @@ async def submit_job(
         entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
         upload_roots=app_of(ctx).upload_roots,
     )  # fmt: skip
+    note_audit(
+        targets={"submission_id": result.submission_id}, created={"submission_id": result.submission_id}
+    )
     uploaded = f" Uploaded: {', '.join(result.uploaded)}." if result.uploaded else ""
     text = f"Submitted job {result.submission_id}: {result.status}.{uploaded}\nHint: {result.hints[0]}"
     return linked(tool_result(result, text), [job_link(result.submission_id)])
@@ -148,9 +152,9 @@ async def delete_plan(ctx: Context, api: Api, job: str) -> Pending:
     info, instance = await api.jobs.deletable(job)
     sid = str(info.submission_id)
     job_id = f"job {info.job_id}, " if info.job_id else ""
-    started = f"started {info.start_time}, " if info.start_time else ""
-    entrypoint = info.entrypoint[:ENTRYPOINT_IN_QUESTION_CHARS]
-    what = f"delete job {sid} ({job_id}{info.status}, {started}entrypoint {entrypoint!r})"
+    started = f", started {info.start_time}" if info.start_time else ""
+    # Ids, Ray's status and times only: the entrypoint is the cluster's text, not ours to put to the user.
+    what = f"delete job {sid} ({job_id}{info.status}{started})"
     app = app_of(ctx)
     return Pending(
         "delete_job", sid, what, subject=info, instance=instance, cluster=await app.cluster_ref(),

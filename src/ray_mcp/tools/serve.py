@@ -4,7 +4,6 @@ import hashlib
 import json
 from typing import Annotated, Any
 
-import anyio.to_thread
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
@@ -13,7 +12,7 @@ from pydantic import Field
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard import confirm as confirmation
-from ray_mcp.guard.audit import note_audit_target
+from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
@@ -21,6 +20,7 @@ from ray_mcp.ray_api.serve import validate_serve_config
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
+from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
 
 
@@ -53,7 +53,7 @@ async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: 
             "changed. Deploy without replace (a merge keeps the other apps), or delete one app with "
             "serve_delete_app."
         )
-    validated = await anyio.to_thread.run_sync(validate_serve_config, config)
+    validated = validate_serve_config(config)
     keep = {str(a.get("name", "default")) for a in validated.get("applications") or []}
     instances = await api.serve.app_instances(
         deleting=False
@@ -68,8 +68,8 @@ async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: 
     ]
     instance = " ".join(f"{name}:{instances[name]}" for name in deleting) + f" config={config_digest}"
     description = (
-        f"replace every Serve application with the config's {sorted(keep)}, DELETING {len(deleting)} "
-        f"application(s) not in it: {', '.join(repr(n) for n in deleting)}"
+        f"replace every Serve application with the config's {', '.join(quoted(n) for n in sorted(keep))}, "
+        f"DELETING {len(deleting)} application(s) not in it: {', '.join(quoted(n) for n in deleting)}"
     )
     return Pending(
         "serve_deploy", f"replace deleting {', '.join(deleting)}", description,
@@ -111,14 +111,11 @@ async def serve_deploy(
     if pending.required:
         confirmation.ensure_unchanged(pending, await replace_plan(ctx, api, config, replace))
     names = [str(a.get("name", "default")) for a in config.get("applications") or [] if isinstance(a, dict)]
-    note_audit_target(
-        f"apps={','.join(names)}"
-        + (f" replace=true deletes={','.join(deleting) or 'none'}" if replace else "")
-    )
+    note_audit(targets={"apps": names, **({"deletes": deleting} if replace else {})})
     change = await api.serve.deploy(config, replace=replace)
-    deleted = f" Deleted (replace): {deleting}." if deleting else ""
+    deleted = f" Deleted (replace): {', '.join(quoted(n) for n in deleting)}." if deleting else ""
     text = (
-        f"Applied a Serve config with applications {change.applications}.{deleted}\n"
+        f"Applied a Serve config with applications {', '.join(quoted(n) for n in change.applications)}.{deleted}\n"
         + render_serve_status(change.status)
     )
     return tool_result(change, text)
@@ -130,7 +127,9 @@ async def delete_app_plan(ctx: Context, api: Api, app: str) -> Pending:
     status = await api.serve.status(app=app, log_lines=0)
     instance = (await api.serve.app_instances()).get(app, "gone")
     deployed = f", deployed {status.apps[0].last_deployed}" if status.apps[0].last_deployed else ""
-    description = f"delete Serve application {app!r} ({status.apps[0].status}{deployed}) and keep the others"
+    description = (
+        f"delete Serve application {quoted(app)} ({status.apps[0].status}{deployed}) and keep the others"
+    )
     return Pending(
         "serve_delete_app", app, description, subject=status, instance=instance,
         cluster=await server.cluster_ref(), ttl_s=server.settings.confirm_token_ttl_s,
@@ -155,7 +154,7 @@ async def serve_delete_app(
         )
     confirmation.ensure_unchanged(pending, await delete_app_plan(ctx, api, app))
     change = await api.serve.delete_app(app)
-    return tool_result(change, f"Deleted {app!r}.\n" + render_serve_status(change.status))
+    return tool_result(change, f"Deleted {quoted(app)}.\n" + render_serve_status(change.status))
 
 
 def register(server: MCPServer) -> None:

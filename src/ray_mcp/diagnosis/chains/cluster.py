@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import re
 
-from ray_mcp.diagnosis.chains.ended_by import HEALTH_CHECK_LAG_MS, actor_end, died_with_node, node_death
+from ray_mcp.diagnosis.chains.capacity import demand_chains, memory_chains
+from ray_mcp.diagnosis.chains.ended_by import (
+    DRAINED,
+    HEALTH_CHECK_LAG_MS,
+    actor_end,
+    died_with_node,
+    node_death,
+)
+from ray_mcp.diagnosis.chains.jobs import failed_jobs
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
+from ray_mcp.diagnosis.chains.serve import serve_app_chains
 from ray_mcp.diagnosis.chains.symptoms import (
     BENIGN_ACTOR_END,
     actor_chains,
@@ -17,7 +26,7 @@ from ray_mcp.diagnosis.chains.symptoms import (
 )
 from ray_mcp.diagnosis.chains.waits_on import actor_wait
 from ray_mcp.diagnosis.graph import Graph, GraphInputs, Row, memory_summary, names, num, one_line
-from ray_mcp.limits import DEAD_NODES_SHOWN, EVENT_CHARS, NAMES_SHOWN, OOM_DETAIL_CHARS
+from ray_mcp.limits import DEAD_NODES_SHOWN, EVENT_CHARS, NAMES_SHOWN, NODE_DEATH_CHARS, OOM_DETAIL_CHARS
 
 # The task errors a node's death gives the work on it (not the work's own exceptions).
 SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")
@@ -60,6 +69,26 @@ def node_chains(g: Graph) -> list[Chain]:
                             ["list_nodes state=DEAD"], None,
                             {f"node:{nid}", *(f"actor:{a.get('actor_id')}" for a in actors),
                              *(f"task:{t.get('task_id')}" for t in tasks)}))  # fmt: skip
+    return chains
+
+
+def draining_chains(g: Graph) -> list[Chain]:
+    """An ALIVE node Ray is draining (scale-down, preemption, `ray drain-node`) with work still on it: that work
+    ends when the drain does."""
+    chains = []
+    for nid, node in g.nodes.items():
+        message = str(node.get("state_message") or "")
+        if node.get("state") != "ALIVE" or not DRAINED.search(message):
+            continue
+        actors = [a for a in g.actors.values() if a.get("node_id") == nid and a.get("state") == "ALIVE"]
+        tasks = [t for t in g.running.values() if t.get("node_id") == nid]
+        if not actors and not tasks:
+            continue
+        on = " and ".join(x for x in (f"{len(actors)} actor(s) ({names(str(a.get('class_name')) for a in actors)})" if actors else "",
+                                      f"{len(tasks)} running task(s)" if tasks else "") if x)  # fmt: skip
+        chains.append(Chain(STUCK - 10, "node_draining", "", [Link("ended_by",
+            f"{g.node_label(nid)} is being drained ({one_line(message, NODE_DEATH_CHARS)}) while {on} still run on it", message)],
+            ["list_nodes", "list_actors node_id=" + nid], subjects={f"node:{nid}"}))  # fmt: skip
     return chains
 
 
@@ -128,9 +157,13 @@ def event_lines(ev: GraphInputs, limit: int) -> list[str]:
 
 
 def explain_cluster(ev: GraphInputs) -> list[Chain]:
+    """Every cluster rule over one graph, ranked: dead nodes and what they took down, Serve, each job's chains
+    named by cause, failed jobs, demands and memory."""
     g = Graph(ev)
     chains = node_chains(g)
+    chains += draining_chains(g)
     chains += serve_chains(g)
+    chains += serve_app_chains(g)
     covered = set().union(*(c.subjects for c in chains)) if chains else set()
     for c in [*failed_task_chains(g, None), *actor_chains(g, None, "RUNNING"), *pending_chains(g, None)]:
         if c.subjects and c.subjects <= covered:
@@ -141,5 +174,8 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
         if c.kind in ("failed", "raised", "owner_died", "worker_crash", "oom", "node_died", "pg_removed"):
             c.severity = min(c.severity, CONTEXT + 10)
         chains.append(c)
+    chains += failed_jobs(g)
+    chains += demand_chains(g, chains)
+    chains += memory_chains(g)
     chains.sort(key=lambda c: -c.severity)
     return chains

@@ -44,13 +44,23 @@ def node_death(g: Graph, node_id: str | None) -> list[Link]:
     when = ms_clock(row.get("end_time_ms"))
     events = [e for e in g.ev.events or [] if node_id and node_id in str(e.get("message") or "")]
     quote = message + (f" | event: {one_line(events[-1].get('message'), EVENT_CHARS)}" if events else "")
+    drained = (
+        " after it was drained (scaled down or preempted while work still ran on it)"
+        if DRAINED.search(message)
+        else ""
+    )
     return [
         Link(
             "ended_by",
-            f"{g.node_label(node_id)} died at {when} ({one_line(message, NODE_DEATH_CHARS)})",
+            f"{g.node_label(node_id)} died at {when}{drained} ({one_line(message, NODE_DEATH_CHARS)})",
             quote,
         )
     ]
+
+
+NODE_ID = re.compile(r"\b[0-9a-f]{56}\b")
+# How Ray records a node that was drained: the autoscaler's idle termination, a preemption, `ray drain-node`.
+DRAINED = re.compile(r"drain|preempt|idle.?terminat|DRAIN_NODE_REASON", re.I)
 
 
 def worker_crash(g: Graph, node_id: str | None, pid: object, worker_id: str | None = None) -> str:
@@ -415,6 +425,15 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
                 one_line(msg, QUOTE_CHARS),
             )
         ]
+    bound = NODE_ID.search(msg) if kind.endswith("UNSCHEDULABLE_ERROR") or "NodeAffinity" in msg else None
+    if bound:  # work bound to one node (hard node affinity): that node's own state
+        nid = bound.group(0)
+        row = g.nodes.get(nid)
+        died = node_death(g, nid)
+        state = ("is not in the cluster's node list (never joined, or long gone)" if row is None
+                 else "is DEAD: " + died[0].text.split(" died ", 1)[-1] if died else f"is {row.get('state')}")  # fmt: skip
+        return [Link("ended_by", f"{label} could not be scheduled: it is bound to {g.node_label(nid)} (hard node affinity, "
+                     f"soft=False), and that node {state}", exc_quote(msg))]  # fmt: skip
     where = first_raise(msg)
     exc = exception_line(msg)
     if where:

@@ -4,29 +4,35 @@ the resource now), for a resource shape and for a placement group's bundles."""
 from __future__ import annotations
 
 from ray_mcp.diagnosis.chains.links import Link
-from ray_mcp.diagnosis.graph import Graph, Row, bundle_index, count_by, num
+from ray_mcp.diagnosis.graph import Entity, Graph, Row, amount, amounts, bundle_index, count_by, num
 from ray_mcp.limits import HOLDER_NODE_ID_CHARS, HOLDERS_QUOTED, NAMES_SHOWN
 
 
-def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = "") -> list[Link]:
-    """Infeasible (no alive node can ever fit it) or contention (it fits, but the resource is held now)."""
+def resource_wait(
+    g: Graph, who: str, need: dict[str, float], self_key: str = "", *, only: set[str] | None = None
+) -> list[Link]:
+    """Infeasible (no alive node can ever fit it) or contention (it fits, but the resource is held now).
+    ``only``: the nodes its other constraints allow (a label selector), when not all."""
     need = {k: num(v) for k, v in need.items() if num(v) > 0}
-    totals = g.node_totals()
+    totals = {n: t for n, t in g.node_totals().items() if only is None or n in only}
     if not need or not totals:
         return []
     fits = [nid for nid, tot in totals.items() if all(tot.get(k, 0.0) + 1e-9 >= v for k, v in need.items())]
-    shape = ", ".join(f"{k} {v:g}" for k, v in need.items())
+    shape = amounts(need)
     if not fits:
         lacking = [k for k, v in need.items() if max((t.get(k, 0.0) for t in totals.values()), default=0) < v]
-        most = ", ".join(f"{k} {max((t.get(k, 0.0) for t in totals.values()), default=0):g}" for k in lacking)
+        most = ", ".join(
+            f"{k} {amount(k, max((t.get(k, 0.0) for t in totals.values()), default=0))}" for k in lacking
+        )
         return [Link("waits_on", f"{who} needs {{{shape}}}, which no alive node can ever fit (infeasible: the largest has {most})",
                      f"{len(totals)} alive node(s)")]  # fmt: skip
     # Contention: on every node that could fit it, something holds what it needs. A task blocked in ray.get on
     # its children has lent its CPU back to the node (Ray does so for CPU only): it holds no CPU while it waits.
     blocked = blocked_callers(g)
     short_of = set()
+    held_on: dict[str, dict[str, float]] = {}
     for nid in fits:
-        held = g.held_on(nid)
+        held = held_on[nid] = g.held_on(nid)
         held["CPU"] = held.get("CPU", 0.0) - lent_cpu(g, blocked, nid)
         for k, v in need.items():
             if totals[nid].get(k, 0.0) - held.get(k, 0.0) + 1e-9 < v:
@@ -44,7 +50,7 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
         who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:NAMES_SHOWN])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
-            f"{ent.label} holds {a:g} {resource} on node {nid[:HOLDER_NODE_ID_CHARS]}"
+            f"{ent.label} holds {amount(resource, a)} {resource} on node {nid[:HOLDER_NODE_ID_CHARS]}"
             for ent, a, nid in holders[:HOLDERS_QUOTED]
         )
         # Nested tasks: the holders are the waiter's own callers, blocked in ray.get on it (starvation).
@@ -60,11 +66,43 @@ def resource_wait(g: Graph, who: str, need: dict[str, float], self_key: str = ""
         quote += (
             f" | Ray lends back the CPU of a task blocked in ray.get, not its {resource}" if callers else ""
         )
-        links.append(Link("holds", f"{who} waits for {resource} ({shape}): {held_total:g} of {total:g} {resource} on the nodes "
-                          f"that fit it are held by {who_holds}{starve}", quote))  # fmt: skip
+        first = first_to_release(g, resource, holders, need, totals, held_on)
+        links.append(Link("holds", f"{who} waits for {resource} ({shape}): {amount(resource, held_total)} of {amount(resource, total)} {resource} on the nodes "
+                          f"that fit it are held by {who_holds}{starve}{first}", quote))  # fmt: skip
     return links or [
         Link("waits_on", f"{who} needs {{{shape}}}; it fits, but {', '.join(sorted(short_of))} is in use now")
     ]
+
+
+def first_to_release(
+    g: Graph,
+    resource: str,
+    holders: list[tuple[Entity, float, str]],
+    need: dict[str, float],
+    totals: dict[str, dict[str, float]],
+    held_on: dict[str, dict[str, float]],
+) -> str:
+    """ "; releasing <holder> first would let it start": of the holders whose release alone would let the
+    waiting request fit on their node, the one an operator can let go most cheaply (a holder of an ended job,
+    then a placement group's reservation, which holds its bundles whether or not they are used, then the
+    largest)."""
+
+    def fits_without(held: float, nid: str) -> bool:
+        free = {k: totals[nid].get(k, 0.0) - held_on[nid].get(k, 0.0) for k in need}
+        free[resource] += held
+        return all(free[k] + 1e-9 >= v for k, v in need.items())
+
+    alone = [(ent, held, nid) for ent, held, nid in holders if fits_without(held, nid)]
+    if not alone:
+        return ""
+    ent, _held, nid = min(alone, key=lambda h: (not job_ended(g, h[0].job_id), h[0].kind != "pg", -h[1]))
+    groups = {(holder_name(g, h[0]), h[0].job_id) for h in holders}
+    if len(groups) == 1 and not job_ended(g, ent.job_id) and ent.kind != "pg":
+        return ""  # interchangeable holders of one live job: no one to release first
+    why = (", of a job that ended" if job_ended(g, ent.job_id) else "") + (
+        ", reserved whether or not its bundles are used" if ent.kind == "pg" else ""
+    )
+    return f"; releasing {ent.label}{why} first would let it start on node {nid[:HOLDER_NODE_ID_CHARS]}"
 
 
 def blocked_callers(g: Graph) -> set[str]:
@@ -159,7 +197,7 @@ def pg_wait(g: Graph, pg: Row) -> list[Link]:
         ]
     pooled = {k: sum(t.get(k, 0.0) for t in totals.values()) for k in need}
     if any(pooled[k] + 1e-9 < v for k, v in need.items()):
-        wanted = ", ".join(f"{k} {v:g}" for k, v in need.items())
+        wanted = amounts(need)
         return [
             Link("waits_on", f"{label} needs {{{wanted}}} in all, more than the cluster has (infeasible)")
         ]

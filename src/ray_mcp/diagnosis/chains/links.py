@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from ray_mcp.diagnosis.graph import one_line
 from ray_mcp.limits import QUOTE_CHARS
 
-# Severity: higher ranks first (the same scale as findings.py's).
+# Severity, the one scale of every rule: higher ranks first. ROOT: the cause of a failure; STUCK: work that
+# cannot go on; LOOP: a crash loop; PROBLEM and above: cluster_health counts it as a problem; CONTEXT: ranked
+# after the status of a job that ended well; WARNING: retried and recovered; INFO: not a fault.
 ROOT = 100
 STUCK = 90
 LOOP = 85
 CONTEXT = 50
+PROBLEM = 40
 WARNING = 30
 INFO = 10
 
@@ -34,6 +37,7 @@ class Chain:
     next_steps: list[str] = field(default_factory=list)
     job_id: str | None = None
     subjects: set[str] = field(default_factory=set)  # entity keys this chain explains
+    details: list[str] = field(default_factory=list)  # evidence beyond the links (settings, counts, stacks)
 
     @property
     def cause(self) -> str:
@@ -78,4 +82,4 @@ class Chain:
                 out.append(
                     f'{"  " if len(self.links) > 1 else "[" + link.kind + "] "}"{one_line(link.quote, QUOTE_CHARS)}"'
                 )
-        return out
+        return [*out, *self.details]

@@ -212,7 +212,11 @@ def called_chain(g: Graph, caller: Chain, chains: Sequence[Chain]) -> Chain | No
 
 
 def merge(raised: Link, chain: Chain) -> Chain:
-    return Chain(ROOT, chain.kind, "", [raised, *chain.links], chain.next_steps, chain.job_id, chain.subjects)
+    """The driver's exception joined to the chain it came from; that chain's symptom stays counted ("4 tasks
+    decode failed": the driver re-raised one of them, the same cause ended them all)."""
+    counted = [f"[counted] {chain.symptom}, all with this cause"] if re.match(r"\d+ ", chain.symptom) else []
+    return Chain(ROOT, chain.kind, "", [raised, *chain.links], chain.next_steps, chain.job_id, chain.subjects,
+                 details=[*counted, *chain.details])  # fmt: skip
 
 
 def name_holder(g: Graph, name: str) -> list[Link]:

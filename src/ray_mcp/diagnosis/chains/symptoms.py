@@ -97,7 +97,9 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
             continue
         links = task_end(g, t)
         key = re.sub(r"\(([0-9a-f]{16,})\)", "", links[-1].text) + str(t.get("name"))
-        key = re.sub(r"pid \d+", "", key)
+        key = re.sub(
+            r"[0-9a-f]{8,}|\d+(\.\d+)?", "#", key
+        )  # ids, pids, memory figures: the same cause elsewhere
         groups.setdefault(key, (links, []))[1].append(t)
     chains = []
     for links, rows in groups.values():

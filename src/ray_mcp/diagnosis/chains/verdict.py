@@ -6,43 +6,34 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ray_mcp.diagnosis import hang
 from ray_mcp.diagnosis.chains.ended_by import oom_quote
-from ray_mcp.diagnosis.chains.holds import resource_wait
-from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, Chain, Link
+from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, WARNING, Chain, Link
 from ray_mcp.diagnosis.chains.raised_in import driver_chain
+from ray_mcp.diagnosis.chains.setup import entrypoint_chains, runtime_env_failure, status_chain
 from ray_mcp.diagnosis.chains.symptoms import (
     actor_chains,
     failed_task_chains,
+    final_attempts,
     job_status,
     pending_chains,
+    progress,
     retried_warnings,
-    wait_kind,
 )
 from ray_mcp.diagnosis.chains.waits_on import deadlock, driver_wait
-from ray_mcp.diagnosis.graph import Graph, GraphInputs, Row, memory_summary, names, num, one_line
-from ray_mcp.limits import CAUSE_CHARS, OTHER_JOBS_NAMED, STALL_STACK_LINES, VERDICT_BYTES
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, memory_summary, names, num
+from ray_mcp.limits import OTHER_JOBS_NAMED, VERDICT_BYTES
 from ray_mcp.text import fit_bytes
 
 
-def stack_chain(ev: GraphInputs, job_id: str) -> Chain | None:
-    """Evidence of the stacks source: what the hung driver and workers are doing."""
-    stacks = ev.stacks or {}
-    summary = stacks.get("summary") or stacks.get("verdict")
-    if not summary:
-        return None
-    lines = [str(x) for x in (stacks.get("lines") or stacks.get("groups") or [])][:STALL_STACK_LINES]
-    return Chain(STUCK - 20, "hung", "No progress", [Link("waits_on", one_line(str(summary), CAUSE_CHARS), " | ".join(lines))],
-                 [f"stack_traces job={job_id}"], job_id)  # fmt: skip
-
-
 def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
-    """(status phrase, ranked chains, notes on other jobs) for one job."""
+    """(status phrase, ranked chains, notes on other jobs) for one job: every job rule over one graph."""
     g = Graph(ev)
     job = ev.job or {}
     job_id = str(job.get("job_id") or "")
     status = str(job.get("status") or "")
     phrase = job_status(ev)
-    chains: list[Chain] = []
+    chains: list[Chain] = [*runtime_env_failure(g), *entrypoint_chains(g)]
     if job_id:
         chains += failed_task_chains(g, job_id)
         chains += actor_chains(g, job_id, status)
@@ -62,37 +53,26 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
             c for c in chains if not (c.subjects and c.subjects <= drv.subjects) and c.cause != drv.cause
         ]
         chains.append(drv)
+    stall = hang.reading(ev)
     if status == "RUNNING" and job_id and not any(c.severity >= STUCK - 12 for c in chains):
         waiting = driver_wait(g, job_id)
         if waiting is not None and not any(c.subjects & waiting.subjects for c in chains if c.subjects):
             chains.append(waiting)
-        hung = stack_chain(ev, job_id)
-        if hung is not None:
-            chains.append(hung)
-    if status == "PENDING":
-        need = entrypoint_need(job)
-        if need:
-            links = resource_wait(g, "the job's entrypoint", need)
-            if links:
-                chains.append(
-                    Chain(
-                        STUCK, wait_kind(links), "The driver cannot start", links, ["cluster_status"], job_id
-                    )
-                )
-    message = str(job.get("message") or "")
-    if status == "FAILED" and "running low on memory" in message:
-        killed = [c for c in chains if c.kind == "oom"]
-        if killed:  # the monitor's sweep took the job's own tasks too: they are the memory users to name
-            killed[0].severity = ROOT + 2
-            note = "the job failed: the memory monitor's sweep killed its driver's supervisor too"
-            killed[0].links.insert(0, Link("ended_by", note, oom_quote(message)))
-        else:  # the driver (or its job supervisor) itself was the monitor's pick
-            node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
-            top = top_memory_user(message)
-            chains.append(Chain(ROOT + 1, "oom", "", [Link("ended_by",
-                f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: "
-                f"{memory_summary(message)}" + (f"; the top memory user was {top}" if top else ""),
-                oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None))  # fmt: skip
+    if stall is not None:
+        sid = str(job.get("submission_id") or job_id)
+        stalled = hang.stall_chain(stall, list(g.node_totals().values()), sid)
+        explained = [c.severity for c in chains if c.kind in EXPLAINS_A_STALL and c.severity > CONTEXT]
+        if stalled is not None and not any(c.kind == "deadlock" for c in chains):
+            if explained:  # the chain that says why leads; the stall says for how long nothing moved
+                stalled.severity = min(stalled.severity, max(explained) - 1)
+            chains.append(stalled)
+    if status == "RUNNING" and job_id:
+        chains += progressing(g, chains)
+    chains += memory_kill(g, job_id, chains)
+    if not any(c.severity > WARNING for c in chains):
+        last = status_chain(g)
+        if last is not None:
+            chains.append(last)
     if status in ("SUCCEEDED", "STOPPED"):
         for c in chains:  # context: ranked after the status itself
             c.severity = min(c.severity, CONTEXT)
@@ -100,16 +80,63 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
     return phrase, distinct(chains), other_jobs(g, job_id)
 
 
+def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
+    """Progress beats a blocked-looking driver: while the job's tasks finish, a driver waiting in ray.get (or
+    work waiting for resources others use now) is how the job runs, not a fault. Say it is healthy first and
+    leave those waits as context; only a stall (hang.py) makes them the verdict."""
+    job = g.ev.job or {}
+    finished = [t for t in final_attempts(g, str(job.get("job_id"))) if t.get("state") == "FINISHED"]
+    newest = max((num(t.get("end_time_ms")) for t in finished), default=0.0)
+    if not newest or g.ev.now_ms - newest > hang.NO_PROGRESS_S * 1000:
+        return []
+    for c in chains:
+        if c.kind in ("waiting", "contention", "hang", "pending_demand") and c.severity < ROOT:
+            c.severity = min(c.severity, CONTEXT - 1)
+    if any(c.severity > CONTEXT for c in chains):
+        return []  # something else is wrong: it leads, progress or not
+    return [Chain(CONTEXT, "progressing", "", [Link("waits_on", f"healthy: its tasks are finishing ({progress(g)})")],
+                  [f"wait_for_job job={job.get('submission_id') or job.get('job_id')}"], subjects={"progress"})]  # fmt: skip
+
+
+# Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
+EXPLAINS_A_STALL = ("contention", "infeasible", "deadlock", "entrypoint_resources", "waiting")
+
+
+def memory_kill(g: Graph, job_id: str, chains: Sequence[Chain]) -> list[Chain]:
+    """A job the memory monitor failed: the kill of its own tasks ranks first (it names the memory users),
+    else the driver itself was the monitor's pick."""
+    job = g.ev.job or {}
+    message = str(job.get("message") or "")
+    if job.get("status") != "FAILED" or "running low on memory" not in message:
+        return []
+    killed = [c for c in chains if c.kind == "oom"]
+    if killed:
+        killed[0].severity = ROOT + 2
+        note = "the job failed: the memory monitor's sweep killed its driver's supervisor too"
+        killed[0].links.insert(0, Link("ended_by", note, oom_quote(message)))
+        return []
+    node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
+    top = top_memory_user(message)
+    return [Chain(ROOT + 1, "oom", "", [Link("ended_by",
+        f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: "
+        f"{memory_summary(message)}" + (f"; the top memory user was {top}" if top else ""),
+        oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None)]  # fmt: skip
+
+
 def distinct(chains: Sequence[Chain]) -> list[Chain]:
     """One chain per last link: the same cause reached from several symptoms is told once, where it ranks
     highest."""
-    seen: set[str] = set()
+    seen: dict[str, Chain] = {}
     out = []
     for c in chains:
         key = re.sub(r"\([0-9a-f]{16,}\)", "", c.cause)
         if key and key in seen and c.severity > INFO:
+            kept = seen[key]  # counted where it is told: every symptom it explains
+            if c.symptom and not c.subjects <= kept.subjects:
+                kept.details.append(f"also: {c.symptom}")
+            kept.subjects |= c.subjects
             continue
-        seen.add(key)
+        seen.setdefault(key, c)
         out.append(c)
     return out
 
@@ -118,17 +145,6 @@ def top_memory_user(message: str) -> str:
     """The first row of the memory monitor's "Top 10 memory users" table: "ray::f (pid 123, 2.33 GB)"."""
     m = re.search(r"Top \d+ memory users:[^\n]*\n\s*(\d+)\s+([\d.]+)\s+(\S+)", message)
     return f"{m[3]} (pid {m[1]}, {m[2]} GB)" if m else ""
-
-
-def entrypoint_need(job: Row) -> dict[str, float]:
-    need = {}
-    if num(job.get("entrypoint_num_cpus")):
-        need["CPU"] = num(job["entrypoint_num_cpus"])
-    if num(job.get("entrypoint_num_gpus")):
-        need["GPU"] = num(job["entrypoint_num_gpus"])
-    for k, v in (job.get("entrypoint_resources") or {}).items():
-        need[k] = num(v)
-    return need
 
 
 def other_jobs(g: Graph, job_id: str) -> list[str]:
@@ -154,5 +170,14 @@ def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = VERDICT_BYTE
         line = f"{phrase}; warning: {main.cause}"
     else:
         sep = " but not healthy" if phrase.startswith("RUNNING") and main.severity > CONTEXT + 10 else ""
-        line = f"{phrase}{sep}: {main.verdict}"
+        line = f"{phrase}{sep}{stalled_for(main, chains)}: {main.verdict}"
     return fit_bytes(line, limit)
+
+
+def stalled_for(main: Chain, chains: Sequence[Chain]) -> str:
+    """ ", no task activity for 44 s": how long a stalled job did not move, when another chain says why."""
+    if main.kind not in EXPLAINS_A_STALL or main.kind == "deadlock":
+        return ""
+    stall = next((c for c in chains if c.kind == "hang"), None)
+    m = re.search(r"no task activity for [^)]*", stall.verdict) if stall is not None else None
+    return f", {m.group(0)}" if m else ""

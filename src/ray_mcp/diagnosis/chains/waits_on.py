@@ -3,8 +3,9 @@ of open tasks: deadlock cycles and what the driver is blocked on."""
 
 from __future__ import annotations
 
+from ray_mcp.diagnosis.chains.constraints import constrained_wait
 from ray_mcp.diagnosis.chains.ended_by import actor_end
-from ray_mcp.diagnosis.chains.holds import pg_wait, resource_wait
+from ray_mcp.diagnosis.chains.holds import pg_wait
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
 from ray_mcp.diagnosis.graph import Graph, Row, ago, ms_clock, names, num
 
@@ -32,8 +33,7 @@ def actor_wait(g: Graph, row: Row) -> list[Link]:
         return [
             Link("waits_on", f"{label} waits for the arguments of its constructor (objects not computed yet)")
         ]
-    need = {k: num(v) for k, v in (row.get("required_resources") or {}).items()}
-    return resource_wait(g, label, need, f"actor:{row.get('actor_id')}") or [
+    return constrained_wait(g, label, row, f"actor:{row.get('actor_id')}") or [
         Link("waits_on", f"{label} is PENDING_CREATION: waiting for a worker process")
     ]
 
@@ -60,8 +60,7 @@ def task_wait(g: Graph, t: Row, depth: int = 0) -> list[Link]:
     if state == "PENDING_ARGS_AVAIL":
         return [Link("waits_on", f"{label} waits for its arguments (objects not computed yet)")]
     if state == "PENDING_NODE_ASSIGNMENT":
-        need = {k: num(v) for k, v in (t.get("required_resources") or {}).items()}
-        return resource_wait(g, label, need, f"task:{t.get('task_id')}")
+        return constrained_wait(g, label, t, f"task:{t.get('task_id')}")
     return []
 
 

@@ -1,43 +1,13 @@
-"""Findings and the verdict: severities, one finding, the ranking, and the text within a byte budget."""
+"""The findings as text: alike ones merged, each with its evidence, within a byte budget (pure)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from ray_mcp import models
-from ray_mcp.limits import ALIKE_SHOWN, EVIDENCE_ITEMS, NEXT_STEPS
-from ray_mcp.text import fit_bytes
-
-# Severities: higher is more likely the root cause (diagnose_job) or more urgent (cluster_health).
-ROOT_CAUSE = 100
-STUCK = 90
-CONTRIBUTING = 60
-SYMPTOM = 40
-INFO = 10
-
-
-def finding(
-    severity: int,
-    title: str,
-    evidence: Iterable[str] = (),
-    next_steps: Iterable[str] = (),
-    refs: Iterable[str] = (),
-    kind: str = "",
-) -> models.Finding:
-    return models.Finding(
-        severity=severity,
-        kind=kind,
-        title=title,
-        evidence=[e for e in evidence if e][:EVIDENCE_ITEMS],
-        next_steps=list(next_steps)[:NEXT_STEPS],
-        refs=list(refs)[:NEXT_STEPS],
-    )
-
-
-def rank(findings: Iterable[models.Finding]) -> list[models.Finding]:
-    return sorted(findings, key=lambda f: -f.severity)
-
+from ray_mcp.limits import ALIKE_SHOWN, EVIDENCE_ITEMS
+from ray_mcp.text import fit_bytes, single_line
 
 # What differs between findings of the same failure in several places: numbers (pids, ranks, shards, IPs) and ids.
 _VARYING = re.compile(r"[0-9a-f]{16,}|\d+")
@@ -59,7 +29,7 @@ def merge_alike(findings: Sequence[models.Finding]) -> list[models.Finding]:
                 "evidence": [*first.evidence[: EVIDENCE_ITEMS - len(also)], *also],
             })  # fmt: skip
         merged.append(first)
-    return rank(merged)
+    return sorted(merged, key=lambda f: -f.severity)
 
 
 def render_findings(header: list[str], findings: Sequence[models.Finding], max_bytes: int) -> str:
@@ -108,8 +78,9 @@ def fit_lines(lines: list[str], max_bytes: int) -> list[str]:
 
 
 def _block(i: int, f: models.Finding, evidence: Sequence[str] | None = None) -> list[str]:
-    block = [f"{i}. {f.title}"]
-    block += [f"   > {line}" for line in (f.evidence if evidence is None else evidence)]
+    # Titles and quotes hold the cluster's text: each stays on its line, so none can pose as a line of ours.
+    block = [f"{i}. {single_line(f.title)}"]
+    block += [f"   > {single_line(line)}" for line in (f.evidence if evidence is None else evidence)]
     if f.next_steps:
         block.append("   Next: " + " | ".join(f.next_steps))
     if f.refs:
@@ -123,11 +94,3 @@ def _left_out(n: int, max_bytes: int) -> str:
 
 def _size(lines: list[str]) -> int:
     return len("\n".join(lines).encode())
-
-
-RUNTIME_ENV_DOC = "ray-docs://reference/11-runtime-environment"
-JOBS_DOC = "ray-docs://reference/12-job-submission"
-FT_DOC = "ray-docs://reference/14-fault-tolerance"
-PG_DOC = "ray-docs://reference/15-scheduling-placement-groups"
-SERVE_DOC = "ray-docs://reference/06-ray-serve"
-OBS_DOC = "ray-docs://reference/13-dashboard-observability"

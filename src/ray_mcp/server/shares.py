@@ -1,0 +1,152 @@
+"""Fair shares of what the server holds for its callers: HTTP sessions and long log follows.
+
+A global cap alone lets one caller fill it and lock every other out. So each cap has a share per caller below
+it, and what a caller takes beyond its share is refused at once, with the reason, while the rest stays free for
+the others (the job watches of live.py follow the same rule, per client connection):
+
+* ``SessionShares``, in front of the SDK's streamable HTTP session manager: one caller (its address and
+  credential) holds at most ``max_sessions_per_client`` of the ``max_sessions`` sessions, and a session that
+  nobody used after its ``initialize`` is closed after ``session_unused_timeout_s`` (a bare ``initialize``
+  would otherwise hold its slot for the whole idle timeout).
+* ``Shares`` for ``tail_logs`` follows, each of which holds one dashboard connection for up to a minute: at
+  most ``LOG_FOLLOWS_MAX`` at once and ``LOG_FOLLOWS_PER_CLIENT`` per client connection, far below the
+  dashboard client's ``DASHBOARD_CONNECTIONS``, so short calls always find a connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ray_mcp import sdk_private
+from ray_mcp.errors import RayMCPError
+
+log = logging.getLogger("ray_mcp")
+
+
+class ShareExhausted(RayMCPError):
+    """A caller asked for more than its share of a bounded resource (or the resource is full)."""
+
+
+class Shares:
+    """Counts per owner under a total: ``take`` refuses past the owner's share or past the total."""
+
+    def __init__(self, what: str, *, total: int, per_owner: int) -> None:
+        self.what = what
+        self.total = total
+        self.per_owner = per_owner
+        self._held: dict[object, int] = {}
+
+    @property
+    def held(self) -> int:
+        return sum(self._held.values())
+
+    @contextmanager
+    def take(self, owner: object) -> Iterator[None]:
+        """Hold one for ``owner`` for the block (the event loop's single thread: no lock needed)."""
+        mine = self._held.get(owner, 0)
+        if mine >= self.per_owner:
+            raise ShareExhausted(
+                f"This client already runs {mine} {self.what}, its share of the {self.total} ray-mcp runs at "
+                "once; wait for one to end, or call without it."
+            )
+        if self.held >= self.total:
+            raise ShareExhausted(
+                f"ray-mcp already runs {self.total} {self.what}, the most at once; retry when one ends, or call "
+                "without it."
+            )
+        self._held[owner] = mine + 1
+        try:
+            yield
+        finally:
+            left = self._held[owner] - 1
+            if left:
+                self._held[owner] = left
+            else:
+                del self._held[owner]
+
+
+def caller_of(scope: Scope) -> str:
+    """Who sends an HTTP request: its peer address and (a digest of) its credential."""
+    client = scope.get("client")
+    host = str(client[0]) if client else "?"
+    credential = Headers(scope=scope).get("authorization", "")
+    return f"{host}/{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
+
+
+class SessionShares:
+    """ASGI middleware before the SDK's streamable HTTP app: a share of sessions per caller, and sessions
+    never used after their ``initialize`` closed fast. The session manager's own table is the truth of which
+    sessions are open; this only remembers who opened each and whether it was used."""
+
+    def __init__(self, app: ASGIApp, manager: Any, *, per_client: int, unused_timeout_s: float) -> None:
+        self.app = app
+        self.manager = manager
+        self.per_client = per_client
+        self.unused_timeout_s = unused_timeout_s
+        self._callers: dict[str, str] = {}  # session id -> who opened it
+        self._unused: dict[str, float] = {}  # session id -> when it was opened, until its first use
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self._close_unused()
+        session = Headers(scope=scope).get("mcp-session-id")
+        if session is not None:
+            self._unused.pop(session, None)
+            await self.app(scope, receive, send)
+            return
+        caller = caller_of(scope)
+        open_now = sdk_private.open_sessions(self.manager)
+        for gone in [s for s in self._callers if s not in open_now]:
+            self._callers.pop(gone, None)
+            self._unused.pop(gone, None)
+        mine = sum(1 for c in self._callers.values() if c == caller)
+        if scope.get("method") == "POST" and mine >= self.per_client:
+            log.warning("ray-mcp: refused a new session: its client already holds %d", mine)
+            await _refuse(send, mine, self.manager.max_sessions)
+            return
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start" and message.get("status", 500) < 400:
+                opened = Headers(raw=message.get("headers") or []).get("mcp-session-id")
+                if opened is not None:
+                    self._callers[opened] = caller
+                    self._unused[opened] = time.monotonic()
+            await send(message)
+
+        await self.app(scope, receive, watch)
+
+    async def _close_unused(self) -> None:
+        deadline = time.monotonic() - self.unused_timeout_s
+        for session in [s for s, at in self._unused.items() if at < deadline]:
+            self._unused.pop(session, None)
+            log.info("ray-mcp: closing session %s: not used since its initialize", session[:8])
+            await sdk_private.close_session(self.manager, session)
+
+
+async def _refuse(send: Send, mine: int, total: int | None) -> None:
+    body = json.dumps({
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32603,
+            "message": f"Too many sessions from this client: it holds {mine}, its share of the {total} ray-mcp "
+            "serves at once. Close one (DELETE it) or reuse it.",
+        },
+    }).encode()  # fmt: skip
+    await send({
+        "type": "http.response.start",
+        "status": 503,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,155 @@
+"""Issue 26, items 1 and 3, on the real binary against the session Ray head, over stdio and streamable HTTP.
+
+1. Nothing a caller sends decides what is a secret: a stray argument full of junk values neither flushes a
+   job's secret out of the registry nor makes ordinary words masked (memory and /healthz under 100 calls of
+   3 MB arguments: bench/large_arguments.py).
+3. Fair shares: bare ``initialize`` requests of one client neither lock other clients out nor hold their slot
+   for long; a subscription to a job that does not exist is refused; 100 ``tail_logs follow_s`` calls of one
+   client leave the dashboard connections other clients need.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from tests.conftest import clean_env
+from tests.support import TERMINAL, call_ok, submit, text_of, wait_until
+from tests.test_transports import RAY_MCP, free_port, wait_for_port
+
+pytestmark = [pytest.mark.live, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
+
+SECRET = "tr26-" + secrets.token_hex(8)
+PRINTS_SECRET = "python -c \"import os; print('API_TOKEN=' + os.environ['API_TOKEN'], flush=True)\""
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}  # fmt: skip
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@contextmanager
+def http_server(args: list[str], log: Path, **env: str) -> Iterator[tuple[int, psutil.Process]]:
+    port = free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [RAY_MCP, "--transport", "streamable-http", *args, "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, env=clean_env(**env),
+        )  # fmt: skip
+    try:
+        wait_for_port(port, proc, log)
+        yield port, psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@asynccontextmanager
+async def client_over(transport: str, ray_cluster: Any, tmp_path: Path, **env: str) -> AsyncIterator[Client]:
+    args = ["--address", ray_cluster.dashboard_url]
+    if transport == "stdio":
+        params = StdioServerParameters(command=RAY_MCP, args=args, env=clean_env(**env))
+        with open(tmp_path / "stderr.log", "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+                yield client
+    else:
+        with http_server(args, tmp_path / "server.log", **env) as (port, _):
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+                yield client
+
+
+def junk_env(count: int, width: int = 24) -> dict[str, str]:
+    return {f"JUNK_{i}": f"{i:08d}-" + secrets.token_hex(width // 2) for i in range(count)}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_a_stray_argument_neither_flushes_a_jobs_secret_nor_masks_ordinary_words(
+    ray_cluster, tmp_path: Path, transport: str
+) -> None:
+    async with client_over(transport, ray_cluster, tmp_path) as client:
+        job = await submit(client, entrypoint=PRINTS_SECRET, runtime_env={"env_vars": {"API_TOKEN": SECRET}})
+        await wait_until(client, job, TERMINAL)
+        status = (await call_ok(client, "cluster_status", {})).structured_content or {}
+        head = next(n for n in status["nodes"] if n["is_head"])
+        driver_log = {"node": head["node_id"], "filename": f"job-driver-{job}.log", "lines": 20}
+        assert "API_TOKEN=***" in text_of(await call_ok(client, "tail_logs", driver_log))
+        # one read-only call whose stray argument carries 5,000 values (and an ordinary word) as env_vars
+        stray = {"env_vars": {**junk_env(5000), "WORD": "alive"}, "password": "nodes"}
+        await client.call_tool("list_jobs", {"limit": 1, "junk": stray})
+        shown = text_of(await call_ok(client, "tail_logs", driver_log))
+        assert SECRET not in shown and "API_TOKEN=***" in shown
+        assert "alive" in text_of(await call_ok(client, "cluster_status", {}))  # not masked as a "secret"
+
+
+async def test_bare_initializes_of_one_client_leave_room_for_others_and_expire_fast(
+    ray_cluster, tmp_path: Path
+) -> None:
+    env = {
+        "RAY_MCP_MAX_SESSIONS": "4", "RAY_MCP_MAX_SESSIONS_PER_CLIENT": "2",
+        "RAY_MCP_SESSION_UNUSED_TIMEOUT_S": "2",
+    }  # fmt: skip
+    with http_server(["--address", ray_cluster.dashboard_url], tmp_path / "server.log", **env) as (port, _):
+        url = f"http://127.0.0.1:{port}/mcp"
+        # the flooding client comes from another loopback address: another caller
+        flood = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address="127.0.0.2"))
+        async with flood:
+            codes = [
+                (await flood.post(url, json=INITIALIZE, headers=MCP_HEADERS)).status_code for _ in range(6)
+            ]
+            assert codes == [200, 200, 503, 503, 503, 503], codes
+            async with Client(url) as other:  # another client still gets a session at once
+                await call_ok(other, "cluster_status", {})
+            await anyio.sleep(2.5)  # the bare sessions expire: their client may open new ones
+            opened = await flood.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+            assert opened.status_code == 200
+            again = await flood.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+            assert again.status_code == 200
+    assert "not used since its initialize" in (tmp_path / "server.log").read_text()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_a_subscription_to_a_job_that_does_not_exist_is_refused(
+    ray_cluster, tmp_path: Path, transport: str
+) -> None:
+    async with client_over(transport, ray_cluster, tmp_path) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.subscribe_resource("ray://jobs/raysubmit_nosuchjob26")
+        assert "No job 'raysubmit_nosuchjob26'" in raised.value.error.message
+        assert "list_jobs" in raised.value.error.message
+
+
+async def test_one_clients_hundred_follows_leave_the_dashboard_to_other_clients(
+    ray_cluster, tmp_path: Path
+) -> None:
+    env = {"RAY_MCP_HTTP_MAX_CONNECTIONS": "400", "RAY_MCP_REQUEST_TIMEOUT_S": "5"}
+    with http_server(["--address", ray_cluster.dashboard_url], tmp_path / "server.log", **env) as (port, _):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url) as greedy, Client(url) as other:
+            job = await submit(greedy, entrypoint="echo follow-me")
+            await wait_until(greedy, job, TERMINAL)
+            results: list[Any] = []
+
+            async def follow() -> None:
+                results.append(await greedy.call_tool("tail_logs", {"job": job, "follow_s": 15}))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(100):
+                    tg.start_soon(follow)
+                await anyio.sleep(3)  # the follows are under way
+                for _ in range(3):  # the other client's calls all succeed meanwhile
+                    await call_ok(other, "list_jobs", {"limit": 5})
+                    await call_ok(other, "tail_logs", {"job": job, "lines": 5})
+            refused = [r for r in results if r.is_error]
+            assert len(refused) == 96 and all("share" in text_of(r) for r in refused), text_of(refused[0])
+            assert sum(1 for r in results if not r.is_error) == 4

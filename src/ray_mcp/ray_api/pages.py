@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 
 from ray_mcp.errors import RayMCPError, dashboard_errors
 from ray_mcp.models import JobInfo
 from ray_mcp.ray_api.client import RayClient, decode_json
+from ray_mcp.text import quoted
 
 GRAFANA_DISABLED = "DISABLED"  # ray.dashboard.modules.metrics.metrics_head.GRAFANA_HOST_DISABLED_VALUE
 
@@ -49,7 +50,11 @@ def grafana_url(data: dict[str, object], info: JobInfo) -> str | None:
     host = str(data.get("grafanaHost") or "")
     uids = data.get("dashboardUids")
     uid = uids.get("default") if isinstance(uids, dict) else None
-    if not host or host == GRAFANA_DISABLED or not uid:
+    if urlsplit(host).scheme not in ("http", "https") or any(
+        c.isspace() or not c.isprintable() for c in host
+    ):
+        return None  # none set up (or "DISABLED"), or not a URL a person could open
+    if not isinstance(uid, str) or not uid:
         return None
     query: dict[str, str | int] = {"orgId": str(data.get("grafanaOrgId") or "1")}
     if data.get("sessionName"):
@@ -62,7 +67,7 @@ def grafana_url(data: dict[str, object], info: JobInfo) -> str | None:
     if start is not None:
         query["from"] = start
         query["to"] = end if end is not None else "now"
-    return without_credentials(f"{host.rstrip('/')}/d/{uid}/?{urlencode(query)}")
+    return without_credentials(f"{host.rstrip('/')}/d/{quote(uid, safe='')}/?{urlencode(query)}")
 
 
 class Pages:
@@ -72,13 +77,16 @@ class Pages:
         self.client = client
 
     async def of_job(self, info: JobInfo) -> JobPages:
-        ref = info.job_id or info.submission_id
+        ref = str(info.job_id or info.submission_id)  # the dashboard's own choice (Ray 2.60's JobTable)
         base = without_credentials(self.client.dashboard_url)
-        pages = [Page("dashboard", f"the Ray dashboard's page of job {ref}", f"{base}/#/jobs/{ref}")]
+        url = f"{base}/#/jobs/{quote(ref, safe='')}"
+        pages = [Page("dashboard", f"the Ray dashboard's page of job {quoted(ref)}", url)]
         data, note = await self._grafana()
-        url = grafana_url(data, info) if data is not None else None
-        if url is not None:
-            pages.append(Page("grafana", f"Ray's Grafana dashboard over job {ref}'s run", url))
+        grafana = grafana_url(data, info) if data is not None else None
+        if grafana is not None:
+            pages.append(
+                Page("grafana", f"Ray's Grafana dashboard over the run of job {quoted(ref)}", grafana)
+            )
         elif not note:
             note = "No Grafana page: the cluster's dashboard names no Grafana (RAY_GRAFANA_HOST) or it is disabled."
         return JobPages(pages, note)

@@ -33,7 +33,7 @@ def release_first(ev: GraphInputs) -> None:
     """Pattern 3: the holder to release is named, a detached actor of a job that ended."""
     verdict, text = job_answer(ev)
     assert "Learner" in verdict and "detached Keeper actor(s)" in verdict and "which ended" in verdict, text
-    assert "releasing actor Keeper" in text and "of a job that ended first would let it start" in text, text
+    assert 'releasing actor "Keeper"' in text and "of a job that ended first would let it start" in text, text
 
 
 def runtime_env_failed(ev: GraphInputs) -> None:

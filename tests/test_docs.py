@@ -97,8 +97,11 @@ def test_every_claude_mcp_add_line_in_the_docs_uses_flags_claude_code_has() -> N
     assert lines
     for line in lines:
         if "--transport http" in line:
+            # a token on every server but make run's own, on loopback (which needs none)
             assert re.search(
-                r"--transport http ray http://[\w.-]+:\d+/mcp --header \"Authorization: Bearer ", line
+                r"--transport http ray (http://[\w.-]+:\d+/mcp --header \"Authorization: Bearer "
+                r"|http://127\.0\.0\.1:8270/mcp( |$))",
+                line,
             ), line
         else:
             assert re.match(r'claude mcp add ray -- (ray-mcp|"\$PWD/\.venv/bin/ray-mcp")( |$)', line), line
@@ -165,3 +168,20 @@ def test_every_doc_says_destructive_calls_confirm_by_elicitation_first_then_toke
 def test_the_readme_names_the_address_forms_the_server_reads() -> None:
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     assert ADDRESS_FORMS in readme, f"README.md's 'Which cluster' should say: {ADDRESS_FORMS}"
+
+
+def test_the_docs_index_lists_every_page_and_every_page_names_the_token_variable_one_way() -> None:
+    index = (REPO / "docs" / "README.md").read_text()
+    pages = sorted(p.name for p in (REPO / "docs").glob("*.md") if p.name != "README.md")
+    assert [p for p in pages if f"`{p}`" not in index] == []
+    for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
+        assert "RAY_MCP_TOKEN" not in page.read_text().replace("RAY_MCP_TOKEN_", ""), page.name
+
+
+def test_the_readme_says_what_make_test_needs_and_gives_the_http_line_make_run_prints() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "npm" in readme and "docker-compose" in readme and "~25 min" in readme
+    assert "only Python 3.11+ and `make`; `make test` also" in readme
+    # the line the server logs at start (server/transport.py), for make run's default host and port
+    assert "claude mcp add --transport http ray http://127.0.0.1:8270/mcp" in readme
+    assert "pip install build && python -m build" in readme

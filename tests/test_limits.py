@@ -33,6 +33,7 @@ NOT_BOUNDS = {
     ("ray_api/local_logs.py", "SCAN_BYTES"): "when a local read hands over to the dashboard (same answer)",
     ("ray_api/stacks.py", "MAX_CONCURRENT_SAMPLES"): "py-spy processes run at once",
     ("reference/api.py", "MAX_HOPS"): "re-exports followed for one name: a guard against cycles",
+    ("cluster.py", "RESTART_BACKOFF_MAX_S"): "the longest wait between embedded starts: a time, not a size",
 }
 # Where a bound goes in shaping/ and diagnosis/: these keywords, these cutters' sizes, these parameters.
 BOUND_KEYWORD = re.compile(r"^(limit|lines|log_lines|chars|max_\w+)$")

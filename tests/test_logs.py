@@ -128,7 +128,8 @@ async def test_actor_logs_are_read_back_by_actor_id(client: Client, ray_cluster)
 
 
 async def test_follow_streams_new_lines_as_progress_notifications(client: Client) -> None:
-    script = "import time\nfor i in range(40):\n    print(f'beat-{i}', flush=True)\n    time.sleep(0.25)\n"
+    # A line every 20 ms: lines printed between the tail's read and the stream's start must not be lost.
+    script = "import time\nfor i in range(1000):\n    print(f'beat-{i}', flush=True)\n    time.sleep(0.02)\n"
     sid = await submit(client, entrypoint=f'{PY} -c "{script}"')
     try:
         with anyio.fail_after(180):
@@ -143,7 +144,7 @@ async def test_follow_streams_new_lines_as_progress_notifications(client: Client
             notes.append(message or "")
 
         result = await call_ok(
-            client, "tail_logs", {"job": sid, "lines": 200, "follow_s": 3}, progress_callback=on_progress
+            client, "tail_logs", {"job": sid, "lines": 1000, "follow_s": 3}, progress_callback=on_progress
         )
         section = LogTail.model_validate(result.structured_content).sections[0]
         assert notes and all("beat-" in n for n in notes)
@@ -151,6 +152,7 @@ async def test_follow_streams_new_lines_as_progress_notifications(client: Client
         beats = [line for line in section.lines if line.startswith("beat-")]
         numbers = [int(b.split("-")[1]) for b in beats]
         assert numbers == list(range(numbers[0], numbers[-1] + 1))  # no line twice, none missing
+        assert section.new_lines and f"{section.new_lines} new line(s)" in text_of(result), text_of(result)
     finally:
         await client.call_tool("stop_job", {"job": sid})
 

@@ -148,7 +148,7 @@ def test_a_non_loopback_bind_without_a_token_is_refused() -> None:
         [RAY_MCP, "--transport", "streamable-http", "--host", "0.0.0.0", "--address", "http://127.0.0.1:9"],
         capture_output=True, text=True, timeout=60, env=clean_env(),
     )  # fmt: skip
-    assert out.returncode != 0
+    assert out.returncode == 2  # as every setting that cannot be used
     assert "refusing to listen on 0.0.0.0" in out.stderr and "RAY_MCP_AUTH_TOKEN" in out.stderr
 
 

@@ -20,6 +20,7 @@ from ray_mcp.settings import Settings
         ("ray://head:10001", "ray_client", "head", 10001, "http://head:8265"),
         ("10.0.0.5:6379", "gcs", "10.0.0.5", 6379, "http://10.0.0.5:8265"),
         ("head-svc", "gcs", "head-svc", None, "http://head-svc:8265"),
+        ("[::1]:6379", "gcs", "::1", 6379, "http://[::1]:8265"),
     ],
 )
 def test_each_address_form_is_classified(address, kind, host, port, dashboard) -> None:
@@ -32,7 +33,9 @@ def test_each_address_form_is_classified(address, kind, host, port, dashboard) -
     )
 
 
-@pytest.mark.parametrize("address", ["", "ftp://x", "http://", "host:port", "ray://"])
+@pytest.mark.parametrize(
+    "address", ["", "ftp://x", "http://", "host:port", "ray://", "not a url", "head;rm:6379", "[zz]:6379"]
+)
 def test_malformed_addresses_are_rejected_with_an_example(address) -> None:
     with pytest.raises(InvalidArgument, match=r"Example|expected|empty|scheme"):
         parse_address(address)

@@ -222,3 +222,50 @@ def test_a_tail_as_sent_stays_within_its_share_of_max_bytes_and_keeps_the_newest
             assert set(after.match_numbers or []) <= set(after.line_numbers)
     if fitted is not tail:
         assert "longer as sent" in fitted.hints[-1] and "longer as sent" in render_log_tail(fitted)
+
+
+@given(
+    log=st.lists(st.sampled_from(["beat", "x", "error", "tick 1", ""]), max_size=60),
+    data=st.data(),
+)
+def test_a_follow_keeps_every_line_appended_between_the_tail_and_the_stream(
+    log: list[str], data: st.DataObject
+) -> None:
+    """Whatever the timing: the tail read T lines, the stream opened at F >= T lines with its last N (F - T < N:
+    the gap is shorter than the overlap), then more came. What follows the tail is every line after T, at
+    worst with a line repeated word for word shown twice, never one lost."""
+    from ray_mcp.ray_api.logs import after_overlap
+
+    encoded = [f"{line}\n".encode() for line in log]
+    read = data.draw(st.integers(0, len(log)))
+    opened = data.draw(st.integers(read, len(log)))
+    overlap = data.draw(st.integers(max(1, opened - read + 1), 200))
+    tail = b"".join(encoded[:read])
+    stream = b"".join(encoded[max(0, opened - overlap) :])
+    new = after_overlap(tail, stream)
+    assert new.endswith(b"".join(encoded[read:]))
+    if len(set(log)) == len(log):  # lines all different: exactly the new ones
+        assert new == b"".join(encoded[read:])
+
+
+def test_a_failed_jobs_message_has_no_colour_codes_and_its_end_starts_at_a_tracebacks_first_line() -> None:
+    frames = "".join(
+        f'  File "/app/train.py", line {i}, in step\n    loss = model(x)\n           ^^^^^^^^\n'
+        for i in range(60)
+    )
+    message = (
+        "\x1b[36m(train pid=1)\x1b[0m Job failed\n"
+        + "noise line\n" * 40
+        + "Traceback (most recent call last):\n"
+        + frames[-700:]
+        + "Traceback (most recent call last):\n"
+        + frames[:200]
+        + "ValueError: lr is too high"
+    )
+    short = short_message(message)
+    assert "\x1b[" not in short and "^^^" not in short, short
+    head, tail = short.split("tail_logs has the whole log]…\n")
+    assert head.startswith("(train pid=1) Job failed")
+    assert tail.startswith("Traceback (most recent call last):") and tail.endswith(
+        "ValueError: lr is too high"
+    )

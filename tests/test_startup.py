@@ -55,7 +55,7 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_the_fix_before_any_cluste
             [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--embedded", "always"],
             capture_output=True, text=True, timeout=60, env=clean_env(), cwd=tmp_path,
         )  # fmt: skip
-    assert out.returncode == 1
+    assert out.returncode == 2  # as every setting that cannot be used
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert str(port) in lines[0] and "--port" in lines[0] and "make run PORT=" in lines[0]

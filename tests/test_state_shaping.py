@@ -280,3 +280,13 @@ def test_a_task_summary_at_the_cap_says_there_may_be_more_unless_the_gcs_count_i
     exact = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[], in_cluster=11150)
     assert (exact.in_cluster, exact.left_out) == (11150, 1150)
     assert render_task_summary(exact).startswith("Tasks: 10,000 counted of 11,150 (1,150 not read)")
+
+
+def test_a_pg_list_filtered_by_state_says_no_none_beside_the_group_it_lists() -> None:
+    row = {"placement_group_id": "ab" * 18, "creator_job_id": "01000000", "state": "PENDING", "is_detached": False,
+           "stats": {"scheduling_state": "INFEASIBLE"},
+           "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}]}  # fmt: skip
+    group = placement_group_from_state(row, strategy="PACK", nodes=[cap(NODE, {"CPU": 2.0})])
+    page = build_pg_list(total=1, matched=1, groups=[group], by_state={}, limit=50, notes=[])
+    first = render_pg_list(page).splitlines()[0]
+    assert first == "Placement groups: 1 match of 1; showing 1.", first

@@ -101,6 +101,23 @@ def test_a_compact_output_schema_keeps_the_fields_their_types_and_what_is_requir
     assert not validator.is_valid({"inner": {"x": 1}})
 
 
+def test_a_compact_output_schema_leaves_the_shared_notes_and_hints_to_the_instructions() -> None:
+    schema = {
+        "properties": {
+            "total": {"type": "integer"},
+            "notes": {"items": {"type": "string"}, "type": "array"},
+            "hints": {"items": {"type": "string"}, "type": "array"},
+        },
+        "required": ["total"],
+        "type": "object",
+    }
+    compact = compact_output(schema)
+    assert set(compact["properties"]) == {"total"}
+    assert jsonschema.Draft202012Validator(compact).is_valid(
+        {"total": 1, "notes": ["cut"], "hints": ["call"]}
+    )
+
+
 class Echoed(BaseModel):
     text: str
     count: int

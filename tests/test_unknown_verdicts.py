@@ -23,7 +23,7 @@ from ray_mcp.settings import Settings
 
 ALL_CHECKS = {
     "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts", "failed tasks",
-    "placement groups", "Serve", "cluster events",
+    "placement groups", "Serve", "cluster events", "the object store",
 }  # fmt: skip
 
 

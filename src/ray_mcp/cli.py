@@ -317,18 +317,23 @@ def main(argv: list[str] | None = None) -> None:
         raise
     if doctor:
         run_doctor(settings)
-    check_bind(settings)
-    check_audit_log(settings)
     try:
-        settings.cluster_settings()
-    except ValueError as exc:
-        raise StartupRefused(f"ray-mcp: {exc}") from None
-    # Bind the HTTP port first: a port in use is one line now, not an error after an embedded cluster started.
-    sock = None
-    if settings.transport != "stdio":
-        from ray_mcp.server.transport import bind_listener
+        check_bind(settings)
+        check_audit_log(settings)
+        try:
+            settings.cluster_settings()
+        except ValueError as exc:
+            raise StartupRefused(f"ray-mcp: {exc}") from None
+        # Bind the HTTP port first: a port in use is one line now, not an error after an embedded cluster started.
+        sock = None
+        if settings.transport != "stdio":
+            from ray_mcp.server.transport import bind_listener
 
-        sock = bind_listener(settings.host, settings.port)
+            sock = bind_listener(settings.host, settings.port)
+    except SystemExit as exc:  # a setting that cannot be used: one line, the exit status of every bad setting
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

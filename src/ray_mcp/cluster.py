@@ -16,7 +16,9 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +37,7 @@ import psutil
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
 from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
+from ray_mcp.text import clean_text, quoted
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api.gcs import GcsLookup
@@ -46,6 +49,16 @@ DEFAULT_DASHBOARD_PORT = 8265
 LOCAL_DASHBOARD_URL = f"http://127.0.0.1:{DEFAULT_DASHBOARD_PORT}"
 PROBE_TIMEOUT_S = 2.0
 STOP_GRACE_S = 3.0
+# The setting that gives the embedded head longer to start (named in every error that says it did not).
+START_TIMEOUT_ENV = "RAY_MCP_CLUSTER_START_TIMEOUT_S"
+# Ray's own limit on how long `ray start` waits for its dashboard (60 s in Ray): raised to ours for the heads
+# ray-mcp starts, since on a busy machine the dashboard alone can take longer and Ray then gives up.
+RAY_DASHBOARD_TIMEOUT_ENV = "RAY_DASHBOARD_STARTUP_TIMEOUT_S"
+# After a failed embedded start, the next call tries again once this long has passed, doubling per failure.
+RESTART_BACKOFF_S = 5.0
+RESTART_BACKOFF_MAX_S = 60.0
+# Lines of Ray's output that say why a start failed, most telling first.
+FAILURE_MARKERS = ("Failed to start", "Address already in use", "Error", "error")
 
 T = TypeVar("T")
 AddressKind = Literal["dashboard", "ray_client", "gcs", "local"]
@@ -55,6 +68,8 @@ AddressKind = Literal["dashboard", "ray_client", "gcs", "local"]
 ADDRESS_FORMS = (
     "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, or a GCS address host:6379"
 )
+# A host name or IP address (IPv6 in brackets): "not a url" is none.
+HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 # Ray's words for "the cluster on this machine" (RAY_ADDRESS=auto): no address, as if none were given.
 LOCAL_ADDRESSES = ("auto", "local")
 
@@ -97,7 +112,7 @@ def parse_address(address: str) -> Address:
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = text, ""
-    if not host or (port and not port.isdigit()):
+    if not HOST.fullmatch(host) or (port and not port.isdigit()):
         raise InvalidArgument(f"Cannot read {address!r} as a Ray address: expected {ADDRESS_FORMS}.")
     return Address("gcs", text, host.strip("[]"), int(port) if port else None)
 
@@ -151,12 +166,14 @@ class LocalHead:
 
     num_cpus: int | None = None
     resources: str | None = None
+    object_store_memory: int | None = None  # bytes; Ray's default is 30% of memory
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
     gcs_port: int = 0
     dashboard_port: int = 0
     process: subprocess.Popen[bytes] | None = None
     _owned_temp_dir: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. RAY_AUTH_MODE=token for a token-auth head
+    start_timeout_s: float | None = None  # Ray's own dashboard wait is raised to this (wait_ready's budget)
 
     @property
     def dashboard_url(self) -> str:
@@ -186,6 +203,7 @@ class LocalHead:
     def resource_args(self) -> list[str]:
         """The node's resources, as `ray start` takes them (shared by heads and the workers joining them)."""
         args = [f"--num-cpus={self.num_cpus}"] if self.num_cpus is not None else []
+        args += [f"--object-store-memory={self.object_store_memory}"] if self.object_store_memory else []
         return args + ([f"--resources={self.resources}"] if self.resources else [])
 
     def spawn(self) -> None:
@@ -196,6 +214,8 @@ class LocalHead:
         # The dashboard's profiling routes (/worker/traceback, /worker/cpu_profile) that stack_traces and
         # cpu_profile read: off by default in Ray, on in every head ray-mcp starts (extra_env may turn it off).
         env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
+        if self.start_timeout_s is not None and RAY_DASHBOARD_TIMEOUT_ENV not in env:
+            env[RAY_DASHBOARD_TIMEOUT_ENV] = str(max(60, math.ceil(self.start_timeout_s)))
         env.update(self.extra_env)
         # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
         # environment first, so that they run with the same Python and Ray as the head.
@@ -212,23 +232,30 @@ class LocalHead:
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise ClusterUnavailable(
-                    f"The embedded Ray head exited with code {self.process.returncode} while starting. "
-                    f"Its output is in {self.log_path}: {self._log_tail()}"
+                    f"The embedded Ray head exited with code {self.process.returncode} while starting: "
+                    f"{self.failure_cause()}."
                 )
             if await head_node_alive(self.dashboard_url, PROBE_TIMEOUT_S, headers):
                 return
             if time.monotonic() > deadline:
                 raise ClusterUnavailable(
                     f"The embedded Ray head did not become ready within {timeout_s:g} s "
-                    f"(dashboard {self.dashboard_url}). Its output is in {self.log_path}: {self._log_tail()}"
+                    f"(dashboard {self.dashboard_url}): {self.failure_cause()}."
                 )
             await asyncio.sleep(0.25)
 
-    def _log_tail(self, lines: int = 5) -> str:
-        try:
-            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-lines:])
-        except OSError:
-            return "(no output)"
+    def failure_cause(self) -> str:
+        """Why the start failed, quoted from Ray's own output (read before stop() deletes the temp dir)."""
+        logs = self.temp_dir / "session_latest" / "logs"
+        for path in (self.log_path, logs / "dashboard.err", logs / "dashboard.log"):
+            try:
+                lines = [clean_text(ln) for ln in path.read_text(errors="replace").splitlines()]
+            except OSError:
+                continue
+            for marker in FAILURE_MARKERS:
+                if found := next((ln for ln in lines if marker in ln), None):
+                    return f"Ray says {quoted(found)} (in {path.name})"
+        return "Ray's output names no cause"
 
     def owned_pids(self) -> set[int]:
         """Every live process this head started: the tree under ``ray start`` and anything using its temp dir."""
@@ -292,9 +319,12 @@ async def start_local_head(
     **head_options: Any,
 ) -> LocalHead:
     """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
-    can take one in between: when the head exits while starting, try again on new ports."""
+    can take one in between: when the head exits while starting, try again on new ports. The last failure
+    stops the head (its temp dir goes, Ray's cause is quoted in the error) and names the setting to raise."""
     for attempt in range(1, attempts + 1):
-        head = LocalHead(num_cpus=num_cpus, extra_env=dict(extra_env or {}), **head_options)
+        head = LocalHead(
+            num_cpus=num_cpus, extra_env=dict(extra_env or {}), start_timeout_s=timeout_s, **head_options
+        )
         log.info("ray-mcp: starting a local Ray head in %s (attempt %d)", head.temp_dir, attempt)
         head.spawn()
         if on_spawn is not None:
@@ -302,12 +332,17 @@ async def start_local_head(
         try:
             await head.wait_ready(timeout_s, headers)
             return head
-        except ClusterUnavailable:
+        except ClusterUnavailable as exc:
             exited = head.process is not None and head.process.poll() is not None
-            if not exited or attempt == attempts:
-                raise
-            log.info("ray-mcp: the local Ray head exited while starting (a port taken?); retrying")
             await asyncio.to_thread(head.stop)
+            if exited and attempt < attempts:  # most often a port taken between free_ports and Ray's bind
+                log.info("ray-mcp: %s Retrying on new ports.", exc)
+                continue
+            log.warning("ray-mcp: %s", exc)
+            raise ClusterUnavailable(
+                f"{exc} On a busy machine, give it longer: {START_TIMEOUT_ENV}={2 * timeout_s:g} "
+                f"(now {timeout_s:g}), or pass --address of a running cluster."
+            ) from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -370,6 +405,8 @@ class ClusterManager:
         self._task: asyncio.Task[Resolved] | None = None
         self.embedded: LocalHead | None = None
         self._lock = asyncio.Lock()
+        self._failures = 0  # embedded starts failed in a row
+        self._retry_at = 0.0  # monotonic time from which a call may start the embedded cluster again
 
     def start(self) -> None:
         """Begin resolving in the background (idempotent). The first tool call waits for it."""
@@ -381,11 +418,20 @@ class ClusterManager:
             if self._task is None or (self._task.done() and self._retryable_failure()):
                 self._task = asyncio.get_running_loop().create_task(self._resolve())
             task = self._task
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except ClusterUnavailable as exc:
+            wait_s = self._retry_at - time.monotonic()
+            if self._failures and wait_s > 0:
+                raise ClusterUnavailable(
+                    f"{exc} The next call after {wait_s:.0f} s starts it again."
+                ) from exc
+            raise
 
     def _retryable_failure(self) -> bool:
+        """A failure is never kept for good: a later call resolves again (embedded starts: after a backoff)."""
         assert self._task is not None
-        return self._task.exception() is not None and self.embedded is None
+        return self._task.exception() is not None and time.monotonic() >= self._retry_at
 
     async def _resolve(self) -> Resolved:
         s = self.settings
@@ -442,12 +488,21 @@ class ClusterManager:
             self.embedded = head  # owned from the moment it is spawned, so that aclose stops it
 
         log.info("ray-mcp: no Ray cluster configured; starting an embedded one")
-        head = await start_local_head(
-            num_cpus=self.settings.embedded_num_cpus,
-            timeout_s=self.settings.cluster_start_timeout_s,
-            headers=self.settings.dashboard_request_headers(local_cluster=True),
-            on_spawn=keep,
-        )
+        try:
+            head = await start_local_head(
+                num_cpus=self.settings.embedded_num_cpus,
+                # a machine too slow for the last start gets longer for the next (up to 4 times the setting)
+                timeout_s=self.settings.cluster_start_timeout_s * min(2**self._failures, 4),
+                headers=self.settings.dashboard_request_headers(local_cluster=True),
+                on_spawn=keep,
+            )
+        except ClusterUnavailable:
+            self.embedded = None  # start_local_head stopped it
+            self._failures += 1
+            backoff = min(RESTART_BACKOFF_S * 2 ** (self._failures - 1), RESTART_BACKOFF_MAX_S)
+            self._retry_at = time.monotonic() + backoff
+            raise
+        self._failures = 0
         log.info(
             "ray-mcp: using the embedded Ray cluster (dashboard %s, GCS %s, temp dir %s)",
             head.dashboard_url,

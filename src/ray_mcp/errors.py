@@ -22,8 +22,10 @@ from contextlib import contextmanager
 import grpc
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
-from ray_mcp.limits import DASHBOARD_BODY_CHARS, RAY_ERROR_CHARS
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, RAY_ERROR_CHARS
+from ray_mcp.text import quoted
 
 
 class RayMCPError(ToolError):
@@ -214,6 +216,30 @@ def log_request_failed(url: str, status: int, body: str, *, what: str, not_found
     if status in (400, 422):
         return InvalidArgument(f"The Ray dashboard at {url} rejected {what}: {text}.")
     return RayRequestFailed(f"The Ray dashboard at {url} failed to read {what}: HTTP {status} {text}.")
+
+
+# -- arguments the tool's schema refuses ------------------------------------------------------------------
+
+
+def unknown_arguments(tool: str, unknown: list[str], valid: list[str]) -> InvalidArgument:
+    """An argument the tool does not have: refused, never ignored (an ignored filter widens the answer)."""
+    names = ", ".join(quoted(name) for name in unknown)
+    return InvalidArgument(
+        f"{tool} has no argument {names}; nothing was done. Its arguments: {', '.join(valid) or 'none'}."
+    )
+
+
+def invalid_arguments(tool: str, exc: ValidationError) -> InvalidArgument:
+    """Pydantic's rejection of a call, as one sentence per field: the field, the value given, what is allowed."""
+    parts = []
+    for err in exc.errors()[:MAX_ARGUMENT_ERRORS]:
+        field = ".".join(str(part) for part in err["loc"]) or "arguments"
+        if err["type"] == "missing":
+            parts.append(f"{field} is required")
+        else:
+            allowed = str(err["msg"]).removeprefix("Input should be ").removeprefix("Value error, ")
+            parts.append(f"{field}={quoted(err['input'])} is refused: expected {allowed}")
+    return InvalidArgument(f"{tool}: {'; '.join(parts)}. Nothing was done; call it again with a valid value.")
 
 
 # -- the last resort: anything no mapping above anticipated -----------------------------------------------------

@@ -46,6 +46,7 @@ LIST_FIELD_CHARS = 200  # one-line fields of a list row (entrypoint, first error
 FIELD_CHARS = 500  # a field shown in full elsewhere (metadata, runtime_env, a death message)
 LINE_CHARS = 300  # one line quoted from Ray (a message, a replica's log line, a cause in a list)
 QUOTED_CHARS = 120  # a name or value from the cluster quoted inside one of our own sentences
+MAX_ARGUMENT_ERRORS = 5  # fields named in one "arguments refused" error
 AUDIT_ARGUMENT_CHARS = (
     65_536  # one string argument in an audit record; longer ones are cut, marked and listed
 )
@@ -134,6 +135,9 @@ LOG_WHOLE_SHARE = 16 / 7
 MAX_GREP_CONTEXT = 20  # lines around each grep match
 MAX_FOLLOW_S = 120.0
 SCAN_MB = Bound(default=256, low=1, high=8192)  # grep stops scanning after this many MB
+# A follow re-reads the log's last lines when its stream opens and drops those the tail already showed: lines
+# appended between the two reads are kept, not lost (a burst longer than this between them is not seen).
+FOLLOW_OVERLAP_LINES = 200
 LOG_FOLLOWS_MAX = (
     16  # tail_logs follows at once (each holds a dashboard connection): DASHBOARD_CONNECTIONS stay
 )
@@ -329,3 +333,14 @@ STACK_VERDICT_CHARS = 300  # the verdict line of stack_traces: where the process
 STACK_VERDICT_GROUPS = 3  # groups of stacks named in it, the likeliest culprit first
 STACK_FAILURES_KEPT = 3  # processes that could not be sampled, named when the answer is over its budget
 ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor
+
+# -- the object store (summarize_objects) and cluster events (list_events) ----------------------------------
+OBJECT_GROUPS = Bound(default=15, low=1, high=200)  # holders (call site x owner) listed, largest first
+STORE_NODES_SHOWN = 20  # nodes whose store use is listed, fullest first
+STORE_NODES_NAMED = 2  # nodes under pressure named in the verdict
+STORE_HOLDERS_QUOTED = 3  # largest holders quoted in a diagnosis when a store is near full or spilling
+CALL_SITE_CHARS = 200  # of a call site (Ray records a whole line of user code)
+EVENTS_SHOWN = Bound(default=20, low=1, high=200)  # distinct event messages listed, newest first
+EVENT_MESSAGE_CHARS = 300
+AUTOSCALER_DECISIONS = 8  # distinct autoscaler events in cluster_status
+LOG_FILES_SHOWN = 50  # files listed by tail_logs when filename is a pattern

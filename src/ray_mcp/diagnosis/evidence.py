@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
-from ray_mcp.errors import RayMCPError
+from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
     CRASH_LOG_BYTES,
@@ -40,10 +40,12 @@ from ray_mcp.limits import (
     RELATED_ACTORS_READ,
     SERVE_SEARCH_CHARS,
     STATE_API_MAX_ROWS,
+    STORE_HOLDERS_QUOTED,
     TASKS_READ,
 )
 from ray_mcp.ray_api.client import nothing
 from ray_mcp.ray_api.targets import LogTarget, Target
+from ray_mcp.shaping.objects import store_pressure
 from ray_mcp.text import first_sentence
 
 if TYPE_CHECKING:
@@ -146,6 +148,10 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
     )  # fmt: skip
     ev.driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
     await phase_two(api, ev)
+    if details.get("status") in ("PENDING", "RUNNING") or STORE_TROUBLE.search(
+        "\n".join(ev.driver_lines or [])
+    ):
+        await checked(ev, _store(api, ev), "the object store")
     if stalled_by_tasks(ev):  # where its processes wait, in their stacks
         target = Target(kind="job", job=str(sid or job_id))
         stacks = await checked(ev, api.stacks.traces(target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES,
@@ -244,7 +250,7 @@ async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
 CHECKS = {
     "nodes and demands": ("nodes", "status"), "failed jobs": ("jobs",), "dead actors": ("actors",),
     "restarting actors": ("actors",), "actor restarts": ("alive_actors",), "failed tasks": ("tasks",),
-    "placement groups": ("pgs",), "Serve": ("serve",), "cluster events": ("events",),
+    "placement groups": ("pgs",), "Serve": ("serve",), "cluster events": ("events",), "the object store": (),
 }  # fmt: skip
 
 
@@ -271,6 +277,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     ev.unchecked = [c for c, sources in CHECKS.items() if any(getattr(ev, s) is None for s in sources)]
     await asyncio.gather(
         _crash_logs(api, ev),
+        checked(ev, _store(api, ev), "the object store"),
         _strategies(api, ev)
         if any(p.get("state") == "PENDING" and not p.get("strategy") for p in ev.pgs or [])
         else nothing(),
@@ -279,43 +286,31 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
 
 
 async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] | None:
-    """Cluster events (node added or removed, OOM kills, autoscaler decisions, worker crashes), oldest first.
-
-    /api/v0/cluster_events first; the dashboard's older /events (the same store, no list options) when the
-    State API's variant fails, as it does on some event records."""
+    """Cluster events (node added or removed, OOM kills, autoscaler decisions, worker crashes), the newest
+    EVENTS_READ, oldest first (list_events' read)."""
+    notes: list[str] = []
     try:
-        # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
-        result = await api.client.list_state(
-            "cluster_events", what="the cluster events", limit=EVENTS_READ, detail=True
-        )
+        rows = await api.events.rows(notes, limit=EVENTS_READ)
     except Exception as exc:
-        first_error = failure(exc)
-    else:
-        rows = [dict(r) for r in result.get("result") or []]
-        if int(num(result.get("total"))) > len(rows):
-            ev.unreadable.append(
-                f"the newest cluster events: Ray returned the oldest {len(rows)} of {result.get('total')}"
-            )
-        return rows
-    try:
-        data = await api.client.get_data("/events", what="the cluster events (/events)")
-    except Exception:
-        ev.unreadable.append(f"the cluster events: {first_error}")
+        ev.unreadable.append(f"the cluster events: {failure(exc)}")
         return None
-    rows = []
-    for events in (data.get("events") or {}).values() if isinstance(data, dict) else []:
-        for e in events:
-            ts = num(e.get("timestamp"))
-            rows.append({"time": _clock(ts), "timestamp": ts, "severity": e.get("severity"),
-                         "source_type": e.get("sourceType") or e.get("source_type"), "message": e.get("message")})  # fmt: skip
-    rows.sort(key=lambda r: r["timestamp"])
+    ev.unreadable += [f"the newest cluster events: {n}" for n in notes]
+    rows.sort(key=lambda r: num(r.get("timestamp")))
     return rows[-EVENTS_READ:]
 
 
-def _clock(ts: float) -> str:
-    import datetime
+# What a job's driver prints when the object store is its trouble: then diagnose_job looks at the store.
+STORE_TROUBLE = re.compile(r"ObjectStoreFullError|OutOfDiskError|ObjectLostError|[Ss]pill(?:ed|ing)")
 
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"
+
+async def _store(api: RayAPI, ev: GraphInputs) -> None:
+    """The object store's holders when a node's store is near full or spilling (else one cheap read)."""
+    notes: list[str] = []
+    stores = await api.objects.store_stats(notes)
+    if notes:  # not read: unknown, never taken for a store with room
+        raise RayRequestFailed(notes[0])
+    if store_pressure(stores):
+        ev.store = (await api.objects.summarize(limit=STORE_HOLDERS_QUOTED)).model_dump(mode="json")
 
 
 async def _strategies(api: RayAPI, ev: GraphInputs) -> None:

@@ -72,6 +72,9 @@ class GraphInputs:
     status: Row | None = None  # cluster_status (models.ClusterStatus as JSON): memory use, pending demands
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
+    store: Row | None = (
+        None  # the object store's holders (models.ObjectStoreSummary) when it is near full or spills
+    )
     unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
     capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
     unchecked: list[str] = field(default_factory=list)  # checks that could not run ("the driver log")

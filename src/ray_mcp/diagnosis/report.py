@@ -73,6 +73,7 @@ KIND_REFS = {
     "serve": [SERVE_DOC, "prompt:serve-deployment-unhealthy"],
     "serve_loop": [SERVE_DOC, FT_DOC],
     "memory": [OBS_DOC],
+    "object_store": [OBJECTS_DOC],
     "failed_jobs": [JOBS_DOC],
     "pending_demand": [PG_DOC],
 }

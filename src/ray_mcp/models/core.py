@@ -71,6 +71,10 @@ class AutoscalerStatus(BaseModel):
     pending_launches: dict[str, int] = Field(default_factory=dict)
     failed_nodes: list[str] = Field(default_factory=list)
     error: str | None = None
+    decisions: list[str] = Field(
+        default_factory=list,
+        description="Its recent events, newest first: nodes it launched, removed or failed to launch, and why.",
+    )
 
 
 class ClusterStatus(BaseModel):
@@ -244,8 +248,15 @@ class LogSection(BaseModel):
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
 
 
+class LogFile(BaseModel):
+    name: str = Field(description="Relative to the node's Ray log directory: give it as filename to read it.")
+    bytes: int | None = Field(default=None, description="Known when the node runs on ray-mcp's machine.")
+    modified: str | None = Field(default=None, description="UTC; known with bytes.")
+
+
 class LogTail(BaseModel):
     sections: list[LogSection]
+    files: list[LogFile] = Field(default_factory=list, description="A filename pattern's matches.")
     hints: list[str] = Field(default_factory=list)
 
 
@@ -420,6 +431,12 @@ class ServeDeployment(BaseModel):
     limits: dict[str, float] | None = (
         None  # max_ongoing_requests, max_queued_requests: what rejects or queues calls
     )
+    scaling: str | None = Field(
+        default=None,
+        description="Why fewer (or more) replicas run than the target: resources a replica waits for, replicas "
+        "starting, max_replicas or min_replicas reached, downscale_delay_s; null when running == target.",
+    )
+    required_resources: dict[str, float] | None = Field(default=None, description="What each replica needs.")
     replicas: list[ServeReplica] = Field(default_factory=list)
     replicas_total: int = 0
     error: str | None = Field(

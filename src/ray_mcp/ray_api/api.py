@@ -8,10 +8,12 @@ import httpx
 
 from ray_mcp.ray_api.actors import Actors
 from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.events import Events
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, Gcs, GcsLookup
 from ray_mcp.ray_api.jobs import Jobs
 from ray_mcp.ray_api.logs import Logs
 from ray_mcp.ray_api.nodes import Nodes
+from ray_mcp.ray_api.objects import Objects
 from ray_mcp.ray_api.pages import Pages
 from ray_mcp.ray_api.placement_groups import PlacementGroups
 from ray_mcp.ray_api.serve import Serve
@@ -65,6 +67,8 @@ class RayAPI:
         self.stacks = Stacks(client, jobs, nodes, source=stack_source, py_spy=py_spy)
         self.topology = Topology(client, gcs, jobs, placement_groups, serve)
         self.train = Train(client)
+        self.objects = Objects(client, nodes)
+        self.events = Events(client, jobs, nodes)
 
     async def aclose(self) -> None:
         await self.client.aclose()

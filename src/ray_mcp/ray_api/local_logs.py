@@ -18,6 +18,7 @@ Every function here blocks on the file system: run them in a worker thread.
 
 from __future__ import annotations
 
+import datetime
 import errno
 import os
 import stat
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.ray_api.hosts import local_addresses
 
@@ -176,3 +178,32 @@ def tail_of(where: LogDir, filename: str, lines: int, keep: int) -> tuple[bytes,
         return read_tail(fd, lines, keep)
     finally:
         os.close(fd)
+
+
+def is_pattern(filename: str) -> bool:
+    """A filename with glob characters: tail_logs lists the files it matches instead of reading one."""
+    return any(c in filename for c in "*?[")
+
+
+def stat_files(where: LogDir, names: list[str]) -> list[models.LogFile]:
+    """Size and modification time of each listed file of the logs directory, newest first (no link is
+    followed; a name that is not a plain file inside it keeps no size)."""
+    out = []
+    for name in names:
+        try:
+            path = where.real
+            for part in _parts_inside(where.real, name, where.reported):
+                path /= part
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    raise InvalidArgument("a link")
+        except (OSError, InvalidArgument):
+            out.append(models.LogFile(name=name))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            out.append(models.LogFile(name=name))
+            continue
+        when = datetime.datetime.fromtimestamp(st.st_mtime, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        out.append(models.LogFile(name=name, bytes=st.st_size, modified=when))
+    out.sort(key=lambda f: f.modified or "", reverse=True)
+    return out

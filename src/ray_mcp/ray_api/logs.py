@@ -19,11 +19,19 @@ from ray_mcp.errors import (
     RayMCPError,
     dashboard_errors,
 )
-from ray_mcp.limits import FILES_LISTED, LOG_BYTES, LOG_LINES, PROGRESS_CHARS, SCAN_MB
+from ray_mcp.limits import (
+    FILES_LISTED,
+    FOLLOW_OVERLAP_LINES,
+    LOG_BYTES,
+    LOG_FILES_SHOWN,
+    LOG_LINES,
+    PROGRESS_CHARS,
+    SCAN_MB,
+)
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import node_path
 from ray_mcp.ray_api.jobs import Jobs, job_log_file
-from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, tail_of
+from ray_mcp.ray_api.local_logs import LogDir, is_pattern, node_logs_dir, stat_files, tail_of
 from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
@@ -188,6 +196,34 @@ class Logs:
             else "Call cluster_status to check the node."
         )
 
+    async def list_files(self, node_id: str, pattern: str) -> models.LogTail:
+        """The node's log files matching a glob, newest first when their sizes and times can be read (its
+        logs directory is on this machine); the dashboard lists names only."""
+        data = await self.client.get_data(
+            "/api/v0/logs",
+            what=f"the log files of node {node_id}",
+            params={"node_id": node_id, "glob": pattern},
+        )
+        names = sorted({str(f) for group in (data.get("result") or {}).values() for f in group})
+        where = await self.local_logs_dir(node_id) if self.local_logs else None
+        files = (
+            await anyio.to_thread.run_sync(stat_files, where, names)
+            if where
+            else [models.LogFile(name=n) for n in names]
+        )
+        hints = []
+        if len(files) > LOG_FILES_SHOWN:
+            hints.append(f"{len(files) - LOG_FILES_SHOWN} more files match: narrow the pattern.")
+        if files:
+            hints.append("Pass one name as filename (without a pattern) to read it.")
+            if where is None:
+                hints.append(
+                    "Sizes and times unknown: the dashboard lists names only (node not on this machine)."
+                )
+        else:
+            hints.append(f"No file on node {node_id} matches {pattern!r}: try filename='*' to list them all.")
+        return models.LogTail(sections=[], files=files[:LOG_FILES_SHOWN], hints=hints)
+
     async def tail(
         self,
         target: LogTarget,
@@ -201,6 +237,8 @@ class Logs:
         on_progress: ProgressFn | None = None,
     ) -> models.LogTail:
         """The tail (or grep result) of one log, read on the server side; optionally follow it."""
+        if target.kind == "filename" and is_pattern(str(target.filename)):
+            return await self.list_files(await self.nodes.resolve(str(target.node)), str(target.filename))
         pattern = log_grep.compile_grep(grep) if grep is not None else None
         sources = await self.sources(target)
         budget = max(LOG_BYTES.low, max_bytes // len(sources))
@@ -248,14 +286,24 @@ class Logs:
             )
         complete = total == len(data) and count_lines(data) <= lines
         dropped = max(0, total - len(data))
+        new_lines = None
         if follow_s > 0:
+            # A line still being written comes again, whole, from the stream.
+            data = data[: data.rfind(b"\n") + 1]
             new, new_dropped = await self._follow(
-                src, follow_s, on_progress=on_progress, skip_first=bool(data), keep=keep
+                src,
+                follow_s,
+                on_progress=on_progress,
+                skip_first=False,
+                keep=keep,
+                lines=FOLLOW_OVERLAP_LINES,
             )
+            new = new if new_dropped else after_overlap(data, new)
+            new_lines = count_lines(new)
             if new_dropped:
                 complete, dropped, data = False, dropped + len(data) + new_dropped, b""
             data += new
-        return tail_section(
+        section = tail_section(
             data,
             lines=lines,
             max_bytes=max_bytes,
@@ -264,6 +312,7 @@ class Logs:
             base=self._section_base(src),
             followed_s=follow_s or None,
         )
+        return section if new_lines is None else section.model_copy(update={"new_lines": new_lines})
 
     async def _local_tail(self, src: LogSource, lines: int, keep: int) -> tuple[bytes, int] | None:
         """What the dashboard would stream for the last ``lines`` lines of a named file, read from the file
@@ -356,20 +405,21 @@ class Logs:
         skip_first: bool,
         keep: int,
         on_data: Callable[[bytes], Awaitable[None]] | None = None,
+        lines: int = 1,
     ) -> tuple[bytes, int]:
         """Stream what is appended to a log during ``follow_s`` seconds, reporting each batch of lines as
         progress. Returns (the last ``keep`` bytes, the bytes dropped before them); with ``on_data``, every
         chunk goes there instead (grep scans it all) and nothing is kept.
 
-        The stream endpoint starts with the file's last line (``lines=1``); that line is already in the
-        answer, so it is skipped. Each chunk is looked at once: a line with no newline costs no rescans.
+        The stream endpoint starts with the file's last ``lines`` lines; with ``skip_first`` the first (already
+        in the answer) is skipped, else the caller drops what it already has (after_overlap). Each chunk is looked at once: a line with no newline costs no rescans.
         """
         started = time.monotonic()
         new = bytearray()
         dropped = 0
         line_start = bytearray()  # the start of the line in progress, for the progress text only
         skipping = skip_first
-        params = {**src.params, "lines": "1", "interval": "0.5"}
+        params = {**src.params, "lines": str(lines), "interval": "0.5"}
         with anyio.move_on_after(follow_s):
             async with self.client.log_stream(
                 "stream", params, what=src.source, hint=src.hint, read_timeout=None
@@ -402,3 +452,18 @@ class Logs:
             dropped += len(new) - keep
             del new[: len(new) - keep]
         return bytes(new), dropped
+
+
+def after_overlap(tail: bytes, stream: bytes) -> bytes:
+    """What ``stream`` (a log's last lines as its stream opened, then what was appended) holds after ``tail``
+    (whole lines of the same log, read just before): the stream's opening lines that end the tail are dropped.
+
+    The first (shortest) overlap is taken, so that lines repeated word for word come twice rather than never;
+    with no overlap, every line of the stream is new.
+    """
+    old = tail.split(b"\n")[:-1]
+    lines = stream.split(b"\n")
+    for j in range(min(len(lines) - 1, len(old))):
+        if lines[: j + 1] == old[len(old) - j - 1 :]:
+            return b"\n".join(lines[j + 1 :])
+    return stream

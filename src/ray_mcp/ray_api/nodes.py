@@ -71,13 +71,17 @@ class Nodes:
                          f"{HOST_USAGE_MAX_NODES}); the dashboard's node summary would be too large.")  # fmt: skip
             return {}
         try:
-            data = await self.client.get_data(
-                "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
-            )
+            data = await self.client.shared("node summary", self.summary)
         except RayMCPError as exc:
             notes.append(f"Host CPU, memory and GPU use unknown: {str(exc).split('. ')[0]}.")
             return {}
         return summary_by_node(data)
+
+    async def summary(self) -> Any:
+        """The dashboard's per-node summary (host use, raylet and store stats); concurrent askers share it."""
+        return await self.client.get_data(
+            "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
+        )
 
     async def capacities(self) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
         """Every node (State API) and, for the alive ones, total and available resources."""

@@ -15,16 +15,22 @@ from typing import Annotated, Any, Literal
 import httpx
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
-from mcp.server.mcpserver.exceptions import UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ToolAnnotations
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ray_mcp import sdk_private
-from ray_mcp.errors import unexpected_failure
+from ray_mcp.errors import (
+    InvalidArgument,
+    RayMCPError,
+    invalid_arguments,
+    unexpected_failure,
+    unknown_arguments,
+)
 from ray_mcp.guard import confirm
 from ray_mcp.guard.audit import Auditor
 from ray_mcp.guard.middleware import SafetyMiddleware
@@ -44,13 +50,14 @@ log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
 TOOL_AREAS = (
     "cluster", "diagnose", "jobs", "logs", "actors", "placement_groups", "nodes", "tasks", "serve",
-    "topology", "train", "stacks",
+    "topology", "train", "stacks", "objects", "events",
 )  # fmt: skip
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
 Start with cluster_status to see nodes, resource use and anything pending.
 Every list is bounded; narrow it with the filters each tool offers, and follow the hints in its answers.
+Answers may carry notes (what could not be read, what was cut) and hints (what to call next): lists of strings.
 Reference pages: ray-docs://reference/index. Live API signatures: ray-docs://api/{dotted.name}."""
 
 
@@ -96,11 +103,24 @@ class RayMCPServer(MCPServer[App]):
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         """MCPServer's, with the last-resort mapping: a failure that is not one of ours (``UnexpectedToolError``:
-        the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr."""
+        the model would read only "Error executing tool X") becomes a clear is_error, its traceback on stderr.
+        A hidden tool names the flag that offers it; an unknown argument is refused with the valid ones, and a
+        refused value names the field, the value and what is allowed."""
+        if name in self.hidden_tools:
+            raise InvalidArgument(f"{name} is not offered by this server: {self.hidden_tools[name]}.")
+        tool = sdk_private.registered_tool(self, name)
+        if tool is not None:
+            valid = list(tool.parameters.get("properties") or {})
+            if unknown := [key for key in arguments if key not in valid]:
+                raise unknown_arguments(name, unknown, valid)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             raise unexpected_failure(name, exc) from exc
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, RayMCPError):
+                raise invalid_arguments(name, exc.__cause__) from exc
+            raise
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None

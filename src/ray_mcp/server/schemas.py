@@ -8,7 +8,9 @@ context pays for each byte of ``tools/list`` on every turn, so ray-mcp publishes
   constraints, descriptions and enums);
 - output schemas that name the answer's own fields, their JSON types and which are always there; what is
   inside a nested object or array is documented by its model in ``ray_mcp.models``. Every structured result
-  is valid against the published schema (the SDK's client checks each one in the tests).
+  is valid against the published schema (the SDK's client checks each one in the tests). The optional
+  ``notes`` and ``hints`` that most answers carry (lists of strings, the same meaning in every tool) are
+  described once, in the server's instructions, instead of in each schema.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from mcp.types import ToolAnnotations
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 _NULL = {"type": "null"}
 _COMBINATORS = frozenset({"anyOf", "oneOf", "allOf", "not", "$ref", "const"})
+# Optional answer fields described once in the server's instructions (INSTRUCTIONS), not in every schema.
+SHARED_FIELDS = frozenset({"notes", "hints"})
 
 
 # The MCP spec's defaults for tool hints; destructiveHint and idempotentHint only mean something for a tool
@@ -87,7 +91,12 @@ def compact_output(schema: dict[str, Any], *, nulls: bool = True) -> dict[str, A
     """
     props = schema.get("properties") or {}
     defs = schema.get("$defs") or {}
-    fields = {name: _shallow(sub, defs) for name, sub in props.items()}
+    required = set(schema.get("required") or ())
+    fields = {
+        name: _shallow(sub, defs)
+        for name, sub in props.items()
+        if name not in SHARED_FIELDS or name in required
+    }
     if not nulls:
         fields = {name: without_null(sub) for name, sub in fields.items()}
     out: dict[str, Any] = {"type": "object", "properties": fields}

@@ -43,7 +43,7 @@ log = logging.getLogger("ray_mcp")
 
 
 class PortInUse(SystemExit):
-    """The HTTP port is taken: one line on stderr, exit status 1."""
+    """The HTTP port is taken: one line on stderr, exit status 2 (cli.main)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -109,6 +109,15 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         port,
         path,
         "bearer token required" if token else "no token: loopback clients only",
+    )
+    # The exact line to paste: this server's own address (the embedded cluster's dashboard is on a random port).
+    log.info(
+        "ray-mcp: add it to Claude Code with: claude mcp add --transport %s ray http://%s:%d%s%s",
+        "sse" if settings.transport == "sse" else "http",
+        host,
+        port,
+        path,
+        ' --header "Authorization: Bearer $RAY_MCP_AUTH_TOKEN"' if token else "",
     )
     if settings.transport == "sse":
         log.warning(

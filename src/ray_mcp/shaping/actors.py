@@ -117,7 +117,7 @@ def build_actor_list(
     actors.sort(key=lambda a: (order.get(a.state, 9), a.class_name, a.actor_id))
     shown = cap_items(actors, limit, notes, "actors")
     hints = []
-    hint = narrowing_hint(matched - len(shown), by_class, "actors", "state, class_name, job_id or name")
+    hint = narrowing_hint(matched - len(shown), by_class, "actors", "state, class_name, job or name")
     if hint:
         hints.append(hint)
     if shown and not detail:

@@ -190,6 +190,18 @@ def _autoscaler(report: Mapping[str, Any] | None, error: str | None) -> models.A
     )
 
 
+def with_decisions(status: models.ClusterStatus, decisions: list[str], notes: list[str]) -> None:
+    """Add the autoscaler's recent events (its decisions) to a status, and what could not be read."""
+    if decisions:
+        if status.autoscaler is None:
+            status.autoscaler = models.AutoscalerStatus(kind="v2", active_nodes=status.nodes_alive)
+        status.autoscaler.decisions = decisions
+        if any("fail" in d.lower() or "infeasible" in d.lower() for d in decisions):
+            status.hints.append("The autoscaler failed to launch nodes: see autoscaler.decisions, then "
+                                "list_events source=AUTOSCALER for all of its events.")  # fmt: skip
+    status.notes += notes
+
+
 def render_cluster_status(status: models.ClusterStatus) -> str:
     lines = [
         f"Ray {status.ray_version} cluster at {status.dashboard_url} ({status.source}): "
@@ -233,5 +245,6 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
         if a.error:
             parts.append(f"error: {a.error}")
         lines.append(f"Autoscaler ({a.kind}): " + "; ".join(parts) + ".")
+        lines += [f"  {d}" for d in a.decisions]
     lines += [f"Note: {note}" for note in status.notes] + [f"Hint: {hint}" for hint in status.hints]
     return "\n".join(lines)

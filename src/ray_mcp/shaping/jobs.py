@@ -15,7 +15,9 @@ from ray_mcp.limits import (
     LINE_CHARS,
     LIST_FIELD_CHARS,
 )
-from ray_mcp.text import quoted, truncate_text
+from ray_mcp.text import CARETS, clean_text, quoted, truncate_text
+
+TRACEBACK_START = "Traceback (most recent call last):"
 
 
 def iso_time(ms: Any) -> str | None:
@@ -26,11 +28,19 @@ def iso_time(ms: Any) -> str | None:
 
 
 def short_message(message: str, limit: int = JOB_MESSAGE_CHARS) -> str:
-    """Ray puts up to 20,000 characters of driver log in a failed job's message: keep its head and its end."""
+    """Ray puts up to 20,000 characters of driver log in a failed job's message: keep its head and its end.
+
+    Without colour codes and ``^^^^`` markers; the end starts at a line's start, at a traceback's first line
+    when one starts within it (not mid-frame)."""
+    message = "\n".join(ln for ln in clean_text(message).splitlines() if not CARETS.fullmatch(ln))
     if len(message) <= limit:
         return message
     first = message.split("\n", 1)[0][:JOB_MESSAGE_HEAD_CHARS]
-    tail = message[-(limit - JOB_MESSAGE_HEAD_CHARS) :]
+    window = len(message) - (limit - JOB_MESSAGE_HEAD_CHARS)
+    start = message.find(TRACEBACK_START, window)
+    if start < 0:
+        start = message.find("\n", window) + 1 or window
+    tail = message[start:]
     cut = len(message) - len(first) - len(tail)
     return f"{first}\n…[{cut} characters cut; tail_logs has the whole log]…\n{tail}"
 

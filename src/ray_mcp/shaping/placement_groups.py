@@ -205,7 +205,7 @@ def build_pg_list(
     by_state = dict(sorted(by_state.items(), key=lambda item: (order.get(item[0], 9), item[0])))
     shown = cap_items(groups, limit, notes, "placement groups")
     hints = []
-    hint = narrowing_hint(matched - len(shown), by_state, "placement groups", "state, job_id or name")
+    hint = narrowing_hint(matched - len(shown), by_state, "placement groups", "state or job")
     if hint:
         hints.append(hint)
     return models.PlacementGroupList(
@@ -220,8 +220,10 @@ def build_pg_list(
 
 
 def render_pg_list(page: models.PlacementGroupList) -> str:
-    counts = ", ".join(f"{n:,} {s}" for s, n in page.by_state.items()) or "none"
-    lines = [f"Placement groups: {page.matched:,} match of {page.total:,} ({counts}); showing {page.shown}."]
+    # no counts by state when they were not read (a state filter): say nothing rather than "(none)"
+    counts = ", ".join(f"{n:,} {s}" for s, n in page.by_state.items())
+    counts = f" ({counts})" if counts else ""
+    lines = [f"Placement groups: {page.matched:,} match of {page.total:,}{counts}; showing {page.shown}."]
     for g in page.placement_groups:
         head = f"  {g.placement_group_id}" + (f" name={quoted(g.name)}" if g.name else "") + f" {g.state}"
         head += f" {g.strategy or 'strategy?'}" + (f" job={g.creator_job_id}" if g.creator_job_id else "")

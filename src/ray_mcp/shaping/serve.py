@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -66,10 +67,67 @@ def serve_deployment(raw: Mapping[str, Any]) -> models.ServeDeployment:
         }
         or None,
         limits={k: config[k] for k in REQUEST_LIMITS if config.get(k) is not None} or None,
+        scaling=scaling_reason(raw, replicas, to_number(target) if target is not None else None),
+        required_resources={
+            str(k): float(v)
+            for k, v in (raw.get("required_resources") or {}).items()
+            if isinstance(v, int | float)
+        }
+        or None,
         replicas=replicas[:MAX_REPLICAS_SHOWN],
         replicas_total=len(replicas),
         error=tail_text(raw.get("message"), SERVE_ERROR_CHARS) if status in SERVE_FAILING else None,
     )
+
+
+# Serve's controller says this in the deployment's message once replicas waited SLOW_STARTUP_WARNING_S (30 s).
+_UNSCHEDULED = re.compile(
+    r"has (?P<n>\d+) replicas that have taken more than (?P<s>\d+)s to be scheduled.*?"
+    r"Resources required for each replica: (?P<need>\{.*?\}), total resources available: (?P<free>\{.*?\})",
+    re.S,
+)
+_SLOW_INIT = re.compile(r"has (?P<n>\d+) replicas that have taken more than (?P<s>\d+)s to initialize")
+_STARTING = frozenset({"STARTING", "UPDATING", "RECOVERING"})
+
+
+def scaling_reason(raw: Mapping[str, Any], replicas: list[models.ServeReplica], target: Any) -> str | None:
+    """Why a deployment runs another number of replicas than its target, from its replicas, its message and
+    its autoscaling config (Ray's dashboard does not report the requests ongoing or queued per replica)."""
+    running = sum(1 for r in replicas if r.state == "RUNNING")
+    starting = sum(1 for r in replicas if r.state in _STARTING)
+    config = (raw.get("deployment_config") or {}).get("autoscaling_config") or {}
+    message = str(raw.get("message") or "")
+    reasons: list[str] = []
+    if isinstance(target, int) and running < target:
+        if m := _UNSCHEDULED.search(message):
+            reasons.append(f"{m['n']} replica(s) unscheduled for over {m['s']} s: each needs {m['need']}, the "
+                           f"cluster has {m['free']} free (the autoscaler, if any, must add a node)")  # fmt: skip
+        elif m := _SLOW_INIT.search(message):
+            reasons.append(
+                f"{m['n']} replica(s) slow to initialize (over {m['s']} s in __init__ or reconfigure)"
+            )
+        elif starting:
+            need = raw.get("required_resources")
+            reasons.append(f"{starting} replica(s) {'/'.join(sorted({r.state for r in replicas if r.state in _STARTING}))}"
+                           + (f", each needs {json.dumps(need)}" if need else ""))  # fmt: skip
+        else:
+            reasons.append(f"{target - running} replica(s) not started yet")
+    if isinstance(target, int) and running > target:
+        delay = config.get("downscale_delay_s")
+        reasons.append(
+            f"downscaling to {target}"
+            + (f" (after downscale_delay_s={delay:g})" if isinstance(delay, int | float) else "")
+        )
+    if config and isinstance(target, int):
+        high, low = config.get("max_replicas"), config.get("min_replicas")
+        if isinstance(high, int) and target >= high:
+            reasons.append(f"at max_replicas={high}: more load queues instead of adding replicas")
+        elif isinstance(low, int) and target <= low and reasons:
+            reasons.append(f"at min_replicas={low}")
+        goal = config.get("target_ongoing_requests")
+        if reasons and goal is not None:
+            reasons.append(f"target_ongoing_requests={goal:g} per replica")
+    return "; ".join(reasons) or None
 
 
 def build_serve_status(details: Mapping[str, Any], *, app: str | None) -> models.ServeStatus:
@@ -157,6 +215,8 @@ def render_serve_status(s: models.ServeStatus) -> str:
             if d.limits:
                 line += ", " + ", ".join(f"{k} {v:g}" for k, v in d.limits.items())
             lines.append(line)
+            if d.scaling:
+                lines.append(f"    scaling: {d.scaling}")
             if d.message:
                 lines.append(f"    message: {quoted(d.message, LINE_CHARS)}")
             for r in d.replicas:

@@ -34,8 +34,6 @@ async def current_api(ctx: Context) -> RayAPI:
 Api = Annotated[RayAPI, Resolve(current_api)]
 
 # The arguments that name the same thing in every area.
-Job = Annotated[str, Field(min_length=1, description="A submission id (raysubmit_…) or job id (hex).")]
-JobFilter = Annotated[
-    str | None, Field(description="Only this job's: a submission id (raysubmit_…) or job id (hex).")
-]
+Job = Annotated[str, Field(min_length=1, description="A submission id (raysubmit_...) or job id.")]
+JobFilter = Annotated[str | None, Field(description="Only this job's (submission id or job id).")]
 Confirm = Annotated[str | None, Field(description="The token from a first call without it.")]

@@ -8,7 +8,8 @@ from pydantic import Field
 
 from ray_mcp.limits import STATUS_NODES
 from ray_mcp.models import ClusterStatus
-from ray_mcp.shaping.cluster import render_cluster_status
+from ray_mcp.ray_api.client import gather
+from ray_mcp.shaping.cluster import render_cluster_status, with_decisions
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY, Api
 
@@ -20,10 +21,13 @@ async def cluster_status(
         Field(ge=STATUS_NODES.low, le=STATUS_NODES.high, description="Most nodes to list (all are counted)."),
     ] = STATUS_NODES.default,
 ) -> Annotated[CallToolResult, ClusterStatus]:
-    """The cluster at a glance (like `ray status`): nodes, resources used/total, per-node use, pending and
-    infeasible demands, autoscaler. Start here.
-    """
-    status = await api.nodes.cluster_status(max_nodes=max_nodes)
+    """Start here: the cluster like `ray status`: nodes, resource use, pending and infeasible demands,
+    autoscaler."""
+    notes: list[str] = []
+    status, decisions = await gather(
+        api.nodes.cluster_status(max_nodes=max_nodes), api.events.autoscaler_decisions(notes)
+    )
+    with_decisions(status, decisions, notes)
     return tool_result(status, render_cluster_status(status))
 
 

@@ -14,16 +14,14 @@ from ray_mcp.server.live import job_link
 from ray_mcp.shaping.common import linked, tool_result
 from ray_mcp.tools import READ_ONLY, Api, Job
 
-MaxBytes = Annotated[
-    int, Field(ge=DIAGNOSIS_BYTES.low, le=DIAGNOSIS_BYTES.high, description="Budget of the text answer.")
-]
+MaxBytes = Annotated[int, Field(ge=DIAGNOSIS_BYTES.low, le=DIAGNOSIS_BYTES.high, description="Text budget.")]
 
 
 async def diagnose_job(
     api: Api, job: Job, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, JobDiagnosis]:
-    """Why a job failed, hangs or misbehaves, in one call: its status and the cause (names, ids) first, then
-    the evidence quoted and next steps.
+    """Why a job failed, hangs or misbehaves: status and cause (names, ids) first, then evidence and next
+    steps.
     """
     model, text = report.job_report(job, await evidence.gather_job(api, job), max_bytes=max_bytes)
     refs = dict.fromkeys(ref for f in model.findings for ref in f.refs)
@@ -34,8 +32,8 @@ async def diagnose_job(
 async def cluster_health(
     api: Api, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, ClusterHealth]:
-    """What is wrong in the cluster now, ranked, each problem with its cause: dead nodes, infeasible or held
-    demands, failed jobs, crash loops, failed tasks, Serve errors, recent events. HEALTHY only if all was checked.
+    """What is wrong in the cluster now, ranked, with causes: dead nodes, held demands, failed jobs, crash
+    loops, failed tasks, Serve errors, a full object store, events. HEALTHY only if all was checked.
     """
     model, text = report.health_report(
         api.dashboard_url, await evidence.gather_cluster(api), max_bytes=max_bytes

@@ -51,33 +51,30 @@ async def tail_logs(
         int, Field(ge=LOG_LINES.low, le=LOG_LINES.high, description="Most lines to return.")
     ] = LOG_LINES.default,
     max_bytes: Annotated[
-        int, Field(ge=LOG_BYTES.low, le=LOG_BYTES.high, description="Most bytes of log text to return.")
+        int, Field(ge=LOG_BYTES.low, le=LOG_BYTES.high, description="Most bytes of text to return.")
     ] = LOG_BYTES.default,
     grep: Annotated[
         str | None,
-        Field(
-            description="RE2 regex (no backreferences or lookaround): the last matches in the WHOLE file, "
-            "not the tail."
-        ),
+        Field(description="RE2 regex: the last matches in the WHOLE file."),
     ] = None,
     context: Annotated[
-        int, Field(ge=0, le=MAX_GREP_CONTEXT, description="Lines shown around each grep match.")
+        int, Field(ge=0, le=MAX_GREP_CONTEXT, description="Lines around each grep match.")
     ] = 0,
     stream: Annotated[
         Literal["out", "err", "both"],
-        Field(description="For actor, task and pid logs: stdout, stderr or both."),
+        Field(description="Worker logs: stdout, stderr or both."),
     ] = "both",
     follow_s: Annotated[
         float,
         Field(
             ge=0,
             le=MAX_FOLLOW_S,
-            description=f"Then follow the log this many seconds (max {MAX_FOLLOW_S:g}).",
+            description="Then follow it (seconds).",
         ),
     ] = 0,
     max_scan_mb: Annotated[
         int,
-        Field(ge=SCAN_MB.low, le=SCAN_MB.high, description="With grep: stop scanning after this many MB."),
+        Field(ge=SCAN_MB.low, le=SCAN_MB.high, description="grep's scan cap in MB."),
     ] = SCAN_MB.default,
     **named: Any,  # TARGET_ARGS: log_target has made them the target
 ) -> Annotated[CallToolResult, LogTail]:
@@ -92,7 +89,7 @@ async def tail_logs(
 
 
 tail_logs.__doc__ = f"""The end of any Ray log: {one_of([a.names for a in LOG_SOURCES])} (exactly
-one target). grep searches the whole file; follow_s streams new lines.
+one target).
 """
 _own = [p for p in inspect.signature(tail_logs).parameters.values() if p.kind is not p.VAR_KEYWORD]
 publish(tail_logs, [*_own[:3], *TARGET_ARGS, *_own[3:]])  # after target, api and ctx: the schema's order

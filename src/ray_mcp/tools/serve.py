@@ -26,13 +26,13 @@ from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
 
 async def serve_status(
     api: Api,
-    app: Annotated[str | None, Field(description="One application by name; all of them if omitted.")] = None,
+    app: Annotated[str | None, Field(description="One application; all if omitted.")] = None,
     log_lines: Annotated[
         int,
         Field(
             ge=SERVE_LOG_LINES.low,
             le=SERVE_LOG_LINES.high,
-            description="Log lines to show for each failing deployment's replica.",
+            description="Log lines per failing deployment.",
         ),
     ] = SERVE_LOG_LINES.default,
 ) -> Annotated[CallToolResult, ServeStatus]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ray_mcp import models
 from ray_mcp.diagnosis.chains.links import CONTEXT, PROBLEM, STUCK, Chain, Link
 from ray_mcp.diagnosis.graph import Graph, Row, amounts
-from ray_mcp.limits import DEMANDS_QUOTED, INFEASIBLE_DEMANDS_QUOTED
+from ray_mcp.limits import DEMANDS_QUOTED, INFEASIBLE_DEMANDS_QUOTED, STORE_HOLDERS_QUOTED
+from ray_mcp.shaping.objects import STORE_NEAR_FULL, store_pressure
+from ray_mcp.text import quoted
 
 MEMORY_PRESSURE = 0.8  # a node's memory or object store this full is named
 MEMORY_CRITICAL = 0.95  # and this full ranks as a cause
@@ -57,3 +60,19 @@ def memory_chains(g: Graph) -> list[Chain]:
                              [f"list_actors node_id={node.get('node_id')} to see who holds it"],
                              subjects={f"memory:{node.get('node_id')}:{name}"}))  # fmt: skip
     return out
+
+
+def store_chains(g: Graph) -> list[Chain]:
+    """A node's object store near full or spilling, with who holds the most (summarize_objects' read)."""
+    if g.ev.store is None:
+        return []
+    store = models.ObjectStoreSummary.model_validate(g.ev.store)
+    pressure = store_pressure(store.nodes)
+    if not pressure:
+        return []
+    full = any(n.fraction is not None and n.fraction >= STORE_NEAR_FULL for n in store.nodes)
+    holders = [f"{quoted(h.owner)} holds {h.bytes / 1024**3:.2f} GiB in {h.objects} ref(s) from {quoted(h.call_site)}"
+               + (f" (leak: {quoted(h.leak)})" if h.leak else "") for h in store.groups[:STORE_HOLDERS_QUOTED]]  # fmt: skip
+    return [Chain(PROBLEM + 5 if full else CONTEXT + 10, "object_store", "",
+                  [Link("holds", "the object store is " + ("near full" if full else "spilling") + ": " + "; ".join(pressure),
+                        "; ".join(holders))], ["summarize_objects"], subjects={"object_store"})]  # fmt: skip

@@ -141,7 +141,7 @@ def gave_up_chain(g: Graph, raised: Link, chains: Sequence[Chain], job_id: str) 
     )
     gave_up = Link("waits_on", f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
                    "; ".join(c.links[-1].quote for c in late[:TIMED_OUT_WORK_NAMED]))  # fmt: skip
-    return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job_id={job_id}", "cpu_profile or "
+    return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job={job_id}", "cpu_profile or "
                  "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
 
 

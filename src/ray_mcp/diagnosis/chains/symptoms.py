@@ -112,7 +112,7 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
             symptom += f" after {attempts} attempts"
         kind = chain_kind(links)
         chains.append(Chain(CONTEXT - 10 if kind == "ended_with_job" else CONTEXT + 10, kind, symptom, links,
-                            [f"list_tasks job_id={first.get('job_id')} state=FAILED", f"tail_logs task_id={first.get('task_id')}"],
+                            [f"list_tasks job={first.get('job_id')} state=FAILED", f"tail_logs task_id={first.get('task_id')}"],
                             first.get("job_id"), {f"task:{t.get('task_id')}" for t in rows}))  # fmt: skip
     if cancelled:
         chains.append(Chain(INFO, "cancelled", f"{len(cancelled)} task(s) cancelled with ray.cancel (not a failure)",
@@ -234,7 +234,7 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
         if links:
             chains.append(Chain(wait_rank(links, STUCK, STUCK - 10), wait_kind(links),
                                 f"{g.pg_label(pg)} is {pg.get('state')}", links,
-                                [f"pg_status pg={pg.get('placement_group_id')}", "cluster_status"], pg.get("creator_job_id"),
+                                [f"pg_status placement_group={pg.get('placement_group_id')}", "cluster_status"], pg.get("creator_job_id"),
                                 {f"pg:{pg.get('placement_group_id')}"}))  # fmt: skip
     waiting: dict[str, tuple[list[Link], list[Row]]] = {}
     for t in final_attempts(g, job_id):

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from ray_mcp.diagnosis import hang
+from ray_mcp.diagnosis.chains.capacity import store_chains
 from ray_mcp.diagnosis.chains.ended_by import oom_quote
 from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, WARNING, Chain, Link
 from ray_mcp.diagnosis.chains.raised_in import driver_chain
@@ -69,6 +70,7 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
     if status == "RUNNING" and job_id:
         chains += progressing(g, chains)
     chains += memory_kill(g, job_id, chains)
+    chains += store_chains(g)
     if not any(c.severity > WARNING for c in chains):
         last = status_chain(g)
         if last is not None:

@@ -208,5 +208,5 @@ def driver_wait(g: Graph, job_id: str) -> Chain | None:
         links.append(Link("waits_on", f"{g.task_label(last)} is {last.get('state')}"))
     stuck = bool(why) or last.get("state") != "RUNNING"
     return Chain(STUCK if stuck else CONTEXT, "waiting", "The driver is blocked", links,
-                 [f"stack_traces job={job_id}" if not stuck else f"cluster_status; list_tasks job_id={job_id} state=PENDING_NODE_ASSIGNMENT"],
+                 [f"stack_traces job={job_id}" if not stuck else f"cluster_status; list_tasks job={job_id} state=PENDING_NODE_ASSIGNMENT"],
                  job_id, {f"task:{t}" for t in path})  # fmt: skip

@@ -81,9 +81,9 @@ async def submit_job(
 async def get_job(
     ctx: Context,
     job: Job,
-    open_page: Annotated[bool, Field(description="Show the user its dashboard and Grafana pages.")] = False,
+    open_page: bool = False,
 ) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
-    """One job: status, message, error, exit code, entrypoint, times, metadata, runtime_env."""
+    """One job. open_page: show the user its dashboard and Grafana pages."""
     # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a
     # Resolve parameter may not.
     api = await current_api(ctx)
@@ -104,7 +104,7 @@ async def list_jobs(
         int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs to show (all are counted).")
     ] = JOBS_LIMIT.default,
 ) -> Annotated[CallToolResult, JobList]:
-    """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
+    """Jobs, newest first: status, entrypoint, start, duration, error type."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
     answer = tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
@@ -121,7 +121,7 @@ async def wait_for_job(
     ] = DEFAULT_WAIT_S,
 ) -> Annotated[CallToolResult, JobWait]:
     """Wait until a job ends or timeout_s passes, with progress notifications. A timeout is not an error:
-    call again to keep waiting.
+    call again.
     """
     return await wait_result(api, job, timeout_s=timeout_s, on_progress=ctx.report_progress)
 

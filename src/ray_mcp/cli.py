@@ -108,6 +108,13 @@ def _parser() -> OneLineParser:
         choices=["auto", "dashboard", "py-spy"],
         help="Where stack_traces and cpu_profile read stacks (default auto: the dashboard, else local py-spy).",
     )
+    kube = parser.add_argument_group("kubernetes (k8s:// addresses, ray-mcp[kubernetes])")
+    kube.add_argument("--kubeconfig", help="Kubeconfig file (default KUBECONFIG, ~/.kube/config).")
+    kube.add_argument("--kube-context", help="Kubeconfig context (default: its current context).")
+    kube.add_argument("--namespace", help="Namespace of a k8s:// address that names none.")
+    kube.add_argument(
+        "--kubernetes-tools", action="store_true", default=None, help="List the Kubernetes tools anyway."
+    )
     parser.add_argument(
         "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
     )

@@ -41,6 +41,7 @@ from ray_mcp.text import clean_text, quoted
 
 if TYPE_CHECKING:
     from ray_mcp.ray_api.gcs import GcsLookup
+    from ray_mcp.ray_api.kuberay import Kube, RayTarget
     from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp.cluster")
@@ -61,12 +62,13 @@ RESTART_BACKOFF_MAX_S = 60.0
 FAILURE_MARKERS = ("Failed to start", "Address already in use", "Error", "error")
 
 T = TypeVar("T")
-AddressKind = Literal["dashboard", "ray_client", "gcs", "local"]
+AddressKind = Literal["dashboard", "ray_client", "gcs", "local", "kubernetes"]
 
 # The address forms parse_address reads, as every help text and message names them (one place: a new form is
 # a branch of parse_address and its words here).
 ADDRESS_FORMS = (
-    "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, or a GCS address host:6379"
+    "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, a GCS address host:6379, "
+    "or a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name"
 )
 # A host name or IP address (IPv6 in brackets): "not a url" is none.
 HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
@@ -102,6 +104,8 @@ def parse_address(address: str) -> Address:
                     f"The dashboard URL {address!r} has no host. Example: http://127.0.0.1:8265."
                 )
             return Address("dashboard", text.rstrip("/"), parts.hostname, parts.port)
+        if parts.scheme == "k8s":
+            return Address("kubernetes", text, "", None)
         if parts.scheme == "ray":
             if not parts.hostname:
                 raise InvalidArgument(
@@ -394,6 +398,7 @@ class Resolved:
     dashboard_url: str
     source: str  # embedded | local | external
     gcs_address: str | None = None  # when known (embedded cluster, or a GCS address was given)
+    kube: RayTarget | None = None  # a k8s:// address: the KubeRay object and the head service it resolved to
 
 
 class ClusterManager:
@@ -404,6 +409,7 @@ class ClusterManager:
         self._gcs_lookup = gcs_lookup
         self._task: asyncio.Task[Resolved] | None = None
         self.embedded: LocalHead | None = None
+        self.kube: Kube | None = None  # the Kubernetes API connection of a k8s:// address
         self._lock = asyncio.Lock()
         self._failures = 0  # embedded starts failed in a row
         self._retry_at = 0.0  # monotonic time from which a call may start the embedded cluster again
@@ -449,6 +455,8 @@ class ClusterManager:
         return await self._start_embedded()
 
     async def _resolve_address(self, address: Address) -> Resolved:
+        if address.kind == "kubernetes":
+            return await self._resolve_kubernetes(address)
         if address.kind == "dashboard":
             log.info("ray-mcp: using the Ray cluster whose dashboard is %s", address.original)
             return Resolved(address.original, "external")
@@ -483,6 +491,25 @@ class ClusterManager:
             + "; if the dashboard runs elsewhere, pass --dashboard-url",
         )
 
+    async def _resolve_kubernetes(self, address: Address) -> Resolved:
+        """The head service of the KubeRay object named; the Kubernetes client is imported only here (the
+        ``kubernetes`` extra, ~1 s to import, needed by k8s:// addresses alone)."""
+        from ray_mcp.ray_api.kuberay import Kube, parse_kube_address, resolve_target
+
+        s = self.settings
+        named = parse_kube_address(address.original, context=s.kube_context, namespace=s.namespace)
+        if self.kube is None:
+            self.kube = await Kube.connect(
+                kubeconfig=str(s.kubeconfig) if s.kubeconfig else None, context=named.context,
+                namespace=named.namespace, timeout_s=s.request_timeout_s,
+            )  # fmt: skip
+        target = await resolve_target(self.kube, named.name)
+        log.info(
+            "ray-mcp: %s %s/%s: dashboard through %s", target.kind, target.namespace, target.name,
+            target.dashboard_url,
+        )  # fmt: skip
+        return Resolved(target.dashboard_url, "external", kube=target)
+
     async def _start_embedded(self) -> Resolved:
         def keep(head: LocalHead) -> None:
             self.embedded = head  # owned from the moment it is spawned, so that aclose stops it
@@ -516,6 +543,9 @@ class ClusterManager:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
+        if self.kube is not None:
+            kube, self.kube = self.kube, None
+            await kube.aclose()
         if self.embedded is not None:
             head, self.embedded = self.embedded, None
             log.info("ray-mcp: stopping the embedded Ray cluster in %s", head.temp_dir)

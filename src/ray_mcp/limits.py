@@ -344,3 +344,11 @@ EVENTS_SHOWN = Bound(default=20, low=1, high=200)  # distinct event messages lis
 EVENT_MESSAGE_CHARS = 300
 AUTOSCALER_DECISIONS = 8  # distinct autoscaler events in cluster_status
 LOG_FILES_SHOWN = 50  # files listed by tail_logs when filename is a pattern
+
+# -- Kubernetes (KubeRay: kuberay_status, kuberay_logs) ----------------------------------------------------
+
+KUBE_PODS_SHOWN = 12  # pods of one RayCluster listed, those with a problem first
+KUBE_EVENTS_SHOWN = 12  # deduplicated events listed, warnings first
+KUBE_LOG_LINES = Bound(default=80, low=1, high=2000)  # a pod container's log tail
+KUBE_LOG_BYTES = 16_384  # asked of the API server at most (limitBytes)
+KUBE_UPGRADE_STUCK_S = 600.0  # a RayService upgrade pending this long is reported as stuck

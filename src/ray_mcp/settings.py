@@ -183,6 +183,17 @@ class Settings(BaseSettings):
         description="Path of py-spy (default: beside this Python, then the PATH).",
     )
 
+    # -- Kubernetes (a k8s:// address: KubeRay) -----------------------------------------------------------
+    kubeconfig: Path | None = Field(
+        default=None, description="Kubeconfig file for a k8s:// address (default KUBECONFIG, ~/.kube/config)."
+    )
+    kube_context: str | None = Field(default=None, description="Kubeconfig context of a k8s:// address.")
+    namespace: str | None = Field(default=None, description="Namespace of a k8s:// address without one.")
+    kubernetes_tools: bool = Field(
+        default=False,
+        description="List the Kubernetes tools even when the address is not k8s:// (they then name one).",
+    )
+
     credentials_from_entry: bool = Field(
         default=False,
         exclude=True,

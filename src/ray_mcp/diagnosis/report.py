@@ -89,7 +89,9 @@ def to_finding(c: Chain) -> models.Finding:
     )  # fmt: skip
 
 
-def job_report(job: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
+def job_report(
+    job: str, ev: GraphInputs, *, max_bytes: int, extra: Sequence[models.Finding] = ()
+) -> tuple[models.JobDiagnosis, str]:
     """diagnose_job's answer: the verdict line, the job line, the chains ranked, events, other jobs, notes."""
     info = job_info(ev.job or {}, ev.now_ms / 1000 or time.time())
     phrase, chains, others = explain_job(ev)
@@ -97,7 +99,8 @@ def job_report(job: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.Job
         *ev.unchecked,
         *(u.split(":")[0] for u in ev.unreadable if u.split(":")[0] not in ev.unchecked),
     ]
-    findings = list(map(to_finding, chains))
+    # extra: findings of another layer (diagnosis/kubernetes.py), ranked in with the chains'
+    findings = sorted([*map(to_finding, chains), *extra], key=lambda f: -f.severity)
     verdict = verdict_line(phrase, chains)
     if unchecked and not verdict.startswith(phrase + "; Unknown"):
         suffix = f" (could not check {one_line(', '.join(unchecked), UNCHECKED_CHARS)})"
@@ -227,9 +230,13 @@ def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> li
     return event_lines(GraphInputs(events=mine), limit=EXPLAINING_EVENTS)
 
 
-def health_report(dashboard_url: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
-    """cluster_health's answer: the state and verdict, the chains ranked, events, what could not be read."""
-    return health_answer(dashboard_url, ev, list(map(to_finding, explain_cluster(ev))), max_bytes=max_bytes)
+def health_report(
+    dashboard_url: str, ev: GraphInputs, *, max_bytes: int, extra: Sequence[models.Finding] = ()
+) -> tuple[models.ClusterHealth, str]:
+    """cluster_health's answer: the state and verdict, the chains ranked, events, what could not be read;
+    ``extra``: findings of another layer (diagnosis/kubernetes.py), ranked in with the chains'."""
+    ranked = sorted([*map(to_finding, explain_cluster(ev)), *extra], key=lambda f: -f.severity)
+    return health_answer(dashboard_url, ev, ranked, max_bytes=max_bytes)
 
 
 def health_answer(

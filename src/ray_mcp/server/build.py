@@ -50,7 +50,7 @@ log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
 TOOL_AREAS = (
     "cluster", "diagnose", "jobs", "logs", "actors", "placement_groups", "nodes", "tasks", "serve",
-    "topology", "train", "stacks", "objects", "events",
+    "topology", "train", "stacks", "objects", "events", "kubernetes",
 )  # fmt: skip
 
 INSTRUCTIONS = """\

@@ -20,6 +20,7 @@ from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
 from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.ray_api.kuberay import RayTarget
 from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
@@ -68,20 +69,35 @@ class Connection:
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
             SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
+            transport, gcs_lookup = self._http_transport, self._gcs_lookup
+            if resolved.kube is not None and transport is None:
+                transport = resolved.kube.kube.proxy_transport()
+            if resolved.kube is not None and not resolved.kube.kube.in_cluster:
+                gcs_lookup = None  # the API server proxies HTTP only: the GCS (gRPC) is out of reach
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
                 source=resolved.source,
                 headers=headers,
                 verify=str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls,
-                transport=self._http_transport,
+                transport=transport,
                 gcs_address=resolved.gcs_address,
-                gcs_lookup=self._gcs_lookup,
+                gcs_lookup=gcs_lookup,
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
                 local_logs=s.local_logs,
             )
         return self._api
+
+    async def kube(self) -> RayTarget:
+        """The KubeRay object of a k8s:// address (raises when this cluster was not given as one)."""
+        resolved = await self.cluster.resolved()
+        if resolved.kube is None:
+            raise InvalidArgument(
+                f"Cluster {self.name!r} was not given as a k8s://[context/]namespace/name address, so ray-mcp "
+                "knows no Kubernetes object for it. Start ray-mcp with --address k8s://<namespace>/<raycluster>."
+            )
+        return resolved.kube
 
     @property
     def dashboard_url(self) -> str | None:
@@ -141,6 +157,30 @@ class App:
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
         return await self.connections[name].api()
+
+    async def kube(self) -> RayTarget:
+        """The KubeRay object of the cluster the current call names (else the default)."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
+        if name not in self.connections:
+            raise InvalidArgument(
+                f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
+            )
+        return await self.connections[name].kube()
+
+    async def kube_or_none(self) -> RayTarget | None:
+        """The KubeRay object of the current call's cluster when it was given as k8s://, else None."""
+        name = CURRENT_CLUSTER.get() or self.default_cluster
+        connection = self.connections.get(name)
+        if connection is None or not (connection.settings.address or "").strip().startswith("k8s://"):
+            return None
+        return await connection.kube()
+
+    @property
+    def kubernetes(self) -> bool:
+        """Are the Kubernetes tools offered: a k8s:// address configured, or --kubernetes-tools."""
+        return self.settings.kubernetes_tools or any(
+            (c.settings.address or "").strip().startswith("k8s://") for c in self.connections.values()
+        )
 
     def known_dashboard_url(self, name: str) -> str | None:
         """The dashboard URL of a cluster by name once it has been found (None before: nothing is waited for)."""

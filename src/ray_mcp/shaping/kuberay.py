@@ -1,0 +1,295 @@
+"""KubeRay objects, their pods and events -> one bounded answer, verdict first (pure functions).
+
+The verdict names the failure class KubeRay users lose the most hours to, from the most to the least
+blocking: a pod that cannot be scheduled (the scheduler's message and the worker group), an image that cannot
+be pulled, a pod stuck in an init container (``wait-gcs-ready``), a container OOMKilled or crash-looping, a
+RayJob whose deployment status and Ray's job status disagree, a RayService upgrade that does not finish.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray_mcp.limits import KUBE_EVENTS_SHOWN, KUBE_PODS_SHOWN, KUBE_UPGRADE_STUCK_S
+from ray_mcp.models.kuberay import KubeEvent, KubeFinding, KubeStatus, PodState, WorkerGroup
+from ray_mcp.text import quoted
+
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+CRASH_REASONS = (
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
+# A RayJob's deployment status that says the job is over, and the Ray job statuses that say it is not.
+JOB_DONE = ("Complete", "Failed")
+RAY_RUNNING = ("PENDING", "RUNNING")
+RAY_ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+def pod_state(pod: dict[str, Any]) -> PodState:
+    """One pod: phase, readiness, restarts, what it waits on, and why its last container ended."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    containers = status.get("containerStatuses") or []
+    inits = status.get("initContainerStatuses") or []
+    waiting = next(
+        (
+            (c["name"], c["state"]["waiting"])
+            for c in [*inits, *containers]
+            if (c.get("state") or {}).get("waiting")
+        ),
+        None,
+    )
+    running_init = next((c["name"] for c in inits if (c.get("state") or {}).get("running")), None)
+    last = next(
+        (
+            (c["name"], c["lastState"]["terminated"])
+            for c in containers
+            if (c.get("lastState") or {}).get("terminated")
+        ),
+        None,
+    )
+    current_end = next(
+        (
+            (c["name"], c["state"]["terminated"])
+            for c in containers
+            if (c.get("state") or {}).get("terminated")
+        ),
+        None,
+    )
+    ended = current_end or last
+    unscheduled = next(
+        (
+            c.get("message") or c.get("reason")
+            for c in status.get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ),
+        None,
+    )
+    return PodState(
+        name=meta.get("name", "?"),
+        node_type=labels.get("ray.io/node-type"),
+        group=labels.get("ray.io/group"),
+        phase=status.get("phase") or "Unknown",
+        reason=status.get("reason"),
+        message=status.get("message"),
+        ready=all(c.get("ready") for c in containers) if containers else False,
+        restarts=sum(int(c.get("restartCount") or 0) for c in containers),
+        waiting=f"{waiting[0]}: {waiting[1].get('reason')}" if waiting else None,
+        waiting_message=(waiting[1].get("message") if waiting else None),
+        in_init=running_init,
+        last_terminated=(
+            f"{ended[0]}: {ended[1].get('reason')} (exit {ended[1].get('exitCode')})" if ended else None
+        ),
+        unschedulable=unscheduled,
+        node=spec.get("nodeName"),
+        containers=[c["name"] for c in spec.get("containers") or []],
+    )
+
+
+def events_digest(events: list[dict[str, Any]], names: set[str]) -> tuple[list[KubeEvent], int]:
+    """The events of the named objects: deduplicated (same object, type, reason, message) with their counts
+    summed, warnings first, then the most frequent, then the newest. Returns the shown ones and the total."""
+    merged: dict[tuple[str, str, str, str], KubeEvent] = {}
+    for e in events:
+        obj = e.get("involvedObject") or e.get("regarding") or {}
+        if obj.get("name") not in names:
+            continue
+        key = (
+            obj.get("name", ""),
+            e.get("type") or "Normal",
+            e.get("reason") or "",
+            e.get("message") or e.get("note") or "",
+        )
+        count = int(e.get("count") or (e.get("series") or {}).get("count") or 1)
+        last = (
+            e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp")
+        )
+        if key in merged:
+            seen = merged[key]
+            seen.count += count
+            seen.last_seen = max(seen.last_seen or "", last or "") or None
+        else:
+            merged[key] = KubeEvent(
+                object=f"{obj.get('kind', '?')}/{key[0]}", type=key[1], reason=key[2], message=key[3],
+                count=count, last_seen=last,
+            )  # fmt: skip
+    ordered = sorted(merged.values(), key=lambda v: (v.type != "Warning", -v.count, v.last_seen or ""))
+    return ordered[:KUBE_EVENTS_SHOWN], len(ordered)
+
+
+def worker_groups(raycluster: dict[str, Any]) -> list[WorkerGroup]:
+    spec, status = raycluster.get("spec") or {}, raycluster.get("status") or {}
+    autoscaling = bool(spec.get("enableInTreeAutoscaling"))
+    groups = []
+    for g in spec.get("workerGroupSpecs") or []:
+        groups.append(
+            WorkerGroup(
+                name=g.get("groupName", "?"), replicas=g.get("replicas"), min_replicas=g.get("minReplicas"),
+                max_replicas=g.get("maxReplicas"), suspended=g.get("suspend") or None, autoscaled=autoscaling,
+            )
+        )  # fmt: skip
+    del status
+    return groups
+
+
+def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) -> list[KubeFinding]:
+    """What is wrong with a RayCluster's pods, the most blocking first."""
+    findings: list[KubeFinding] = []
+    for p in pods:
+        where = f"{p.node_type or 'pod'} pod {p.name}" + (
+            f" (worker group {p.group})" if p.node_type == "worker" else ""
+        )
+        if p.unschedulable:
+            findings.append(KubeFinding(
+                verdict="unschedulable", pod=p.name, group=p.group,
+                text=f"{where} is Pending: the scheduler says {quoted(p.unschedulable)}. Ray's demand for it waits "
+                "until a node with those resources joins (cluster autoscaler, node pool, quota).",
+            ))  # fmt: skip
+        elif p.waiting and p.waiting.split(": ")[-1] in PULL_REASONS:
+            findings.append(KubeFinding(
+                verdict="image pull failing", pod=p.name, group=p.group,
+                text=f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
+                "image name and tag and the imagePullSecrets.",
+            ))  # fmt: skip
+        elif p.in_init and p.phase == "Pending":
+            findings.append(KubeFinding(
+                verdict="stuck in init", pod=p.name, group=p.group,
+                text=f"{where} is still in init container {quoted(p.in_init)}: a worker waits there until "
+                "the head's GCS answers. Check the head pod and its service; read this container's log with "
+                f"kuberay_logs(pod={p.name!r}, container={p.in_init!r}).",
+            ))  # fmt: skip
+        elif p.last_terminated and "OOMKilled" in p.last_terminated:
+            findings.append(KubeFinding(
+                verdict="OOMKilled", pod=p.name, group=p.group,
+                text=f"{where} was OOMKilled ({p.last_terminated}, {p.restarts} restart(s)): its memory limit is "
+                "too low for what runs there. Read the log before the kill with "
+                f"kuberay_logs(pod={p.name!r}, previous=true).",
+            ))  # fmt: skip
+        elif p.phase == "Failed" and p.reason == "Evicted":
+            findings.append(KubeFinding(
+                verdict="evicted", pod=p.name, group=p.group,
+                text=f"{where} was evicted: {quoted(p.message or 'no message')}.",
+            ))  # fmt: skip
+        elif p.waiting and p.waiting.split(": ")[-1] in CRASH_REASONS:
+            findings.append(KubeFinding(
+                verdict="crash looping", pod=p.name, group=p.group,
+                text=f"{where} is in {p.waiting} after {p.restarts} restart(s) (last: {p.last_terminated or 'unknown'}). "
+                f"Read kuberay_logs(pod={p.name!r}, previous=true).",
+            ))  # fmt: skip
+    if raycluster is not None and not pods:
+        findings.append(KubeFinding(
+            verdict="no pods", text="KubeRay created no pod for this RayCluster: read the operator's events below.",
+        ))  # fmt: skip
+    return findings
+
+
+def job_findings(rayjob: dict[str, Any], ray_status: str | None) -> list[KubeFinding]:
+    """A RayJob whose deployment status, KubeRay's copy of Ray's status and Ray's own disagree, or whose
+    submitter failed."""
+    status = rayjob.get("status") or {}
+    deployment, recorded = status.get("jobDeploymentStatus"), status.get("jobStatus")
+    found: list[KubeFinding] = []
+    live = ray_status or recorded
+    if deployment in JOB_DONE and live in RAY_RUNNING:
+        found.append(KubeFinding(
+            verdict="status disagrees",
+            text=f"The RayJob says {deployment} but Ray says the job is {live}: KubeRay gave up on a job that "
+            "still runs (or its submitter failed). Trust Ray's status; read the submitter's log.",
+        ))  # fmt: skip
+    elif deployment == "Running" and live in RAY_ENDED:
+        found.append(KubeFinding(
+            verdict="status disagrees",
+            text=f"The RayJob is still Running but Ray says the job is {live}: KubeRay has not caught up (or its "
+            "submitter is wedged).",
+        ))  # fmt: skip
+    elif ray_status and recorded and ray_status != recorded and deployment not in JOB_DONE:
+        found.append(KubeFinding(
+            verdict="status disagrees",
+            text=f"KubeRay records Ray's job status as {recorded}, Ray says {ray_status}.",
+        ))  # fmt: skip
+    reason, message = status.get("reason"), status.get("message")
+    if deployment == "Failed" and reason:
+        found.append(KubeFinding(
+            verdict="RayJob failed",
+            text=f"The RayJob failed: {reason}: {quoted(message or '')}."
+            + (" The submitter started before the head was ready and ran out of retries: resubmit, and raise "
+               "spec.backoffLimit or the submitter's wait." if reason == "BackoffLimitExceeded"
+               or "Backoff" in str(message) else ""),
+        ))  # fmt: skip
+    return found
+
+
+def service_findings(
+    rayservice: dict[str, Any], *, now_s: float, pending_ready: bool | None
+) -> list[KubeFinding]:
+    """A RayService upgrade that does not finish (its pending cluster never Ready)."""
+    status = rayservice.get("status") or {}
+    pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+    if not pending or pending_ready:
+        return []
+    since = next(
+        (
+            c.get("lastTransitionTime")
+            for c in status.get("conditions") or []
+            if c.get("type") == "UpgradeInProgress"
+        ),
+        None,
+    )
+    age = _age_s(since, now_s)
+    if age is not None and age < KUBE_UPGRADE_STUCK_S:
+        return []
+    how_long = f" for {age / 60:.0f} min" if age is not None else ""
+    return [KubeFinding(
+        verdict="upgrade stuck",
+        text=f"The upgrade to RayCluster {pending} has not finished{how_long}: its cluster is not ready, so traffic "
+        "stays on the active one. Its pods' findings say why (often no node has the resources for it).",
+    )]  # fmt: skip
+
+
+def _age_s(timestamp: str | None, now_s: float) -> float | None:
+    from datetime import datetime
+
+    if not timestamp:
+        return None
+    try:
+        return now_s - datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def render(status: KubeStatus) -> str:
+    """Verdict first, then the object, its findings, pods and events."""
+    head = f"{status.verdict.upper()}: {status.kind} {status.namespace}/{status.name}"
+    lines = [head + (f": {status.findings[0].text}" if status.findings else f" ({status.summary})")]
+    lines += [f"- {f.text}" for f in status.findings[1:]]
+    if status.findings:
+        lines.append(status.summary)
+    for line in status.details:
+        lines.append(line)
+    if status.pods:
+        lines.append(f"Pods ({status.pods_shown} of {status.pods_total}):")
+        for p in status.pods:
+            extra = ", ".join(
+                x for x in (p.waiting, p.last_terminated, p.in_init and f"init {p.in_init}") if x
+            )
+            lines.append(
+                f"  {p.name} [{p.node_type or '?'}{'/' + p.group if p.group and p.node_type == 'worker' else ''}] "
+                f"{p.phase}{' ready' if p.ready else ''} restarts={p.restarts}"
+                + (f" ({extra})" if extra else "")
+            )
+    if status.events:
+        lines.append(f"Events ({len(status.events)} of {status.events_total}, warnings first):")
+        for e in status.events:
+            lines.append(f"  {e.type} {e.reason} x{e.count} {e.object}: {quoted(e.message)}")
+    if status.hint:
+        lines.append(status.hint)
+    return "\n".join(lines)
+
+
+def pods_shown(pods: list[PodState]) -> list[PodState]:
+    """Pods with a problem first, then the head, then the rest, bounded."""
+    return sorted(pods, key=lambda p: (p.ready and not p.restarts, p.node_type != "head", p.name))[
+        :KUBE_PODS_SHOWN
+    ]

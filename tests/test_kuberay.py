@@ -1,0 +1,481 @@
+"""ray-mcp on a KubeRay cluster, through the real Kubernetes client (kubernetes_asyncio) and a real kubeconfig
+whose user authenticates with an exec plugin, against a loopback API server (tests/kube_apiserver.py) whose
+service proxy forwards to the session's real Ray head. Its objects are KubeRay's own samples with statuses,
+each validated against the vendored KubeRay CRD schemas (pods against the Kubernetes schemas) before use.
+
+One scenario per failure class of issue 28, each with its verdict in the first 300 bytes of the answer."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from mcp import Client
+from tests.kube_apiserver import KubeState, serve, write_kubeconfig
+from tests.support import call_ok, mcp_client, text_of, wait_until
+
+from ray_mcp.settings import Settings
+
+pytestmark = pytest.mark.live  # the kubeconfig's exec plugin is a process; the proxy reaches a Ray head
+
+KUBERAY = Path(__file__).parent / "schemas" / "kuberay"
+KUBERNETES_VERSION = "1.33.0"
+NS = "default"
+CLUSTER = "raycluster-kuberay"  # ray-cluster.sample.yaml's
+HEAD_SVC = f"{CLUSTER}-head-svc"
+GPU_MESSAGE = (
+    "0/12 nodes are available: 12 Insufficient nvidia.com/gpu. preemption: 0/12 nodes are available."
+)
+
+
+def validate(obj: dict[str, Any]) -> dict[str, Any]:
+    """A KubeRay object against its vendored CRD schema, a core object against Kubernetes' own."""
+    if obj["apiVersion"] == "ray.io/v1":
+        import jsonschema
+
+        plural = {"RayCluster": "rayclusters", "RayJob": "rayjobs", "RayService": "rayservices"}[obj["kind"]]
+        schema = json.loads((KUBERAY / f"{plural}.v1.schema.json").read_text())["openAPIV3Schema"]
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(obj))
+        assert not errors, [f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:3]]
+    else:
+        import kubernetes_validate
+
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    return obj
+
+
+def sample(name: str, kind: str) -> dict[str, Any]:
+    docs = yaml.safe_load_all((KUBERAY / name).read_text())
+    return copy.deepcopy(next(d for d in docs if d and d["kind"] == kind))
+
+
+def raycluster(name: str = CLUSTER, *, state: str = "ready", autoscaling: bool = False) -> dict[str, Any]:
+    rc = sample("ray-cluster.sample.yaml", "RayCluster")
+    rc["metadata"]["name"] = name
+    rc["spec"]["enableInTreeAutoscaling"] = autoscaling
+    rc["status"] = {
+        "state": state, "desiredWorkerReplicas": 1, "readyWorkerReplicas": 1 if state == "ready" else 0,
+        "availableWorkerReplicas": 1, "minWorkerReplicas": 1, "maxWorkerReplicas": 5,
+        "head": {"serviceName": f"{name}-head-svc", "podName": f"{name}-head-abcde"},
+        "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "",
+                        "lastTransitionTime": "2026-12-01T10:01:00Z"}],
+    }  # fmt: skip
+    return validate(rc)
+
+
+def pod(
+    name: str, cluster: str, node_type: str, *, group: str = "headgroup", status: dict[str, Any]
+) -> dict[str, Any]:
+    containers = [
+        {"name": "ray-head" if node_type == "head" else "ray-worker", "image": "rayproject/ray:2.46.0"}
+    ]
+    if node_type == "head":
+        containers.append({"name": "autoscaler", "image": "rayproject/ray:2.46.0"})
+    spec: dict[str, Any] = {"containers": containers}
+    if node_type == "worker":
+        spec["initContainers"] = [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0"}]
+    labels = {"ray.io/cluster": cluster, "ray.io/node-type": node_type, "ray.io/group": group}
+    return validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
+                     "spec": spec, "status": status})  # fmt: skip
+
+
+def running(*names: str, restarts: int = 0, last: dict[str, Any] | None = None) -> dict[str, Any]:
+    statuses = []
+    for n in names:
+        s: dict[str, Any] = {"name": n, "image": "rayproject/ray:2.46.0", "imageID": "", "ready": True,
+                             "restartCount": restarts, "state": {"running": {"startedAt": "2026-12-01T10:02:00Z"}}}  # fmt: skip
+        if last:
+            s["lastState"] = {"terminated": last}
+        statuses.append(s)
+    return {"phase": "Running", "containerStatuses": statuses}
+
+
+def head_pod(cluster: str = CLUSTER, **kw: Any) -> dict[str, Any]:
+    return pod(f"{cluster}-head-abcde", cluster, "head", status=running("ray-head", "autoscaler", **kw))
+
+
+def event(
+    obj_kind: str,
+    obj_name: str,
+    reason: str,
+    message: str,
+    *,
+    warning: bool = True,
+    count: int = 1,
+    n: int = 0,
+) -> dict[str, Any]:
+    return validate({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{obj_name}.{reason.lower()}{n}", "namespace": NS},
+        "involvedObject": {"kind": obj_kind, "name": obj_name, "namespace": NS},
+        "reason": reason, "message": message, "type": "Warning" if warning else "Normal", "count": count,
+        "lastTimestamp": f"2026-12-01T10:0{n}:00Z",
+    })  # fmt: skip
+
+
+def head_service(name: str = HEAD_SVC, cluster: str = CLUSTER) -> dict[str, Any]:
+    ports = [
+        {"name": "gcs-server", "port": 6379},
+        {"name": "dashboard", "port": 8265},
+        {"name": "client", "port": 10001},
+    ]
+    return validate({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+                     "spec": {"selector": {"ray.io/cluster": cluster, "ray.io/node-type": "head"}, "ports": ports}})  # fmt: skip
+
+
+@pytest.fixture
+def kube(ray_cluster: Any, tmp_path: Path) -> Iterator[tuple[KubeState, Path]]:
+    state = KubeState()
+    state.put(raycluster())
+    state.put(head_service())
+    state.put(head_pod())
+    state.dashboards[HEAD_SVC] = ray_cluster.dashboard_url
+    with serve(state) as url:
+        yield state, write_kubeconfig(tmp_path / "kubeconfig", url)
+    assert state.used <= granted(), f"deploy/kubernetes/kuberay/role.yaml lacks {state.used - granted()}"
+
+
+def granted() -> set[tuple[str, str]]:
+    """(verb, resource) the Roles of deploy/kubernetes/kuberay/role.yaml grant."""
+    docs = yaml.safe_load_all(
+        (Path(__file__).parents[1] / "deploy" / "kubernetes" / "kuberay" / "role.yaml").read_text()
+    )
+    return {
+        (verb, f"{res}.{rule['apiGroups'][0]}" if rule["apiGroups"][0] else res)
+        for doc in docs if doc["kind"] == "Role"
+        for rule in doc["rules"]
+        for res in rule["resources"]
+        for verb in rule["verbs"]
+    }  # fmt: skip
+
+
+def settings_for(kubeconfig: Path, address: str = f"k8s://{NS}/{CLUSTER}", **kw: Any) -> Settings:
+    return Settings(address=address, kubeconfig=kubeconfig, embedded="never", **kw)
+
+
+async def status_text(client: Client, **args: Any) -> tuple[str, dict[str, Any]]:
+    result = await call_ok(client, "kuberay_status", args)
+    assert result.structured_content is not None
+    return text_of(result), result.structured_content
+
+
+# -- reaching the cluster: every Ray tool through the API server's service proxy ----------------------------
+
+
+async def test_a_k8s_address_reaches_the_real_ray_head_through_the_service_proxy(kube: Any) -> None:
+    state, kubeconfig = kube
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"kuberay_status", "kuberay_logs", "scale_worker_group"} <= names
+        text = text_of(await call_ok(client, "cluster_status", {}))
+        assert "ALIVE" in text or "alive" in text.lower(), text[:300]
+        jobs = await call_ok(client, "list_jobs", {})
+        assert not jobs.is_error
+        text, data = await status_text(client)
+    assert text.startswith(f"HEALTHY: RayCluster {NS}/{CLUSTER}"), text[:300]
+    assert data["groups"][0]["name"] == "workergroup" and data["groups"][0]["max_replicas"] == 5
+    assert "autoscaler off" in text and HEAD_SVC in text
+    assert (
+        "get",
+        "services/proxy",
+    ) in state.used  # the Ray tools went through the proxy, with the exec token
+
+
+async def test_the_default_tools_list_has_no_kubernetes_tools_and_a_flag_adds_them() -> None:
+    async with mcp_client(Settings(address="http://127.0.0.1:9", embedded="never")) as client:
+        assert not {t.name for t in (await client.list_tools()).tools} & {"kuberay_status", "kuberay_logs"}
+    async with mcp_client(
+        Settings(address="http://127.0.0.1:9", embedded="never", kubernetes_tools=True)
+    ) as client:
+        assert "kuberay_status" in {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("kuberay_status", {})
+        assert result.is_error and "k8s://" in text_of(result)
+
+
+# -- one scenario per failure class --------------------------------------------------------------------------
+
+
+async def test_a_pending_worker_pod_names_the_schedulers_message_and_its_worker_group(kube: Any) -> None:
+    state, kubeconfig = kube
+    worker = pod(f"{CLUSTER}-workergroup-worker-x1", CLUSTER, "worker", group="workergroup", status={
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}],
+    })  # fmt: skip
+    state.put(worker)
+    for n in range(3):  # the scheduler repeats itself: one line, with the count
+        state.put(event("Pod", worker["metadata"]["name"], "FailedScheduling", GPU_MESSAGE, count=4, n=n))
+    state.put(event("RayCluster", CLUSTER, "CreatedWorkerPod", "Created worker pod", warning=False))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        text, data = await status_text(client)
+    assert text[:300].startswith("UNSCHEDULABLE: RayCluster"), text[:300]
+    assert "Insufficient nvidia.com/gpu" in text[:300] and "worker group workergroup" in text[:300]
+    warnings = [e for e in data["events"] if e["reason"] == "FailedScheduling"]
+    assert len(warnings) == 1 and warnings[0]["count"] == 12
+    assert data["events"][0]["type"] == "Warning"  # warnings first
+
+
+async def test_an_image_that_cannot_be_pulled_is_the_verdict(kube: Any) -> None:
+    state, kubeconfig = kube
+    state.put(pod(f"{CLUSTER}-workergroup-worker-x2", CLUSTER, "worker", group="workergroup", status={
+        "phase": "Pending",
+        "containerStatuses": [{"name": "ray-worker", "image": "rayproject/ray:2.99.0", "imageID": "", "ready": False,
+                               "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff",
+                               "message": 'Back-off pulling image "rayproject/ray:2.99.0"'}}}],
+    }))  # fmt: skip
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        text, _ = await status_text(client)
+    assert text[:300].startswith("IMAGE PULL FAILING:") and "rayproject/ray:2.99.0" in text[:300], text[:300]
+
+
+async def test_a_worker_stuck_in_wait_gcs_ready_is_the_verdict(kube: Any) -> None:
+    state, kubeconfig = kube
+    name = f"{CLUSTER}-workergroup-worker-x3"
+    state.put(pod(name, CLUSTER, "worker", group="workergroup", status={
+        "phase": "Pending",
+        "initContainerStatuses": [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0", "imageID": "",
+                                   "ready": False, "restartCount": 0,
+                                   "state": {"running": {"startedAt": "2026-12-01T10:02:00Z"}}}],
+    }))  # fmt: skip
+    state.logs[(name, "wait-gcs-ready", False)] = "".join(
+        f"{i} timeout waiting for GCS\n" for i in range(200)
+    )
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        text, _ = await status_text(client)
+        log = await call_ok(client, "kuberay_logs", {"pod": name, "container": "wait-gcs-ready", "lines": 5})
+    assert text[:300].startswith("STUCK IN INIT:") and "wait-gcs-ready" in text[:300], text[:300]
+    assert (
+        log.structured_content is not None
+        and log.structured_content["lines"][-1] == "199 timeout waiting for GCS"
+    )
+    assert len(log.structured_content["lines"]) == 5
+
+
+async def test_an_oomkilled_head_says_so_and_its_previous_log_and_autoscaler_log_are_read(kube: Any) -> None:
+    state, kubeconfig = kube
+    oom = {
+        "reason": "OOMKilled",
+        "exitCode": 137,
+        "startedAt": "2026-12-01T10:00:00Z",
+        "finishedAt": "2026-12-01T10:05:00Z",
+    }
+    head = head_pod(restarts=1, last=oom)
+    state.put(head)
+    pod_name = head["metadata"]["name"]
+    state.logs[(pod_name, "ray-head", True)] = "loading the model\nallocating 40 GiB\n"
+    state.logs[(pod_name, "autoscaler", False)] = (
+        "Resized to 2 CPUs.\nAdding 1 node(s) of type workergroup.\n"
+    )
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        text, _ = await status_text(client)
+        previous = text_of(await call_ok(client, "kuberay_logs", {"pod": "head", "previous": True}))
+        autoscaler = text_of(
+            await call_ok(client, "kuberay_logs", {"pod": "head", "container": "autoscaler"})
+        )
+    assert text[:300].startswith("OOMKILLED:") and "head pod" in text[:300] and "exit 137" in text[:300], (
+        text[:300]
+    )
+    assert "allocating 40 GiB" in previous and "(previous)" in previous
+    assert "Adding 1 node(s)" in autoscaler
+
+
+async def test_a_rayjob_that_kuberay_calls_failed_while_ray_runs_it_names_the_disagreement(
+    kube: Any, ray_cluster: Any
+) -> None:
+    state, kubeconfig = kube
+    async with mcp_client(
+        Settings(address=ray_cluster.dashboard_url)
+    ) as direct:  # a real job on the real head
+        submitted = await call_ok(
+            direct, "submit_job", {"entrypoint": "python -c 'import time; time.sleep(60)'"}
+        )
+        assert submitted.structured_content is not None
+        job_id = submitted.structured_content["submission_id"]
+        try:
+            await wait_until(direct, job_id, {"RUNNING"})
+            rj = sample("ray-job.sample.yaml", "RayJob")
+            rj["metadata"]["name"] = "rayjob-sample"
+            rj["status"] = {
+                "jobDeploymentStatus": "Failed", "jobStatus": "RUNNING", "jobId": job_id, "rayClusterName": CLUSTER,
+                "reason": "SubmissionFailed",
+                "message": "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the "
+                "specified backoff limit",
+            }  # fmt: skip
+            state.put(validate(rj))
+            async with mcp_client(settings_for(kubeconfig, f"k8s://test/{NS}/rayjob-sample")) as client:
+                text, data = await status_text(client)
+        finally:
+            await call_ok(direct, "stop_job", {"job": job_id})
+    assert text[:300].startswith("STATUS DISAGREES: RayJob default/rayjob-sample"), text[:300]
+    assert "Ray says the job is RUNNING" in text[:300]
+    assert any(
+        f["verdict"] == "RayJob failed" and "BackoffLimitExceeded" in f["text"] for f in data["findings"]
+    )
+    assert "submission mode K8sJobMode" in text
+
+
+async def test_a_rayservice_whose_pending_cluster_never_gets_ready_is_an_upgrade_stuck(kube: Any) -> None:
+    state, kubeconfig = kube
+    pending = "rayservice-sample-raycluster-new"
+    state.put(raycluster(pending, state="suspended"))
+    state.put(pod(f"{pending}-head-zzzzz", pending, "head", status={
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}],
+    }))  # fmt: skip
+    rs = sample("ray-service.sample.yaml", "RayService")
+    rs["status"] = {
+        "serviceStatus": "Running",
+        "activeServiceStatus": {"rayClusterName": CLUSTER, "applicationStatuses": {"fruit_app": {"status": "RUNNING"}}},
+        "pendingServiceStatus": {"rayClusterName": pending},
+        "conditions": [{"type": "UpgradeInProgress", "status": "True", "reason": "BothActivePendingClustersExist",
+                        "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}],
+    }  # fmt: skip
+    state.put(validate(rs))
+    state.put(head_service("rayservice-sample-head-svc"))
+    state.dashboards["rayservice-sample-head-svc"] = state.dashboards[HEAD_SVC]
+    async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayservice-sample")) as client:
+        text, _ = await status_text(client)
+        ray_side = text_of(await call_ok(client, "serve_status", {}))  # through rayservice-sample-head-svc
+    assert text[:300].startswith("UPGRADE STUCK: RayService default/rayservice-sample"), text[:300]
+    assert pending in text[:300]
+    assert "Insufficient nvidia.com/gpu" in text and "Serve app fruit_app: RUNNING" in text
+    assert ray_side
+
+
+# -- diagnosis joins the layers -------------------------------------------------------------------------------
+
+
+def pending_gpu_worker() -> dict[str, Any]:
+    return pod(f"{CLUSTER}-gpu-worker-x9", CLUSTER, "worker", group="gpu-group", status={
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}],
+    })  # fmt: skip
+
+
+async def test_cluster_health_joins_rays_waiting_gpu_demand_to_the_pending_pod(
+    kube: Any, ray_cluster: Any
+) -> None:
+    state, kubeconfig = kube
+    state.put(pending_gpu_worker())
+    wants_gpu = "python -c 'import ray; ray.init(); ray.get(ray.remote(num_gpus=1)(lambda: 1).remote())'"
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as direct:
+        submitted = await call_ok(direct, "submit_job", {"entrypoint": wants_gpu})
+        job_id = submitted.structured_content["submission_id"]  # type: ignore[index]
+        try:
+            async with mcp_client(settings_for(kubeconfig)) as client:
+                text = ""
+                for _ in range(60):  # until Ray reports the demand
+                    result = await call_ok(client, "cluster_health", {})
+                    text = text_of(result)
+                    if "Ray's demand waits" in text:
+                        break
+                    await anyio.sleep(1)
+        finally:
+            await call_ok(direct, "stop_job", {"job": job_id})
+    assert "Ray's demand waits for a node that Kubernetes cannot schedule" in text[:300], text[:600]
+    assert "Insufficient nvidia.com/gpu" in text and "gpu-group" in text and "GPU" in text
+
+
+async def test_diagnose_job_of_a_rayjob_says_its_crd_and_ray_disagree(kube: Any, ray_cluster: Any) -> None:
+    state, kubeconfig = kube
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as direct:
+        submitted = await call_ok(
+            direct, "submit_job", {"entrypoint": "python -c 'import time; time.sleep(60)'"}
+        )
+        job_id = submitted.structured_content["submission_id"]  # type: ignore[index]
+        try:
+            await wait_until(direct, job_id, {"RUNNING"})
+            rj = sample("ray-job.sample.yaml", "RayJob")
+            rj["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "jobId": job_id,
+                            "rayClusterName": CLUSTER}  # fmt: skip
+            state.put(validate(rj))
+            async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayjob-sample")) as client:
+                text = text_of(await call_ok(client, "diagnose_job", {"job": job_id}))
+        finally:
+            await call_ok(direct, "stop_job", {"job": job_id})
+    assert "The RayJob says Complete but Ray says the job is RUNNING" in text[:300], text[:600]
+
+
+# -- writes ----------------------------------------------------------------------------------------------------
+
+
+async def test_scaling_a_worker_group_patches_the_raycluster_and_zero_is_confirmed(kube: Any) -> None:
+    state, kubeconfig = kube
+    async with mcp_client(settings_for(kubeconfig, allow_destructive=True)) as client:
+        done = await call_ok(client, "scale_worker_group", {"group": "workergroup", "replicas": 3})
+        assert "replicas 1 -> 3" in text_of(done)
+        assert state.get("rayclusters", NS, CLUSTER)["spec"]["workerGroupSpecs"][0]["replicas"] == 3  # type: ignore[index]
+        first = await call_ok(client, "scale_worker_group", {"group": "workergroup", "replicas": 0})
+        assert first.structured_content is not None and first.structured_content["done"] is False
+        token = first.structured_content["confirm_token"]
+        assert state.get("rayclusters", NS, CLUSTER)["spec"]["workerGroupSpecs"][0]["replicas"] == 3  # type: ignore[index]
+        await call_ok(client, "scale_worker_group", {"group": "workergroup", "replicas": 0, "confirm": token})
+        assert state.get("rayclusters", NS, CLUSTER)["spec"]["workerGroupSpecs"][0]["replicas"] == 0  # type: ignore[index]
+        missing = await client.call_tool("scale_worker_group", {"group": "gpu", "replicas": 1})
+        assert missing.is_error and "workergroup" in text_of(missing)
+    assert ("patch", "rayclusters.ray.io") in state.used
+
+
+async def test_replicas_of_an_autoscaling_group_are_refused(kube: Any) -> None:
+    state, kubeconfig = kube
+    state.put(raycluster(autoscaling=True))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        refused = await client.call_tool("scale_worker_group", {"group": "workergroup", "replicas": 2})
+        assert refused.is_error and "autoscal" in text_of(refused)
+        await call_ok(client, "scale_worker_group", {"group": "workergroup", "max_replicas": 8})
+    assert state.get("rayclusters", NS, CLUSTER)["spec"]["workerGroupSpecs"][0]["maxReplicas"] == 8  # type: ignore[index]
+
+
+async def test_deleting_a_rayjob_with_its_own_cluster_is_confirmed_and_audited(
+    kube: Any, tmp_path: Path
+) -> None:
+    state, kubeconfig = kube
+    rj = sample("ray-job.sample.yaml", "RayJob")
+    rj["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "rayClusterName": CLUSTER}
+    state.put(validate(rj))
+    audit = tmp_path / "audit.jsonl"
+    async with mcp_client(settings_for(kubeconfig, allow_destructive=True, audit_log=audit)) as client:
+        first = await call_ok(client, "delete_ray_job", {"rayjob": "rayjob-sample"})
+        assert f"AND its RayCluster {CLUSTER}" in text_of(first)
+        assert state.get("rayjobs", NS, "rayjob-sample") is not None
+        token = first.structured_content["confirm_token"]  # type: ignore[index]
+        await call_ok(client, "delete_ray_job", {"rayjob": "rayjob-sample", "confirm": token})
+    assert state.get("rayjobs", NS, "rayjob-sample") is None
+    assert '"rayjob": "default/rayjob-sample"' in audit.read_text()
+
+
+# -- independent checks: the API server's own failures ----------------------------------------------------------
+
+
+async def test_rbac_refusal_names_the_verb_to_grant(kube: Any) -> None:
+    state, kubeconfig = kube
+    state.forbidden.add(("list", "events"))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        result = await client.call_tool("kuberay_status", {})
+    assert result.is_error and "list on events" in text_of(result) and "403" in text_of(result)
+
+
+async def test_an_unknown_name_says_what_exists_to_look_for(kube: Any) -> None:
+    _state, kubeconfig = kube
+    async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/nope")) as client:
+        result = await client.call_tool("cluster_status", {})
+    assert result.is_error and "No RayCluster, RayJob or RayService 'nope'" in text_of(result)
+
+
+def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:
+    """Every test's requests are checked against the Roles (the kube fixture); here, nothing more is granted."""
+    for doc in yaml.safe_load_all(
+        (Path(__file__).parents[1] / "deploy" / "kubernetes" / "kuberay" / "role.yaml").read_text()
+    ):
+        validate(doc)
+    reads = {
+        ("get", "rayclusters.ray.io"), ("get", "rayjobs.ray.io"), ("get", "rayservices.ray.io"),
+        ("list", "pods"), ("get", "pods"), ("get", "pods/log"), ("list", "events"), ("get", "services"),
+        ("get", "services/proxy"),
+    }  # fmt: skip
+    writes = {("patch", "rayclusters.ray.io"), ("delete", "rayjobs.ray.io")}
+    assert granted() == reads | writes

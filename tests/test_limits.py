@@ -27,6 +27,7 @@ BOUND_NAME = re.compile(
 NOT_BOUNDS = {
     ("settings.py", "DEFAULT_HTTP_MAX_CONNECTIONS"): "a setting's default (Settings.http_max_connections)",
     ("settings.py", "DEFAULT_HTTP_MAX_SESSIONS"): "a setting's default (Settings.http_max_sessions)",
+    ("settings.py", "DEFAULT_HTTP_MAX_REQUEST_KIB"): "a setting's default (Settings.http_max_request_kib)",
     ("guard/redaction.py", "MEMO_MAX_CHARS"): "a cache of cleaned strings",
     ("guard/redaction.py", "MEMO_MAX_ENTRIES"): "a cache of cleaned strings",
     ("guard/redaction.py", "SHORT_SECRET_CHARS"): "when a value is masked, not how much is shown",

@@ -153,3 +153,37 @@ async def test_one_clients_hundred_follows_leave_the_dashboard_to_other_clients(
             refused = [r for r in results if r.is_error]
             assert len(refused) == 96 and all("share" in text_of(r) for r in refused), text_of(refused[0])
             assert sum(1 for r in results if not r.is_error) == 4
+
+
+async def test_calls_with_megabytes_of_arguments_are_refused_unread_and_cost_the_server_nothing(
+    tmp_path: Path,
+) -> None:
+    """100 calls of 3 MB arguments: each refused with 413 before it is parsed, the server's memory stays
+    within 1.2x of idle, and /healthz (probed between the calls) stays fast; a normal call still works."""
+    stray = {"env_vars": junk_env(75_000), "password": "x" * 100_000}
+    with http_server(["--address", "http://127.0.0.1:9"], tmp_path / "server.log") as (port, proc):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url) as client:
+            await client.list_tools()
+            idle = proc.memory_info().rss
+            body = httpx.Request("POST", url, json={
+                "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "list_jobs", "arguments": {"limit": 1, "junk": stray}},
+            }).read()  # fmt: skip
+            assert len(body) > 3_000_000
+            slowest = 0.0
+            async with httpx.AsyncClient(timeout=30) as http:
+                opened = await http.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+                session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+                await http.post(
+                    url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+                )
+                for _ in range(100):
+                    refused = await http.post(url, content=body, headers=session)
+                    assert refused.status_code == 413, refused.status_code
+                    started = anyio.current_time()
+                    assert (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+                    slowest = max(slowest, anyio.current_time() - started)
+            assert proc.memory_info().rss <= 1.2 * idle, (proc.memory_info().rss, idle)
+            assert slowest <= 0.5, slowest
+            assert [t.name for t in (await client.list_tools()).tools]  # the session still serves

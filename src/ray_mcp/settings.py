@@ -27,6 +27,9 @@ DEFAULT_HTTP_MAX_CONNECTIONS = 256
 DEFAULT_HTTP_MAX_SESSIONS = 64
 DEFAULT_HTTP_SESSION_IDLE_TIMEOUT_S = 1800.0
 DEFAULT_HTTP_SESSIONS_PER_CLIENT = 16  # a quarter of the sessions: one client never holds them all
+# No tool takes more: a runtime_env or a Serve config is kilobytes. A bigger body is refused (413) before it is
+# parsed, so one client's multi-MB calls cannot grow the server or stall the event loop for other sessions.
+DEFAULT_HTTP_MAX_REQUEST_KIB = 1024
 DEFAULT_HTTP_SESSION_UNUSED_TIMEOUT_S = 30.0
 # Ray's own environment variable for its authentication mode ("token" or "disabled").
 RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
@@ -71,6 +74,12 @@ class Settings(BaseSettings):
         default=DEFAULT_HTTP_MAX_CONNECTIONS,
         ge=1,
         description="HTTP transports: open connections (and requests in flight) above this answer 503.",
+    )
+    http_max_request_kib: int = Field(
+        default=DEFAULT_HTTP_MAX_REQUEST_KIB,
+        ge=16,
+        le=65536,
+        description="HTTP transports: a request body larger than this many KiB is refused with 413, unread.",
     )
     max_sessions: int = Field(
         default=DEFAULT_HTTP_MAX_SESSIONS,

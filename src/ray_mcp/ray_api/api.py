@@ -14,6 +14,7 @@ from ray_mcp.ray_api.jobs import Jobs
 from ray_mcp.ray_api.logs import Logs
 from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.objects import Objects
+from ray_mcp.ray_api.pages import Pages
 from ray_mcp.ray_api.placement_groups import PlacementGroups
 from ray_mcp.ray_api.serve import Serve
 from ray_mcp.ray_api.stacks import Stacks
@@ -57,6 +58,7 @@ class RayAPI:
         )  # fmt: skip
         self.nodes = nodes = Nodes(client)
         self.jobs = jobs = Jobs(client)
+        self.pages = Pages(client)
         self.actors = Actors(client, gcs)
         self.tasks = Tasks(client, gcs)
         self.placement_groups = placement_groups = PlacementGroups(client, gcs, nodes)

@@ -166,6 +166,9 @@ def result_model(fn: Callable[..., Any]) -> type[BaseModel] | None:
         returned = typing.get_type_hints(inspect.unwrap(fn), include_extras=True).get("return")
     except Exception:  # an annotation that does not resolve: keep the SDK's validation
         return None
+    arms = [a for a in typing.get_args(returned) if a is not InputRequiredResult]
+    if len(arms) == 1 and InputRequiredResult in typing.get_args(returned):  # a tool that may ask for input
+        returned = arms[0]
     if typing.get_origin(returned) is not Annotated:
         return None
     result, *extras = typing.get_args(returned)

@@ -7,6 +7,7 @@ middleware sets ``CURRENT_CLUSTER`` for the call, and ``App.api()`` returns the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
@@ -55,6 +56,7 @@ class Connection:
         self._http_transport = http_transport
         self._gcs_lookup = gcs_lookup
         self._api: RayAPI | None = None
+        self._building: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
     async def api(self) -> RayAPI:
@@ -103,7 +105,22 @@ class Connection:
     def dashboard_url(self) -> str | None:
         return self._api.dashboard_url if self._api is not None else None
 
+    def start(self) -> None:
+        """Resolve the cluster in the background and build its adapter as soon as it is known: building the
+        first HTTP client of the process (its TLS context) is paid here, not by the first call."""
+        self.cluster.start()
+        if self._building is None:
+            self._building = asyncio.get_running_loop().create_task(self._build())
+
+    async def _build(self) -> None:
+        with contextlib.suppress(Exception):  # a cluster that cannot be resolved is reported by the calls
+            await self.api()
+
     async def aclose(self) -> None:
+        if self._building is not None:
+            self._building.cancel()
+            with contextlib.suppress(BaseException):
+                await self._building
         if self._api is not None:
             await self._api.aclose()
             self._api = None
@@ -147,7 +164,7 @@ class App:
 
     def start(self) -> None:
         for connection in self.connections.values():
-            connection.cluster.start()
+            connection.start()
 
     async def api(self) -> RayAPI:
         """The adapter of the cluster the current call names (else the default); the first call may wait."""

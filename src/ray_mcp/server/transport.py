@@ -82,8 +82,11 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
     from ray_mcp.guard.http import HttpGuard, transport_security
 
     security = transport_security(settings.host, settings.allowed_origins)
+    max_body = settings.http_max_request_kib * 1024
     if settings.transport == "sse":
-        asgi: Any = server.sse_app(transport_security=security, host=settings.host)
+        asgi: Any = server.sse_app(
+            transport_security=security, host=settings.host, max_request_body_size=max_body
+        )
         path = "/sse"
     else:
         asgi = server.streamable_http_app(
@@ -91,6 +94,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
             host=settings.host,
             max_sessions=settings.max_sessions,
             session_idle_timeout=settings.session_idle_timeout_s,
+            max_request_body_size=max_body,
         )
         asgi = SessionShares(
             asgi, server.session_manager, per_client=settings.max_sessions_per_client,

@@ -6,6 +6,7 @@ from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
+from mcp_types import InputRequiredResult
 from pydantic import Field, WithJsonSchema
 
 from ray_mcp.guard import confirm as confirmation
@@ -15,12 +16,13 @@ from ray_mcp.limits import DEFAULT_WAIT_S, JOBS_LIMIT, LINKED_JOBS, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.client import ProgressFn
+from ray_mcp.server.browser import show_pages
 from ray_mcp.server.context import App, app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.shaping.common import fit_list, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
 
 # ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming the
 # field and the fix. The schema names every field RuntimeEnvSpec takes; their formats are Ray's own.
@@ -76,12 +78,20 @@ async def submit_job(
     return linked(tool_result(result, text), [job_link(result.submission_id)])
 
 
-async def get_job(api: Api, job: Job) -> Annotated[CallToolResult, JobInfo]:
-    """One job: status, message, error type, exit code, entrypoint, times, metadata, runtime_env."""
+async def get_job(
+    ctx: Context,
+    job: Job,
+    open_page: bool = False,
+) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
+    """One job. open_page: show the user its dashboard and Grafana pages."""
+    # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a
+    # Resolve parameter may not.
+    api = await current_api(ctx)
     info = await api.jobs.get(job)
-    return linked(
+    answer = linked(
         tool_result(info, render_job(info)), [job_link(info.submission_id)] if info.submission_id else []
     )
+    return await show_pages(ctx, await api.pages.of_job(info), answer) if open_page else answer
 
 
 async def list_jobs(
@@ -94,7 +104,7 @@ async def list_jobs(
         int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs to show (all are counted).")
     ] = JOBS_LIMIT.default,
 ) -> Annotated[CallToolResult, JobList]:
-    """Jobs, newest first: status, entrypoint, start, duration, error type. Find a job's id here."""
+    """Jobs, newest first: status, entrypoint, start, duration, error type."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
     answer = tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
@@ -111,7 +121,7 @@ async def wait_for_job(
     ] = DEFAULT_WAIT_S,
 ) -> Annotated[CallToolResult, JobWait]:
     """Wait until a job ends or timeout_s passes, with progress notifications. A timeout is not an error:
-    call again to keep waiting.
+    call again.
     """
     return await wait_result(api, job, timeout_s=timeout_s, on_progress=ctx.report_progress)
 

@@ -210,7 +210,7 @@ async def test_a_lost_owner_is_named_by_joining_its_worker_to_the_actor_and_why_
     verdict = data["verdict"]
     assert verdict.startswith("FAILED"), text
     assert "FeatureStore" in verdict and "ray.kill" in verdict, text
-    assert "[owns] the owner was actor FeatureStore" in text
+    assert '[owns] the owner was actor "FeatureStore"' in text
     assert data["findings"][0]["kind"] == "owner_died"
     await record(head.dashboard_url, sid, "owner_died")
 

@@ -112,7 +112,7 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         health = await client.call_tool("cluster_health", {})
         assert not health.is_error, health.content
         health_text = text_of(health)
-        assert "'broken'" in health_text and "Broken" in health_text
+        assert '"broken"' in health_text and "Broken" in health_text
         assert "RuntimeError" in health_text and "cannot load model weights" in health_text
         assert health.structured_content["healthy"] is False and len(health_text.encode()) <= 6000
         one = await client.call_tool("serve_status", {"app": "hello"})

@@ -120,7 +120,7 @@ async def test_get_train_run_shows_the_worker_group_by_rank_and_the_latest_check
     assert run.latest_checkpoint.checkpoint_dir and run.latest_checkpoint.checkpoint_dir.startswith(
         "checkpoint_"
     )
-    assert text_of(result).startswith("Train run mcp_good_run")
+    assert text_of(result).startswith('Train run "mcp_good_run"')
     # The same run by id.
     by_id = TrainRun.model_validate(
         (await call_ok(client, "get_train_run", {"run": run.run_id})).structured_content

@@ -390,3 +390,13 @@ def test_a_random_text_in_which_detect_secrets_finds_a_secret_is_masked(parts: l
     text = "".join(parts)  # the anchors that let a text skip the detectors must miss none of their finds
     if any(len(secret) >= SHORT_SECRET_CHARS for secret in detected(text)):
         assert redact_text(text) != text
+
+
+def test_a_text_that_only_shares_a_values_first_characters_is_not_masked() -> None:
+    from ray_mcp.guard.redaction import _Secrets
+
+    value = "/tmp/pytest-of-root/pytest-131/test_serve0/app"
+    found = _Secrets([value])
+    other = "checkpoint at /tmp/pytest-of-root/pytest-131/train0/results"
+    assert found.spans(other) == []
+    assert found.spans(f"env {value} set") != [] and found.spans(f"env {value[:30]}…") != []

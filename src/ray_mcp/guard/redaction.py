@@ -291,6 +291,9 @@ def _shapes_and_controls(text: str) -> tuple[bool, bool]:
 # -- known secret values --------------------------------------------------------------------------------------
 
 
+CUT_MARKS = ("…", "...")  # where a cut copy of a value ends
+
+
 def _key(value: str) -> str:
     """What a value is found by: its first SECRET_KEY_CHARS characters (the rest is compared once found)."""
     return value[:SECRET_KEY_CHARS]
@@ -298,7 +301,8 @@ def _key(value: str) -> str:
 
 class _Secrets:
     """An immutable Aho-Corasick automaton over secret values, matched exactly (case included). A value longer
-    than its key is masked as far as the text agrees with it, so a cut copy is masked too."""
+    than its key is masked where the text repeats it whole, or cut (up to the text's end or a cut mark); a text
+    that merely shares its first characters is left alone."""
 
     def __init__(self, values: Iterable[str]) -> None:
         by_key: dict[str, list[str]] = {}
@@ -325,10 +329,15 @@ class _Secrets:
                 or (stop < len(text) and _is_word_char(text[stop]))
             ):
                 continue
+            whole = False
             for value in values:  # longest first
-                if len(value) > len(key):
-                    stop = max(stop, start + _agreed(text, start, value))
-            spans.append((start, stop))
+                agreed = _agreed(text, start, value)
+                cut = start + agreed == len(text) or text.startswith(CUT_MARKS, start + agreed)
+                if agreed == len(value) or cut:
+                    stop, whole = max(stop, start + agreed), True
+                    break
+            if whole:  # a text that only shares a value's first characters (a path, a URL) is not that value
+                spans.append((start, stop))
         return spans
 
 

@@ -50,7 +50,10 @@ def http_url(ray_cluster, tmp_path_factory) -> Iterator[str]:
     """ray-mcp over streamable HTTP on loopback, without a token (the Inspector 0.15 CLI and the conformance
     suite send no headers)."""
     log = tmp_path_factory.mktemp("ray-mcp-http") / "server.log"
-    with http_server(["--transport", "streamable-http", "--address", ray_cluster.dashboard_url], log) as port:
+    args = ["--transport", "streamable-http", "--address", ray_cluster.dashboard_url]
+    # The conformance suite opens a session per scenario from one address, as many clients would: one
+    # client's share of sessions (16) would refuse its later scenarios.
+    with http_server(args, log, RAY_MCP_MAX_SESSIONS_PER_CLIENT="64") as port:
         yield f"http://127.0.0.1:{port}/mcp"
 
 

@@ -74,11 +74,11 @@ def test_stdio_stdout_carries_nothing_but_protocol_messages(ray_cluster) -> None
 
 
 @contextmanager
-def http_server(args: list[str], log: Path) -> Iterator[int]:
+def http_server(args: list[str], log: Path, **env: str) -> Iterator[int]:
     port = free_port()
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [RAY_MCP, *args, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=clean_env()
+            [RAY_MCP, *args, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=clean_env(**env)
         )
     try:
         wait_for_port(port, proc, log)

@@ -108,7 +108,7 @@ async def test_a_job_stuck_on_an_infeasible_placement_group_says_so_and_what_the
         with anyio.fail_after(120):
             while True:
                 data, text = await diagnose(client, sid)
-                if data["findings"][0]["kind"] == "infeasible":
+                if data["findings"] and data["findings"][0]["kind"] == "infeasible":
                     break
                 await anyio.sleep(1)
         verdict = data["verdict"]
@@ -128,7 +128,7 @@ async def test_a_job_asking_for_a_gpu_the_cluster_lacks_is_stuck_on_its_entrypoi
         with anyio.fail_after(120):
             while True:
                 data, text = await diagnose(client, sid)
-                if data["findings"][0]["kind"] == "entrypoint_resources":
+                if data["findings"] and data["findings"][0]["kind"] == "entrypoint_resources":
                     break
                 await anyio.sleep(1)
         assert data["status"] == "PENDING"

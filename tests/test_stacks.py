@@ -201,7 +201,7 @@ async def test_stack_traces_collapse_a_barrier_hang_and_put_the_straggler_first(
             )
             assert any("Ray frame" in f for f in blocked["frames"])  # Ray's frames are folded, counted
             assert not any("worker.py" in f for f in blocked["frames"])
-            assert "1 of 4 Trainer" in data["verdict"] and "fetch_shard" in data["verdict"], data["verdict"]
+            assert '1 of 4 "Trainer"' in data["verdict"] and "fetch_shard" in data["verdict"], data["verdict"]
             assert text.startswith(data["verdict"])
             assert max(sizes(result)) <= BUDGET, sizes(result)
             print(f"stack_traces via {source}: {time.monotonic() - started:.2f} s, {sizes(result)} bytes")
@@ -248,13 +248,15 @@ async def test_diagnose_job_names_a_deadlock_between_two_actors(client: Client, 
 
         async def deadlock() -> Any:
             result = await call_ok(client, "diagnose_job", {"job": sid})
-            return result if "Deadlock" in result.structured_content["verdict"] else None
+            return result if "deadlock" in result.structured_content["verdict"].lower() else None
 
         result = await poll(deadlock, 240, "the deadlock verdict")
         verdict = result.structured_content["verdict"]
         assert verdict.count("Ledger.transfer") >= 3, verdict  # the cycle: transfer -> transfer -> transfer
-        evidence = "\n".join(result.structured_content["findings"][0]["evidence"])
-        assert "queued behind Ledger.transfer" in evidence, evidence
+        finding = result.structured_content["findings"][0]
+        assert finding["kind"] == "deadlock", finding
+        evidence = "\n".join(finding["evidence"])
+        assert 'queued behind task "Ledger.transfer"' in evidence, evidence
     finally:
         await stop(client, sid)
 

@@ -86,15 +86,15 @@ def test_identical_stacks_collapse_with_counts_and_the_straggler_comes_first() -
     groups = stacks.collapse(samples, max_frames=8)
     lines = [stacks.group_line(g) for g in groups]
     assert lines == [
-        "1 of 4 Trainer: running at trainer.py:35 in fetch_shard",
-        "3 of 4 Trainer: blocked in ray.get at trainer.py:31 in epoch",
-        "1 of 1 Loader: idle, no project code running",
+        '1 of 4 "Trainer": running at trainer.py:35 in fetch_shard',
+        '3 of 4 "Trainer": blocked in ray.get at trainer.py:31 in epoch',
+        '1 of 1 "Loader": idle, no project code running',
     ]
     blocked = groups[1]
     assert blocked.frames == ["[4 Ray frames folded]", "trainer.py:31 in epoch", "[3 Ray frames folded]"]
     assert blocked.pids == ["4242@10.0.0.1", "4243@10.0.0.1", "4244@10.0.0.1"]
     verdict = stacks.verdict("job x", groups, 5)
-    assert verdict.startswith("job x, 5 process(es): 1 of 4 Trainer: running at trainer.py:35")
+    assert verdict.startswith('job x, 5 process(es): 1 of 4 "Trainer": running at trainer.py:35')
 
 
 def test_a_library_barrier_is_named_as_the_call_the_project_frame_waits_in() -> None:
@@ -291,5 +291,7 @@ def test_a_stall_led_by_a_workers_stack_says_by_name_what_the_driver_waits_on_in
     stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
                                         processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
     finding = stall_finding(stalled, [{"CPU": 4.0}], "j")
-    assert finding.title.index("Monitor: waiting at main.py:14") < finding.title.index("the driver waits on")
+    assert finding.title.index('"Monitor": waiting at main.py:14') < finding.title.index(
+        "the driver waits on"
+    )
     assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title

@@ -63,9 +63,9 @@ STRUCTURED_MAX_BYTES = 1_048_576
 MAX_MODEL_KEYS = 200  # a map with other than string values is cut only past this (models have fewer fields)
 STRUCTURED_CUT_FIELDS_CHARS = 300  # the cut fields named in the note that says structured content was cut
 # What a tool result adds around its text and structured content as sent (the content list, type, isError,
-# _meta with the server's name and version, resultType), with room to spare: what a whole-answer budget
+# _meta with the server's name, version and icon URL, resultType), with room to spare: what a whole-answer budget
 # leaves for it (tests/test_whole_results.py measures it).
-RESULT_ENVELOPE_BYTES = 220
+RESULT_ENVELOPE_BYTES = 300
 
 # -- errors (errors.py) ----------------------------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ FOLLOW_OVERLAP_LINES = 200
 LOG_FOLLOWS_MAX = (
     16  # tail_logs follows at once (each holds a dashboard connection): DASHBOARD_CONNECTIONS stay
 )
-LOG_FOLLOWS_PER_CLIENT = 4  # ... and per client connection
+LOG_FOLLOWS_PER_CLIENT = 4  # ... and per caller (its HTTP address and credential; the stdio connection)
 DASHBOARD_CONNECTIONS = 100  # the dashboard client's connection pool (per cluster)
 PROGRESS_CHARS = 1000  # the log lines of one progress notification while following a log
 FILES_LISTED = 25  # files named when a log file is not found on a node

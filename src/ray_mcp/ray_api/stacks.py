@@ -58,7 +58,7 @@ class Proc:
     pid: int
     node_id: str | None
     node_ip: str | None
-    role: str  # how it is grouped: actor class, "task f", "driver", "pid 123"
+    role: str  # how it is grouped, as the cluster names it: actor class, "task f", "driver", "pid 123"
     driver: bool = False
 
     @property
@@ -293,9 +293,7 @@ class Stacks:
                 f"Actor {row.get('actor_id')} ({quoted(row.get('class_name'))}) is {row.get('state')}: no process runs "
                 "it now, so it has no stack. get_actor shows why; diagnose_job explains a job's dead actors."
             )
-        return Proc(
-            int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), quoted(row.get("class_name"))
-        )
+        return Proc(int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
 
     async def _task_proc(self, task_id: str, attempt: int, ip: Any) -> Proc:
         rows = (await self.client.list_state(
@@ -320,9 +318,7 @@ class Stacks:
             raise RayRequestFailed(
                 f"Ray does not report the worker pid of task {task_id}; retry in a second."
             )
-        return Proc(
-            int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {quoted(name)}"
-        )
+        return Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
 
     async def _job_procs(self, job: str, ip: Any) -> list[Proc]:
         details = await self.jobs.details(job)
@@ -361,7 +357,7 @@ class Stacks:
             if not row.get("pid") or str(row.get("class_name")).startswith("JobSupervisor"):
                 continue
             proc = Proc(
-                int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), quoted(row.get("class_name"))
+                int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name"))
             )
             if (proc.node_id, proc.pid) not in seen:
                 seen.add((proc.node_id, proc.pid))
@@ -370,9 +366,7 @@ class Stacks:
             if row.get("actor_id") or not row.get("worker_pid") or row.get("type") != "NORMAL_TASK":
                 continue
             name = str(row.get("func_or_class_name") or row.get("name") or "?").rsplit(".", 1)[-1]
-            proc = Proc(
-                int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {quoted(name)}"
-            )
+            proc = Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
             if (proc.node_id, proc.pid) not in seen:
                 seen.add((proc.node_id, proc.pid))
                 procs.append(proc)
@@ -425,7 +419,7 @@ class Stacks:
             target=label, verdict=stacks.verdict(label, groups, len(ok)),
             source="+".join(sources), processes_total=total, processes_sampled=len(ok),
             processes_failed=len(failed), processes_left_out=max(0, total - len(samples)), groups=groups,
-            failures=[f"pid {s.pid}@{s.node} ({s.role}): {s.error}" for s in failed], hints=hints,
+            failures=[f"pid {s.pid}@{s.node} ({stacks.role_text(s.role)}): {s.error}" for s in failed], hints=hints,
         )  # fmt: skip
         return stacks.fit_groups(result, max_bytes)
 
@@ -436,7 +430,7 @@ class Stacks:
         raw, source = await self._profile(proc, duration_s)
         parsed = profiles.parse_raw_profile(raw)
         functions, samples = profiles.profile_functions(parsed, top)
-        label = f"{target.label()} (pid {proc.pid} on {proc.node}, {proc.role})"
+        label = f"{target.label()} (pid {proc.pid} on {proc.node}, {stacks.role_text(proc.role)})"
         hints = []
         if samples == 0:
             verdict = (

@@ -9,7 +9,7 @@ the others (the job watches of live.py follow the same rule, per client connecti
   nobody used after its ``initialize`` is closed after ``session_unused_timeout_s`` (a bare ``initialize``
   would otherwise hold its slot for the whole idle timeout).
 * ``Shares`` for ``tail_logs`` follows, each of which holds one dashboard connection for up to a minute: at
-  most ``LOG_FOLLOWS_MAX`` at once and ``LOG_FOLLOWS_PER_CLIENT`` per client connection, far below the
+  most ``LOG_FOLLOWS_MAX`` at once and ``LOG_FOLLOWS_PER_CLIENT`` per caller (``owner_of``), far below the
   dashboard client's ``DASHBOARD_CONNECTIONS``, so short calls always find a connection.
 """
 
@@ -80,6 +80,15 @@ def caller_of(scope: Scope) -> str:
     host = str(client[0]) if client else "?"
     credential = Headers(scope=scope).get("authorization", "")
     return f"{host}/{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
+
+
+def owner_of(ctx: Any) -> object:
+    """Whose share a call takes: over HTTP its caller (a 2026-07-28 client sends each request on its own, so
+    neither a session nor a connection names it); on stdio the one connection."""
+    scope = getattr(ctx.request_context.request, "scope", None)
+    if scope is not None:
+        return caller_of(scope)
+    return id(sdk_private.connection_of(ctx.session))
 
 
 class SessionShares:

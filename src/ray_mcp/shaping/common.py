@@ -61,15 +61,17 @@ def _escaped(value: object) -> object:
 P = TypeVar("P", bound=BaseModel)
 
 
-def fit_list(page: P, render: Callable[[P], str], field: str, what: str) -> tuple[P, str]:
+def fit_list(
+    page: P, render: Callable[[P], str], field: str, what: str, *, reserve: int = 0
+) -> tuple[P, str]:
     """A list answer whose whole, as a client receives it, stays under RESPONSE_BUDGET_BYTES: the last items
     of ``field`` are left out (and the answer says how many) when long or escape-heavy text (quotes,
-    backslashes, control characters) would take it over. The number kept is the most that fits."""
+    backslashes, control characters) would take it over. The number kept is the most that fits. ``reserve``:
+    bytes the caller adds to the result afterwards (resource links)."""
 
     def fits(answer: tuple[P, str]) -> bool:
-        return sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1]) <= (
-            RESPONSE_BUDGET_BYTES
-        )
+        sent = sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1])
+        return sent + reserve <= RESPONSE_BUDGET_BYTES
 
     whole = page, render(page)
     items = list(getattr(page, field))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ray_mcp import models
 from ray_mcp.limits import STACK_FAILURES_KEPT, STACK_PIDS_SHOWN, STACK_VERDICT_CHARS, STACK_VERDICT_GROUPS
-from ray_mcp.text import truncate_text
+from ray_mcp.text import quoted, truncate_text
 
 # -- frames -------------------------------------------------------------------------------------------------
 
@@ -402,9 +402,18 @@ def is_idle_group(g: models.StackGroup) -> bool:
 IDLE_MARK = "[idle"
 
 
+def role_text(role: str) -> str:
+    """A role inside our sentences: the names the cluster chose (actor class, task function) quoted."""
+    if role == "driver" or re.fullmatch(r"pid \d+", role):
+        return role
+    if role.startswith("task "):
+        return f"task {quoted(role[5:])}"
+    return quoted(role)
+
+
 def group_line(g: models.StackGroup) -> str:
-    """One line per group: '4 of 4 TrainWorker: blocked in ray.get at train.py:88 in step'."""
-    who = g.role + (f" [thread {g.thread}]" if g.thread else "")
+    """One line per group: '4 of 4 "TrainWorker": blocked in ray.get at train.py:88 in step'."""
+    who = role_text(g.role) + (f" [thread {quoted(g.thread)}]" if g.thread else "")
     if is_idle_group(g):
         return f"{g.count} of {g.of} {who}: idle, no project code running"
     where = f" at {g.where}" if g.where else ""

@@ -20,7 +20,7 @@ from ray_mcp.server.browser import show_pages
 from ray_mcp.server.context import App, app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.server.mcp_tasks import ToolTasks
-from ray_mcp.shaping.common import fit_list, linked, tool_result
+from ray_mcp.shaping.common import fit_list, json_bytes, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
 
@@ -107,9 +107,17 @@ async def list_jobs(
     """Jobs, newest first: status, entrypoint, start, duration, error type."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
-    answer = tool_result(*fit_list(result, render_job_list, "jobs", "jobs"))
-    ids = [j.submission_id for j in result.jobs if j.submission_id]
-    return linked(answer, [job_link(sid) for sid in ids[:LINKED_JOBS]])
+    links = {j.submission_id: job_link(j.submission_id) for j in result.jobs if j.submission_id}
+    first = dict(list(links.items())[:LINKED_JOBS])
+    reserve = sum(
+        json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in first.values()
+    )
+    fitted, text = fit_list(
+        result, render_job_list, "jobs", "jobs", reserve=reserve
+    )  # links come after the text
+    return linked(
+        tool_result(fitted, text), [first[j.submission_id] for j in fitted.jobs if j.submission_id in first]
+    )
 
 
 async def wait_for_job(

@@ -10,11 +10,11 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp import sdk_private
 from ray_mcp.limits import LOG_BYTES, LOG_LINES, MAX_FOLLOW_S, MAX_GREP_CONTEXT, SCAN_MB
 from ray_mcp.models import LogTail
 from ray_mcp.ray_api.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget, one_of
 from ray_mcp.server.context import app_of
+from ray_mcp.server.shares import owner_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail, within_sent
 from ray_mcp.tools import READ_ONLY, Api
@@ -79,7 +79,7 @@ async def tail_logs(
     **named: Any,  # TARGET_ARGS: log_target has made them the target
 ) -> Annotated[CallToolResult, LogTail]:
     # a follow holds a dashboard connection for follow_s: one client's share of them, never the whole pool
-    with app_of(ctx).follows.take(id(sdk_private.connection_of(ctx.session))) if follow_s else nullcontext():
+    with app_of(ctx).follows.take(owner_of(ctx)) if follow_s else nullcontext():
         tail = await api.logs.tail(
             target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
             follow_s=follow_s, on_progress=ctx.report_progress,

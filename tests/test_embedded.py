@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from tests.conftest import clean_env
 from tests.rules import lacking
 from tests.test_transports import RAY_MCP, free_port, wait_for_port
 
+from ray_mcp.cluster import OWNER_FILE, sweep_abandoned_temp_dirs
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 
@@ -208,3 +210,31 @@ async def test_a_dashboard_too_slow_to_start_is_quoted_with_the_setting_and_a_la
     finally:
         done.set()
         await server.app.aclose()
+
+
+def test_a_start_removes_the_temp_dirs_a_killed_ray_mcp_left_and_keeps_every_other(tmp_path: Path) -> None:
+    """Before: a ray-mcp killed while its embedded head started (a client giving up under load) left its
+    ray-mcp-* temp dir behind for good."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+
+    def made(name: str, owner: int | None) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        if owner is not None:
+            (path / OWNER_FILE).write_text(str(owner))
+        return path
+
+    abandoned = made("ray-mcp-abandoned", dead.pid)
+    in_use = made("ray-mcp-in-use", dead.pid)
+    live = made("ray-mcp-live", os.getppid())
+    unowned = made("ray-mcp-unowned", None)  # not one ray-mcp made, or its owner file is not written yet
+    user = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", str(in_use)]
+    )  # stands in for a Ray process still using its dir
+    try:
+        assert sweep_abandoned_temp_dirs(str(tmp_path)) == [abandoned]
+    finally:
+        user.kill()
+        user.wait()
+    assert not abandoned.exists() and in_use.exists() and live.exists() and unowned.exists()

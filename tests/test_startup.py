@@ -8,6 +8,7 @@ import queue
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -60,6 +61,40 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_the_fix_before_any_cluste
     assert len(lines) == 1, out.stderr
     assert str(port) in lines[0] and "--port" in lines[0] and "make run PORT=" in lines[0]
     assert "embedded" not in out.stderr and time.monotonic() - started < 30
+
+
+REFUSE = """
+import sys
+from ray_mcp import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit as exc:
+    print(f"exit={exc.code} ray={'ray' in sys.modules} mcp={'mcp' in sys.modules}", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--host", "0.0.0.0"], "needs a bearer token"),
+        (["--port", "{taken}"], "already in use"),
+        (["--audit-log", "/nonexistent/dir/audit.log"], "cannot write the audit log"),
+    ],
+)
+def test_settings_that_cannot_serve_are_refused_before_ray_or_the_sdk_is_imported(args, says) -> None:
+    """Before: the host and port refusals came after the whole import (43-46 s under load), with exit 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        argv = [a.format(taken=taken.getsockname()[1]) for a in args]
+        out = subprocess.run(
+            [sys.executable, "-c", REFUSE, "--transport", "streamable-http", "--address", "http://127.0.0.1:9",
+             "--port", str(taken.getsockname()[1]), *argv],
+            capture_output=True, text=True, timeout=120, env=clean_env(),
+        )  # fmt: skip
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 2 and says in lines[0], out.stderr
+    assert lines[1] == "exit=2 ray=False mcp=False", out.stderr
 
 
 async def test_connections_that_never_finish_their_headers_are_closed(tmp_path) -> None:
@@ -166,6 +201,37 @@ def _stdio(args: list[str], lines: list[str]) -> subprocess.Popen:
         proc.stdin.write(line + "\n")
     proc.stdin.flush()
     return proc
+
+
+def test_a_client_that_leaves_mid_call_costs_one_line_on_stderr_and_exit_status_0() -> None:
+    """Before: a 40-line BrokenPipeError traceback and exit status 1."""
+    with socket.socket() as silent:  # a "dashboard" that accepts and never answers: the call is in flight
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        proc = subprocess.Popen(
+            [RAY_MCP, "--address", address, "--request-timeout-s", "3"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
+        )  # fmt: skip
+        assert proc.stdin and proc.stdout and proc.stderr
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "list_jobs", "arguments": {}},
+        }
+        proc.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+        proc.stdin.flush()
+        assert b'"id":1' in proc.stdout.readline()
+        for message in (INITIALIZED, call):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        proc.stdout.close()  # gone before the answer (the dashboard times out in 3 s)
+        time.sleep(6)
+        proc.stdin.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err and "closed stdout mid-answer" in err, err
 
 
 def test_every_stdio_request_with_an_id_gets_an_answer() -> None:

@@ -18,7 +18,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import BIN, clean_env
 
-from ray_mcp.server.transport import bind_listener
+from ray_mcp.cli import bind_listener
 
 RAY_MCP = str(BIN / "ray-mcp")
 

@@ -1,13 +1,14 @@
 """Parse flags and env into Settings, then run the chosen transport. Nothing else.
 
-The server (with the SDK and Ray) is imported only to serve, so that ``ray-mcp --help`` and a bad flag
-answer without waiting for it.
+The server (with the SDK and Ray) is imported only to serve: ``--help``, a bad flag, a non-loopback host
+without a token, an unwritable audit log and a port in use answer with one line (exit status 2) before it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -68,8 +69,7 @@ def wants_doctor(argv: list[str]) -> bool:
 
 
 def _parser() -> OneLineParser:
-    from ray_mcp.cluster import ADDRESS_FORMS
-    from ray_mcp.settings import DEFAULT_PORT
+    from ray_mcp.settings import ADDRESS_FORMS, DEFAULT_PORT
 
     parser = OneLineParser(
         prog="ray-mcp",
@@ -247,7 +247,7 @@ class StartupRefused(SystemExit):
 
 def check_bind(settings: Settings) -> None:
     """Refuse to expose the server beyond this machine without a token: the dashboard is code execution."""
-    from ray_mcp.guard.http import is_loopback
+    from ray_mcp.settings import is_loopback
 
     if (
         settings.transport != "stdio"
@@ -258,6 +258,39 @@ def check_bind(settings: Settings) -> None:
             f"ray-mcp: refusing to listen on {settings.host}: a non-loopback address needs a bearer token. "
             "Set RAY_MCP_AUTH_TOKEN (or --auth-token-file), or bind 127.0.0.1."
         )
+
+
+class PortInUse(SystemExit):
+    """The HTTP port is taken: one line on stderr, exit status 2 (main)."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port, or PortInUse naming the port and how to pick another."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror}. Check --host.") from None
+    family, _, _, _, address = infos[0]
+    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on accepted sockets whose proto
+    # says TCP; with 0, every response written in two parts (headers, then the event) waited for the client's
+    # delayed ACK, 40 ms a call.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"ray-mcp: port {port} on {host} is already in use (by another server, or a Ray Serve proxy); "
+                "pick a free one with --port N (make run PORT=N)."
+            ) from None
+        raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    sock.set_inheritable(False)
+    return sock
 
 
 async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
@@ -280,10 +313,13 @@ async def serve(settings: Settings, sock: socket.socket | None = None) -> None:
 
     try:
         if settings.transport == "stdio":
-            async with anyio.create_task_group() as tg:
-                await tg.start(_watch_signals, tg.cancel_scope, stop_stdio_now)
-                await serve_stdio(server)
-                tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    await tg.start(_watch_signals, tg.cancel_scope, stop_stdio_now)
+                    await serve_stdio(server)
+                    tg.cancel_scope.cancel()
+            except* (BrokenPipeError, ConnectionResetError):  # the client went away mid-answer: not our bug
+                logging.getLogger("ray_mcp").info("ray-mcp: the client closed stdout mid-answer; stopping")
         else:
             # uvicorn shuts down gracefully on SIGINT and SIGTERM, then raises the signal again with the handler
             # it found on entry. Ignoring both here makes that a no-op, so that serve_http returns and the
@@ -334,8 +370,6 @@ def main(argv: list[str] | None = None) -> None:
         # Bind the HTTP port first: a port in use is one line now, not an error after an embedded cluster started.
         sock = None
         if settings.transport != "stdio":
-            from ray_mcp.server.transport import bind_listener
-
             sock = bind_listener(settings.host, settings.port)
     except SystemExit as exc:  # a setting that cannot be used: one line, the exit status of every bad setting
         if isinstance(exc.code, str):

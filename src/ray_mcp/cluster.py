@@ -37,6 +37,7 @@ import psutil
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
 from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
+from ray_mcp.settings import ADDRESS_FORMS
 from ray_mcp.text import clean_text, quoted
 
 if TYPE_CHECKING:
@@ -66,10 +67,6 @@ AddressKind = Literal["dashboard", "ray_client", "gcs", "local", "kubernetes"]
 
 # The address forms parse_address reads, as every help text and message names them (one place: a new form is
 # a branch of parse_address and its words here).
-ADDRESS_FORMS = (
-    "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, a GCS address host:6379, "
-    "or a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name"
-)
 # A host name or IP address (IPv6 in brackets): "not a url" is none.
 HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 # Ray's words for "the cluster on this machine" (RAY_ADDRESS=auto): no address, as if none were given.
@@ -178,6 +175,10 @@ class LocalHead:
     _owned_temp_dir: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. RAY_AUTH_MODE=token for a token-auth head
     start_timeout_s: float | None = None  # Ray's own dashboard wait is raised to this (wait_ready's budget)
+
+    def __post_init__(self) -> None:
+        if self._owned_temp_dir:  # who made it: a later start removes it if this process died without stop()
+            (self.temp_dir / OWNER_FILE).write_text(str(os.getpid()))
 
     @property
     def dashboard_url(self) -> str:
@@ -312,6 +313,33 @@ def _proc(pid: int) -> psutil.Process | None:
         return None
 
 
+OWNER_FILE = "ray-mcp.pid"
+
+
+def sweep_abandoned_temp_dirs(root: str | None = None) -> list[Path]:
+    """Remove the ``ray-mcp-*`` temp dirs of heads whose ray-mcp died without stopping them (SIGKILL, a
+    client that gave up mid-start): the pid in their owner file is gone and no process uses the dir."""
+    abandoned = []
+    for path in Path(root or tempfile.gettempdir()).glob("ray-mcp-*"):
+        try:
+            owner = int((path / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not one of ours, or its owner has not written the file yet
+        if owner != os.getpid() and not psutil.pid_exists(owner):
+            abandoned.append(path)
+    if abandoned:
+        in_use: set[Path] = set()
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error, TypeError):
+                in_use.update(
+                    p for p in abandoned if any(str(p) in arg for arg in proc.info["cmdline"] or [])
+                )
+        abandoned = [p for p in abandoned if p not in in_use]
+    for path in abandoned:
+        shutil.rmtree(path, ignore_errors=True)
+    return abandoned
+
+
 async def start_local_head(
     *,
     num_cpus: int | None,
@@ -325,6 +353,8 @@ async def start_local_head(
     """Start a LocalHead and wait for it. The free ports are picked before Ray binds them, so another process
     can take one in between: when the head exits while starting, try again on new ports. The last failure
     stops the head (its temp dir goes, Ray's cause is quoted in the error) and names the setting to raise."""
+    for gone in await asyncio.to_thread(sweep_abandoned_temp_dirs):
+        log.info("ray-mcp: removed %s, left by a ray-mcp that exited without stopping its head", gone)
     for attempt in range(1, attempts + 1):
         head = LocalHead(
             num_cpus=num_cpus, extra_env=dict(extra_env or {}), start_timeout_s=timeout_s, **head_options

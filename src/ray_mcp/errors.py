@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, RAY_ERROR_CHARS
+from ray_mcp.settings import ADDRESS_FORMS
 from ray_mcp.text import quoted
 
 
@@ -67,8 +68,6 @@ def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
 
 
 def unreachable(address: str, cause: str) -> ClusterUnavailable:
-    from ray_mcp.cluster import ADDRESS_FORMS  # here, not above: cluster.py raises this module's errors
-
     return ClusterUnavailable(
         f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
         "the head node) and that the dashboard is reachable from this machine; pass the right address with "

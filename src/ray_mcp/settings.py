@@ -4,6 +4,7 @@ Precedence: command-line flags, then environment (``RAY_MCP_*``, plus Ray's own 
 the defaults below.
 """
 
+import ipaddress
 import json
 import os
 from pathlib import Path
@@ -12,8 +13,25 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ray_mcp.cluster import ADDRESS_FORMS
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGISTRY_MIB
+
+# What --address may be (cluster.parse_address reads each form).
+ADDRESS_FORMS = (
+    "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, a GCS address host:6379, "
+    "or a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name"
+)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the server on this machine (a non-loopback bind needs a token)."""
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
 
 DEFAULT_HOST = "127.0.0.1"
 # Not 8000 (Ray Serve's HTTP proxy), 8265 (dashboard), 6379 (GCS), 10001 (Ray Client), 8080 (KubeRay metrics),

@@ -19,13 +19,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.context import HandlerResult, ServerRequestContext
 from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import redact_tree
 from ray_mcp.limits import AUDIT_ARGUMENT_CHARS, AUDIT_ERROR_CHARS
+
+if TYPE_CHECKING:  # the SDK is not imported to check --audit-log before the server loads
+    from mcp.server.context import HandlerResult, ServerRequestContext
 
 # Arguments that name the objects a call acts on: each one given is a target of the record.
 TARGET_ARGUMENTS = (

@@ -4,25 +4,16 @@ foreign Host headers rejected by the SDK's DNS-rebinding protection, set up here
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+from ray_mcp.settings import is_loopback
+
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 LOOPBACK_HOST_HEADERS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _with_portless(patterns: list[str]) -> list[str]:

@@ -16,7 +16,6 @@ And the stdio transport, which answers every request that has an id (see reject_
 
 from __future__ import annotations
 
-import errno
 import io
 import json
 import logging
@@ -40,39 +39,6 @@ if TYPE_CHECKING:
     from ray_mcp.settings import Settings
 
 log = logging.getLogger("ray_mcp")
-
-
-class PortInUse(SystemExit):
-    """The HTTP port is taken: one line on stderr, exit status 2 (cli.main)."""
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port, or PortInUse naming the port and how to pick another."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror}. Check --host.") from None
-    family, _, _, _, address = infos[0]
-    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on accepted sockets whose proto
-    # says TCP; with 0, every response written in two parts (headers, then the event) waited for the client's
-    # delayed ACK, 40 ms a call.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(
-                f"ray-mcp: port {port} on {host} is already in use (by another server, or a Ray Serve proxy); "
-                "pick a free one with --port N (make run PORT=N)."
-            ) from None
-        raise PortInUse(f"ray-mcp: cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
-    sock.set_inheritable(False)
-    return sock
 
 
 async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.socket) -> None:

@@ -86,8 +86,11 @@ def test_doctor_fails_on_a_wrong_address_with_a_fix_and_skips_the_rest() -> None
         assert "1 check(s) failed" in out.stdout
 
 
-def fake_dashboard(version: str, *, token: str | None, apps: dict | None = None) -> httpx.MockTransport:
-    """A dashboard with Ray's token auth on, or of another Ray version: what the session cluster is not."""
+def fake_dashboard(
+    version: str, *, token: str | None, apps: dict | None = None, serve: str = "up"
+) -> httpx.MockTransport:
+    """A dashboard with Ray's token auth on, or of another Ray version, or whose Serve API times out or is
+    missing (``serve``): what the session cluster is not."""
 
     def handle(request: httpx.Request) -> httpx.Response:
         if token and request.headers.get("authorization") != f"Bearer {token}":
@@ -102,7 +105,9 @@ def fake_dashboard(version: str, *, token: str | None, apps: dict | None = None)
         if path == "/api/v0/nodes":
             node = {"node_id": "ab" * 28, "state": "ALIVE", "is_head_node": True}
             return httpx.Response(200, json={"data": {"result": {"result": [node]}}})
-        if path == "/api/serve/applications/":
+        if path == "/api/serve/applications/" and serve == "slow":
+            raise httpx.ReadTimeout("timed out", request=request)
+        if path == "/api/serve/applications/" and serve == "up":
             return httpx.Response(200, json={"applications": apps or {"app": {"status": "DEPLOY_FAILED"}}})
         if path == "/api/v0/logs":
             return httpx.Response(200, json={"data": {"result": {"raylet": ["raylet.out"]}}})
@@ -146,3 +151,21 @@ async def test_doctor_prints_through_the_escaping_of_every_answer() -> None:
     assert "\x1b" not in printed and "\x07" not in printed, printed
     assert not any(line.startswith("ok   forged") for line in printed.splitlines()), printed
     assert all("\n" not in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "serve, says, fix",
+    [
+        ("slow", "did not answer within", "run the doctor again"),
+        ("missing", "no Serve API (404)", "ray[serve]"),
+    ],
+)
+async def test_doctor_tells_a_slow_serve_api_from_a_missing_one(serve: str, says: str, fix: str) -> None:
+    """Before: a Serve API that timed out got "install ray[serve]", though Serve was installed."""
+    transport = fake_dashboard("2.60.0", token=None, serve=serve)
+    checks = {
+        c.name: c
+        for c in await run_checks(Settings(address="http://10.0.0.1:8265"), http_transport=transport)
+    }
+    assert checks["serve"].status == "warn" and says in checks["serve"].message, checks["serve"]
+    assert fix in checks["serve"].fix and (serve == "missing") == ("ray[serve]" in checks["serve"].fix)

@@ -258,10 +258,21 @@ async def check_serve(p: Probe) -> Check:
 
     try:
         r = await p.get("/api/serve/applications/")
+    except httpx.TimeoutException as exc:  # Serve is there but slow: its controller starts, or an app deploys
+        return Check(
+            "serve", "warn",
+            f"the Serve API did not answer within {p.settings.request_timeout_s:g} s ({type(exc).__name__}): "
+            "Serve's controller may be starting or busy deploying.",
+            "run the doctor again in a minute, or raise --request-timeout-s (serve_status waits as long).",
+        )  # fmt: skip
     except httpx.HTTPError as exc:
-        return Check("serve", "warn", f"the Serve API did not answer ({type(exc).__name__}).", _SERVE_FIX)
+        return Check("serve", "warn", f"the Serve API did not answer ({type(exc).__name__}).",
+                     "check the dashboard (the dashboard check above).")  # fmt: skip
+    if r.status_code == 404:
+        return Check("serve", "warn", "the dashboard has no Serve API (404).", _SERVE_FIX)
     if r.status_code != 200:
-        return Check("serve", "warn", f"the Serve API answered {r.status_code}.", _SERVE_FIX)
+        return Check("serve", "warn", f"the Serve API answered {r.status_code}: {quoted(r.text[:200])}.",
+                     "serve_status shows what Serve reports; dashboard.log on the head says more.")  # fmt: skip
     try:
         apps = r.json().get("applications") or {}
     except (ValueError, AttributeError):

@@ -1,7 +1,8 @@
 """Trust, part 3 (issue 26, items 2, 4, 5): guards at the boundary, cluster text quoted as data, structured audit
-records. Every test drives the real ``ray-mcp`` binary, over stdio and over streamable HTTP, against the
-session's real Ray head (which runs with RAY_DASHBOARD_ENABLE_PROFILING=1, so the dashboard's profiling routes
-are live: the path that used to read any process).
+records. Every test drives the real ``ray-mcp`` binary, over stdio and over streamable HTTP, against a real Ray
+head (the session's, or for the hostile driver's tests one of this module's own; both run with
+RAY_DASHBOARD_ENABLE_PROFILING=1, so the dashboard's profiling routes are live: the path that used to read any
+process).
 
 A driver of our own (``HOSTILE_DRIVER``) puts hostile text into the cluster: an actor class and an actor name
 with newlines and instructions, and an actor whose constructor raises a message that does the same.
@@ -25,7 +26,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from tests.conftest import Cluster, clean_env
+from tests.conftest import Cluster, clean_env, local_head
 from tests.support import TERMINAL, call_ok, submit, text_of, wait_until
 from tests.test_transports import RAY_MCP, free_port, wait_for_port
 
@@ -67,13 +68,21 @@ time.sleep(900)
 
 
 @pytest.fixture(scope="module")
-def hostile_driver(ray_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+def hostile_cluster() -> Iterator[Cluster]:
+    """A head of this module's own: on the session head, the suite's hundreds of other dead actors can rank
+    the hostile ones out of cluster_health's bounded answer."""
+    with local_head(num_cpus=2) as head:
+        yield Cluster(head.dashboard_url, head.gcs_address, head.temp_dir)
+
+
+@pytest.fixture(scope="module")
+def hostile_driver(hostile_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A Ray driver of the session cluster that leaves hostile names and messages in it; yields its pid (an
     alive driver of this cluster: a process whose stack may be read)."""
     script = tmp_path_factory.mktemp("hostile") / "driver.py"
     script.write_text(HOSTILE_DRIVER)
     proc = subprocess.Popen(
-        [sys.executable, str(script), ray_cluster.gcs_address],
+        [sys.executable, str(script), hostile_cluster.gcs_address],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -136,10 +145,8 @@ def server_pids() -> list[int]:
     return found
 
 
-def head_node(ray_cluster: Cluster) -> dict[str, Any]:
-    nodes = httpx.get(f"{ray_cluster.dashboard_url}/api/v0/nodes", timeout=30).json()["data"]["result"][
-        "result"
-    ]
+def head_node(cluster: Cluster) -> dict[str, Any]:
+    nodes = httpx.get(f"{cluster.dashboard_url}/api/v0/nodes", timeout=30).json()["data"]["result"]["result"]
     return next(n for n in nodes if n.get("is_head_node"))
 
 
@@ -154,15 +161,15 @@ def forged_lines(text: str) -> list[str]:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_stack_tools_read_only_workers_of_the_cluster_on_every_path(
-    transport: str, ray_cluster: Cluster, hostile_driver: int, tmp_path: Path
+    transport: str, hostile_cluster: Cluster, hostile_driver: int, tmp_path: Path
 ) -> None:
     """Before: the dashboard's /worker/traceback and /worker/cpu_profile were asked for any pid, so
     stack_traces and cpu_profile read any Python process of the host, ray-mcp itself included, even with
     --read-only; and a refusal quoted the process's command line, arguments and all."""
     secret = "--password=hunter2-trust-boundary"
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", secret])
-    node = head_node(ray_cluster)
-    args = ["--address", ray_cluster.dashboard_url, "--read-only"]
+    node = head_node(hostile_cluster)
+    args = ["--address", hostile_cluster.dashboard_url, "--read-only"]
     try:
         async with real_binary(transport, args, tmp_path) as client:
             (server,) = server_pids()
@@ -247,11 +254,11 @@ async def test_every_id_taking_tool_refuses_what_is_not_an_id_of_its_kind(
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_names_and_messages_from_the_cluster_cannot_forge_our_lines(
-    transport: str, ray_cluster: Cluster, hostile_driver: int, tmp_path: Path
+    transport: str, hostile_cluster: Cluster, hostile_driver: int, tmp_path: Path
 ) -> None:
     """Before: a class or actor name with newlines wrote whole lines of list_actors and of kill_actor's
     confirmation, and an exception message lines of cluster_health, as if they were ray-mcp's own."""
-    args = ["--address", ray_cluster.dashboard_url, "--allow-destructive"]
+    args = ["--address", hostile_cluster.dashboard_url, "--allow-destructive"]
     async with real_binary(transport, args, tmp_path) as client:
         actors = await call_ok(client, "list_actors", {"namespace": NAMESPACE, "detail": True})
         text = text_of(actors)

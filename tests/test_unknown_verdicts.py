@@ -65,7 +65,10 @@ async def test_cluster_health_with_no_dashboard_at_all_is_unknown_never_healthy(
 
 async def test_cluster_health_names_the_checks_whose_endpoint_answered_500(ray_cluster: Any) -> None:
     clean, _ = await health(Settings(address=ray_cluster.dashboard_url))
-    assert clean["unchecked"] == [] and clean["status"] in ("HEALTHY", "PROBLEMS_FOUND")
+    # (a log of a node the suite removed may be unreadable: only the endpoint checks must all have answered)
+    assert not ALL_CHECKS & set(clean["unchecked"]) and clean["status"] in ("HEALTHY", "PROBLEMS_FOUND"), (
+        clean
+    )
     data, text = await health(Settings(address=ray_cluster.dashboard_url), Failing("/api/v0/actors"))
     assert data["healthy"] is False and data["status"] in ("UNKNOWN", "PROBLEMS_FOUND"), text
     assert {"dead actors", "restarting actors", "actor restarts"} <= set(data["unchecked"])

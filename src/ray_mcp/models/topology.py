@@ -217,6 +217,7 @@ class TrainRunSummary(BaseModel):
 
 
 class TrainRunList(BaseModel):
+    known: bool = Field(default=True, description="False: Ray keeps no Train state (notes say why).")
     total: int
     matched: int
     shown: int

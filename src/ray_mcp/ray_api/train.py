@@ -32,6 +32,10 @@ SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"  # ray.train.v2._internal.con
 STATE_TRACKING = "RAY_TRAIN_ENABLE_STATE_TRACKING"
 
 
+class TrainStateOff(RayRequestFailed):
+    """No Train state actor: no run started with state tracking since the head started."""
+
+
 class Train:
     """The Ray Train runs of one cluster."""
 
@@ -43,7 +47,10 @@ class Train:
         return await _train_runs(self.client)
 
     async def list_runs(self, *, status: str | None, name: str | None, limit: int) -> TrainRunList:
-        runs = await self.runs()
+        try:
+            runs = await self.runs()
+        except TrainStateOff as exc:  # runs unknown, not an error: nothing to list, and the note says why
+            return TrainRunList(known=False, total=0, matched=0, shown=0, notes=[str(exc)])
         return build_run_list(runs, status=status, name=name, limit=limit, now_s=time.time())
 
     async def get_run(self, run: str) -> TrainRun:
@@ -78,7 +85,7 @@ async def _train_runs(api: RayClient) -> list[dict[str, Any]]:
             "(it answered: Train is not installed). Install ray[train] on the cluster's head node."
         )
     if status == 500 and STATE_TRACKING in body:
-        raise RayRequestFailed(
+        raise TrainStateOff(
             f"Train runs unknown: the cluster at {api.dashboard_url} has no Ray Train state. Ray records runs "
             f"only when the training driver runs with {STATE_TRACKING}=1 (for a job: runtime_env "
             f'{{"env_vars": {{"{STATE_TRACKING}": "1"}}}}), and no such run has started since the head started. '

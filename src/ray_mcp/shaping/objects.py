@@ -29,15 +29,19 @@ def store_nodes(nodes: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> l
         node_id = str(node.get("node_id"))
         raylet = (by_node.get(node_id) or {}).get("raylet") or {}
         stats = raylet.get("storeStats") or {}
+        # The raylet's stats are a protobuf as JSON, which leaves out counters that are 0: with stats at all,
+        # a counter not in them is 0, not unknown.
+        zero = 0 if stats else None
         total = (node.get("resources_total") or {}).get("object_store_memory")
         used = _num(stats.get("objectStoreBytesUsed"), raylet.get("objectStoreUsedMemory"))
         store = models.StoreNode(
             node_id=node_id, ip=node.get("node_ip"), used=used, total=float(total) if total else None,
-            spilled_bytes=_num(stats.get("spilledBytesTotal")), spilled_objects=_int(stats.get("spilledObjectsTotal")),
-            restored_bytes=_num(stats.get("restoredBytesTotal")),
-            restored_objects=_int(stats.get("restoredObjectsTotal")),
-            fallback_bytes=_num(stats.get("objectStoreBytesFallback")),
-            local_objects=_int(stats.get("numLocalObjects")),
+            spilled_bytes=_num(stats.get("spilledBytesTotal"), zero),
+            spilled_objects=_int(stats.get("spilledObjectsTotal"), zero),
+            restored_bytes=_num(stats.get("restoredBytesTotal"), zero),
+            restored_objects=_int(stats.get("restoredObjectsTotal"), zero),
+            fallback_bytes=_num(stats.get("objectStoreBytesFallback"), zero),
+            local_objects=_int(stats.get("numLocalObjects"), zero),
         )  # fmt: skip
         if store.used is not None and store.total:
             store.fraction = round(store.used / store.total, 4)
@@ -54,8 +58,8 @@ def _num(*values: Any) -> float | None:
     return None
 
 
-def _int(value: Any) -> int | None:
-    n = _num(value)
+def _int(*values: Any) -> int | None:
+    n = _num(*values)
     return int(n) if n is not None else None
 
 

@@ -224,6 +224,8 @@ def _verdict(r: TrainRun) -> str:
 
 
 def render_run_list(page: TrainRunList) -> str:
+    if not page.known:
+        return "\n".join(page.notes + [f"Hint: {h}" for h in page.hints])
     counts = ", ".join(f"{k} {v}" for k, v in sorted(page.by_status.items())) or "none"
     lines = [f"Train runs: {page.total} ({counts}); {page.matched} match, showing {page.shown}."]
     for r in page.runs:

@@ -61,8 +61,8 @@ async def submit_job(
         dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
     ] = None,
 ) -> Annotated[CallToolResult, JobSubmitted]:
-    """Submit a job (like `ray job submit`); returns at once. A local working_dir is uploaded. Follow it
-    with wait_for_job, get_job or tail_logs(job=...).
+    """Submit a job (like `ray job submit`), uploading a local working_dir; returns at once. Follow it with
+    wait_for_job or tail_logs.
     """
     result = await api.jobs.submit(
         entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,

@@ -73,10 +73,7 @@ def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
     """Text from the cluster (a name, a message, a command) as data inside one of our sentences: one line,
     in double quotes, control and line-breaking characters escaped, cut to ``limit`` characters with "…".
     Whatever the cluster puts in it, it cannot end our sentence, start a line of its own or pose as ours."""
-    text = str(value)
-    if len(text) > limit:
-        text = text[: max(limit - 1, 0)] + "…"
-    body = json.dumps(text, ensure_ascii=False)[1:-1]
+    body = json.dumps(truncate_text(str(value), limit), ensure_ascii=False)[1:-1]
     # json escapes C0 controls; the line and paragraph separators, C1 controls and format characters
     # (bidirectional overrides among them) would still break or reorder the line a reader sees.
     body = "".join(

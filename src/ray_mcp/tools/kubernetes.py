@@ -1,7 +1,7 @@
 """KubeRay on Kubernetes: a RayCluster, RayJob or RayService with its pods and events, a pod's log, scaling a
 worker group, deleting a RayJob. Listed only when the address is k8s:// (or --kubernetes-tools)."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
@@ -12,7 +12,7 @@ from pydantic import Field
 from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.audit import note_audit
-from ray_mcp.guard.confirm import Approval, Pending
+from ray_mcp.guard.confirm import Approval, Decision, Pending
 from ray_mcp.limits import KUBE_LOG_BYTES, KUBE_LOG_LINES
 from ray_mcp.models.kuberay import KubeChange, KubeLog, KubeStatus
 from ray_mcp.ray_api.kuberay import CLUSTER_LABEL, NODE_TYPE_LABEL, RayTarget
@@ -148,6 +148,17 @@ async def scale_plan(
     )  # fmt: skip
 
 
+def not_done(
+    obj: str, namespace: str, action: Literal["scale", "delete"], decision: Decision
+) -> CallToolResult:
+    """A change left undone: asked for confirmation (a dry run with its token), declined or refused."""
+    change = KubeChange(
+        object=obj, namespace=namespace, action=action, done=False,
+        dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
+    )  # fmt: skip
+    return tool_result(change, decision.text)
+
+
 async def scale_worker_group(
     target: Target,
     group: Annotated[str, Field(min_length=1, description="The worker group's groupName.")],
@@ -164,11 +175,7 @@ async def scale_worker_group(
     note_audit(targets={"raycluster": f"{target.namespace}/{target.cluster}", "group": group})
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
-        change = KubeChange(
-            object=obj, namespace=target.namespace, action="scale", done=False,
-            dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
-        )  # fmt: skip
-        return tool_result(change, decision.text)
+        return not_done(obj, target.namespace, "scale", decision)
     index, spec, new = pending.subject["index"], pending.subject["spec"], pending.subject["new"]
     patch: list[dict[str, object]] = [
         {"op": "test", "path": f"/spec/workerGroupSpecs/{index}/groupName", "value": group}
@@ -214,11 +221,7 @@ async def delete_ray_job(
     note_audit(targets={"rayjob": f"{target.namespace}/{rayjob}"})
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
-        change = KubeChange(
-            object=f"RayJob {rayjob}", namespace=target.namespace, action="delete", done=False,
-            dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
-        )  # fmt: skip
-        return tool_result(change, decision.text)
+        return not_done(f"RayJob {rayjob}", target.namespace, "delete", decision)
     try:
         await target.kube.delete_ray("rayjobs", rayjob, str(pending.instance))
     except RayMCPError as exc:

@@ -270,12 +270,10 @@ class LocalHead:
                 root = psutil.Process(self.process.pid)
                 pids.add(root.pid)
                 pids.update(child.pid for child in root.children(recursive=True))
-        marker = str(self.temp_dir)
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            with contextlib.suppress(psutil.Error, TypeError):
-                if any(marker in arg for arg in proc.info["cmdline"] or []):
-                    pids.add(proc.info["pid"])
-                    pids.update(child.pid for child in proc.children(recursive=True))
+        for proc in using_dirs([self.temp_dir]).get(self.temp_dir, []):
+            pids.add(proc.pid)
+            with contextlib.suppress(psutil.Error):
+                pids.update(child.pid for child in proc.children(recursive=True))
         pids.discard(os.getpid())
         return pids
 
@@ -316,6 +314,18 @@ def _proc(pid: int) -> psutil.Process | None:
 OWNER_FILE = "ray-mcp.pid"
 
 
+def using_dirs(dirs: list[Path]) -> dict[Path, list[psutil.Process]]:
+    """The processes whose command line names each of ``dirs`` (Ray's processes name their temp dir), by dir."""
+    found: dict[Path, list[psutil.Process]] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error, TypeError):
+            args = proc.info["cmdline"] or []
+            for d in dirs:
+                if any(str(d) in arg for arg in args):
+                    found.setdefault(d, []).append(proc)
+    return found
+
+
 def sweep_abandoned_temp_dirs(root: str | None = None) -> list[Path]:
     """Remove the ``ray-mcp-*`` temp dirs of heads whose ray-mcp died without stopping them (SIGKILL, a
     client that gave up mid-start): the pid in their owner file is gone and no process uses the dir."""
@@ -328,12 +338,7 @@ def sweep_abandoned_temp_dirs(root: str | None = None) -> list[Path]:
         if owner != os.getpid() and not psutil.pid_exists(owner):
             abandoned.append(path)
     if abandoned:
-        in_use: set[Path] = set()
-        for proc in psutil.process_iter(["cmdline"]):
-            with contextlib.suppress(psutil.Error, TypeError):
-                in_use.update(
-                    p for p in abandoned if any(str(p) in arg for arg in proc.info["cmdline"] or [])
-                )
+        in_use = using_dirs(abandoned)
         abandoned = [p for p in abandoned if p not in in_use]
     for path in abandoned:
         shutil.rmtree(path, ignore_errors=True)

@@ -107,16 +107,15 @@ async def list_jobs(
     """Jobs, newest first: status, entrypoint, start, duration, error type."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
-    links = {j.submission_id: job_link(j.submission_id) for j in result.jobs if j.submission_id}
-    first = dict(list(links.items())[:LINKED_JOBS])
+    ids = [j.submission_id for j in result.jobs if j.submission_id][:LINKED_JOBS]
+    links = {sid: job_link(sid) for sid in ids}
+    # the links come after the text: the list leaves room for them
     reserve = sum(
-        json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in first.values()
+        json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in links.values()
     )
-    fitted, text = fit_list(
-        result, render_job_list, "jobs", "jobs", reserve=reserve
-    )  # links come after the text
+    fitted, text = fit_list(result, render_job_list, "jobs", "jobs", reserve=reserve)
     return linked(
-        tool_result(fitted, text), [first[j.submission_id] for j in fitted.jobs if j.submission_id in first]
+        tool_result(fitted, text), [links[j.submission_id] for j in fitted.jobs if j.submission_id in links]
     )
 
 

@@ -361,12 +361,12 @@ class _View:
     """What readers use: the last full build and the values added since (both immutable), swapped whole."""
 
     base: _Secrets
-    recent: _Secrets
+    recent: tuple[_Secrets, ...]  # the values added since, in segments of at most SECRETS_RECENT_KEY_CHARS
     memo: dict[str, str] = dataclasses.field(default_factory=dict)  # short strings already cleaned with it
 
     @property
     def matchers(self) -> tuple[_Secrets, ...]:
-        return (self.base, self.recent) if self.recent.automaton is not None else (self.base,)
+        return (self.base, *self.recent)
 
 
 def _cost(value: str) -> int:
@@ -384,9 +384,10 @@ class SecretRegistry:
     dropped only once the cluster's job list no longer shows the job (deleted). Thread-safe; readers never
     lock: they take ``view``, which is swapped whole.
 
-    Adding costs O(the values added since the last full build, at most SECRETS_RECENT_KEY_CHARS): they get
-    their own small automaton at once. Past that, one full build runs in a background thread and is swapped
-    in when done; values added meanwhile stay in the small automaton until then.
+    Adding costs O(one segment of at most SECRETS_RECENT_KEY_CHARS): the values added since the last full
+    build sit in small automatons of that size, and only the newest is rebuilt. Past one segment, a full
+    build runs in a background thread and is swapped in when done; however long it takes (a busy machine),
+    values added meanwhile fill further segments, so an add never costs more.
     """
 
     def __init__(self, max_bytes: int = SECRET_REGISTRY_MIB * 2**20) -> None:
@@ -396,12 +397,13 @@ class SecretRegistry:
         self._refs: dict[str, int] = {}  # value -> how many owners hold it
         self._bytes = 0
         self._built: frozenset[str] = frozenset()  # the values of view.base
-        self._recent: list[str] = []  # values held since the last full build, not in it
-        self._recent_key_chars = 0
+        self._closed: tuple[_Secrets, ...] = ()  # full segments of values held since the last full build
+        self._open: list[str] = []  # the newest segment's values
+        self._open_key_chars = 0
         self._building = False
         self._dirty = False  # changed while a build ran: build again
         self._refused: dict[str, None] = {}  # owners whose values did not fit (newest last, bounded)
-        self.view = _View(_NO_SECRETS, _NO_SECRETS)
+        self.view = _View(_NO_SECRETS, ())
 
     @staticmethod
     def usable(value: object) -> str | None:
@@ -436,8 +438,8 @@ class SecretRegistry:
                 if count == 0:
                     self._bytes += _cost(value)
                     if value not in self._built:
-                        self._recent.append(value)
-                        self._recent_key_chars += len(_key(value))
+                        self._open.append(value)
+                        self._open_key_chars += len(_key(value))
             self._publish_recent()
             return True
 
@@ -466,9 +468,13 @@ class SecretRegistry:
                 self._start_build()
 
     def _publish_recent(self) -> None:
-        """Under the lock: a new view with the recent values' automaton; a full build once they are many."""
-        self.view = _View(self.view.base, _Secrets(self._recent))
-        if self._recent_key_chars > SECRETS_RECENT_KEY_CHARS:
+        """Under the lock: a new view with the newest segment rebuilt; once it is full, a full build starts
+        and the next values open a new segment."""
+        newest = _Secrets(self._open)
+        self.view = _View(self.view.base, (*self._closed, newest) if self._open else self._closed)
+        if self._open_key_chars > SECRETS_RECENT_KEY_CHARS:
+            self._closed = (*self._closed, newest)
+            self._open, self._open_key_chars = [], 0
             self._start_build()
 
     def _start_build(self) -> None:
@@ -486,9 +492,15 @@ class SecretRegistry:
             base = _Secrets(values)  # the long part, outside the lock
             with self._lock:
                 self._built = values
-                self._recent = [v for v in self._refs if v not in values]
-                self._recent_key_chars = sum(len(_key(v)) for v in self._recent)
-                self.view = _View(base, _Secrets(self._recent))
+                self._closed, self._open, self._open_key_chars = (), [], 0
+                for value in self._refs:  # those held while this build ran, segmented here, not by a caller
+                    if value not in values:
+                        self._open.append(value)
+                        self._open_key_chars += len(_key(value))
+                        if self._open_key_chars > SECRETS_RECENT_KEY_CHARS:
+                            self._closed = (*self._closed, _Secrets(self._open))
+                            self._open, self._open_key_chars = [], 0
+                self.view = _View(base, (*self._closed, _Secrets(self._open)) if self._open else self._closed)
                 if not self._dirty:
                     self._building = False
                     return

@@ -12,6 +12,7 @@ the cluster uses them. Each call blocks: ``Gcs`` runs it in a worker thread.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import socket
@@ -247,6 +248,17 @@ class Gcs:
     async def call(self, what: str, read: Callable[[Any], T]) -> T:
         """``read(channel)`` in a worker thread, its failures mapped onto our errors."""
         return await anyio.to_thread.run_sync(self._call, what, read)
+
+    async def connect(self) -> None:
+        """Find the GCS and connect to it now (at start-up), so the first call that needs it does not pay for
+        it; a GCS out of reach is left for the calls to report."""
+
+        def connect() -> None:
+            with contextlib.suppress(Exception):
+                channel = self._open("connecting at start-up")
+                grpc.channel_ready_future(channel).result(timeout=min(self.timeout_s, LOOKUP_TIMEOUT_S))
+
+        await anyio.to_thread.run_sync(connect)
 
     def _call(self, what: str, read: Callable[[Any], T]) -> T:
         channel = self._open(what)

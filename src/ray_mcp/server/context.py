@@ -107,14 +107,16 @@ class Connection:
 
     def start(self) -> None:
         """Resolve the cluster in the background and build its adapter as soon as it is known: building the
-        first HTTP client of the process (its TLS context) is paid here, not by the first call."""
+        first HTTP client of the process (its TLS context) and connecting to the GCS are paid here, not by
+        the first call."""
         self.cluster.start()
         if self._building is None:
             self._building = asyncio.get_running_loop().create_task(self._build())
 
     async def _build(self) -> None:
         with contextlib.suppress(Exception):  # a cluster that cannot be resolved is reported by the calls
-            await self.api()
+            api = await self.api()
+            await api.gcs.connect()
 
     async def aclose(self) -> None:
         if self._building is not None:

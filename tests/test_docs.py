@@ -137,6 +137,21 @@ async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_clust
     assert time.monotonic() - started > 8 and "gcs_server.out" in out.stdout
 
 
+@pytest.mark.live
+def test_the_python_http_client_of_the_docs_needs_no_token_for_a_server_without_one(tmp_path: Path) -> None:
+    """Before: the snippet read os.environ['RAY_MCP_AUTH_TOKEN'] and died with a KeyError against make run's
+    server, which needs no token (issue 27 item 11)."""
+    (block,) = [t for _h, t in code_blocks(REPO / "docs" / "clients.md", "python")]
+    with http_server(
+        ["--transport", "streamable-http", "--address", "http://127.0.0.1:9"], tmp_path / "log"
+    ) as port:
+        script = block.replace("http://127.0.0.1:8270/mcp", f"http://127.0.0.1:{port}/mcp")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             env=clean_env())  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "127.0.0.1:9" in out.stdout, out.stdout  # the server's answer: no cluster there
+
+
 def node_ip(ray_cluster) -> str:
     import httpx
 

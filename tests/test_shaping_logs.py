@@ -269,3 +269,15 @@ def test_a_failed_jobs_message_has_no_colour_codes_and_its_end_starts_at_a_trace
     assert tail.startswith("Traceback (most recent call last):") and tail.endswith(
         "ValueError: lr is too high"
     )
+
+
+def test_a_logs_colour_codes_are_not_shown_in_its_tail_nor_its_grep() -> None:
+    """Before: Ray's coloured "(pid=...)" prefixes reached tail_logs and the job resource, escaped on the wire
+    as "\\x1b[36m" (issue 27 item 8)."""
+    log = b"\x1b[36m(parse_shard pid=41)\x1b[0m ValueError: bad header\n\x1b[33m(raylet)\x1b[0m done\n"
+    section = tail_section(log, lines=10, max_bytes=1000, complete=True, base=BASE)
+    assert section.lines == ["(parse_shard pid=41) ValueError: bad header", "(raylet) done"]
+    scanner = log_grep.GrepScanner(log_grep.compile_grep("ValueError"), context=0, keep=10)
+    scanner.feed(log)
+    scanner.finish()
+    assert [text for _, text, _ in scanner.out] == ["(parse_shard pid=41) ValueError: bad header"]

@@ -87,7 +87,7 @@ def tail_section(
 
 
 def decode_log(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
+    return log_grep.decode(data)
 
 
 def grep_section(

@@ -66,9 +66,9 @@ def test_every_json_config_in_the_docs_parses_and_names_a_real_server(where: str
             )
             assert all(isinstance(a, str) for a in server.get("args", [])), where
             args = server.get("args", [])
-            if server["command"] == "uvx":
-                assert args[0] == "ray-mcp", where
-                args = args[1:]
+            if server["command"] == "uvx":  # not on PyPI yet: `uvx ray-mcp` alone finds nothing
+                assert args[0] == "--from" and args[2] == "ray-mcp", where
+                args = args[3:]
             check_cli_args(args, where)
         else:
             assert re.fullmatch(r"http://[\w.-]+:\d+/mcp", server["url"]), f"{where}: {server['url']}"
@@ -199,4 +199,9 @@ def test_the_readme_says_what_make_test_needs_and_gives_the_http_line_make_run_p
     assert "only Python 3.11+ and `make`; `make test` also" in readme
     # the line the server logs at start (server/transport.py), for make run's default host and port
     assert "claude mcp add --transport http ray http://127.0.0.1:8270/mcp" in readme
-    assert "pip install build && python -m build" in readme
+    for page in (
+        readme,
+        (REPO / "docs" / "clients.md").read_text(),
+    ):  # python -m build needs the build package
+        assert "pip install build && python -m build" in page
+        assert "python -m build" not in page.replace("pip install build && python -m build", "")

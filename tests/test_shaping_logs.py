@@ -19,7 +19,13 @@ from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import sent_bytes
 from ray_mcp.shaping.jobs import job_info, job_list, render_job, short_message
-from ray_mcp.shaping.logs import render_log_section, render_log_tail, tail_section, within_sent
+from ray_mcp.shaping.logs import (
+    render_log_section,
+    render_log_tail,
+    tail_section,
+    within_sent,
+    without_colour,
+)
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)
 
@@ -271,16 +277,15 @@ def test_a_failed_jobs_message_has_no_colour_codes_and_its_end_starts_at_a_trace
     )
 
 
-def test_a_logs_colour_codes_are_not_shown_in_its_tail_nor_its_grep() -> None:
+def test_a_logs_colour_codes_are_not_shown_but_the_diagnosis_reads_them() -> None:
     """Before: Ray's coloured "(pid=...)" prefixes reached tail_logs and the job resource, escaped on the wire
-    as "\\x1b[36m" (issue 27 item 8)."""
+    as "\\x1b[36m" (issue 27 item 8). The diagnosis keeps them: they mark what Ray forwarded from workers."""
     log = b"\x1b[36m(parse_shard pid=41)\x1b[0m ValueError: bad header\n\x1b[33m(raylet)\x1b[0m done\n"
     section = tail_section(log, lines=10, max_bytes=1000, complete=True, base=BASE)
-    assert section.lines == ["(parse_shard pid=41) ValueError: bad header", "(raylet) done"]
-    scanner = log_grep.GrepScanner(log_grep.compile_grep("ValueError"), context=0, keep=10)
-    scanner.feed(log)
-    scanner.finish()
-    assert [text for _, text, _ in scanner.out] == ["(parse_shard pid=41) ValueError: bad header"]
+    assert section.lines[0].startswith("\x1b[36m(parse_shard pid=41)")
+    shown = without_colour(LogTail(sections=[section], hints=[]))
+    assert shown.sections[0].lines == ["(parse_shard pid=41) ValueError: bad header", "(raylet) done"]
+    assert "\\x1b" not in render_log_tail(shown) and "\x1b" not in render_log_tail(shown)
 
 
 def test_a_failed_jobs_text_shows_the_end_of_its_message_where_the_exception_is() -> None:

@@ -26,7 +26,6 @@ from anyio.lowlevel import RunVar
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, GREP_THREADS, MAX_GREP_CHARS
-from ray_mcp.text import ANSI
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_grep_limiter")  # one per event loop
 
@@ -97,9 +96,7 @@ def compile_grep(grep: str) -> GrepPattern:
 
 
 def decode(data: bytes | bytearray) -> str:
-    """A log's bytes as text without terminal colour codes (Ray colours its "(pid=...)" prefixes): an agent
-    reads them as noise, and escaped on the wire they read "\\x1b[36m"."""
-    return ANSI.sub("", bytes(data).decode("utf-8", errors="replace"))
+    return bytes(data).decode("utf-8", errors="replace")
 
 
 class GrepScanner:

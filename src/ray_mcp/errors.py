@@ -14,6 +14,7 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -24,9 +25,9 @@ import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, RAY_ERROR_CHARS
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, QUOTED_CHARS, RAY_ERROR_CHARS
 from ray_mcp.settings import ADDRESS_FORMS
-from ray_mcp.text import quoted
+from ray_mcp.text import quoted, truncate_text
 
 
 class RayMCPError(ToolError):
@@ -237,7 +238,13 @@ def invalid_arguments(tool: str, exc: ValidationError) -> InvalidArgument:
             parts.append(f"{field} is required")
         else:
             allowed = str(err["msg"]).removeprefix("Input should be ").removeprefix("Value error, ")
-            parts.append(f"{field}={quoted(err['input'])} is refused: expected {allowed}")
+            value = err["input"]  # as sent: 1 is not "1" (a refused number is not said to be a string)
+            shown = (
+                quoted(value)
+                if isinstance(value, str)
+                else truncate_text(json.dumps(value, default=str), QUOTED_CHARS)
+            )
+            parts.append(f"{field}={shown} is refused: expected {allowed}")
     return InvalidArgument(f"{tool}: {'; '.join(parts)}. Nothing was done; call it again with a valid value.")
 
 

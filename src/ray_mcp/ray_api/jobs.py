@@ -32,7 +32,7 @@ from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
-from ray_mcp.text import truncate_text
+from ray_mcp.text import clean_text, truncate_text
 
 JOB_SDK_SLACK_S = 3.0
 UPLOAD_READ_TIMEOUT_S = 300.0
@@ -229,7 +229,7 @@ class Jobs:
             )
         except RayMCPError:
             return None
-        lines = [line for line in decode_log(data).splitlines() if line.strip()]
+        lines = [line for line in clean_text(decode_log(data)).splitlines() if line.strip()]
         return truncate_text(lines[-1], LINE_CHARS) if lines else None
 
     async def stop(self, job: str) -> models.JobChange:

@@ -36,7 +36,7 @@ from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
-from ray_mcp.text import truncate_text
+from ray_mcp.text import ANSI, truncate_text
 
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
@@ -446,7 +446,7 @@ class Logs:
                     batch = bytes(line_start) + chunk[max(0, cut + 1 - 4096) : cut + 1]
                     line_start = bytearray(chunk[cut + 1 :][:4096])
                     if on_progress is not None:
-                        text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
+                        text = truncate_text(ANSI.sub("", decode_log(batch)).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
         if len(new) > keep:
             dropped += len(new) - keep

@@ -1,0 +1,189 @@
+"""A terminated cluster's record, read from the KubeRay History Server as if it were the cluster's dashboard.
+
+The History Server (ray-project/kuberay, ``historyserver/``) serves a subset of the dashboard's routes for the
+sessions its collector stored. A client picks the cluster with ``GET /enter_cluster/<namespace>/<kind>/<name>
+[/<session>]``: that loads the session's record into the server's cache and sets cookies (cluster_name,
+cluster_namespace, session_name, owner_kind, owner_name, ten minutes each) that every later request must carry.
+The cache is an LRU: a session evicted meanwhile answers 503 "reload via /enter_cluster".
+
+``HistoryTransport`` is the one place that knows this: under the dashboard client (RayClient), it enters the
+cluster before the first request and again after an eviction, sends only the routes the History Server keeps
+(a route it lacks is refused here, naming what needs a live cluster), and finds a job by submission id, which
+the History Server's ``/api/jobs/<id>`` does not (it keys jobs by job id).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from ray_mcp.errors import InvalidArgument, NeedsLiveCluster
+
+SCHEME = "history+"  # history+http://host:port/<namespace>/<kind>/<name>[/<session>]
+KINDS = ("raycluster", "rayjob", "rayservice")  # what /enter_cluster accepts
+# The History Server's routes with the dashboard's shape (GET only): router.go's routerAPI, routerNodes,
+# routerEvents. Its catch-all /api/... serves only what the collector fetched, under the exact URL it fetched.
+SERVED = re.compile(
+    r"/api/jobs/[^/]*|/api/v0/tasks(/summarize)?|/api/v0/logs(/file)?|/api/v0/cluster_metadata"
+    r"|/api/cluster_status|/nodes(/[0-9a-f]+)?|/events"
+)
+# What the History Server answers when the session left its cache, or a request carried no cookies.
+REENTER = re.compile(rb"reload via /enter_cluster|Cookie not found")
+SESSION_TIME = re.compile(r"session_(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)")
+
+
+@dataclass(frozen=True)
+class HistoryRef:
+    """The record named by a history address: the KubeRay object and, optionally, one session of it."""
+
+    url: str  # the History Server's base URL (http[s]://host:port)
+    namespace: str
+    kind: str
+    name: str
+    session: str = "latest"  # the History Server's word for the newest stored session
+
+    @property
+    def enter_path(self) -> str:
+        return f"/enter_cluster/{self.namespace}/{self.kind}/{self.name}/{self.session}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+_SEGMENT = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|session_[0-9_-]+|latest")
+
+
+def parse_history_address(address: str) -> HistoryRef:
+    """``history+http://host:port/<namespace>/<kind>/<name>[/<session>]`` -> HistoryRef (InvalidArgument else)."""
+    example = "history+http://historyserver:30080/default/raycluster/my-cluster"
+    parts = urlsplit(address.strip().removeprefix(SCHEME))
+    segments = [s for s in parts.path.split("/") if s]
+    if parts.scheme not in ("http", "https") or not parts.hostname or len(segments) not in (3, 4):
+        raise InvalidArgument(
+            f"Cannot read {address!r} as a History Server address: expected "
+            f"history+http://host:port/<namespace>/<kind>/<name>[/<session>], e.g. {example}."
+        )
+    if segments[1].lower() not in KINDS:
+        raise InvalidArgument(
+            f"{segments[1]!r} in {address!r} is not a KubeRay kind: expected one of {', '.join(KINDS)} "
+            f"(e.g. {example})."
+        )
+    if not all(_SEGMENT.fullmatch(s) for s in segments):  # they go into a URL path
+        raise InvalidArgument(
+            f"{address!r} names a namespace, name or session that is not a Kubernetes name "
+            "(lowercase letters, digits, '-' and '.') or a Ray session name (session_...)."
+        )
+    base = f"{parts.scheme}://{parts.netloc}"
+    return HistoryRef(base, segments[0], segments[1].lower(), segments[2], *segments[3:])
+
+
+def session_started(session: str) -> str | None:
+    """When a Ray session began, from its name (session_2026-08-19_09-21-52_...), on the head's clock."""
+    m = SESSION_TIME.match(session)
+    if m is None:
+        return None
+    try:
+        return datetime.strptime(m[1], "%Y-%m-%d_%H-%M-%S").strftime("%Y-%m-%d %H:%M:%S") + " (head's clock)"
+    except ValueError:
+        return None
+
+
+class HistoryTransport(httpx.AsyncBaseTransport):
+    """The dashboard client's transport for a history address (see the module's docstring)."""
+
+    def __init__(self, ref: HistoryRef, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.ref = ref
+        self.inner = inner or httpx.AsyncHTTPTransport()
+        self.session: str | None = None  # the session entered (the History Server resolves "latest")
+        self._cookies: str | None = None
+        self._lock = anyio.Lock()
+
+    def notice(self) -> str:
+        """The sentence every answer from this source starts with."""
+        session = self.session or (None if self.ref.session == "latest" else self.ref.session)
+        started = session_started(session) if session else None
+        which = (
+            f"session {session}" + (f", started {started}" if started else "")
+            if session
+            else "its newest session"
+        )
+        return (
+            f"HISTORY: this reads the KubeRay History Server's record of the terminated {self.ref.label} "
+            f"({which}; when it ended is not recorded), not a live cluster: nothing in it changes, and "
+            "write tools are refused."
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method != "GET" or not SERVED.fullmatch(path):
+            raise NeedsLiveCluster(self.refusal(f"{request.method} {path}"))
+        if path.startswith("/api/jobs/") and path != "/api/jobs/":
+            return await self._one_job(request, path.removeprefix("/api/jobs/"))
+        if self._cookies is None:
+            await self._enter()
+        response = await self._send(request)
+        if response.status_code in (400, 503) and REENTER.search(await response.aread()):
+            await response.aclose()
+            await self._enter()  # evicted from the History Server's cache, or its cookies expired
+            response = await self._send(request)
+        return response
+
+    def refusal(self, route: str) -> str:
+        return (
+            f"The KubeRay History Server keeps no {route} for the terminated {self.ref.label}: that needs "
+            "a live cluster. Its record serves get_job, list_jobs, tail_logs (job, task_id, or node and "
+            "filename), list_tasks, summarize_tasks and diagnose_job."
+        )
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        if self._cookies:
+            request.headers["Cookie"] = self._cookies
+        return await self.inner.handle_async_request(request)
+
+    async def _enter(self) -> None:
+        """GET /enter_cluster: the session is loaded into the History Server's cache; keep its cookies."""
+        async with self._lock:
+            request = httpx.Request("GET", self.ref.url + self.ref.enter_path)
+            response = await self.inner.handle_async_request(request)
+            body = await response.aread()
+            if response.status_code == 404:
+                raise InvalidArgument(
+                    f"The KubeRay History Server at {self.ref.url} has no record of {self.ref.label}"
+                    + (f" session {self.ref.session}" if self.ref.session != "latest" else "")
+                    + f": {body.decode(errors='replace')[:200]}. Its GET /clusters lists the clusters and "
+                    "sessions it keeps; correct the history+ address."
+                )
+            if response.status_code != 200:
+                response.raise_for_status()  # dashboard_errors maps it
+            cookies = httpx.Response(200, headers=response.headers, request=request).cookies
+            try:
+                self.session = str(json.loads(body).get("session") or "") or None
+            except (ValueError, AttributeError):
+                self.session = None
+            self._cookies = "; ".join(f"{k}={v}" for k, v in cookies.items())
+
+    async def _one_job(self, request: httpx.Request, ref: str) -> httpx.Response:
+        """One job by submission id or job id, from the job list (the History Server finds job ids only)."""
+        listing = httpx.Request("GET", self.ref.url + "/api/jobs/", headers=request.headers)
+        response = await self.handle_async_request(listing)
+        body = await response.aread()
+        if response.status_code != 200:
+            return httpx.Response(response.status_code, content=body, request=request)
+        jobs = json.loads(body)
+        found = next(
+            (j for j in jobs if isinstance(j, dict) and ref in (j.get("submission_id"), j.get("job_id"))),
+            None,
+        )
+        if found is None:
+            return httpx.Response(404, text=f"Job {ref} does not exist in the record", request=request)
+        return httpx.Response(200, json=found, request=request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

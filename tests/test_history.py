@@ -1,0 +1,136 @@
+"""A terminated cluster's record, read through a history+ address from a KubeRay History Server.
+
+The History Server is tests/history_server.py: its API as its source defines it, on loopback, serving the
+record of a job that failed on a real Ray 2.60 head (no real History Server can run here). The tools run
+through the real MCP client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from mcp import Client
+from tests.history_server import KIND, NAME, NAMESPACE, SESSION, Record, serve
+from tests.support import call_ok, mcp_client, text_of
+
+from ray_mcp.cluster import parse_address
+from ray_mcp.errors import InvalidArgument
+from ray_mcp.settings import Settings
+
+
+@pytest.fixture
+def record() -> Record:
+    return Record.recorded()
+
+
+@pytest.fixture
+def history_url(record: Record) -> Iterator[str]:
+    with serve(record) as url:
+        yield url
+
+
+@pytest.fixture
+async def client(history_url: str) -> AsyncIterator[Client]:
+    address = f"history+{history_url}/{NAMESPACE}/{KIND}/{NAME}"
+    async with mcp_client(Settings(address=address, allow_destructive=True)) as c:
+        yield c
+
+
+def first_text(result: object) -> str:
+    return str(result.content[0].text)  # type: ignore[attr-defined]
+
+
+async def test_get_job_and_list_jobs_read_the_record_and_say_so_first(client: Client, record: Record) -> None:
+    sid = record.failed_job["submission_id"]
+    job = await call_ok(client, "get_job", {"job": sid})
+    assert first_text(job).startswith("HISTORY:"), first_text(job)
+    assert f"rayjob {NAMESPACE}/{NAME}" in first_text(job) and SESSION in first_text(job)
+    assert job.structured_content is not None and job.structured_content["status"] == "FAILED"
+    assert "FAILED" in text_of(job)
+    by_id = await call_ok(client, "get_job", {"job": record.failed_job["job_id"]})
+    assert by_id.structured_content is not None and by_id.structured_content["submission_id"] == sid
+    jobs = await call_ok(client, "list_jobs", {})
+    assert first_text(jobs).startswith("HISTORY:")
+    assert sid in text_of(jobs)
+
+
+async def test_tail_logs_reads_the_driver_log_kept_in_the_record(client: Client, record: Record) -> None:
+    result = await call_ok(client, "tail_logs", {"job": record.failed_job["submission_id"]})
+    assert first_text(result).startswith("HISTORY:")
+    assert "ValueError: learning rate 0.1 is too high for this model" in text_of(result)
+
+
+async def test_diagnose_job_names_the_cause_from_the_record(client: Client, record: Record) -> None:
+    result = await call_ok(client, "diagnose_job", {"job": record.failed_job["submission_id"]})
+    text = text_of(result)
+    assert first_text(result).startswith("HISTORY:")
+    assert "ValueError" in text and "too high" in text, text
+    # what the record does not keep is said to be unread, never taken for a clean check
+    assert "needs a live cluster" in text or "History Server keeps no" in text, text
+
+
+async def test_tasks_of_the_record_are_listed_summarized_and_diagnosed(
+    client: Client, record: Record
+) -> None:
+    sid = record.tasks_job["submission_id"]
+    failed = await call_ok(client, "list_tasks", {"job": sid, "state": "FAILED"})
+    assert first_text(failed).startswith("HISTORY:")
+    assert "TASK_EXECUTION_EXCEPTION" in text_of(failed) or "KeyError" in text_of(failed), text_of(failed)
+    summary = await call_ok(client, "summarize_tasks", {"job": sid})
+    assert "FAILED" in text_of(summary), text_of(summary)
+    diagnosis = await call_ok(client, "diagnose_job", {"job": sid})
+    assert "shard 3 has no column 'label'" in text_of(diagnosis), text_of(diagnosis)
+
+
+async def test_list_events_reads_the_events_kept_in_the_record(client: Client, record: Record) -> None:
+    result = await call_ok(client, "list_events", {"source": "JOBS"})
+    assert first_text(result).startswith("HISTORY:")
+    assert f"Completed a ray job {record.failed_job['submission_id']} with a status FAILED" in text_of(result)
+
+
+async def test_cluster_status_on_a_record_says_it_needs_a_live_cluster(client: Client) -> None:
+    result = await client.call_tool("cluster_status", {})
+    assert result.is_error
+    text = text_of(result)
+    assert text.startswith("HISTORY:") and "needs a live cluster" in text, text
+
+
+async def test_a_write_tool_is_refused_on_a_record_and_nothing_is_sent(
+    client: Client, record: Record
+) -> None:
+    result = await client.call_tool("submit_job", {"entrypoint": "python train.py"})
+    assert result.is_error
+    assert "terminated cluster's record" in text_of(result) and "nothing was done" in text_of(result)
+    stop = await client.call_tool("stop_job", {"job": record.failed_job["submission_id"]})
+    assert stop.is_error and "terminated cluster's record" in text_of(stop)
+    assert record.requests == []
+
+
+async def test_a_session_evicted_from_the_history_servers_cache_is_entered_again(
+    client: Client, record: Record
+) -> None:
+    await call_ok(client, "list_jobs", {})
+    record.loaded = False  # the History Server's LRU dropped the session
+    await call_ok(client, "list_jobs", {})
+    assert record.entered == 2
+
+
+async def test_an_unknown_record_names_the_list_of_what_the_history_server_keeps(history_url: str) -> None:
+    address = f"history+{history_url}/{NAMESPACE}/raycluster/nope"
+    async with mcp_client(Settings(address=address)) as c:
+        result = await c.call_tool("list_jobs", {})
+    assert result.is_error
+    assert "no record of raycluster ml/nope" in text_of(result) and "/clusters" in text_of(result)
+
+
+def test_a_history_address_must_name_namespace_kind_and_name() -> None:
+    ok = parse_address("history+http://hs:30080/ml/rayjob/train-lr/" + SESSION)
+    assert (ok.kind, ok.host, ok.port) == ("history", "hs", 30080)
+    for bad in (
+        "history+http://hs:30080/ml/train-lr",
+        "history+http://hs:30080/ml/pod/x",
+        "history+ftp://hs/a/rayjob/b",
+    ):
+        with pytest.raises(InvalidArgument):
+            parse_address(bad)

@@ -82,6 +82,37 @@ def history_event(row: dict[str, Any]) -> dict[str, Any]:
             "timestamp": str(int(stamp.timestamp())), "customFields": fields}  # fmt: skip
 
 
+def history_node(row: dict[str, Any], session: str) -> dict[str, Any]:
+    """A State API node row as the History Server replays the node's last state (formatNodeSummaryReplayForResp:
+    host metrics are placeholders, the raylet part carries the state and its death reason)."""
+    renamed = {"object_store_memory": "objectStoreMemory", "node:__internal_head__": "node:InternalHead"}
+    resources = {renamed.get(k, k): v for k, v in row["resources_total"].items()}
+    return {
+        "t": row["start_time_ms"], "now": row["start_time_ms"], "hostname": "", "ip": row["node_ip"], "cpu": 0,
+        "cmdline": [], "cpus": [0, 0], "mem": [0, 0, 0, 0], "shm": 0, "bootTime": 0, "gpus": [], "tpus": [],
+        "workers": [], "actors": {},
+        "raylet": {
+            "storeStats": {"objectStoreBytesAvail": resources.get("objectStoreMemory")},
+            "nodeId": row["node_id"], "nodeManagerAddress": row["node_ip"], "nodeManagerHostname": "",
+            "rayletSocketName": f"/tmp/ray/{session}/sockets/raylet", "metricsExportPort": "8080",
+            "resourcesTotal": resources, "nodeName": "", "instanceId": "", "instanceTypeName": "",
+            "nodeTypeName": "headgroup" if row["is_head_node"] else "workergroup",
+            "startTimeMs": row["start_time_ms"], "isHeadNode": row["is_head_node"], "labels": row["labels"],
+            "state": row["state"], "endTimeMs": row["end_time_ms"], "stateMessage": row["state_message"] or "",
+        },
+    }  # fmt: skip
+
+
+# A worker the autoscaler removed when idle, as the History Server replays it (composeStateMessage's words for
+# AUTOSCALER_DRAIN_IDLE): not in the recordings, whose head ran alone.
+IDLE_WORKER = {
+    "node_id": "9a0c4e2d1b7f6a3e8c5d2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c", "node_ip": "192.0.2.7",
+    "is_head_node": False, "state": "DEAD", "state_message": "Terminated due to idle (no Ray activity)",
+    "resources_total": {"CPU": 4.0, "object_store_memory": 2e9, "memory": 8e9}, "labels": {},
+    "start_time_ms": 1796068380000, "end_time_ms": 1796068440000,
+}  # fmt: skip
+
+
 @dataclass
 class Record:
     """The stored session of one terminated cluster, and what the server was asked."""
@@ -90,6 +121,8 @@ class Record:
     logs: dict[tuple[str, str], str] = field(default_factory=dict)  # (node id, filename) -> content
     tasks: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # LogEvent.ToAPIResponse's shape
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # /nodes?view=summary's entries
+    metadata: dict[str, Any] = field(default_factory=dict)  # the collector's copy of /api/v0/cluster_metadata
     loaded: bool = False  # in the History Server's snapshot cache (set by /enter_cluster)
     entered: int = 0
     requests: list[str] = field(default_factory=list)
@@ -108,7 +141,13 @@ class Record:
         tasks = [
             {k: t.get(k) for k in TASK_KEYS + TASK_DETAIL_KEYS} for t in body["data"]["result"]["result"]
         ]
-        return cls(jobs=jobs, logs=logs, tasks=tasks, events=[
+        nodes = json.loads(_recorded("GET /api/v0/nodes"))["data"]["result"]["result"] + [IDLE_WORKER]
+        metadata = {"result": True, "msg": "", "data": {
+            "rayVersion": "2.60.0", "pythonVersion": "3.11.13", "sessionStartTimestampMs": 1796067151118,
+            "rayInitCluster": False, "os": "linux",
+        }}  # fmt: skip
+        return cls(jobs=jobs, logs=logs, tasks=tasks, metadata=metadata,
+                   nodes=[history_node(n, SESSION) for n in nodes], events=[
             history_event(e) for e in json.loads(_recorded("GET /api/v0/cluster_events"))["data"]["result"]["result"]
         ])  # fmt: skip
 
@@ -213,6 +252,17 @@ def make_app(record: Record) -> Starlette:
             lines = content.splitlines()
             wanted = int(q.get("lines") or 1000)
             return PlainTextResponse("\n".join(lines if wanted < 0 else lines[-wanted:]))
+        if path == "/nodes" and q.get("view", "summary") == "summary":
+            return JSONResponse({"result": True, "msg": "Node summary fetched.",
+                                 "data": {"summary": record.nodes, "nodeLogicalResources": {}}})  # fmt: skip
+        if path == "/api/cluster_status" and q.get("format") != "1":  # Ray's frontend asks format=1 only
+            return JSONResponse({"result": True, "msg": "Got cluster status.",
+                                 "data": {"autoscalingStatus": None, "autoscalingError": None, "clusterStatus": None}})  # fmt: skip
+        if path == "/api/v0/cluster_metadata":
+            return JSONResponse(record.metadata)
+        if path == "/api/v0/placement_groups":  # the session had none: stored empty, or the empty fallback
+            return _envelope({"total": 0, "num_after_truncation": 0, "num_filtered": 0, "result": [],
+                              "partial_failure_warning": "", "warnings": None})  # fmt: skip
         if path == "/events":  # grouped by job id: "global" for events that name none
             grouped: dict[str, list[dict[str, Any]]] = {}
             for e in record.events:

@@ -89,11 +89,35 @@ async def test_list_events_reads_the_events_kept_in_the_record(client: Client, r
     assert f"Completed a ray job {record.failed_job['submission_id']} with a status FAILED" in text_of(result)
 
 
-async def test_cluster_status_on_a_record_says_it_needs_a_live_cluster(client: Client) -> None:
-    result = await client.call_tool("cluster_status", {})
+async def test_cluster_status_shows_the_nodes_of_the_record_and_why_they_died(client: Client) -> None:
+    result = await call_ok(client, "cluster_status", {})
+    text = text_of(result)
+    assert first_text(result).startswith("HISTORY:")
+    assert "Ray 2.60.0" in text and "1 dead" in text, text
+    assert "DEAD: Terminated due to idle (no Ray activity)" in text  # the scale-down, from the record
+    assert "Resource use unknown" in text  # the record keeps no load report: no "0 used" taken for a fact
+    assert "Host CPU, memory and GPU use unknown" in text  # the History Server's /nodes holds placeholders
+
+
+async def test_a_route_the_record_lacks_answers_that_it_needs_a_live_cluster(client: Client) -> None:
+    result = await client.call_tool("list_actors", {})
     assert result.is_error
     text = text_of(result)
-    assert text.startswith("HISTORY:") and "needs a live cluster" in text, text
+    assert (
+        text.startswith("HISTORY:")
+        and "keeps no GET /api/v0/actors" in text
+        and "needs a live cluster" in text
+    )
+
+
+async def test_tail_logs_reads_a_nodes_file_named_by_ip_from_the_record(
+    client: Client, record: Record
+) -> None:
+    name = f"job-driver-{record.tasks_job['submission_id']}.log"
+    result = await call_ok(client, "tail_logs", {"node": "192.0.2.2", "filename": name})
+    assert "shard 3 has no column 'label'" in text_of(result) or "KeyError" in text_of(result), text_of(
+        result
+    )
 
 
 async def test_a_write_tool_is_refused_on_a_record_and_nothing_is_sent(

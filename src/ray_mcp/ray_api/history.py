@@ -8,8 +8,10 @@ The cache is an LRU: a session evicted meanwhile answers 503 "reload via /enter_
 
 ``HistoryTransport`` is the one place that knows this: under the dashboard client (RayClient), it enters the
 cluster before the first request and again after an eviction, sends only the routes the History Server keeps
-(a route it lacks is refused here, naming what needs a live cluster), and finds a job by submission id, which
-the History Server's ``/api/jobs/<id>`` does not (it keys jobs by job id).
+(a route it lacks is refused here, naming what needs a live cluster), answers the State API's node and
+placement group lists and ``/api/version`` from the History Server's routes that hold the same facts
+(DERIVED), and finds a job by submission id, which the History Server's ``/api/jobs/<id>`` does not (it keys
+jobs by job id).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -27,12 +30,20 @@ from ray_mcp.errors import InvalidArgument, NeedsLiveCluster
 
 SCHEME = "history+"  # history+http://host:port/<namespace>/<kind>/<name>[/<session>]
 KINDS = ("raycluster", "rayjob", "rayservice")  # what /enter_cluster accepts
-# The History Server's routes with the dashboard's shape (GET only): router.go's routerAPI, routerNodes,
-# routerEvents. Its catch-all /api/... serves only what the collector fetched, under the exact URL it fetched.
+# The History Server's routes with the dashboard's shape (GET only): router.go's routerAPI and routerEvents.
+# Not its /nodes: that replays each node's state with zeros for host CPU, memory and disk (placeholders).
 SERVED = re.compile(
-    r"/api/jobs/[^/]*|/api/v0/tasks(/summarize)?|/api/v0/logs(/file)?|/api/v0/cluster_metadata"
-    r"|/api/cluster_status|/nodes(/[0-9a-f]+)?|/events"
+    r"/api/jobs/[^/]*|/api/v0/tasks(/summarize)?|/api/v0/logs(/file)?|/api/cluster_status|/events"
 )
+# Dashboard routes answered from another the History Server keeps: the route, and where its answer comes from.
+# Its catch-all /api/... serves what the collector fetched under the exact URL fetched (poll.go), so a State
+# API list is read whole from there and filtered here.
+NODES, VERSION, GROUPS = "/api/v0/nodes", "/api/version", "/api/v0/placement_groups"
+DERIVED = {
+    NODES: "/nodes?view=summary",  # each node's last state, with its death reason
+    VERSION: "/api/v0/cluster_metadata",  # Ray's version, stored by the collector at start
+    GROUPS: "/api/v0/placement_groups?detail=1&limit=10000",
+}
 # What the History Server answers when the session left its cache, or a request carried no cookies.
 REENTER = re.compile(rb"reload via /enter_cluster|Cookie not found")
 SESSION_TIME = re.compile(r"session_(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)")
@@ -95,6 +106,43 @@ def session_started(session: str) -> str | None:
         return None
 
 
+def node_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The History Server's node summary (the dashboard's /nodes shape, one entry per node's last state) as
+    State API node rows."""
+    renamed = {"objectStoreMemory": "object_store_memory", "node:InternalHead": "node:__internal_head__"}
+    rows = []
+    for node in summary.get("summary") or []:
+        raylet = node.get("raylet") or {}
+        resources = {renamed.get(k, k): v for k, v in (raylet.get("resourcesTotal") or {}).items()}
+        rows.append({
+            "node_id": raylet.get("nodeId"), "node_ip": raylet.get("nodeManagerAddress") or node.get("ip"),
+            "is_head_node": bool(raylet.get("isHeadNode")), "state": raylet.get("state"),
+            "state_message": raylet.get("stateMessage") or None,
+            "node_name": raylet.get("nodeName") or node.get("hostname") or raylet.get("nodeManagerAddress"),
+            "resources_total": resources, "labels": raylet.get("labels") or {},
+            "start_time_ms": raylet.get("startTimeMs"), "end_time_ms": raylet.get("endTimeMs"),
+        })  # fmt: skip
+    return rows
+
+
+def state_page(rows: list[dict[str, Any]], params: httpx.QueryParams) -> dict[str, Any]:
+    """A State API list answer over ``rows``, with the request's filters (= and !=) and limit applied."""
+    wanted = zip(
+        params.get_list("filter_keys"), params.get_list("filter_predicates"), params.get_list("filter_values"),
+        strict=False,
+    )  # fmt: skip
+    matched = rows
+    for key, predicate, value in wanted:
+        same = predicate == "="
+        matched = [r for r in matched if (str(r.get(key)) == value) == same]
+    limit = int(params.get("limit") or 100)
+    result = {
+        "total": len(rows), "num_after_truncation": len(rows), "num_filtered": len(matched),
+        "result": matched[:limit], "partial_failure_warning": "", "warnings": None,
+    }  # fmt: skip
+    return {"result": True, "msg": "", "data": {"result": result}}
+
+
 class HistoryTransport(httpx.AsyncBaseTransport):
     """The dashboard client's transport for a history address (see the module's docstring)."""
 
@@ -122,10 +170,15 @@ class HistoryTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if request.method == "GET" and path.rstrip("/") in DERIVED:
+            return await self._derived(request, path.rstrip("/"))
         if request.method != "GET" or not SERVED.fullmatch(path):
             raise NeedsLiveCluster(self.refusal(f"{request.method} {path}"))
         if path.startswith("/api/jobs/") and path != "/api/jobs/":
             return await self._one_job(request, path.removeprefix("/api/jobs/"))
+        return await self._get(request)
+
+    async def _get(self, request: httpx.Request) -> httpx.Response:
         if self._cookies is None:
             await self._enter()
         response = await self._send(request)
@@ -135,11 +188,27 @@ class HistoryTransport(httpx.AsyncBaseTransport):
             response = await self._send(request)
         return response
 
+    async def _derived(self, request: httpx.Request, route: str) -> httpx.Response:
+        """A dashboard route answered from the History Server's route that holds the same facts."""
+        source = httpx.Request("GET", self.ref.url + DERIVED[route], headers=request.headers)
+        response = await self._get(source)
+        body = await response.aread()
+        if response.status_code != 200:
+            return httpx.Response(response.status_code, content=body, request=request)
+        data = json.loads(body).get("data") or {}
+        if route == VERSION:  # rest_response camelCases Ray's cluster metadata
+            answer: Any = {"ray_version": data.get("rayVersion") or "unknown", "session_name": self.session}
+        else:
+            rows = node_rows(data) if route == NODES else list((data.get("result") or {}).get("result") or [])
+            answer = state_page(rows, request.url.params)
+        return httpx.Response(200, json=answer, request=request)
+
     def refusal(self, route: str) -> str:
         return (
             f"The KubeRay History Server keeps no {route} for the terminated {self.ref.label}: that needs "
             "a live cluster. Its record serves get_job, list_jobs, tail_logs (job, task_id, or node and "
-            "filename), list_tasks, summarize_tasks and diagnose_job."
+            "filename), list_tasks, summarize_tasks, list_events, cluster_status, list_nodes, pg_status and "
+            "diagnose_job."
         )
 
     async def _send(self, request: httpx.Request) -> httpx.Response:

@@ -46,6 +46,7 @@ async def test_get_job_and_list_jobs_read_the_record_and_say_so_first(client: Cl
     job = await call_ok(client, "get_job", {"job": sid})
     assert first_text(job).startswith("HISTORY:"), first_text(job)
     assert f"rayjob {NAMESPACE}/{NAME}" in first_text(job) and SESSION in first_text(job)
+    assert "last job ended 2026-11-30 19:53:04 UTC" in first_text(job)  # the latest end_time of the record
     assert job.structured_content is not None and job.structured_content["status"] == "FAILED"
     assert "FAILED" in text_of(job)
     by_id = await call_ok(client, "get_job", {"job": record.failed_job["job_id"]})

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -150,6 +150,7 @@ class HistoryTransport(httpx.AsyncBaseTransport):
         self.ref = ref
         self.inner = inner or httpx.AsyncHTTPTransport()
         self.session: str | None = None  # the session entered (the History Server resolves "latest")
+        self.last_job_end: str | None = None  # when the record's last job ended, if any did
         self._cookies: str | None = None
         self._lock = anyio.Lock()
 
@@ -162,10 +163,11 @@ class HistoryTransport(httpx.AsyncBaseTransport):
             if session
             else "its newest session"
         )
+        ended = f"last job ended {self.last_job_end}" if self.last_job_end else "no job end recorded"
         return (
-            f"HISTORY: this reads the KubeRay History Server's record of the terminated {self.ref.label} "
-            f"({which}; when it ended is not recorded), not a live cluster: nothing in it changes, and "
-            "write tools are refused."
+            f"HISTORY: read from the KubeRay History Server's record of the terminated {self.ref.label} "
+            f"({which}; {ended}; the cluster's own end is not recorded), not from a live cluster; write "
+            "tools are refused."
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -180,11 +182,11 @@ class HistoryTransport(httpx.AsyncBaseTransport):
 
     async def _get(self, request: httpx.Request) -> httpx.Response:
         if self._cookies is None:
-            await self._enter()
+            await self._enter(request.headers)
         response = await self._send(request)
         if response.status_code in (400, 503) and REENTER.search(await response.aread()):
             await response.aclose()
-            await self._enter()  # evicted from the History Server's cache, or its cookies expired
+            await self._enter(request.headers)  # evicted from the History Server's cache, or cookies expired
             response = await self._send(request)
         return response
 
@@ -216,10 +218,12 @@ class HistoryTransport(httpx.AsyncBaseTransport):
             request.headers["Cookie"] = self._cookies
         return await self.inner.handle_async_request(request)
 
-    async def _enter(self) -> None:
-        """GET /enter_cluster: the session is loaded into the History Server's cache; keep its cookies."""
+    async def _enter(self, headers: httpx.Headers) -> None:
+        """GET /enter_cluster (with the client's headers: a proxy in front may want its credentials): the
+        session is loaded into the History Server's cache; keep its cookies."""
         async with self._lock:
-            request = httpx.Request("GET", self.ref.url + self.ref.enter_path)
+            sent = {k: v for k, v in headers.items() if k.lower() != "cookie"}
+            request = httpx.Request("GET", self.ref.url + self.ref.enter_path, headers=sent)
             response = await self.inner.handle_async_request(request)
             body = await response.aread()
             if response.status_code == 404:
@@ -237,6 +241,23 @@ class HistoryTransport(httpx.AsyncBaseTransport):
             except (ValueError, AttributeError):
                 self.session = None
             self._cookies = "; ".join(f"{k}={v}" for k, v in cookies.items())
+            self.last_job_end = await self._last_job_end(sent)
+
+    async def _last_job_end(self, headers: dict[str, str]) -> str | None:
+        """When the record's last job ended (UTC): the nearest the History Server comes to when the cluster
+        ended, which it does not record. None when unknown (best effort: the notice says so)."""
+        cookie = {"Cookie": self._cookies or ""}
+        request = httpx.Request("GET", self.ref.url + "/api/jobs/", headers={**headers, **cookie})
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()
+        try:
+            jobs = json.loads(body) if response.status_code == 200 else []
+            ends = [int(j["end_time"]) for j in jobs if isinstance(j, dict) and j.get("end_time")]
+        except (ValueError, TypeError, KeyError):
+            return None
+        if not ends:
+            return None
+        return datetime.fromtimestamp(max(ends) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
     async def _one_job(self, request: httpx.Request, ref: str) -> httpx.Response:
         """One job by submission id or job id, from the job list (the History Server finds job ids only)."""

@@ -8,6 +8,7 @@ through the real MCP client.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from mcp import Client
@@ -159,3 +160,23 @@ def test_a_history_address_must_name_namespace_kind_and_name() -> None:
     ):
         with pytest.raises(InvalidArgument):
             parse_address(bad)
+
+
+async def test_with_a_clusters_file_only_the_record_answers_as_history(
+    history_url: str, tmp_path: Path
+) -> None:
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text(
+        '[clusters.live]\naddress = "http://127.0.0.1:9"\n\n'  # discard port: nothing listens
+        f'[clusters.record]\naddress = "history+{history_url}/{NAMESPACE}/{KIND}/{NAME}"\n',
+        encoding="utf-8",
+    )
+    async with mcp_client(Settings(clusters_file=clusters)) as client:
+        record = await call_ok(client, "list_jobs", {"cluster": "record"})
+        live = await client.call_tool("list_jobs", {"cluster": "live"})
+        stop = await client.call_tool("stop_job", {"job": "raysubmit_abc", "cluster": "live"})
+        refused = await client.call_tool("stop_job", {"job": "raysubmit_abc", "cluster": "record"})
+    assert first_text(record).startswith("HISTORY:")
+    assert live.is_error and "HISTORY" not in text_of(live) and "127.0.0.1:9" in text_of(live)
+    assert stop.is_error and "changes a cluster, and this one is" not in text_of(stop)
+    assert refused.is_error and "changes a cluster, and this one is" in text_of(refused)

@@ -19,8 +19,7 @@ from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGIST
 ADDRESS_FORMS = (
     "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, a GCS address host:6379, "
     "a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name, "
-    "or a terminated cluster's record on a KubeRay History Server "
-    "history+http://host:port/namespace/kind/name[/session]"
+    "or a History Server record history+http://host:port/namespace/kind/name[/session]"
 )
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 

@@ -103,6 +103,21 @@ def history_node(row: dict[str, Any], session: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def history_actor(row: dict[str, Any]) -> dict[str, Any]:
+    """A State API actor row as the History Server answers it (formatActorForResponse: camelCase, the death
+    cause only as the dashboard's exitDetail text)."""
+    context = next(iter((row.get("death_cause") or {}).values()), {})
+    return {
+        "actorId": row["actor_id"], "jobId": row["job_id"], "state": row["state"], "pid": row["pid"],
+        "address": {"nodeId": row["node_id"], "ipAddress": "", "port": 0, "workerId": ""},
+        "name": row["name"], "numRestarts": str(row["num_restarts"]), "actorClass": row["class_name"],
+        "className": row["class_name"], "requiredResources": row["required_resources"],
+        "exitDetail": context.get("error_message") or "-", "reprName": row["repr_name"],
+        "placementGroupId": row["placement_group_id"] or "", "callSite": row["call_site"] or "",
+        "labelSelector": row["label_selector"],
+    }  # fmt: skip
+
+
 # A worker the autoscaler removed when idle, as the History Server replays it (composeStateMessage's words for
 # AUTOSCALER_DRAIN_IDLE): not in the recordings, whose head ran alone.
 IDLE_WORKER = {
@@ -123,6 +138,7 @@ class Record:
     events: list[dict[str, Any]] = field(default_factory=list)  # LogEvent.ToAPIResponse's shape
     nodes: list[dict[str, Any]] = field(default_factory=list)  # /nodes?view=summary's entries
     metadata: dict[str, Any] = field(default_factory=dict)  # the collector's copy of /api/v0/cluster_metadata
+    actors: list[dict[str, Any]] = field(default_factory=list)  # /logical/actors' entries
     loaded: bool = False  # in the History Server's snapshot cache (set by /enter_cluster)
     entered: int = 0
     requests: list[str] = field(default_factory=list)
@@ -146,7 +162,12 @@ class Record:
             "rayVersion": "2.60.0", "pythonVersion": "3.11.13", "sessionStartTimestampMs": 1796067151118,
             "rayInitCluster": False, "os": "linux",
         }}  # fmt: skip
-        return cls(jobs=jobs, logs=logs, tasks=tasks, metadata=metadata,
+        actors = [
+            history_actor(a)
+            for recording in RECORDINGS
+            for a in json.loads(_recorded("GET /api/v0/actors?detail=1&filter_keys=name", recording))["data"]["result"]["result"]
+        ]  # fmt: skip
+        return cls(jobs=jobs, logs=logs, tasks=tasks, metadata=metadata, actors=actors,
                    nodes=[history_node(n, SESSION) for n in nodes], events=[
             history_event(e) for e in json.loads(_recorded("GET /api/v0/cluster_events"))["data"]["result"]["result"]
         ])  # fmt: skip
@@ -263,6 +284,9 @@ def make_app(record: Record) -> Starlette:
         if path == "/api/v0/placement_groups":  # the session had none: stored empty, or the empty fallback
             return _envelope({"total": 0, "num_after_truncation": 0, "num_filtered": 0, "result": [],
                               "partial_failure_warning": "", "warnings": None})  # fmt: skip
+        if path == "/logical/actors":
+            actors = {a["actorId"]: a for a in record.actors}
+            return JSONResponse({"result": True, "msg": "All actors fetched.", "data": {"actors": actors}})
         if path == "/events":  # grouped by job id: "global" for events that name none
             grouped: dict[str, list[dict[str, Any]]] = {}
             for e in record.events:

@@ -101,14 +101,19 @@ async def test_cluster_status_shows_the_nodes_of_the_record_and_why_they_died(cl
     assert "Host CPU, memory and GPU use unknown" in text  # the History Server's /nodes holds placeholders
 
 
+async def test_actors_of_the_record_keep_the_death_text_without_a_guessed_reason(client: Client) -> None:
+    result = await call_ok(client, "list_actors", {"state": "DEAD"})
+    text = text_of(result)
+    assert first_text(result).startswith("HISTORY:") and "2 match" in text and "JobSupervisor" in text, text
+    assert "User requested to exit the actor" in text and "the record keeps the text only" in text
+
+
 async def test_a_route_the_record_lacks_answers_that_it_needs_a_live_cluster(client: Client) -> None:
-    result = await client.call_tool("list_actors", {})
+    result = await client.call_tool("serve_status", {})
     assert result.is_error
     text = text_of(result)
     assert (
-        text.startswith("HISTORY:")
-        and "keeps no GET /api/v0/actors" in text
-        and "needs a live cluster" in text
+        text.startswith("HISTORY:") and "keeps no GET /api/serve" in text and "needs a live cluster" in text
     )
 
 

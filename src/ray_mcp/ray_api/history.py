@@ -8,7 +8,7 @@ The cache is an LRU: a session evicted meanwhile answers 503 "reload via /enter_
 
 ``HistoryTransport`` is the one place that knows this: under the dashboard client (RayClient), it enters the
 cluster before the first request and again after an eviction, sends only the routes the History Server keeps
-(a route it lacks is refused here, naming what needs a live cluster), answers the State API's node and
+(a route it lacks is refused here, naming what needs a live cluster), answers the State API's node, actor and
 placement group lists and ``/api/version`` from the History Server's routes that hold the same facts
 (DERIVED), and finds a job by submission id, which the History Server's ``/api/jobs/<id>`` does not (it keys
 jobs by job id).
@@ -27,6 +27,7 @@ import anyio
 import httpx
 
 from ray_mcp.errors import InvalidArgument, NeedsLiveCluster
+from ray_mcp.shaping.actors import actor_summary_from_rows
 
 SCHEME = "history+"  # history+http://host:port/<namespace>/<kind>/<name>[/<session>]
 KINDS = ("raycluster", "rayjob", "rayservice")  # what /enter_cluster accepts
@@ -39,8 +40,12 @@ SERVED = re.compile(
 # Its catch-all /api/... serves what the collector fetched under the exact URL fetched (poll.go), so a State
 # API list is read whole from there and filtered here.
 NODES, VERSION, GROUPS = "/api/v0/nodes", "/api/version", "/api/v0/placement_groups"
+ACTORS, ACTOR_SUMMARY, JOBS = "/api/v0/actors", "/api/v0/actors/summarize", "/api/v0/jobs"
 DERIVED = {
+    JOBS: "/api/jobs/",
     NODES: "/nodes?view=summary",  # each node's last state, with its death reason
+    ACTORS: "/logical/actors",  # the dashboard's actor table: camelCase, its death cause as exitDetail text
+    ACTOR_SUMMARY: "/logical/actors",
     VERSION: "/api/v0/cluster_metadata",  # Ray's version, stored by the collector at start
     GROUPS: "/api/v0/placement_groups?detail=1&limit=10000",
 }
@@ -125,8 +130,28 @@ def node_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def state_page(rows: list[dict[str, Any]], params: httpx.QueryParams) -> dict[str, Any]:
-    """A State API list answer over ``rows``, with the request's filters (= and !=) and limit applied."""
+def actor_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The History Server's actor table (the dashboard's /logical/actors: camelCase) as State API actor rows.
+    It keeps an actor's death cause only as the text the dashboard shows (exitDetail), not which context or
+    reason Ray gave: the row says so rather than guess one."""
+    rows = []
+    for actor in (data.get("actors") or {}).values():
+        exit_detail = actor.get("exitDetail")
+        cause = {"exit_detail_context": {"reason": "UNKNOWN (the record keeps the text only)",
+                                         "error_message": exit_detail}} if exit_detail and exit_detail != "-" else None  # fmt: skip
+        rows.append({
+            "actor_id": actor.get("actorId"), "job_id": actor.get("jobId"), "state": actor.get("state"),
+            "pid": actor.get("pid"), "node_id": (actor.get("address") or {}).get("nodeId"),
+            "name": actor.get("name"), "class_name": actor.get("className") or actor.get("actorClass"),
+            "num_restarts": actor.get("numRestarts"), "required_resources": actor.get("requiredResources"),
+            "placement_group_id": actor.get("placementGroupId") or None, "repr_name": actor.get("reprName"),
+            "start_time": actor.get("startTime"), "end_time": actor.get("endTime"), "death_cause": cause,
+        })  # fmt: skip
+    return rows
+
+
+def filtered(rows: list[dict[str, Any]], params: httpx.QueryParams) -> list[dict[str, Any]]:
+    """The rows a State API request's filters (= and !=) keep."""
     wanted = zip(
         params.get_list("filter_keys"), params.get_list("filter_predicates"), params.get_list("filter_values"),
         strict=False,
@@ -135,6 +160,12 @@ def state_page(rows: list[dict[str, Any]], params: httpx.QueryParams) -> dict[st
     for key, predicate, value in wanted:
         same = predicate == "="
         matched = [r for r in matched if (str(r.get(key)) == value) == same]
+    return matched
+
+
+def state_page(rows: list[dict[str, Any]], params: httpx.QueryParams) -> dict[str, Any]:
+    """A State API list answer over ``rows``, with the request's filters and limit applied."""
+    matched = filtered(rows, params)
     limit = int(params.get("limit") or 100)
     result = {
         "total": len(rows), "num_after_truncation": len(rows), "num_filtered": len(matched),
@@ -197,11 +228,24 @@ class HistoryTransport(httpx.AsyncBaseTransport):
         body = await response.aread()
         if response.status_code != 200:
             return httpx.Response(response.status_code, content=body, request=request)
-        data = json.loads(body).get("data") or {}
+        decoded = json.loads(body)
+        if route == JOBS:  # the Jobs API's list holds the State API's job columns
+            answer: Any = state_page([j for j in decoded if isinstance(j, dict)], request.url.params)
+            return httpx.Response(200, json=answer, request=request)
+        data = decoded.get("data") or {}
         if route == VERSION:  # rest_response camelCases Ray's cluster metadata
-            answer: Any = {"ray_version": data.get("rayVersion") or "unknown", "session_name": self.session}
+            answer = {"ray_version": data.get("rayVersion") or "unknown", "session_name": self.session}
+        elif route == ACTOR_SUMMARY:
+            rows = filtered(actor_rows(data), request.url.params)
+            summary = {"node_id_to_summary": {"cluster": actor_summary_from_rows(rows)}}
+            answer = {"result": True, "msg": "", "data": {"result": {"total": len(rows), "result": summary}}}
         else:
-            rows = node_rows(data) if route == NODES else list((data.get("result") or {}).get("result") or [])
+            if route == NODES:
+                rows = node_rows(data)
+            elif route == ACTORS:
+                rows = actor_rows(data)
+            else:
+                rows = list((data.get("result") or {}).get("result") or [])
             answer = state_page(rows, request.url.params)
         return httpx.Response(200, json=answer, request=request)
 
@@ -209,8 +253,8 @@ class HistoryTransport(httpx.AsyncBaseTransport):
         return (
             f"The KubeRay History Server keeps no {route} for the terminated {self.ref.label}: that needs "
             "a live cluster. Its record serves get_job, list_jobs, tail_logs (job, task_id, or node and "
-            "filename), list_tasks, summarize_tasks, list_events, cluster_status, list_nodes, pg_status and "
-            "diagnose_job."
+            "filename), list_tasks, summarize_tasks, list_actors, list_events, cluster_status, list_nodes, "
+            "pg_status and diagnose_job."
         )
 
     async def _send(self, request: httpx.Request) -> httpx.Response:

@@ -140,6 +140,7 @@ class Record:
     metadata: dict[str, Any] = field(default_factory=dict)  # the collector's copy of /api/v0/cluster_metadata
     actors: list[dict[str, Any]] = field(default_factory=list)  # /logical/actors' entries
     loaded: bool = False  # in the History Server's snapshot cache (set by /enter_cluster)
+    live: bool = False  # the cluster still runs: /enter_cluster answers the session "live"
     entered: int = 0
     requests: list[str] = field(default_factory=list)
 
@@ -208,10 +209,11 @@ def make_app(record: Record) -> Starlette:
                 f"cluster {p['ns']}/{p['kind']}/{p['name']} with session {session} not found", status_code=404
             )
         record.loaded, record.entered = True, record.entered + 1
+        session = "live" if record.live else SESSION
         response = JSONResponse(
-            {"result": "success", "name": NAME, "namespace": NAMESPACE, "session": SESSION}
+            {"result": "success", "name": NAME, "namespace": NAMESPACE, "session": session}
         )
-        values = (f"{NAME}-abcde", NAMESPACE, SESSION, KIND, NAME)
+        values = (f"{NAME}-abcde", NAMESPACE, session, KIND, NAME)
         for key, value in zip(COOKIES, values, strict=True):
             response.set_cookie(key, value, max_age=600, path="/")
         return response

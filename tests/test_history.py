@@ -132,9 +132,11 @@ async def test_a_write_tool_is_refused_on_a_record_and_nothing_is_sent(
 ) -> None:
     result = await client.call_tool("submit_job", {"entrypoint": "python train.py"})
     assert result.is_error
-    assert "terminated cluster's record" in text_of(result) and "nothing was done" in text_of(result)
+    assert "read through a KubeRay History Server" in text_of(result) and "nothing was done" in text_of(
+        result
+    )
     stop = await client.call_tool("stop_job", {"job": record.failed_job["submission_id"]})
-    assert stop.is_error and "terminated cluster's record" in text_of(stop)
+    assert stop.is_error and "read through a KubeRay History Server" in text_of(stop)
     assert record.requests == []
 
 
@@ -155,7 +157,16 @@ async def test_an_unknown_record_names_the_list_of_what_the_history_server_keeps
     assert "no record of raycluster ml/nope" in text_of(result) and "/clusters" in text_of(result)
 
 
+async def test_a_cluster_the_history_server_reports_live_is_not_called_terminated(
+    client: Client, record: Record
+) -> None:
+    record.live = True  # the History Server passes a live session's requests to its dashboard
+    result = await call_ok(client, "list_jobs", {})
+    assert "still live" in first_text(result) and "terminated" not in first_text(result)
+
+
 def test_a_history_address_must_name_namespace_kind_and_name() -> None:
+    assert parse_address("history+http://hs:30080/ml/RayJob/train-lr").kind == "history"
     ok = parse_address("history+http://hs:30080/ml/rayjob/train-lr/" + SESSION)
     assert (ok.kind, ok.host, ok.port) == ("history", "hs", 30080)
     for bad in (

@@ -91,7 +91,7 @@ def parse_history_address(address: str) -> HistoryRef:
             f"{segments[1]!r} in {address!r} is not a KubeRay kind: expected one of {', '.join(KINDS)} "
             f"(e.g. {example})."
         )
-    if not all(_SEGMENT.fullmatch(s) for s in segments):  # they go into a URL path
+    if not all(_SEGMENT.fullmatch(s) for i, s in enumerate(segments) if i != 1):  # they go into a URL path
         raise InvalidArgument(
             f"{address!r} names a namespace, name or session that is not a Kubernetes name "
             "(lowercase letters, digits, '-' and '.') or a Ray session name (session_...)."
@@ -187,6 +187,12 @@ class HistoryTransport(httpx.AsyncBaseTransport):
 
     def notice(self) -> str:
         """The sentence every answer from this source starts with."""
+        if self.session == "live":  # the History Server proxies a cluster that still runs to its dashboard
+            return (
+                f"HISTORY: the KubeRay History Server reports {self.ref.label} still live, so these answers are "
+                "the live cluster's, passed on by it; write tools are refused here: for them, give ray-mcp the "
+                f"cluster's own address (k8s://{self.ref.namespace}/{self.ref.name} or its dashboard URL)."
+            )
         session = self.session or (None if self.ref.session == "latest" else self.ref.session)
         started = session_started(session) if session else None
         which = (
@@ -251,7 +257,7 @@ class HistoryTransport(httpx.AsyncBaseTransport):
 
     def refusal(self, route: str) -> str:
         return (
-            f"The KubeRay History Server keeps no {route} for the terminated {self.ref.label}: that needs "
+            f"The KubeRay History Server keeps no {route} for {self.ref.label}: that needs "
             "a live cluster. Its record serves get_job, list_jobs, tail_logs (job, task_id, or node and "
             "filename), list_tasks, summarize_tasks, list_actors, list_events, cluster_status, list_nodes, "
             "pg_status and diagnose_job."

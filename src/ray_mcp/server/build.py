@@ -111,8 +111,8 @@ class RayMCPServer(MCPServer[App]):
             raise InvalidArgument(f"{name} is not offered by this server: {self.hidden_tools[name]}.")
         if self.tool_kinds.get(name, "read") != "read" and self.app.reads_history():
             raise NeedsLiveCluster(
-                f"{name} changes a cluster, and this one is a terminated cluster's record (a history+ address, "
-                "read from the KubeRay History Server): nothing was done. Run it against a live cluster's address."
+                f"{name} changes a cluster, and this one is read through a KubeRay History Server (a history+ "
+                "address), which serves reads only: nothing was done. Run it against the live cluster's address."
             )
         tool = sdk_private.registered_tool(self, name)
         if tool is not None:

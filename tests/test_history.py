@@ -61,6 +61,12 @@ async def test_tail_logs_reads_the_driver_log_kept_in_the_record(client: Client,
     result = await call_ok(client, "tail_logs", {"job": record.failed_job["submission_id"]})
     assert first_text(result).startswith("HISTORY:")
     assert "ValueError: learning rate 0.1 is too high for this model" in text_of(result)
+    grep = await call_ok(
+        client, "tail_logs", {"job": record.failed_job["submission_id"], "grep": "Traceback"}
+    )
+    assert "Traceback (most recent call last)" in text_of(grep)
+    follow = await client.call_tool("tail_logs", {"job": record.failed_job["submission_id"], "follow_s": 2})
+    assert follow.is_error and "keeps no GET /api/v0/logs/stream" in text_of(follow)  # a record does not grow
 
 
 async def test_diagnose_job_names_the_cause_from_the_record(client: Client, record: Record) -> None:
@@ -70,6 +76,15 @@ async def test_diagnose_job_names_the_cause_from_the_record(client: Client, reco
     assert "ValueError" in text and "too high" in text, text
     # what the record does not keep is said to be unread, never taken for a clean check
     assert "needs a live cluster" in text or "History Server keeps no" in text, text
+
+
+async def test_the_job_resource_of_a_record_says_it_reads_history_first(
+    client: Client, record: Record
+) -> None:
+    sid = record.failed_job["submission_id"]
+    read = await client.read_resource(f"ray://jobs/{sid}")
+    text = read.contents[0].text  # type: ignore[union-attr]
+    assert text.startswith("HISTORY:") and "FAILED" in text and "too high for this model" in text, text
 
 
 async def test_tasks_of_the_record_are_listed_summarized_and_diagnosed(

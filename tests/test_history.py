@@ -16,6 +16,7 @@ from tests.history_server import KIND, NAME, NAMESPACE, SESSION, Record, serve
 from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.cluster import parse_address
+from ray_mcp.doctor import run_checks
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.settings import Settings
 
@@ -211,3 +212,15 @@ async def test_with_a_clusters_file_only_the_record_answers_as_history(
     assert live.is_error and "HISTORY" not in text_of(live) and "127.0.0.1:9" in text_of(live)
     assert stop.is_error and "changes a cluster, and this one is" not in text_of(stop)
     assert refused.is_error and "changes a cluster, and this one is" in text_of(refused)
+
+
+async def test_doctor_checks_the_record_and_skips_the_live_cluster_checks(
+    history_url: str, record: Record
+) -> None:
+    address = f"history+{history_url}/{NAMESPACE}/{KIND}/{NAME}"
+    checks = {c.name: c for c in await run_checks(Settings(address=address))}
+    assert checks["address"].status == "ok" and checks["history"].status == "ok", checks
+    assert f"keeps {len(record.jobs)} job(s)" in checks["history"].message
+    assert checks["dashboard"].status == "skip" and "history+" in checks["dashboard"].message
+    missing = {c.name: c for c in await run_checks(Settings(address=address.replace(NAME, "gone")))}
+    assert missing["history"].status == "FAIL" and "no record of rayjob ml/gone" in missing["history"].message

@@ -224,3 +224,12 @@ async def test_doctor_checks_the_record_and_skips_the_live_cluster_checks(
     assert checks["dashboard"].status == "skip" and "history+" in checks["dashboard"].message
     missing = {c.name: c for c in await run_checks(Settings(address=address.replace(NAME, "gone")))}
     assert missing["history"].status == "FAIL" and "no record of rayjob ml/gone" in missing["history"].message
+
+
+async def test_a_history_server_that_does_not_answer_is_named_not_the_cluster() -> None:
+    async with mcp_client(Settings(address=f"history+http://127.0.0.1:9/{NAMESPACE}/{KIND}/{NAME}")) as c:
+        result = await c.call_tool("list_jobs", {})
+    assert result.is_error and "Cannot reach the KubeRay History Server at http://127.0.0.1:9" in text_of(
+        result
+    )
+    assert "If the cluster is gone" not in text_of(result)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from ray_mcp.errors import InvalidArgument, NeedsLiveCluster
+from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NeedsLiveCluster
 from ray_mcp.shaping.actors import actor_summary_from_rows
 
 SCHEME = "history+"  # history+http://host:port/<namespace>/<kind>/<name>[/<session>]
@@ -263,10 +263,21 @@ class HistoryTransport(httpx.AsyncBaseTransport):
             "pg_status and diagnose_job."
         )
 
+    async def _inner(self, request: httpx.Request) -> httpx.Response:
+        """One request to the History Server; nothing listening there is said of it, not of the cluster (whose
+        absence is expected)."""
+        try:
+            return await self.inner.handle_async_request(request)
+        except httpx.ConnectError as exc:
+            raise ClusterUnavailable(
+                f"Cannot reach the KubeRay History Server at {self.ref.url} ({type(exc).__name__}: {exc}) for the "
+                f"record of {self.ref.label}. Check its address and port (its Service, or a port-forward to it)."
+            ) from exc
+
     async def _send(self, request: httpx.Request) -> httpx.Response:
         if self._cookies:
             request.headers["Cookie"] = self._cookies
-        return await self.inner.handle_async_request(request)
+        return await self._inner(request)
 
     async def _enter(self, headers: httpx.Headers) -> None:
         """GET /enter_cluster (with the client's headers: a proxy in front may want its credentials): the
@@ -274,7 +285,7 @@ class HistoryTransport(httpx.AsyncBaseTransport):
         async with self._lock:
             sent = {k: v for k, v in headers.items() if k.lower() != "cookie"}
             request = httpx.Request("GET", self.ref.url + self.ref.enter_path, headers=sent)
-            response = await self.inner.handle_async_request(request)
+            response = await self._inner(request)
             body = await response.aread()
             if response.status_code == 404:
                 raise InvalidArgument(
@@ -298,7 +309,7 @@ class HistoryTransport(httpx.AsyncBaseTransport):
         ended, which it does not record. None when unknown (best effort: the notice says so)."""
         cookie = {"Cookie": self._cookies or ""}
         request = httpx.Request("GET", self.ref.url + "/api/jobs/", headers={**headers, **cookie})
-        response = await self.inner.handle_async_request(request)
+        response = await self._inner(request)
         body = await response.aread()
         try:
             jobs = json.loads(body) if response.status_code == 200 else []

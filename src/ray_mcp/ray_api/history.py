@@ -26,8 +26,9 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NeedsLiveCluster
+from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NeedsLiveCluster, RayRequestFailed
 from ray_mcp.shaping.actors import actor_summary_from_rows
+from ray_mcp.text import quoted
 
 SCHEME = "history+"  # history+http://host:port/<namespace>/<kind>/<name>[/<session>]
 KINDS = ("raycluster", "rayjob", "rayservice")  # what /enter_cluster accepts
@@ -234,11 +235,13 @@ class HistoryTransport(httpx.AsyncBaseTransport):
         body = await response.aread()
         if response.status_code != 200:
             return httpx.Response(response.status_code, content=body, request=request)
-        decoded = json.loads(body)
+        decoded = json.loads(body)  # not JSON: a ValueError, which dashboard_errors maps
         if route == JOBS:  # the Jobs API's list holds the State API's job columns
-            answer: Any = state_page([j for j in decoded if isinstance(j, dict)], request.url.params)
+            jobs = [j for j in decoded if isinstance(j, dict)] if isinstance(decoded, list) else []
+            answer: Any = state_page(jobs, request.url.params)
             return httpx.Response(200, json=answer, request=request)
-        data = decoded.get("data") or {}
+        data = decoded.get("data") if isinstance(decoded, dict) else None
+        data = data if isinstance(data, dict) else {}
         if route == VERSION:  # rest_response camelCases Ray's cluster metadata
             answer = {"ray_version": data.get("rayVersion") or "unknown", "session_name": self.session}
         elif route == ACTOR_SUMMARY:
@@ -291,11 +294,14 @@ class HistoryTransport(httpx.AsyncBaseTransport):
                 raise InvalidArgument(
                     f"The KubeRay History Server at {self.ref.url} has no record of {self.ref.label}"
                     + (f" session {self.ref.session}" if self.ref.session != "latest" else "")
-                    + f": {body.decode(errors='replace')[:200]}. Its GET /clusters lists the clusters and "
-                    "sessions it keeps; correct the history+ address."
+                    + f": it says {quoted(body.decode(errors='replace')[:200])}. Its GET /clusters lists the "
+                    "clusters and sessions it keeps; correct the history+ address."
                 )
             if response.status_code != 200:
-                response.raise_for_status()  # dashboard_errors maps it
+                raise RayRequestFailed(
+                    f"The KubeRay History Server at {self.ref.url} could not open the record of {self.ref.label}: "
+                    f"HTTP {response.status_code} {quoted(body.decode(errors='replace')[:200])}."
+                )
             cookies = httpx.Response(200, headers=response.headers, request=request).cookies
             try:
                 self.session = str(json.loads(body).get("session") or "") or None

@@ -464,6 +464,9 @@ async def test_an_unknown_name_says_what_exists_to_look_for(kube: Any) -> None:
     async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/nope")) as client:
         result = await client.call_tool("cluster_status", {})
     assert result.is_error and "No RayCluster, RayJob or RayService 'nope'" in text_of(result)
+    assert f"history+http://<history-server>:<port>/{NS}/<kind>/nope" in text_of(
+        result
+    )  # where a record may be
 
 
 def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:

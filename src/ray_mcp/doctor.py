@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from ray_mcp.cluster import ADDRESS_FORMS
 from ray_mcp.guard.redaction import clean_text, remember_settings_secrets
 from ray_mcp.limits import DOCTOR_APPS_NAMED
+from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.settings import Settings
 from ray_mcp.text import quoted, single_line
 
@@ -338,6 +339,27 @@ def check_upload_roots(p: Probe) -> Check:
     return Check("uploads", "ok", f"local uploads allowed under {', '.join(map(str, roots))} ({where}).")
 
 
+async def check_history(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> Check:
+    """A history+ address: the History Server enters the session and answers its job list."""
+    from ray_mcp.errors import RayMCPError
+    from ray_mcp.ray_api.client import RayClient
+    from ray_mcp.ray_api.history import HistoryTransport, parse_history_address
+
+    ref = parse_history_address(str(settings.address))
+    history = HistoryTransport(ref, transport)
+    client = RayClient(ref.url, timeout_s=settings.request_timeout_s, transport=history,
+                       headers=settings.dashboard_request_headers())  # fmt: skip
+    try:
+        jobs = await client.job_rows()
+    except RayMCPError as exc:
+        return Check("history", "FAIL", str(exc).split(". ")[0] + ".", "correct the history+ address.")
+    finally:
+        await client.aclose()
+    return Check(
+        "history", "ok", f"{history.notice().removeprefix('HISTORY: ')} It keeps {len(jobs)} job(s)."
+    )
+
+
 # In order: each may use what the previous ones learned (the head node, the dashboard's Ray version).
 CLUSTER_CHECKS: list[tuple[str, Callable[[Probe], Awaitable[Check]]]] = [
     ("dashboard", check_dashboard),
@@ -367,6 +389,11 @@ async def run_checks(
         probe = Probe(settings, http)
         checks = [await check_address(probe)]
         reason = "no cluster to check" if probe.dashboard_url is None else ""
+        if not reason and (settings.address or "").strip().startswith(HISTORY_SCHEME):
+            checks.append(await check_history(settings, http_transport))
+            reason = (
+                "a terminated cluster's record (history+ address): the live cluster's checks do not apply"
+            )
         for name, check in CLUSTER_CHECKS:
             if reason:
                 checks.append(Check(name, "skip", f"{reason}."))

@@ -5,6 +5,7 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
 
     RayMCPError (ToolError)
     ├── InvalidArgument        the caller's input is wrong; nothing was sent to the cluster
+    │   └── NeedsLiveCluster   asked of a terminated cluster's record (History Server) what only a live one has
     ├── NotFound               the id or name does not exist in the cluster
     ├── ClusterUnavailable     the cluster could not be reached, or the embedded one failed to start
     │   └── DashboardTimeout   the dashboard accepted the request but did not answer in time
@@ -38,6 +39,10 @@ class InvalidArgument(RayMCPError):
     """The caller's input is wrong. Nothing was changed in the cluster."""
 
 
+class NeedsLiveCluster(InvalidArgument):
+    """The source is a terminated cluster's record (a history+ address), which does not keep what was asked."""
+
+
 class NotFound(RayMCPError):
     """The id or name the caller gave does not exist."""
 
@@ -68,11 +73,25 @@ def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
     )
 
 
-def unreachable(address: str, cause: str) -> ClusterUnavailable:
+# What a refused connection may mean: the cluster is gone. Said where it is found, with what is left and where
+# (worded so that its Ray concepts do not crowd out the dashboard's page among the error's links).
+GONE = (
+    "If the cluster is gone (its head stopped or restarted, its RayCluster deleted, its nodes scaled down), what "
+    "only its head held is lost with it: what the State API lists (tasks, objects, events and the rest), and the "
+    "submitted jobs' records unless the GCS is fault tolerant (external Redis), which keeps them across a head "
+    "restart. "
+    "Log files stay on the disk of each node that survives, under its Ray temp dir (/tmp/ray/session_*/logs by "
+    "default). A KubeRay History Server that collected the cluster keeps its record: read it with --address "
+    "history+http://host:port/namespace/kind/name."
+)
+
+
+def unreachable(address: str, cause: str, *, gone: bool = False) -> ClusterUnavailable:
+    """``gone``: nothing accepts connections there, so the cluster may no longer exist (GONE says what then)."""
     return ClusterUnavailable(
         f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
         "the head node) and that the dashboard is reachable from this machine; pass the right address with "
-        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})."
+        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})." + (f" {GONE}" if gone else "")
     )
 
 
@@ -103,7 +122,8 @@ def dashboard_errors(
             "or raise --request-timeout-s (RAY_MCP_REQUEST_TIMEOUT_S)."
         ) from exc
     except httpx.TransportError as exc:
-        raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
+        gone = isinstance(exc, httpx.ConnectError)  # refused, or no such host: not a slow or broken answer
+        raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}", gone=gone) from exc
     except httpx.InvalidURL as exc:  # an argument too long (or malformed) to fit in the request's URL
         raise InvalidArgument(
             f"Cannot ask the Ray dashboard at {url} for {what}: an argument does not fit in a URL ({exc}). "

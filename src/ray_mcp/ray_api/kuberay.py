@@ -172,7 +172,9 @@ class Kube:
         raise NotFound(
             f"No RayCluster, RayJob or RayService {name!r} in namespace {self.namespace!r} (context "
             f"{self.context or 'in-cluster'}). List them with `kubectl get rayclusters,rayjobs,rayservices "
-            f"-n {self.namespace}`."
+            f"-n {self.namespace}`. If it was deleted (a RayJob's cluster is, once its job ends), its pods' logs "
+            "and its head's state went with it; a KubeRay History Server that collected it keeps its record: "
+            f"--address history+http://<history-server>:<port>/{self.namespace}/<kind>/{name}."
         )
 
     async def list_ray(self, plural: str) -> list[dict[str, Any]]:

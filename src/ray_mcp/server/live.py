@@ -255,6 +255,8 @@ async def read_job(app: App, submission_id: str) -> str:
     except RayMCPError as exc:
         raise ResourceError(str(exc)) from None
     parts = [render_job(info), ""]
+    if (history := app.history_of_call()) is not None:  # a terminated cluster's record says so first
+        parts.insert(0, history.notice())
     try:
         target = LogTarget(job=submission_id)
         tail = await api.logs.tail(target, lines=JOB_LOG_TAIL_LINES, max_bytes=JOB_LOG_TAIL_BYTES)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,95 @@ async def test_a_k8s_address_reaches_the_real_ray_head_through_the_service_proxy
         "get",
         "services/proxy",
     ) in state.used  # the Ray tools went through the proxy, with the exec token
+
+
+async def test_submit_job_uploads_and_runs_through_the_service_proxy_with_the_kubeconfigs_credentials(
+    kube: Any, tmp_path: Path
+) -> None:
+    """Ray's Job SDK sends with its own HTTP client: through the proxy it carried none of the kubeconfig's
+    credentials (a 401 blamed on Ray's token). Its requests now ride the cluster's one HTTP client."""
+    state, kubeconfig = kube
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "answer.py").write_text(
+        "import ray\nray.init()\nprint('answer', ray.get(ray.remote(lambda: 42).remote()))\n"
+    )
+    settings = settings_for(kubeconfig, allow_destructive=True, upload_roots=[tmp_path])
+    async with mcp_client(settings) as client:
+        submitted = await call_ok(
+            client,
+            "submit_job",
+            {"entrypoint": "python answer.py", "runtime_env": {"working_dir": str(code)}},
+        )
+        assert submitted.structured_content is not None and submitted.structured_content["uploaded"]
+        job = submitted.structured_content["submission_id"]
+        info = await wait_until(client, job, {"SUCCEEDED", "FAILED", "STOPPED"})
+        log = text_of(await call_ok(client, "tail_logs", {"job": job}))
+        await call_ok(client, "delete_job", {"job": job, "confirm": await confirm_token(client, job)})
+    assert info["status"] == "SUCCEEDED", (info, log[-500:])
+    assert "answer 42" in log
+    # the upload (PUT: update), the submission (POST: create) and the deletion went through the proxy
+    assert {
+        ("create", "services/proxy"),
+        ("update", "services/proxy"),
+        ("delete", "services/proxy"),
+    } <= state.used
+
+
+async def confirm_token(client: Client, job: str) -> str:
+    first = await call_ok(client, "delete_job", {"job": job})
+    assert first.structured_content is not None
+    return str(first.structured_content["confirm_token"])
+
+
+async def test_the_api_servers_own_refusals_of_the_proxy_name_the_rbac_verb_or_the_head(kube: Any) -> None:
+    """A 403 of the API server (RBAC) or its 503 (no ready endpoint behind the head service) is not the Ray
+    dashboard refusing its token: each says what Kubernetes wants."""
+    state, kubeconfig = kube
+    state.forbidden.add(("create", "services/proxy"))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        refused = await client.call_tool("submit_job", {"entrypoint": "python -c 'print(1)'"})
+        assert refused.is_error, text_of(refused)
+        assert "RBAC verb create on services/proxy" in text_of(refused), text_of(refused)
+        assert "RAY_AUTH_TOKEN" not in text_of(refused)
+        del state.dashboards[HEAD_SVC]  # the head pod is not Ready: the service has no endpoint
+        down = await client.call_tool("list_jobs", {})
+    assert down.is_error and "no endpoints available" in text_of(down) and "kuberay_status" in text_of(down)
+
+
+async def test_the_gcs_only_facts_say_they_are_unknown_from_outside_the_cluster(
+    kube: Any, ray_cluster: Any
+) -> None:
+    """The API server proxies HTTP only: what needs the GCS (gRPC) says so and how to get it, never a crash."""
+    _state, kubeconfig = kube
+    driver = (
+        'python -c "import ray, time; ray.init(); from ray.util.placement_group import placement_group; '
+        "pg = placement_group([{'CPU': 1}], strategy='STRICT_PACK', name='h28pg'); ray.get(pg.ready()); "
+        "A = ray.remote(num_cpus=0)(type('A', (), {'ping': lambda self: 1})); a = A.options(name='h28a').remote(); "
+        "ray.get(a.ping.remote()); print('actor' + 'up', flush=True); time.sleep(120)\""
+    )
+    async with mcp_client(settings_for(kubeconfig, allow_destructive=True)) as client:
+        job = (await call_ok(client, "submit_job", {"entrypoint": driver})).structured_content[
+            "submission_id"
+        ]  # type: ignore[index]
+        try:
+            await wait_until(client, job, {"RUNNING"})
+            with anyio.fail_after(120):
+                while "actorup" not in text_of(await call_ok(client, "tail_logs", {"job": job})):
+                    await anyio.sleep(0.5)
+            pgs = text_of(await call_ok(client, "pg_status", {"placement_group": "h28pg"}))
+            actors = await call_ok(client, "list_actors", {"name": "h28a"})
+            actor = actors.structured_content["actors"][0]["actor_id"]  # type: ignore[index]
+            first = await call_ok(client, "kill_actor", {"actor_id": actor})
+            token = re.search(r"confirm='([^']+)'", text_of(first))
+            assert token, text_of(first)
+            kill = await client.call_tool("kill_actor", {"actor_id": actor, "confirm": token.group(1)})
+        finally:
+            await call_ok(client, "stop_job", {"job": job})
+    assert "h28pg" in pgs and "unknown from outside the kubernetes cluster" in pgs.lower(), pgs
+    assert "run ray-mcp in a pod of the cluster" in pgs
+    assert kill.is_error and "Unknown from outside the Kubernetes cluster" in text_of(kill), text_of(kill)
+    assert "No GCS found" not in pgs + text_of(kill)  # not the hint for a bare dashboard address
 
 
 async def test_the_default_tools_list_has_no_kubernetes_tools_and_a_flag_adds_them() -> None:
@@ -477,5 +567,8 @@ def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:
         ("list", "pods"), ("get", "pods"), ("get", "pods/log"), ("list", "events"), ("get", "services"),
         ("get", "services/proxy"),
     }  # fmt: skip
-    writes = {("patch", "rayclusters.ray.io"), ("delete", "rayjobs.ray.io")}
+    writes = {
+        ("patch", "rayclusters.ray.io"), ("delete", "rayjobs.ray.io"),
+        ("create", "services/proxy"), ("update", "services/proxy"), ("delete", "services/proxy"),
+    }  # fmt: skip
     assert granted() == reads | writes

@@ -21,7 +21,7 @@ from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
 from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
 from ray_mcp.ray_api import RayAPI
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.ray_api.kuberay import RayTarget
+from ray_mcp.ray_api.kuberay import PROXY_NO_GCS, RayTarget
 from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
@@ -71,11 +71,11 @@ class Connection:
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
             SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
-            transport, gcs_lookup = self._http_transport, self._gcs_lookup
+            transport, gcs_lookup, gcs_out_of_reach = self._http_transport, self._gcs_lookup, None
             if resolved.kube is not None and transport is None:
                 transport = resolved.kube.kube.proxy_transport()
             if resolved.kube is not None and not resolved.kube.kube.in_cluster:
-                gcs_lookup = None  # the API server proxies HTTP only: the GCS (gRPC) is out of reach
+                gcs_lookup, gcs_out_of_reach = None, PROXY_NO_GCS  # the API server proxies HTTP only
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
@@ -85,6 +85,7 @@ class Connection:
                 transport=transport,
                 gcs_address=resolved.gcs_address,
                 gcs_lookup=gcs_lookup,
+                gcs_out_of_reach=gcs_out_of_reach,
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
                 local_logs=s.local_logs,

@@ -436,6 +436,81 @@ async def test_a_rayservice_whose_pending_cluster_never_gets_ready_is_an_upgrade
     assert ray_side
 
 
+async def test_a_rayjob_whose_submitter_hit_its_backoff_limit_shows_the_submitter_pods_and_log(
+    kube: Any,
+) -> None:
+    """The submitter (a Kubernetes Job named after the RayJob) started before the head's dashboard answered,
+    failed every retry, and the Job hit its backoffLimit: Ray never saw a job."""
+    state, kubeconfig = kube
+    rj = sample("ray-job.sample.yaml", "RayJob")
+    rj["status"] = {
+        "jobDeploymentStatus": "Failed", "jobStatus": "", "jobId": "rayjob-sample-x7k2p", "rayClusterName": CLUSTER,
+        "reason": "SubmissionFailed",
+        "message": "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the "
+        "specified backoff limit", "failed": 3,
+    }  # fmt: skip
+    state.put(validate(rj))
+    for n in range(3):  # KubeRay's submitter Job: backoffLimit 2, so three pods, each exited 1
+        name = f"rayjob-sample-sub{n}"
+        state.put(validate({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "creationTimestamp": f"2026-12-01T10:0{n}:00Z",
+                         "labels": {"job-name": "rayjob-sample", "batch.kubernetes.io/job-name": "rayjob-sample"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter", "image": "rayproject/ray:2.46.0"}]},
+            "status": {"phase": "Failed", "containerStatuses": [{
+                "name": "ray-job-submitter", "image": "rayproject/ray:2.46.0", "imageID": "", "ready": False,
+                "restartCount": 0, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]},
+        }))  # fmt: skip
+        state.logs[(name, "ray-job-submitter", False)] = (
+            "Traceback (most recent call last):\n  ...\nConnectionError: Failed to connect to Ray at address: "
+            f"http://{HEAD_SVC}.default.svc.cluster.local:8265.\n"
+        )
+    state.put(
+        event("Job", "rayjob-sample", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    )
+    async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayjob-sample")) as client:
+        text, data = await status_text(client)
+        log = text_of(await call_ok(client, "kuberay_logs", {"pod": "submitter"}))
+    assert text[:300].startswith("RAYJOB FAILED: RayJob default/rayjob-sample"), text[:300]
+    assert "BackoffLimitExceeded" in text[:300]
+    submitters = [p for p in data["pods"] if p["node_type"] == "submitter"]
+    assert len(submitters) == 3 and all(p["phase"] == "Failed" for p in submitters)
+    assert "Failed to connect to Ray at address" in text  # the newest failed submitter's log tail
+    assert any(
+        e["reason"] == "BackoffLimitExceeded" and e["object"] == "Job/rayjob-sample" for e in data["events"]
+    )
+    assert "Failed to connect to Ray" in log
+
+
+async def test_a_rayservice_whose_serve_app_keeps_failing_names_the_app_and_its_message(kube: Any) -> None:
+    """The pending cluster is ready but its Serve app fails to deploy: the upgrade never finishes, and on the
+    active cluster the same failure makes KubeRay replace the cluster again and again."""
+    state, kubeconfig = kube
+    pending = "rayservice-sample-raycluster-v2"
+    state.put(raycluster(pending))
+    state.put(head_pod(pending))
+    failure = "ModuleNotFoundError: No module named 'fruit_v2'"
+    rs = sample("ray-service.sample.yaml", "RayService")
+    rs["status"] = {
+        "serviceStatus": "Running",
+        "activeServiceStatus": {"rayClusterName": CLUSTER, "applicationStatuses": {"fruit_app": {"status": "RUNNING"}}},
+        "pendingServiceStatus": {"rayClusterName": pending, "applicationStatuses": {
+            "fruit_app": {"status": "DEPLOY_FAILED", "message": failure}}},
+        "conditions": [{"type": "UpgradeInProgress", "status": "True", "reason": "BothActivePendingClustersExist",
+                        "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}],
+    }  # fmt: skip
+    state.put(validate(rs))
+    state.put(event("RayService", "rayservice-sample", "CreatedRayCluster", f"Created RayCluster {pending}",
+                    warning=False, count=9))  # fmt: skip
+    state.put(head_service("rayservice-sample-head-svc"))
+    state.dashboards["rayservice-sample-head-svc"] = state.dashboards[HEAD_SVC]
+    async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayservice-sample")) as client:
+        text, _ = await status_text(client)
+    assert text[:300].startswith("SERVE APP FAILING: RayService default/rayservice-sample"), text[:300]
+    assert "fruit_app" in text[:300] and "DEPLOY_FAILED" in text[:300] and "fruit_v2" in text[:300]
+    assert "upgrade cannot finish" in text and "CreatedRayCluster x9" in text
+
+
 # -- diagnosis joins the layers -------------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ RAY_KINDS = (("rayclusters", "RayCluster"), ("rayjobs", "RayJob"), ("rayservices
 CLUSTER_LABEL = "ray.io/cluster"  # KubeRay labels every pod (and the head service) with its RayCluster
 NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
 GROUP_LABEL = "ray.io/group"  # the worker group (headgroup for the head)
+JOB_NAME_LABEL = "job-name"  # what Kubernetes labels a Job's pods with: a RayJob's submitter Job has its name
 DASHBOARD_PORT_NAME = "dashboard"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 EXTRA_HINT = "Install the Kubernetes client with: pip install 'ray-mcp[kubernetes]'."

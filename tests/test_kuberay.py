@@ -220,6 +220,40 @@ async def test_submit_job_uploads_and_runs_through_the_service_proxy_with_the_ku
     } <= state.used
 
 
+RAY_TOKEN = "a-ray-token-behind-the-kubernetes-proxy"
+
+
+@pytest.fixture(scope="module")
+def token_head() -> Iterator[Any]:
+    """A head in Ray's token mode of its own (not the session's): run its test alone (-k) to keep one head."""
+    from tests.conftest import local_head
+
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": RAY_TOKEN}
+    with local_head(num_cpus=1, extra_env=env, headers={"Authorization": f"Bearer {RAY_TOKEN}"}) as head:
+        yield head
+
+
+async def test_rays_own_token_reaches_a_token_mode_head_through_the_proxy(
+    token_head: Any, tmp_path: Path
+) -> None:
+    """The API server takes Authorization for itself (the kubeconfig's token) and strips it; Ray's token rides
+    X-Ray-Authorization, which Ray reads behind proxies."""
+    state = KubeState()
+    for obj in (raycluster(), head_service(), head_pod()):
+        state.put(obj)
+    state.dashboards[HEAD_SVC] = token_head.dashboard_url
+    with serve(state) as url:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
+        async with mcp_client(settings_for(kubeconfig, ray_auth_token=RAY_TOKEN)) as client:
+            listed = await client.call_tool("list_jobs", {})
+            job = await call_ok(client, "submit_job", {"entrypoint": "python -c 'print(7 * 6)'"})
+        async with mcp_client(settings_for(kubeconfig, ray_auth_token="not-the-token")) as wrong:
+            refused = await wrong.call_tool("list_jobs", {})
+    assert not listed.is_error, text_of(listed)
+    assert job.structured_content is not None and job.structured_content["submission_id"]
+    assert refused.is_error and "refused the token" in text_of(refused), text_of(refused)
+
+
 async def confirm_token(client: Client, job: str) -> str:
     first = await call_ok(client, "delete_job", {"job": job})
     assert first.structured_content is not None

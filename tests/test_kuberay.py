@@ -254,6 +254,21 @@ async def test_rays_own_token_reaches_a_token_mode_head_through_the_proxy(
     assert refused.is_error and "refused the token" in text_of(refused), text_of(refused)
 
 
+async def test_the_doctor_checks_a_k8s_address_through_the_proxy(kube: Any) -> None:
+    """`ray-mcp doctor --address k8s://...` probes the dashboard with the kubeconfig's credentials (it got the
+    API server's 401 before) and says the GCS is out of reach through the proxy, not to pass host:6379."""
+    from ray_mcp.doctor import run_checks
+
+    _state, kubeconfig = kube
+    checks = {c.name: c for c in await run_checks(settings_for(kubeconfig))}
+    assert checks["address"].status == "ok" and "/proxy" in checks["address"].message
+    for name in ("dashboard", "ray", "serve"):
+        assert checks[name].status in ("ok", "warn") and "401" not in checks[name].message, checks[name]
+    assert checks["dashboard"].status == "ok", checks["dashboard"]
+    assert checks["gcs"].status == "warn" and "Kubernetes API server's service proxy" in checks["gcs"].message
+    assert "pod of the cluster" in checks["gcs"].fix
+
+
 async def confirm_token(client: Client, job: str) -> str:
     first = await call_ok(client, "delete_job", {"job": job})
     assert first.structured_content is not None

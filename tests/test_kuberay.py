@@ -560,6 +560,34 @@ async def test_a_rayservice_whose_serve_app_keeps_failing_names_the_app_and_its_
     assert "upgrade cannot finish" in text and "CreatedRayCluster x9" in text
 
 
+CRASHING_HEAD = {"phase": "Running", "containerStatuses": [{
+    "name": "ray-head", "image": "rayproject/ray:2.46.0", "imageID": "", "ready": False, "restartCount": 7,
+    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
+    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}  # fmt: skip
+EVICTED_WORKER = {"phase": "Failed", "reason": "Evicted",
+                  "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("node_type", "status", "verdict", "says"),
+    [
+        ("head", CRASHING_HEAD, "CRASH LOOPING:", "CrashLoopBackOff"),
+        ("worker", EVICTED_WORKER, "EVICTED:", "low on resource: memory"),
+    ],
+    ids=["crash-looping-head", "evicted-worker"],
+)
+async def test_other_pod_failure_classes_are_the_verdict(
+    kube: Any, node_type: str, status: dict[str, Any], verdict: str, says: str
+) -> None:
+    state, kubeconfig = kube
+    name = f"{CLUSTER}-head-abcde" if node_type == "head" else f"{CLUSTER}-workergroup-worker-x5"
+    group = "headgroup" if node_type == "head" else "workergroup"
+    state.put(pod(name, CLUSTER, node_type, group=group, status=status))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        text, _ = await status_text(client)
+    assert text[:300].startswith(verdict) and says in text[:300] and name in text[:300], text[:300]
+
+
 # -- diagnosis joins the layers -------------------------------------------------------------------------------
 
 

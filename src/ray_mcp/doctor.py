@@ -9,6 +9,7 @@ such ("skip", with the reason), never as passed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -57,6 +58,8 @@ class Probe:
     gcs_address: str | None = None
     head_node_id: str | None = None
     cluster_ray_version: str | None = None
+    # a k8s:// address reached through the API server's service proxy: its credentials, and no GCS from here
+    proxy_transport: httpx.AsyncBaseTransport | None = None
 
     async def get(self, path: str, **params: Any) -> httpx.Response:
         return await self.http.get(f"{self.dashboard_url}{path}", params=params or None)
@@ -95,6 +98,10 @@ async def check_address(p: Probe) -> Check:
     finally:
         await manager.aclose()
     p.dashboard_url, p.gcs_address = resolved.dashboard_url.rstrip("/"), resolved.gcs_address
+    if (
+        resolved.kube is not None
+    ):  # its credentials outlive the manager: the transport holds the configuration
+        p.proxy_transport = resolved.kube.kube.proxy_transport()
     given = f" (from {configured})" if configured and configured.rstrip("/") != p.dashboard_url else ""
     return Check("address", "ok", f"dashboard {p.dashboard_url}{given}, {resolved.source} cluster.")
 
@@ -235,6 +242,13 @@ async def check_gcs_direct(p: Probe, seen: str) -> Check:
     from ray_mcp.ray_api.gcs import find_gcs_for_dashboard
 
     assert p.dashboard_url is not None
+    if p.proxy_transport is not None:
+        return Check(
+            "gcs", "warn",
+            f"{seen}, but the GCS (gRPC) is out of reach through the Kubernetes API server's service proxy (HTTP "
+            "only): kill_actor fails and the GCS-only facts (placement group strategies, actor owners) say unknown.",
+            "run ray-mcp in a pod of the cluster for them (docs/kubernetes.md).",
+        )  # fmt: skip
     address = p.gcs_address
     try:
         if address is None:
@@ -380,14 +394,18 @@ async def run_checks(
     verify: Any = (
         str(settings.dashboard_ca_file) if settings.dashboard_ca_file else settings.dashboard_verify_tls
     )
-    async with httpx.AsyncClient(
-        timeout=settings.request_timeout_s,
-        headers=settings.dashboard_request_headers(),
-        verify=verify,
-        transport=http_transport,
-    ) as http:
-        probe = Probe(settings, http)
+
+    def client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            timeout=settings.request_timeout_s, headers=settings.dashboard_request_headers(), verify=verify,
+            transport=transport,
+        )  # fmt: skip
+
+    async with contextlib.AsyncExitStack() as stack:
+        probe = Probe(settings, await stack.enter_async_context(client(http_transport)))
         checks = [await check_address(probe)]
+        if probe.proxy_transport is not None and http_transport is None:
+            probe.http = await stack.enter_async_context(client(probe.proxy_transport))
         reason = "no cluster to check" if probe.dashboard_url is None else ""
         if not reason and (settings.address or "").strip().startswith(HISTORY_SCHEME):
             checks.append(await check_history(settings, http_transport))

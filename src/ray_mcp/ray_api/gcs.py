@@ -230,9 +230,12 @@ class Gcs:
         lookup: GcsLookup | None,
         authorization: str | None,
         timeout_s: float,
+        out_of_reach: str | None = None,
     ) -> None:
         self.dashboard_url = dashboard
         self.address = address  # known for embedded clusters and GCS addresses; else found by ``lookup``
+        # why no GCS can be reached from here at all (a Kubernetes service proxy), told instead of looking
+        self.out_of_reach = out_of_reach
         self.timeout_s = timeout_s
         self._lookup = lookup
         self._authorization = authorization
@@ -281,6 +284,8 @@ class Gcs:
                 self.address = lookup.gcs_of(self.dashboard_url, min(self.timeout_s, LOOKUP_TIMEOUT_S))
                 if self.address is None:
                     self._missed_at = time.monotonic()
+            if self.address is None and self.out_of_reach:
+                raise ClusterUnavailable(self.out_of_reach.format(what=what))
             if self.address is None:
                 raise ClusterUnavailable(
                     f"No GCS found for the dashboard at {self.dashboard_url}: it is reached alone, or its GCS is "

@@ -24,7 +24,7 @@ from ray_mcp.ray_api.client import http_verify
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.ray_api.history import HistoryTransport
-from ray_mcp.ray_api.kuberay import RayTarget
+from ray_mcp.ray_api.kuberay import PROXY_NO_GCS, RayTarget
 from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
@@ -75,11 +75,11 @@ class Connection:
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
             SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
-            transport, gcs_lookup = self._http_transport, self._gcs_lookup
+            transport, gcs_lookup, gcs_out_of_reach = self._http_transport, self._gcs_lookup, None
             if resolved.kube is not None and transport is None:
                 transport = resolved.kube.kube.proxy_transport()
             if resolved.kube is not None and not resolved.kube.kube.in_cluster:
-                gcs_lookup = None  # the API server proxies HTTP only: the GCS (gRPC) is out of reach
+                gcs_lookup, gcs_out_of_reach = None, PROXY_NO_GCS  # the API server proxies HTTP only
             self.history = None
             if resolved.history is not None:  # a record, not a cluster: no GCS, no log read from this disk
                 verify = str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls
@@ -97,6 +97,7 @@ class Connection:
                 transport=transport,
                 gcs_address=resolved.gcs_address,
                 gcs_lookup=gcs_lookup,
+                gcs_out_of_reach=gcs_out_of_reach,
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
                 local_logs=s.local_logs and self.history is None,

@@ -162,8 +162,9 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
     g = Graph(ev)
     chains = node_chains(g)
     chains += draining_chains(g)
-    chains += serve_chains(g)
     chains += serve_app_chains(g)
+    covered = set().union(*(c.subjects for c in chains)) if chains else set()
+    chains += [c for c in serve_chains(g) if not c.subjects <= covered]
     covered = set().union(*(c.subjects for c in chains)) if chains else set()
     for c in [*failed_task_chains(g, None), *actor_chains(g, None, "RUNNING"), *pending_chains(g, None)]:
         if c.subjects and c.subjects <= covered:

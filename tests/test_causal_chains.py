@@ -731,8 +731,11 @@ async def test_a_serve_replica_failing_its_health_check_in_a_loop_is_named_with_
         # UNHEALTHY from a failed check until the new replica passes one: ask until the answer catches it.
         with anyio.fail_after(300):
             while True:
-                verdict = (await call_ok(mcp, "cluster_health", {})).structured_content["verdict"]
-                if "Reranker" in verdict and "health_check_period_s 1" in verdict:
+                health = (await call_ok(mcp, "cluster_health", {})).structured_content
+                if any(
+                    f["kind"] == "serve_loop" and "health_check_period_s 1" in f["title"]
+                    for f in health["findings"]
+                ):
                     break
                 await anyio.sleep(2)
         await check_cluster_and_record(head, "serve_health_loop")

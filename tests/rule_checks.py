@@ -3,6 +3,7 @@ evidence with RAY_MCP_RECORD=1) and their unit tests over those recordings (test
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ray_mcp.diagnosis import report
@@ -58,6 +59,8 @@ def node_affinity(ev: GraphInputs) -> None:
         text
     )
     assert "held by" not in text and "contention" not in text, text
+    assert re.search(r'actor "ShardCache" \(\w+\) could not be scheduled: hard node affinity \(soft=False\) to a '
+                     f"gone node; the last node to die: node {dead_nodes(ev)[0][:12]}", text), text  # fmt: skip
 
 
 def worker_killed(ev: GraphInputs) -> None:

@@ -639,12 +639,22 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 ray.init()
 
+@ray.remote(num_cpus=0)
+class ShardCache:
+    def ping(self):
+        return 1
+
 @ray.remote(num_cpus=0, max_retries=0)
 def read_local_shard():
     return 1
 
 node = open("node_id").read().strip()
 hard = NodeAffinitySchedulingStrategy(node, soft=False)
+cache = ShardCache.options(scheduling_strategy=hard).remote()
+try:
+    ray.get(cache.ping.remote())
+except ray.exceptions.ActorUnschedulableError as e:
+    print("cache unavailable:", type(e).__name__, flush=True)
 print(ray.get(read_local_shard.options(scheduling_strategy=hard).remote()))
 """
 

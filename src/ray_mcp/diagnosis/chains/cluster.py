@@ -169,8 +169,9 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
     g = Graph(ev)
     chains = node_chains(g)
     chains += draining_chains(g)
-    chains += serve_chains(g)
     chains += serve_app_chains(g)
+    covered = set().union(*(c.subjects for c in chains)) if chains else set()
+    chains += [c for c in serve_chains(g) if not c.subjects <= covered]
     covered = set().union(*(c.subjects for c in chains)) if chains else set()
     by_cause: dict[str, Chain] = {}
     # Pending groups first: an actor or task that waits in a group ends at the group's own chain.

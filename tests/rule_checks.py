@@ -43,9 +43,19 @@ def runtime_env_failed(ev: GraphInputs) -> None:
     assert "[runtime_env] what it installs or uploads: conda" in text, text
 
 
+def data_stall(ev: GraphInputs) -> None:
+    """Issue 29: a Ray Data pipeline that stalls with no error names its bottleneck operator, though Ray Data's
+    bookkeeping tasks keep finishing."""
+    verdict, text = job_answer(ev)
+    assert verdict.startswith("RUNNING") and "not healthy" in verdict, text
+    assert "makes no progress" in verdict and "MapBatches(slow)" in verdict and "bottleneck" in verdict, text
+    assert "healthy: its tasks are finishing" not in text, text
+
+
 EXPECT: dict[str, Callable[[GraphInputs], None]] = {
     "progressing": progressing,
     "label_selector": label_selector,
     "release_first": release_first,
     "runtime_env_failed": runtime_env_failed,
+    "data_stall": data_stall,
 }

@@ -591,3 +591,39 @@ async def check_and_record(head: LocalHead, sid: str, name: str) -> None:
 
     await record(head.dashboard_url, sid, name)  # first: a failing check's evidence is kept to reason over
     EXPECT[name](await gather(head.dashboard_url, sid))
+
+
+DATA_STALL = """\
+import time
+import ray
+ray.init()
+
+def slow(batch):
+    time.sleep(3600)
+    return batch
+
+ds = (
+    ray.data.range(1000, override_num_blocks=20)
+    .map_batches(lambda b: b, batch_size=50)
+    .map_batches(slow, batch_size=50, num_cpus=0.5)
+    .map_batches(lambda b: b, batch_size=50)
+)
+for _ in ds.iter_batches():
+    pass
+"""
+
+
+async def test_a_stalled_ray_data_pipeline_names_its_bottleneck_operator(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, DATA_STALL, end=False)
+    try:
+        await log_line(mcp, sid, "Running Dataset")
+        await until(mcp, sid, lambda d, t: "makes no progress" in d["verdict"], 150)
+        job = await call_ok(mcp, "get_job", {"job": sid})
+        text = job.content[0].text
+        assert "bottleneck" in text and "MapBatches(slow)" in text and "backpressured" in text, text
+        assert "MapBatches(slow)" in job.structured_content["data"]["datasets"][0]["bottleneck"], text
+        await check_and_record(head, sid, "data_stall")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})

@@ -50,6 +50,7 @@ OBS_DOC = "ray-docs://reference/13-dashboard-observability"
 CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
+DATA_DOC = "ray-docs://reference/05-ray-data"
 
 KIND_REFS = {
     "infeasible": [PG_DOC, "prompt:debug-pending-placement-group"],
@@ -76,6 +77,8 @@ KIND_REFS = {
     "object_store": [OBJECTS_DOC],
     "failed_jobs": [JOBS_DOC],
     "pending_demand": [PG_DOC],
+    "data_stall": [DATA_DOC],
+    "data": [DATA_DOC],
 }
 
 

@@ -45,7 +45,7 @@ async def submit_job(
     ],
     runtime_env: RuntimeEnvArg = None,
     submission_id: Annotated[
-        str | None, Field(description="Your own unique id for the job; Ray makes one if omitted.")
+        str | None, Field(description="Your unique id; Ray makes one if omitted.")
     ] = None,
     metadata: Annotated[dict[str, str] | None, Field(description="Labels stored with the job.")] = None,
     entrypoint_num_cpus: Annotated[
@@ -83,11 +83,13 @@ async def get_job(
     job: Job,
     open_page: bool = False,
 ) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
-    """One job. open_page: show the user its dashboard and Grafana pages."""
+    """One job, with its Ray Data datasets. open_page: show the user its dashboard and Grafana pages."""
     # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a
     # Resolve parameter may not.
     api = await current_api(ctx)
     info = await api.jobs.get(job)
+    if info.job_id:
+        info.data = await api.data.of_job(info.job_id, info.submission_id)
     answer = linked(
         tool_result(info, render_job(info)), [job_link(info.submission_id)] if info.submission_id else []
     )
@@ -98,10 +100,10 @@ async def list_jobs(
     api: Api,
     status: list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None = None,
     entrypoint_contains: Annotated[
-        str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
+        str | None, Field(description="Entrypoint substring, case-insensitive.")
     ] = None,
     limit: Annotated[
-        int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs to show (all are counted).")
+        int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs shown (all counted).")
     ] = JOBS_LIMIT.default,
 ) -> Annotated[CallToolResult, JobList]:
     """Jobs, newest first: status, entrypoint, start, duration, error type."""

@@ -52,6 +52,17 @@ def data_stall(ev: GraphInputs) -> None:
     assert "healthy: its tasks are finishing" not in text, text
 
 
+def autoscaler_infeasible(ev: GraphInputs) -> None:
+    """Issue 29 item 7: cluster_health ranks a shape no node type can hold among its problems, with the
+    autoscaler's own words (the events cluster_status shows as its decisions)."""
+    model, text = report.health_report("recorded", ev, max_bytes=6000)
+    assert model.status == "PROBLEMS_FOUND", text
+    infeasible = [f for f in model.findings if f.kind == "infeasible"]
+    assert infeasible and "GPU" in infeasible[0].title, text
+    assert "the autoscaler has no node type that can hold it" in text, text
+    assert "No available node types can fulfill" in text, text
+
+
 EXPECT: dict[str, Callable[[GraphInputs], None]] = {
     "progressing": progressing,
     "label_selector": label_selector,

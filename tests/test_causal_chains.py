@@ -627,3 +627,37 @@ async def test_a_stalled_ray_data_pipeline_names_its_bottleneck_operator(
         await check_and_record(head, sid, "data_stall")
     finally:
         await mcp.call_tool("stop_job", {"job": sid})
+
+
+INFEASIBLE_GPU = """\
+import ray
+ray.init()
+
+@ray.remote(num_gpus=4)
+def train():
+    return 1
+
+ref = train.remote()
+print("submitted", flush=True)
+ray.get(ref)
+"""
+
+
+async def test_cluster_health_tells_an_infeasible_demand_with_the_autoscalers_words(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    from tests.causal_support import gather_cluster, record_cluster
+    from tests.rule_checks import autoscaler_infeasible
+
+    sid = await run(mcp, tmp_path, INFEASIBLE_GPU, end=False)
+    try:
+        await log_line(mcp, sid, "submitted")
+        with anyio.fail_after(120):  # the autoscaler reports the demand in its next round, then its event
+            while "no node type that can hold it" not in json.dumps(
+                (await call_ok(mcp, "cluster_health", {})).structured_content
+            ):
+                await anyio.sleep(2)
+        await record_cluster(head.dashboard_url, "autoscaler_infeasible")
+        autoscaler_infeasible(await gather_cluster(head.dashboard_url))
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})

@@ -620,7 +620,7 @@ async def test_a_stalled_ray_data_pipeline_names_its_bottleneck_operator(
     try:
         await log_line(mcp, sid, "Running Dataset")
         await until(mcp, sid, lambda d, t: "makes no progress" in d["verdict"], 150)
-        job = await call_ok(mcp, "get_job", {"job": sid})
+        job = await call_ok(mcp, "get_job", {"job": sid, "datasets": True})
         text = job.content[0].text
         assert "bottleneck" in text and "MapBatches(slow)" in text and "backpressured" in text, text
         assert "MapBatches(slow)" in job.structured_content["data"]["datasets"][0]["bottleneck"], text

@@ -151,7 +151,7 @@ class JobInfo(BaseModel):
     metadata: dict[str, str] | None = None
     runtime_env: dict[str, Any] | None = None
     driver_node_id: str | None = None
-    data: JobDatasets | None = Field(default=None, description="Its Ray Data datasets, when it ran any.")
+    data: JobDatasets | None = Field(default=None, description="Its Ray Data datasets (datasets=true).")
 
 
 class JobSubmitted(BaseModel):

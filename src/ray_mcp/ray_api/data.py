@@ -24,16 +24,18 @@ class Data:
         self.client = client
         self.logs = logs
 
-    async def datasets(self, job_id: str) -> list[dict[str, Any]] | None:
-        """The job's datasets as Ray returns them, newest first; None when Ray Data never ran on this cluster.
-
-        The dashboard's route creates Ray Data's stats actor (a detached actor) when it does not exist, so a read
-        must not call it before some driver did: it is asked only once that actor is alive."""
+    async def _present(self) -> bool:
+        """Whether Ray Data's stats actor is alive. The dashboard's datasets route creates that detached actor
+        when it does not exist, so a read must not call the route before some driver ran Ray Data."""
         found = await self.client.list_state(
             "actors", what="Ray Data's stats actor", limit=1,
             filters=[("name", "=", STATS_ACTOR), ("state", "=", "ALIVE")],
         )  # fmt: skip
-        if not found.get("result"):
+        return bool(found.get("result"))
+
+    async def datasets(self, job_id: str) -> list[dict[str, Any]] | None:
+        """The job's datasets as Ray returns them, newest first; None when Ray Data never ran on this cluster."""
+        if not await self._present():
             return None
         body = await self.client.get_json(
             f"/api/data/datasets/{job_id}", what=f"the datasets of job {job_id}"
@@ -41,9 +43,9 @@ class Data:
         rows = body.get("datasets") if isinstance(body, dict) else None
         return [dict(r) for r in rows or [] if isinstance(r, dict)][:DATASETS_READ]
 
-    async def of_job(self, job_id: str, submission_id: str | None) -> models.JobDatasets | None:
-        """get_job's section: the datasets with the driver log's progress; None when the job ran none. A read
-        that fails is a note, never the job's error."""
+    async def of_job(self, job_id: str, submission_id: str | None) -> models.JobDatasets:
+        """get_job(datasets=true): the datasets with the driver log's progress. A read that fails is a note,
+        never the job's error."""
         log_target = LogTarget(job=submission_id or job_id)
         rows, tail = await asyncio.gather(
             self.datasets(job_id),
@@ -57,7 +59,9 @@ class Data:
         if isinstance(rows, BaseException):
             raise rows
         if not rows:
-            return None
+            return models.JobDatasets(
+                total=0, notes=["The job ran no Ray Data dataset that Ray still keeps."]
+            )
         if isinstance(tail, BaseException) and not isinstance(tail, RayMCPError):
             raise tail
         lines = None if isinstance(tail, BaseException) else [ln for s in tail.sections for ln in s.lines]

@@ -3,6 +3,7 @@ evidence with RAY_MCP_RECORD=1) and their unit tests over those recordings (test
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ray_mcp.diagnosis import report
@@ -63,10 +64,76 @@ def autoscaler_infeasible(ev: GraphInputs) -> None:
     assert "No available node types can fulfill" in text, text
 
 
+def dead_nodes(ev: GraphInputs) -> list[str]:
+    """The ids of the DEAD nodes, the last to die first."""
+    dead = [n for n in ev.nodes or [] if n.get("state") == "DEAD"]
+    return [str(n["node_id"]) for n in sorted(dead, key=lambda n: -int(n.get("end_time_ms") or 0))]
+
+
+def node_affinity(ev: GraphInputs) -> None:
+    """Pattern 1 and 2: work bound by hard node affinity to a node that died names that node and its death (Ray's
+    error does not name it), not contention."""
+    verdict, text = job_answer(ev)
+    assert verdict.startswith("FAILED") and "read_local_shard" in verdict, text
+    assert "hard node affinity" in verdict and dead_nodes(ev)[0][:12] in verdict and "died at" in verdict, (
+        text
+    )
+    assert "held by" not in text and "contention" not in text, text
+    assert re.search(r'actor "ShardCache" \(\w+\) could not be scheduled: hard node affinity \(soft=False\) to a '
+                     f"gone node; the last node to die: node {dead_nodes(ev)[0][:12]}", text), text  # fmt: skip
+
+
+def worker_killed(ev: GraphInputs) -> None:
+    """Ray users' issue: a worker SIGKILLed in a task is said to be killed (Ray records no signal: its stderr is
+    empty and its exit record says only that the socket closed)."""
+    verdict, text = job_answer(ev)
+    assert verdict.startswith("FAILED") and "decode_batch" in verdict, text
+    assert "killed" in verdict and "SIGKILL" in verdict, text
+    assert "nothing in its stderr" in text, text
+
+
+def serve_health_loop(ev: GraphInputs) -> None:
+    """Pattern 1 and Ray users' issue: a Serve replica failing its health check and replaced in a loop, with
+    the deployment, the loop and its health-check settings; nothing about its replicas ranks above it (the
+    replacement being started is the loop's next turn). Other problems of the cluster (a dead node) may lead."""
+    model, text = report.health_report("http://recorded:8265", ev, max_bytes=6000)
+    loop = [f for f in model.findings if f.kind == "serve_loop"]
+    assert loop, text
+    assert "Reranker" in loop[0].title and "replaced" in loop[0].title and "health check" in loop[0].title, (
+        text
+    )
+    assert "health_check_period_s 1" in loop[0].title and "health_check_timeout_s 2" in loop[0].title, text
+    above = [f for f in model.findings if f.severity > loop[0].severity]
+    assert not any("ServeReplica" in f.title or "Reranker" in f.title for f in above), text
+
+
+def serve_health_loop_job(ev: GraphInputs) -> None:
+    """The same loop, from diagnose_job of the job that deployed the app: the loop first, not its sleeping
+    driver, nor the replicas Serve stopped as "ended on request"."""
+    verdict, text = job_answer(ev)
+    assert verdict.startswith("RUNNING") and "Reranker" in verdict and "health check" in verdict, text
+    assert "health_check_period_s 1" in text and "health_check_timeout_s 2" in text, text
+
+
+def node_drained(ev: GraphInputs) -> None:
+    """Ray users' issue: a node drained (preempted) while work ran on it: the work died with it, after a drain."""
+    verdict, text = job_answer(ev)
+    assert verdict.startswith("FAILED") and "ReplayBuffer" in verdict and "died with its node" in verdict, (
+        text
+    )
+    assert dead_nodes(ev)[0][:12] in verdict and "drained" in verdict, text
+    assert "spot instance reclaimed" in text, text
+
+
 EXPECT: dict[str, Callable[[GraphInputs], None]] = {
     "progressing": progressing,
     "label_selector": label_selector,
     "release_first": release_first,
     "runtime_env_failed": runtime_env_failed,
     "data_stall": data_stall,
+    "node_affinity": node_affinity,
+    "worker_killed": worker_killed,
+    "serve_health_loop": serve_health_loop,
+    "serve_health_loop_job": serve_health_loop_job,
+    "node_drained": node_drained,
 }

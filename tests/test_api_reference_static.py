@@ -222,6 +222,12 @@ async def _reads_while_probing(
     return codes, latencies
 
 
+# A probe during the 40 reads may take this many times the slowest probe during 40 static reads, plus this
+# many seconds: the runs' own noise on a loaded machine, far below the 30 s a blocked server costs.
+LOADED_SLACK = 2
+LOADED_SLACK_S = 2.0
+
+
 async def _warm(client: Client) -> None:
     await client.list_tools()
     await client.call_tool("get_job", {"job": "no/such/job"})  # the first call's own imports
@@ -243,9 +249,10 @@ async def test_forty_concurrent_reads_leave_another_http_session_answering(
                 agent, other, [f"ray-docs://api/{n}" for n in FORTY]
             )
     assert len(codes) == 40 and set(codes) <= {0, INVALID_PARAMS}, codes
-    # Within a second of what any 40 requests cost this server on this machine (the baseline: 40 reads of a
-    # static page, which answer in milliseconds on an idle machine).
-    assert latencies and max(latencies) < max(baseline) + 1.0, (
+    # Within what any 40 requests cost this server on this machine (the baseline: 40 reads of a static page,
+    # which answer in milliseconds on an idle machine), twice over plus 2 s: at load 13-96 the two runs'
+    # slowest probes differed by 1.2 s with nothing wrong. The failure this catches costs 30 s.
+    assert latencies and max(latencies) < LOADED_SLACK * max(baseline) + LOADED_SLACK_S, (
         [round(x, 2) for x in latencies],
         [round(x, 2) for x in baseline],
     )
@@ -254,7 +261,7 @@ async def test_forty_concurrent_reads_leave_another_http_session_answering(
 @pytest.mark.live
 async def test_forty_concurrent_reads_keep_a_stdio_server_reading() -> None:
     """Over stdio every request shares one pipe, so the probe queues behind the 40 reads whatever they do:
-    docs reads may delay it no more than 40 reads of a static page do (plus a second). Before, 41 reads took
+    docs reads may delay it no more than 40 reads of a static page do (with a loaded machine's slack). Before, 41 reads took
     every worker thread for 30 s each and the server stopped reading stdin."""
     params = StdioServerParameters(command=RAY_MCP, args=["--address", "http://127.0.0.1:9"], env=clean_env())
     with anyio.fail_after(240):
@@ -265,7 +272,7 @@ async def test_forty_concurrent_reads_keep_a_stdio_server_reading() -> None:
                 client, client, [f"ray-docs://api/{n}" for n in FORTY]
             )
     assert len(codes) == 40 and set(codes) <= {0, INVALID_PARAMS}, codes
-    assert latencies and max(latencies) < max(baseline) + 1.0, (
+    assert latencies and max(latencies) < LOADED_SLACK * max(baseline) + LOADED_SLACK_S, (
         [round(x, 2) for x in latencies],
         [round(x, 2) for x in baseline],
     )

@@ -48,3 +48,8 @@ async def test_a_refused_value_names_the_field_the_value_and_what_is_allowed(off
     assert "get_job: job is required" in await refusal(offline_client, "get_job")
     text = await refusal(offline_client, "tail_logs", job="raysubmit_1", follow_s="soon")
     assert 'follow_s="soon" is refused: expected a valid number' in text, text
+    # a number is shown as the number sent, not as a string
+    text = await refusal(offline_client, "tail_logs", job="raysubmit_1", lines=10**9)
+    assert "lines=1000000000 is refused: expected less than or equal to" in text, text
+    text = await refusal(offline_client, "submit_job", entrypoint="python x.py", metadata={"team": 7})
+    assert "metadata.team=7 is refused: expected a valid string" in text, text

@@ -19,12 +19,12 @@ import anyio
 import psutil
 import pytest
 from mcp import Client
-from tests.causal_support import record
+from tests.causal_support import RECORDED, record
 from tests.conftest import local_head
 from tests.support import TERMINAL, call_ok, mcp_client, submit, wait_until
 from tests.test_multi_node import LocalWorker
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.cluster import LocalHead, ray_executable
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live
@@ -584,6 +584,24 @@ async def test_a_runtime_env_that_cannot_be_set_up_names_the_field_that_decided(
     await check_and_record(head, sid, "runtime_env_failed")
 
 
+async def check_cluster_and_record(head: LocalHead, name: str, deadline_s: float = 120) -> None:
+    """The rule's check over cluster_health's evidence gathered now (again until it holds: a loop's state
+    flips), then that evidence recorded for its unit test."""
+    from tests.causal_support import gather_cluster
+    from tests.rule_checks import EXPECT
+
+    with anyio.fail_after(deadline_s):
+        while True:
+            ev = await gather_cluster(head.dashboard_url)
+            try:
+                EXPECT[name](ev)
+                break
+            except AssertionError:
+                await anyio.sleep(1)
+    if os.environ.get("RAY_MCP_RECORD") == "1":
+        (RECORDED / f"{name}.json").write_text(ev.to_json())
+
+
 async def check_and_record(head: LocalHead, sid: str, name: str) -> None:
     """The rule's check over evidence gathered now from the real cluster, then recorded for its unit test."""
     from tests.causal_support import gather
@@ -661,3 +679,203 @@ async def test_cluster_health_tells_an_infeasible_demand_with_the_autoscalers_wo
         autoscaler_infeasible(await gather_cluster(head.dashboard_url))
     finally:
         await mcp.call_tool("stop_job", {"job": sid})
+
+
+# -- Ray users' issues (issue 31): each class live, its check in tests/rule_checks.py -------------------------
+
+
+async def worker_node(client: Client) -> str:
+    """The id of the one ALIVE worker node, once its raylet has registered."""
+    with anyio.fail_after(240):
+        while True:
+            nodes = (await call_ok(client, "cluster_status", {})).structured_content["nodes"]
+            alive = [n["node_id"] for n in nodes if not n["is_head"] and n["state"] == "ALIVE"]
+            if alive:
+                return str(alive[0])
+            await anyio.sleep(1)
+
+
+async def node_state(client: Client, node_id: str, state: str) -> None:
+    with anyio.fail_after(240):
+        while True:
+            nodes = (await call_ok(client, "list_nodes", {"state": state})).structured_content["nodes"]
+            if any(n["node_id"] == node_id for n in nodes):
+                return
+            await anyio.sleep(1)
+
+
+PINNED = """\
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init()
+
+@ray.remote(num_cpus=0)
+class ShardCache:
+    def ping(self):
+        return 1
+
+@ray.remote(num_cpus=0, max_retries=0)
+def read_local_shard():
+    return 1
+
+node = open("node_id").read().strip()
+hard = NodeAffinitySchedulingStrategy(node, soft=False)
+cache = ShardCache.options(scheduling_strategy=hard).remote()
+try:
+    ray.get(cache.ping.remote())
+except ray.exceptions.ActorUnschedulableError as e:
+    print("cache unavailable:", type(e).__name__, flush=True)
+print(ray.get(read_local_shard.options(scheduling_strategy=hard).remote()))
+"""
+
+
+async def test_work_bound_by_hard_node_affinity_to_a_dead_node_names_that_node_and_its_death(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    worker = LocalWorker(num_cpus=1, resources=json.dumps({"disk": 1}), head_gcs_address=head.gcs_address)
+    worker.spawn()
+    try:
+        gone = await worker_node(mcp)
+    finally:
+        worker.stop()
+    await node_state(mcp, gone, "DEAD")
+    (tmp_path / "node_id").write_text(gone)
+    sid = await run(mcp, tmp_path, PINNED)
+    await check_and_record(head, sid, "node_affinity")
+    data, _ = await diagnose(mcp, sid)
+    assert gone[:12] in data["verdict"], data["verdict"]  # the node this cluster saw die, not a lease id
+
+
+SIGKILLED = """\
+import os, signal, ray
+ray.init()
+
+@ray.remote(num_cpus=0, max_retries=0)
+def decode_batch():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+print(ray.get(decode_batch.remote()))
+"""
+
+
+async def test_a_task_whose_worker_is_sigkilled_is_said_to_be_killed_not_left_unexplained(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, SIGKILLED)
+    await check_and_record(head, sid, "worker_killed")
+
+
+SERVE_LOOP = """\
+import socket, time, ray
+from ray import serve
+ray.init()
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+serve.start(http_options={"host": "127.0.0.1", "port": port})
+
+@serve.deployment(health_check_period_s=1, health_check_timeout_s=2, ray_actor_options={"num_cpus": 0})
+class Reranker:
+    def __init__(self):
+        self.checks = 0
+    def check_health(self):
+        self.checks += 1
+        if self.checks > 3:
+            raise RuntimeError("reranker lost its CUDA context")
+    def __call__(self, request):
+        return "ok"
+
+print("deploying", flush=True)
+serve.run(Reranker.bind(), name="ranker", route_prefix="/rank")
+while True:
+    time.sleep(1)
+"""
+
+SERVE_SHUTDOWN = """\
+import ray
+from ray import serve
+ray.init()
+serve.shutdown()
+"""
+
+
+async def test_a_serve_replica_failing_its_health_check_in_a_loop_is_named_with_its_settings(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "down").mkdir()
+    sid = await run(mcp, tmp_path / "app", SERVE_LOOP, end=False)
+    try:
+        await log_line(mcp, sid, "deploying")
+        # Serve starts its controller and proxy, then replaces the replica every few seconds; the deployment is
+        # UNHEALTHY from a failed check until the new replica passes one: ask until the answer catches it.
+        with anyio.fail_after(300):
+            while True:
+                health = (await call_ok(mcp, "cluster_health", {})).structured_content
+                if any(
+                    f["kind"] == "serve_loop" and "health_check_period_s 1" in f["title"]
+                    for f in health["findings"]
+                ):
+                    break
+                await anyio.sleep(2)
+        await check_cluster_and_record(head, "serve_health_loop")
+        # diagnose_job of the job that deployed it says so first too (not "the driver sleeps").
+        await until(mcp, sid, lambda d, t: "Reranker" in d["verdict"] and "health check" in d["verdict"], 120)
+        await check_and_record(head, sid, "serve_health_loop_job")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+        await run(mcp, tmp_path / "down", SERVE_SHUTDOWN)
+
+
+DRAINED = """\
+import time, ray
+ray.init()
+
+@ray.remote(resources={"spot": 1}, num_cpus=0)
+class ReplayBuffer:
+    def add(self, i):
+        return i
+
+buf = ReplayBuffer.remote()
+print("ready", ray.get(buf.add.remote(0)), flush=True)
+i = 0
+while True:
+    ray.get(buf.add.remote(i))
+    i += 1
+    time.sleep(0.2)
+"""
+
+
+async def test_a_node_drained_while_work_runs_on_it_is_named_as_drained_when_it_dies(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    """Ray 2.60 shows a drain only once the node is DEAD (its death info); while it drains, the node is ALIVE
+    with no state message in every dashboard source."""
+    worker = LocalWorker(num_cpus=1, resources=json.dumps({"spot": 1}), head_gcs_address=head.gcs_address)
+    worker.spawn()
+    sid = ""
+    try:
+        sid = await run(mcp, tmp_path, DRAINED, end=False)
+        await log_line(mcp, sid, "ready 0", 360)
+        spot = await worker_node(mcp)
+        # What the autoscaler does to a preempted spot node: drain it with a deadline (here already due), then
+        # the node goes away; the GCS then records the drain as the node's death reason.
+        drain = await anyio.run_process(
+            [ray_executable(), "drain-node", f"--address={head.gcs_address}", f"--node-id={spot}",
+             "--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=spot instance reclaimed",
+             "--deadline-remaining-seconds=0"], check=False)  # fmt: skip
+        assert drain.returncode == 0, drain.stderr
+        raylets = [p for p in map(psutil.Process, worker.owned_pids()) if "raylet" in " ".join(p.cmdline())]
+        for proc in raylets:
+            os.kill(proc.pid, signal.SIGKILL)
+        await wait_until(mcp, sid, TERMINAL, 300)
+        await until(mcp, sid, lambda d, t: "drained" in d["verdict"], 240)
+        await check_and_record(head, sid, "node_drained")
+        health = (await call_ok(mcp, "cluster_health", {})).structured_content
+        assert any(f["kind"] == "node_died" and "drained" in json.dumps(f) for f in health["findings"]), (
+            health
+        )
+    finally:
+        if sid:
+            await mcp.call_tool("stop_job", {"job": sid})
+        worker.stop()

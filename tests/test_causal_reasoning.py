@@ -597,3 +597,41 @@ def test_four_task_workers_killed_alike_are_counted_as_four_not_named_as_one() -
     )
     _phrase, chains, _ = causal.explain_job(ev)
     assert [c.symptom for c in chains if c.kind == "worker_crash"] == ["4 tasks decode failed"], chains
+
+
+def infeasible_group(pg_id: str, job_id: str) -> dict:
+    return {"placement_group_id": pg_id, "name": "finetune-pg", "creator_job_id": job_id, "state": "PENDING",
+            "strategy": "PACK", "stats": {"scheduling_state": "INFEASIBLE"},
+            "bundles": [{"bundle_id": {"bundle_index": 0}, "unit_resources": {"CPU": 1.0, "GPU": 1.0}}]}  # fmt: skip
+
+
+def test_cluster_health_names_an_infeasible_group_once_with_the_actor_it_holds_up() -> None:
+    """Before: the group was one finding and the actor waiting in it another with the same cause (issue 27
+    item 8: "cluster_health listed an infeasible group twice")."""
+    pg_id, trainer = "e2" * 18, "7" * 32
+    ev = GraphInputs(
+        now_ms=NOW, nodes=[node(HEAD)], jobs=[job("03000000", "RUNNING")], pgs=[infeasible_group(pg_id, "03000000")],
+        actors=[actor(trainer, "Trainer", "03000000", "PENDING_CREATION", placement_group_id=pg_id,
+                      required_resources={"CPU": 1.0, "GPU": 1.0})],
+        tasks=[], alive_actors=[], running_tasks=[],
+    )  # fmt: skip
+    model, text = causal_report.health_report("http://x", ev, max_bytes=6000)
+    assert [f.kind for f in model.findings] == ["infeasible"], text
+    assert text.count("which no alive node can ever fit") == 2, text  # the verdict and the one finding
+    assert f'also held up by it: actor "Trainer" ({trainer}) is PENDING_CREATION' in text, text
+
+
+def test_cluster_health_ranks_a_failed_jobs_error_first_not_the_actors_its_end_took_down() -> None:
+    """Before: the actors a failed job's driver took with it when it exited were a finding of their own, of the
+    same severity as the job's ValueError, so list order alone decided which came first (issue 27 item 8)."""
+    driver = "02000000" + "f" * 48
+    ev = GraphInputs(
+        now_ms=NOW, nodes=[node(HEAD)], jobs=[job("02000000", "FAILED")], pgs=[],
+        actors=[actor("c" * 32, "Cache", "02000000", "DEAD", death_cause=owner_died_on(HEAD, driver))],
+        tasks=[task("t1", "parse_shard", "02000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",
+                    error_message="ray::parse_shard() (pid=1, ip=10.0.0.1)\nValueError: shard 3 has a bad header")],
+        alive_actors=[], running_tasks=[],
+    )  # fmt: skip
+    health = causal.explain_cluster(ev)
+    assert "ValueError: shard 3 has a bad header" in health[0].verdict, [c.verdict for c in health]
+    assert not [c for c in health if "Cache" in c.verdict], [c.verdict for c in health]

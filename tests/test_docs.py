@@ -66,9 +66,9 @@ def test_every_json_config_in_the_docs_parses_and_names_a_real_server(where: str
             )
             assert all(isinstance(a, str) for a in server.get("args", [])), where
             args = server.get("args", [])
-            if server["command"] == "uvx":
-                assert args[0] == "ray-mcp", where
-                args = args[1:]
+            if server["command"] == "uvx":  # not on PyPI yet: `uvx ray-mcp` alone finds nothing
+                assert args[0] == "--from" and args[2] == "ray-mcp", where
+                args = args[3:]
             check_cli_args(args, where)
         else:
             assert re.fullmatch(r"http://[\w.-]+:\d+/mcp", server["url"]), f"{where}: {server['url']}"
@@ -137,6 +137,21 @@ async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_clust
     assert time.monotonic() - started > 8 and "gcs_server.out" in out.stdout
 
 
+@pytest.mark.live
+def test_the_python_http_client_of_the_docs_needs_no_token_for_a_server_without_one(tmp_path: Path) -> None:
+    """Before: the snippet read os.environ['RAY_MCP_AUTH_TOKEN'] and died with a KeyError against make run's
+    server, which needs no token (issue 27 item 11)."""
+    (block,) = [t for _h, t in code_blocks(REPO / "docs" / "clients.md", "python")]
+    with http_server(
+        ["--transport", "streamable-http", "--address", "http://127.0.0.1:9"], tmp_path / "log"
+    ) as port:
+        script = block.replace("http://127.0.0.1:8270/mcp", f"http://127.0.0.1:{port}/mcp")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             env=clean_env())  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "127.0.0.1:9" in out.stdout, out.stdout  # the server's answer: no cluster there
+
+
 def node_ip(ray_cluster) -> str:
     import httpx
 
@@ -184,4 +199,9 @@ def test_the_readme_says_what_make_test_needs_and_gives_the_http_line_make_run_p
     assert "only Python 3.11+ and `make`; `make test` also" in readme
     # the line the server logs at start (server/transport.py), for make run's default host and port
     assert "claude mcp add --transport http ray http://127.0.0.1:8270/mcp" in readme
-    assert "pip install build && python -m build" in readme
+    for page in (
+        readme,
+        (REPO / "docs" / "clients.md").read_text(),
+    ):  # python -m build needs the build package
+        assert "pip install build && python -m build" in page
+        assert "python -m build" not in page.replace("pip install build && python -m build", "")

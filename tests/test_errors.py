@@ -34,6 +34,15 @@ async def test_an_unreachable_gcs_address_names_the_address_it_tried() -> None:
         assert "127.0.0.1:9" in text_of(result) and "--dashboard-url" in text_of(result)
 
 
+async def test_a_refused_connection_says_what_is_lost_if_the_cluster_is_gone_and_where_the_rest_is() -> None:
+    async with mcp_client(Settings(address="http://127.0.0.1:9")) as client:  # discard port: refused
+        result = await client.call_tool("get_job", {"job": "raysubmit_abc"})
+    text = text_of(result)
+    assert result.is_error and "http://127.0.0.1:9" in text
+    assert "lost" in text and "State API" in text and "fault tolerant" in text  # what goes with the head
+    assert "/tmp/ray/session_*/logs" in text and "history+http://" in text  # where what is left is kept
+
+
 class FlakyDashboard(httpx.AsyncBaseTransport):
     """A dashboard that times out, then answers 500, then recovers (forwarding to the real one)."""
 

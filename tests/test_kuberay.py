@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,144 @@ async def test_a_k8s_address_reaches_the_real_ray_head_through_the_service_proxy
     ) in state.used  # the Ray tools went through the proxy, with the exec token
 
 
+async def test_submit_job_uploads_and_runs_through_the_service_proxy_with_the_kubeconfigs_credentials(
+    kube: Any, tmp_path: Path
+) -> None:
+    """Ray's Job SDK sends with its own HTTP client: through the proxy it carried none of the kubeconfig's
+    credentials (a 401 blamed on Ray's token). Its requests now ride the cluster's one HTTP client."""
+    state, kubeconfig = kube
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "answer.py").write_text(
+        "import ray\nray.init()\nprint('answer', ray.get(ray.remote(lambda: 42).remote()))\n"
+    )
+    settings = settings_for(kubeconfig, allow_destructive=True, upload_roots=[tmp_path])
+    async with mcp_client(settings) as client:
+        submitted = await call_ok(
+            client,
+            "submit_job",
+            {"entrypoint": "python answer.py", "runtime_env": {"working_dir": str(code)}},
+        )
+        assert submitted.structured_content is not None and submitted.structured_content["uploaded"]
+        job = submitted.structured_content["submission_id"]
+        info = await wait_until(client, job, {"SUCCEEDED", "FAILED", "STOPPED"})
+        log = text_of(await call_ok(client, "tail_logs", {"job": job}))
+        await call_ok(client, "delete_job", {"job": job, "confirm": await confirm_token(client, job)})
+    assert info["status"] == "SUCCEEDED", (info, log[-500:])
+    assert "answer 42" in log
+    # the upload (PUT: update), the submission (POST: create) and the deletion went through the proxy
+    assert {
+        ("create", "services/proxy"),
+        ("update", "services/proxy"),
+        ("delete", "services/proxy"),
+    } <= state.used
+
+
+RAY_TOKEN = "a-ray-token-behind-the-kubernetes-proxy"
+
+
+@pytest.fixture(scope="module")
+def token_head() -> Iterator[Any]:
+    """A head in Ray's token mode of its own (not the session's): run its test alone (-k) to keep one head."""
+    from tests.conftest import local_head
+
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": RAY_TOKEN}
+    with local_head(num_cpus=1, extra_env=env, headers={"Authorization": f"Bearer {RAY_TOKEN}"}) as head:
+        yield head
+
+
+async def test_rays_own_token_reaches_a_token_mode_head_through_the_proxy(
+    token_head: Any, tmp_path: Path
+) -> None:
+    """The API server takes Authorization for itself (the kubeconfig's token) and strips it; Ray's token rides
+    X-Ray-Authorization, which Ray reads behind proxies."""
+    state = KubeState()
+    for obj in (raycluster(), head_service(), head_pod()):
+        state.put(obj)
+    state.dashboards[HEAD_SVC] = token_head.dashboard_url
+    with serve(state) as url:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
+        async with mcp_client(settings_for(kubeconfig, ray_auth_token=RAY_TOKEN)) as client:
+            listed = await client.call_tool("list_jobs", {})
+            job = await call_ok(client, "submit_job", {"entrypoint": "python -c 'print(7 * 6)'"})
+        async with mcp_client(settings_for(kubeconfig, ray_auth_token="not-the-token")) as wrong:
+            refused = await wrong.call_tool("list_jobs", {})
+    assert not listed.is_error, text_of(listed)
+    assert job.structured_content is not None and job.structured_content["submission_id"]
+    assert refused.is_error and "refused the token" in text_of(refused), text_of(refused)
+
+
+async def test_the_doctor_checks_a_k8s_address_through_the_proxy(kube: Any) -> None:
+    """`ray-mcp doctor --address k8s://...` probes the dashboard with the kubeconfig's credentials (it got the
+    API server's 401 before) and says the GCS is out of reach through the proxy, not to pass host:6379."""
+    from ray_mcp.doctor import run_checks
+
+    _state, kubeconfig = kube
+    checks = {c.name: c for c in await run_checks(settings_for(kubeconfig))}
+    assert checks["address"].status == "ok" and "/proxy" in checks["address"].message
+    for name in ("dashboard", "ray", "serve"):
+        assert checks[name].status in ("ok", "warn") and "401" not in checks[name].message, checks[name]
+    assert checks["dashboard"].status == "ok", checks["dashboard"]
+    assert checks["gcs"].status == "warn" and "Kubernetes API server's service proxy" in checks["gcs"].message
+    assert "pod of the cluster" in checks["gcs"].fix
+
+
+async def confirm_token(client: Client, job: str) -> str:
+    first = await call_ok(client, "delete_job", {"job": job})
+    assert first.structured_content is not None
+    return str(first.structured_content["confirm_token"])
+
+
+async def test_the_api_servers_own_refusals_of_the_proxy_name_the_rbac_verb_or_the_head(kube: Any) -> None:
+    """A 403 of the API server (RBAC) or its 503 (no ready endpoint behind the head service) is not the Ray
+    dashboard refusing its token: each says what Kubernetes wants."""
+    state, kubeconfig = kube
+    state.forbidden.add(("create", "services/proxy"))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        refused = await client.call_tool("submit_job", {"entrypoint": "python -c 'print(1)'"})
+        assert refused.is_error, text_of(refused)
+        assert "RBAC verb create on services/proxy" in text_of(refused), text_of(refused)
+        assert "RAY_AUTH_TOKEN" not in text_of(refused)
+        del state.dashboards[HEAD_SVC]  # the head pod is not Ready: the service has no endpoint
+        down = await client.call_tool("list_jobs", {})
+    assert down.is_error and "no endpoints available" in text_of(down) and "kuberay_status" in text_of(down)
+
+
+async def test_the_gcs_only_facts_say_they_are_unknown_from_outside_the_cluster(
+    kube: Any, ray_cluster: Any
+) -> None:
+    """The API server proxies HTTP only: what needs the GCS (gRPC) says so and how to get it, never a crash."""
+    _state, kubeconfig = kube
+    driver = (
+        'python -c "import ray, time; ray.init(); from ray.util.placement_group import placement_group; '
+        "pg = placement_group([{'CPU': 1}], strategy='STRICT_PACK', name='h28pg'); ray.get(pg.ready()); "
+        "A = ray.remote(num_cpus=0)(type('A', (), {'ping': lambda self: 1})); a = A.options(name='h28a').remote(); "
+        "ray.get(a.ping.remote()); print('actor' + 'up', flush=True); time.sleep(120)\""
+    )
+    async with mcp_client(settings_for(kubeconfig, allow_destructive=True)) as client:
+        job = (await call_ok(client, "submit_job", {"entrypoint": driver})).structured_content[
+            "submission_id"
+        ]  # type: ignore[index]
+        try:
+            await wait_until(client, job, {"RUNNING"})
+            with anyio.fail_after(120):
+                while "actorup" not in text_of(await call_ok(client, "tail_logs", {"job": job})):
+                    await anyio.sleep(0.5)
+            pgs = text_of(await call_ok(client, "pg_status", {"placement_group": "h28pg"}))
+            actors = await call_ok(client, "list_actors", {"name": "h28a"})
+            actor = actors.structured_content["actors"][0]["actor_id"]  # type: ignore[index]
+            first = await call_ok(client, "kill_actor", {"actor_id": actor})
+            token = re.search(r"confirm='([^']+)'", text_of(first))
+            assert token, text_of(first)
+            kill = await client.call_tool("kill_actor", {"actor_id": actor, "confirm": token.group(1)})
+        finally:
+            await call_ok(client, "stop_job", {"job": job})
+    assert "h28pg" in pgs and "unknown from outside the kubernetes cluster" in pgs.lower(), pgs
+    assert "run ray-mcp in a pod of the cluster" in pgs
+    assert kill.is_error and "Unknown from outside the Kubernetes cluster" in text_of(kill), text_of(kill)
+    assert "No GCS found" not in pgs + text_of(kill)  # not the hint for a bare dashboard address
+
+
 async def test_the_default_tools_list_has_no_kubernetes_tools_and_a_flag_adds_them() -> None:
     async with mcp_client(Settings(address="http://127.0.0.1:9", embedded="never")) as client:
         assert not {t.name for t in (await client.list_tools()).tools} & {"kuberay_status", "kuberay_logs"}
@@ -346,6 +485,109 @@ async def test_a_rayservice_whose_pending_cluster_never_gets_ready_is_an_upgrade
     assert ray_side
 
 
+async def test_a_rayjob_whose_submitter_hit_its_backoff_limit_shows_the_submitter_pods_and_log(
+    kube: Any,
+) -> None:
+    """The submitter (a Kubernetes Job named after the RayJob) started before the head's dashboard answered,
+    failed every retry, and the Job hit its backoffLimit: Ray never saw a job."""
+    state, kubeconfig = kube
+    rj = sample("ray-job.sample.yaml", "RayJob")
+    rj["status"] = {
+        "jobDeploymentStatus": "Failed", "jobStatus": "", "jobId": "rayjob-sample-x7k2p", "rayClusterName": CLUSTER,
+        "reason": "SubmissionFailed",
+        "message": "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the "
+        "specified backoff limit", "failed": 3,
+    }  # fmt: skip
+    state.put(validate(rj))
+    for n in range(3):  # KubeRay's submitter Job: backoffLimit 2, so three pods, each exited 1
+        name = f"rayjob-sample-sub{n}"
+        state.put(validate({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "creationTimestamp": f"2026-12-01T10:0{n}:00Z",
+                         "labels": {"job-name": "rayjob-sample", "batch.kubernetes.io/job-name": "rayjob-sample"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter", "image": "rayproject/ray:2.46.0"}]},
+            "status": {"phase": "Failed", "containerStatuses": [{
+                "name": "ray-job-submitter", "image": "rayproject/ray:2.46.0", "imageID": "", "ready": False,
+                "restartCount": 0, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]},
+        }))  # fmt: skip
+        state.logs[(name, "ray-job-submitter", False)] = (
+            "Traceback (most recent call last):\n  ...\nConnectionError: Failed to connect to Ray at address: "
+            f"http://{HEAD_SVC}.default.svc.cluster.local:8265.\n"
+        )
+    state.put(
+        event("Job", "rayjob-sample", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    )
+    async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayjob-sample")) as client:
+        text, data = await status_text(client)
+        log = text_of(await call_ok(client, "kuberay_logs", {"pod": "submitter"}))
+    assert text[:300].startswith("RAYJOB FAILED: RayJob default/rayjob-sample"), text[:300]
+    assert "BackoffLimitExceeded" in text[:300]
+    submitters = [p for p in data["pods"] if p["node_type"] == "submitter"]
+    assert len(submitters) == 3 and all(p["phase"] == "Failed" for p in submitters)
+    assert "Failed to connect to Ray at address" in text  # the newest failed submitter's log tail
+    assert any(
+        e["reason"] == "BackoffLimitExceeded" and e["object"] == "Job/rayjob-sample" for e in data["events"]
+    )
+    assert "Failed to connect to Ray" in log
+
+
+async def test_a_rayservice_whose_serve_app_keeps_failing_names_the_app_and_its_message(kube: Any) -> None:
+    """The pending cluster is ready but its Serve app fails to deploy: the upgrade never finishes, and on the
+    active cluster the same failure makes KubeRay replace the cluster again and again."""
+    state, kubeconfig = kube
+    pending = "rayservice-sample-raycluster-v2"
+    state.put(raycluster(pending))
+    state.put(head_pod(pending))
+    failure = "ModuleNotFoundError: No module named 'fruit_v2'"
+    rs = sample("ray-service.sample.yaml", "RayService")
+    rs["status"] = {
+        "serviceStatus": "Running",
+        "activeServiceStatus": {"rayClusterName": CLUSTER, "applicationStatuses": {"fruit_app": {"status": "RUNNING"}}},
+        "pendingServiceStatus": {"rayClusterName": pending, "applicationStatuses": {
+            "fruit_app": {"status": "DEPLOY_FAILED", "message": failure}}},
+        "conditions": [{"type": "UpgradeInProgress", "status": "True", "reason": "BothActivePendingClustersExist",
+                        "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}],
+    }  # fmt: skip
+    state.put(validate(rs))
+    state.put(event("RayService", "rayservice-sample", "CreatedRayCluster", f"Created RayCluster {pending}",
+                    warning=False, count=9))  # fmt: skip
+    state.put(head_service("rayservice-sample-head-svc"))
+    state.dashboards["rayservice-sample-head-svc"] = state.dashboards[HEAD_SVC]
+    async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayservice-sample")) as client:
+        text, _ = await status_text(client)
+    assert text[:300].startswith("SERVE APP FAILING: RayService default/rayservice-sample"), text[:300]
+    assert "fruit_app" in text[:300] and "DEPLOY_FAILED" in text[:300] and "fruit_v2" in text[:300]
+    assert "upgrade cannot finish" in text and "CreatedRayCluster x9" in text
+
+
+CRASHING_HEAD = {"phase": "Running", "containerStatuses": [{
+    "name": "ray-head", "image": "rayproject/ray:2.46.0", "imageID": "", "ready": False, "restartCount": 7,
+    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
+    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}  # fmt: skip
+EVICTED_WORKER = {"phase": "Failed", "reason": "Evicted",
+                  "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("node_type", "status", "verdict", "says"),
+    [
+        ("head", CRASHING_HEAD, "CRASH LOOPING:", "CrashLoopBackOff"),
+        ("worker", EVICTED_WORKER, "EVICTED:", "low on resource: memory"),
+    ],
+    ids=["crash-looping-head", "evicted-worker"],
+)
+async def test_other_pod_failure_classes_are_the_verdict(
+    kube: Any, node_type: str, status: dict[str, Any], verdict: str, says: str
+) -> None:
+    state, kubeconfig = kube
+    name = f"{CLUSTER}-head-abcde" if node_type == "head" else f"{CLUSTER}-workergroup-worker-x5"
+    group = "headgroup" if node_type == "head" else "workergroup"
+    state.put(pod(name, CLUSTER, node_type, group=group, status=status))
+    async with mcp_client(settings_for(kubeconfig)) as client:
+        text, _ = await status_text(client)
+    assert text[:300].startswith(verdict) and says in text[:300] and name in text[:300], text[:300]
+
+
 # -- diagnosis joins the layers -------------------------------------------------------------------------------
 
 
@@ -464,6 +706,9 @@ async def test_an_unknown_name_says_what_exists_to_look_for(kube: Any) -> None:
     async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/nope")) as client:
         result = await client.call_tool("cluster_status", {})
     assert result.is_error and "No RayCluster, RayJob or RayService 'nope'" in text_of(result)
+    assert f"history+http://<history-server>:<port>/{NS}/<kind>/nope" in text_of(
+        result
+    )  # where a record may be
 
 
 def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:
@@ -477,5 +722,8 @@ def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:
         ("list", "pods"), ("get", "pods"), ("get", "pods/log"), ("list", "events"), ("get", "services"),
         ("get", "services/proxy"),
     }  # fmt: skip
-    writes = {("patch", "rayclusters.ray.io"), ("delete", "rayjobs.ray.io")}
+    writes = {
+        ("patch", "rayclusters.ray.io"), ("delete", "rayjobs.ray.io"),
+        ("create", "services/proxy"), ("update", "services/proxy"), ("delete", "services/proxy"),
+    }  # fmt: skip
     assert granted() == reads | writes

@@ -173,3 +173,16 @@ async def test_a_node_that_does_not_run_here_is_read_through_the_dashboard(
             assert await _tail(far, job=sid, lines=lines) == await _tail(remote, job=sid, lines=lines)
     assert elsewhere.file_reads() == 2
     assert sum(1 for p in elsewhere.paths if p.startswith("/nodes/")) == 1  # asked once per node
+
+
+async def test_a_file_missing_on_a_node_here_is_not_found_without_asking_the_dashboard(
+    ray_cluster: Cluster,
+) -> None:
+    recording = Recording()
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url), http_transport=recording) as local:
+        node_id = (await call_ok(local, "cluster_status", {})).structured_content["nodes"][0]["node_id"]  # type: ignore[index]
+        for name in ("nosuch.log", "old/nosuch.log"):
+            result = await local.call_tool("tail_logs", {"node": node_id, "filename": name})
+            assert result.is_error, text_of(result)
+            assert "nosuch.log" in text_of(result) and "raylet.out" in text_of(result), text_of(result)
+    assert recording.file_reads() == 0, recording.paths

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.local_logs import LogDir, node_logs_dir, open_log, read_tail, tail_of
+from ray_mcp.ray_api.local_logs import LogDir, missing, node_logs_dir, open_log, read_tail, tail_of
 from ray_mcp.ray_api.targets import LogTarget
 
 
@@ -154,3 +154,11 @@ def test_a_node_is_read_here_only_with_this_hosts_address_and_its_raylet_socket_
     raylet_socket.write_text("not a socket")
     (session / "moved").rename(session / "logs")
     assert node_logs_dir(info, here) is None
+
+
+def test_only_a_name_with_nothing_behind_it_is_missing(logs: LogDir) -> None:
+    (logs.real / "inside.log").symlink_to(logs.real / "gone.log")  # a dangling link is there, not missing
+    assert missing(logs, "missing.log") and missing(logs, "old/missing.log")
+    assert not missing(logs, "raylet.out") and not missing(logs, "old") and not missing(logs, "inside.log")
+    with pytest.raises(InvalidArgument):
+        missing(logs, "../outside.log")

@@ -18,8 +18,14 @@ from ray_mcp.ray_api.runtime_env import check_runtime_env
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import sent_bytes
-from ray_mcp.shaping.jobs import job_list, short_message
-from ray_mcp.shaping.logs import render_log_section, render_log_tail, tail_section, within_sent
+from ray_mcp.shaping.jobs import job_info, job_list, render_job, short_message
+from ray_mcp.shaping.logs import (
+    render_log_section,
+    render_log_tail,
+    tail_section,
+    within_sent,
+    without_colour,
+)
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)
 
@@ -269,3 +275,37 @@ def test_a_failed_jobs_message_has_no_colour_codes_and_its_end_starts_at_a_trace
     assert tail.startswith("Traceback (most recent call last):") and tail.endswith(
         "ValueError: lr is too high"
     )
+
+
+def test_a_logs_colour_codes_are_not_shown_but_the_diagnosis_reads_them() -> None:
+    """Before: Ray's coloured "(pid=...)" prefixes reached tail_logs and the job resource, escaped on the wire
+    as "\\x1b[36m" (issue 27 item 8). The diagnosis keeps them: they mark what Ray forwarded from workers."""
+    log = b"\x1b[36m(parse_shard pid=41)\x1b[0m ValueError: bad header\n\x1b[33m(raylet)\x1b[0m done\n"
+    section = tail_section(log, lines=10, max_bytes=1000, complete=True, base=BASE)
+    assert section.lines[0].startswith("\x1b[36m(parse_shard pid=41)")
+    shown = without_colour(LogTail(sections=[section], hints=[]))
+    assert shown.sections[0].lines == ["(parse_shard pid=41) ValueError: bad header", "(raylet) done"]
+    assert "\\x1b" not in render_log_tail(shown) and "\x1b" not in render_log_tail(shown)
+
+
+def test_a_failed_jobs_text_shows_the_end_of_its_message_where_the_exception_is() -> None:
+    """Before: get_job, wait_for_job and the job resource cut Ray's message at 500 characters from its start,
+    which showed the frames of worker.py above the error and never the error (issue 27 item 8)."""
+    message = (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+        + '  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 3009, in get\n'
+        "    values, debugger_breakpoint = worker.get_objects(\n"
+        * 3
+        + "ray.exceptions.RayTaskError(ValueError): ray::parse_shard() (pid=18892, ip=192.0.2.2)\n"
+        '  File "/jobs/failed.py", line 11, in parse_shard\n'
+        '    raise ValueError(f"shard {n} has a bad header")\n'
+        "ValueError: shard 3 has a bad header"
+    )
+    job = job_info({"submission_id": "raysubmit_1", "status": "FAILED", "message": message}, 0)
+    first = render_job(job).splitlines()[0]
+    assert first.startswith('Job raysubmit_1: FAILED — "Job entrypoint command failed with exit code 1'), (
+        first
+    )
+    assert first.endswith('line 11, in parse_shard\\n    raise ValueError(f\\"shard {n} has a bad header\\")'
+                          '\\nValueError: shard 3 has a bad header"'), first  # fmt: skip
+    assert len(first) < 700 and job.message == message  # the structured message keeps it all

@@ -189,6 +189,8 @@ async def test_http_mode_writes_nothing_to_stdout_and_logs_requests_on_stderr(tm
         proc.wait(timeout=60)
     assert stdout.read_text() == ""
     assert '"POST /mcp HTTP/1.1" 200' in stderr.read_text()
+    # The line to paste for this very server (issue 27 item 3: the README's :8265 line reached no server).
+    assert f"claude mcp add --transport http ray http://127.0.0.1:{port}/mcp\n" in stderr.read_text()
 
 
 def _stdio(args: list[str], lines: list[str]) -> subprocess.Popen:

@@ -37,6 +37,8 @@ import psutil
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
 from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
+from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
+from ray_mcp.ray_api.history import HistoryRef, parse_history_address
 from ray_mcp.settings import ADDRESS_FORMS
 from ray_mcp.text import clean_text, quoted
 
@@ -63,7 +65,7 @@ RESTART_BACKOFF_MAX_S = 60.0
 FAILURE_MARKERS = ("Failed to start", "Address already in use", "Error", "error")
 
 T = TypeVar("T")
-AddressKind = Literal["dashboard", "ray_client", "gcs", "local", "kubernetes"]
+AddressKind = Literal["dashboard", "ray_client", "gcs", "local", "kubernetes", "history"]
 
 # The address forms parse_address reads, as every help text and message names them (one place: a new form is
 # a branch of parse_address and its words here).
@@ -93,6 +95,9 @@ def parse_address(address: str) -> Address:
         raise InvalidArgument(f"The Ray address is empty. Pass {ADDRESS_FORMS}.")
     if text in LOCAL_ADDRESSES:
         return Address("local", text, "127.0.0.1", DEFAULT_DASHBOARD_PORT)
+    if text.startswith(HISTORY_SCHEME):  # a terminated cluster's record (ray_api/history.py reads the rest)
+        ref = parse_history_address(text)
+        return Address("history", text, urlsplit(ref.url).hostname or "", urlsplit(ref.url).port)
     if "://" in text:
         parts = urlsplit(text)
         if parts.scheme in ("http", "https"):
@@ -434,6 +439,7 @@ class Resolved:
     source: str  # embedded | local | external
     gcs_address: str | None = None  # when known (embedded cluster, or a GCS address was given)
     kube: RayTarget | None = None  # a k8s:// address: the KubeRay object and the head service it resolved to
+    history: HistoryRef | None = None  # a history+ address: the record read instead of a live cluster
 
 
 class ClusterManager:
@@ -492,6 +498,10 @@ class ClusterManager:
     async def _resolve_address(self, address: Address) -> Resolved:
         if address.kind == "kubernetes":
             return await self._resolve_kubernetes(address)
+        if address.kind == "history":
+            ref = parse_history_address(address.original)
+            log.info("ray-mcp: reading the record of %s from the History Server %s", ref.label, ref.url)
+            return Resolved(ref.url, "history", history=ref)
         if address.kind == "dashboard":
             log.info("ray-mcp: using the Ray cluster whose dashboard is %s", address.original)
             return Resolved(address.original, "external")
@@ -524,6 +534,7 @@ class ClusterManager:
             f"no Ray dashboard answers at {guess}"
             + (" and the GCS did not report one" if address.kind == "gcs" else "")
             + "; if the dashboard runs elsewhere, pass --dashboard-url",
+            gone=True,
         )
 
     async def _resolve_kubernetes(self, address: Address) -> Resolved:

@@ -9,6 +9,7 @@ such ("skip", with the reason), never as passed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from ray_mcp.cluster import ADDRESS_FORMS
 from ray_mcp.guard.redaction import clean_text, remember_settings_secrets
 from ray_mcp.limits import DOCTOR_APPS_NAMED
+from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.settings import Settings
 from ray_mcp.text import quoted, single_line
 
@@ -56,6 +58,8 @@ class Probe:
     gcs_address: str | None = None
     head_node_id: str | None = None
     cluster_ray_version: str | None = None
+    # a k8s:// address reached through the API server's service proxy: its credentials, and no GCS from here
+    proxy_transport: httpx.AsyncBaseTransport | None = None
 
     async def get(self, path: str, **params: Any) -> httpx.Response:
         return await self.http.get(f"{self.dashboard_url}{path}", params=params or None)
@@ -94,6 +98,10 @@ async def check_address(p: Probe) -> Check:
     finally:
         await manager.aclose()
     p.dashboard_url, p.gcs_address = resolved.dashboard_url.rstrip("/"), resolved.gcs_address
+    if (
+        resolved.kube is not None
+    ):  # its credentials outlive the manager: the transport holds the configuration
+        p.proxy_transport = resolved.kube.kube.proxy_transport()
     given = f" (from {configured})" if configured and configured.rstrip("/") != p.dashboard_url else ""
     return Check("address", "ok", f"dashboard {p.dashboard_url}{given}, {resolved.source} cluster.")
 
@@ -234,6 +242,13 @@ async def check_gcs_direct(p: Probe, seen: str) -> Check:
     from ray_mcp.ray_api.gcs import find_gcs_for_dashboard
 
     assert p.dashboard_url is not None
+    if p.proxy_transport is not None:
+        return Check(
+            "gcs", "warn",
+            f"{seen}, but the GCS (gRPC) is out of reach through the Kubernetes API server's service proxy (HTTP "
+            "only): kill_actor fails and the GCS-only facts (placement group strategies, actor owners) say unknown.",
+            "run ray-mcp in a pod of the cluster for them (docs/kubernetes.md).",
+        )  # fmt: skip
     address = p.gcs_address
     try:
         if address is None:
@@ -338,6 +353,27 @@ def check_upload_roots(p: Probe) -> Check:
     return Check("uploads", "ok", f"local uploads allowed under {', '.join(map(str, roots))} ({where}).")
 
 
+async def check_history(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> Check:
+    """A history+ address: the History Server enters the session and answers its job list."""
+    from ray_mcp.errors import RayMCPError
+    from ray_mcp.ray_api.client import RayClient
+    from ray_mcp.ray_api.history import HistoryTransport, parse_history_address
+
+    ref = parse_history_address(str(settings.address))
+    history = HistoryTransport(ref, transport)
+    client = RayClient(ref.url, timeout_s=settings.request_timeout_s, transport=history,
+                       headers=settings.dashboard_request_headers())  # fmt: skip
+    try:
+        jobs = await client.job_rows()
+    except RayMCPError as exc:
+        return Check("history", "FAIL", str(exc).split(". ")[0] + ".", "correct the history+ address.")
+    finally:
+        await client.aclose()
+    return Check(
+        "history", "ok", f"{history.notice().removeprefix('HISTORY: ')} It keeps {len(jobs)} job(s)."
+    )
+
+
 # In order: each may use what the previous ones learned (the head node, the dashboard's Ray version).
 CLUSTER_CHECKS: list[tuple[str, Callable[[Probe], Awaitable[Check]]]] = [
     ("dashboard", check_dashboard),
@@ -358,15 +394,24 @@ async def run_checks(
     verify: Any = (
         str(settings.dashboard_ca_file) if settings.dashboard_ca_file else settings.dashboard_verify_tls
     )
-    async with httpx.AsyncClient(
-        timeout=settings.request_timeout_s,
-        headers=settings.dashboard_request_headers(),
-        verify=verify,
-        transport=http_transport,
-    ) as http:
-        probe = Probe(settings, http)
+
+    def client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            timeout=settings.request_timeout_s, headers=settings.dashboard_request_headers(), verify=verify,
+            transport=transport,
+        )  # fmt: skip
+
+    async with contextlib.AsyncExitStack() as stack:
+        probe = Probe(settings, await stack.enter_async_context(client(http_transport)))
         checks = [await check_address(probe)]
+        if probe.proxy_transport is not None and http_transport is None:
+            probe.http = await stack.enter_async_context(client(probe.proxy_transport))
         reason = "no cluster to check" if probe.dashboard_url is None else ""
+        if not reason and (settings.address or "").strip().startswith(HISTORY_SCHEME):
+            checks.append(await check_history(settings, http_transport))
+            reason = (
+                "a terminated cluster's record (history+ address): the live cluster's checks do not apply"
+            )
         for name, check in CLUSTER_CHECKS:
             if reason:
                 checks.append(Check(name, "skip", f"{reason}."))

@@ -5,6 +5,7 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
 
     RayMCPError (ToolError)
     ├── InvalidArgument        the caller's input is wrong; nothing was sent to the cluster
+    │   └── NeedsLiveCluster   asked of a terminated cluster's record (History Server) what only a live one has
     ├── NotFound               the id or name does not exist in the cluster
     ├── ClusterUnavailable     the cluster could not be reached, or the embedded one failed to start
     │   └── DashboardTimeout   the dashboard accepted the request but did not answer in time
@@ -14,6 +15,7 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -24,9 +26,9 @@ import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, RAY_ERROR_CHARS
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, QUOTED_CHARS, RAY_ERROR_CHARS
 from ray_mcp.settings import ADDRESS_FORMS
-from ray_mcp.text import quoted
+from ray_mcp.text import quoted, truncate_text
 
 
 class RayMCPError(ToolError):
@@ -35,6 +37,10 @@ class RayMCPError(ToolError):
 
 class InvalidArgument(RayMCPError):
     """The caller's input is wrong. Nothing was changed in the cluster."""
+
+
+class NeedsLiveCluster(InvalidArgument):
+    """The source is a terminated cluster's record (a history+ address), which does not keep what was asked."""
 
 
 class NotFound(RayMCPError):
@@ -67,11 +73,25 @@ def auth_refused(url: str, what: str, status: int | None = None) -> AuthRefused:
     )
 
 
-def unreachable(address: str, cause: str) -> ClusterUnavailable:
+# What a refused connection may mean: the cluster is gone. Said where it is found, with what is left and where
+# (worded so that its Ray concepts do not crowd out the dashboard's page among the error's links).
+GONE = (
+    "If the cluster is gone (its head stopped or restarted, its RayCluster deleted, its nodes scaled down), what "
+    "only its head held is lost with it: what the State API lists (tasks, objects, events and the rest), and the "
+    "submitted jobs' records unless the GCS is fault tolerant (external Redis), which keeps them across a head "
+    "restart. "
+    "Log files stay on the disk of each node that survives, under its Ray temp dir (/tmp/ray/session_*/logs by "
+    "default). A KubeRay History Server that collected the cluster keeps its record: read it with --address "
+    "history+http://host:port/namespace/kind/name."
+)
+
+
+def unreachable(address: str, cause: str, *, gone: bool = False) -> ClusterUnavailable:
+    """``gone``: nothing accepts connections there, so the cluster may no longer exist (GONE says what then)."""
     return ClusterUnavailable(
         f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
         "the head node) and that the dashboard is reachable from this machine; pass the right address with "
-        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})."
+        f"--address or RAY_ADDRESS ({ADDRESS_FORMS})." + (f" {GONE}" if gone else "")
     )
 
 
@@ -102,7 +122,8 @@ def dashboard_errors(
             "or raise --request-timeout-s (RAY_MCP_REQUEST_TIMEOUT_S)."
         ) from exc
     except httpx.TransportError as exc:
-        raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
+        gone = isinstance(exc, httpx.ConnectError)  # refused, or no such host: not a slow or broken answer
+        raise unreachable(url, f"{type(exc).__name__}: {exc or 'connection failed'}", gone=gone) from exc
     except httpx.InvalidURL as exc:  # an argument too long (or malformed) to fit in the request's URL
         raise InvalidArgument(
             f"Cannot ask the Ray dashboard at {url} for {what}: an argument does not fit in a URL ({exc}). "
@@ -237,7 +258,13 @@ def invalid_arguments(tool: str, exc: ValidationError) -> InvalidArgument:
             parts.append(f"{field} is required")
         else:
             allowed = str(err["msg"]).removeprefix("Input should be ").removeprefix("Value error, ")
-            parts.append(f"{field}={quoted(err['input'])} is refused: expected {allowed}")
+            value = err["input"]  # as sent: 1 is not "1" (a refused number is not said to be a string)
+            shown = (
+                quoted(value)
+                if isinstance(value, str)
+                else truncate_text(json.dumps(value, default=str), QUOTED_CHARS)
+            )
+            parts.append(f"{field}={shown} is refused: expected {allowed}")
     return InvalidArgument(f"{tool}: {'; '.join(parts)}. Nothing was done; call it again with a valid value.")
 
 

@@ -18,7 +18,8 @@ from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGIST
 # What --address may be (cluster.parse_address reads each form).
 ADDRESS_FORMS = (
     "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, a GCS address host:6379, "
-    "or a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name"
+    "a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name, "
+    "or a History Server record history+http://host:port/namespace/kind/name[/session]"
 )
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 

@@ -17,7 +17,7 @@ from ray_mcp.ray_api.kuberay_status import describe
 SEVERITY = {
     "unschedulable": STUCK, "image pull failing": STUCK, "stuck in init": STUCK, "OOMKilled": ROOT,
     "evicted": ROOT, "crash looping": LOOP, "status disagrees": STUCK, "RayJob failed": PROBLEM,
-    "upgrade stuck": STUCK, "no pods": STUCK,
+    "upgrade stuck": STUCK, "no pods": STUCK, "pod failed": PROBLEM, "serve app failing": PROBLEM,
 }  # fmt: skip
 NEXT = (
     "kuberay_status for the pods and events; kuberay_logs(pod=..., previous=true) for a restarted container."

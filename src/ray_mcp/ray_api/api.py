@@ -40,6 +40,7 @@ class RayAPI:
         transport: httpx.AsyncBaseTransport | None = None,
         gcs_address: str | None = None,
         gcs_lookup: GcsLookup | None = GCS_LOOKUP,
+        gcs_out_of_reach: str | None = None,
         stack_source: str = "auto",
         py_spy: str | None = None,
         local_logs: bool = True,
@@ -55,7 +56,7 @@ class RayAPI:
         self.dashboard_url = client.dashboard_url
         self.gcs = gcs = Gcs(
             client.dashboard_url, address=gcs_address, lookup=gcs_lookup, authorization=client.authorization(),
-            timeout_s=timeout_s,
+            timeout_s=timeout_s, out_of_reach=gcs_out_of_reach,
         )  # fmt: skip
         self.nodes = nodes = Nodes(client)
         self.jobs = jobs = Jobs(client)

@@ -12,6 +12,7 @@ the cluster uses them. Each call blocks: ``Gcs`` runs it in a worker thread.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import socket
@@ -229,9 +230,12 @@ class Gcs:
         lookup: GcsLookup | None,
         authorization: str | None,
         timeout_s: float,
+        out_of_reach: str | None = None,
     ) -> None:
         self.dashboard_url = dashboard
         self.address = address  # known for embedded clusters and GCS addresses; else found by ``lookup``
+        # why no GCS can be reached from here at all (a Kubernetes service proxy), told instead of looking
+        self.out_of_reach = out_of_reach
         self.timeout_s = timeout_s
         self._lookup = lookup
         self._authorization = authorization
@@ -247,6 +251,17 @@ class Gcs:
     async def call(self, what: str, read: Callable[[Any], T]) -> T:
         """``read(channel)`` in a worker thread, its failures mapped onto our errors."""
         return await anyio.to_thread.run_sync(self._call, what, read)
+
+    async def connect(self) -> None:
+        """Find the GCS and connect to it now (at start-up), so the first call that needs it does not pay for
+        it; a GCS out of reach is left for the calls to report."""
+
+        def connect() -> None:
+            with contextlib.suppress(Exception):
+                channel = self._open("connecting at start-up")
+                grpc.channel_ready_future(channel).result(timeout=min(self.timeout_s, LOOKUP_TIMEOUT_S))
+
+        await anyio.to_thread.run_sync(connect)
 
     def _call(self, what: str, read: Callable[[Any], T]) -> T:
         channel = self._open(what)
@@ -269,6 +284,8 @@ class Gcs:
                 self.address = lookup.gcs_of(self.dashboard_url, min(self.timeout_s, LOOKUP_TIMEOUT_S))
                 if self.address is None:
                     self._missed_at = time.monotonic()
+            if self.address is None and self.out_of_reach:
+                raise ClusterUnavailable(self.out_of_reach.format(what=what))
             if self.address is None:
                 raise ClusterUnavailable(
                     f"No GCS found for the dashboard at {self.dashboard_url}: it is reached alone, or its GCS is "

@@ -1,10 +1,13 @@
 """Ray Jobs: get, list, wait, stop and delete through the Jobs REST API (/api/jobs/); submit through Ray's
-JobSubmissionClient, which zips and uploads a local working_dir."""
+JobSubmissionClient, which zips and uploads a local working_dir. Its requests ride the cluster's one HTTP
+client (``RayClient.http``): the same headers, TLS and transport as every other call (a Kubernetes API
+server's service proxy with the kubeconfig's credentials, or a test's injected fault)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -12,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
+import httpx
 from ray.job_submission import JobSubmissionClient
 
 from ray_mcp import models
@@ -22,6 +27,7 @@ from ray_mcp.errors import (
     NotFound,
     RayMCPError,
     RayRequestFailed,
+    dashboard_errors,
     job_sdk_errors,
 )
 from ray_mcp.guard.redaction import hold_job
@@ -32,7 +38,7 @@ from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
-from ray_mcp.text import truncate_text
+from ray_mcp.text import clean_text, truncate_text
 
 JOB_SDK_SLACK_S = 3.0
 UPLOAD_READ_TIMEOUT_S = 300.0
@@ -63,13 +69,31 @@ class Jobs:
         """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
         async with self._sdk_lock:
             if self._sdk is None:
-                c = self.client
                 make = functools.partial(
-                    BoundedJobSubmissionClient, c.dashboard_url, timeout_s=c.timeout_s,
-                    headers=c.headers or None, verify=c.verify,
-                )  # fmt: skip
+                    BoundedJobSubmissionClient, self.client.dashboard_url, send=self._sdk_send
+                )
                 self._sdk = await self._in_thread(make, what="connecting to the Jobs API")
         return self._sdk
+
+    def _sdk_send(self, method: str, endpoint: str, data: bytes | None, json_data: Any) -> SdkResponse:
+        """One request of Ray's Job SDK, called in its worker thread and sent by the cluster's HTTP client on the
+        event loop. Reads get the dashboard timeout; a POST or PUT (a submission, an upload) may wait for the
+        job server longer. Ray's client sends without any timeout, and with its own headers and TLS."""
+        c = self.client
+        read = c.timeout_s if method.upper() == "GET" else max(c.timeout_s, UPLOAD_READ_TIMEOUT_S)
+
+        async def send() -> httpx.Response:
+            with dashboard_errors(c.dashboard_url, f"{method} {endpoint} of the Jobs API", read):
+                return await c.http.request(
+                    method,
+                    endpoint,
+                    content=data,
+                    json=json_data,
+                    timeout=httpx.Timeout(c.timeout_s, read=read),
+                )
+
+        answer = anyio.from_thread.run(send)
+        return SdkResponse(answer.status_code, answer.text)
 
     async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
@@ -229,7 +253,7 @@ class Jobs:
             )
         except RayMCPError:
             return None
-        lines = [line for line in decode_log(data).splitlines() if line.strip()]
+        lines = [line for line in clean_text(decode_log(data)).splitlines() if line.strip()]
         return truncate_text(lines[-1], LINE_CHARS) if lines else None
 
     async def stop(self, job: str) -> models.JobChange:
@@ -311,27 +335,33 @@ class Jobs:
         )  # fmt: skip
 
 
-class BoundedJobSubmissionClient(JobSubmissionClient):
-    """Ray's JobSubmissionClient with a timeout on every request, and exactly this cluster's headers.
+class SdkResponse:
+    """What Ray's Job SDK reads of a response (it was written for ``requests``): status, text, JSON."""
 
-    Ray's client sends its requests without a timeout, so a dashboard that accepts and never answers would hold
-    a worker thread forever (and enough of them would starve every other call). Reads get the dashboard
-    timeout; a POST or DELETE (a submission with an upload, a stop) may wait for the job server longer.
+    def __init__(self, status_code: int, text: str) -> None:
+        self.status_code = status_code
+        self.text = text
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+    def raise_for_status(self) -> None:
+        if self.status_code >= 400:  # the SDK's own failure text, which errors.job_sdk_errors reads
+            raise RuntimeError(f"Request failed with status code {self.status_code}: {self.text}.")
+
+
+class BoundedJobSubmissionClient(JobSubmissionClient):
+    """Ray's JobSubmissionClient, its requests sent by ``send`` (Jobs._sdk_send): the cluster's own HTTP client,
+    with exactly this cluster's headers and a timeout on every request. Ray's client would send with
+    ``requests``: no timeout (a dashboard that accepts and never answers would hold a worker thread forever),
+    in token mode this process's own token to every cluster, and none of a Kubernetes proxy's credentials.
     """
 
-    def __init__(
-        self, address: str, *, timeout_s: float, headers: dict[str, str] | None = None, **kwargs: Any
-    ) -> None:
-        # Exactly the headers ray-mcp chose for this cluster (settings.dashboard_request_headers): in token
-        # mode Ray's client would add this process's own token to every cluster, even to one whose
-        # clusters-file entry names none. Set before super().__init__, whose version check is a request.
-        self._ray_mcp_headers = dict(headers or {})
-        self._ray_mcp_timeout_s = timeout_s
-        super().__init__(address, headers=headers, **kwargs)
+    def __init__(self, address: str, *, send: Callable[[str, str, bytes | None, Any], SdkResponse]) -> None:
+        self._ray_mcp_send = send  # set before super().__init__, whose version check is a request
+        super().__init__(address)
 
-    def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
-        self._headers = dict(self._ray_mcp_headers)
-        timeout_s = self._ray_mcp_timeout_s
-        read = timeout_s if method.upper() == "GET" else max(timeout_s, UPLOAD_READ_TIMEOUT_S)
-        kwargs.setdefault("timeout", (timeout_s, read))
-        return super()._do_request(method, endpoint, **kwargs)
+    def _do_request(
+        self, method: str, endpoint: str, *, data: bytes | None = None, json_data: Any = None, **_: Any
+    ) -> Any:
+        return self._ray_mcp_send(method, endpoint, data, json_data)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NotFound, RayRequestFailed
+from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NotFound, RayMCPError, RayRequestFailed
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -31,9 +31,28 @@ RAY_KINDS = (("rayclusters", "RayCluster"), ("rayjobs", "RayJob"), ("rayservices
 CLUSTER_LABEL = "ray.io/cluster"  # KubeRay labels every pod (and the head service) with its RayCluster
 NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
 GROUP_LABEL = "ray.io/group"  # the worker group (headgroup for the head)
+JOB_NAME_LABEL = "job-name"  # what Kubernetes labels a Job's pods with: a RayJob's submitter Job has its name
 DASHBOARD_PORT_NAME = "dashboard"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 EXTRA_HINT = "Install the Kubernetes client with: pip install 'ray-mcp[kubernetes]'."
+RAY_PROXIED_AUTH_HEADER = "X-Ray-Authorization"  # Ray's token behind a proxy (ray authentication_constants)
+# Why the GCS's own facts are unknown through the service proxy (Gcs.out_of_reach; ``what`` is the fact).
+PROXY_NO_GCS = (
+    "Unknown from outside the Kubernetes cluster: {what} needs the GCS (gRPC), which the API server's service "
+    "proxy (HTTP only) does not reach; run ray-mcp in a pod of the cluster, where the k8s:// address reaches "
+    "the head service by its DNS name, GCS included (docs/kubernetes.md)."
+)
+# What the API server answers for itself on a proxied request (else the proxy passes the dashboard's answer).
+API_SERVER_FAILURES = (401, 403, 503)
+# The RBAC verb Kubernetes checks for each HTTP method of a services/proxy request.
+PROXY_VERBS = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
 
 
 @dataclass(frozen=True)
@@ -172,7 +191,9 @@ class Kube:
         raise NotFound(
             f"No RayCluster, RayJob or RayService {name!r} in namespace {self.namespace!r} (context "
             f"{self.context or 'in-cluster'}). List them with `kubectl get rayclusters,rayjobs,rayservices "
-            f"-n {self.namespace}`."
+            f"-n {self.namespace}`. If it was deleted (a RayJob's cluster is, once its job ends), its pods' logs "
+            "and its head's state went with it; a KubeRay History Server that collected it keeps its record: "
+            f"--address history+http://<history-server>:<port>/{self.namespace}/<kind>/{name}."
         )
 
     async def list_ray(self, plural: str) -> list[dict[str, Any]]:
@@ -279,13 +300,51 @@ class ProxyTransport(httpx.AsyncBaseTransport):
         self.inner = httpx.AsyncHTTPTransport(verify=_ssl_context(configuration), proxy=configuration.proxy)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        # The API server takes Authorization for itself and strips it; Ray's dashboard reads its own token from
+        # X-Ray-Authorization too ("for proxies and KubeRay"), which the proxy passes on.
+        ray_token = request.headers.pop("Authorization", None)
+        if ray_token:
+            request.headers[RAY_PROXIED_AUTH_HEADER] = ray_token
         token = await self.configuration.get_api_key_with_prefix("BearerToken")
         if token:
             request.headers["Authorization"] = token
-        return await self.inner.handle_async_request(request)
+        response = await self.inner.handle_async_request(request)
+        if response.status_code in API_SERVER_FAILURES:
+            await response.aread()
+            refusal = api_server_refusal(request, response)
+            if refusal is not None:
+                await response.aclose()
+                raise refusal
+        return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def api_server_refusal(request: httpx.Request, response: httpx.Response) -> RayMCPError | None:
+    """The API server's own failure of a proxied request (a Status object: RBAC, authentication, a service with
+    no ready endpoint), as our error naming the verb or the cause; None for the dashboard's own answers, which
+    the proxy passes through as they are."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return None
+    if not (isinstance(body, dict) and body.get("kind") == "Status" and body.get("apiVersion") == "v1"):
+        return None
+    status, message = response.status_code, str(body.get("message") or body.get("reason") or "")
+    path = request.url.path
+    if status in (401, 403):
+        verb = PROXY_VERBS.get(request.method, request.method.lower())
+        return RayRequestFailed(
+            f"Kubernetes refused the service proxy request {request.method} {path}: HTTP {status} "
+            f"({message[:200]}). The account needs RBAC verb {verb} on services/proxy "
+            "(deploy/kubernetes/kuberay/role.yaml); check `kubectl auth can-i "
+            f"{verb} services/proxy`. Nothing was changed."
+        )
+    return ClusterUnavailable(
+        f"The Kubernetes API server could not proxy {request.method} {path} to the Ray head: HTTP {status} "
+        f"({message[:200]}). The head pod may not be Ready: call kuberay_status to see why."
+    )
 
 
 async def _body(response: Any) -> bytes:

@@ -7,17 +7,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ray_mcp.errors import RayMCPError
-from ray_mcp.models.kuberay import KubeStatus
-from ray_mcp.ray_api.kuberay import Kube, cluster_of, head_service_of
+from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES
+from ray_mcp.models.kuberay import KubeStatus, PodState
+from ray_mcp.ray_api.kuberay import JOB_NAME_LABEL, Kube, cluster_of, head_service_of
 from ray_mcp.shaping.kuberay import (
     cluster_findings,
     events_digest,
     job_findings,
     pod_state,
     pods_shown,
+    serve_app_findings,
     service_findings,
     worker_groups,
 )
+from ray_mcp.text import first_sentence, quoted
 
 RayJobStatus = Callable[[str], Awaitable[str | None]]  # submission id -> Ray's status (None: unknown)
 
@@ -51,7 +54,11 @@ async def describe(
             )
             + "."
         )
+        submitters = await _submitters(kube, name)
+        findings += cluster_findings(None, submitters)
+        pods += submitters
         details.append(f"Submitter: the Kubernetes Job {name} (kuberay_logs(pod='submitter') tails it).")
+        details += await _submitter_log(kube, submitters)
     elif kind == "RayService":
         active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
         pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
@@ -62,18 +69,23 @@ async def describe(
             pending_pods = [pod_state(p) for p in await kube.pods(pending)]
             findings += cluster_findings(pending_rc, pending_pods)
             pods += pending_pods
-        findings = service_findings(obj, now_s=time.time(), pending_ready=pending_ready) + findings
+        findings = (
+            service_findings(obj, now_s=time.time(), pending_ready=pending_ready)
+            + serve_app_findings(obj)
+            + findings
+        )
         strategy = ((obj.get("spec") or {}).get("upgradeStrategy") or {}).get("type") or "NewCluster"
         details.append(
             f"Service status {status.get('serviceStatus') or 'unknown'}; active cluster {active or 'none'}; "
             f"pending cluster {pending or 'none'} ({'ready' if pending_ready else 'not ready' if pending else 'no upgrade'}); "
             f"upgrade strategy {strategy}."
         )
-        apps = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
-        for app, app_status in list(apps.items()):
-            details.append(f"Serve app {app}: {app_status.get('status', 'unknown')}" + (
-                f": {app_status['message']}" if app_status.get("message") else ""
-            ))  # fmt: skip
+        for role, key in (("", "activeServiceStatus"), (" (pending cluster)", "pendingServiceStatus")):
+            apps = (status.get(key) or {}).get("applicationStatuses") or {}
+            for app, app_status in list(apps.items()):
+                details.append(f"Serve app {app}{role}: {app_status.get('status', 'unknown')}" + (
+                    f": {quoted(app_status['message'])}" if app_status.get("message") else ""
+                ))  # fmt: skip
     if raycluster is not None:
         details.append(_cluster_line(raycluster))
     groups = worker_groups(raycluster) if raycluster is not None else []
@@ -88,6 +100,30 @@ async def describe(
         events=shown_events, events_total=events_total,
         hint=_hint(findings, pods),
     )  # fmt: skip
+
+
+async def _submitters(kube: Kube, rayjob: str) -> list[PodState]:
+    """The pods of a RayJob's submitter (K8sJobMode: the Kubernetes Job KubeRay names after the RayJob, whose
+    pods carry the job-name label); none in the other submission modes."""
+    found = await kube.pods_labelled(f"{JOB_NAME_LABEL}={rayjob}", f"the submitter pods of RayJob {rayjob!r}")
+    return [pod_state(p).model_copy(update={"node_type": "submitter"}) for p in found]
+
+
+async def _submitter_log(kube: Kube, submitters: list[PodState]) -> list[str]:
+    """The end of the newest failed submitter's log: why it gave up (often: the head was not ready yet)."""
+    failed = [p for p in submitters if p.phase == "Failed" or p.last_terminated or p.waiting]
+    if not failed:
+        return []
+    pod = failed[-1]
+    try:
+        text = await kube.log(
+            pod.name, container=None, previous=False, lines=KUBE_SUBMITTER_LOG_LINES,
+            max_bytes=KUBE_SUBMITTER_LOG_BYTES,
+        )  # fmt: skip
+    except RayMCPError as exc:
+        return [f"Submitter pod {pod.name}'s log unreadable: {first_sentence(str(exc))}"]
+    lines = [quoted(line) for line in text.splitlines()[-KUBE_SUBMITTER_LOG_LINES:] if line.strip()]
+    return [f"Submitter pod {pod.name}'s log ends: " + (" / ".join(lines) or "(empty)")]
 
 
 async def _cluster(kube: Kube, name: str) -> dict[str, Any] | None:

@@ -180,6 +180,12 @@ def tail_of(where: LogDir, filename: str, lines: int, keep: int) -> tuple[bytes,
         os.close(fd)
 
 
+def missing(where: LogDir, filename: str) -> bool:
+    """True when nothing of that name is in the node's logs directory: no file, directory or link (a name that
+    leads outside is refused, as by open_log)."""
+    return not os.path.lexists(where.real.joinpath(*_parts_inside(where.real, filename, where.reported)))
+
+
 def is_pattern(filename: str) -> bool:
     """A filename with glob characters: tail_logs lists the files it matches instead of reading one."""
     return any(c in filename for c in "*?[")

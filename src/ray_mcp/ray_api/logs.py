@@ -31,12 +31,12 @@ from ray_mcp.limits import (
 from ray_mcp.ray_api.client import ProgressFn, RayClient
 from ray_mcp.ray_api.ids import node_path
 from ray_mcp.ray_api.jobs import Jobs, job_log_file
-from ray_mcp.ray_api.local_logs import LogDir, is_pattern, node_logs_dir, stat_files, tail_of
+from ray_mcp.ray_api.local_logs import LogDir, is_pattern, missing, node_logs_dir, stat_files, tail_of
 from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
-from ray_mcp.text import truncate_text
+from ray_mcp.text import ANSI, quoted, truncate_text
 
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
 _ACTOR_HINT = "Call list_actors to see the actor ids that exist."
@@ -323,7 +323,14 @@ class Logs:
         where = await self.local_logs_dir(src.node_id)
         if where is None:
             return None
-        return await anyio.to_thread.run_sync(tail_of, where, filename, lines, keep)
+        found = await anyio.to_thread.run_sync(tail_of, where, filename, lines, keep)
+        if found is None and await anyio.to_thread.run_sync(missing, where, filename):
+            # The directory Ray's log agent reads is this one: asking the dashboard would only repeat it, and
+            # on a busy head its stream can come back empty instead of "not found".
+            raise NotFound(
+                f"Ray found no log for {src.source}: node {src.node_id} has no file {quoted(filename)}. {src.hint}"
+            )
+        return found
 
     async def local_logs_dir(self, node_id: str) -> LogDir | None:
         """The node's logs directory on this machine, from what the cluster reports about the node (asked once
@@ -446,7 +453,7 @@ class Logs:
                     batch = bytes(line_start) + chunk[max(0, cut + 1 - 4096) : cut + 1]
                     line_start = bytearray(chunk[cut + 1 :][:4096])
                     if on_progress is not None:
-                        text = truncate_text(decode_log(batch).rstrip("\n"), PROGRESS_CHARS)
+                        text = truncate_text(ANSI.sub("", decode_log(batch)).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)
         if len(new) > keep:
             dropped += len(new) - keep

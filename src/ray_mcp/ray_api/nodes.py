@@ -39,6 +39,7 @@ class Nodes:
             self._pending_placement_groups(),
         )
         summary = await self._host_usage(notes, nodes_result.get("result") or [])
+        note_unknown_use(status, notes)
         return build_cluster_status(
             dashboard_url=self.client.dashboard_url,
             source=self.client.source,
@@ -83,8 +84,11 @@ class Nodes:
             "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
         )
 
-    async def capacities(self) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
-        """Every node (State API) and, for the alive ones, total and available resources."""
+    async def capacities(
+        self, notes: list[str] | None = None
+    ) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
+        """Every node (State API) and, for the alive ones, total and available resources (``notes``: told
+        when the use is unknown)."""
         nodes_result, status = await gather(
             self.client.list_state(
                 "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
@@ -92,13 +96,14 @@ class Nodes:
             self.client.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
         )
         nodes = list(nodes_result.get("result") or [])
+        note_unknown_use(status, notes if notes is not None else [])
         load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
         known = {name for node in nodes for name in (node.get("resources_total") or {})}
         usage = {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
         return nodes, node_capacities(nodes, usage)
 
     async def list(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
-        nodes, capacities = await self.capacities()
+        nodes, capacities = await self.capacities(notes)
         summary = await self._host_usage(notes, nodes)
         if state:
             nodes = [n for n in nodes if n.get("state") == state]
@@ -119,4 +124,14 @@ class Nodes:
         raise NotFound(
             f"No node {node!r} in the cluster at {self.client.dashboard_url} (give a node id or IP). "
             "Call cluster_status to see the nodes, with their ids and IPs."
+        )
+
+
+def note_unknown_use(status: Any, notes: list[str]) -> None:
+    """A status without the autoscaler's load report (a History Server's record keeps none): the use of every
+    resource is unknown, and the figures built without it count it all as free."""
+    if not ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport"):
+        notes.append(
+            "Resource use unknown: /api/cluster_status carries no load report (a terminated cluster's record "
+            "keeps none), so every resource is counted as free."
         )

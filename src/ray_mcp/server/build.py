@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ray_mcp import sdk_private
 from ray_mcp.errors import (
     InvalidArgument,
+    NeedsLiveCluster,
     RayMCPError,
     invalid_arguments,
     unexpected_failure,
@@ -108,6 +109,11 @@ class RayMCPServer(MCPServer[App]):
         refused value names the field, the value and what is allowed."""
         if name in self.hidden_tools:
             raise InvalidArgument(f"{name} is not offered by this server: {self.hidden_tools[name]}.")
+        if self.tool_kinds.get(name, "read") != "read" and self.app.reads_history():
+            raise NeedsLiveCluster(
+                f"{name} changes a cluster, and this one is read through a KubeRay History Server (a history+ "
+                "address), which serves reads only: nothing was done. Run it against the live cluster's address."
+            )
         tool = sdk_private.registered_tool(self, name)
         if tool is not None:
             valid = list(tool.parameters.get("properties") or {})
@@ -226,6 +232,25 @@ class ErrorPageLinks(ServerMiddleware[Any]):
         return {**data, "content": [*data["content"], *dumped]}
 
 
+class HistoryNotice(ServerMiddleware[Any]):
+    """Every tools/call answer read from a terminated cluster's record (a history+ address) says so first."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        history = self.app.history_of_call() if ctx.method == "tools/call" else None
+        if history is None:
+            return result
+        data = (
+            result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
+        )
+        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+            return result
+        return {**data, "content": [{"type": "text", "text": history.notice()}, *data["content"]]}
+
+
 class ClusterSelection(ServerMiddleware[Any]):
     """The one place that selects the cluster a tools/call names, for the whole call.
 
@@ -307,6 +332,7 @@ def build_server(
             CaseInsensitiveChoices(input_schemas),
             SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
+            HistoryNotice(app),  # inside ClusterSelection: the call's cluster is known
         ],
     )
     server.app = app

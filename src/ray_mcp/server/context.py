@@ -20,8 +20,11 @@ from ray_mcp.guard.confirm import ClusterRef
 from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
 from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
 from ray_mcp.ray_api import RayAPI
+from ray_mcp.ray_api.client import http_verify
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.ray_api.kuberay import RayTarget
+from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
+from ray_mcp.ray_api.history import HistoryTransport
+from ray_mcp.ray_api.kuberay import PROXY_NO_GCS, RayTarget
 from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 
@@ -56,6 +59,7 @@ class Connection:
         self._http_transport = http_transport
         self._gcs_lookup = gcs_lookup
         self._api: RayAPI | None = None
+        self.history: HistoryTransport | None = None  # a history+ address: the record's transport
         self._building: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -71,11 +75,19 @@ class Connection:
             s = self.settings
             headers = s.dashboard_request_headers(local_cluster=resolved.source in LOCAL_SOURCES)
             SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
-            transport, gcs_lookup = self._http_transport, self._gcs_lookup
+            transport, gcs_lookup, gcs_out_of_reach = self._http_transport, self._gcs_lookup, None
             if resolved.kube is not None and transport is None:
                 transport = resolved.kube.kube.proxy_transport()
             if resolved.kube is not None and not resolved.kube.kube.in_cluster:
-                gcs_lookup = None  # the API server proxies HTTP only: the GCS (gRPC) is out of reach
+                gcs_lookup, gcs_out_of_reach = None, PROXY_NO_GCS  # the API server proxies HTTP only
+            self.history = None
+            if resolved.history is not None:  # a record, not a cluster: no GCS, no log read from this disk
+                verify = str(s.dashboard_ca_file) if s.dashboard_ca_file else s.dashboard_verify_tls
+                inner = transport or httpx.AsyncHTTPTransport(
+                    verify=http_verify(resolved.dashboard_url, verify)
+                )
+                transport = self.history = HistoryTransport(resolved.history, inner)
+                gcs_lookup = None
             self._api = RayAPI(
                 resolved.dashboard_url,
                 timeout_s=s.request_timeout_s,
@@ -85,9 +97,10 @@ class Connection:
                 transport=transport,
                 gcs_address=resolved.gcs_address,
                 gcs_lookup=gcs_lookup,
+                gcs_out_of_reach=gcs_out_of_reach,
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
-                local_logs=s.local_logs,
+                local_logs=s.local_logs and self.history is None,
             )
         return self._api
 
@@ -107,14 +120,16 @@ class Connection:
 
     def start(self) -> None:
         """Resolve the cluster in the background and build its adapter as soon as it is known: building the
-        first HTTP client of the process (its TLS context) is paid here, not by the first call."""
+        first HTTP client of the process (its TLS context) and connecting to the GCS are paid here, not by
+        the first call."""
         self.cluster.start()
         if self._building is None:
             self._building = asyncio.get_running_loop().create_task(self._build())
 
     async def _build(self) -> None:
         with contextlib.suppress(Exception):  # a cluster that cannot be resolved is reported by the calls
-            await self.api()
+            api = await self.api()
+            await api.gcs.connect()
 
     async def aclose(self) -> None:
         if self._building is not None:
@@ -174,6 +189,18 @@ class App:
                 f"No cluster named {name!r}; the configured clusters are {', '.join(self.connections)}."
             )
         return await self.connections[name].api()
+
+    def history_of_call(self) -> HistoryTransport | None:
+        """The History Server record the current call reads, when its cluster has a history+ address."""
+        connection = self.connections.get(CURRENT_CLUSTER.get() or self.default_cluster)
+        return connection.history if connection is not None else None
+
+    def reads_history(self) -> bool:
+        """Does the current call's cluster have a history+ address (known before it is resolved)?"""
+        connection = self.connections.get(CURRENT_CLUSTER.get() or self.default_cluster)
+        return connection is not None and (connection.settings.address or "").strip().startswith(
+            HISTORY_SCHEME
+        )
 
     async def kube(self) -> RayTarget:
         """The KubeRay object of the cluster the current call names (else the default)."""

@@ -245,7 +245,7 @@ async def read_job(app: App, submission_id: str) -> str:
     """The resource: the job's state, then the tail of its driver log (bounded; redacted by the middleware)."""
     from ray_mcp.ray_api.targets import LogTarget
     from ray_mcp.shaping.jobs import render_job
-    from ray_mcp.shaping.logs import render_log_tail
+    from ray_mcp.shaping.logs import render_log_tail, without_colour
 
     try:
         api = await app.api()
@@ -255,12 +255,14 @@ async def read_job(app: App, submission_id: str) -> str:
     except RayMCPError as exc:
         raise ResourceError(str(exc)) from None
     parts = [render_job(info), ""]
+    if (history := app.history_of_call()) is not None:  # a terminated cluster's record says so first
+        parts.insert(0, history.notice())
     try:
         target = LogTarget(job=submission_id)
         tail = await api.logs.tail(target, lines=JOB_LOG_TAIL_LINES, max_bytes=JOB_LOG_TAIL_BYTES)
         parts += [
             f"Driver log, last {JOB_LOG_TAIL_LINES} lines at most (tail_logs reads more):",
-            render_log_tail(tail),
+            render_log_tail(without_colour(tail)),
         ]
     except RayMCPError as exc:
         parts.append(f"Driver log: not readable now ({exc}).")

@@ -37,7 +37,7 @@ def short_message(message: str, limit: int = JOB_MESSAGE_CHARS) -> str:
     if len(message) <= limit:
         return message
     first = message.split("\n", 1)[0][:JOB_MESSAGE_HEAD_CHARS]
-    window = len(message) - (limit - JOB_MESSAGE_HEAD_CHARS)
+    window = len(message) - (limit - len(first))
     start = message.find(TRACEBACK_START, window)
     if start < 0:
         start = message.find("\n", window) + 1 or window
@@ -116,7 +116,10 @@ def render_job(job: models.JobInfo) -> str:
     ids = job.submission_id or job.job_id or "?"
     if job.submission_id and job.job_id:
         ids += f" (job id {job.job_id})"
-    lines = [f"Job {ids}: {job.status}" + (f" — {quoted(job.message, FIELD_CHARS)}" if job.message else "")]
+    # The message's end holds the exception (Ray's is the driver log's last lines): cut it as short_message
+    # does, not from its start, which would show only the frames above the error.
+    message = short_message(job.message, FIELD_CHARS) if job.message else ""
+    lines = [f"Job {ids}: {job.status}" + (f" — {quoted(message, len(message))}" if message else "")]
     if job.error_type or job.driver_exit_code is not None:
         lines.append(f"error_type: {job.error_type or 'none'}; driver exit code: {job.driver_exit_code}")
     lines.append(f"entrypoint: {quoted(job.entrypoint, FIELD_CHARS)}")

@@ -3,7 +3,8 @@
 The verdict names the failure class KubeRay users lose the most hours to, from the most to the least
 blocking: a pod that cannot be scheduled (the scheduler's message and the worker group), an image that cannot
 be pulled, a pod stuck in an init container (``wait-gcs-ready``), a container OOMKilled or crash-looping, a
-RayJob whose deployment status and Ray's job status disagree, a RayService upgrade that does not finish.
+RayJob whose deployment status and Ray's job status disagree (or whose submitter failed), a RayService upgrade
+that does not finish or a Serve app it keeps failing on.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ CRASH_REASONS = (
 JOB_DONE = ("Complete", "Failed")
 RAY_RUNNING = ("PENDING", "RUNNING")
 RAY_ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+SERVE_APP_FAILING = ("DEPLOY_FAILED", "UNHEALTHY")  # Ray Serve's ApplicationStatus values that are failures
 
 
 def pod_state(pod: dict[str, Any]) -> PodState:
@@ -172,6 +174,12 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
                 verdict="evicted", pod=p.name, group=p.group,
                 text=f"{where} was evicted: {quoted(p.message or 'no message')}.",
             ))  # fmt: skip
+        elif p.phase == "Failed":
+            findings.append(KubeFinding(
+                verdict="pod failed", pod=p.name, group=p.group,
+                text=f"{where} failed ({p.last_terminated or p.reason or 'no reason given'}): "
+                f"{quoted(p.message or 'no message')}. Read kuberay_logs(pod={p.name!r}).",
+            ))  # fmt: skip
         elif p.waiting and p.waiting.split(": ")[-1] in CRASH_REASONS:
             findings.append(KubeFinding(
                 verdict="crash looping", pod=p.name, group=p.group,
@@ -246,6 +254,32 @@ def service_findings(
         text=f"The upgrade to RayCluster {pending} has not finished{how_long}: its cluster is not ready, so traffic "
         "stays on the active one. Its pods' findings say why (often no node has the resources for it).",
     )]  # fmt: skip
+
+
+def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:
+    """Serve apps KubeRay reports failing (DEPLOY_FAILED, UNHEALTHY) on the active or the pending cluster. On the
+    pending one the upgrade cannot finish; on the active one KubeRay may replace the cluster, again and again
+    while the cause stays (a RayService that restarts forever)."""
+    status = rayservice.get("status") or {}
+    found: list[KubeFinding] = []
+    for role, key in (("pending", "pendingServiceStatus"), ("active", "activeServiceStatus")):
+        side = status.get(key) or {}
+        for app, app_status in (side.get("applicationStatuses") or {}).items():
+            state = str((app_status or {}).get("status") or "")
+            if state not in SERVE_APP_FAILING:
+                continue
+            then = (
+                "so the upgrade cannot finish"
+                if role == "pending"
+                else "and KubeRay may replace the cluster over and over while the cause stays"
+            )
+            found.append(KubeFinding(
+                verdict="serve app failing",
+                text=f"Serve app {quoted(app)} on the {role} cluster {side.get('rayClusterName') or '?'} is "
+                f"{state}: {quoted((app_status or {}).get('message') or 'no message')}, {then}. Fix the app's "
+                "config or code (serveConfigV2); serve_status shows Ray's side of it.",
+            ))  # fmt: skip
+    return found
 
 
 def _age_s(timestamp: str | None, now_s: float) -> float | None:

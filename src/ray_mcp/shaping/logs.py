@@ -8,6 +8,7 @@ from ray_mcp.limits import GREP_LONG_LINE_BYTES, LOG_WHOLE_SHARE
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
 from ray_mcp.shaping.nodes import GIB
+from ray_mcp.text import ANSI
 
 
 def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], int, int]:
@@ -88,6 +89,16 @@ def tail_section(
 
 def decode_log(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+def without_colour(tail: models.LogTail) -> models.LogTail:
+    """The tail as shown to an agent: without terminal colour codes (Ray colours its "(pid=...)" prefixes),
+    noise that reads "\\x1b[36m" once escaped. The diagnosis reads the lines as they are: there the codes
+    mark the output Ray forwarded from workers."""
+    sections = [
+        s.model_copy(update={"lines": [ANSI.sub("", line) for line in s.lines]}) for s in tail.sections
+    ]
+    return tail.model_copy(update={"sections": sections})
 
 
 def grep_section(

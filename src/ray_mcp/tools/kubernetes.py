@@ -15,7 +15,7 @@ from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Decision, Pending
 from ray_mcp.limits import KUBE_LOG_BYTES, KUBE_LOG_LINES
 from ray_mcp.models.kuberay import KubeChange, KubeLog, KubeStatus
-from ray_mcp.ray_api.kuberay import CLUSTER_LABEL, NODE_TYPE_LABEL, RayTarget
+from ray_mcp.ray_api.kuberay import CLUSTER_LABEL, JOB_NAME_LABEL, NODE_TYPE_LABEL, RayTarget
 from ray_mcp.ray_api.kuberay_status import describe
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
@@ -86,7 +86,7 @@ async def _pod_name(target: RayTarget, pod: str) -> str:
     elif pod == "submitter":
         if target.kind != "RayJob":
             raise InvalidArgument(f"pod='submitter' is a RayJob's, and {target.name} is a {target.kind}.")
-        selector, what = f"job-name={target.name}", "submitter"
+        selector, what = f"{JOB_NAME_LABEL}={target.name}", "submitter"
     else:
         return pod
     pods = await target.kube.pods_labelled(selector, f"the {what} pod")

@@ -16,7 +16,7 @@ from ray_mcp.ray_api.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget, one
 from ray_mcp.server.context import app_of
 from ray_mcp.server.shares import owner_of
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.shaping.logs import render_log_tail, within_sent
+from ray_mcp.shaping.logs import render_log_tail, within_sent, without_colour
 from ray_mcp.tools import READ_ONLY, Api
 
 # tail_logs' arguments that name the log: one per row of LOG_TARGET_ARGS, in its order.
@@ -84,7 +84,7 @@ async def tail_logs(
             target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
             follow_s=follow_s, on_progress=ctx.report_progress,
         )  # fmt: skip
-    tail = within_sent(tail, max_bytes)
+    tail = within_sent(without_colour(tail), max_bytes)
     return tool_result(tail, render_log_tail(tail))
 
 

@@ -26,7 +26,14 @@ from ray_mcp.diagnosis.chains.symptoms import (
 )
 from ray_mcp.diagnosis.chains.waits_on import actor_wait
 from ray_mcp.diagnosis.graph import Graph, GraphInputs, Row, memory_summary, names, num, one_line
-from ray_mcp.limits import DEAD_NODES_SHOWN, EVENT_CHARS, NAMES_SHOWN, NODE_DEATH_CHARS, OOM_DETAIL_CHARS
+from ray_mcp.limits import (
+    ALIKE_SHOWN,
+    DEAD_NODES_SHOWN,
+    EVENT_CHARS,
+    NAMES_SHOWN,
+    NODE_DEATH_CHARS,
+    OOM_DETAIL_CHARS,
+)
 
 # The task errors a node's death gives the work on it (not the work's own exceptions).
 SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")
@@ -162,10 +169,13 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
     g = Graph(ev)
     chains = node_chains(g)
     chains += draining_chains(g)
-    chains += serve_chains(g)
     chains += serve_app_chains(g)
     covered = set().union(*(c.subjects for c in chains)) if chains else set()
-    for c in [*failed_task_chains(g, None), *actor_chains(g, None, "RUNNING"), *pending_chains(g, None)]:
+    chains += [c for c in serve_chains(g) if not c.subjects <= covered]
+    covered = set().union(*(c.subjects for c in chains)) if chains else set()
+    by_cause: dict[str, Chain] = {}
+    # Pending groups first: an actor or task that waits in a group ends at the group's own chain.
+    for c in [*pending_chains(g, None), *failed_task_chains(g, None), *actor_chains(g, None, "RUNNING")]:
         if c.subjects and c.subjects <= covered:
             continue
         if c.kind in ("cancelled", "killed", "ended_with_job"):
@@ -173,6 +183,13 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
         c.symptom = f"{c.symptom} [{g.job_label(c.job_id)}]" if c.job_id else c.symptom
         if c.kind in ("failed", "raised", "owner_died", "worker_crash", "oom", "node_died", "pg_removed"):
             c.severity = min(c.severity, CONTEXT + 10)
+        if (same := by_cause.get(c.cause)) is not None:  # one cause, one finding: what else it holds up
+            same.subjects |= c.subjects
+            same.severity = max(same.severity, c.severity)
+            if len(same.details) < ALIKE_SHOWN:
+                same.details.append(f"also held up by it: {c.symptom}")
+            continue
+        by_cause[c.cause] = c
         chains.append(c)
     chains += failed_jobs(g)
     chains += demand_chains(g, chains)

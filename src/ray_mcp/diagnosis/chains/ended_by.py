@@ -84,7 +84,7 @@ def exit_words(exit_type: object, detail: object, stderr_read: bool | None = Non
         return ""
     if "job has finished" in text or "as driver exits" in text:
         return f"{exit_type or 'exit'}: ended with its job (the driver exited while it still ran)"
-    if "connection error code 2" in text or "End of file" in text:
+    if ABRUPT.search(text):
         stderr = (
             ""
             if stderr_read is None
@@ -92,9 +92,15 @@ def exit_words(exit_type: object, detail: object, stderr_read: bool | None = Non
             if stderr_read
             else "; its stderr was not read"
         )
-        return (f"{exit_type or 'exit'}: the process crashed without a Python exception (a signal such as SIGSEGV "
-                f"or SIGKILL, os._exit, or a native crash{stderr})")  # fmt: skip
+        return (f"{exit_type or 'exit'}: killed by a signal (SIGKILL: kill -9 or the kernel's OOM killer) or ended "
+                f"abruptly (os._exit, a native crash){stderr}; Ray records no exit code or signal")  # fmt: skip
     return f"{exit_type or 'exit'}: {one_line(text, MESSAGE_HEAD_CHARS)}"
+
+
+# Ray's exit record of a worker that vanished without saying why: the raylet saw its socket close (an actor's
+# worker: "connection error code 2. End of file"), or its owner's RPC to it failed (a task's leased worker:
+# "unrecoverable failure ... RPC error: Socket closed").
+ABRUPT = re.compile(r"connection error code 2|End of file|Socket closed|unrecoverable failure")
 
 
 FATAL = re.compile(
@@ -185,6 +191,8 @@ def recorded_end(g: Graph, row: Row, label: str, cause: Row) -> list[Link]:
         return [Link("ended_by", f"{label} could not set up its runtime_env: {env_failure(text)}", text)]
     if "actor_unschedulable_context" in cause:
         text = str(cause["actor_unschedulable_context"].get("error_message") or "")
+        if "NodeAffinity" in text:
+            return [bound_node(g, label, text, num(row.get("end_time")))]
         return [
             Link("ended_by", f"{label} could not be scheduled: {one_line(text, SHORT_CAUSE_CHARS)}", text)
         ]
@@ -425,15 +433,8 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
                 one_line(msg, QUOTE_CHARS),
             )
         ]
-    bound = NODE_ID.search(msg) if kind.endswith("UNSCHEDULABLE_ERROR") or "NodeAffinity" in msg else None
-    if bound:  # work bound to one node (hard node affinity): that node's own state
-        nid = bound.group(0)
-        row = g.nodes.get(nid)
-        died = node_death(g, nid)
-        state = ("is not in the cluster's node list (never joined, or long gone)" if row is None
-                 else "is DEAD: " + died[0].text.split(" died ", 1)[-1] if died else f"is {row.get('state')}")  # fmt: skip
-        return [Link("ended_by", f"{label} could not be scheduled: it is bound to {g.node_label(nid)} (hard node affinity, "
-                     f"soft=False), and that node {state}", exc_quote(msg))]  # fmt: skip
+    if "NodeAffinity" in msg or (kind.endswith("UNSCHEDULABLE_ERROR") and NODE_ID.search(msg)):
+        return [bound_node(g, label, msg, num(t.get("end_time_ms")))]
     where = first_raise(msg)
     exc = exception_line(msg)
     if where:
@@ -451,6 +452,30 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
             exc_quote(msg),
         )
     ]
+
+
+def bound_node(g: Graph, label: str, msg: str, when_ms: float = 0.0) -> Link:
+    """Work that hard node affinity (soft=False) binds to a node that is gone or cannot fit it: that node's own
+    state. Ray 2.60's error does not name the node; then the node that died last (before the work failed) is
+    the one to look at, with its death."""
+    head = f"{label} could not be scheduled: hard node affinity (soft=False) to "
+    named = NODE_ID.search(msg)
+    if named:
+        nid = named.group(0)
+        row, died = g.nodes.get(nid), node_death(g, nid)
+        state = ("is not in the cluster's node list (never joined, or long gone)" if row is None
+                 else "is DEAD: died " + died[0].text.split(" died ", 1)[-1] if died else f"is {row.get('state')}")  # fmt: skip
+        return Link("ended_by", f"{head}{g.node_label(nid)}, and that node {state}", exc_quote(msg))
+    dead = sorted((n for n in g.nodes.values() if n.get("state") == "DEAD"
+                   and (not when_ms or num(n.get("end_time_ms")) <= when_ms)), key=lambda n: -num(n.get("end_time_ms")))  # fmt: skip
+    if not dead:
+        return Link("ended_by", f"{head}a node that is gone or cannot fit it (Ray's error does not name it); no node "
+                    "of this cluster has died, so the node id given was never part of it, or that node lacks what it "
+                    "needs", exc_quote(msg))  # fmt: skip
+    last = node_death(g, str(dead[0].get("node_id")))[0].text
+    more = f"; {len(dead) - 1} other node(s) died before it" if len(dead) > 1 else ""
+    return Link("ended_by", f"{head}a gone node; the last node to die: {last}{more}",
+                "Ray's error does not name the node: " + exc_quote(msg))  # fmt: skip
 
 
 def attempts_crash(g: Graph, t: Row) -> str:

@@ -27,7 +27,8 @@ HEALTH_CHECK = re.compile(r"health.?check", re.I)
 
 def settings(config: Row, keys: tuple[str, ...]) -> str:
     """ "max_ongoing_requests 5, max_queued_requests 10": the settings of a deployment that are set."""
-    return ", ".join(f"{k} {config[k]}" for k in keys if config.get(k) is not None)
+    return ", ".join(f"{k} {config[k]:g}" if isinstance(config[k], float) else f"{k} {config[k]}"
+                     for k in keys if config.get(k) is not None)  # fmt: skip
 
 
 def replicas_line(dep: Row) -> str:
@@ -43,8 +44,12 @@ def replicas_line(dep: Row) -> str:
 
 
 def dead_replicas(g: Graph, app: str, dep: str) -> list[Row]:
+    return replicas(g, app, dep, ("DEAD",))
+
+
+def replicas(g: Graph, app: str, dep: str, states: tuple[str, ...]) -> list[Row]:
     cls = f"ServeReplica:{app}:{dep}"
-    return [a for a in g.actors.values() if a.get("class_name") == cls and a.get("state") == "DEAD"]
+    return [a for a in g.actors.values() if a.get("class_name") == cls and a.get("state") in states]
 
 
 def serve_app_chains(g: Graph) -> list[Chain]:
@@ -71,13 +76,17 @@ def serve_app_chains(g: Graph) -> list[Chain]:
             if settings(config, LIMITS):
                 details.append(f"[limits] {settings(config, LIMITS)}")
             if looping:
+                # The replacement being started is the loop's next turn, not a wait of its own.
+                starting = replicas(
+                    g, name, dep_name, ("PENDING_CREATION", "DEPENDENCIES_UNREADY", "RESTARTING")
+                )
                 health = settings(config, HEALTH) or "the default health check (every 10 s, 30 s timeout)"
                 checked = "failing its health check" if HEALTH_CHECK.search(message) else "dying"
                 text = (f"{subject}: {len(dead)} replica(s) died and were replaced, {checked} ({health}); "
                         f"{dep_status}: {quoted(why)}")  # fmt: skip
                 chains.append(Chain(LOOP, "serve_loop", "", [Link("ended_by", text, one_line(message, QUOTE_CHARS))],
                                     [f"serve_status app={name}", f"tail_logs actor_id={dead[-1].get('actor_id')} stream=err"],
-                                    subjects={f"serve:{name}:{dep_name}", *(f"actor:{a.get('actor_id')}" for a in dead)},
+                                    subjects={f"serve:{name}:{dep_name}", *(f"actor:{a.get('actor_id')}" for a in [*dead, *starting])},
                                     details=details))  # fmt: skip
                 continue
             trigger = str(dep.get("status_trigger") or "")
@@ -97,3 +106,16 @@ def serve_app_chains(g: Graph) -> list[Chain]:
             chains.append(Chain(STUCK if status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTEXT + 10, "serve", "",
                                 [Link("ended_by", text)], [f"serve_status app={name}"], subjects={f"serve:{name}"}))  # fmt: skip
     return chains
+
+
+def job_app_chains(g: Graph, job_id: str) -> list[Chain]:
+    """The chains of the Serve apps this job deployed (its controller started their replicas, so the replica
+    actors carry the job's id)."""
+    mine = {str(a.get("class_name")).split(":")[1] for a in g.actors.values()
+            if a.get("job_id") == job_id and str(a.get("class_name") or "").count(":") >= 2
+            and str(a.get("class_name")).startswith("ServeReplica:")}  # fmt: skip
+    return [
+        c
+        for c in serve_app_chains(g)
+        if any(s.split(":")[1] in mine for s in c.subjects if s.startswith("serve:"))
+    ]

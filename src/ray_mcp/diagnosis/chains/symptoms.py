@@ -148,10 +148,12 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
             if any(b in links[-1].text for b in BENIGN_ACTOR_END):
                 killed.append(row)
                 continue
+            # the whole cluster (no job_id): each actor's own job says whether it ended
+            own_job = job_status_ if job_id else (g.jobs.get(str(row.get("job_id"))) or {}).get("status")
             if (
                 "died because its owner died" in links[0].text
                 and "driver of" in links[-1].text
-                and job_status_ != "RUNNING"
+                and own_job not in ("RUNNING", None)
             ):
                 continue  # the job ended, and its actors with it
             chains.append(Chain(CONTEXT + 15, chain_kind(links), f"{g.actor_label(row)} died", links,

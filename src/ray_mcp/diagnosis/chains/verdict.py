@@ -12,6 +12,7 @@ from ray_mcp.diagnosis.chains.data import data_chains
 from ray_mcp.diagnosis.chains.ended_by import oom_quote
 from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, WARNING, Chain, Link
 from ray_mcp.diagnosis.chains.raised_in import driver_chain
+from ray_mcp.diagnosis.chains.serve import job_app_chains
 from ray_mcp.diagnosis.chains.setup import entrypoint_chains, runtime_env_failure, status_chain
 from ray_mcp.diagnosis.chains.symptoms import (
     actor_chains,
@@ -39,12 +40,15 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
     if job_id:
         chains += failed_task_chains(g, job_id)
         chains += actor_chains(g, job_id, status)
+        chains += job_app_chains(g, job_id)
         chains += retried_warnings(g, job_id)
         if status in ("RUNNING", "PENDING"):
             chains += pending_chains(g, job_id)
             dl = deadlock(g)
             if dl is not None:
                 chains.append(dl)
+    looped = set().union(*(c.subjects for c in chains if c.kind == "serve_loop"))  # its replicas: not apart
+    chains = [c for c in chains if c.kind == "serve_loop" or not (c.subjects and c.subjects <= looped)]
     drv = (
         driver_chain(g, ev.driver_lines, chains, job_id)
         if status in ("FAILED", "STOPPED", "RUNNING")
@@ -103,7 +107,15 @@ def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
 
 
 # Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
-EXPLAINS_A_STALL = ("contention", "infeasible", "deadlock", "entrypoint_resources", "waiting", "data_stall")
+EXPLAINS_A_STALL = (
+    "contention",
+    "infeasible",
+    "deadlock",
+    "entrypoint_resources",
+    "waiting",
+    "serve_loop",
+    "data_stall",
+)
 
 
 def memory_kill(g: Graph, job_id: str, chains: Sequence[Chain]) -> list[Chain]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+from mcp import Client
 from tests.causal_support import replay
+from tests.support import call_ok, run_to_end, structured, text_of
 
 from ray_mcp.shaping.data import job_datasets, progress_reports, render_datasets
 
@@ -47,3 +50,15 @@ def test_only_the_last_progress_report_of_each_dataset_counts() -> None:
     names = [name for name, _ in reports[next(iter(reports))]["operators"]]
     ops = [str(o["name"]) for o in (ev.datasets or [])[0]["operators"] if o["name"] != "Input"]
     assert names == ops, names  # one line per operator, not one per report
+
+
+@pytest.mark.live
+async def test_asking_for_the_datasets_of_a_cluster_without_ray_data_creates_nothing(client: Client) -> None:
+    """The dashboard's datasets route creates Ray Data's detached stats actor when it is missing: a read tool
+    must not, so get_job asks for it only once that actor exists (this head never ran Ray Data)."""
+    sid, _ = await run_to_end(client, entrypoint="python -c \"import ray; ray.init(); print('ok')\"")
+    got = await call_ok(client, "get_job", {"job": sid, "datasets": True})
+    assert got.structured_content["data"]["total"] == 0, text_of(got)
+    assert "no Ray Data dataset" in text_of(got), text_of(got)
+    actors = await structured(client, "list_actors", class_name="_StatsActor")
+    assert actors["matched"] == 0, actors

@@ -16,7 +16,7 @@ HEADER = [
     "|---|---|---|---|---|---|",
 ]
 SOURCES = ("tasks", "actors", "nodes", "pgs", "workers", "events", "driver_lines", "status", "serve", "supervisor",
-           "stacks")  # fmt: skip
+           "stacks", "datasets")  # fmt: skip
 
 
 def used(ev: GraphInputs) -> str:

@@ -44,6 +44,26 @@ def runtime_env_failed(ev: GraphInputs) -> None:
     assert "[runtime_env] what it installs or uploads: conda" in text, text
 
 
+def data_stall(ev: GraphInputs) -> None:
+    """Issue 29: a Ray Data pipeline that stalls with no error names its bottleneck operator, though Ray Data's
+    bookkeeping tasks keep finishing."""
+    verdict, text = job_answer(ev)
+    assert verdict.startswith("RUNNING") and "not healthy" in verdict, text
+    assert "makes no progress" in verdict and "MapBatches(slow)" in verdict and "bottleneck" in verdict, text
+    assert "healthy: its tasks are finishing" not in text, text
+
+
+def autoscaler_infeasible(ev: GraphInputs) -> None:
+    """Issue 29 item 7: cluster_health ranks a shape no node type can hold among its problems, with the
+    autoscaler's own words (the events cluster_status shows as its decisions)."""
+    model, text = report.health_report("recorded", ev, max_bytes=6000)
+    assert model.status == "PROBLEMS_FOUND", text
+    infeasible = [f for f in model.findings if f.kind == "infeasible"]
+    assert infeasible and "GPU" in infeasible[0].title, text
+    assert "the autoscaler has no node type that can hold it" in text, text
+    assert "No available node types can fulfill" in text, text
+
+
 def dead_nodes(ev: GraphInputs) -> list[str]:
     """The ids of the DEAD nodes, the last to die first."""
     dead = [n for n in ev.nodes or [] if n.get("state") == "DEAD"]
@@ -110,6 +130,7 @@ EXPECT: dict[str, Callable[[GraphInputs], None]] = {
     "label_selector": label_selector,
     "release_first": release_first,
     "runtime_env_failed": runtime_env_failed,
+    "data_stall": data_stall,
     "node_affinity": node_affinity,
     "worker_killed": worker_killed,
     "serve_health_loop": serve_health_loop,

@@ -612,6 +612,76 @@ async def check_and_record(head: LocalHead, sid: str, name: str) -> None:
     EXPECT[name](await gather(head.dashboard_url, sid))
 
 
+DATA_STALL = """\
+import time
+import ray
+ray.init()
+
+def slow(batch):
+    time.sleep(3600)
+    return batch
+
+ds = (
+    ray.data.range(1000, override_num_blocks=20)
+    .map_batches(lambda b: b, batch_size=50)
+    .map_batches(slow, batch_size=50, num_cpus=0.5)
+    .map_batches(lambda b: b, batch_size=50)
+)
+for _ in ds.iter_batches():
+    pass
+"""
+
+
+async def test_a_stalled_ray_data_pipeline_names_its_bottleneck_operator(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    sid = await run(mcp, tmp_path, DATA_STALL, end=False)
+    try:
+        await log_line(mcp, sid, "Running Dataset")
+        await until(mcp, sid, lambda d, t: "makes no progress" in d["verdict"], 150)
+        job = await call_ok(mcp, "get_job", {"job": sid, "datasets": True})
+        text = job.content[0].text
+        assert "bottleneck" in text and "MapBatches(slow)" in text and "backpressured" in text, text
+        assert "MapBatches(slow)" in job.structured_content["data"]["datasets"][0]["bottleneck"], text
+        await check_and_record(head, sid, "data_stall")
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
+INFEASIBLE_GPU = """\
+import ray
+ray.init()
+
+@ray.remote(num_gpus=4)
+def train():
+    return 1
+
+ref = train.remote()
+print("submitted", flush=True)
+ray.get(ref)
+"""
+
+
+async def test_cluster_health_tells_an_infeasible_demand_with_the_autoscalers_words(
+    mcp: Client, head: LocalHead, tmp_path: Path
+) -> None:
+    from tests.causal_support import gather_cluster, record_cluster
+    from tests.rule_checks import autoscaler_infeasible
+
+    sid = await run(mcp, tmp_path, INFEASIBLE_GPU, end=False)
+    try:
+        await log_line(mcp, sid, "submitted")
+        with anyio.fail_after(120):  # the autoscaler reports the demand in its next round, then its event
+            while "no node type that can hold it" not in json.dumps(
+                (await call_ok(mcp, "cluster_health", {})).structured_content
+            ):
+                await anyio.sleep(2)
+        await record_cluster(head.dashboard_url, "autoscaler_infeasible")
+        autoscaler_infeasible(await gather_cluster(head.dashboard_url))
+    finally:
+        await mcp.call_tool("stop_job", {"job": sid})
+
+
 # -- Ray users' issues (issue 31): each class live, its check in tests/rule_checks.py -------------------------
 
 

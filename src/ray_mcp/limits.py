@@ -345,6 +345,13 @@ EVENT_MESSAGE_CHARS = 300
 AUTOSCALER_DECISIONS = 8  # distinct autoscaler events in cluster_status
 LOG_FILES_SHOWN = 50  # files listed by tail_logs when filename is a pattern
 
+# -- Ray Data (get_job's datasets, diagnose_job's stalled pipeline) -----------------------------------------
+DATASETS_READ = 20  # a job's datasets kept from the dashboard's answer, newest first
+DATASETS_SHOWN = 5  # datasets shown by get_job, newest first
+DATA_OPERATORS_SHOWN = 30  # operators of one dataset, in pipeline order
+DATA_LOG_LINES = 200  # the driver log's tail read by get_job for Ray Data's last progress report
+DATA_LOG_BYTES = 48_000
+
 # -- Kubernetes (KubeRay: kuberay_status, kuberay_logs) ----------------------------------------------------
 
 KUBE_PODS_SHOWN = 12  # pods of one RayCluster listed, those with a problem first

@@ -147,6 +147,8 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
         checked(ev, _first(api, supervisor), "the job's supervisor") if sid and details.get("status") == "PENDING" else nothing(),
     )  # fmt: skip
     ev.driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
+    if job_id and details.get("status") == "RUNNING":  # a pipeline that stalls with no error (chains/data.py)
+        ev.datasets = await checked(ev, api.data.datasets(str(job_id)), "Ray Data's datasets")
     await phase_two(api, ev)
     if details.get("status") in ("PENDING", "RUNNING") or STORE_TROUBLE.search(
         "\n".join(ev.driver_lines or [])

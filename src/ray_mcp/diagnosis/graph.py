@@ -72,6 +72,7 @@ class GraphInputs:
     status: Row | None = None  # cluster_status (models.ClusterStatus as JSON): memory use, pending demands
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
+    datasets: list[Row] | None = None  # a RUNNING job's Ray Data datasets (/api/data/datasets/{job_id})
     store: Row | None = (
         None  # the object store's holders (models.ObjectStoreSummary) when it is near full or spills
     )
@@ -109,6 +110,15 @@ class Edge:
     dst: str
     text: str  # the link in words: "holds 1 GPU"
     amount: float = 0.0  # for a holds edge: how much it holds (bytes for memory)
+
+
+# Ray Data's own actors: their calls (stats updates every few seconds, resource reservations) keep finishing
+# while a pipeline stands still, so they are neither the job's progress nor its work.
+RAY_DATA_BOOKKEEPING = ("_StatsActor.", "_AutoscalingCoordinatorActor.")
+
+
+def bookkeeping(row: Row) -> bool:
+    return str(row.get("name") or "").startswith(RAY_DATA_BOOKKEEPING)
 
 
 def num(value: Any) -> float:
@@ -179,7 +189,8 @@ class Graph:
             self.actors[str(row.get("actor_id"))] = row
         self.attempts: dict[str, list[Row]] = {}
         for t in ev.tasks or []:
-            self.attempts.setdefault(str(t.get("task_id")), []).append(t)
+            if not bookkeeping(t):
+                self.attempts.setdefault(str(t.get("task_id")), []).append(t)
         for rows in self.attempts.values():
             rows.sort(key=lambda t: int(num(t.get("attempt_number"))))
         self.running = {str(t.get("task_id")): t for t in ev.running_tasks or []}

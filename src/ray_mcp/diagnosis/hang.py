@@ -19,7 +19,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
-from ray_mcp.diagnosis.graph import GraphInputs, amount, amounts
+from ray_mcp.diagnosis.graph import GraphInputs, amount, amounts, bookkeeping
 from ray_mcp.diagnosis.tracebacks import cut_text
 from ray_mcp.limits import (
     DRIVER_WAITS_QUOTED,
@@ -110,7 +110,7 @@ def reading(ev: GraphInputs) -> HangEvidence | None:
     started = _ms(details.get("start_time")) or now_ms
     if now_ms - started < NO_PROGRESS_S * 1000:
         return None
-    rows = ev.tasks
+    rows = [r for r in ev.tasks if not bookkeeping(r)]
     marks = [started]
     for row in rows:
         marks += [

@@ -4,6 +4,7 @@ parts) and in one module per larger area: ``diagnosis``, ``stacks``, ``topology`
 """
 
 from ray_mcp.models.core import *  # noqa: F403
+from ray_mcp.models.data import *  # noqa: F403
 from ray_mcp.models.diagnosis import *  # noqa: F403
 from ray_mcp.models.events import *  # noqa: F403
 from ray_mcp.models.objects import *  # noqa: F403

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
+from ray_mcp.models.data import JobDatasets
 
 # A job in one of these statuses will not change again.
 TERMINAL_JOB_STATUSES: frozenset[str] = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
@@ -150,6 +151,7 @@ class JobInfo(BaseModel):
     metadata: dict[str, str] | None = None
     runtime_env: dict[str, Any] | None = None
     driver_node_id: str | None = None
+    data: JobDatasets | None = Field(default=None, description="Its Ray Data datasets (datasets=true).")
 
 
 class JobSubmitted(BaseModel):

@@ -8,6 +8,7 @@ import httpx
 
 from ray_mcp.ray_api.actors import Actors
 from ray_mcp.ray_api.client import RayClient
+from ray_mcp.ray_api.data import Data
 from ray_mcp.ray_api.events import Events
 from ray_mcp.ray_api.gcs import GCS_LOOKUP, Gcs, GcsLookup
 from ray_mcp.ray_api.jobs import Jobs
@@ -70,6 +71,7 @@ class RayAPI:
         self.train = Train(client)
         self.objects = Objects(client, nodes)
         self.events = Events(client, jobs, nodes)
+        self.data = Data(client, logs)
 
     async def aclose(self) -> None:
         await self.client.aclose()

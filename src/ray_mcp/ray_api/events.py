@@ -15,7 +15,7 @@ from ray_mcp.ray_api.client import RayClient
 from ray_mcp.ray_api.jobs import Jobs
 from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.shaping.common import to_number
-from ray_mcp.shaping.events import EventFilter, build_event_list
+from ray_mcp.shaping.events import EventFilter, autoscaler_decisions, build_event_list
 
 
 class Events:
@@ -101,13 +101,7 @@ class Events:
         except RayMCPError as exc:
             notes.append(f"The autoscaler's events could not be read: {str(exc).split('. ')[0]}.")
             return []
-        events = build_event_list(
-            rows, EventFilter(source="AUTOSCALER"), limit=AUTOSCALER_DECISIONS, notes=[]
-        )
-        return [
-            f"{e.time} {e.severity}: {e.message}" + (f" (x{e.count})" if e.count > 1 else "")
-            for e in events.events
-        ]
+        return autoscaler_decisions(rows, AUTOSCALER_DECISIONS)
 
 
 def clock(ts: float) -> str:

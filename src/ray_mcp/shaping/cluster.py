@@ -8,6 +8,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.limits import FAILED_NODES_SHOWN, PRESSURE_NODES_NAMED
+from ray_mcp.shaping.events import AUTOSCALER_FAILED, AUTOSCALER_INFEASIBLE
 from ray_mcp.shaping.nodes import (
     MEMORY_USAGE_THRESHOLD,
     demand_is_feasible,
@@ -196,7 +197,7 @@ def with_decisions(status: models.ClusterStatus, decisions: list[str], notes: li
         if status.autoscaler is None:
             status.autoscaler = models.AutoscalerStatus(kind="v2", active_nodes=status.nodes_alive)
         status.autoscaler.decisions = decisions
-        if any("fail" in d.lower() or "infeasible" in d.lower() for d in decisions):
+        if any(AUTOSCALER_FAILED.search(d) or AUTOSCALER_INFEASIBLE.search(d) for d in decisions):
             status.hints.append("The autoscaler failed to launch nodes: see autoscaler.decisions, then "
                                 "list_events source=AUTOSCALER for all of its events.")  # fmt: skip
     status.notes += notes

@@ -126,3 +126,19 @@ def render_event_list(ev: models.EventList) -> str:
         lines.append(f"  {e.time} {e.severity} {e.source}{where}{times}: {e.message}")
     lines += [f"Note: {n}" for n in ev.notes] + [f"Hint: {h}" for h in ev.hints]
     return "\n".join(lines)
+
+
+# The autoscaler's words for a launch that failed (v1's node launcher, v2's node provider) and for a shape no
+# node type can hold (both autoscalers; Ray logs the latter at INFO with "Error:" in the message).
+AUTOSCALER_FAILED = re.compile(r"Failed to launch", re.I)
+AUTOSCALER_INFEASIBLE = re.compile(r"No available node types can fulfill", re.I)
+
+
+def autoscaler_decisions(rows: Sequence[Mapping[str, Any]], limit: int) -> list[str]:
+    """The autoscaler's events (launches, removals, failures), distinct messages newest first, one line each:
+    what cluster_status shows and cluster_health reasons over."""
+    events = build_event_list(rows, EventFilter(source="AUTOSCALER"), limit=limit, notes=[])
+    return [
+        f"{e.time} {e.severity}: {e.message}" + (f" (x{e.count})" if e.count > 1 else "")
+        for e in events.events
+    ]

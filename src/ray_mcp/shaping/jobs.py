@@ -15,6 +15,7 @@ from ray_mcp.limits import (
     LINE_CHARS,
     LIST_FIELD_CHARS,
 )
+from ray_mcp.shaping.data import render_datasets
 from ray_mcp.text import CARETS, clean_text, quoted, truncate_text
 
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -132,8 +133,14 @@ def render_job(job: models.JobInfo) -> str:
         lines.append(f"metadata: {truncate_text(json.dumps(job.metadata), FIELD_CHARS)}")
     if job.runtime_env:
         lines.append(f"runtime_env: {truncate_text(json.dumps(job.runtime_env), FIELD_CHARS)}")
+    if job.data is not None:
+        lines += render_datasets(job.data)
     if job.status == "FAILED":
         lines.append(f"Hint: tail_logs with job={job.submission_id or ids!r} shows the driver's traceback.")
+    elif job.data is not None and any(d.bottleneck for d in job.data.datasets):
+        lines.append(
+            f"Hint: diagnose_job job={job.submission_id or ids!r} says whether the bottleneck moves."
+        )
     return "\n".join(lines)
 
 

@@ -40,25 +40,17 @@ RuntimeEnvArg = Annotated[
 async def submit_job(
     ctx: Context,
     api: Api,
-    entrypoint: Annotated[
-        str, Field(description="The shell command to run, e.g. 'python train.py --lr 3e-4'.")
-    ],
+    entrypoint: Annotated[str, Field(description="Shell command, e.g. 'python train.py'.")],
     runtime_env: RuntimeEnvArg = None,
     submission_id: Annotated[
-        str | None, Field(description="Your own unique id for the job; Ray makes one if omitted.")
+        str | None, Field(description="Your unique id; Ray makes one if omitted.")
     ] = None,
     metadata: Annotated[dict[str, str] | None, Field(description="Labels stored with the job.")] = None,
-    entrypoint_num_cpus: Annotated[
-        float | None, Field(ge=0, description="CPUs reserved for the driver.")
-    ] = None,
-    entrypoint_num_gpus: Annotated[
-        float | None, Field(ge=0, description="GPUs reserved for the driver.")
-    ] = None,
-    entrypoint_memory: Annotated[
-        int | None, Field(ge=0, description="Bytes of memory for the driver.")
-    ] = None,
+    entrypoint_num_cpus: Annotated[float | None, Field(ge=0, description="Driver CPUs.")] = None,
+    entrypoint_num_gpus: Annotated[float | None, Field(ge=0, description="Driver GPUs.")] = None,
+    entrypoint_memory: Annotated[int | None, Field(ge=0, description="Driver memory, bytes.")] = None,
     entrypoint_resources: Annotated[
-        dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
+        dict[str, float] | None, Field(description="Driver custom resources.")
     ] = None,
 ) -> Annotated[CallToolResult, JobSubmitted]:
     """Submit a job (like `ray job submit`), uploading a local working_dir; returns at once. Follow it with
@@ -81,13 +73,17 @@ async def submit_job(
 async def get_job(
     ctx: Context,
     job: Job,
+    datasets: bool = False,
     open_page: bool = False,
 ) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
-    """One job. open_page: show the user its dashboard and Grafana pages."""
+    """One job. datasets: its Ray Data operators, bottleneck first. open_page: show the user its dashboard and
+    Grafana pages."""
     # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a
     # Resolve parameter may not.
     api = await current_api(ctx)
     info = await api.jobs.get(job)
+    if datasets and info.job_id:  # opt-in: two more reads, where a job's status costs one
+        info.data = await api.data.of_job(info.job_id, info.submission_id)
     answer = linked(
         tool_result(info, render_job(info)), [job_link(info.submission_id)] if info.submission_id else []
     )
@@ -98,10 +94,10 @@ async def list_jobs(
     api: Api,
     status: list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None = None,
     entrypoint_contains: Annotated[
-        str | None, Field(description="Only jobs whose entrypoint contains this text (case-insensitive).")
+        str | None, Field(description="Entrypoint substring, case-insensitive.")
     ] = None,
     limit: Annotated[
-        int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs to show (all are counted).")
+        int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs shown (all counted).")
     ] = JOBS_LIMIT.default,
 ) -> Annotated[CallToolResult, JobList]:
     """Jobs, newest first: status, entrypoint, start, duration, error type."""

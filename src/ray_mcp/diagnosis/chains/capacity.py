@@ -6,14 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ray_mcp import models
-from ray_mcp.diagnosis.chains.links import CONTEXT, PROBLEM, STUCK, Chain, Link
-from ray_mcp.diagnosis.graph import Graph, Row, amounts
-from ray_mcp.limits import DEMANDS_QUOTED, INFEASIBLE_DEMANDS_QUOTED, STORE_HOLDERS_QUOTED
+from ray_mcp.diagnosis.chains.links import CONTEXT, PROBLEM, STUCK, WARNING, Chain, Link
+from ray_mcp.diagnosis.graph import Graph, Row, amounts, num
+from ray_mcp.limits import (
+    AUTOSCALER_DECISIONS,
+    DEMANDS_QUOTED,
+    INFEASIBLE_DEMANDS_QUOTED,
+    STORE_HOLDERS_QUOTED,
+)
+from ray_mcp.shaping.events import AUTOSCALER_FAILED, AUTOSCALER_INFEASIBLE, autoscaler_decisions
 from ray_mcp.shaping.objects import STORE_NEAR_FULL, store_pressure
 from ray_mcp.text import quoted
 
 MEMORY_PRESSURE = 0.8  # a node's memory or object store this full is named
 MEMORY_CRITICAL = 0.95  # and this full ranks as a cause
+RECENT_LAUNCH_MS = 3600_000  # a failed launch this recent is a problem; older, a warning
 
 
 def demand_chains(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
@@ -76,3 +83,30 @@ def store_chains(g: Graph) -> list[Chain]:
     return [Chain(PROBLEM + 5 if full else CONTEXT + 10, "object_store", "",
                   [Link("holds", "the object store is " + ("near full" if full else "spilling") + ": " + "; ".join(pressure),
                         "; ".join(holders))], ["summarize_objects"], subjects={"object_store"})]  # fmt: skip
+
+
+def autoscaler_chains(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
+    """What the autoscaler could not do, from its events (cluster_status' decisions, the same read) and its
+    report's failed nodes: a launch that failed ranks as a problem while recent; "no node type can fulfill" is
+    told with the infeasible demands it explains (it stays in the events after they are gone)."""
+    decisions = autoscaler_decisions(g.ev.events or [], AUTOSCALER_DECISIONS)
+    failed_nodes = ((g.ev.status or {}).get("autoscaler") or {}).get("failed_nodes") or []
+    out = []
+    failed = [d for d in decisions if AUTOSCALER_FAILED.search(d)]
+    if failed or failed_nodes:
+        newest = max((num(e.get("timestamp")) for e in g.ev.events or [] if e.get("source_type") == "AUTOSCALER"
+                      and AUTOSCALER_FAILED.search(str(e.get("message") or ""))), default=0.0)  # fmt: skip
+        recent = bool(failed_nodes) or not g.ev.now_ms or g.ev.now_ms - newest * 1000 < RECENT_LAUNCH_MS
+        what = failed[0].split(": ", 1)[-1] if failed else f"{len(failed_nodes)} node(s) it lists as failed"
+        out.append(Chain(PROBLEM + 15 if recent else WARNING, "autoscaler_failed", "", [Link("ended_by",
+            f"the autoscaler failed to launch nodes{'' if recent else ' (over an hour ago)'}: {quoted(what)}",
+            "; ".join([*failed[1:INFEASIBLE_DEMANDS_QUOTED], *failed_nodes[:INFEASIBLE_DEMANDS_QUOTED]]))],
+            ["cluster_status (autoscaler decisions)", "list_events source=AUTOSCALER"],
+            subjects={"autoscaler:failed"}))  # fmt: skip
+    infeasible = [d for d in decisions if AUTOSCALER_INFEASIBLE.search(d)]
+    told = next((c for c in chains if c.kind == "infeasible"), None)
+    if infeasible and told is not None:  # evidence, not a link: the shape that fits no node stays the cause
+        told.details.append("the autoscaler has no node type that can hold it: " + "; ".join(
+            quoted(d) for d in infeasible[:INFEASIBLE_DEMANDS_QUOTED]))  # fmt: skip
+        told.next_steps.append("list_events source=AUTOSCALER")
+    return out

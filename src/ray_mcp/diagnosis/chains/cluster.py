@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ray_mcp.diagnosis.chains.capacity import demand_chains, memory_chains, store_chains
+from ray_mcp.diagnosis.chains.capacity import autoscaler_chains, demand_chains, memory_chains, store_chains
 from ray_mcp.diagnosis.chains.ended_by import (
     DRAINED,
     HEALTH_CHECK_LAG_MS,
@@ -193,6 +193,7 @@ def explain_cluster(ev: GraphInputs) -> list[Chain]:
         chains.append(c)
     chains += failed_jobs(g)
     chains += demand_chains(g, chains)
+    chains += autoscaler_chains(g, chains)
     chains += memory_chains(g)
     chains += store_chains(g)
     chains.sort(key=lambda c: -c.severity)

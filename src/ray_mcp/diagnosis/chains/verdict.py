@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ray_mcp.diagnosis import hang
 from ray_mcp.diagnosis.chains.capacity import store_chains
+from ray_mcp.diagnosis.chains.data import data_chains
 from ray_mcp.diagnosis.chains.ended_by import oom_quote
 from ray_mcp.diagnosis.chains.links import CONTEXT, INFO, ROOT, STUCK, WARNING, Chain, Link
 from ray_mcp.diagnosis.chains.raised_in import driver_chain
@@ -53,6 +54,7 @@ def explain_job(ev: GraphInputs) -> tuple[str, list[Chain], list[str]]:
         if status in ("FAILED", "STOPPED", "RUNNING")
         else None
     )
+    chains += data_chains(g)
     if drv is not None:
         chains = [
             c for c in chains if not (c.subjects and c.subjects <= drv.subjects) and c.cause != drv.cause
@@ -105,7 +107,15 @@ def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
 
 
 # Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
-EXPLAINS_A_STALL = ("contention", "infeasible", "deadlock", "entrypoint_resources", "waiting", "serve_loop")
+EXPLAINS_A_STALL = (
+    "contention",
+    "infeasible",
+    "deadlock",
+    "entrypoint_resources",
+    "waiting",
+    "serve_loop",
+    "data_stall",
+)
 
 
 def memory_kill(g: Graph, job_id: str, chains: Sequence[Chain]) -> list[Chain]:

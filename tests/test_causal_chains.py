@@ -831,25 +831,6 @@ async def test_a_serve_replica_failing_its_health_check_in_a_loop_is_named_with_
         await run(mcp, tmp_path / "down", SERVE_SHUTDOWN)
 
 
-DRAINED = """\
-import time, ray
-ray.init()
-
-@ray.remote(resources={"spot": 1}, num_cpus=0)
-class ReplayBuffer:
-    def add(self, i):
-        return i
-
-buf = ReplayBuffer.remote()
-print("ready", ray.get(buf.add.remote(0)), flush=True)
-i = 0
-while True:
-    ray.get(buf.add.remote(i))
-    i += 1
-    time.sleep(0.2)
-"""
-
-
 async def test_a_node_drained_while_work_runs_on_it_is_named_as_drained_when_it_dies(
     mcp: Client, head: LocalHead, tmp_path: Path
 ) -> None:
@@ -859,7 +840,7 @@ async def test_a_node_drained_while_work_runs_on_it_is_named_as_drained_when_it_
     worker.spawn()
     sid = ""
     try:
-        sid = await run(mcp, tmp_path, DRAINED, end=False)
+        sid = await run(mcp, tmp_path, NODE_DEATH, end=False)  # an actor on the spot node, called in a loop
         await log_line(mcp, sid, "ready 0", 360)
         spot = await worker_node(mcp)
         # What the autoscaler does to a preempted spot node: drain it with a deadline (here already due), then

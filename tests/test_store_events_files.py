@@ -104,8 +104,12 @@ async def test_the_object_store_shows_what_spilled_who_holds_it_and_a_leak(
 async def test_events_of_a_failed_job_filtered_newest_first(client: Client, tmp_path: Path) -> None:
     sid, job = await run_to_end(client, entrypoint="python -c 'import sys; sys.exit(3)'")
     assert job["status"] == "FAILED"
-    events = await structured(client, "list_events", job=sid)
-    assert events["matched"] >= 1 and all(sid in e["message"] for e in events["events"]), events
+    # The dashboard agent reads the event files every 2 s: the job's events reach it a few seconds after
+    # the job ends (later on a loaded machine), so they are asked for until they are there.
+    with anyio.fail_after(60):
+        while not (events := await structured(client, "list_events", job=sid))["matched"]:
+            await anyio.sleep(1)
+    assert all(sid in e["message"] for e in events["events"]), events
     fatal = await structured(client, "list_events", job=sid, severity="FATAL")
     assert all(e["severity"] == "FATAL" for e in fatal["events"]) and fatal["matched"] < events["matched"]
     everything = await structured(client, "list_events", source="jobs", since_s=3600, limit=200)

@@ -195,7 +195,7 @@ def test_the_docs_index_lists_every_page_and_every_page_names_the_token_variable
 
 def test_the_readme_says_what_make_test_needs_and_gives_the_http_line_make_run_prints() -> None:
     readme = (REPO / "README.md").read_text()
-    assert "npm" in readme and "docker-compose" in readme and "~25 min" in readme
+    assert "npm" in readme and "docker-compose" in readme and "~35 min" in readme
     assert "only Python 3.11+ and `make`; `make test` also" in readme
     # the line the server logs at start (server/transport.py), for make run's default host and port
     assert "claude mcp add --transport http ray http://127.0.0.1:8270/mcp" in readme

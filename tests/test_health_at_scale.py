@@ -204,3 +204,26 @@ async def test_a_cancelled_first_asker_does_not_cancel_the_others() -> None:
     with pytest.raises(asyncio.CancelledError):
         await first
     await c.aclose()
+
+
+class NothingRead:
+    """A RayAPI whose every read fails the test: what has no node must not be read."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"read {name} for work that has no node")
+
+
+async def test_work_with_no_node_yet_has_no_worker_log_read_and_fails_nothing() -> None:
+    """A restarting actor between two lives, or a task that died before it was placed, has node_id None: its
+    crash log is not looked for (it used to be asked of node "None", and the whole cluster_health failed)."""
+    ev = GraphInputs(
+        actors=[
+            {"actor_id": "a" * 32, "state": "RESTARTING", "num_restarts": 2, "node_id": None, "job_id": "01000000"},
+            {"actor_id": "b" * 32, "state": "DEAD", "node_id": None, "pid": 7,
+             "death_cause": {"actor_died_error_context": {"reason": "WORKER_DIED", "pid": 7}}},
+        ],
+        tasks=[{"task_id": "c" * 48, "error_type": "WORKER_DIED", "node_id": None, "worker_pid": 9}],
+        workers=[],
+    )  # fmt: skip
+    await evidence._crash_logs(NothingRead(), ev, dead_actors=True)  # type: ignore[arg-type]
+    assert ev.worker_logs == {} and ev.unreadable == []

@@ -410,8 +410,11 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
         if w.get("worker_type") == "WORKER"
         and w.get("exit_type") not in ("INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT")
     ]
+    # An actor between two lives, or a task never placed, has no node yet: no worker log to read there.
     looping = [
-        a for a in ev.actors or [] if int(num(a.get("num_restarts"))) >= 1 and a.get("state") != "DEAD"
+        a
+        for a in ev.actors or []
+        if int(num(a.get("num_restarts"))) >= 1 and a.get("state") != "DEAD" and a.get("node_id")
     ][:LOOPING_ACTOR_LOGS]
     reads: list[tuple[str, Awaitable[Any]]] = []
     for actor in looping:
@@ -441,7 +444,7 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
     crashed = [
         (str(t.get("node_id")), int(num(t.get("worker_pid"))) or pids.get(str(t.get("worker_id")), 0))
         for t in ev.tasks or []
-        if t.get("error_type") == "WORKER_DIED"
+        if t.get("error_type") == "WORKER_DIED" and t.get("node_id")
     ]  # a crashed task's row may lack its worker's pid: the dead worker's record has it
     crashed = [c for c in crashed if c[1]][:CRASHED_TASK_LOGS]
     for a in (
@@ -452,6 +455,7 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
         if (
             a.get("state") == "DEAD"
             and ctx.get("reason") == "WORKER_DIED"
+            and a.get("node_id")
             and pid
             and len(crashed) < CRASH_LOGS
         ):

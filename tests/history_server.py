@@ -17,19 +17,15 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import socket
-import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from tests.support import serve_asgi
 
 # Two diagnoses recorded on the same Ray 2.60 head, in one session: a driver that raised, tasks that failed.
 RECORDINGS = [
@@ -308,21 +304,6 @@ def make_app(record: Record) -> Starlette:
     )
 
 
-@contextlib.contextmanager
-def serve(record: Record) -> Iterator[str]:
+def serve(record: Record) -> contextlib.AbstractContextManager[str]:
     """Run the History Server on a free loopback port in a thread; yields its URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(make_app(record), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
-        sock.close()
+    return serve_asgi(make_app(record))

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonpatch
-import uvicorn
 import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from tests.support import serve_asgi
 
 TOKEN = "kube-test-token-3f9a1c"  # what the exec plugin prints and the server requires
 
@@ -208,24 +205,9 @@ def make_app(state: KubeState) -> Starlette:
     )
 
 
-@contextlib.contextmanager
-def serve(state: KubeState) -> Iterator[str]:
+def serve(state: KubeState) -> contextlib.AbstractContextManager[str]:
     """Run the API server on a free loopback port in a thread; yields its URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(make_app(state), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
-        sock.close()
+    return serve_asgi(make_app(state))
 
 
 def write_kubeconfig(path: Path, server: str, *, namespace: str = "default") -> Path:

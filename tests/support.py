@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import uvicorn
 from mcp import Client
 from mcp.types import CallToolResult
 
@@ -78,3 +83,23 @@ async def wait_until(client: Client, job: str, statuses: set[str], deadline_s: f
 async def run_to_end(client: Client, deadline_s: float = 180, **args: Any) -> tuple[str, dict[str, Any]]:
     sid = await submit(client, **args)
     return sid, await wait_until(client, sid, TERMINAL, deadline_s)
+
+
+@contextlib.contextmanager
+def serve_asgi(app: Any) -> Iterator[str]:
+    """Run an ASGI app (a stand-in server of the tests) on a free loopback port in a thread; yields its URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()

@@ -27,9 +27,9 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from ray_mcp.answers import RayAPI
+from ray_mcp.answers.targets import LogTarget
 from ray_mcp.cluster import LocalHead
-from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ray_mcp.answers import RayAPI
 from ray_mcp.diagnosis import evidence as causal_gather
 from ray_mcp.diagnosis.graph import GraphInputs
-from ray_mcp.ray_api import RayAPI
 from ray_mcp.shaping.jobs import job_info as shape_job_info
 
 RECORDED = Path(__file__).parent / "recorded"

@@ -9,8 +9,8 @@ import anyio
 from mcp import Client
 from tests.support import call, mcp_client, text_of
 
+from ray_mcp.answers import RayAPI
 from ray_mcp.models import Actor, ActorKill, ActorList
-from ray_mcp.ray_api import RayAPI
 from ray_mcp.settings import Settings
 from state_drivers import driver
 

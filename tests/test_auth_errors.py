@@ -19,9 +19,9 @@ from tests.support import mcp_client, text_of
 
 from ray_mcp.cluster import LocalHead
 from ray_mcp.errors import AuthRefused
-from ray_mcp.ray_api.gcs import Gcs, reported_dashboard
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
+from ray_mcp.sources.gcs import Gcs, reported_dashboard
 
 RIGHT = "the-right-ray-token-for-this-head"
 WRONG = "a-wrong-ray-token-nobody-uses"

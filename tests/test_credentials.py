@@ -156,7 +156,7 @@ GRPC_PROBE = """
 import json, sys
 from concurrent import futures
 import grpc
-from ray_mcp.ray_api.gcs import open_channel
+from ray_mcp.sources.gcs import open_channel
 
 seen = []
 

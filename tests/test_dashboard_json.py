@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_mcp.ray_api.client import decode_json
+from ray_mcp.sources.dashboard import decode_json
 
 # Whatever Python's json writes (the dashboard is Python): any text, lone surrogates included, any numbers.
 values = st.recursive(

@@ -21,8 +21,8 @@ from tests.support import call_ok, mcp_client, text_of
 from ray_mcp.diagnosis import evidence
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.limits import TASKS_READ
-from ray_mcp.ray_api.client import RayClient
 from ray_mcp.settings import Settings
+from ray_mcp.sources.dashboard import Dashboard
 
 POPULATION = """
 @ray.remote(num_cpus=0)
@@ -145,8 +145,8 @@ async def test_the_unfinished_tasks_are_split_by_state_each_part_cut_with_a_stat
     ]
 
 
-def client() -> RayClient:
-    return RayClient("http://127.0.0.1:9", timeout_s=1)
+def client() -> Dashboard:
+    return Dashboard("http://127.0.0.1:9", timeout_s=1)
 
 
 async def test_concurrent_askers_share_one_read_and_nothing_is_kept_after_it() -> None:

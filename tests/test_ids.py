@@ -1,14 +1,14 @@
-"""ray_api/ids.py: the one check of every id a call names, and the one way an id goes into a dashboard path."""
+"""sources/ids.py: the one check of every id a call names, and the one way an id goes into a dashboard path."""
 
 from __future__ import annotations
 
 import pytest
 
+from ray_mcp.answers.targets import LogTarget, Target
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.audit import whole_arguments
 from ray_mcp.limits import AUDIT_ARGUMENT_CHARS
-from ray_mcp.ray_api.ids import check_id, check_job_ref, check_node, job_path, node_path
-from ray_mcp.ray_api.targets import LogTarget, Target
+from ray_mcp.sources.ids import check_id, check_job_ref, check_node, job_path, node_path
 
 NOT_JOB_REFS = [
     ".",

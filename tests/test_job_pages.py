@@ -19,8 +19,8 @@ from tests.conftest import clean_env
 from tests.support import call_ok, run_to_end, text_of
 from tests.test_transports import RAY_MCP, http_server
 
+from ray_mcp.answers.pages import grafana_url, without_credentials
 from ray_mcp.models import JobInfo
-from ray_mcp.ray_api.pages import grafana_url, without_credentials
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 

@@ -31,8 +31,8 @@ NOT_BOUNDS = {
     ("guard/redaction.py", "MEMO_MAX_CHARS"): "a cache of cleaned strings",
     ("guard/redaction.py", "MEMO_MAX_ENTRIES"): "a cache of cleaned strings",
     ("guard/redaction.py", "SHORT_SECRET_CHARS"): "when a value is masked, not how much is shown",
-    ("ray_api/local_logs.py", "SCAN_BYTES"): "when a local read hands over to the dashboard (same answer)",
-    ("ray_api/stacks.py", "MAX_CONCURRENT_SAMPLES"): "py-spy processes run at once",
+    ("sources/local_logs.py", "SCAN_BYTES"): "when a local read hands over to the dashboard (same answer)",
+    ("answers/stacks.py", "MAX_CONCURRENT_SAMPLES"): "py-spy processes run at once",
     ("reference/api.py", "MAX_HOPS"): "re-exports followed for one name: a guard against cycles",
     ("cluster.py", "RESTART_BACKOFF_MAX_S"): "the longest wait between embedded starts: a time, not a size",
 }

@@ -1,4 +1,4 @@
-"""tail_logs of a node that runs on this machine reads the file itself (ray_api/local_logs.py) and answers
+"""tail_logs of a node that runs on this machine reads the file itself (sources/local_logs.py) and answers
 exactly what the dashboard would; secrets are masked the same way; nothing outside the node's log directory
 is read; a node that is not here is still read through the dashboard.
 
@@ -19,9 +19,9 @@ from mcp import Client
 from tests.conftest import Cluster
 from tests.support import call_ok, mcp_client, run_to_end, text_of
 
-from ray_mcp.ray_api.local_logs import LogDir
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
+from ray_mcp.sources.local_logs import LogDir
 
 PY = sys.executable
 

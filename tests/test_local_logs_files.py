@@ -1,4 +1,4 @@
-"""Reading a log straight from this machine's disk (ray_api/local_logs.py), without a cluster: the tail is what
+"""Reading a log straight from this machine's disk (sources/local_logs.py), without a cluster: the tail is what
 Ray's own log agent would stream, and nothing outside the node's log directory is ever read."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.local_logs import LogDir, missing, node_logs_dir, open_log, read_tail, tail_of
-from ray_mcp.ray_api.targets import LogTarget
+from ray_mcp.sources.local_logs import LogDir, missing, node_logs_dir, open_log, read_tail, tail_of
 
 
 def _ray_agent_start(data: bytes, lines: int, block: int) -> int:

@@ -10,9 +10,9 @@ import pytest
 from mcp import Client
 from tests.support import call_ok, run_to_end, submit, text_of, wait_until
 
+from ray_mcp.answers.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget
 from ray_mcp.tools.logs import tail_logs
 
 PY = sys.executable

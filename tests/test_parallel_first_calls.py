@@ -142,10 +142,10 @@ def _ray_imports(nodes: list[ast.stmt] | list[ast.AST]) -> list[ast.Import | ast
     return out
 
 
-def test_ray_is_imported_at_module_level_only_and_only_by_ray_api() -> None:
+def test_ray_is_imported_at_module_level_only_and_only_by_the_sources() -> None:
     """Ray's modules are imported once, with the server's, in the main thread: an import inside a function
     would run in whatever worker thread calls it, and two threads importing Ray at once deadlock Python's
-    import locks. And only ray_api talks to Ray."""
+    import locks. And only sources/ talks to Ray (answers/jobs.py still holds the Jobs SDK client until it moves there)."""
     root = Path(__file__).resolve().parents[1] / "src" / "ray_mcp"
     in_functions, outside = [], []
     for path in root.rglob("*.py"):
@@ -154,7 +154,11 @@ def test_ray_is_imported_at_module_level_only_and_only_by_ray_api() -> None:
         for node in _ray_imports(list(ast.walk(tree))):
             if id(node) not in top:
                 in_functions.append(f"{path.relative_to(root)}:{node.lineno}")
-        if top and path.relative_to(root).parts[0] != "ray_api":
+        if (
+            top
+            and path.relative_to(root).parts[0] != "sources"
+            and path.relative_to(root).as_posix() != "answers/jobs.py"
+        ):
             outside.append(str(path.relative_to(root)))
     assert not in_functions, in_functions
     assert not outside, outside

@@ -8,8 +8,8 @@ from tests.support import mcp_client
 from ray_mcp.cli import parse_settings
 from ray_mcp.cluster import parse_address
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.gcs import GCS_LOOKUP
 from ray_mcp.settings import Settings
+from ray_mcp.sources.gcs import GCS_LOOKUP
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ray_mcp import models
+from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.redaction import escape_controls, redact_tree
 from ray_mcp.limits import LOG_WHOLE_SHARE
 from ray_mcp.models import LogSection, LogTail
-from ray_mcp.ray_api.runtime_env import check_runtime_env
-from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import sent_bytes
 from ray_mcp.shaping.jobs import job_info, job_list, render_job, short_message
@@ -26,6 +25,7 @@ from ray_mcp.shaping.logs import (
     within_sent,
     without_colour,
 )
+from ray_mcp.sources.runtime_env import check_runtime_env
 
 BASE = models.LogSection(source="test", lines=[], lines_shown=0, more_before=False)
 
@@ -240,7 +240,7 @@ def test_a_follow_keeps_every_line_appended_between_the_tail_and_the_stream(
     """Whatever the timing: the tail read T lines, the stream opened at F >= T lines with its last N (F - T < N:
     the gap is shorter than the overlap), then more came. What follows the tail is every line after T, at
     worst with a line repeated word for word shown twice, never one lost."""
-    from ray_mcp.ray_api.logs import after_overlap
+    from ray_mcp.answers.logs import after_overlap
 
     encoded = [f"{line}\n".encode() for line in log]
     read = data.draw(st.integers(0, len(log)))

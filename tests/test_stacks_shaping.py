@@ -220,7 +220,7 @@ def test_py_spy_is_found_beside_the_servers_python_when_the_path_lacks_the_venv(
     import sys
     from pathlib import Path
 
-    code = "from ray_mcp.ray_api.py_spy import find_py_spy; print(find_py_spy())"
+    code = "from ray_mcp.sources.py_spy import find_py_spy; print(find_py_spy())"
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == str(Path(sys.executable).with_name("py-spy"))
@@ -233,7 +233,7 @@ async def test_a_py_spy_refused_ptrace_says_how_to_allow_it_and_a_hung_one_is_ki
     import pytest
 
     from ray_mcp.errors import RayRequestFailed
-    from ray_mcp.ray_api.py_spy import run_py_spy
+    from ray_mcp.sources.py_spy import run_py_spy
 
     refused = [
         "sh",

@@ -186,7 +186,7 @@ async def test_a_cluster_without_ray_train_is_an_error_saying_so(no_train_client
 
 
 def test_the_storage_of_a_remote_run_is_not_read(tmp_path: Path) -> None:
-    from ray_mcp.ray_api.train import read_checkpoint
+    from ray_mcp.answers.train import read_checkpoint
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "checkpoint_manager_snapshot.json").write_text('{"latest_checkpoint_result": null}')

@@ -17,9 +17,9 @@ from mcp import Client
 from tests.state_drivers import driver
 from tests.support import call_ok, mcp_client, run_to_end, submit, text_of
 
-from ray_mcp.ray_api.gcs import GcsLookup
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
+from ray_mcp.sources.gcs import GcsLookup
 
 ALL_CHECKS = {
     "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts", "failed tasks",

@@ -20,9 +20,9 @@ from tests.conftest import clean_env
 from tests.support import TERMINAL, call_ok, mcp_client, text_of, wait_until
 from tests.test_transports import RAY_MCP, http_server
 
-from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
+from ray_mcp.sources.uploads import confine_uploads
 
 PY = sys.executable
 SECRET = "top-secret-value-from-outside-the-root"

@@ -36,16 +36,16 @@ from urllib.parse import urlsplit
 import psutil
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
-from ray_mcp.ray_api.client import dashboard_answers, head_node_alive
-from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
-from ray_mcp.ray_api.history import HistoryRef, parse_history_address
 from ray_mcp.settings import ADDRESS_FORMS
+from ray_mcp.sources.dashboard import dashboard_answers, head_node_alive
+from ray_mcp.sources.history import SCHEME as HISTORY_SCHEME
+from ray_mcp.sources.history import HistoryRef, parse_history_address
 from ray_mcp.text import clean_text, quoted
 
 if TYPE_CHECKING:
-    from ray_mcp.ray_api.gcs import GcsLookup
-    from ray_mcp.ray_api.kuberay import Kube, RayTarget
     from ray_mcp.settings import Settings
+    from ray_mcp.sources.gcs import GcsLookup
+    from ray_mcp.sources.kubernetes import Kube, RayTarget
 
 log = logging.getLogger("ray_mcp.cluster")
 
@@ -95,7 +95,7 @@ def parse_address(address: str) -> Address:
         raise InvalidArgument(f"The Ray address is empty. Pass {ADDRESS_FORMS}.")
     if text in LOCAL_ADDRESSES:
         return Address("local", text, "127.0.0.1", DEFAULT_DASHBOARD_PORT)
-    if text.startswith(HISTORY_SCHEME):  # a terminated cluster's record (ray_api/history.py reads the rest)
+    if text.startswith(HISTORY_SCHEME):  # a terminated cluster's record (sources/history.py reads the rest)
         ref = parse_history_address(text)
         return Address("history", text, urlsplit(ref.url).hostname or "", urlsplit(ref.url).port)
     if "://" in text:
@@ -540,7 +540,7 @@ class ClusterManager:
     async def _resolve_kubernetes(self, address: Address) -> Resolved:
         """The head service of the KubeRay object named; the Kubernetes client is imported only here (the
         ``kubernetes`` extra, ~1 s to import, needed by k8s:// addresses alone)."""
-        from ray_mcp.ray_api.kuberay import Kube, parse_kube_address, resolve_target
+        from ray_mcp.sources.kubernetes import Kube, parse_kube_address, resolve_target
 
         s = self.settings
         named = parse_kube_address(address.original, context=s.kube_context, namespace=s.namespace)

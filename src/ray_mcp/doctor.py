@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from ray_mcp.cluster import ADDRESS_FORMS
 from ray_mcp.guard.redaction import clean_text, remember_settings_secrets
 from ray_mcp.limits import DOCTOR_APPS_NAMED
-from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.settings import Settings
+from ray_mcp.sources.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.text import quoted, single_line
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Probe:
 
 async def check_address(p: Probe) -> Check:
     from ray_mcp.cluster import ClusterManager
-    from ray_mcp.ray_api.gcs import GCS_LOOKUP
+    from ray_mcp.sources.gcs import GCS_LOOKUP
 
     s = p.settings
     configured = s.dashboard_url or s.address
@@ -239,7 +239,7 @@ async def check_gcs_through_dashboard(p: Probe) -> Check:
 async def check_gcs_direct(p: Probe, seen: str) -> Check:
     """kill_actor and the placement group table talk to the GCS directly: can ray-mcp reach it?"""
     from ray_mcp.cluster import in_daemon_thread
-    from ray_mcp.ray_api.gcs import find_gcs_for_dashboard
+    from ray_mcp.sources.gcs import find_gcs_for_dashboard
 
     assert p.dashboard_url is not None
     if p.proxy_transport is not None:
@@ -356,12 +356,12 @@ def check_upload_roots(p: Probe) -> Check:
 async def check_history(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> Check:
     """A history+ address: the History Server enters the session and answers its job list."""
     from ray_mcp.errors import RayMCPError
-    from ray_mcp.ray_api.client import RayClient
-    from ray_mcp.ray_api.history import HistoryTransport, parse_history_address
+    from ray_mcp.sources.dashboard import Dashboard
+    from ray_mcp.sources.history import HistoryTransport, parse_history_address
 
     ref = parse_history_address(str(settings.address))
     history = HistoryTransport(ref, transport)
-    client = RayClient(ref.url, timeout_s=settings.request_timeout_s, transport=history,
+    client = Dashboard(ref.url, timeout_s=settings.request_timeout_s, transport=history,
                        headers=settings.dashboard_request_headers())  # fmt: skip
     try:
         jobs = await client.job_rows()

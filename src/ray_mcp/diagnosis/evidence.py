@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from ray_mcp.answers.targets import LogTarget, Target
 from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
@@ -43,13 +44,12 @@ from ray_mcp.limits import (
     STORE_HOLDERS_QUOTED,
     TASKS_READ,
 )
-from ray_mcp.ray_api.client import nothing
-from ray_mcp.ray_api.targets import LogTarget, Target
 from ray_mcp.shaping.objects import store_pressure
+from ray_mcp.sources.dashboard import nothing
 from ray_mcp.text import first_sentence
 
 if TYPE_CHECKING:
-    from ray_mcp.ray_api import RayAPI
+    from ray_mcp.answers import RayAPI
 
 log = logging.getLogger("ray_mcp.diagnosis")
 

@@ -5,13 +5,13 @@ view (the demand a Pending pod would have served). cluster_health and diagnose_j
 from __future__ import annotations
 
 from ray_mcp import models
+from ray_mcp.answers import RayAPI
+from ray_mcp.answers.kuberay import describe
 from ray_mcp.diagnosis.chains.links import LOOP, PROBLEM, ROOT, STUCK
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
 from ray_mcp.models.kuberay import KubeFinding
-from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.kuberay import RayTarget
-from ray_mcp.ray_api.kuberay_status import describe
+from ray_mcp.sources.kubernetes import RayTarget
 
 # How much each KubeRay finding weighs next to Ray's own (the pod's fate is below Ray's symptom, so it leads).
 SEVERITY = {

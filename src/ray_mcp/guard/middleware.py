@@ -59,7 +59,7 @@ def redact_result(result: HandlerResult) -> HandlerResult:
         if isinstance(result, BaseModel)
         else result
     )
-    # the env_vars values in this very result are masked everywhere in it (only the cluster's reads, in ray_api,
+    # the env_vars values in this very result are masked everywhere in it (only the cluster's reads, in answers/ and sources/,
     # make values secrets for every later answer)
     out = redact_tree(data)
     structured = out.get("structuredContent") if isinstance(out, dict) else None

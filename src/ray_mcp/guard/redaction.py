@@ -378,7 +378,7 @@ class SecretRegistry:
     """The secret values the server knows of, by owner: ``configured`` (our token, Ray's token, header values)
     and, per cluster, each job's and each Serve app's ``env_vars`` values as the cluster reports them.
 
-    Nothing a caller sends is added: only ray_api's reads of the cluster and the settings add values. Bounded
+    Nothing a caller sends is added: only the reads of the cluster (sources/, answers/) and the settings add values. Bounded
     in bytes (``_cost``); at the bound a new owner's values are refused, never an older owner's dropped, and
     ``refused`` says so (the output choke point then withholds answers: see middleware.py). A job's values are
     dropped only once the cluster's job list no longer shows the job (deleted). Thread-safe; readers never

@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 from mcp_types.version import is_version_at_least
 
-from ray_mcp.ray_api.pages import JobPages, Page
+from ray_mcp.answers.pages import JobPages, Page
 
 INPUT_REQUIRED_VERSION = "2026-07-28"  # the first revision that elicits through InputRequiredResult
 

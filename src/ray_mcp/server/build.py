@@ -38,7 +38,6 @@ from ray_mcp.guard.middleware import SafetyMiddleware
 from ray_mcp.guard.modes import ToolKind, tool_allowed, tool_kind
 from ray_mcp.guard.redaction import install_log_redaction, remember_settings_secrets
 from ray_mcp.limits import ERROR_PAGE_LINKS
-from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.reference.pages import concept_pages, page_links
 from ray_mcp.server import cache_hints, completions, live, prompts, resources, schemas
 from ray_mcp.server.choices import CaseInsensitiveChoices
@@ -46,6 +45,7 @@ from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.settings import Settings
+from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 
 log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.

@@ -22,9 +22,9 @@ from mcp_types import (
     ResourceTemplateReference,
 )
 
+from ray_mcp.answers import RayAPI
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import COMPLETION_CACHE_S, COMPLETION_READ, COMPLETIONS_SHOWN
-from ray_mcp.ray_api import RayAPI
 from ray_mcp.reference.pages import reference_pages
 from ray_mcp.reference.source import submodules
 from ray_mcp.server.context import CURRENT_CLUSTER, App

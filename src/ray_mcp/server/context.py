@@ -14,19 +14,19 @@ from contextvars import ContextVar
 import httpx
 from mcp.server.mcpserver import Context
 
+from ray_mcp.answers import RayAPI
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import ClusterRef
 from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
 from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
-from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.client import http_verify
-from ray_mcp.ray_api.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.ray_api.history import SCHEME as HISTORY_SCHEME
-from ray_mcp.ray_api.history import HistoryTransport
-from ray_mcp.ray_api.kuberay import PROXY_NO_GCS, RayTarget
 from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
+from ray_mcp.sources.dashboard import http_verify
+from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.sources.history import SCHEME as HISTORY_SCHEME
+from ray_mcp.sources.history import HistoryTransport
+from ray_mcp.sources.kubernetes import PROXY_NO_GCS, RayTarget
 
 DEFAULT_CLUSTER = "default"
 # Clusters on this machine found without an address, or started here: Ray puts them in token mode when

@@ -243,7 +243,7 @@ class JobWatchers:
 
 async def read_job(app: App, submission_id: str) -> str:
     """The resource: the job's state, then the tail of its driver log (bounded; redacted by the middleware)."""
-    from ray_mcp.ray_api.targets import LogTarget
+    from ray_mcp.answers.targets import LogTarget
     from ray_mcp.shaping.jobs import render_job
     from ray_mcp.shaping.logs import render_log_tail, without_colour
 

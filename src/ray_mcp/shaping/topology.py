@@ -1,7 +1,7 @@
 """job_topology, the pure part: join placement groups, actors, worker stats, Serve and nodes into one tree.
 
 Nothing here talks to Ray: every function takes the rows the dashboard (or GCS) returned and is unit-tested on
-recorded or constructed evidence. ray_api/topology.py collects those rows.
+recorded or constructed evidence. answers/topology.py collects those rows.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ray_mcp.ray_api import RayAPI
+from ray_mcp.answers import RayAPI
 from ray_mcp.server.context import app_of
 
 READ_ONLY = ToolAnnotations(

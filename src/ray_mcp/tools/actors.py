@@ -12,11 +12,11 @@ from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import Actor, ActorKill, ActorList
-from ray_mcp.ray_api.ids import check_id
-from ray_mcp.ray_api.query import where
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.actors import kill_preflight, render_actor, render_actor_list
 from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
+from ray_mcp.sources.ids import check_id
+from ray_mcp.sources.query import where
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, Api, Confirm, JobFilter
 
 ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]

@@ -8,9 +8,9 @@ from pydantic import Field
 
 from ray_mcp.limits import STATUS_NODES
 from ray_mcp.models import ClusterStatus
-from ray_mcp.ray_api.client import gather
 from ray_mcp.shaping.cluster import render_cluster_status, with_decisions
 from ray_mcp.shaping.common import tool_result
+from ray_mcp.sources.dashboard import gather
 from ray_mcp.tools import READ_ONLY, Api
 
 

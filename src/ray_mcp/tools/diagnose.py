@@ -10,11 +10,11 @@ from pydantic import Field
 from ray_mcp.diagnosis import evidence, kubernetes, report
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
-from ray_mcp.ray_api.kuberay import RayTarget
 from ray_mcp.reference.pages import page_links
 from ray_mcp.server.context import app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.shaping.common import linked, tool_result
+from ray_mcp.sources.kubernetes import RayTarget
 from ray_mcp.tools import READ_ONLY, Api, Job
 
 MaxBytes = Annotated[int, Field(ge=DIAGNOSIS_BYTES.low, le=DIAGNOSIS_BYTES.high, description="Text budget.")]

@@ -9,22 +9,22 @@ from mcp.types import CallToolResult
 from mcp_types import InputRequiredResult
 from pydantic import Field, WithJsonSchema
 
+from ray_mcp.answers import RayAPI
 from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import DEFAULT_WAIT_S, JOBS_LIMIT, LINKED_JOBS, MAX_WAIT_S
 from ray_mcp.models import JobChange, JobInfo, JobList, JobSubmitted, JobWait, RuntimeEnvSpec
-from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.client import ProgressFn
 from ray_mcp.server.browser import show_pages
 from ray_mcp.server.context import App, app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.shaping.common import fit_list, json_bytes, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
+from ray_mcp.sources.dashboard import ProgressFn
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
 
-# ray-mcp checks the runtime_env itself (ray_api.runtime_env), so that a mistake gets a message naming the
+# ray-mcp checks the runtime_env itself (sources.runtime_env), so that a mistake gets a message naming the
 # field and the fix. The schema names every field RuntimeEnvSpec takes; their formats are Ray's own.
 RuntimeEnvArg = Annotated[
     dict[str, Any] | None,

@@ -9,17 +9,17 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ray_mcp.answers.kuberay import describe
 from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Decision, Pending
 from ray_mcp.limits import KUBE_LOG_BYTES, KUBE_LOG_LINES
 from ray_mcp.models.kuberay import KubeChange, KubeLog, KubeStatus
-from ray_mcp.ray_api.kuberay import CLUSTER_LABEL, JOB_NAME_LABEL, NODE_TYPE_LABEL, RayTarget
-from ray_mcp.ray_api.kuberay_status import describe
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.kuberay import render
+from ray_mcp.sources.kubernetes import CLUSTER_LABEL, JOB_NAME_LABEL, NODE_TYPE_LABEL, RayTarget
 from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
 

@@ -10,9 +10,9 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ray_mcp.answers.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget, one_of
 from ray_mcp.limits import LOG_BYTES, LOG_LINES, MAX_FOLLOW_S, MAX_GREP_CONTEXT, SCAN_MB
 from ray_mcp.models import LogTail
-from ray_mcp.ray_api.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget, one_of
 from ray_mcp.server.context import app_of
 from ray_mcp.server.shares import owner_of
 from ray_mcp.shaping.common import tool_result

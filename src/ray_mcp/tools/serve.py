@@ -10,13 +10,13 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ray_mcp.answers.serve import validate_serve_config
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.audit import note_audit
 from ray_mcp.guard.confirm import Approval, Pending
 from ray_mcp.limits import SERVE_LOG_LINES
 from ray_mcp.models import ServeChange, ServeStatus
-from ray_mcp.ray_api.serve import validate_serve_config
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status

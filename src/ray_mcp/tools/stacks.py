@@ -6,9 +6,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ray_mcp.answers.targets import Target, target_kind
 from ray_mcp.limits import PROFILE_FUNCTIONS, PROFILE_S, STACK_BYTES, STACK_FRAMES, STACK_PROCESSES
 from ray_mcp.models import CpuProfile, StackTraces
-from ray_mcp.ray_api.targets import Target, target_kind
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
 from ray_mcp.shaping.stacks import render_stacks

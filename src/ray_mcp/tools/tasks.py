@@ -6,12 +6,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ray_mcp.answers import RayAPI
 from ray_mcp.limits import DEFAULT_TASK_LIMIT, MAX_LIMIT
 from ray_mcp.models import TaskList, TaskSummary
-from ray_mcp.ray_api import RayAPI
-from ray_mcp.ray_api.query import Filter, where
 from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.shaping.tasks import render_task_list, render_task_summary
+from ray_mcp.sources.query import Filter, where
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
 
 TaskStateName = Literal[

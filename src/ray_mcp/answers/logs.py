@@ -13,6 +13,9 @@ import anyio
 import anyio.to_thread
 
 from ray_mcp import models
+from ray_mcp.answers.jobs import Jobs, job_log_file
+from ray_mcp.answers.nodes import Nodes
+from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import (
     InvalidArgument,
     NotFound,
@@ -28,14 +31,11 @@ from ray_mcp.limits import (
     PROGRESS_CHARS,
     SCAN_MB,
 )
-from ray_mcp.ray_api.client import ProgressFn, RayClient
-from ray_mcp.ray_api.ids import node_path
-from ray_mcp.ray_api.jobs import Jobs, job_log_file
-from ray_mcp.ray_api.local_logs import LogDir, is_pattern, missing, node_logs_dir, stat_files, tail_of
-from ray_mcp.ray_api.nodes import Nodes
-from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
+from ray_mcp.sources.dashboard import Dashboard, ProgressFn
+from ray_mcp.sources.ids import node_path
+from ray_mcp.sources.local_logs import LogDir, is_pattern, missing, node_logs_dir, stat_files, tail_of
 from ray_mcp.text import ANSI, quoted, truncate_text
 
 _MAIN_LOGS = ("raylet.", "gcs_server.", "dashboard.", "dashboard_agent.", "monitor.", "runtime_env_agent.")
@@ -79,7 +79,7 @@ class Logs:
     its node runs on this machine (local_logs.py). ``jobs`` and ``nodes`` resolve a job's driver log and a
     node given by id or IP."""
 
-    def __init__(self, client: RayClient, jobs: Jobs, nodes: Nodes, *, local_logs: bool = True) -> None:
+    def __init__(self, client: Dashboard, jobs: Jobs, nodes: Nodes, *, local_logs: bool = True) -> None:
         self.client = client
         self.jobs = jobs
         self.nodes = nodes

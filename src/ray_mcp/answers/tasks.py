@@ -8,11 +8,11 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import MAX_ERROR_TYPES_SAMPLED, STATE_API_MAX_ROWS
-from ray_mcp.ray_api.client import RayClient, gather
-from ray_mcp.ray_api.gcs import Gcs
-from ray_mcp.ray_api.query import Filter
 from ray_mcp.shaping.tasks import build_task_list, build_task_summary
 from ray_mcp.shaping.tasks import error_groups as group_by_error_type
+from ray_mcp.sources.dashboard import Dashboard, gather
+from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.query import Filter
 
 
 def _at_cap(result: dict[str, Any]) -> bool:
@@ -22,7 +22,7 @@ def _at_cap(result: dict[str, Any]) -> bool:
 class Tasks:
     """The tasks of one cluster."""
 
-    def __init__(self, client: RayClient, gcs: Gcs) -> None:
+    def __init__(self, client: Dashboard, gcs: Gcs) -> None:
         self.client = client
         self.gcs = gcs
 

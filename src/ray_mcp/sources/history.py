@@ -6,7 +6,7 @@ sessions its collector stored. A client picks the cluster with ``GET /enter_clus
 cluster_namespace, session_name, owner_kind, owner_name, ten minutes each) that every later request must carry.
 The cache is an LRU: a session evicted meanwhile answers 503 "reload via /enter_cluster".
 
-``HistoryTransport`` is the one place that knows this: under the dashboard client (RayClient), it enters the
+``HistoryTransport`` is the one place that knows this: under the dashboard client (Dashboard), it enters the
 cluster before the first request and again after an eviction, sends only the routes the History Server keeps
 (a route it lacks is refused here, naming what needs a live cluster), answers the State API's node, actor and
 placement group lists and ``/api/version`` from the History Server's routes that hold the same facts

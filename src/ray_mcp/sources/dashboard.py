@@ -1,5 +1,5 @@
 """The core of the Ray adapter: the dashboard's HTTP API (JSON, envelopes, State API lists, streams) and
-concurrency helpers. Every area (jobs, logs, actors, ...) holds the one ``RayClient`` of its cluster.
+concurrency helpers. Every area (jobs, logs, actors, ...) holds the one ``Dashboard`` of its cluster.
 
 Every HTTP failure becomes one of our ``ToolError`` subclasses (``errors.dashboard_errors``)."""
 
@@ -27,8 +27,8 @@ from ray_mcp.errors import (
 )
 from ray_mcp.guard.redaction import SECRETS, hold_job, job_owner
 from ray_mcp.limits import DASHBOARD_CONNECTIONS
-from ray_mcp.ray_api.query import Filter, encode
 from ray_mcp.shaping.common import source_cap_note
+from ray_mcp.sources.query import Filter, encode
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
@@ -36,7 +36,7 @@ ProgressFn = Callable[[float, float, str], Awaitable[None]]
 JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
 
 
-class RayClient:
+class Dashboard:
     """A connection to one Ray cluster through its dashboard. One instance per cluster, reused by every call."""
 
     def __init__(

@@ -5,20 +5,20 @@ from __future__ import annotations
 import re
 
 from ray_mcp import models
+from ray_mcp.answers.nodes import Nodes
 from ray_mcp.errors import NotFound, RayMCPError
-from ray_mcp.ray_api.client import RayClient, gather
-from ray_mcp.ray_api.gcs import Gcs
-from ray_mcp.ray_api.nodes import Nodes
-from ray_mcp.ray_api.query import has, where
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
+from ray_mcp.sources.dashboard import Dashboard, gather
+from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.query import has, where
 from ray_mcp.text import first_sentence
 
 
 class PlacementGroups:
     """The placement groups of one cluster. ``nodes`` gives the capacities that explain a pending group."""
 
-    def __init__(self, client: RayClient, gcs: Gcs, nodes: Nodes) -> None:
+    def __init__(self, client: Dashboard, gcs: Gcs, nodes: Nodes) -> None:
         self.client = client
         self.gcs = gcs
         self.nodes = nodes

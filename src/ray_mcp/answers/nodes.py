@@ -7,7 +7,6 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.limits import HOST_USAGE_MAX_NODES, STATE_API_MAX_ROWS
-from ray_mcp.ray_api.client import RayClient, gather
 from ray_mcp.shaping.cluster import build_cluster_status
 from ray_mcp.shaping.nodes import (
     NodeCapacity,
@@ -16,12 +15,13 @@ from ray_mcp.shaping.nodes import (
     summary_by_node,
     uncamel_resources,
 )
+from ray_mcp.sources.dashboard import Dashboard, gather
 
 
 class Nodes:
     """Nodes, their capacities, and what ``ray status`` shows."""
 
-    def __init__(self, client: RayClient) -> None:
+    def __init__(self, client: Dashboard) -> None:
         self.client = client
 
     async def version(self) -> dict[str, Any]:

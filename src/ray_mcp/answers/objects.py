@@ -6,17 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.answers.nodes import Nodes
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import STATE_API_MAX_ROWS
-from ray_mcp.ray_api.client import RayClient, gather
-from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.shaping.objects import Owners, build_object_store, store_nodes
+from ray_mcp.sources.dashboard import Dashboard, gather
 
 
 class Objects:
     """What fills the object store, per node and per holder."""
 
-    def __init__(self, client: RayClient, nodes: Nodes) -> None:
+    def __init__(self, client: Dashboard, nodes: Nodes) -> None:
         self.client = client
         self.nodes = nodes
 

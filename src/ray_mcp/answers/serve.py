@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.answers.logs import Logs, LogSource
 from ray_mcp.errors import (
     InvalidArgument,
     NotFound,
@@ -18,8 +19,6 @@ from ray_mcp.errors import (
 )
 from ray_mcp.guard.redaction import SECRETS, secret_values
 from ray_mcp.limits import LINE_CHARS, SERVE_PROBLEMS
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.logs import Logs, LogSource
 from ray_mcp.shaping.serve import (
     build_serve_status,
     config_without_app,
@@ -27,6 +26,7 @@ from ray_mcp.shaping.serve import (
     failing_deployments,
     merge_serve_config,
 )
+from ray_mcp.sources.dashboard import Dashboard
 from ray_mcp.text import head_text
 
 SERVE_PUT_TIMEOUT_S = 30.0
@@ -36,7 +36,7 @@ class Serve:
     """Ray Serve on one cluster, through the dashboard's Serve REST API. ``logs`` reads a failing replica's
     log."""
 
-    def __init__(self, client: RayClient, logs: Logs) -> None:
+    def __init__(self, client: Dashboard, logs: Logs) -> None:
         self.client = client
         self.logs = logs
 

@@ -9,17 +9,17 @@ import re
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.answers.jobs import Jobs
+from ray_mcp.answers.nodes import Nodes
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import AUTOSCALER_DECISIONS, STATE_API_MAX_ROWS
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.jobs import Jobs
-from ray_mcp.ray_api.nodes import Nodes
 from ray_mcp.shaping.common import to_number
 from ray_mcp.shaping.events import EventFilter, autoscaler_decisions, build_event_list
+from ray_mcp.sources.dashboard import Dashboard
 
 
 class Events:
-    def __init__(self, client: RayClient, jobs: Jobs, nodes: Nodes) -> None:
+    def __init__(self, client: Dashboard, jobs: Jobs, nodes: Nodes) -> None:
         self.client = client
         self.jobs = jobs
         self.nodes = nodes

@@ -23,9 +23,9 @@ import anyio.to_thread
 from ray_mcp import limits
 from ray_mcp.errors import NotFound, RayRequestFailed, dashboard_errors
 from ray_mcp.models import TrainCheckpoint, TrainRun, TrainRunList
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.hosts import local_addresses
 from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
+from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.hosts import local_addresses
 
 TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
 SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"  # ray.train.v2._internal.constants
@@ -39,7 +39,7 @@ class TrainStateOff(RayRequestFailed):
 class Train:
     """The Ray Train runs of one cluster."""
 
-    def __init__(self, client: RayClient) -> None:
+    def __init__(self, client: Dashboard) -> None:
         self.client = client
 
     async def runs(self) -> list[dict[str, Any]]:
@@ -69,7 +69,7 @@ class Train:
         return build_run(found, now_s=time.time(), checkpoint=checkpoint, notes=notes)
 
 
-async def _train_runs(api: RayClient) -> list[dict[str, Any]]:
+async def _train_runs(api: Dashboard) -> list[dict[str, Any]]:
     what = f"the Train runs ({TRAIN_RUNS_PATH})"
     with dashboard_errors(api.dashboard_url, what, api.timeout_s):
         response = await api.http.get(TRAIN_RUNS_PATH)

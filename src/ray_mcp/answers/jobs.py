@@ -1,6 +1,6 @@
 """Ray Jobs: get, list, wait, stop and delete through the Jobs REST API (/api/jobs/); submit through Ray's
 JobSubmissionClient, which zips and uploads a local working_dir. Its requests ride the cluster's one HTTP
-client (``RayClient.http``): the same headers, TLS and transport as every other call (a Kubernetes API
+client (``Dashboard.http``): the same headers, TLS and transport as every other call (a Kubernetes API
 server's service proxy with the kubeconfig's credentials, or a test's injected fault)."""
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from ray_mcp.errors import (
 )
 from ray_mcp.guard.redaction import hold_job
 from ray_mcp.limits import LINE_CHARS
-from ray_mcp.ray_api.client import ProgressFn, RayClient
-from ray_mcp.ray_api.ids import check_job_ref, job_path
-from ray_mcp.ray_api.runtime_env import check_runtime_env, validate_with_ray
-from ray_mcp.ray_api.uploads import confine_uploads
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
+from ray_mcp.sources.dashboard import Dashboard, ProgressFn
+from ray_mcp.sources.ids import check_job_ref, job_path
+from ray_mcp.sources.runtime_env import check_runtime_env, validate_with_ray
+from ray_mcp.sources.uploads import confine_uploads
 from ray_mcp.text import clean_text, truncate_text
 
 JOB_SDK_SLACK_S = 3.0
@@ -59,7 +59,7 @@ def job_log_file(submission_id: str) -> str:
 class Jobs:
     """The Jobs API of one cluster."""
 
-    def __init__(self, client: RayClient) -> None:
+    def __init__(self, client: Dashboard) -> None:
         self.client = client
         # Ray's JobSubmissionClient, made by the first submission (its constructor asks the dashboard's version)
         self._sdk: Any = None

@@ -9,11 +9,11 @@ import anyio
 
 from ray_mcp import models
 from ray_mcp.errors import NotFound
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.gcs import Gcs
-from ray_mcp.ray_api.ids import check_id
-from ray_mcp.ray_api.query import Filter
 from ray_mcp.shaping.actors import actor_from_state, actor_summary_from_rows, build_actor_list
+from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.ids import check_id
+from ray_mcp.sources.query import Filter
 
 KILL_WAIT_S = 10.0
 
@@ -21,7 +21,7 @@ KILL_WAIT_S = 10.0
 class Actors:
     """The actors of one cluster."""
 
-    def __init__(self, client: RayClient, gcs: Gcs) -> None:
+    def __init__(self, client: Dashboard, gcs: Gcs) -> None:
         self.client = client
         self.gcs = gcs
 

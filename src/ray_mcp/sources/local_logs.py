@@ -29,7 +29,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.hosts import local_addresses
+from ray_mcp.sources.hosts import local_addresses
 
 BLOCK = 64 * 1024
 # How far back from the end the start of the asked lines is looked for; past it (a few very long lines), the

@@ -19,16 +19,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ray_mcp import limits
+from ray_mcp.answers.jobs import Jobs
+from ray_mcp.answers.placement_groups import PlacementGroups
+from ray_mcp.answers.serve import Serve
 from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.models import JobTopology
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.client import gather as _gather
-from ray_mcp.ray_api.gcs import Gcs
-from ray_mcp.ray_api.jobs import Jobs
-from ray_mcp.ray_api.placement_groups import PlacementGroups
-from ray_mcp.ray_api.serve import Serve
 from ray_mcp.shaping.nodes import uncamel_resources
 from ray_mcp.shaping.topology import TopologySources, build_topology
+from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.dashboard import gather as _gather
+from ray_mcp.sources.gcs import Gcs
 from ray_mcp.text import first_sentence
 
 
@@ -54,7 +54,7 @@ class Topology:
     """job_topology's gathering for one cluster; its siblings give the job, the strategies and Serve."""
 
     def __init__(
-        self, client: RayClient, gcs: Gcs, jobs: Jobs, placement_groups: PlacementGroups, serve: Serve
+        self, client: Dashboard, gcs: Gcs, jobs: Jobs, placement_groups: PlacementGroups, serve: Serve
     ) -> None:
         self.client = client
         self.gcs = gcs
@@ -156,7 +156,7 @@ async def _optional(awaitable: Any, notes: list[str], what: str) -> Any:
 
 
 async def _nodes(
-    client: RayClient,
+    client: Dashboard,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, tuple[float, float]]]]:
     """Every node (State API) and each alive node's logical use (the autoscaler's per-node report)."""
     nodes_result, status = await _gather(
@@ -181,7 +181,7 @@ async def _serve(api: Topology) -> tuple[dict[str, Any], str | None] | None:
     return details, job
 
 
-async def _logical_actors(client: RayClient, actor_ids: Sequence[str]) -> dict[str, Any]:
+async def _logical_actors(client: Dashboard, actor_ids: Sequence[str]) -> dict[str, Any]:
     """Worker stats of live actors (assigned resource slots, physical GPUs), from /logical/actors?ids=..."""
     out: dict[str, Any] = {}
     chunks = [

@@ -3,7 +3,7 @@ file on a node. Checked when made, before any request is sent; InvalidArgument s
 
 The logs tail_logs can read are the rows of ``LOG_TARGET_ARGS``: tail_logs' arguments, its description and
 LogTarget's check all come from that table. A new log source is its row here (and its LogTarget field) and
-where it resolves to in ray_api/logs.py.
+where it resolves to in answers/logs.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.ray_api.ids import check_id, check_job_ref, check_node
+from ray_mcp.sources.ids import check_id, check_job_ref, check_node
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class LogTargetArg:
 
     ``name`` is the tool's argument and LogTarget's field. A source also has the words that name it in the
     tool's description (``names``) and in a refusal (``usage``), whether it needs ``node`` and a ``check`` of
-    its value; its value is then resolved to files in ray_api/logs.py (``resolve_log_sources``)."""
+    its value; its value is then resolved to files in answers/logs.py (``resolve_log_sources``)."""
 
     name: str
     type: Any

@@ -14,7 +14,7 @@ import httpx
 
 from ray_mcp.errors import RayMCPError, dashboard_errors
 from ray_mcp.models import JobInfo
-from ray_mcp.ray_api.client import RayClient, decode_json
+from ray_mcp.sources.dashboard import Dashboard, decode_json
 from ray_mcp.text import quoted
 
 GRAFANA_DISABLED = "DISABLED"  # ray.dashboard.modules.metrics.metrics_head.GRAFANA_HOST_DISABLED_VALUE
@@ -73,7 +73,7 @@ def grafana_url(data: dict[str, object], info: JobInfo) -> str | None:
 class Pages:
     """The pages of one cluster's jobs."""
 
-    def __init__(self, client: RayClient) -> None:
+    def __init__(self, client: Dashboard) -> None:
         self.client = client
 
     async def of_job(self, info: JobInfo) -> JobPages:

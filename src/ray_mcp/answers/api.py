@@ -6,22 +6,22 @@ from collections.abc import Mapping
 
 import httpx
 
-from ray_mcp.ray_api.actors import Actors
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.data import Data
-from ray_mcp.ray_api.events import Events
-from ray_mcp.ray_api.gcs import GCS_LOOKUP, Gcs, GcsLookup
-from ray_mcp.ray_api.jobs import Jobs
-from ray_mcp.ray_api.logs import Logs
-from ray_mcp.ray_api.nodes import Nodes
-from ray_mcp.ray_api.objects import Objects
-from ray_mcp.ray_api.pages import Pages
-from ray_mcp.ray_api.placement_groups import PlacementGroups
-from ray_mcp.ray_api.serve import Serve
-from ray_mcp.ray_api.stacks import Stacks
-from ray_mcp.ray_api.tasks import Tasks
-from ray_mcp.ray_api.topology import Topology
-from ray_mcp.ray_api.train import Train
+from ray_mcp.answers.actors import Actors
+from ray_mcp.answers.data import Data
+from ray_mcp.answers.events import Events
+from ray_mcp.answers.jobs import Jobs
+from ray_mcp.answers.logs import Logs
+from ray_mcp.answers.nodes import Nodes
+from ray_mcp.answers.objects import Objects
+from ray_mcp.answers.pages import Pages
+from ray_mcp.answers.placement_groups import PlacementGroups
+from ray_mcp.answers.serve import Serve
+from ray_mcp.answers.stacks import Stacks
+from ray_mcp.answers.tasks import Tasks
+from ray_mcp.answers.topology import Topology
+from ray_mcp.answers.train import Train
+from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.gcs import GCS_LOOKUP, Gcs, GcsLookup
 
 
 class RayAPI:
@@ -45,7 +45,7 @@ class RayAPI:
         py_spy: str | None = None,
         local_logs: bool = True,
     ) -> None:
-        self.client = client = RayClient(
+        self.client = client = Dashboard(
             dashboard_url,
             timeout_s=timeout_s,
             source=source,

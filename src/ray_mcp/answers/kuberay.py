@@ -9,7 +9,6 @@ from typing import Any
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES
 from ray_mcp.models.kuberay import KubeStatus, PodState
-from ray_mcp.ray_api.kuberay import JOB_NAME_LABEL, Kube, cluster_of, head_service_of
 from ray_mcp.shaping.kuberay import (
     cluster_findings,
     events_digest,
@@ -20,6 +19,7 @@ from ray_mcp.shaping.kuberay import (
     service_findings,
     worker_groups,
 )
+from ray_mcp.sources.kubernetes import JOB_NAME_LABEL, Kube, cluster_of, head_service_of
 from ray_mcp.text import first_sentence, quoted
 
 RayJobStatus = Callable[[str], Awaitable[str | None]]  # submission id -> Ray's status (None: unknown)

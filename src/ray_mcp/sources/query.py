@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ray_mcp.ray_api.ids import check_id
+from ray_mcp.sources.ids import check_id
 
 Filter = tuple[str, str, str]  # (key, predicate, value), as Ray's State API takes them
 

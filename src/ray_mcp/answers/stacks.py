@@ -27,14 +27,14 @@ from typing import Any, Literal, cast
 import anyio.to_thread
 
 from ray_mcp import models
+from ray_mcp.answers.jobs import Jobs
+from ray_mcp.answers.nodes import Nodes
+from ray_mcp.answers.targets import Target
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
-from ray_mcp.ray_api import py_spy as spy
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.hosts import local_addresses
-from ray_mcp.ray_api.jobs import Jobs
-from ray_mcp.ray_api.nodes import Nodes
-from ray_mcp.ray_api.targets import Target
 from ray_mcp.shaping import profiles, stacks
+from ray_mcp.sources import py_spy as spy
+from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.hosts import local_addresses
 from ray_mcp.text import quoted
 
 StackSource = Literal["auto", "dashboard", "py-spy"]
@@ -71,7 +71,7 @@ class Stacks:
     job's processes and a node given by id or IP."""
 
     def __init__(
-        self, client: RayClient, jobs: Jobs, nodes: Nodes, *, source: str = "auto", py_spy: str | None = None
+        self, client: Dashboard, jobs: Jobs, nodes: Nodes, *, source: str = "auto", py_spy: str | None = None
     ) -> None:
         self.client = client
         self.jobs = jobs

@@ -7,12 +7,12 @@ import asyncio
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.answers.logs import Logs
+from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import DATA_LOG_BYTES, DATA_LOG_LINES, DATASETS_READ
-from ray_mcp.ray_api.client import RayClient
-from ray_mcp.ray_api.logs import Logs
-from ray_mcp.ray_api.targets import LogTarget
 from ray_mcp.shaping.data import job_datasets
+from ray_mcp.sources.dashboard import Dashboard
 from ray_mcp.text import first_sentence
 
 # Ray Data's one stats actor per cluster (ray.data._internal.stats.STATS_ACTOR_NAME): the dashboard's route asks it.
@@ -20,7 +20,7 @@ STATS_ACTOR = "datasets_stats_actor"
 
 
 class Data:
-    def __init__(self, client: RayClient, logs: Logs) -> None:
+    def __init__(self, client: Dashboard, logs: Logs) -> None:
         self.client = client
         self.logs = logs
 

@@ -69,13 +69,35 @@ class Plan:
 
 
 FULL = Plan(
-    actors=(10, 40, 100), tasks=(10, 1000, 11000), pgs=(10, 300, 1000), jobs=(10, 100, 300),
-    reps=9, cli_reps=3, ready_runs=15, memory_calls=(10, 1000), http_sessions=50, first_runs=5, log_mb=500, log_reps=9, log_full_reps=3,
-)  # fmt: skip
+    actors=(10, 40, 100),
+    tasks=(10, 1000, 11000),
+    pgs=(10, 300, 1000),
+    jobs=(10, 100, 300),
+    reps=9,
+    cli_reps=3,
+    ready_runs=15,
+    memory_calls=(10, 1000),
+    http_sessions=50,
+    first_runs=5,
+    log_mb=500,
+    log_reps=9,
+    log_full_reps=3,
+)
 SMOKE = Plan(
-    actors=(2, 4), tasks=(10, 40), pgs=(3, 10), jobs=(1, 3),
-    reps=2, cli_reps=1, ready_runs=2, memory_calls=(10, 30), http_sessions=3, first_runs=1, log_mb=2, log_reps=2, log_full_reps=1,
-)  # fmt: skip
+    actors=(2, 4),
+    tasks=(10, 40),
+    pgs=(3, 10),
+    jobs=(1, 3),
+    reps=2,
+    cli_reps=1,
+    ready_runs=2,
+    memory_calls=(10, 30),
+    http_sessions=3,
+    first_runs=1,
+    log_mb=2,
+    log_reps=2,
+    log_full_reps=1,
+)
 
 
 SECTIONS = ("ready", "overhead", "cli", "memory", "scale", "logs", "payload", "first")
@@ -95,8 +117,17 @@ async def ready(plan: Plan, target: Target, res: Results) -> None:
     times = await startup.measure(plan.ready_runs, target.dashboard_url)
     bare, ours = median(times["bare MCPServer"]), median(times["ray-mcp"])
     goal = startup.READY_GOAL
-    res.add(Row("ready", "spawn + initialize over stdio vs a bare MCPServer",
-                ms(ours), ms(bare), f"{ours / bare:.2f}x", f"≤{goal:.2f}x", ours / bare <= goal))  # fmt: skip
+    res.add(
+        Row(
+            "ready",
+            "spawn + initialize over stdio vs a bare MCPServer",
+            ms(ours),
+            ms(bare),
+            f"{ours / bare:.2f}x",
+            f"≤{goal:.2f}x",
+            ours / bare <= goal,
+        )
+    )
 
 
 async def populated(plan: Plan, target: Target, work: Path, res: Results, only: set[str]) -> None:
@@ -175,13 +206,31 @@ async def logs(plan: Plan, target: Target, res: Results) -> None:
         target.dashboard_url, target.logs_dir, plan.log_mb, plan.log_reps, plan.log_full_reps
     )
     tail, full = out["tail_logs via MCP client"], out["JobSubmissionClient.get_job_logs (full)"]
-    res.add(Row("logs", f"tail_logs 100 lines of a {plan.log_mb} MB log vs full get_job_logs",
-                ms(tail), ms(full), f"{full / tail:.0f}x faster", "≥100x faster", full / tail >= 100))  # fmt: skip
+    res.add(
+        Row(
+            "logs",
+            f"tail_logs 100 lines of a {plan.log_mb} MB log vs full get_job_logs",
+            ms(tail),
+            ms(full),
+            f"{full / tail:.0f}x faster",
+            "≥100x faster",
+            full / tail >= 100,
+        )
+    )
     res.add(Row("logs", "tail_logs 100 lines: absolute", ms(tail), "", "", "≤0.5 s", tail <= 0.5))
     if "tail -n 100 on the file" in out:
         file_tail = out["tail -n 100 on the file"]
-        res.add(Row("logs", "tail_logs 100 lines vs `tail -n 100` on the file", ms(tail), ms(file_tail),
-                    f"{tail / file_tail:.1f}x", "≤5x", tail / file_tail <= 5))  # fmt: skip
+        res.add(
+            Row(
+                "logs",
+                "tail_logs 100 lines vs `tail -n 100` on the file",
+                ms(tail),
+                ms(file_tail),
+                f"{tail / file_tail:.1f}x",
+                "≤5x",
+                tail / file_tail <= 5,
+            )
+        )
 
 
 GOALS = (
@@ -259,17 +308,19 @@ RESULTS_START, RESULTS_END = "<!-- bench:results:start -->", "<!-- bench:results
 
 def update_doc(path: Path, res: Results, command: str, started: str, minutes: float) -> None:
     """Replace the generated block of the doc (between the markers) with this run's table."""
-    block = "\n".join([
-        RESULTS_START,
-        f"Run of {started}, {minutes:.0f} min, with `{command}`.",
-        f"Machine: {machine()}.",
-        "",
-        markdown_table(res.rows),
-        "",
-        *(f"- {line}" for line in goal_lines(res)),
-        "",
-        RESULTS_END,
-    ])  # fmt: skip
+    block = "\n".join(
+        [
+            RESULTS_START,
+            f"Run of {started}, {minutes:.0f} min, with `{command}`.",
+            f"Machine: {machine()}.",
+            "",
+            markdown_table(res.rows),
+            "",
+            *(f"- {line}" for line in goal_lines(res)),
+            "",
+            RESULTS_END,
+        ]
+    )
     text = path.read_text() if path.exists() else f"# Benchmarks\n\n{RESULTS_START}\n{RESULTS_END}\n"
     pattern = re.compile(re.escape(RESULTS_START) + ".*?" + re.escape(RESULTS_END), re.DOTALL)
     path.write_text(pattern.sub(lambda _m: block, text))

@@ -168,8 +168,10 @@ async def http_session(address: str, log_path: Path) -> AsyncIterator[Client]:
     with open(log_path, "a") as out:
         proc = subprocess.Popen(
             [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--address", address],
-            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
-        )  # fmt: skip
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+        )
     try:
         with anyio.fail_after(60):
             while True:

@@ -50,8 +50,10 @@ async def measure(address: str, calls: int) -> dict[str, float]:
     port = free_port()
     server = subprocess.Popen(
         [RAY_MCP, "--transport", "streamable-http", "--address", address, "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env(),
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

@@ -59,9 +59,19 @@ def ray_mcp_http(address: str, log: Path) -> Iterator[tuple[int, psutil.Process]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS"))}
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [str(BIN / "ray-mcp"), "--transport", "streamable-http", "--port", str(port), "--address", address],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+            [
+                str(BIN / "ray-mcp"),
+                "--transport",
+                "streamable-http",
+                "--port",
+                str(port),
+                "--address",
+                address,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -37,19 +37,35 @@ async def tools_list(res: Results, client: Client) -> None:
     tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing.tools]
     total = len(json.dumps(tools, separators=(",", ":")).encode())
     outputs = sum(len(json.dumps(t.get("outputSchema", {}), separators=(",", ":"))) for t in tools)
-    res.add(Row(
-        "payload", f"tools/list, compact JSON ({len(tools)} tools; output schemas {size(outputs)})",
-        size(total), "", "", f"≤{size(TOOLS_LIST_GOAL)}", total <= TOOLS_LIST_GOAL,
-    ))  # fmt: skip
+    res.add(
+        Row(
+            "payload",
+            f"tools/list, compact JSON ({len(tools)} tools; output schemas {size(outputs)})",
+            size(total),
+            "",
+            "",
+            f"≤{size(TOOLS_LIST_GOAL)}",
+            total <= TOOLS_LIST_GOAL,
+        )
+    )
 
 
 def default_calls(job: str) -> list[tuple[str, dict[str, Any]]]:
     """Every read tool with its defaults (and the target it needs)."""
     return [
-        ("cluster_status", {}), ("cluster_health", {}), ("diagnose_job", {"job": job}), ("get_job", {"job": job}),
-        ("list_jobs", {}), ("tail_logs", {"job": job}), ("list_actors", {}), ("pg_status", {}),
-        ("list_nodes", {}), ("list_tasks", {}), ("summarize_tasks", {}), ("serve_status", {}),
-    ]  # fmt: skip
+        ("cluster_status", {}),
+        ("cluster_health", {}),
+        ("diagnose_job", {"job": job}),
+        ("get_job", {"job": job}),
+        ("list_jobs", {}),
+        ("tail_logs", {"job": job}),
+        ("list_actors", {}),
+        ("pg_status", {}),
+        ("list_nodes", {}),
+        ("list_tasks", {}),
+        ("summarize_tasks", {}),
+        ("serve_status", {}),
+    ]
 
 
 async def whole_results(res: Results, client: Client, job: str) -> None:
@@ -57,10 +73,17 @@ async def whole_results(res: Results, client: Client, job: str) -> None:
     for tool, args in default_calls(job):
         sizes[tool] = result_bytes(await call(client, tool, args))
     worst = max(sizes, key=lambda t: sizes[t])
-    res.add(Row(
-        "payload", f"whole result (text + structured content) at default limits, largest: {worst}",
-        size(sizes[worst]), "", "", f"≤{size(RESULT_GOAL)}", sizes[worst] <= RESULT_GOAL,
-    ))  # fmt: skip
+    res.add(
+        Row(
+            "payload",
+            f"whole result (text + structured content) at default limits, largest: {worst}",
+            size(sizes[worst]),
+            "",
+            "",
+            f"≤{size(RESULT_GOAL)}",
+            sizes[worst] <= RESULT_GOAL,
+        )
+    )
     print("    " + ", ".join(f"{t} {size(n)}" for t, n in sizes.items()), flush=True)
 
 
@@ -80,11 +103,17 @@ async def first_calls(res: Results, target: Target, work: Path, job: str, runs: 
                     elapsed, _ = await clock(lambda: call(client, tool, args))  # noqa: B023
                     warm.append(elapsed)
         extra = median(first) - median(warm)
-        res.add(Row(
-            "first call", f"{tool} as a fresh server's first call, right after tools/list, over the same call warm",
-            ms(median(first)), ms(median(warm)), f"+{ms(extra)} ({median(first) / median(warm):.2f}x)",
-            f"≤+{ms(FIRST_CALL_GOAL_S)}", extra <= FIRST_CALL_GOAL_S,
-        ))  # fmt: skip
+        res.add(
+            Row(
+                "first call",
+                f"{tool} as a fresh server's first call, right after tools/list, over the same call warm",
+                ms(median(first)),
+                ms(median(warm)),
+                f"+{ms(extra)} ({median(first) / median(warm):.2f}x)",
+                f"≤+{ms(FIRST_CALL_GOAL_S)}",
+                extra <= FIRST_CALL_GOAL_S,
+            )
+        )
 
 
 async def health_at_scale(res: Results, client: Client, tasks: int, reps: int) -> None:
@@ -95,10 +124,17 @@ async def health_at_scale(res: Results, client: Client, tasks: int, reps: int) -
             elapsed, _ = await clock(lambda: call(client, tool, {}))  # noqa: B023
             times[tool].append(elapsed)
     health, status = median(times["cluster_health"]), median(times["cluster_status"])
-    res.add(Row(
-        "scale", f"cluster_health at {tasks:,} tasks vs cluster_status", ms(health), ms(status),
-        f"{health / status:.2f}x", "≤0.5 s", health <= 0.5,
-    ))  # fmt: skip
+    res.add(
+        Row(
+            "scale",
+            f"cluster_health at {tasks:,} tasks vs cluster_status",
+            ms(health),
+            ms(status),
+            f"{health / status:.2f}x",
+            "≤0.5 s",
+            health <= 0.5,
+        )
+    )
 
 
 async def http_session_memory(res: Results, target: Target, work: Path, sessions: int) -> None:
@@ -110,9 +146,19 @@ async def http_session_memory(res: Results, target: Target, work: Path, sessions
     port = free_port()
     with open(work / "sessions.log", "a") as out:
         proc = subprocess.Popen(
-            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--address", target.dashboard_url],
-            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
-        )  # fmt: skip
+            [
+                RAY_MCP,
+                "--transport",
+                "streamable-http",
+                "--port",
+                str(port),
+                "--address",
+                target.dashboard_url,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+        )
     url = f"http://127.0.0.1:{port}/mcp"
     clients: list[Client] = []
     try:

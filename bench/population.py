@@ -83,9 +83,12 @@ class Population:
         self._log = open(self.work_dir / "holder.log", "w")  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(
             [sys.executable, str(script), self.target.gcs_address, json.dumps(bundle)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            text=True, env=clean_env(),
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=clean_env(),
+        )
         self._expect("ready", 300)
         self._jobs = JobSubmissionClient(self.target.dashboard_url)
 
@@ -142,8 +145,13 @@ class Population:
         """Task events reach the GCS a little after the tasks finish: wait until it counts them all."""
         import httpx
 
-        params: dict[str, Any] = {"limit": 1, "filter_keys": "func_or_class_name", "filter_predicates": "=",
-                                  "filter_values": "bench_noop", "timeout": 30}  # fmt: skip
+        params: dict[str, Any] = {
+            "limit": 1,
+            "filter_keys": "func_or_class_name",
+            "filter_predicates": "=",
+            "filter_values": "bench_noop",
+            "timeout": 30,
+        }
         with anyio.move_on_after(timeout_s):
             async with httpx.AsyncClient(base_url=self.target.dashboard_url, timeout=60) as http:
                 while True:

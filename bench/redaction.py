@@ -49,10 +49,14 @@ def list_actors_result(count: int = 50) -> dict[str, Any]:
     )
     text = f"{count} of {count} actors (by state: ALIVE {count - count // 5}, DEAD {count // 5})\n{rows}"
     structured = {
-        "total": count, "matched": count, "shown": count, "notes": [],
+        "total": count,
+        "matched": count,
+        "shown": count,
+        "notes": [],
         "hints": ["Call get_actor with an actor_id for its full record."],
-        "by_state": {"ALIVE": count - count // 5, "DEAD": count // 5}, "actors": actors,
-    }  # fmt: skip
+        "by_state": {"ALIVE": count - count // 5, "DEAD": count // 5},
+        "actors": actors,
+    }
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
 
 
@@ -72,8 +76,10 @@ def tail_logs_result(count: int = 100) -> dict[str, Any]:
         "source": "driver log of job raysubmit_8hTqK3vW4bX2yZ1a",
         "node_id": _hex(99, 56),
         "filename": "job-driver-raysubmit_8hTqK3vW4bX2yZ1a.log",
-        "lines": lines, "lines_shown": count, "more_before": True,
-    }  # fmt: skip
+        "lines": lines,
+        "lines_shown": count,
+        "more_before": True,
+    }
     text = f"driver log of job raysubmit_8hTqK3vW4bX2yZ1a: last {count} lines\n" + "\n".join(lines)
     return {
         "content": [{"type": "text", "text": text}],

@@ -33,8 +33,11 @@ async def call_overhead(
     async with httpx.AsyncClient(base_url=target.dashboard_url, timeout=60) as raw:
         details = (await raw.get(f"/api/jobs/{job}")).json()
         log_params = {
-            "node_id": details["driver_node_id"], "filename": f"job-driver-{job}.log", "lines": 101, "timeout": 10,
-        }  # fmt: skip
+            "node_id": details["driver_node_id"],
+            "filename": f"job-driver-{job}.log",
+            "lines": 101,
+            "timeout": 10,
+        }
         cases: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
             ("list_actors", {}, "/api/v0/actors", {"limit": 50, "detail": 1, "timeout": 10}),
             ("get_job", {"job": job}, f"/api/jobs/{job}", {}),
@@ -62,19 +65,36 @@ async def call_overhead(
             base, proxied = median(times["raw"]), median(times["proxy"])
             endpoint = path.rstrip("/").split("/")[-1]
             ours = median(times["stdio"])
-            res.add(Row(
-                "call overhead", f"{tool} over stdio vs a minimal MCP proxy of GET {endpoint} (stdio)",
-                ms(ours), ms(proxied), f"{ours / proxied:.2f}x", "≤1.2x", ours / proxied <= 1.2,
-            ))  # fmt: skip
-            res.add(Row(
-                "call overhead", f"{tool} over stdio vs the raw GET {endpoint} alone (no MCP)",
-                ms(ours), ms(base), f"{ours / base:.2f}x",
-            ))  # fmt: skip
+            res.add(
+                Row(
+                    "call overhead",
+                    f"{tool} over stdio vs a minimal MCP proxy of GET {endpoint} (stdio)",
+                    ms(ours),
+                    ms(proxied),
+                    f"{ours / proxied:.2f}x",
+                    "≤1.2x",
+                    ours / proxied <= 1.2,
+                )
+            )
+            res.add(
+                Row(
+                    "call overhead",
+                    f"{tool} over stdio vs the raw GET {endpoint} alone (no MCP)",
+                    ms(ours),
+                    ms(base),
+                    f"{ours / base:.2f}x",
+                )
+            )
             ours_http = median(times["http"])
-            res.add(Row(
-                "call overhead", f"{tool} over streamable HTTP vs the same proxy (stdio)",
-                ms(ours_http), ms(proxied), f"{ours_http / proxied:.2f}x",
-            ))  # fmt: skip
+            res.add(
+                Row(
+                    "call overhead",
+                    f"{tool} over streamable HTTP vs the same proxy (stdio)",
+                    ms(ours_http),
+                    ms(proxied),
+                    f"{ours_http / proxied:.2f}x",
+                )
+            )
 
 
 # -- 3. against the CLI: the same facts from `ray ...` subprocesses --------------------------------------------
@@ -82,13 +102,21 @@ async def call_overhead(
 
 async def against_cli(res: Results, target: Target, stdio: Client, job: str, reps: int) -> None:
     cases: list[tuple[str, str, dict[str, Any], list[str]]] = [
-        ("list actors", "list_actors", {"limit": 100},
-         ["list", "actors", "--format", "json", "--address", target.dashboard_url]),
+        (
+            "list actors",
+            "list_actors",
+            {"limit": 100},
+            ["list", "actors", "--format", "json", "--address", target.dashboard_url],
+        ),
         ("cluster status", "cluster_status", {}, ["status", "--address", target.gcs_address]),
         ("job status", "get_job", {"job": job}, ["job", "status", job, "--address", target.dashboard_url]),
-        ("job logs (last 100 lines)", "tail_logs", {"job": job, "lines": 100},
-         ["job", "logs", job, "--address", target.dashboard_url]),
-    ]  # fmt: skip
+        (
+            "job logs (last 100 lines)",
+            "tail_logs",
+            {"job": job, "lines": 100},
+            ["job", "logs", job, "--address", target.dashboard_url],
+        ),
+    ]
     for label, tool, args, cli_args in cases:
 
         async def tool_call(tool: str = tool, args: dict[str, Any] = args) -> Any:
@@ -99,28 +127,60 @@ async def against_cli(res: Results, target: Target, stdio: Client, job: str, rep
 
         times, last = await interleaved({"tool": tool_call, "cli": cli}, reps)
         ours, base = median(times["tool"]), median(times["cli"])
-        res.add(Row(
-            "vs CLI", f"{label}: latency ({tool} vs ray {' '.join(cli_args[:2])})", ms(ours), ms(base),
-            f"{base / ours:.0f}x faster", "≥50x faster", base / ours >= 50,
-        ))  # fmt: skip
+        res.add(
+            Row(
+                "vs CLI",
+                f"{label}: latency ({tool} vs ray {' '.join(cli_args[:2])})",
+                ms(ours),
+                ms(base),
+                f"{base / ours:.0f}x faster",
+                "≥50x faster",
+                base / ours >= 50,
+            )
+        )
         ours_b, full_b, base_b = text_bytes(last["tool"]), result_bytes(last["tool"]), len(last["cli"])
-        res.add(Row(
-            "vs CLI", f"{label}: output bytes (text; whole result {size(full_b)})", size(ours_b), size(base_b),
-            f"{ours_b / base_b:.2f}x", "≤0.33x", ours_b / base_b <= 1 / 3,
-        ))  # fmt: skip
+        res.add(
+            Row(
+                "vs CLI",
+                f"{label}: output bytes (text; whole result {size(full_b)})",
+                size(ours_b),
+                size(base_b),
+                f"{ours_b / base_b:.2f}x",
+                "≤0.33x",
+                ours_b / base_b <= 1 / 3,
+            )
+        )
 
 
 # -- 4. scale: each list tool (defaults) and its CLI twin at each cluster size -------------------------------
 
 SCALE_CASES: list[tuple[str, str, dict[str, Any], list[str], str, dict[str, Any]]] = [
-    ("actors", "list_actors", {}, ["list", "actors", "--format", "json"],
-     "/api/v0/actors", {"limit": 50, "detail": 1, "timeout": 10}),
-    ("tasks", "list_tasks", {}, ["list", "tasks", "--format", "json"],
-     "/api/v0/tasks", {"limit": 50, "detail": 0, "timeout": 10}),
-    ("pgs", "pg_status", {}, ["list", "placement-groups", "--format", "json"],
-     "/api/v0/placement_groups", {"limit": 50, "detail": 1, "timeout": 10}),
+    (
+        "actors",
+        "list_actors",
+        {},
+        ["list", "actors", "--format", "json"],
+        "/api/v0/actors",
+        {"limit": 50, "detail": 1, "timeout": 10},
+    ),
+    (
+        "tasks",
+        "list_tasks",
+        {},
+        ["list", "tasks", "--format", "json"],
+        "/api/v0/tasks",
+        {"limit": 50, "detail": 0, "timeout": 10},
+    ),
+    (
+        "pgs",
+        "pg_status",
+        {},
+        ["list", "placement-groups", "--format", "json"],
+        "/api/v0/placement_groups",
+        {"limit": 50, "detail": 1, "timeout": 10},
+    ),
     ("jobs", "list_jobs", {}, ["job", "list"], "/api/jobs/", {}),
-]  # fmt: skip
+]
 
 
 async def scale_level(
@@ -153,15 +213,23 @@ async def scale_level(
     last.update(both_last)
     for kind, tool, _args, cli_args, _path, _params in SCALE_CASES:
         point = {
-            "kind": kind, "tool": tool, "cli": "ray " + " ".join(cli_args[:2]), "size": counts[kind],
-            "tool_s": median(times[f"{kind}:tool"]), "tool_bytes": text_bytes(last[f"{kind}:tool"]),
-            "tool_result_bytes": result_bytes(last[f"{kind}:tool"]), "raw_s": median(times[f"{kind}:raw"]),
-            "cli_s": median(times[f"{kind}:cli"]), "cli_bytes": len(last[f"{kind}:cli"]),
-        }  # fmt: skip
+            "kind": kind,
+            "tool": tool,
+            "cli": "ray " + " ".join(cli_args[:2]),
+            "size": counts[kind],
+            "tool_s": median(times[f"{kind}:tool"]),
+            "tool_bytes": text_bytes(last[f"{kind}:tool"]),
+            "tool_result_bytes": result_bytes(last[f"{kind}:tool"]),
+            "raw_s": median(times[f"{kind}:raw"]),
+            "cli_s": median(times[f"{kind}:cli"]),
+            "cli_bytes": len(last[f"{kind}:cli"]),
+        }
         res.scale.append(point)
-        print(f"    {kind} @{counts[kind]}: {tool} {ms(point['tool_s'])} {size(point['tool_bytes'])}; "
-              f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}",
-              flush=True)  # fmt: skip
+        print(
+            f"    {kind} @{counts[kind]}: {tool} {ms(point['tool_s'])} {size(point['tool_bytes'])}; "
+            f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}",
+            flush=True,
+        )
 
 
 def scale_rows(res: Results) -> None:
@@ -172,19 +240,29 @@ def scale_rows(res: Results) -> None:
             continue
         lo, hi = points[0], points[-1]
         growth = hi["tool_s"] / lo["tool_s"]
-        res.add(Row(
-            "scale", f"{tool} latency at {lo['size']:,} → {hi['size']:,} {kind}",
-            f"{ms(lo['tool_s'])} → {ms(hi['tool_s'])}",
-            f"raw GET {ms(lo['raw_s'])} → {ms(hi['raw_s'])}; CLI {ms(lo['cli_s'])} → {ms(hi['cli_s'])}",
-            f"{growth:.2f}x growth", "flat (≤1.5x)", growth <= 1.5,
-        ))  # fmt: skip
+        res.add(
+            Row(
+                "scale",
+                f"{tool} latency at {lo['size']:,} → {hi['size']:,} {kind}",
+                f"{ms(lo['tool_s'])} → {ms(hi['tool_s'])}",
+                f"raw GET {ms(lo['raw_s'])} → {ms(hi['raw_s'])}; CLI {ms(lo['cli_s'])} → {ms(hi['cli_s'])}",
+                f"{growth:.2f}x growth",
+                "flat (≤1.5x)",
+                growth <= 1.5,
+            )
+        )
         growth_b = hi["tool_bytes"] / lo["tool_bytes"]
-        res.add(Row(
-            "scale", f"{tool} output at {lo['size']:,} → {hi['size']:,} {kind}",
-            f"{size(lo['tool_bytes'])} → {size(hi['tool_bytes'])}",
-            f"CLI {size(lo['cli_bytes'])} → {size(hi['cli_bytes'])}",
-            f"{growth_b:.2f}x growth", "flat (bounded)", hi["tool_bytes"] <= 16 * 1024,
-        ))  # fmt: skip
+        res.add(
+            Row(
+                "scale",
+                f"{tool} output at {lo['size']:,} → {hi['size']:,} {kind}",
+                f"{size(lo['tool_bytes'])} → {size(hi['tool_bytes'])}",
+                f"CLI {size(lo['cli_bytes'])} → {size(hi['cli_bytes'])}",
+                f"{growth_b:.2f}x growth",
+                "flat (bounded)",
+                hi["tool_bytes"] <= 16 * 1024,
+            )
+        )
 
 
 # -- 6. memory: RSS of a stdio server after 10 calls and after 1,000 mixed calls -----------------------------
@@ -221,7 +299,14 @@ async def memory(res: Results, stdio: Client, pid: int, job: str, first: int, to
             print(f"    {first + i + 1} calls, RSS {size(proc.memory_info().rss)}", flush=True)
     rss_total = proc.memory_info().rss
     ratio = rss_total / rss_first
-    res.add(Row(
-        "memory", f"server RSS after {total:,} mixed calls vs after {first}", size(rss_total), size(rss_first),
-        f"{ratio:.2f}x", "≤1.1x", ratio <= 1.1,
-    ))  # fmt: skip
+    res.add(
+        Row(
+            "memory",
+            f"server RSS after {total:,} mixed calls vs after {first}",
+            size(rss_total),
+            size(rss_first),
+            f"{ratio:.2f}x",
+            "≤1.1x",
+            ratio <= 1.1,
+        )
+    )

@@ -15,8 +15,20 @@ HEADER = [
     "| class (recording) | chain (link kinds) | evidence used | answer bytes | verdict offset | verdict bytes |",
     "|---|---|---|---|---|---|",
 ]
-SOURCES = ("tasks", "actors", "nodes", "pgs", "workers", "events", "driver_lines", "status", "serve", "supervisor",
-           "stacks", "datasets")  # fmt: skip
+SOURCES = (
+    "tasks",
+    "actors",
+    "nodes",
+    "pgs",
+    "workers",
+    "events",
+    "driver_lines",
+    "status",
+    "serve",
+    "supervisor",
+    "stacks",
+    "datasets",
+)
 
 
 def used(ev: GraphInputs) -> str:
@@ -43,8 +55,10 @@ def rows() -> list[str]:
         top = found[0] if found else None
         kinds = " → ".join(link.kind for link in top.links) if top else "-"
         offset = text.encode().find(verdict.encode())
-        out.append(f"| {top.kind if top else '-'} ({path.stem}) | {kinds} | {used(ev)} | {len(text.encode())} | "
-                   f"{offset} | {len(verdict.encode())} |")  # fmt: skip
+        out.append(
+            f"| {top.kind if top else '-'} ({path.stem}) | {kinds} | {used(ev)} | {len(text.encode())} | "
+            f"{offset} | {len(verdict.encode())} |"
+        )
     return out
 
 

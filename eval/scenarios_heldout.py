@@ -276,16 +276,26 @@ async def run_one(client, sc: Scenario, head=None) -> dict:
     text = result.content[0].text
     first = text.splitlines()[0] if text else ""
     row = {
-        "name": sc.name, "status": info["status"], "found": all(has_fact(f, text) for f in facts),
+        "name": sc.name,
+        "status": info["status"],
+        "found": all(has_fact(f, text) for f in facts),
         "first": all(has_fact(f, first) for f in facts),
-        "bytes": len(text.encode()), "verdict_offset": 0 if first else -1,
-        "verdict_bytes": len(first.encode()), "seconds": round(took, 1),
-        "verdict": first, "kind": ((result.structured_content or {}).get("findings") or [{}])[0].get("kind"),
-        "facts": [f if isinstance(f, str) else " | ".join(f) for f in facts], "answer": text,
-    }  # fmt: skip
+        "bytes": len(text.encode()),
+        "verdict_offset": 0 if first else -1,
+        "verdict_bytes": len(first.encode()),
+        "seconds": round(took, 1),
+        "verdict": first,
+        "kind": ((result.structured_content or {}).get("findings") or [{}])[0].get("kind"),
+        "facts": [f if isinstance(f, str) else " | ".join(f) for f in facts],
+        "answer": text,
+    }
     if health:
         hfirst = health.splitlines()[0]
-        row |= {"health_found": all(has_fact(f, health) for f in facts), "health_first": all(has_fact(f, hfirst) for f in facts), "health_answer": health}  # fmt: skip
+        row |= {
+            "health_found": all(has_fact(f, health) for f in facts),
+            "health_first": all(has_fact(f, hfirst) for f in facts),
+            "health_answer": health,
+        }
     return row
 
 

@@ -36,22 +36,55 @@ SESSION = "session_2026-11-30_19-52-31_118093_27652"
 COOKIES = ("cluster_name", "cluster_namespace", "session_name", "owner_kind", "owner_name")
 # formatJobForResponse's keys: what the History Server answers for a job (start/end only when known)
 JOB_KEYS = (
-    "driver_exit_code", "driver_node_id", "driver_agent_http_address", "runtime_env", "metadata",
-    "error_type", "message", "entrypoint", "status", "driver_info", "job_id", "submission_id", "type",
-    "start_time", "end_time",
-)  # fmt: skip
+    "driver_exit_code",
+    "driver_node_id",
+    "driver_agent_http_address",
+    "runtime_env",
+    "metadata",
+    "error_type",
+    "message",
+    "entrypoint",
+    "status",
+    "driver_info",
+    "job_id",
+    "submission_id",
+    "type",
+    "start_time",
+    "end_time",
+)
 
 
 # formatTaskForResponse's keys: the basic ones, and those added with detail=1
 TASK_KEYS = (
-    "task_id", "attempt_number", "name", "state", "job_id", "actor_id", "type", "func_or_class_name",
-    "parent_task_id", "node_id", "worker_id", "worker_pid", "error_type",
-)  # fmt: skip
+    "task_id",
+    "attempt_number",
+    "name",
+    "state",
+    "job_id",
+    "actor_id",
+    "type",
+    "func_or_class_name",
+    "parent_task_id",
+    "node_id",
+    "worker_id",
+    "worker_pid",
+    "error_type",
+)
 TASK_DETAIL_KEYS = (
-    "language", "required_resources", "runtime_env_info", "placement_group_id", "events", "task_log_info",
-    "error_message", "is_debugger_paused", "call_site", "label_selector", "creation_time_ms", "start_time_ms",
+    "language",
+    "required_resources",
+    "runtime_env_info",
+    "placement_group_id",
+    "events",
+    "task_log_info",
+    "error_message",
+    "is_debugger_paused",
+    "call_site",
+    "label_selector",
+    "creation_time_ms",
+    "start_time_ms",
     "end_time_ms",
-)  # fmt: skip
+)
 
 
 def _recorded(prefix: str, recording: Path = RECORDINGS[0]) -> Any:
@@ -63,19 +96,32 @@ def history_job(details: dict[str, Any]) -> dict[str, Any]:
     """A Ray JobDetails as the History Server rebuilds it from the job's events."""
     job = {k: details.get(k) for k in JOB_KEYS if k in details or k not in ("start_time", "end_time")}
     info = dict(details.get("driver_info") or {})
-    job["driver_info"] = {"id": info.get("id"), "node_ip_address": info.get("node_ip_address"),
-                          "pid": int(info.get("pid") or 0)}  # fmt: skip
+    job["driver_info"] = {
+        "id": info.get("id"),
+        "node_ip_address": info.get("node_ip_address"),
+        "pid": int(info.get("pid") or 0),
+    }
     return job
 
 
 def history_event(row: dict[str, Any]) -> dict[str, Any]:
     """A State API cluster event as the History Server answers it (camelCase, unix seconds as a string)."""
     stamp = datetime.datetime.strptime(row["time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC)
-    fields = {"".join(w if i == 0 else w.title() for i, w in enumerate(k.split("_"))): v
-              for k, v in (row.get("custom_fields") or {}).items()}  # fmt: skip
-    return {"eventId": row["event_id"], "sourceType": row["source_type"], "sourceHostname": "", "sourcePid": 0,
-            "severity": row["severity"], "label": "", "message": row["message"],
-            "timestamp": str(int(stamp.timestamp())), "customFields": fields}  # fmt: skip
+    fields = {
+        "".join(w if i == 0 else w.title() for i, w in enumerate(k.split("_"))): v
+        for k, v in (row.get("custom_fields") or {}).items()
+    }
+    return {
+        "eventId": row["event_id"],
+        "sourceType": row["source_type"],
+        "sourceHostname": "",
+        "sourcePid": 0,
+        "severity": row["severity"],
+        "label": "",
+        "message": row["message"],
+        "timestamp": str(int(stamp.timestamp())),
+        "customFields": fields,
+    }
 
 
 def history_node(row: dict[str, Any], session: str) -> dict[str, Any]:
@@ -84,19 +130,40 @@ def history_node(row: dict[str, Any], session: str) -> dict[str, Any]:
     renamed = {"object_store_memory": "objectStoreMemory", "node:__internal_head__": "node:InternalHead"}
     resources = {renamed.get(k, k): v for k, v in row["resources_total"].items()}
     return {
-        "t": row["start_time_ms"], "now": row["start_time_ms"], "hostname": "", "ip": row["node_ip"], "cpu": 0,
-        "cmdline": [], "cpus": [0, 0], "mem": [0, 0, 0, 0], "shm": 0, "bootTime": 0, "gpus": [], "tpus": [],
-        "workers": [], "actors": {},
+        "t": row["start_time_ms"],
+        "now": row["start_time_ms"],
+        "hostname": "",
+        "ip": row["node_ip"],
+        "cpu": 0,
+        "cmdline": [],
+        "cpus": [0, 0],
+        "mem": [0, 0, 0, 0],
+        "shm": 0,
+        "bootTime": 0,
+        "gpus": [],
+        "tpus": [],
+        "workers": [],
+        "actors": {},
         "raylet": {
             "storeStats": {"objectStoreBytesAvail": resources.get("objectStoreMemory")},
-            "nodeId": row["node_id"], "nodeManagerAddress": row["node_ip"], "nodeManagerHostname": "",
-            "rayletSocketName": f"/tmp/ray/{session}/sockets/raylet", "metricsExportPort": "8080",
-            "resourcesTotal": resources, "nodeName": "", "instanceId": "", "instanceTypeName": "",
+            "nodeId": row["node_id"],
+            "nodeManagerAddress": row["node_ip"],
+            "nodeManagerHostname": "",
+            "rayletSocketName": f"/tmp/ray/{session}/sockets/raylet",
+            "metricsExportPort": "8080",
+            "resourcesTotal": resources,
+            "nodeName": "",
+            "instanceId": "",
+            "instanceTypeName": "",
             "nodeTypeName": "headgroup" if row["is_head_node"] else "workergroup",
-            "startTimeMs": row["start_time_ms"], "isHeadNode": row["is_head_node"], "labels": row["labels"],
-            "state": row["state"], "endTimeMs": row["end_time_ms"], "stateMessage": row["state_message"] or "",
+            "startTimeMs": row["start_time_ms"],
+            "isHeadNode": row["is_head_node"],
+            "labels": row["labels"],
+            "state": row["state"],
+            "endTimeMs": row["end_time_ms"],
+            "stateMessage": row["state_message"] or "",
         },
-    }  # fmt: skip
+    }
 
 
 def history_actor(row: dict[str, Any]) -> dict[str, Any]:
@@ -104,24 +171,37 @@ def history_actor(row: dict[str, Any]) -> dict[str, Any]:
     cause only as the dashboard's exitDetail text)."""
     context = next(iter((row.get("death_cause") or {}).values()), {})
     return {
-        "actorId": row["actor_id"], "jobId": row["job_id"], "state": row["state"], "pid": row["pid"],
+        "actorId": row["actor_id"],
+        "jobId": row["job_id"],
+        "state": row["state"],
+        "pid": row["pid"],
         "address": {"nodeId": row["node_id"], "ipAddress": "", "port": 0, "workerId": ""},
-        "name": row["name"], "numRestarts": str(row["num_restarts"]), "actorClass": row["class_name"],
-        "className": row["class_name"], "requiredResources": row["required_resources"],
-        "exitDetail": context.get("error_message") or "-", "reprName": row["repr_name"],
-        "placementGroupId": row["placement_group_id"] or "", "callSite": row["call_site"] or "",
+        "name": row["name"],
+        "numRestarts": str(row["num_restarts"]),
+        "actorClass": row["class_name"],
+        "className": row["class_name"],
+        "requiredResources": row["required_resources"],
+        "exitDetail": context.get("error_message") or "-",
+        "reprName": row["repr_name"],
+        "placementGroupId": row["placement_group_id"] or "",
+        "callSite": row["call_site"] or "",
         "labelSelector": row["label_selector"],
-    }  # fmt: skip
+    }
 
 
 # A worker the autoscaler removed when idle, as the History Server replays it (composeStateMessage's words for
 # AUTOSCALER_DRAIN_IDLE): not in the recordings, whose head ran alone.
 IDLE_WORKER = {
-    "node_id": "9a0c4e2d1b7f6a3e8c5d2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c", "node_ip": "192.0.2.7",
-    "is_head_node": False, "state": "DEAD", "state_message": "Terminated due to idle (no Ray activity)",
-    "resources_total": {"CPU": 4.0, "object_store_memory": 2e9, "memory": 8e9}, "labels": {},
-    "start_time_ms": 1796068380000, "end_time_ms": 1796068440000,
-}  # fmt: skip
+    "node_id": "9a0c4e2d1b7f6a3e8c5d2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c",
+    "node_ip": "192.0.2.7",
+    "is_head_node": False,
+    "state": "DEAD",
+    "state_message": "Terminated due to idle (no Ray activity)",
+    "resources_total": {"CPU": 4.0, "object_store_memory": 2e9, "memory": 8e9},
+    "labels": {},
+    "start_time_ms": 1796068380000,
+    "end_time_ms": 1796068440000,
+}
 
 
 @dataclass
@@ -155,19 +235,36 @@ class Record:
             {k: t.get(k) for k in TASK_KEYS + TASK_DETAIL_KEYS} for t in body["data"]["result"]["result"]
         ]
         nodes = json.loads(_recorded("GET /api/v0/nodes"))["data"]["result"]["result"] + [IDLE_WORKER]
-        metadata = {"result": True, "msg": "", "data": {
-            "rayVersion": "2.60.0", "pythonVersion": "3.11.13", "sessionStartTimestampMs": 1796067151118,
-            "rayInitCluster": False, "os": "linux",
-        }}  # fmt: skip
+        metadata = {
+            "result": True,
+            "msg": "",
+            "data": {
+                "rayVersion": "2.60.0",
+                "pythonVersion": "3.11.13",
+                "sessionStartTimestampMs": 1796067151118,
+                "rayInitCluster": False,
+                "os": "linux",
+            },
+        }
         actors = [
             history_actor(a)
             for recording in RECORDINGS
-            for a in json.loads(_recorded("GET /api/v0/actors?detail=1&filter_keys=name", recording))["data"]["result"]["result"]
-        ]  # fmt: skip
-        return cls(jobs=jobs, logs=logs, tasks=tasks, metadata=metadata, actors=actors,
-                   nodes=[history_node(n, SESSION) for n in nodes], events=[
-            history_event(e) for e in json.loads(_recorded("GET /api/v0/cluster_events"))["data"]["result"]["result"]
-        ])  # fmt: skip
+            for a in json.loads(_recorded("GET /api/v0/actors?detail=1&filter_keys=name", recording))["data"][
+                "result"
+            ]["result"]
+        ]
+        return cls(
+            jobs=jobs,
+            logs=logs,
+            tasks=tasks,
+            metadata=metadata,
+            actors=actors,
+            nodes=[history_node(n, SESSION) for n in nodes],
+            events=[
+                history_event(e)
+                for e in json.loads(_recorded("GET /api/v0/cluster_events"))["data"]["result"]["result"]
+            ],
+        )
 
     @property
     def failed_job(self) -> dict[str, Any]:
@@ -215,9 +312,19 @@ def make_app(record: Record) -> Starlette:
         return response
 
     def clusters(request: Request) -> Response:
-        return JSONResponse([{"name": f"{NAME}-abcde", "namespace": NAMESPACE, "sessionName": SESSION,
-                              "createTime": "2026-11-30T19:52:31Z", "createTimeStamp": 1796067151,
-                              "ownerKind": KIND, "ownerName": NAME}])  # fmt: skip
+        return JSONResponse(
+            [
+                {
+                    "name": f"{NAME}-abcde",
+                    "namespace": NAMESPACE,
+                    "sessionName": SESSION,
+                    "createTime": "2026-11-30T19:52:31Z",
+                    "createTimeStamp": 1796067151,
+                    "ownerKind": KIND,
+                    "ownerName": NAME,
+                }
+            ]
+        )
 
     async def api(request: Request) -> Response:
         path = request.url.path
@@ -238,9 +345,16 @@ def make_app(record: Record) -> Starlette:
         if path == "/api/v0/tasks":
             keys = TASK_KEYS + (TASK_DETAIL_KEYS if q.get("detail") in ("1", "true") else ())
             rows = [{k: t.get(k) for k in keys} for t in _filtered(record.tasks, request)]
-            return _envelope({"total": len(record.tasks), "num_after_truncation": len(record.tasks),
-                              "num_filtered": len(rows), "result": rows,
-                              "partial_failure_warning": "", "warnings": None})  # fmt: skip
+            return _envelope(
+                {
+                    "total": len(record.tasks),
+                    "num_after_truncation": len(record.tasks),
+                    "num_filtered": len(rows),
+                    "result": rows,
+                    "partial_failure_warning": "",
+                    "warnings": None,
+                }
+            )
         if path == "/api/v0/tasks/summarize":  # getTaskSummarize: by func_name, the whole record as "cluster"
             summary: dict[str, Any] = {}
             for t in _filtered(record.tasks, request):
@@ -256,10 +370,16 @@ def make_app(record: Record) -> Starlette:
                 "total_actor_scheduled": 0,
                 "summary_by": "func_name",
             }
-            return _envelope({"total": len(record.tasks), "num_after_truncation": len(record.tasks),
-                              "num_filtered": len(record.tasks),
-                              "result": {"node_id_to_summary": {"cluster": by_func}},
-                              "partial_failure_warning": "", "warnings": None})  # fmt: skip
+            return _envelope(
+                {
+                    "total": len(record.tasks),
+                    "num_after_truncation": len(record.tasks),
+                    "num_filtered": len(record.tasks),
+                    "result": {"node_id_to_summary": {"cluster": by_func}},
+                    "partial_failure_warning": "",
+                    "warnings": None,
+                }
+            )
         if path == "/api/v0/logs/file":
             if not q.get("node_id"):
                 return PlainTextResponse(
@@ -272,16 +392,34 @@ def make_app(record: Record) -> Starlette:
             wanted = int(q.get("lines") or 1000)
             return PlainTextResponse("\n".join(lines if wanted < 0 else lines[-wanted:]))
         if path == "/nodes" and q.get("view", "summary") == "summary":
-            return JSONResponse({"result": True, "msg": "Node summary fetched.",
-                                 "data": {"summary": record.nodes, "nodeLogicalResources": {}}})  # fmt: skip
+            return JSONResponse(
+                {
+                    "result": True,
+                    "msg": "Node summary fetched.",
+                    "data": {"summary": record.nodes, "nodeLogicalResources": {}},
+                }
+            )
         if path == "/api/cluster_status" and q.get("format") != "1":  # Ray's frontend asks format=1 only
-            return JSONResponse({"result": True, "msg": "Got cluster status.",
-                                 "data": {"autoscalingStatus": None, "autoscalingError": None, "clusterStatus": None}})  # fmt: skip
+            return JSONResponse(
+                {
+                    "result": True,
+                    "msg": "Got cluster status.",
+                    "data": {"autoscalingStatus": None, "autoscalingError": None, "clusterStatus": None},
+                }
+            )
         if path == "/api/v0/cluster_metadata":
             return JSONResponse(record.metadata)
         if path == "/api/v0/placement_groups":  # the session had none: stored empty, or the empty fallback
-            return _envelope({"total": 0, "num_after_truncation": 0, "num_filtered": 0, "result": [],
-                              "partial_failure_warning": "", "warnings": None})  # fmt: skip
+            return _envelope(
+                {
+                    "total": 0,
+                    "num_after_truncation": 0,
+                    "num_filtered": 0,
+                    "result": [],
+                    "partial_failure_warning": "",
+                    "warnings": None,
+                }
+            )
         if path == "/logical/actors":
             actors = {a["actorId"]: a for a in record.actors}
             return JSONResponse({"result": True, "msg": "All actors fetched.", "data": {"actors": actors}})

@@ -52,9 +52,13 @@ class KubeState:
 
     def put(self, obj: dict[str, Any]) -> None:
         resource = {
-            "RayCluster": "rayclusters", "RayJob": "rayjobs", "RayService": "rayservices", "Pod": "pods",
-            "Event": "events", "Service": "services",
-        }[obj["kind"]]  # fmt: skip
+            "RayCluster": "rayclusters",
+            "RayJob": "rayjobs",
+            "RayService": "rayservices",
+            "Pod": "pods",
+            "Event": "events",
+            "Service": "services",
+        }[obj["kind"]]
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", "default")
         meta.setdefault("uid", f"uid-{resource}-{meta['name']}")
@@ -219,13 +223,26 @@ def write_kubeconfig(path: Path, server: str, *, namespace: str = "default") -> 
         "status": {"token": TOKEN},
     }
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "test",
         "clusters": [{"name": "loopback", "cluster": {"server": server}}],
-        "contexts": [{"name": "test", "context": {"cluster": "loopback", "user": "exec", "namespace": namespace}}],
-        "users": [{"name": "exec", "user": {"exec": {
-            "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
-            "args": ["-c", f"print({json.dumps(json.dumps(credential))})"], "interactiveMode": "Never",
-        }}}],
-    }  # fmt: skip
+        "contexts": [
+            {"name": "test", "context": {"cluster": "loopback", "user": "exec", "namespace": namespace}}
+        ],
+        "users": [
+            {
+                "name": "exec",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": sys.executable,
+                        "args": ["-c", f"print({json.dumps(json.dumps(credential))})"],
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ],
+    }
     path.write_text(yaml.safe_dump(config))
     return path

@@ -70,9 +70,21 @@ def install() -> NpmTools:
     (root / "package.json").write_text('{"private": true}\n')
     try:
         out = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(root), *wanted.split()],
-            capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=root,
-        )  # fmt: skip
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+                str(root),
+                *wanted.split(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+            cwd=root,
+        )
     except subprocess.TimeoutExpired:
         lacking("the npm registry", f"`npm install {wanted}` took over {INSTALL_TIMEOUT_S} s")
     if out.returncode != 0:

@@ -57,9 +57,13 @@ class Recorder(httpx.AsyncBaseTransport):
         body = await response.aread()  # decoded: the replay serves it as is
         content_type = response.headers.get("content-type", "")
         self.exchanges.append(
-            {"request": request_key(request), "status": response.status_code, "content_type": content_type,
-             "body": body.decode("utf-8", errors="replace")}
-        )  # fmt: skip
+            {
+                "request": request_key(request),
+                "status": response.status_code,
+                "content_type": content_type,
+                "body": body.decode("utf-8", errors="replace"),
+            }
+        )
         return httpx.Response(response.status_code, headers={"content-type": content_type}, stream=Body(body))
 
     async def aclose(self) -> None:
@@ -162,8 +166,12 @@ async def record(dashboard_url: str, gcs_address: str, work_dir: Path) -> None:
             Settings(address=dashboard_url, local_logs=False), http_transport=recorder, gcs_lookup=None
         ) as client:
             await call_ok(client, tool, arguments)
-        recording = {"tool": tool, "arguments": arguments, "dashboard_url": dashboard_url,
-                     "exchanges": recorder.exchanges}  # fmt: skip
+        recording = {
+            "tool": tool,
+            "arguments": arguments,
+            "dashboard_url": dashboard_url,
+            "exchanges": recorder.exchanges,
+        }
         (RECORDED / f"{name}.json").write_text(json.dumps(recording, indent=1) + "\n")
         print(f"recorded {name}: {len(recorder.exchanges)} requests")
 

@@ -79,8 +79,11 @@ def node_affinity(ev: GraphInputs) -> None:
         text
     )
     assert "held by" not in text and "contention" not in text, text
-    assert re.search(r'actor "ShardCache" \(\w+\) could not be scheduled: hard node affinity \(soft=False\) to a '
-                     f"gone node; the last node to die: node {dead_nodes(ev)[0][:12]}", text), text  # fmt: skip
+    assert re.search(
+        r'actor "ShardCache" \(\w+\) could not be scheduled: hard node affinity \(soft=False\) to a '
+        f"gone node; the last node to die: node {dead_nodes(ev)[0][:12]}",
+        text,
+    ), text
 
 
 def worker_killed(ev: GraphInputs) -> None:

@@ -48,22 +48,49 @@ def test_rendered_findings_never_pass_the_budget_and_say_what_was_left_out(findi
 def crowded_cluster() -> GraphInputs:
     """Many failures with long messages, many events and unreadable sources: more than any budget holds."""
     events = [
-        {"severity": "ERROR", "source_type": "RAYLET", "time": f"{NOW // 1000 - i}", "message": f"Driver {i:08x} died " + "z" * 400}
+        {
+            "severity": "ERROR",
+            "source_type": "RAYLET",
+            "time": f"{NOW // 1000 - i}",
+            "message": f"Driver {i:08x} died " + "z" * 400,
+        }
         for i in range(40)
-    ]  # fmt: skip
+    ]
     tasks = [
-        {"task_id": f"t{i}", "attempt_number": 0, "name": f"step_{i}", "job_id": f"{i % 5:02x}000000",
-         "state": "FAILED", "type": "NORMAL_TASK", "node_id": HEAD, "required_resources": {"CPU": 1.0},
-         "error_type": "TASK_EXECUTION_EXCEPTION", "start_time_ms": NOW - 10_000, "end_time_ms": NOW - 5_000,
-         "error_message": f"ray::step_{i}() (pid=1, ip=10.0.0.1)\nValueError: {'w' * 700}"}
+        {
+            "task_id": f"t{i}",
+            "attempt_number": 0,
+            "name": f"step_{i}",
+            "job_id": f"{i % 5:02x}000000",
+            "state": "FAILED",
+            "type": "NORMAL_TASK",
+            "node_id": HEAD,
+            "required_resources": {"CPU": 1.0},
+            "error_type": "TASK_EXECUTION_EXCEPTION",
+            "start_time_ms": NOW - 10_000,
+            "end_time_ms": NOW - 5_000,
+            "error_message": f"ray::step_{i}() (pid=1, ip=10.0.0.1)\nValueError: {'w' * 700}",
+        }
         for i in range(60)
-    ]  # fmt: skip
+    ]
     return GraphInputs(
-        now_ms=NOW, nodes=[{"node_id": HEAD, "state": "ALIVE", "is_head_node": True, "node_ip": "10.0.0.1",
-                            "resources_total": {"CPU": 2.0}}],
-        jobs=[], pgs=[], actors=[], tasks=tasks, events=events,
+        now_ms=NOW,
+        nodes=[
+            {
+                "node_id": HEAD,
+                "state": "ALIVE",
+                "is_head_node": True,
+                "node_ip": "10.0.0.1",
+                "resources_total": {"CPU": 2.0},
+            }
+        ],
+        jobs=[],
+        pgs=[],
+        actors=[],
+        tasks=tasks,
+        events=events,
         unreadable=[f"source {i}: timed out " + "u" * 300 for i in range(6)],
-    )  # fmt: skip
+    )
 
 
 def test_cluster_health_of_a_crowded_cluster_stays_within_its_budget_with_the_verdict_first() -> None:

@@ -179,13 +179,28 @@ def test_every_public_name_in_the_reference_pages_is_described_without_importing
     assert not failures, failures
 
 
-FORTY = ((
-    [f"{m}.{suffix}" for m in ("ray.data", "ray.serve", "ray.train", "ray.tune", "ray.util", "ray.actor", "ray.rllib")
-     for suffix in ("nothing_here", "x")]
-    + ["ray.data.Dataset", "ray.serve.deployment", "ray.tune.Tuner", "ray.train.Trainer", "ray.remote", "ray.get",
-       "ray.util.placement_group.placement_group", "ray.actor.ActorHandle", "ray.rllib.algorithms.ppo.PPOConfig",
-       "ray.data.read_parquet"]
-) * 2)[:40]  # fmt: skip
+FORTY = (
+    (
+        [
+            f"{m}.{suffix}"
+            for m in ("ray.data", "ray.serve", "ray.train", "ray.tune", "ray.util", "ray.actor", "ray.rllib")
+            for suffix in ("nothing_here", "x")
+        ]
+        + [
+            "ray.data.Dataset",
+            "ray.serve.deployment",
+            "ray.tune.Tuner",
+            "ray.train.Trainer",
+            "ray.remote",
+            "ray.get",
+            "ray.util.placement_group.placement_group",
+            "ray.actor.ActorHandle",
+            "ray.rllib.algorithms.ppo.PPOConfig",
+            "ray.data.read_parquet",
+        ]
+    )
+    * 2
+)[:40]
 
 
 async def _reads_while_probing(

@@ -72,16 +72,26 @@ async def test_the_gcs_reads_send_this_clusters_token_and_fail_clearly_without_i
 ) -> None:
     """The GCS's own facts (here the placement group table) are asked with the cluster's own Authorization; a
     refused token is a clear error saying so, never an empty table."""
-    right = Gcs(token_head.dashboard_url, address=token_head.gcs_address, lookup=None,
-                authorization=f"Bearer {RIGHT}", timeout_s=10)  # fmt: skip
+    right = Gcs(
+        token_head.dashboard_url,
+        address=token_head.gcs_address,
+        lookup=None,
+        authorization=f"Bearer {RIGHT}",
+        timeout_s=10,
+    )
     try:
         assert await right.placement_group_table() == []
     finally:
         right.close()
     assert reported_dashboard(token_head.gcs_address, 10.0, f"Bearer {RIGHT}") == token_head.dashboard_url
     for auth in (f"Bearer {WRONG}", None):
-        wrong = Gcs(token_head.dashboard_url, address=token_head.gcs_address, lookup=None, authorization=auth,
-                    timeout_s=10)  # fmt: skip
+        wrong = Gcs(
+            token_head.dashboard_url,
+            address=token_head.gcs_address,
+            lookup=None,
+            authorization=auth,
+            timeout_s=10,
+        )
         try:
             with pytest.raises(AuthRefused, match="refused the token for the placement group table"):
                 await wrong.placement_group_table()

@@ -20,8 +20,12 @@ def test_the_benchmark_smoke_mode_produces_every_row_of_the_table(tmp_path: Path
     out = tmp_path / "bench.json"
     run = subprocess.run(
         [sys.executable, "-m", "bench", "--smoke", "--json", str(out)],
-        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     sections = {row["section"] for row in json.loads(out.read_text())["rows"]}
     assert sections == {

@@ -846,9 +846,17 @@ async def test_a_node_drained_while_work_runs_on_it_is_named_as_drained_when_it_
         # What the autoscaler does to a preempted spot node: drain it with a deadline (here already due), then
         # the node goes away; the GCS then records the drain as the node's death reason.
         drain = await anyio.run_process(
-            [ray_executable(), "drain-node", f"--address={head.gcs_address}", f"--node-id={spot}",
-             "--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=spot instance reclaimed",
-             "--deadline-remaining-seconds=0"], check=False)  # fmt: skip
+            [
+                ray_executable(),
+                "drain-node",
+                f"--address={head.gcs_address}",
+                f"--node-id={spot}",
+                "--reason=DRAIN_NODE_REASON_PREEMPTION",
+                "--reason-message=spot instance reclaimed",
+                "--deadline-remaining-seconds=0",
+            ],
+            check=False,
+        )
         assert drain.returncode == 0, drain.stderr
         raylets = [p for p in map(psutil.Process, worker.owned_pids()) if "raylet" in " ".join(p.cmdline())]
         for proc in raylets:

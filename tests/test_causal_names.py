@@ -16,11 +16,21 @@ TAKEN = (
 def evidence(holders: list[dict]) -> GraphInputs:
     earlier = {**job("07000000", "SUCCEEDED", "python warmup.py")}
     return GraphInputs(
-        now_ms=NOW, job=job("08000000", "FAILED"), nodes=[node(HEAD)], jobs=[job("08000000", "FAILED"), earlier],
-        pgs=[], actors=[], tasks=[], related_actors=holders,
-        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 18, in <module>',
-                      '    buf = ReplayBuffer.options(name="replay_buffer", lifetime="detached").remote()', TAKEN],
-    )  # fmt: skip
+        now_ms=NOW,
+        job=job("08000000", "FAILED"),
+        nodes=[node(HEAD)],
+        jobs=[job("08000000", "FAILED"), earlier],
+        pgs=[],
+        actors=[],
+        tasks=[],
+        related_actors=holders,
+        driver_lines=[
+            "Traceback (most recent call last):",
+            '  File "main.py", line 18, in <module>',
+            '    buf = ReplayBuffer.options(name="replay_buffer", lifetime="detached").remote()',
+            TAKEN,
+        ],
+    )
 
 
 def test_a_taken_actor_name_names_the_detached_holder_and_its_ended_job() -> None:
@@ -42,23 +52,51 @@ def test_a_task_that_failed_calling_a_killed_actor_names_the_kill_not_its_own_re
     """run_rollouts called ps.get_weights() after the driver killed ps: the driver re-raises run_rollouts' error,
     whose origin is the call it made (its child task), which failed because ray.kill ended the actor."""
     ps, caller = "e" * 32, "t-run"
-    killed = {"actor_died_error_context": {"reason": "RAY_KILL", "error_message":
-              "The actor is dead because it was killed by `ray.kill`."}}  # fmt: skip
+    killed = {
+        "actor_died_error_context": {
+            "reason": "RAY_KILL",
+            "error_message": "The actor is dead because it was killed by `ray.kill`.",
+        }
+    }
     died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
     ev = GraphInputs(
-        now_ms=NOW, job=job("06000000", "FAILED"), nodes=[node(HEAD)], jobs=[job("06000000", "FAILED")], pgs=[],
+        now_ms=NOW,
+        job=job("06000000", "FAILED"),
+        nodes=[node(HEAD)],
+        jobs=[job("06000000", "FAILED")],
+        pgs=[],
         actors=[actor(ps, "ParameterServer", "06000000", "DEAD", death_cause=killed)],
-        tasks=[task(caller, "run_rollouts", "06000000", "FAILED", error_type="TASK_EXECUTION_EXCEPTION",
-                    error_message=f"ray::run_rollouts() (pid=1, ip=10.0.0.1)\n{died}"),
-               task("t-get", "ParameterServer.get_weights", "06000000", "FAILED", type="ACTOR_TASK", actor_id=ps,
-                    parent_task_id=caller, error_type="ACTOR_DIED",
-                    error_message="The actor is dead because it was killed by `ray.kill`.")],
-        driver_lines=["Traceback (most recent call last):", '  File "main.py", line 30, in <module>',
-                      "    ray.get(run_rollouts.remote(ps))",
-                      "ray.exceptions.RayTaskError(ActorDiedError): ray::run_rollouts() (pid=1, ip=10.0.0.1)",
-                      '  File "main.py", line 19, in run_rollouts',
-                      "    version, weights = ray.get(ps.get_weights.remote())", died],
-    )  # fmt: skip
+        tasks=[
+            task(
+                caller,
+                "run_rollouts",
+                "06000000",
+                "FAILED",
+                error_type="TASK_EXECUTION_EXCEPTION",
+                error_message=f"ray::run_rollouts() (pid=1, ip=10.0.0.1)\n{died}",
+            ),
+            task(
+                "t-get",
+                "ParameterServer.get_weights",
+                "06000000",
+                "FAILED",
+                type="ACTOR_TASK",
+                actor_id=ps,
+                parent_task_id=caller,
+                error_type="ACTOR_DIED",
+                error_message="The actor is dead because it was killed by `ray.kill`.",
+            ),
+        ],
+        driver_lines=[
+            "Traceback (most recent call last):",
+            '  File "main.py", line 30, in <module>',
+            "    ray.get(run_rollouts.remote(ps))",
+            "ray.exceptions.RayTaskError(ActorDiedError): ray::run_rollouts() (pid=1, ip=10.0.0.1)",
+            '  File "main.py", line 19, in run_rollouts',
+            "    version, weights = ray.get(ps.get_weights.remote())",
+            died,
+        ],
+    )
     phrase, chains, _ = causal.explain_job(ev)
     line = causal.verdict_line(phrase, chains)
     assert line.startswith("FAILED") and "ParameterServer" in line and "ray.kill" in line, line

@@ -71,8 +71,11 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
         lacking("docker-compose", "apt-get install -y docker-compose (.ci/run installs it)")
     out = subprocess.run(
         [exe, "--env-file", str(REPO / ".env.example"), "-f", str(COMPOSE), "config"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
     assert set(resolved["services"]) == {"ray-head", "ray-worker", "ray-mcp"}
@@ -80,9 +83,13 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     # Without the token, compose refuses to start ray-mcp at all.
     (tmp_path / "empty.env").write_text("")
     missing = subprocess.run(
-        [exe, "--env-file", str(tmp_path / "empty.env"), "-f", str(COMPOSE), "config"], capture_output=True, text=True,
-        timeout=120, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        [exe, "--env-file", str(tmp_path / "empty.env"), "-f", str(COMPOSE), "config"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert missing.returncode != 0 and "RAY_MCP_AUTH_TOKEN" in missing.stderr
 
 

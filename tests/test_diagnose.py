@@ -197,15 +197,29 @@ def answer(ev: GraphInputs) -> tuple[models.ClusterHealth, str]:
     return report.health_report("http://x:8265", ev, max_bytes=BUDGET)
 
 
-EVERYTHING_READ = {"nodes": [], "status": {"nodes": [], "pending_demands": []}, "jobs": [], "actors": [],
-                   "alive_actors": [], "tasks": [], "pgs": [], "serve": {}, "events": []}  # fmt: skip
+EVERYTHING_READ = {
+    "nodes": [],
+    "status": {"nodes": [], "pending_demands": []},
+    "jobs": [],
+    "actors": [],
+    "alive_actors": [],
+    "tasks": [],
+    "pgs": [],
+    "serve": {},
+    "events": [],
+}
 
 
 def test_an_empty_cluster_is_healthy_and_a_dead_node_is_not() -> None:
     model, text = answer(GraphInputs(now_ms=0, **EVERYTHING_READ))  # type: ignore[arg-type]
     assert model.healthy and "Healthy" in text, text
-    dead = {"node_id": "n" * 56, "node_ip": "10.0.0.2", "state": "DEAD", "end_time_ms": 1,
-            "state_message": "UNEXPECTED_TERMINATION: the raylet died (SIGKILL)"}  # fmt: skip
+    dead = {
+        "node_id": "n" * 56,
+        "node_ip": "10.0.0.2",
+        "state": "DEAD",
+        "end_time_ms": 1,
+        "state_message": "UNEXPECTED_TERMINATION: the raylet died (SIGKILL)",
+    }
     ev = GraphInputs(now_ms=0, **{**EVERYTHING_READ, "nodes": [dead]})  # type: ignore[arg-type]
     model, text = answer(ev)
     assert not model.healthy and "(10.0.0.2) died at" in model.verdict and "SIGKILL" in model.verdict, text
@@ -219,8 +233,13 @@ def test_a_cluster_whose_sources_could_not_be_read_is_unknown_and_says_which() -
 
 
 def test_memory_pressure_is_named_in_gib_with_its_node() -> None:
-    node = {"node_id": "a" * 56, "ip": "10.0.0.1", "state": "ALIVE", "is_head": True,
-            "resources": {"memory": {"used": 4.0 * 1024**3 * 0.97, "total": 4.0 * 1024**3}}}  # fmt: skip
+    node = {
+        "node_id": "a" * 56,
+        "ip": "10.0.0.1",
+        "state": "ALIVE",
+        "is_head": True,
+        "resources": {"memory": {"used": 4.0 * 1024**3 * 0.97, "total": 4.0 * 1024**3}},
+    }
     ev = GraphInputs(now_ms=0, **{**EVERYTHING_READ, "status": {"nodes": [node], "pending_demands": []}})  # type: ignore[arg-type]
     model, text = answer(ev)
     assert "memory on node" in model.verdict and "97% used (3.88 of 4.00 GiB)" in model.verdict, text

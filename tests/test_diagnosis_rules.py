@@ -31,10 +31,14 @@ def failed_launch(ev: GraphInputs, ago_s: float) -> GraphInputs:
     the shape Ray's v1 node launcher writes it."""
     ev = copy.deepcopy(ev)
     at = ev.now_ms / 1000 - ago_s
-    message = ("Failed to launch 2 node(s) of type gpu_worker. (InsufficientInstanceCapacity): We currently do not "
-               "have sufficient p4d.24xlarge capacity in the Availability Zone you requested.")  # fmt: skip
-    ev.events = [*(ev.events or []), {"message": message, "severity": "ERROR", "source_type": "AUTOSCALER",
-                                      "timestamp": at, "time": "?"}]  # fmt: skip
+    message = (
+        "Failed to launch 2 node(s) of type gpu_worker. (InsufficientInstanceCapacity): We currently do not "
+        "have sufficient p4d.24xlarge capacity in the Availability Zone you requested."
+    )
+    ev.events = [
+        *(ev.events or []),
+        {"message": message, "severity": "ERROR", "source_type": "AUTOSCALER", "timestamp": at, "time": "?"},
+    ]
     return ev
 
 

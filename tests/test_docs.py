@@ -117,9 +117,12 @@ async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_clust
     with http_server([*args, "--auth-token-file", str(tmp_path / "token")], tmp_path / "server.log") as port:
         script = block.replace("http://127.0.0.1:8270/mcp", f"http://127.0.0.1:{port}/mcp")
         out = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=120,
             env=clean_env(RAY_MCP_AUTH_TOKEN="docs-test-token"),
-        )  # fmt: skip
+        )
         assert out.returncode == 0, out.stderr
         assert "node(s) alive" in out.stdout
         # The same client, with a call that takes longer than httpx's default 5 s timeout: it must finish.
@@ -130,9 +133,12 @@ async def test_the_python_http_client_of_the_docs_calls_cluster_status(ray_clust
         assert long_call != script
         started = time.monotonic()
         out = subprocess.run(
-            [sys.executable, "-c", long_call], capture_output=True, text=True, timeout=180,
+            [sys.executable, "-c", long_call],
+            capture_output=True,
+            text=True,
+            timeout=180,
             env=clean_env(RAY_MCP_AUTH_TOKEN="docs-test-token"),
-        )  # fmt: skip
+        )
     assert out.returncode == 0, out.stderr[-3000:]
     assert time.monotonic() - started > 8 and "gcs_server.out" in out.stdout
 
@@ -146,8 +152,9 @@ def test_the_python_http_client_of_the_docs_needs_no_token_for_a_server_without_
         ["--transport", "streamable-http", "--address", "http://127.0.0.1:9"], tmp_path / "log"
     ) as port:
         script = block.replace("http://127.0.0.1:8270/mcp", f"http://127.0.0.1:{port}/mcp")
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                             env=clean_env())  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=clean_env()
+        )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "127.0.0.1:9" in out.stdout, out.stdout  # the server's answer: no cluster there
 

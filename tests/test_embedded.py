@@ -94,10 +94,21 @@ async def test_a_signal_stops_the_http_server_and_its_embedded_cluster(tmp_path:
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--embedded", "always",
-             "--num-cpus", "1"],
-            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
-        )  # fmt: skip
+            [
+                RAY_MCP,
+                "--transport",
+                "streamable-http",
+                "--port",
+                str(port),
+                "--embedded",
+                "always",
+                "--num-cpus",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+        )
     try:
         wait_for_port(port, proc, log)
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
@@ -144,14 +155,27 @@ def test_a_signal_on_stdio_ends_the_server_cleanly_and_stops_its_embedded_cluste
     log = tmp_path / "stderr.log"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [RAY_MCP, "--embedded", "always", "--num-cpus", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=err, text=True, env=clean_env(),
-        )  # fmt: skip
+            [RAY_MCP, "--embedded", "always", "--num-cpus", "1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=clean_env(),
+        )
     try:
-        rpc(proc, {
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-        })  # fmt: skip
+        rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
+        )
         assert "result" in answer_to(proc, 1)
         rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "cluster_status"}})

@@ -27,8 +27,12 @@ def test_an_audit_log_that_cannot_be_written_stops_the_server_at_startup(tmp_pat
     path = tmp_path / where
     out = subprocess.run(
         [RAY_MCP, "--audit-log", str(path), "--address", "http://127.0.0.1:9"],
-        capture_output=True, text=True, timeout=60, env=clean_env(), stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "--audit-log" in lines[0], out.stderr

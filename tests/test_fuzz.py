@@ -33,10 +33,31 @@ from ray_mcp.settings import Settings
 CALL_BOUND_S = 60.0  # the request timeout is 10 s; a slow shared box gets room, a hang does not
 EXAMPLES = int(os.environ.get("RAY_MCP_FUZZ_EXAMPLES", "15"))  # a deeper hunt: RAY_MCP_FUZZ_EXAMPLES=300
 NASTY = [
-    "", " ", "\x00", "../../../../etc/passwd", "*", "%s%n", "' OR 1=1 --", "raysubmit_", "01000000",
-    "ff" * 16, "FF" * 28, "null", "None", "-1", "1e309", "\u202e\u0000\ud7ff", "日本語のテキスト", "🔥" * 50,
-    "\n\r\t", "a" * 300, "$(touch /tmp/ray-mcp-fuzz-pwned)", "`id`", "{}", "[]",
-]  # fmt: skip
+    "",
+    " ",
+    "\x00",
+    "../../../../etc/passwd",
+    "*",
+    "%s%n",
+    "' OR 1=1 --",
+    "raysubmit_",
+    "01000000",
+    "ff" * 16,
+    "FF" * 28,
+    "null",
+    "None",
+    "-1",
+    "1e309",
+    "\u202e\u0000\ud7ff",
+    "日本語のテキスト",
+    "🔥" * 50,
+    "\n\r\t",
+    "a" * 300,
+    "$(touch /tmp/ray-mcp-fuzz-pwned)",
+    "`id`",
+    "{}",
+    "[]",
+]
 HUGE_TEXT = st.builds(
     lambda c, n: c * n, st.sampled_from(["x", "é", "🔥", "\n"]), st.integers(10_000, 300_000)
 )
@@ -55,9 +76,21 @@ HOSTILE = st.recursive(
 )
 # runtime_env keys that would install, upload or run something: never generated.
 UNSAFE_RUNTIME_ENV = {
-    "working_dir", "py_modules", "pip", "conda", "uv", "container", "image_uri", "py_executable", "java_jars",
-    "nsight", "mpi", "worker_process_setup_hook", "_nsight", "rocprof_sys",
-}  # fmt: skip
+    "working_dir",
+    "py_modules",
+    "pip",
+    "conda",
+    "uv",
+    "container",
+    "image_uri",
+    "py_executable",
+    "java_jars",
+    "nsight",
+    "mpi",
+    "worker_process_setup_hook",
+    "_nsight",
+    "rocprof_sys",
+}
 
 
 def typed(schema: dict[str, Any]) -> st.SearchStrategy[Any]:

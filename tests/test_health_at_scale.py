@@ -93,8 +93,13 @@ async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray
     assert counting.paths.count("/api/jobs/") == 1, counting.paths
     assert "/api/v0/jobs" not in counting.paths, counting.paths
     assert not [p for p in counting.paths if p.startswith("/api/jobs/") and p != "/api/jobs/"], counting.paths
-    lists = [r for r in counting.requests if r.startswith(("/api/v0/actors?", "/api/v0/tasks?",
-                                                          "/api/v0/placement_groups?", "/api/v0/workers?"))]  # fmt: skip
+    lists = [
+        r
+        for r in counting.requests
+        if r.startswith(
+            ("/api/v0/actors?", "/api/v0/tasks?", "/api/v0/placement_groups?", "/api/v0/workers?")
+        )
+    ]
     assert len(lists) == len(set(lists)), sorted(lists)
 
 
@@ -111,10 +116,20 @@ class Rows:
 
 async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> None:
     ev = GraphInputs()
-    result = {"total": 5_000, "num_after_truncation": 5_000, "num_filtered": 3_208,
-              "result": [{"task_id": f"t{i}", "state": "FAILED"} for i in range(1000)]}  # fmt: skip
-    rows = await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
-                                limit=1000)  # fmt: skip
+    result = {
+        "total": 5_000,
+        "num_after_truncation": 5_000,
+        "num_filtered": 3_208,
+        "result": [{"task_id": f"t{i}", "state": "FAILED"} for i in range(1000)],
+    }
+    rows = await evidence._rows(
+        Rows(result),
+        ev,
+        "tasks",
+        "the failed tasks",
+        filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
+        limit=1000,
+    )
     assert rows is not None and len(rows) == 1000
     assert ev.capped == ["The failed tasks: 1,000 of 3,208 read; the counts above cover those."]
     assert ev.unreadable == []  # a cap is stated, not taken for a source that could not be read
@@ -122,10 +137,20 @@ async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> N
 
 async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
     ev = GraphInputs()
-    result = {"total": 11_250, "num_after_truncation": 10_000, "num_filtered": 9_000,
-              "result": [{"task_id": f"t{i}"} for i in range(1000)]}  # fmt: skip
-    await evidence._rows(Rows(result), ev, "tasks", "the failed tasks", filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
-                         limit=1000)  # fmt: skip
+    result = {
+        "total": 11_250,
+        "num_after_truncation": 10_000,
+        "num_filtered": 9_000,
+        "result": [{"task_id": f"t{i}"} for i in range(1000)],
+    }
+    await evidence._rows(
+        Rows(result),
+        ev,
+        "tasks",
+        "the failed tasks",
+        filters=[("state", "=", "FAILED")],  # type: ignore[arg-type]
+        limit=1000,
+    )
     # Ray read 10,000 of the 11,250 tasks (its cap): 9,000 of those failed, and maybe more of the rest.
     assert ev.capped == ["The failed tasks: 1,000 of at least 9,000 read; the counts above cover those."]
 
@@ -218,12 +243,23 @@ async def test_work_with_no_node_yet_has_no_worker_log_read_and_fails_nothing() 
     crash log is not looked for (it used to be asked of node "None", and the whole cluster_health failed)."""
     ev = GraphInputs(
         actors=[
-            {"actor_id": "a" * 32, "state": "RESTARTING", "num_restarts": 2, "node_id": None, "job_id": "01000000"},
-            {"actor_id": "b" * 32, "state": "DEAD", "node_id": None, "pid": 7,
-             "death_cause": {"actor_died_error_context": {"reason": "WORKER_DIED", "pid": 7}}},
+            {
+                "actor_id": "a" * 32,
+                "state": "RESTARTING",
+                "num_restarts": 2,
+                "node_id": None,
+                "job_id": "01000000",
+            },
+            {
+                "actor_id": "b" * 32,
+                "state": "DEAD",
+                "node_id": None,
+                "pid": 7,
+                "death_cause": {"actor_died_error_context": {"reason": "WORKER_DIED", "pid": 7}},
+            },
         ],
         tasks=[{"task_id": "c" * 48, "error_type": "WORKER_DIED", "node_id": None, "worker_pid": 9}],
         workers=[],
-    )  # fmt: skip
+    )
     await evidence._crash_logs(NothingRead(), ev, dead_actors=True)  # type: ignore[arg-type]
     assert ev.worker_logs == {} and ev.unreadable == []

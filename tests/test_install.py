@@ -44,9 +44,13 @@ def tool(name: str) -> Path:
 
 def run(cmd: list, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     out = subprocess.run(
-        [str(c) for c in cmd], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=cwd,
+        [str(c) for c in cmd],
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
+        cwd=cwd,
         env=clean_env(PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **env),
-    )  # fmt: skip
+    )
     assert out.returncode == 0, f"{cmd}: {out.stdout[-2000:]}{out.stderr[-3000:]}"
     return out
 
@@ -57,8 +61,11 @@ def clone(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("clone") / "ray-mcp"
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, text=True, check=True,
-    ).stdout.split("\0")  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for name in filter(None, files):
         source = REPO / name
         if source.is_file():
@@ -75,8 +82,9 @@ def wheel(clone: Path) -> Path:
     """`python -m build` in the clone, as README says: an sdist and a wheel (built from the sdist) in dist/."""
     run([sys.executable, "-m", "build"], clone)
     assert sorted(p.name for p in (clone / "dist").iterdir()) == [
-        "ray_mcp-0.1.0-py3-none-any.whl", "ray_mcp-0.1.0.tar.gz",
-    ]  # fmt: skip
+        "ray_mcp-0.1.0-py3-none-any.whl",
+        "ray_mcp-0.1.0.tar.gz",
+    ]
     return clone / "dist" / "ray_mcp-0.1.0-py3-none-any.whl"
 
 
@@ -87,8 +95,10 @@ def venv(wheel: Path, tmp_path_factory) -> Iterator[Path]:
     python = root / "bin" / "python"
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # Dependencies from this venv, appended after the fresh venv's own site-packages.
     (Path(site) / "_deps_from_test_venv.pth").write_text(sysconfig.get_path("purelib") + "\n")
     subprocess.run(
@@ -112,18 +122,24 @@ def test_the_wheel_carries_the_docs_and_prompts_as_package_data(wheel: Path) -> 
 def test_the_installed_package_is_imported_from_the_fresh_venv_not_the_source_tree(venv: Path) -> None:
     code = "import ray_mcp, ray_mcp.reference.pages as r; print(ray_mcp.__file__); print(r.data_dir('docs'))"
     out = subprocess.run(
-        [venv / "bin" / "python", "-c", code], capture_output=True, text=True, check=True, cwd=venv,
+        [venv / "bin" / "python", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=venv,
         env=clean_env(PYTHONPATH=""),
-    ).stdout.split()  # fmt: skip
+    ).stdout.split()
     assert all(Path(p).is_relative_to(venv) for p in out), out
     assert out[1].endswith(os.path.join("ray_mcp", "_data", "docs"))
 
 
 async def test_the_installed_ray_mcp_serves_its_packaged_docs_over_stdio(venv: Path, ray_cluster) -> None:
     params = StdioServerParameters(
-        command=str(venv / "bin" / "ray-mcp"), args=["--address", ray_cluster.dashboard_url],
-        env=clean_env(), cwd=str(venv),
-    )  # fmt: skip
+        command=str(venv / "bin" / "ray-mcp"),
+        args=["--address", ray_cluster.dashboard_url],
+        env=clean_env(),
+        cwd=str(venv),
+    )
     async with Client(stdio_client(params)) as client:
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
         assert {INDEX_URI, *(p.uri for p in reference_pages())} <= uris
@@ -146,9 +162,21 @@ def test_uvx_from_a_git_url_runs_ray_mcp_doctor_against_the_cluster(
 ) -> None:
     """The whole dependency tree resolved by uv from pyproject.toml: the doctor imports Ray and reaches the GCS."""
     out = subprocess.run(
-        [str(tool("uvx")), "--from", f"git+file://{clone}", "ray-mcp", "doctor", "--address", ray_cluster.dashboard_url],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, cwd=tmp_path, env=clean_env(),
-    )  # fmt: skip
+        [
+            str(tool("uvx")),
+            "--from",
+            f"git+file://{clone}",
+            "ray-mcp",
+            "doctor",
+            "--address",
+            ray_cluster.dashboard_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
+        cwd=tmp_path,
+        env=clean_env(),
+    )
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "ok   dashboard" in out.stdout and "ray-mcp doctor: no check failed." in out.stdout
 

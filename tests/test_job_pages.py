@@ -59,9 +59,12 @@ def test_a_url_handed_out_has_no_credentials_and_grafana_spans_the_job() -> None
     assert without_credentials("http://ray:pw@head:8265/x") == "http://head:8265/x"
     assert without_credentials("http://head:8265") == "http://head:8265"
     info = JobInfo(
-        type="SUBMISSION", status="SUCCEEDED", entrypoint="x",
-        start_time="2026-12-02T01:00:00+00:00", end_time="2026-12-02T01:00:10+00:00",
-    )  # fmt: skip
+        type="SUBMISSION",
+        status="SUCCEEDED",
+        entrypoint="x",
+        start_time="2026-12-02T01:00:00+00:00",
+        end_time="2026-12-02T01:00:10+00:00",
+    )
     url = grafana_url(GRAFANA_RUNNING["data"], info)  # type: ignore[arg-type]
     assert url is not None and "grafpass" not in url and "admin" not in url
     assert url.startswith("http://grafana.example:3000/d/rayDefaultDashboard/?orgId=1")

@@ -61,12 +61,23 @@ def raycluster(name: str = CLUSTER, *, state: str = "ready", autoscaling: bool =
     rc["metadata"]["name"] = name
     rc["spec"]["enableInTreeAutoscaling"] = autoscaling
     rc["status"] = {
-        "state": state, "desiredWorkerReplicas": 1, "readyWorkerReplicas": 1 if state == "ready" else 0,
-        "availableWorkerReplicas": 1, "minWorkerReplicas": 1, "maxWorkerReplicas": 5,
+        "state": state,
+        "desiredWorkerReplicas": 1,
+        "readyWorkerReplicas": 1 if state == "ready" else 0,
+        "availableWorkerReplicas": 1,
+        "minWorkerReplicas": 1,
+        "maxWorkerReplicas": 5,
         "head": {"serviceName": f"{name}-head-svc", "podName": f"{name}-head-abcde"},
-        "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "",
-                        "lastTransitionTime": "2026-12-01T10:01:00Z"}],
-    }  # fmt: skip
+        "conditions": [
+            {
+                "type": "HeadPodReady",
+                "status": "True",
+                "reason": "HeadPodRunningAndReady",
+                "message": "",
+                "lastTransitionTime": "2026-12-01T10:01:00Z",
+            }
+        ],
+    }
     return validate(rc)
 
 
@@ -82,15 +93,28 @@ def pod(
     if node_type == "worker":
         spec["initContainers"] = [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0"}]
     labels = {"ray.io/cluster": cluster, "ray.io/node-type": node_type, "ray.io/group": group}
-    return validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
-                     "spec": spec, "status": status})  # fmt: skip
+    return validate(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": spec,
+            "status": status,
+        }
+    )
 
 
 def running(*names: str, restarts: int = 0, last: dict[str, Any] | None = None) -> dict[str, Any]:
     statuses = []
     for n in names:
-        s: dict[str, Any] = {"name": n, "image": "rayproject/ray:2.46.0", "imageID": "", "ready": True,
-                             "restartCount": restarts, "state": {"running": {"startedAt": "2026-12-01T10:02:00Z"}}}  # fmt: skip
+        s: dict[str, Any] = {
+            "name": n,
+            "image": "rayproject/ray:2.46.0",
+            "imageID": "",
+            "ready": True,
+            "restartCount": restarts,
+            "state": {"running": {"startedAt": "2026-12-01T10:02:00Z"}},
+        }
         if last:
             s["lastState"] = {"terminated": last}
         statuses.append(s)
@@ -111,12 +135,19 @@ def event(
     count: int = 1,
     n: int = 0,
 ) -> dict[str, Any]:
-    return validate({
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{obj_name}.{reason.lower()}{n}", "namespace": NS},
-        "involvedObject": {"kind": obj_kind, "name": obj_name, "namespace": NS},
-        "reason": reason, "message": message, "type": "Warning" if warning else "Normal", "count": count,
-        "lastTimestamp": f"2026-12-01T10:0{n}:00Z",
-    })  # fmt: skip
+    return validate(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{obj_name}.{reason.lower()}{n}", "namespace": NS},
+            "involvedObject": {"kind": obj_kind, "name": obj_name, "namespace": NS},
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if warning else "Normal",
+            "count": count,
+            "lastTimestamp": f"2026-12-01T10:0{n}:00Z",
+        }
+    )
 
 
 def head_service(name: str = HEAD_SVC, cluster: str = CLUSTER) -> dict[str, Any]:
@@ -125,8 +156,14 @@ def head_service(name: str = HEAD_SVC, cluster: str = CLUSTER) -> dict[str, Any]
         {"name": "dashboard", "port": 8265},
         {"name": "client", "port": 10001},
     ]
-    return validate({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
-                     "spec": {"selector": {"ray.io/cluster": cluster, "ray.io/node-type": "head"}, "ports": ports}})  # fmt: skip
+    return validate(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"selector": {"ray.io/cluster": cluster, "ray.io/node-type": "head"}, "ports": ports},
+        }
+    )
 
 
 @pytest.fixture
@@ -148,11 +185,12 @@ def granted() -> set[tuple[str, str]]:
     )
     return {
         (verb, f"{res}.{rule['apiGroups'][0]}" if rule["apiGroups"][0] else res)
-        for doc in docs if doc["kind"] == "Role"
+        for doc in docs
+        if doc["kind"] == "Role"
         for rule in doc["rules"]
         for res in rule["resources"]
         for verb in rule["verbs"]
-    }  # fmt: skip
+    }
 
 
 def settings_for(kubeconfig: Path, address: str = f"k8s://{NS}/{CLUSTER}", **kw: Any) -> Settings:
@@ -341,10 +379,18 @@ async def test_the_default_tools_list_has_no_kubernetes_tools_and_a_flag_adds_th
 
 async def test_a_pending_worker_pod_names_the_schedulers_message_and_its_worker_group(kube: Any) -> None:
     state, kubeconfig = kube
-    worker = pod(f"{CLUSTER}-workergroup-worker-x1", CLUSTER, "worker", group="workergroup", status={
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}],
-    })  # fmt: skip
+    worker = pod(
+        f"{CLUSTER}-workergroup-worker-x1",
+        CLUSTER,
+        "worker",
+        group="workergroup",
+        status={
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}
+            ],
+        },
+    )
     state.put(worker)
     for n in range(3):  # the scheduler repeats itself: one line, with the count
         state.put(event("Pod", worker["metadata"]["name"], "FailedScheduling", GPU_MESSAGE, count=4, n=n))
@@ -360,12 +406,32 @@ async def test_a_pending_worker_pod_names_the_schedulers_message_and_its_worker_
 
 async def test_an_image_that_cannot_be_pulled_is_the_verdict(kube: Any) -> None:
     state, kubeconfig = kube
-    state.put(pod(f"{CLUSTER}-workergroup-worker-x2", CLUSTER, "worker", group="workergroup", status={
-        "phase": "Pending",
-        "containerStatuses": [{"name": "ray-worker", "image": "rayproject/ray:2.99.0", "imageID": "", "ready": False,
-                               "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff",
-                               "message": 'Back-off pulling image "rayproject/ray:2.99.0"'}}}],
-    }))  # fmt: skip
+    state.put(
+        pod(
+            f"{CLUSTER}-workergroup-worker-x2",
+            CLUSTER,
+            "worker",
+            group="workergroup",
+            status={
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "ray-worker",
+                        "image": "rayproject/ray:2.99.0",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "waiting": {
+                                "reason": "ImagePullBackOff",
+                                "message": 'Back-off pulling image "rayproject/ray:2.99.0"',
+                            }
+                        },
+                    }
+                ],
+            },
+        )
+    )
     async with mcp_client(settings_for(kubeconfig)) as client:
         text, _ = await status_text(client)
     assert text[:300].startswith("IMAGE PULL FAILING:") and "rayproject/ray:2.99.0" in text[:300], text[:300]
@@ -374,12 +440,27 @@ async def test_an_image_that_cannot_be_pulled_is_the_verdict(kube: Any) -> None:
 async def test_a_worker_stuck_in_wait_gcs_ready_is_the_verdict(kube: Any) -> None:
     state, kubeconfig = kube
     name = f"{CLUSTER}-workergroup-worker-x3"
-    state.put(pod(name, CLUSTER, "worker", group="workergroup", status={
-        "phase": "Pending",
-        "initContainerStatuses": [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0", "imageID": "",
-                                   "ready": False, "restartCount": 0,
-                                   "state": {"running": {"startedAt": "2026-12-01T10:02:00Z"}}}],
-    }))  # fmt: skip
+    state.put(
+        pod(
+            name,
+            CLUSTER,
+            "worker",
+            group="workergroup",
+            status={
+                "phase": "Pending",
+                "initContainerStatuses": [
+                    {
+                        "name": "wait-gcs-ready",
+                        "image": "rayproject/ray:2.46.0",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-12-01T10:02:00Z"}},
+                    }
+                ],
+            },
+        )
+    )
     state.logs[(name, "wait-gcs-ready", False)] = "".join(
         f"{i} timeout waiting for GCS\n" for i in range(200)
     )
@@ -439,11 +520,14 @@ async def test_a_rayjob_that_kuberay_calls_failed_while_ray_runs_it_names_the_di
             rj = sample("ray-job.sample.yaml", "RayJob")
             rj["metadata"]["name"] = "rayjob-sample"
             rj["status"] = {
-                "jobDeploymentStatus": "Failed", "jobStatus": "RUNNING", "jobId": job_id, "rayClusterName": CLUSTER,
+                "jobDeploymentStatus": "Failed",
+                "jobStatus": "RUNNING",
+                "jobId": job_id,
+                "rayClusterName": CLUSTER,
                 "reason": "SubmissionFailed",
                 "message": "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the "
                 "specified backoff limit",
-            }  # fmt: skip
+            }
             state.put(validate(rj))
             async with mcp_client(settings_for(kubeconfig, f"k8s://test/{NS}/rayjob-sample")) as client:
                 text, data = await status_text(client)
@@ -461,18 +545,42 @@ async def test_a_rayservice_whose_pending_cluster_never_gets_ready_is_an_upgrade
     state, kubeconfig = kube
     pending = "rayservice-sample-raycluster-new"
     state.put(raycluster(pending, state="suspended"))
-    state.put(pod(f"{pending}-head-zzzzz", pending, "head", status={
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}],
-    }))  # fmt: skip
+    state.put(
+        pod(
+            f"{pending}-head-zzzzz",
+            pending,
+            "head",
+            status={
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": GPU_MESSAGE,
+                    }
+                ],
+            },
+        )
+    )
     rs = sample("ray-service.sample.yaml", "RayService")
     rs["status"] = {
         "serviceStatus": "Running",
-        "activeServiceStatus": {"rayClusterName": CLUSTER, "applicationStatuses": {"fruit_app": {"status": "RUNNING"}}},
+        "activeServiceStatus": {
+            "rayClusterName": CLUSTER,
+            "applicationStatuses": {"fruit_app": {"status": "RUNNING"}},
+        },
         "pendingServiceStatus": {"rayClusterName": pending},
-        "conditions": [{"type": "UpgradeInProgress", "status": "True", "reason": "BothActivePendingClustersExist",
-                        "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}],
-    }  # fmt: skip
+        "conditions": [
+            {
+                "type": "UpgradeInProgress",
+                "status": "True",
+                "reason": "BothActivePendingClustersExist",
+                "message": "",
+                "lastTransitionTime": "2026-12-01T09:00:00Z",
+            }
+        ],
+    }
     state.put(validate(rs))
     state.put(head_service("rayservice-sample-head-svc"))
     state.dashboards["rayservice-sample-head-svc"] = state.dashboards[HEAD_SVC]
@@ -493,23 +601,52 @@ async def test_a_rayjob_whose_submitter_hit_its_backoff_limit_shows_the_submitte
     state, kubeconfig = kube
     rj = sample("ray-job.sample.yaml", "RayJob")
     rj["status"] = {
-        "jobDeploymentStatus": "Failed", "jobStatus": "", "jobId": "rayjob-sample-x7k2p", "rayClusterName": CLUSTER,
+        "jobDeploymentStatus": "Failed",
+        "jobStatus": "",
+        "jobId": "rayjob-sample-x7k2p",
+        "rayClusterName": CLUSTER,
         "reason": "SubmissionFailed",
         "message": "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the "
-        "specified backoff limit", "failed": 3,
-    }  # fmt: skip
+        "specified backoff limit",
+        "failed": 3,
+    }
     state.put(validate(rj))
     for n in range(3):  # KubeRay's submitter Job: backoffLimit 2, so three pods, each exited 1
         name = f"rayjob-sample-sub{n}"
-        state.put(validate({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "creationTimestamp": f"2026-12-01T10:0{n}:00Z",
-                         "labels": {"job-name": "rayjob-sample", "batch.kubernetes.io/job-name": "rayjob-sample"}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter", "image": "rayproject/ray:2.46.0"}]},
-            "status": {"phase": "Failed", "containerStatuses": [{
-                "name": "ray-job-submitter", "image": "rayproject/ray:2.46.0", "imageID": "", "ready": False,
-                "restartCount": 0, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]},
-        }))  # fmt: skip
+        state.put(
+            validate(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": NS,
+                        "creationTimestamp": f"2026-12-01T10:0{n}:00Z",
+                        "labels": {
+                            "job-name": "rayjob-sample",
+                            "batch.kubernetes.io/job-name": "rayjob-sample",
+                        },
+                    },
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "ray-job-submitter", "image": "rayproject/ray:2.46.0"}],
+                    },
+                    "status": {
+                        "phase": "Failed",
+                        "containerStatuses": [
+                            {
+                                "name": "ray-job-submitter",
+                                "image": "rayproject/ray:2.46.0",
+                                "imageID": "",
+                                "ready": False,
+                                "restartCount": 0,
+                                "state": {"terminated": {"reason": "Error", "exitCode": 1}},
+                            }
+                        ],
+                    },
+                }
+            )
+        )
         state.logs[(name, "ray-job-submitter", False)] = (
             "Traceback (most recent call last):\n  ...\nConnectionError: Failed to connect to Ray at address: "
             f"http://{HEAD_SVC}.default.svc.cluster.local:8265.\n"
@@ -542,15 +679,35 @@ async def test_a_rayservice_whose_serve_app_keeps_failing_names_the_app_and_its_
     rs = sample("ray-service.sample.yaml", "RayService")
     rs["status"] = {
         "serviceStatus": "Running",
-        "activeServiceStatus": {"rayClusterName": CLUSTER, "applicationStatuses": {"fruit_app": {"status": "RUNNING"}}},
-        "pendingServiceStatus": {"rayClusterName": pending, "applicationStatuses": {
-            "fruit_app": {"status": "DEPLOY_FAILED", "message": failure}}},
-        "conditions": [{"type": "UpgradeInProgress", "status": "True", "reason": "BothActivePendingClustersExist",
-                        "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}],
-    }  # fmt: skip
+        "activeServiceStatus": {
+            "rayClusterName": CLUSTER,
+            "applicationStatuses": {"fruit_app": {"status": "RUNNING"}},
+        },
+        "pendingServiceStatus": {
+            "rayClusterName": pending,
+            "applicationStatuses": {"fruit_app": {"status": "DEPLOY_FAILED", "message": failure}},
+        },
+        "conditions": [
+            {
+                "type": "UpgradeInProgress",
+                "status": "True",
+                "reason": "BothActivePendingClustersExist",
+                "message": "",
+                "lastTransitionTime": "2026-12-01T09:00:00Z",
+            }
+        ],
+    }
     state.put(validate(rs))
-    state.put(event("RayService", "rayservice-sample", "CreatedRayCluster", f"Created RayCluster {pending}",
-                    warning=False, count=9))  # fmt: skip
+    state.put(
+        event(
+            "RayService",
+            "rayservice-sample",
+            "CreatedRayCluster",
+            f"Created RayCluster {pending}",
+            warning=False,
+            count=9,
+        )
+    )
     state.put(head_service("rayservice-sample-head-svc"))
     state.dashboards["rayservice-sample-head-svc"] = state.dashboards[HEAD_SVC]
     async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayservice-sample")) as client:
@@ -560,12 +717,30 @@ async def test_a_rayservice_whose_serve_app_keeps_failing_names_the_app_and_its_
     assert "upgrade cannot finish" in text and "CreatedRayCluster x9" in text
 
 
-CRASHING_HEAD = {"phase": "Running", "containerStatuses": [{
-    "name": "ray-head", "image": "rayproject/ray:2.46.0", "imageID": "", "ready": False, "restartCount": 7,
-    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
-    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}  # fmt: skip
-EVICTED_WORKER = {"phase": "Failed", "reason": "Evicted",
-                  "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."}  # fmt: skip
+CRASHING_HEAD = {
+    "phase": "Running",
+    "containerStatuses": [
+        {
+            "name": "ray-head",
+            "image": "rayproject/ray:2.46.0",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 7,
+            "state": {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": "back-off 5m0s restarting failed container",
+                }
+            },
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+        }
+    ],
+}
+EVICTED_WORKER = {
+    "phase": "Failed",
+    "reason": "Evicted",
+    "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi.",
+}
 
 
 @pytest.mark.parametrize(
@@ -592,10 +767,18 @@ async def test_other_pod_failure_classes_are_the_verdict(
 
 
 def pending_gpu_worker() -> dict[str, Any]:
-    return pod(f"{CLUSTER}-gpu-worker-x9", CLUSTER, "worker", group="gpu-group", status={
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}],
-    })  # fmt: skip
+    return pod(
+        f"{CLUSTER}-gpu-worker-x9",
+        CLUSTER,
+        "worker",
+        group="gpu-group",
+        status={
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": GPU_MESSAGE}
+            ],
+        },
+    )
 
 
 async def test_cluster_health_joins_rays_waiting_gpu_demand_to_the_pending_pod(
@@ -632,8 +815,12 @@ async def test_diagnose_job_of_a_rayjob_says_its_crd_and_ray_disagree(kube: Any,
         try:
             await wait_until(direct, job_id, {"RUNNING"})
             rj = sample("ray-job.sample.yaml", "RayJob")
-            rj["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "jobId": job_id,
-                            "rayClusterName": CLUSTER}  # fmt: skip
+            rj["status"] = {
+                "jobDeploymentStatus": "Complete",
+                "jobStatus": "SUCCEEDED",
+                "jobId": job_id,
+                "rayClusterName": CLUSTER,
+            }
             state.put(validate(rj))
             async with mcp_client(settings_for(kubeconfig, f"k8s://{NS}/rayjob-sample")) as client:
                 text = text_of(await call_ok(client, "diagnose_job", {"job": job_id}))
@@ -718,12 +905,21 @@ def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:
     ):
         validate(doc)
     reads = {
-        ("get", "rayclusters.ray.io"), ("get", "rayjobs.ray.io"), ("get", "rayservices.ray.io"),
-        ("list", "pods"), ("get", "pods"), ("get", "pods/log"), ("list", "events"), ("get", "services"),
+        ("get", "rayclusters.ray.io"),
+        ("get", "rayjobs.ray.io"),
+        ("get", "rayservices.ray.io"),
+        ("list", "pods"),
+        ("get", "pods"),
+        ("get", "pods/log"),
+        ("list", "events"),
+        ("get", "services"),
         ("get", "services/proxy"),
-    }  # fmt: skip
+    }
     writes = {
-        ("patch", "rayclusters.ray.io"), ("delete", "rayjobs.ray.io"),
-        ("create", "services/proxy"), ("update", "services/proxy"), ("delete", "services/proxy"),
-    }  # fmt: skip
+        ("patch", "rayclusters.ray.io"),
+        ("delete", "rayjobs.ray.io"),
+        ("create", "services/proxy"),
+        ("update", "services/proxy"),
+        ("delete", "services/proxy"),
+    }
     assert granted() == reads | writes

@@ -38,11 +38,19 @@ class LocalWorker(LocalHead):
     def command(self) -> list[str]:
         ports = free_ports(6)
         cmd = [
-            ray_executable(), "start", "--block", f"--address={self.head_gcs_address}", "--disable-usage-stats",
-            f"--temp-dir={self.temp_dir}", f"--node-manager-port={ports[0]}", f"--object-manager-port={ports[1]}",
-            f"--dashboard-agent-listen-port={ports[2]}", f"--dashboard-agent-grpc-port={ports[3]}",
-            f"--runtime-env-agent-port={ports[4]}", f"--metrics-export-port={ports[5]}",
-        ]  # fmt: skip
+            ray_executable(),
+            "start",
+            "--block",
+            f"--address={self.head_gcs_address}",
+            "--disable-usage-stats",
+            f"--temp-dir={self.temp_dir}",
+            f"--node-manager-port={ports[0]}",
+            f"--object-manager-port={ports[1]}",
+            f"--dashboard-agent-listen-port={ports[2]}",
+            f"--dashboard-agent-grpc-port={ports[3]}",
+            f"--runtime-env-agent-port={ports[4]}",
+            f"--metrics-export-port={ports[5]}",
+        ]
         return cmd + self.resource_args()
 
 

@@ -28,21 +28,36 @@ GIB = 1024**3
 
 
 def node_row(i: int) -> dict[str, Any]:
-    return {"node_id": f"{i:056x}", "node_ip": f"10.0.0.{i}", "state": "ALIVE", "is_head_node": i == 1,
-            "resources_total": {"CPU": 8.0, "GPU": 2.0, "memory": 20.0 * GIB, "object_store_memory": 8.0 * GIB}}  # fmt: skip
+    return {
+        "node_id": f"{i:056x}",
+        "node_ip": f"10.0.0.{i}",
+        "state": "ALIVE",
+        "is_head_node": i == 1,
+        "resources_total": {"CPU": 8.0, "GPU": 2.0, "memory": 20.0 * GIB, "object_store_memory": 8.0 * GIB},
+    }
 
 
 def summary_entry(i: int, memory_fraction: float, gpus: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     total = 64 * GIB
-    return {"cpu": 12.5, "mem": [total, int(total * (1 - memory_fraction)), memory_fraction * 100],
-            "raylet": {"nodeId": f"{i:056x}", "objectStoreUsedMemory": 3 * GIB}, "gpus": gpus or []}  # fmt: skip
+    return {
+        "cpu": 12.5,
+        "mem": [total, int(total * (1 - memory_fraction)), memory_fraction * 100],
+        "raylet": {"nodeId": f"{i:056x}", "objectStoreUsedMemory": 3 * GIB},
+        "gpus": gpus or [],
+    }
 
 
 A100 = [
-    {"index": 0, "name": "NVIDIA A100", "utilizationGpu": 87.0, "memoryUsed": 30000, "memoryTotal": 40000,
-     "processesPids": [{"pid": 11, "gpuMemoryUsage": 30000}]},
+    {
+        "index": 0,
+        "name": "NVIDIA A100",
+        "utilizationGpu": 87.0,
+        "memoryUsed": 30000,
+        "memoryTotal": 40000,
+        "processesPids": [{"pid": 11, "gpuMemoryUsage": 30000}],
+    },
     {"index": 1, "name": "NVIDIA A100", "utilizationGpu": 0.0, "memoryUsed": 0, "memoryTotal": 40000},
-]  # fmt: skip
+]
 
 
 def test_memory_pressure_is_flagged_at_rays_memory_monitor_threshold() -> None:
@@ -69,7 +84,9 @@ def test_list_nodes_shows_host_use_gpus_and_the_node_under_pressure() -> None:
     assert worker is not None and worker.memory_pressure and worker.object_store_used == 3 * GIB
     assert worker.object_store_total == 8 * GIB and worker.cpu_percent == 12.5
     assert [(g.index, g.utilization_percent, g.memory_used) for g in worker.gpus] == [
-        (0, 87.0, 30000 * 1024**2), (1, 0.0, 0.0)]  # fmt: skip
+        (0, 87.0, 30000 * 1024**2),
+        (1, 0.0, 0.0),
+    ]
     text = render_node_list(page)
     assert text.splitlines()[0].endswith("1 under MEMORY PRESSURE.")
     assert "memory 97% of 64 GiB MEMORY PRESSURE" in text and "GPU 0 NVIDIA A100 87% mem 75%" in text
@@ -82,8 +99,16 @@ def test_cluster_status_counts_the_nodes_under_memory_pressure() -> None:
     summary = summary_by_node(
         {"summary": [summary_entry(1, 0.2), summary_entry(2, 0.99), summary_entry(3, 0.96)]}
     )
-    status = build_cluster_status(dashboard_url="http://x", source="external", version={"ray_version": "2.60.0"},
-                                  nodes=rows, status={}, pending_placement_groups=0, max_nodes=10, summary=summary)  # fmt: skip
+    status = build_cluster_status(
+        dashboard_url="http://x",
+        source="external",
+        version={"ray_version": "2.60.0"},
+        nodes=rows,
+        status={},
+        pending_placement_groups=0,
+        max_nodes=10,
+        summary=summary,
+    )
     assert status.memory_pressure_nodes == 2
     text = render_cluster_status(status)
     assert "3 node(s) alive, 0 dead; 2 under MEMORY PRESSURE." in text.splitlines()[0]

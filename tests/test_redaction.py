@@ -398,11 +398,44 @@ def test_a_jwt_is_masked_only_when_its_parts_decode() -> None:
 
 
 _PIECES = st.sampled_from(
-    ["AKIA", "ASIA", "aws", "key", "'", '"', "=", ":", "@", "://", "/", "-", "_", ".", "eyJ", "e30", "sk-",
-     "T3BlbkFJ", "ghp_", "glpat-", "GR1348941", "glcbt-", "xoxb-", "1-", "SG.", "sq0csp-", "rk_live_", "npm_",
-     "//r/:_authToken=", "pypi-AgEIcHlwaS5vcmc", "AccountKey=", "https://hooks.slack.com/services/T1/B2/",
-     " ", "\n", "=="]
-)  # fmt: skip
+    [
+        "AKIA",
+        "ASIA",
+        "aws",
+        "key",
+        "'",
+        '"',
+        "=",
+        ":",
+        "@",
+        "://",
+        "/",
+        "-",
+        "_",
+        ".",
+        "eyJ",
+        "e30",
+        "sk-",
+        "T3BlbkFJ",
+        "ghp_",
+        "glpat-",
+        "GR1348941",
+        "glcbt-",
+        "xoxb-",
+        "1-",
+        "SG.",
+        "sq0csp-",
+        "rk_live_",
+        "npm_",
+        "//r/:_authToken=",
+        "pypi-AgEIcHlwaS5vcmc",
+        "AccountKey=",
+        "https://hooks.slack.com/services/T1/B2/",
+        " ",
+        "\n",
+        "==",
+    ]
+)
 _RUNS = st.text(alphabet="ABCXYZabcxyz0123456789+/_-", min_size=0, max_size=48)
 
 

@@ -28,8 +28,11 @@ def check_jsonschema(instance: Path) -> subprocess.CompletedProcess[str]:
         )
     return subprocess.run(
         [str(tool), "--schemafile", str(SCHEMA), str(instance)],
-        capture_output=True, text=True, timeout=120, env=clean_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+    )
 
 
 def test_the_vendored_schema_is_the_published_one() -> None:

@@ -97,8 +97,12 @@ def inner_pytest(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src"), env.get("PYTHONPATH", "")])
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", *args],
-        cwd=where, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.live

@@ -26,9 +26,15 @@ from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE
 
 TOKEN = "s3cret-token-for-tests"
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}  # fmt: skip
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -146,8 +152,11 @@ def test_redaction_masks_secret_shapes_and_keeps_ordinary_words() -> None:
 def test_a_non_loopback_bind_without_a_token_is_refused() -> None:
     out = subprocess.run(
         [RAY_MCP, "--transport", "streamable-http", "--host", "0.0.0.0", "--address", "http://127.0.0.1:9"],
-        capture_output=True, text=True, timeout=60, env=clean_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
     assert out.returncode == 2  # as every setting that cannot be used
     assert "refusing to listen on 0.0.0.0" in out.stderr and "RAY_MCP_AUTH_TOKEN" in out.stderr
 

@@ -306,6 +306,8 @@ def test_a_failed_jobs_text_shows_the_end_of_its_message_where_the_exception_is(
     assert first.startswith('Job raysubmit_1: FAILED — "Job entrypoint command failed with exit code 1'), (
         first
     )
-    assert first.endswith('line 11, in parse_shard\\n    raise ValueError(f\\"shard {n} has a bad header\\")'
-                          '\\nValueError: shard 3 has a bad header"'), first  # fmt: skip
+    assert first.endswith(
+        'line 11, in parse_shard\\n    raise ValueError(f\\"shard {n} has a bad header\\")'
+        '\\nValueError: shard 3 has a bad header"'
+    ), first
     assert len(first) < 700 and job.message == message  # the structured message keeps it all

@@ -115,11 +115,28 @@ def test_frames_are_classified_from_full_paths_when_py_spy_gives_them() -> None:
 
 def test_py_spy_json_is_parsed_like_its_text() -> None:
     raw = json.dumps(
-        [{"thread_name": "MainThread", "os_thread_id": 7, "active": False, "frames": [
-            {"name": "get", "filename": "/v/site-packages/ray/_private/worker.py", "short_filename": "ray/_private/worker.py", "line": 2981},
-            {"name": "epoch", "filename": "/work/trainer.py", "short_filename": "trainer.py", "line": 31},
-        ]}]
-    )  # fmt: skip
+        [
+            {
+                "thread_name": "MainThread",
+                "os_thread_id": 7,
+                "active": False,
+                "frames": [
+                    {
+                        "name": "get",
+                        "filename": "/v/site-packages/ray/_private/worker.py",
+                        "short_filename": "ray/_private/worker.py",
+                        "line": 2981,
+                    },
+                    {
+                        "name": "epoch",
+                        "filename": "/work/trainer.py",
+                        "short_filename": "trainer.py",
+                        "line": 31,
+                    },
+                ],
+            }
+        ]
+    )
     dump = stacks.parse_dump_json(raw, 7, "ray::Trainer.epoch")
     (group,) = stacks.collapse([stacks.Sample(pid=7, node="n", role="Trainer", dump=dump)], max_frames=4)
     assert group.blocked_in == "ray.get" and group.where == "trainer.py:31 in epoch"
@@ -132,9 +149,14 @@ def test_a_stack_answer_is_cut_to_its_byte_budget_with_a_count_of_what_was_left_
     ]
     groups = stacks.collapse(samples, max_frames=8)
     result = models.StackTraces(
-        target="job x", verdict=stacks.verdict("job x", groups, 60), source="py-spy", processes_total=60,
-        processes_sampled=60, processes_failed=0, groups=groups,
-    )  # fmt: skip
+        target="job x",
+        verdict=stacks.verdict("job x", groups, 60),
+        source="py-spy",
+        processes_total=60,
+        processes_sampled=60,
+        processes_failed=0,
+        groups=groups,
+    )
     fitted = stacks.fit_groups(result, 3_000)
     assert len(stacks.render_stacks(fitted).encode()) <= 3_000
     assert len(fitted.model_dump_json(exclude_none=True).encode()) <= 3_000
@@ -189,8 +211,11 @@ def test_a_cycle_of_actor_calls_is_found_as_a_deadlock() -> None:
     path, cycle = hang.chain(hang.wait_links(tasks, [{"CPU": 2.0}]))
     assert cycle
     assert [(link.waiter, link.target, link.kind) for link in path] == [
-        ("driver", "t1", "task"), ("t1", "t2", "task"), ("t2", "t3", "task"), ("t3", "t1", "queue"),
-    ]  # fmt: skip
+        ("driver", "t1", "task"),
+        ("t1", "t2", "task"),
+        ("t2", "t3", "task"),
+        ("t3", "t1", "queue"),
+    ]
     evidence = hang.HangEvidence("stalled", 120, 90, 3, 3, tasks)
     finding = stall_finding(evidence, [{"CPU": 2.0}], "raysubmit_x")
     assert finding.title.startswith("Deadlock (RUNNING 120 s, no task activity for 90 s)")
@@ -259,14 +284,31 @@ def test_a_stall_whose_top_stack_is_the_drivers_ray_get_names_the_call_it_waits_
     }
 
     def group(role: str, pid: str, blocked: str | None, where: str) -> models.StackGroup:
-        return models.StackGroup(role=role, count=1, of=1, state="idle", blocked_in=blocked, where=where,
-                                 frames=[where], pids=[f"{pid}@n1"])  # fmt: skip
+        return models.StackGroup(
+            role=role,
+            count=1,
+            of=1,
+            state="idle",
+            blocked_in=blocked,
+            where=where,
+            frames=[where],
+            pids=[f"{pid}@n1"],
+        )
 
-    groups = [group("driver", "1", "ray.get", "main.py:28 in <module>"),
-              group("Monitor", "7", None, "main.py:14 in Monitor.poll")]  # fmt: skip
+    groups = [
+        group("driver", "1", "ray.get", "main.py:28 in <module>"),
+        group("Monitor", "7", None, "main.py:14 in Monitor.poll"),
+    ]
     stalled = hang.HangEvidence("stalled", 100, 80, 2, 2, tasks)
-    stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
-                                        processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
+    stalled.stacks = models.StackTraces(
+        target="job",
+        verdict="",
+        source="py-spy",
+        processes_total=2,
+        processes_sampled=2,
+        processes_failed=0,
+        groups=groups,
+    )
     finding = stall_finding(stalled, [{"CPU": 4.0}], "j")
     assert "the driver waits on Monitor.latest, queued behind Monitor.poll" in finding.title, finding.title
     assert "main.py:14 in Monitor.poll" in finding.title, finding.title
@@ -282,14 +324,36 @@ def test_a_stall_led_by_a_workers_stack_says_by_name_what_the_driver_waits_on_in
         "t2": task("t2", "Monitor.latest", "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", actor="M"),
     }
     groups = [
-        models.StackGroup(role="Monitor", count=1, of=1, state="idle", where="main.py:14 in Monitor.poll",
-                          frames=["main.py:14 in Monitor.poll"], pids=["7@n1"]),
-        models.StackGroup(role="driver", count=1, of=1, state="idle", blocked_in="ray.get",
-                          where="main.py:28 in <module>", frames=["main.py:28 in <module>"], pids=["1@n1"]),
-    ]  # fmt: skip
+        models.StackGroup(
+            role="Monitor",
+            count=1,
+            of=1,
+            state="idle",
+            where="main.py:14 in Monitor.poll",
+            frames=["main.py:14 in Monitor.poll"],
+            pids=["7@n1"],
+        ),
+        models.StackGroup(
+            role="driver",
+            count=1,
+            of=1,
+            state="idle",
+            blocked_in="ray.get",
+            where="main.py:28 in <module>",
+            frames=["main.py:28 in <module>"],
+            pids=["1@n1"],
+        ),
+    ]
     stalled = hang.HangEvidence("stalled", 100, 80, 2, 2, tasks)
-    stalled.stacks = models.StackTraces(target="job", verdict="", source="py-spy", processes_total=2,
-                                        processes_sampled=2, processes_failed=0, groups=groups)  # fmt: skip
+    stalled.stacks = models.StackTraces(
+        target="job",
+        verdict="",
+        source="py-spy",
+        processes_total=2,
+        processes_sampled=2,
+        processes_failed=0,
+        groups=groups,
+    )
     finding = stall_finding(stalled, [{"CPU": 4.0}], "j")
     assert finding.title.index('"Monitor": waiting at main.py:14') < finding.title.index(
         "the driver waits on"

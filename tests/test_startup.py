@@ -26,9 +26,15 @@ from ray_mcp.settings import DEFAULT_PORT
 pytestmark = pytest.mark.live
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}  # fmt: skip
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 # Every port a Ray component listens on by default (GCS, dashboard, Ray Client, Serve HTTP and gRPC, dashboard
@@ -54,8 +60,12 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_the_fix_before_any_cluste
         started = time.monotonic()
         out = subprocess.run(
             [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--embedded", "always"],
-            capture_output=True, text=True, timeout=60, env=clean_env(), cwd=tmp_path,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+            cwd=tmp_path,
+        )
     assert out.returncode == 2  # as every setting that cannot be used
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
@@ -88,10 +98,23 @@ def test_settings_that_cannot_serve_are_refused_before_ray_or_the_sdk_is_importe
         taken.listen()
         argv = [a.format(taken=taken.getsockname()[1]) for a in args]
         out = subprocess.run(
-            [sys.executable, "-c", REFUSE, "--transport", "streamable-http", "--address", "http://127.0.0.1:9",
-             "--port", str(taken.getsockname()[1]), *argv],
-            capture_output=True, text=True, timeout=120, env=clean_env(),
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                REFUSE,
+                "--transport",
+                "streamable-http",
+                "--address",
+                "http://127.0.0.1:9",
+                "--port",
+                str(taken.getsockname()[1]),
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(),
+        )
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 2 and says in lines[0], out.stderr
     assert lines[1] == "exit=2 ray=False mcp=False", out.stderr
@@ -177,9 +200,19 @@ async def test_http_mode_writes_nothing_to_stdout_and_logs_requests_on_stderr(tm
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     with open(stdout, "w") as out, open(stderr, "w") as err:
         proc = subprocess.Popen(
-            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--address", "http://127.0.0.1:9"],
-            stdout=out, stderr=err, env=clean_env(),
-        )  # fmt: skip
+            [
+                RAY_MCP,
+                "--transport",
+                "streamable-http",
+                "--port",
+                str(port),
+                "--address",
+                "http://127.0.0.1:9",
+            ],
+            stdout=out,
+            stderr=err,
+            env=clean_env(),
+        )
     try:
         wait_for_port(port, proc, stderr)
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
@@ -195,9 +228,13 @@ async def test_http_mode_writes_nothing_to_stdout_and_logs_requests_on_stderr(tm
 
 def _stdio(args: list[str], lines: list[str]) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [RAY_MCP, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=clean_env(),
-    )  # fmt: skip
+        [RAY_MCP, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
     assert proc.stdin is not None
     for line in lines:
         proc.stdin.write(line + "\n")
@@ -213,8 +250,11 @@ def test_a_client_that_leaves_mid_call_costs_one_line_on_stderr_and_exit_status_
         address = f"http://127.0.0.1:{silent.getsockname()[1]}"
         proc = subprocess.Popen(
             [RAY_MCP, "--address", address, "--request-timeout-s", "3"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=clean_env(),
+        )
         assert proc.stdin and proc.stdout and proc.stderr
         call = {
             "jsonrpc": "2.0",
@@ -360,8 +400,12 @@ def test_normalize_choices_folds_case_through_unions_lists_and_refs() -> None:
         "mixed": "foo",
     }
     assert normalize_choices(given, schema) == {
-        "state": "DEAD", "states": ["FAILED", "RUNNING", "x"], "stream": "err", "name": "dead", "mixed": "foo",
-    }  # fmt: skip
+        "state": "DEAD",
+        "states": ["FAILED", "RUNNING", "x"],
+        "stream": "err",
+        "name": "dead",
+        "mixed": "foo",
+    }
 
 
 async def test_every_tool_accepts_its_choices_in_any_case(client, ray_cluster) -> None:

@@ -46,11 +46,22 @@ TRACEBACK = (
 
 def actor_row(i: int, state: str = "DEAD", cls: str = "Worker") -> dict:
     row = {
-        "actor_id": f"{i:032x}", "class_name": cls, "state": state, "job_id": "01000000", "name": "",
-        "node_id": NODE, "pid": 1000 + i, "ray_namespace": "ns", "num_restarts": "2", "serialized_runtime_env": "{}",
-        "required_resources": {"CPU": 1.0}, "is_detached": False, "placement_group_id": None, "repr_name": "",
+        "actor_id": f"{i:032x}",
+        "class_name": cls,
+        "state": state,
+        "job_id": "01000000",
+        "name": "",
+        "node_id": NODE,
+        "pid": 1000 + i,
+        "ray_namespace": "ns",
+        "num_restarts": "2",
+        "serialized_runtime_env": "{}",
+        "required_resources": {"CPU": 1.0},
+        "is_detached": False,
+        "placement_group_id": None,
+        "repr_name": "",
         "death_cause": None,
-    }  # fmt: skip
+    }
     if state == "DEAD":
         row["death_cause"] = {"creation_task_failure_context": {"formatted_exception_string": TRACEBACK}}
     return row
@@ -128,11 +139,17 @@ def test_explain_pending_pg_names_the_failing_constraint() -> None:
 def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
     nodes = [cap(NODE, {"CPU": 2.0})]
     rows = [
-        {"placement_group_id": f"{i:036x}", "name": f"group-{i}", "creator_job_id": "01000000", "state": "PENDING",
-         "is_detached": False, "stats": {"scheduling_state": "INFEASIBLE"},
-         "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}]}
+        {
+            "placement_group_id": f"{i:036x}",
+            "name": f"group-{i}",
+            "creator_job_id": "01000000",
+            "state": "PENDING",
+            "is_detached": False,
+            "stats": {"scheduling_state": "INFEASIBLE"},
+            "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}],
+        }
         for i in range(300)
-    ]  # fmt: skip
+    ]
     groups = [placement_group_from_state(r, strategy="PACK", nodes=nodes) for r in rows[:50]]
     page = build_pg_list(total=300, matched=300, groups=groups, by_state={"PENDING": 300}, limit=50, notes=[])
     result = tool_result(page, render_pg_list(page))
@@ -143,20 +160,28 @@ def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
 def test_task_summary_groups_failures_by_error_type_with_a_sample() -> None:
     summary = {
         "num_filtered": 5006,
-        "result": {"node_id_to_summary": {"cluster": {"summary": {
-            "tiny": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 5000}},
-            "flaky": {"type": "NORMAL_TASK", "state_counts": {"FAILED": 6}},
-        }}}},
-    }  # fmt: skip
+        "result": {
+            "node_id_to_summary": {
+                "cluster": {
+                    "summary": {
+                        "tiny": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 5000}},
+                        "flaky": {"type": "NORMAL_TASK", "state_counts": {"FAILED": 6}},
+                    }
+                }
+            }
+        },
+    }
     sample = {
         "task_id": "t" * 48,
         "name": "flaky",
         "error_message": "User exception:\n  File x\nKeyError: 'shard 1'",
     }
     s = build_task_summary(
-        summary=summary, failed_counts={"TASK_EXECUTION_EXCEPTION": 6}, samples={"TASK_EXECUTION_EXCEPTION": sample},
+        summary=summary,
+        failed_counts={"TASK_EXECUTION_EXCEPTION": 6},
+        samples={"TASK_EXECUTION_EXCEPTION": sample},
         notes=[],
-    )  # fmt: skip
+    )
     assert s.total == 5006 and s.by_state == {"FAILED": 6, "FINISHED": 5000} and s.groups[0].name == "flaky"
     assert s.failed_by_error[0].count == 6 and (s.failed_by_error[0].sample_message or "").startswith(
         "KeyError"
@@ -169,17 +194,46 @@ SERVE = {
     "http_options": {"host": "127.0.0.1", "port": 8123},
     "proxies": {NODE: {"status": "HEALTHY"}},
     "applications": {
-        "ok": {"status": "RUNNING", "route_prefix": "/ok", "last_deployed_time_s": 1.7e9, "source": "declarative",
-               "deployed_app_config": {"name": "ok", "import_path": "m:ok", "route_prefix": "/ok"},
-               "deployments": {"Ok": {"name": "Ok", "status": "HEALTHY", "status_trigger": "CONFIG_UPDATE_COMPLETED",
-                                      "target_num_replicas": 1, "deployment_config": {"num_replicas": 1},
-                                      "replicas": [{"replica_id": "r1", "state": "RUNNING", "pid": "42",
-                                                    "actor_name": "SERVE_REPLICA::ok#Ok#r1", "node_id": NODE}]}}},
-        "bad": {"status": "DEPLOY_FAILED", "route_prefix": "/bad", "source": "imperative",
-                "deployments": {"Bad": {"name": "Bad", "status": "DEPLOY_FAILED", "message": "RuntimeError: no weights",
-                                        "replicas": []}}},
+        "ok": {
+            "status": "RUNNING",
+            "route_prefix": "/ok",
+            "last_deployed_time_s": 1.7e9,
+            "source": "declarative",
+            "deployed_app_config": {"name": "ok", "import_path": "m:ok", "route_prefix": "/ok"},
+            "deployments": {
+                "Ok": {
+                    "name": "Ok",
+                    "status": "HEALTHY",
+                    "status_trigger": "CONFIG_UPDATE_COMPLETED",
+                    "target_num_replicas": 1,
+                    "deployment_config": {"num_replicas": 1},
+                    "replicas": [
+                        {
+                            "replica_id": "r1",
+                            "state": "RUNNING",
+                            "pid": "42",
+                            "actor_name": "SERVE_REPLICA::ok#Ok#r1",
+                            "node_id": NODE,
+                        }
+                    ],
+                }
+            },
+        },
+        "bad": {
+            "status": "DEPLOY_FAILED",
+            "route_prefix": "/bad",
+            "source": "imperative",
+            "deployments": {
+                "Bad": {
+                    "name": "Bad",
+                    "status": "DEPLOY_FAILED",
+                    "message": "RuntimeError: no weights",
+                    "replicas": [],
+                }
+            },
+        },
     },
-}  # fmt: skip
+}
 
 
 def test_serve_status_shapes_apps_and_says_when_serve_is_off() -> None:
@@ -244,11 +298,19 @@ def test_pg_state_counts_applies_the_filters_to_the_gcs_table() -> None:
 def test_a_summary_past_the_state_api_cap_says_how_many_tasks_were_not_read() -> None:
     # What Ray 2.60's /api/v0/tasks/summarize answers at 11,150 tasks: it reads 10,000 and counts those.
     summary = {
-        "total": 11150, "num_after_truncation": 10000, "num_filtered": 10000,
-        "result": {"node_id_to_summary": {"cluster": {"summary": {
-            "noop": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 10000}},
-        }}}},
-    }  # fmt: skip
+        "total": 11150,
+        "num_after_truncation": 10000,
+        "num_filtered": 10000,
+        "result": {
+            "node_id_to_summary": {
+                "cluster": {
+                    "summary": {
+                        "noop": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 10000}},
+                    }
+                }
+            }
+        },
+    }
     s = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[])
     assert (s.total, s.in_cluster, s.left_out) == (10000, 11150, 1150)
     first_line = render_task_summary(s).splitlines()[0]
@@ -269,11 +331,19 @@ def test_a_summary_under_the_cap_has_no_cap_note() -> None:
 def test_a_task_summary_at_the_cap_says_there_may_be_more_unless_the_gcs_count_is_known() -> None:
     # Ray 2.60 counts only the tasks it read: at the cap, total == num_after_truncation == 10,000.
     summary = {
-        "total": 10000, "num_after_truncation": 10000, "num_filtered": 10000,
-        "result": {"node_id_to_summary": {"cluster": {"summary": {
-            "noop": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 10000}},
-        }}}},
-    }  # fmt: skip
+        "total": 10000,
+        "num_after_truncation": 10000,
+        "num_filtered": 10000,
+        "result": {
+            "node_id_to_summary": {
+                "cluster": {
+                    "summary": {
+                        "noop": {"type": "NORMAL_TASK", "state_counts": {"FINISHED": 10000}},
+                    }
+                }
+            }
+        },
+    }
     unknown = build_task_summary(summary=summary, failed_counts={}, samples={}, notes=[])
     assert unknown.capped and unknown.left_out is None
     assert "there may be more" in render_task_summary(unknown).splitlines()[0]
@@ -283,9 +353,14 @@ def test_a_task_summary_at_the_cap_says_there_may_be_more_unless_the_gcs_count_i
 
 
 def test_a_pg_list_filtered_by_state_says_no_none_beside_the_group_it_lists() -> None:
-    row = {"placement_group_id": "ab" * 18, "creator_job_id": "01000000", "state": "PENDING", "is_detached": False,
-           "stats": {"scheduling_state": "INFEASIBLE"},
-           "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}]}  # fmt: skip
+    row = {
+        "placement_group_id": "ab" * 18,
+        "creator_job_id": "01000000",
+        "state": "PENDING",
+        "is_detached": False,
+        "stats": {"scheduling_state": "INFEASIBLE"},
+        "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}],
+    }
     group = placement_group_from_state(row, strategy="PACK", nodes=[cap(NODE, {"CPU": 2.0})])
     page = build_pg_list(total=1, matched=1, groups=[group], by_state={}, limit=50, notes=[])
     first = render_pg_list(page).splitlines()[0]

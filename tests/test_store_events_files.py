@@ -57,8 +57,13 @@ def head() -> Iterator[LocalHead]:
 def filler(head: LocalHead) -> Iterator[subprocess.Popen[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
     env["RAY_record_ref_creation_sites"] = "1"
-    proc = subprocess.Popen([sys.executable, "-c", FILLER, head.gcs_address], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FILLER, head.gcs_address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 120
         assert proc.stdout is not None
@@ -154,9 +159,15 @@ async def test_serve_status_says_why_fewer_replicas_run_than_the_target(
     (tmp_path / "wide_app.py").write_text(SCALED_APP)
     config = {
         "http_options": {"host": "127.0.0.1", "port": free_ports(1)[0]},
-        "applications": [{"name": "wide", "import_path": "wide_app:app", "route_prefix": "/wide",
-                          "runtime_env": {"env_vars": {"PYTHONPATH": str(tmp_path)}}}],
-    }  # fmt: skip
+        "applications": [
+            {
+                "name": "wide",
+                "import_path": "wide_app:app",
+                "route_prefix": "/wide",
+                "runtime_env": {"env_vars": {"PYTHONPATH": str(tmp_path)}},
+            }
+        ],
+    }
     settings = Settings(address=head.dashboard_url, upload_roots=[tmp_path])
     async with mcp_client(settings) as client:
         await call_ok(client, "serve_deploy", {"config": config})

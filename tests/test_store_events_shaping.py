@@ -29,8 +29,15 @@ def node(used: int, **stats: str) -> tuple[list[dict[str, Any]], dict[str, Any]]
 def obj(
     i: int, pid: int, size: int, site: str, ref: str = "LOCAL_REFERENCE", kind: str = "DRIVER"
 ) -> dict[str, Any]:
-    return {"object_id": f"{i:040x}", "object_size": size, "reference_type": ref, "call_site": site,
-            "type": kind, "pid": pid, "ip": "10.0.0.1"}  # fmt: skip
+    return {
+        "object_id": f"{i:040x}",
+        "object_size": size,
+        "reference_type": ref,
+        "call_site": site,
+        "type": kind,
+        "pid": pid,
+        "ip": "10.0.0.1",
+    }
 
 
 def test_a_spilling_store_names_its_largest_holder_and_a_leak() -> None:
@@ -45,10 +52,25 @@ def test_a_spilling_store_names_its_largest_holder_and_a_leak() -> None:
     objects += [obj(0, 22, 10 * MIB, "keeper.py:9", ref="USED_BY_PENDING_TASK", kind="WORKER")]  # a borrower
     owners = Owners.of(
         workers=[{"ip": "10.0.0.1", "pid": 22, "is_alive": True}],
-        actors=[{"pid": 22, "node_ip": "10.0.0.1", "class_name": "Keeper", "actor_id": "c" * 32, "job_id": "02000000", "state": "ALIVE"}],
-        jobs=[{"job_id": "01000000", "status": "RUNNING", "driver_info": {"pid": "11", "node_ip_address": "10.0.0.1"}},
-              {"job_id": "02000000", "status": "SUCCEEDED"}],
-    )  # fmt: skip
+        actors=[
+            {
+                "pid": 22,
+                "node_ip": "10.0.0.1",
+                "class_name": "Keeper",
+                "actor_id": "c" * 32,
+                "job_id": "02000000",
+                "state": "ALIVE",
+            }
+        ],
+        jobs=[
+            {
+                "job_id": "01000000",
+                "status": "RUNNING",
+                "driver_info": {"pid": "11", "node_ip_address": "10.0.0.1"},
+            },
+            {"job_id": "02000000", "status": "SUCCEEDED"},
+        ],
+    )
     s = build_object_store(stores=stores, objects=objects, owners=owners, limit=1, notes=[])
     assert s.objects == 9 and s.bytes == 85 * MIB  # distinct objects: the borrowed one counts once
     assert [g.objects for g in s.groups] == [8] and "driver pid 11" in s.groups[0].owner
@@ -105,11 +127,21 @@ def test_events_are_filtered_deduplicated_and_newest_first() -> None:
     assert "x5 since" in render_event_list(every)
 
 
-def deployment(message: str = "", states: tuple[str, ...] = ("RUNNING", "RUNNING", "STARTING"), target: int = 3,
-               **auto: Any) -> dict[str, Any]:  # fmt: skip
-    return {"name": "Wide", "status": "UPSCALING", "message": message, "target_num_replicas": target,
-            "required_resources": {"CPU": 1}, "deployment_config": {"autoscaling_config": auto},
-            "replicas": [{"replica_id": str(i), "state": s} for i, s in enumerate(states)]}  # fmt: skip
+def deployment(
+    message: str = "",
+    states: tuple[str, ...] = ("RUNNING", "RUNNING", "STARTING"),
+    target: int = 3,
+    **auto: Any,
+) -> dict[str, Any]:
+    return {
+        "name": "Wide",
+        "status": "UPSCALING",
+        "message": message,
+        "target_num_replicas": target,
+        "required_resources": {"CPU": 1},
+        "deployment_config": {"autoscaling_config": auto},
+        "replicas": [{"replica_id": str(i), "state": s} for i, s in enumerate(states)],
+    }
 
 
 def test_serve_scaling_says_why_fewer_replicas_run_than_the_target() -> None:
@@ -140,8 +172,15 @@ def test_serve_scaling_says_why_fewer_replicas_run_than_the_target() -> None:
 def test_cluster_status_carries_the_autoscalers_decisions() -> None:
     from ray_mcp.shaping.cluster import build_cluster_status, render_cluster_status, with_decisions
 
-    status = build_cluster_status(dashboard_url="http://h", source="external", version={}, nodes=[], status={},
-                                  pending_placement_groups=0, max_nodes=5)  # fmt: skip
+    status = build_cluster_status(
+        dashboard_url="http://h",
+        source="external",
+        version={},
+        nodes=[],
+        status={},
+        pending_placement_groups=0,
+        max_nodes=5,
+    )
     decision = (
         "2026-01-01 00:00:00 ERROR: Failed to launch 2 node(s) of type gpu: InsufficientInstanceCapacity"
     )

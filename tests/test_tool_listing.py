@@ -61,11 +61,26 @@ NULLABLE = {
 @pytest.mark.parametrize(
     "value",
     [
-        {}, {"n": None}, {"n": 3}, {"n": -1}, {"n": "3"}, {"state": None}, {"state": "A"}, {"state": "C"},
-        {"tags": None}, {"tags": ["x"]}, {"tags": [1]}, {"both": 1}, {"both": "x"}, {"both": 1.5},
-        {"title": "x"}, {"title": 1}, {"labels": {"a": 1}}, {"labels": "a"},
+        {},
+        {"n": None},
+        {"n": 3},
+        {"n": -1},
+        {"n": "3"},
+        {"state": None},
+        {"state": "A"},
+        {"state": "C"},
+        {"tags": None},
+        {"tags": ["x"]},
+        {"tags": [1]},
+        {"both": 1},
+        {"both": "x"},
+        {"both": 1.5},
+        {"title": "x"},
+        {"title": 1},
+        {"labels": {"a": 1}},
+        {"labels": "a"},
     ],
-)  # fmt: skip
+)
 def test_a_compact_input_schema_accepts_what_the_original_accepts_but_explicit_nulls(
     value: dict[str, Any],
 ) -> None:

@@ -36,11 +36,21 @@ def actor_id(i: int) -> str:
 
 def node_rows(n: int, gpus: int = 8) -> list[dict[str, Any]]:
     return [
-        {"node_id": node_id(i), "node_ip": f"10.0.0.{i + 1}", "state": "ALIVE", "is_head_node": i == 0,
-         "resources_total": {"CPU": 32.0, "GPU": float(gpus), "memory": 256.0 * GIB,
-                             "object_store_memory": 64.0 * GIB, f"node:10.0.0.{i + 1}": 1.0}}
+        {
+            "node_id": node_id(i),
+            "node_ip": f"10.0.0.{i + 1}",
+            "state": "ALIVE",
+            "is_head_node": i == 0,
+            "resources_total": {
+                "CPU": 32.0,
+                "GPU": float(gpus),
+                "memory": 256.0 * GIB,
+                "object_store_memory": 64.0 * GIB,
+                f"node:10.0.0.{i + 1}": 1.0,
+            },
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def summary(n: int, memory_fraction: dict[int, float] | None = None) -> dict[str, Any]:
@@ -48,31 +58,62 @@ def summary(n: int, memory_fraction: dict[int, float] | None = None) -> dict[str
     for i in range(n):
         frac = (memory_fraction or {}).get(i, 0.4)
         total = 256 * GIB
-        out[node_id(i)] = {"cpu": 35.0, "mem": [total, int(total * (1 - frac)), frac * 100],
-                           "raylet": {"nodeId": node_id(i), "objectStoreUsedMemory": 2 * GIB}, "gpus": []}  # fmt: skip
+        out[node_id(i)] = {
+            "cpu": 35.0,
+            "mem": [total, int(total * (1 - frac)), frac * 100],
+            "raylet": {"nodeId": node_id(i), "objectStoreUsedMemory": 2 * GIB},
+            "gpus": [],
+        }
     return out
 
 
 def pg_row(index: int, bundles: int, per_node: int, resources: dict[str, float], name: str, state="CREATED"):
     return {
-        "placement_group_id": pg_id(index), "name": name, "creator_job_id": JOB, "state": state,
+        "placement_group_id": pg_id(index),
+        "name": name,
+        "creator_job_id": JOB,
+        "state": state,
         "bundles": [
-            {"bundle_id": {"placement_group_id": pg_id(index), "bundle_index": b}, "unit_resources": resources,
-             "node_id": node_id(b // per_node) if state == "CREATED" else None}
+            {
+                "bundle_id": {"placement_group_id": pg_id(index), "bundle_index": b},
+                "unit_resources": resources,
+                "node_id": node_id(b // per_node) if state == "CREATED" else None,
+            }
             for b in range(bundles)
         ],
-    }  # fmt: skip
+    }
 
 
-def rank_row(i: int, pg: str, bundle: int | None, node: str | None, state: str = "ALIVE", cls="TrainWorker",
-             gpu: float = 1.0, death: dict | None = None) -> dict[str, Any]:  # fmt: skip
+def rank_row(
+    i: int,
+    pg: str,
+    bundle: int | None,
+    node: str | None,
+    state: str = "ALIVE",
+    cls="TrainWorker",
+    gpu: float = 1.0,
+    death: dict | None = None,
+) -> dict[str, Any]:
     required = {f"GPU_group_{pg}": gpu, f"CPU_group_{pg}": 1.0, f"bundle_group_{pg}": 0.001}
     if bundle is not None:
-        required |= {f"GPU_group_{bundle}_{pg}": gpu, f"CPU_group_{bundle}_{pg}": 1.0,
-                     f"bundle_group_{bundle}_{pg}": 0.001}  # fmt: skip
-    return {"actor_id": actor_id(i), "class_name": cls, "state": state, "job_id": JOB, "name": f"rank{i}",
-            "node_id": node, "pid": 1000 + i, "placement_group_id": pg, "required_resources": required,
-            "num_restarts": "0", "death_cause": death}  # fmt: skip
+        required |= {
+            f"GPU_group_{bundle}_{pg}": gpu,
+            f"CPU_group_{bundle}_{pg}": 1.0,
+            f"bundle_group_{bundle}_{pg}": 0.001,
+        }
+    return {
+        "actor_id": actor_id(i),
+        "class_name": cls,
+        "state": state,
+        "job_id": JOB,
+        "name": f"rank{i}",
+        "node_id": node,
+        "pid": 1000 + i,
+        "placement_group_id": pg,
+        "required_resources": required,
+        "num_restarts": "0",
+        "death_cause": death,
+    }
 
 
 def gpu_stats(slot: int, pg: str, bundle: int) -> dict[str, Any]:
@@ -94,17 +135,36 @@ def training_evidence(nodes: int = 8, per_node: int = 8, dead: int | None = 13) 
     pg = pg_id(1)
     rows, stats = [], {}
     for i in range(ranks):
-        rows.append(rank_row(i, pg, i, node_id(i // per_node), "DEAD" if i == dead else "ALIVE",
-                             death=WORKER_DIED if i == dead else None))  # fmt: skip
+        rows.append(
+            rank_row(
+                i,
+                pg,
+                i,
+                node_id(i // per_node),
+                "DEAD" if i == dead else "ALIVE",
+                death=WORKER_DIED if i == dead else None,
+            )
+        )
         stats[actor_id(i)] = gpu_stats(i % per_node, pg, i)
     usage = {node_id(i): {"CPU": (8.0, 32.0), "GPU": (8.0, 8.0)} for i in range(nodes)}
     return TopologySources(
-        details={"job_id": JOB, "submission_id": "raysubmit_train", "status": "RUNNING",
-                 "driver_info": {"node_ip_address": "10.0.0.1", "pid": "4242"}, "driver_node_id": node_id(0)},
-        pg_rows=[pg_row(1, ranks, per_node, {"CPU": 1.0, "GPU": 1.0}, "trainers")], pg_total=1,
-        strategies={pg: "PACK"}, actor_rows=rows, actors_total=ranks, worker_stats=stats,
-        node_rows=node_rows(nodes), usage_by_node=usage, node_summary=summary(nodes),
-    )  # fmt: skip
+        details={
+            "job_id": JOB,
+            "submission_id": "raysubmit_train",
+            "status": "RUNNING",
+            "driver_info": {"node_ip_address": "10.0.0.1", "pid": "4242"},
+            "driver_node_id": node_id(0),
+        },
+        pg_rows=[pg_row(1, ranks, per_node, {"CPU": 1.0, "GPU": 1.0}, "trainers")],
+        pg_total=1,
+        strategies={pg: "PACK"},
+        actor_rows=rows,
+        actors_total=ranks,
+        worker_stats=stats,
+        node_rows=node_rows(nodes),
+        usage_by_node=usage,
+        node_summary=summary(nodes),
+    )
 
 
 def test_the_tree_of_64_ranks_on_8_nodes_fits_in_6_kb_with_exact_counts() -> None:
@@ -112,8 +172,9 @@ def test_the_tree_of_64_ranks_on_8_nodes_fits_in_6_kb_with_exact_counts() -> Non
     text = render_topology(topo)
     assert len(text.encode()) < 6 * 1024, len(text.encode())
     assert topo.actors_total == 64 and topo.actors_by_state == {"ALIVE": 63, "DEAD": 1}
-    assert topo.verdict.startswith("Job raysubmit_train (02000000) RUNNING: 1 placement group(s), 64 actor(s) "
-                                   "(63 alive) on 8 node(s)")  # fmt: skip
+    assert topo.verdict.startswith(
+        "Job raysubmit_train (02000000) RUNNING: 1 placement group(s), 64 actor(s) (63 alive) on 8 node(s)"
+    )
     assert "ALIVE 63, DEAD 1" in text
     # Repeated structure is grouped: node 0's 8 ranks are one line with their GPU ids.
     assert "  bundles 0-7 {1 CPU, 1 GPU} on n1: 8× TrainWorker, ALIVE, 1 GPU each; ids GPU 0-7" in text
@@ -199,8 +260,13 @@ def test_the_structured_actor_list_is_capped_with_exact_counts() -> None:
 def test_pg_formatted_resources_give_the_bundle_index_and_rays_names() -> None:
     pg = pg_id(3)
     resources, index = split_pg_resources(
-        {f"GPU_group_2_{pg}": 1.0, f"GPU_group_{pg}": 1.0, f"bundle_group_{pg}": 0.001, f"bundle_group_2_{pg}": 0.001}
-    )  # fmt: skip
+        {
+            f"GPU_group_2_{pg}": 1.0,
+            f"GPU_group_{pg}": 1.0,
+            f"bundle_group_{pg}": 0.001,
+            f"bundle_group_2_{pg}": 0.001,
+        }
+    )
     assert (resources, index) == ({"GPU": 1.0}, 2)
     assert split_pg_resources({"CPU": 1.0}) == ({"CPU": 1.0}, None)
     used = {

@@ -190,8 +190,11 @@ def test_the_storage_of_a_remote_run_is_not_read(tmp_path: Path) -> None:
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "checkpoint_manager_snapshot.json").write_text('{"latest_checkpoint_result": null}')
-    run = {"name": "r", "run_settings": {"run_config": {"name": "r", "storage_path": str(tmp_path)}},
-           "attempts": [{"workers": [{"node_ip": "203.0.113.7"}]}]}  # fmt: skip
+    run = {
+        "name": "r",
+        "run_settings": {"run_config": {"name": "r", "storage_path": str(tmp_path)}},
+        "attempts": [{"workers": [{"node_ip": "203.0.113.7"}]}],
+    }
     notes: list[str] = []
     assert read_checkpoint(run, notes) is None
     assert "not on the machine ray-mcp runs on" in notes[0]

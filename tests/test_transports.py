@@ -49,15 +49,31 @@ async def test_stdio_serves_cluster_status_and_logs_only_to_stderr(ray_cluster, 
 
 def test_stdio_stdout_carries_nothing_but_protocol_messages(ray_cluster) -> None:
     requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "cluster_status", "arguments": {}}},
-    ]  # fmt: skip
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "cluster_status", "arguments": {}},
+        },
+    ]
     proc = subprocess.Popen(
-        [RAY_MCP, "--address", ray_cluster.dashboard_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=clean_env(),
-    )  # fmt: skip
+        [RAY_MCP, "--address", ray_cluster.dashboard_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
     assert proc.stdin and proc.stdout
     for request in requests:
         proc.stdin.write((json.dumps(request) + "\n").encode())

@@ -214,9 +214,15 @@ async def test_every_id_taking_tool_refuses_what_is_not_an_id_of_its_kind(
     root), for reads and for stop_job and delete_job's confirmation alike."""
     args = ["--address", ray_cluster.dashboard_url, "--allow-destructive"]
     job_tools = [
-        ("get_job", {}), ("wait_for_job", {"timeout_s": 1}), ("stop_job", {}), ("delete_job", {}),
-        ("diagnose_job", {}), ("job_topology", {}), ("tail_logs", {}), ("stack_traces", {}),
-    ]  # fmt: skip
+        ("get_job", {}),
+        ("wait_for_job", {"timeout_s": 1}),
+        ("stop_job", {}),
+        ("delete_job", {}),
+        ("diagnose_job", {}),
+        ("job_topology", {}),
+        ("tail_logs", {}),
+        ("stack_traces", {}),
+    ]
     async with real_binary(transport, args, tmp_path) as client:
         for bad in BAD_JOB_REFS:
             for tool, extra in job_tools:
@@ -318,9 +324,10 @@ async def test_audit_records_hold_the_caller_the_whole_arguments_and_the_ids_cre
     entrypoint = "python -c 'print(1)' " + "#" * 3_000 + '\n{"tool": "delete_job", "outcome": "ok"}'
     async with real_binary(transport, args, tmp_path) as client:
         submitted = await call_ok(
-            client, "submit_job",
+            client,
+            "submit_job",
             {"entrypoint": entrypoint, "runtime_env": {"env_vars": {"API_TOKEN": secret}}},
-        )  # fmt: skip
+        )
         sid = submitted.structured_content["submission_id"]
         await wait_until(client, sid, TERMINAL)
         refused = await client.call_tool("delete_job", {"job": ".."})
@@ -329,8 +336,11 @@ async def test_audit_records_hold_the_caller_the_whole_arguments_and_the_ids_cre
     assert secret not in raw
     records = [json.loads(line) for line in raw.splitlines()]  # every line one whole JSON record
     assert [(r["tool"], r["outcome"]) for r in records] == [
-        ("submit_job", "started"), ("submit_job", "ok"), ("delete_job", "started"), ("delete_job", "error"),
-    ]  # fmt: skip
+        ("submit_job", "started"),
+        ("submit_job", "ok"),
+        ("delete_job", "started"),
+        ("delete_job", "error"),
+    ]
     started, done = records[0], records[1]
     assert started["call"] == done["call"]
     assert done["arguments"]["entrypoint"] == entrypoint  # whole: what ran is what was logged

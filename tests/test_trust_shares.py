@@ -33,9 +33,15 @@ pytestmark = [pytest.mark.live, pytest.mark.filterwarnings("ignore:resources/(un
 SECRET = "tr26-" + secrets.token_hex(8)
 PRINTS_SECRET = "python -c \"import os; print('API_TOKEN=' + os.environ['API_TOKEN'], flush=True)\""
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}  # fmt: skip
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -45,8 +51,10 @@ def http_server(args: list[str], log: Path, **env: str) -> Iterator[tuple[int, p
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [RAY_MCP, "--transport", "streamable-http", *args, "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, env=clean_env(**env),
-        )  # fmt: skip
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(**env),
+        )
     try:
         wait_for_port(port, proc, log)
         yield port, psutil.Process(proc.pid)
@@ -96,9 +104,10 @@ async def test_bare_initializes_of_one_client_leave_room_for_others_and_expire_f
     ray_cluster, tmp_path: Path
 ) -> None:
     env = {
-        "RAY_MCP_MAX_SESSIONS": "4", "RAY_MCP_MAX_SESSIONS_PER_CLIENT": "2",
+        "RAY_MCP_MAX_SESSIONS": "4",
+        "RAY_MCP_MAX_SESSIONS_PER_CLIENT": "2",
         "RAY_MCP_SESSION_UNUSED_TIMEOUT_S": "2",
-    }  # fmt: skip
+    }
     with http_server(["--address", ray_cluster.dashboard_url], tmp_path / "server.log", **env) as (port, _):
         url = f"http://127.0.0.1:{port}/mcp"
         # the flooding client comes from another loopback address: another caller
@@ -166,10 +175,16 @@ async def test_calls_with_megabytes_of_arguments_are_refused_unread_and_cost_the
         async with Client(url) as client:
             await client.list_tools()
             idle = proc.memory_info().rss
-            body = httpx.Request("POST", url, json={
-                "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                "params": {"name": "list_jobs", "arguments": {"limit": 1, "junk": stray}},
-            }).read()  # fmt: skip
+            body = httpx.Request(
+                "POST",
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "tools/call",
+                    "params": {"name": "list_jobs", "arguments": {"limit": 1, "junk": stray}},
+                },
+            ).read()
             assert len(body) > 3_000_000
             slowest = 0.0
             async with httpx.AsyncClient(timeout=30) as http:

@@ -22,9 +22,17 @@ from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import GcsLookup
 
 ALL_CHECKS = {
-    "nodes and demands", "failed jobs", "dead actors", "restarting actors", "actor restarts", "failed tasks",
-    "placement groups", "Serve", "cluster events", "the object store",
-}  # fmt: skip
+    "nodes and demands",
+    "failed jobs",
+    "dead actors",
+    "restarting actors",
+    "actor restarts",
+    "failed tasks",
+    "placement groups",
+    "Serve",
+    "cluster events",
+    "the object store",
+}
 
 
 class Failing(httpx.AsyncBaseTransport):

@@ -201,13 +201,23 @@ class LocalHead:
         ports = free_ports(8)
         self.gcs_port, self.dashboard_port = ports[0], ports[1]
         cmd = [
-            ray_executable(), "start", "--head", "--block",
-            "--include-dashboard=true", "--dashboard-host=127.0.0.1", "--disable-usage-stats",
-            f"--temp-dir={self.temp_dir}", f"--port={ports[0]}", f"--dashboard-port={ports[1]}",
-            f"--ray-client-server-port={ports[2]}", f"--dashboard-agent-listen-port={ports[3]}",
-            f"--dashboard-agent-grpc-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}",
-            f"--metrics-export-port={ports[6]}", f"--node-manager-port={ports[7]}",
-        ]  # fmt: skip
+            ray_executable(),
+            "start",
+            "--head",
+            "--block",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            "--disable-usage-stats",
+            f"--temp-dir={self.temp_dir}",
+            f"--port={ports[0]}",
+            f"--dashboard-port={ports[1]}",
+            f"--ray-client-server-port={ports[2]}",
+            f"--dashboard-agent-listen-port={ports[3]}",
+            f"--dashboard-agent-grpc-port={ports[4]}",
+            f"--runtime-env-agent-port={ports[5]}",
+            f"--metrics-export-port={ports[6]}",
+            f"--node-manager-port={ports[7]}",
+        ]
         return cmd + self.resource_args()
 
     def resource_args(self) -> list[str]:
@@ -232,9 +242,13 @@ class LocalHead:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )  # fmt: skip
+            )
 
     async def wait_ready(self, timeout_s: float, headers: Mapping[str, str] | None = None) -> None:
         """Wait until the dashboard answers and the head node is registered as ALIVE."""
@@ -546,14 +560,19 @@ class ClusterManager:
         named = parse_kube_address(address.original, context=s.kube_context, namespace=s.namespace)
         if self.kube is None:
             self.kube = await Kube.connect(
-                kubeconfig=str(s.kubeconfig) if s.kubeconfig else None, context=named.context,
-                namespace=named.namespace, timeout_s=s.request_timeout_s,
-            )  # fmt: skip
+                kubeconfig=str(s.kubeconfig) if s.kubeconfig else None,
+                context=named.context,
+                namespace=named.namespace,
+                timeout_s=s.request_timeout_s,
+            )
         target = await resolve_target(self.kube, named.name)
         log.info(
-            "ray-mcp: %s %s/%s: dashboard through %s", target.kind, target.namespace, target.name,
+            "ray-mcp: %s %s/%s: dashboard through %s",
+            target.kind,
+            target.namespace,
+            target.name,
             target.dashboard_url,
-        )  # fmt: skip
+        )
         return Resolved(target.dashboard_url, "external", kube=target)
 
     async def _start_embedded(self) -> Resolved:

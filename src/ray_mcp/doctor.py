@@ -244,11 +244,12 @@ async def check_gcs_direct(p: Probe, seen: str) -> Check:
     assert p.dashboard_url is not None
     if p.proxy_transport is not None:
         return Check(
-            "gcs", "warn",
+            "gcs",
+            "warn",
             f"{seen}, but the GCS (gRPC) is out of reach through the Kubernetes API server's service proxy (HTTP "
             "only): kill_actor fails and the GCS-only facts (placement group strategies, actor owners) say unknown.",
             "run ray-mcp in a pod of the cluster for them (docs/kubernetes.md).",
-        )  # fmt: skip
+        )
     address = p.gcs_address
     try:
         if address is None:
@@ -275,19 +276,28 @@ async def check_serve(p: Probe) -> Check:
         r = await p.get("/api/serve/applications/")
     except httpx.TimeoutException as exc:  # Serve is there but slow: its controller starts, or an app deploys
         return Check(
-            "serve", "warn",
+            "serve",
+            "warn",
             f"the Serve API did not answer within {p.settings.request_timeout_s:g} s ({type(exc).__name__}): "
             "Serve's controller may be starting or busy deploying.",
             "run the doctor again in a minute, or raise --request-timeout-s (serve_status waits as long).",
-        )  # fmt: skip
+        )
     except httpx.HTTPError as exc:
-        return Check("serve", "warn", f"the Serve API did not answer ({type(exc).__name__}).",
-                     "check the dashboard (the dashboard check above).")  # fmt: skip
+        return Check(
+            "serve",
+            "warn",
+            f"the Serve API did not answer ({type(exc).__name__}).",
+            "check the dashboard (the dashboard check above).",
+        )
     if r.status_code == 404:
         return Check("serve", "warn", "the dashboard has no Serve API (404).", _SERVE_FIX)
     if r.status_code != 200:
-        return Check("serve", "warn", f"the Serve API answered {r.status_code}: {quoted(r.text[:200])}.",
-                     "serve_status shows what Serve reports; dashboard.log on the head says more.")  # fmt: skip
+        return Check(
+            "serve",
+            "warn",
+            f"the Serve API answered {r.status_code}: {quoted(r.text[:200])}.",
+            "serve_status shows what Serve reports; dashboard.log on the head says more.",
+        )
     try:
         apps = r.json().get("applications") or {}
     except (ValueError, AttributeError):
@@ -361,8 +371,12 @@ async def check_history(settings: Settings, transport: httpx.AsyncBaseTransport 
 
     ref = parse_history_address(str(settings.address))
     history = HistoryTransport(ref, transport)
-    client = Dashboard(ref.url, timeout_s=settings.request_timeout_s, transport=history,
-                       headers=settings.dashboard_request_headers())  # fmt: skip
+    client = Dashboard(
+        ref.url,
+        timeout_s=settings.request_timeout_s,
+        transport=history,
+        headers=settings.dashboard_request_headers(),
+    )
     try:
         jobs = await client.job_rows()
     except RayMCPError as exc:
@@ -397,9 +411,11 @@ async def run_checks(
 
     def client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            timeout=settings.request_timeout_s, headers=settings.dashboard_request_headers(), verify=verify,
+            timeout=settings.request_timeout_s,
+            headers=settings.dashboard_request_headers(),
+            verify=verify,
             transport=transport,
-        )  # fmt: skip
+        )
 
     async with contextlib.AsyncExitStack() as stack:
         probe = Probe(settings, await stack.enter_async_context(client(http_transport)))

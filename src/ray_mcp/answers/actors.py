@@ -49,9 +49,13 @@ class Actors:
                 after = (await self.get(actor.actor_id)).state
         done = "is now" if after != actor.state else "was killed; Ray still reports it"
         return models.ActorKill(
-            actor_id=actor.actor_id, done=True, no_restart=no_restart, state_before=actor.state, state_after=after,
+            actor_id=actor.actor_id,
+            done=True,
+            no_restart=no_restart,
+            state_before=actor.state,
+            state_after=after,
             message=f"Actor {actor.actor_id} ({actor.class_name}) {done} {after}.",
-        )  # fmt: skip
+        )
 
     async def list(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
@@ -67,6 +71,11 @@ class Actors:
             summary = await self.client.summary("actors", filters=filters)
             cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
         return build_actor_list(
-            total=total, matched=matched, rows=rows, summary=cluster, limit=limit, detail=detail,
+            total=total,
+            matched=matched,
+            rows=rows,
+            summary=cluster,
+            limit=limit,
+            detail=detail,
             notes=notes + ray_notes,
-        )  # fmt: skip
+        )

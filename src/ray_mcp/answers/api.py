@@ -55,9 +55,13 @@ class RayAPI:
         )
         self.dashboard_url = client.dashboard_url
         self.gcs = gcs = Gcs(
-            client.dashboard_url, address=gcs_address, lookup=gcs_lookup, authorization=client.authorization(),
-            timeout_s=timeout_s, out_of_reach=gcs_out_of_reach,
-        )  # fmt: skip
+            client.dashboard_url,
+            address=gcs_address,
+            lookup=gcs_lookup,
+            authorization=client.authorization(),
+            timeout_s=timeout_s,
+            out_of_reach=gcs_out_of_reach,
+        )
         self.nodes = nodes = Nodes(client)
         self.jobs = jobs = Jobs(client)
         self.pages = Pages(client)

@@ -28,9 +28,11 @@ class Data:
         """Whether Ray Data's stats actor is alive. The dashboard's datasets route creates that detached actor
         when it does not exist, so a read must not call the route before some driver ran Ray Data."""
         found = await self.client.list_state(
-            "actors", what="Ray Data's stats actor", limit=1,
+            "actors",
+            what="Ray Data's stats actor",
+            limit=1,
             filters=[("name", "=", STATS_ACTOR), ("state", "=", "ALIVE")],
-        )  # fmt: skip
+        )
         return bool(found.get("result"))
 
     async def datasets(self, job_id: str) -> list[dict[str, Any]] | None:

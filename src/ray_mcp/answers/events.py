@@ -57,10 +57,18 @@ class Events:
         for events in (data.get("events") or {}).values() if isinstance(data, dict) else []:
             for e in events:
                 ts = float(to_number(e.get("timestamp")) or 0)
-                rows.append({"time": clock(ts), "timestamp": ts, "severity": e.get("severity"),
-                             "source_type": e.get("sourceType") or e.get("source_type"),
-                             "message": e.get("message"), "custom_fields": e.get("customFields") or {},
-                             "source_hostname": e.get("hostName") or e.get("sourceHostname"), "label": e.get("label")})  # fmt: skip
+                rows.append(
+                    {
+                        "time": clock(ts),
+                        "timestamp": ts,
+                        "severity": e.get("severity"),
+                        "source_type": e.get("sourceType") or e.get("source_type"),
+                        "message": e.get("message"),
+                        "custom_fields": e.get("customFields") or {},
+                        "source_hostname": e.get("hostName") or e.get("sourceHostname"),
+                        "label": e.get("label"),
+                    }
+                )
         rows.sort(key=lambda r: r["timestamp"])
         return rows
 
@@ -78,9 +86,13 @@ class Events:
         node_id = await self.nodes.resolve(node) if node else None
         job_id, submission_id = await self._job_ids(job)
         wanted = EventFilter(
-            severity=severity, source=source, node_id=node_id, job_id=job_id, submission_id=submission_id,
+            severity=severity,
+            source=source,
+            node_id=node_id,
+            job_id=job_id,
+            submission_id=submission_id,
             since=datetime.datetime.now(datetime.UTC).timestamp() - since_s if since_s else None,
-        )  # fmt: skip
+        )
         rows = await self.rows(notes, wanted.source)
         return build_event_list(rows, wanted, limit=limit, notes=notes)
 

@@ -261,14 +261,19 @@ class Jobs:
         ident = info.submission_id or job
         if info.status in models.TERMINAL_JOB_STATUSES:
             return models.JobChange(
-                job=ident, action="stop", done=False, status=info.status,
+                job=ident,
+                action="stop",
+                done=False,
+                status=info.status,
                 message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
-            )  # fmt: skip
+            )
         answer = await self.client.request_json(
-            "POST", job_path(ident, "stop"), what=f"stopping job {ident!r}",
+            "POST",
+            job_path(ident, "stop"),
+            what=f"stopping job {ident!r}",
             not_found=_no_job(self.client.dashboard_url, ident),
             timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
-        )  # fmt: skip
+        )
         stopped = bool(answer.get("stopped"))
         after = await self.get(ident)
         if stopped:
@@ -313,10 +318,12 @@ class Jobs:
                 "see the job as it stands."
             )
         answer = await self.client.request_json(
-            "DELETE", job_path(sid), what=f"deleting job {sid!r}",
+            "DELETE",
+            job_path(sid),
+            what=f"deleting job {sid!r}",
             not_found=_no_job(self.client.dashboard_url, sid),
             timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
-        )  # fmt: skip
+        )
         deleted = bool(answer.get("deleted"))
         message = (
             f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
@@ -330,9 +337,12 @@ class Jobs:
         self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
     ) -> models.JobList:
         return job_list(
-            await self.rows(), statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit,
+            await self.rows(),
+            statuses=statuses,
+            entrypoint_contains=entrypoint_contains,
+            limit=limit,
             now_s=time.time(),
-        )  # fmt: skip
+        )
 
 
 class SdkResponse:

@@ -83,9 +83,10 @@ async def describe(
         for role, key in (("", "activeServiceStatus"), (" (pending cluster)", "pendingServiceStatus")):
             apps = (status.get(key) or {}).get("applicationStatuses") or {}
             for app, app_status in list(apps.items()):
-                details.append(f"Serve app {app}{role}: {app_status.get('status', 'unknown')}" + (
-                    f": {quoted(app_status['message'])}" if app_status.get("message") else ""
-                ))  # fmt: skip
+                details.append(
+                    f"Serve app {app}{role}: {app_status.get('status', 'unknown')}"
+                    + (f": {quoted(app_status['message'])}" if app_status.get("message") else "")
+                )
     if raycluster is not None:
         details.append(_cluster_line(raycluster))
     groups = worker_groups(raycluster) if raycluster is not None else []
@@ -95,11 +96,21 @@ async def describe(
     verdict = findings[0].verdict if findings else _healthy(kind, obj, raycluster)
     shown = pods_shown(pods)
     return KubeStatus(
-        verdict=verdict, kind=kind, name=name, namespace=kube.namespace, summary=_summary(kind, obj, raycluster),
-        findings=findings, details=details, groups=groups, pods=shown, pods_total=len(pods), pods_shown=len(shown),
-        events=shown_events, events_total=events_total,
+        verdict=verdict,
+        kind=kind,
+        name=name,
+        namespace=kube.namespace,
+        summary=_summary(kind, obj, raycluster),
+        findings=findings,
+        details=details,
+        groups=groups,
+        pods=shown,
+        pods_total=len(pods),
+        pods_shown=len(shown),
+        events=shown_events,
+        events_total=events_total,
         hint=_hint(findings, pods),
-    )  # fmt: skip
+    )
 
 
 async def _submitters(kube: Kube, rayjob: str) -> list[PodState]:
@@ -117,9 +128,12 @@ async def _submitter_log(kube: Kube, submitters: list[PodState]) -> list[str]:
     pod = failed[-1]
     try:
         text = await kube.log(
-            pod.name, container=None, previous=False, lines=KUBE_SUBMITTER_LOG_LINES,
+            pod.name,
+            container=None,
+            previous=False,
+            lines=KUBE_SUBMITTER_LOG_LINES,
             max_bytes=KUBE_SUBMITTER_LOG_BYTES,
-        )  # fmt: skip
+        )
     except RayMCPError as exc:
         return [f"Submitter pod {pod.name}'s log unreadable: {first_sentence(str(exc))}"]
     lines = [quoted(line) for line in text.splitlines()[-KUBE_SUBMITTER_LOG_LINES:] if line.strip()]

@@ -69,9 +69,13 @@ def _std(
 ) -> LogSource:
     """The stdout or stderr (``suffix`` out or err) of a worker's log, for an actor, a task or a pid."""
     return LogSource(
-        params={**params, "suffix": suffix}, source=f"std{suffix} of {what}", node_id=node_id,
-        filename=f"{stem}.{suffix}{filename_note}", stream=suffix, hint=hint,
-    )  # fmt: skip
+        params={**params, "suffix": suffix},
+        source=f"std{suffix} of {what}",
+        node_id=node_id,
+        filename=f"{stem}.{suffix}{filename_note}",
+        stream=suffix,
+        hint=hint,
+    )
 
 
 class Logs:
@@ -102,10 +106,16 @@ class Logs:
                 )
             desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
             return [
-                _std(sfx, {"actor_id": actor_id}, f"{desc}, worker pid {actor.get('pid')}", actor.get("node_id"),
-                     f"worker-*-{actor.get('pid')}", _ACTOR_HINT)
+                _std(
+                    sfx,
+                    {"actor_id": actor_id},
+                    f"{desc}, worker pid {actor.get('pid')}",
+                    actor.get("node_id"),
+                    f"worker-*-{actor.get('pid')}",
+                    _ACTOR_HINT,
+                )
                 for sfx in suffixes
-            ]  # fmt: skip
+            ]
         if kind == "task_id":
             task_id = str(target.task_id)
             task = await self.client.one_state("tasks", "task_id", task_id, attempt=target.attempt)
@@ -115,21 +125,33 @@ class Logs:
                     f"{self.client.dashboard_url}. {_TASK_HINT}"
                 )
             return [
-                _std(sfx, {"task_id": task_id, "attempt_number": str(target.attempt)},
-                     f"task {task_id} attempt {target.attempt} ({task.get('name')})", task.get("node_id"),
-                     "worker-*", _TASK_HINT, filename_note=" (the task's byte range)")
+                _std(
+                    sfx,
+                    {"task_id": task_id, "attempt_number": str(target.attempt)},
+                    f"task {task_id} attempt {target.attempt} ({task.get('name')})",
+                    task.get("node_id"),
+                    "worker-*",
+                    _TASK_HINT,
+                    filename_note=" (the task's byte range)",
+                )
                 for sfx in suffixes
-            ]  # fmt: skip
+            ]
         node_id = await self.nodes.resolve(str(target.node))
         # Any worker's or daemon's log: every job's env_vars may be in it.
         await self.client.learn_job_secrets()
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [
-                _std(sfx, {"node_id": node_id, "pid": str(target.pid)}, f"worker pid {target.pid}", node_id,
-                     f"worker-*-{target.pid}", hint)
+                _std(
+                    sfx,
+                    {"node_id": node_id, "pid": str(target.pid)},
+                    f"worker pid {target.pid}",
+                    node_id,
+                    f"worker-*-{target.pid}",
+                    hint,
+                )
                 for sfx in suffixes
-            ]  # fmt: skip
+            ]
         filename = str(target.filename)
         return [
             LogSource(
@@ -246,12 +268,24 @@ class Logs:
         followed = follow_s
         for src in sources:
             if pattern is not None:
-                sections.append(await self._grep(src, pattern, lines=lines, max_bytes=budget, context=context,
-                                                 scan_cap=max_scan_mb * 1024**2, follow_s=follow_s,
-                                                 on_progress=on_progress))  # fmt: skip
+                sections.append(
+                    await self._grep(
+                        src,
+                        pattern,
+                        lines=lines,
+                        max_bytes=budget,
+                        context=context,
+                        scan_cap=max_scan_mb * 1024**2,
+                        follow_s=follow_s,
+                        on_progress=on_progress,
+                    )
+                )
             else:
-                sections.append(await self._tail(src, lines=lines, max_bytes=budget, follow_s=follow_s,
-                                                 on_progress=on_progress))  # fmt: skip
+                sections.append(
+                    await self._tail(
+                        src, lines=lines, max_bytes=budget, follow_s=follow_s, on_progress=on_progress
+                    )
+                )
             follow_s = 0.0  # follow only the first stream (out, for both)
         hints = log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=LOG_LINES.high)
         if len(sections) == 2 and followed:
@@ -264,9 +298,14 @@ class Logs:
 
     def _section_base(self, src: LogSource) -> models.LogSection:
         return models.LogSection(
-            source=src.source, node_id=src.node_id, filename=src.filename, stream=src.stream,
-            lines=[], lines_shown=0, more_before=False,
-        )  # fmt: skip
+            source=src.source,
+            node_id=src.node_id,
+            filename=src.filename,
+            stream=src.stream,
+            lines=[],
+            lines_shown=0,
+            more_before=False,
+        )
 
     async def _tail(
         self, src: LogSource, *, lines: int, max_bytes: int, follow_s: float, on_progress: ProgressFn | None
@@ -387,9 +426,13 @@ class Logs:
         if follow_s > 0:
             before = scanner.line_no
             await self._follow(
-                src, follow_s, on_progress=on_progress, skip_first=scanner.bytes > 0, keep=0,
+                src,
+                follow_s,
+                on_progress=on_progress,
+                skip_first=scanner.bytes > 0,
+                keep=0,
                 on_data=functools.partial(log_grep.feed_in_thread, scanner),
-            )  # fmt: skip
+            )
             await log_grep.finish_in_thread(scanner)
             new_lines = scanner.line_no - before
         section = grep_section(

@@ -55,9 +55,11 @@ class Nodes:
     async def _pending_placement_groups(self) -> int:
         """How many placement groups are PENDING (the State API's exact count of one filtered list)."""
         result = await self.client.list_state(
-            "placement_groups", what="the placement group list (/api/v0/placement_groups)",
-            filters=[("state", "=", "PENDING")], limit=1,
-        )  # fmt: skip
+            "placement_groups",
+            what="the placement group list (/api/v0/placement_groups)",
+            filters=[("state", "=", "PENDING")],
+            limit=1,
+        )
         return int(result.get("num_filtered") or 0)
 
     async def _host_usage(self, notes: list[str], nodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -68,8 +70,10 @@ class Nodes:
         """
         alive = sum(1 for n in nodes if n.get("state") == "ALIVE")
         if alive > HOST_USAGE_MAX_NODES:
-            notes.append(f"Host CPU, memory and GPU use not read: {alive} alive nodes (more than "
-                         f"{HOST_USAGE_MAX_NODES}); the dashboard's node summary would be too large.")  # fmt: skip
+            notes.append(
+                f"Host CPU, memory and GPU use not read: {alive} alive nodes (more than "
+                f"{HOST_USAGE_MAX_NODES}); the dashboard's node summary would be too large."
+            )
             return {}
         try:
             data = await self.client.shared("node summary", self.summary)

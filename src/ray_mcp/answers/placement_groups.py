@@ -52,8 +52,11 @@ class PlacementGroups:
             )
         counted = not has(filters, "state")
         if isinstance(table, str):  # the GCS did not answer: say what that leaves unknown
-            unknown = [what for what, needed in (("strategies", bool(rows)), ("counts per state", counted and matched))
-                       if needed]  # fmt: skip
+            unknown = [
+                what
+                for what, needed in (("strategies", bool(rows)), ("counts per state", counted and matched))
+                if needed
+            ]
             if unknown:
                 strict = ", so STRICT_* constraints are not checked" if rows else ""
                 ray_notes.append(f"{' and '.join(unknown).capitalize()} unknown ({table}){strict}.")

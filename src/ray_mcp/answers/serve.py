@@ -42,8 +42,9 @@ class Serve:
 
     async def details(self) -> dict[str, Any]:
         body = await self.client.get_json(
-            "/api/serve/applications/", what="the Serve status (/api/serve/applications/)",
-        )  # fmt: skip
+            "/api/serve/applications/",
+            what="the Serve status (/api/serve/applications/)",
+        )
         # the apps' runtime_env env_vars, which their replicas' logs may print (kept: the logs outlive the apps)
         SECRETS.hold(f"serve:{self.client.dashboard_url}", secret_values(body))
         if not isinstance(body, dict):
@@ -85,9 +86,14 @@ class Serve:
             replica_id, node_id, actor_id = replica.replica_id, replica.node_id, replica.actor_id
         else:
             _t, _m, rows, _n = await self.client.state_page(
-                "actors", filters=[("class_name", "=", f"ServeReplica:{app}:{deployment.name}"), ("state", "=", "DEAD")],
-                limit=100, detail=False,
-            )  # fmt: skip
+                "actors",
+                filters=[
+                    ("class_name", "=", f"ServeReplica:{app}:{deployment.name}"),
+                    ("state", "=", "DEAD"),
+                ],
+                limit=100,
+                detail=False,
+            )
             if not rows:
                 return
             row = rows[-1]
@@ -166,9 +172,10 @@ class Serve:
         await self._put(config)
         status = await self.status(app=None, log_lines=0)
         return models.ServeChange(
-            action=f"deleted {app}", applications=[a.get("name", "default") for a in config["applications"]],
+            action=f"deleted {app}",
+            applications=[a.get("name", "default") for a in config["applications"]],
             status=status,
-        )  # fmt: skip
+        )
 
 
 def validate_serve_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -219,9 +219,12 @@ class Stacks:
                 try:
                     if source == "dashboard":
                         raw = await self._dashboard_get(
-                            "/worker/cpu_profile", proc, duration_s + PROFILE_SLACK_S,
-                            duration=str(duration_s), format="raw",
-                        )  # fmt: skip
+                            "/worker/cpu_profile",
+                            proc,
+                            duration_s + PROFILE_SLACK_S,
+                            duration=str(duration_s),
+                            format="raw",
+                        )
                     else:
                         raw = await self._local_profile(proc, duration_s)
                     return raw, source
@@ -236,8 +239,18 @@ class Stacks:
         await self._check_local(proc)
         with tempfile.TemporaryDirectory(prefix="ray-mcp-profile-") as tmp:
             out = Path(tmp) / "profile.txt"
-            cmd = [py_spy, "record", "--pid", str(proc.pid), "--duration", str(duration_s), "--format", "raw",
-                   "--output", str(out)]  # fmt: skip
+            cmd = [
+                py_spy,
+                "record",
+                "--pid",
+                str(proc.pid),
+                "--duration",
+                str(duration_s),
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+            ]
             await spy.run_py_spy(cmd, duration_s + PROFILE_SLACK_S)
             return out.read_text(errors="replace") if out.exists() else ""
 
@@ -263,8 +276,10 @@ class Stacks:
             actor_id = str(target.actor_id)
             row = await self.client.one_state("actors", "actor_id", actor_id)
             if row is None:
-                raise NotFound(f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. "
-                               "Call list_actors to see the actor ids that exist.")  # fmt: skip
+                raise NotFound(
+                    f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. "
+                    "Call list_actors to see the actor ids that exist."
+                )
             return [self._actor_proc(row, ip)]
         if target.kind == "task_id":
             return [await self._task_proc(str(target.task_id).strip(), target.attempt, ip)]
@@ -276,9 +291,11 @@ class Stacks:
         routes and py-spy would read any process on the host (ray-mcp itself, the dashboard, anything else).
         The refusal names the target only, never what runs there."""
         result = await self.client.list_state(
-            "workers", what=f"the lookup of pid {pid} among the workers of node {node_id}",
-            filters=[("node_id", "=", node_id), ("pid", "=", str(pid)), ("is_alive", "=", "True")], limit=10,
-        )  # fmt: skip
+            "workers",
+            what=f"the lookup of pid {pid} among the workers of node {node_id}",
+            filters=[("node_id", "=", node_id), ("pid", "=", str(pid)), ("is_alive", "=", "True")],
+            limit=10,
+        )
         rows = [r for r in result.get("result") or [] if str(r.get("pid")) == str(pid) and r.get("is_alive")]
         if not any(str(r.get("node_id")) == node_id for r in rows):
             raise InvalidArgument(
@@ -296,13 +313,17 @@ class Stacks:
         return Proc(int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
 
     async def _task_proc(self, task_id: str, attempt: int, ip: Any) -> Proc:
-        rows = (await self.client.list_state(
-            "tasks", what=f"the lookup of task {task_id}", filters=[("task_id", "=", task_id)], limit=100
-        )).get("result") or []  # fmt: skip
+        rows = (
+            await self.client.list_state(
+                "tasks", what=f"the lookup of task {task_id}", filters=[("task_id", "=", task_id)], limit=100
+            )
+        ).get("result") or []
         rows = sorted(rows, key=lambda r: -int(r.get("attempt_number") or 0))
         if not rows:
-            raise NotFound(f"No task {task_id!r} in the cluster at {self.client.dashboard_url}. Task ids appear "
-                           "in list_tasks.")  # fmt: skip
+            raise NotFound(
+                f"No task {task_id!r} in the cluster at {self.client.dashboard_url}. Task ids appear "
+                "in list_tasks."
+            )
         row = next((r for r in rows if int(r.get("attempt_number") or 0) == attempt), rows[0])
         if row.get("state") != "RUNNING":
             raise InvalidArgument(
@@ -343,15 +364,27 @@ class Stacks:
         driver = details.get("driver_info") or {}
         if driver.get("pid"):
             node_id = details.get("driver_node_id")
-            procs.append(Proc(int(driver["pid"]), node_id, driver.get("node_ip_address") or ip(node_id), "driver",
-                              driver=True))  # fmt: skip
+            procs.append(
+                Proc(
+                    int(driver["pid"]),
+                    node_id,
+                    driver.get("node_ip_address") or ip(node_id),
+                    "driver",
+                    driver=True,
+                )
+            )
         by_job = [("job_id", "=", str(job_id))]
         actors, tasks = await asyncio.gather(
-            self.client.list_state("actors", what="the job's actors",
-                                   filters=[*by_job, ("state", "=", "ALIVE")], limit=10_000),
-            self.client.list_state("tasks", what="the job's running tasks",
-                                   filters=[*by_job, ("state", "=", "RUNNING")], limit=10_000),
-        )  # fmt: skip
+            self.client.list_state(
+                "actors", what="the job's actors", filters=[*by_job, ("state", "=", "ALIVE")], limit=10_000
+            ),
+            self.client.list_state(
+                "tasks",
+                what="the job's running tasks",
+                filters=[*by_job, ("state", "=", "RUNNING")],
+                limit=10_000,
+            ),
+        )
         seen = {(p.node_id, p.pid) for p in procs}
         for row in sorted(actors.get("result") or [], key=lambda r: str(r.get("class_name"))):
             if not row.get("pid") or str(row.get("class_name")).startswith("JobSupervisor"):
@@ -385,8 +418,14 @@ class Stacks:
             )
         chosen = procs[:limit]
         samples = await asyncio.gather(*(self._dump(p) for p in chosen))
-        return self._shape(target.label(), list(samples), total=len(procs), max_frames=max_frames,
-                          max_bytes=max_bytes, limit=limit)  # fmt: skip
+        return self._shape(
+            target.label(),
+            list(samples),
+            total=len(procs),
+            max_frames=max_frames,
+            max_bytes=max_bytes,
+            limit=limit,
+        )
 
     def _shape(
         self,
@@ -416,11 +455,17 @@ class Stacks:
         if any(g.state == "active" and not g.blocked_in for g in groups):
             hints.append("A process runs code rather than waiting: cpu_profile it (actor_id or pid + node).")
         result = models.StackTraces(
-            target=label, verdict=stacks.verdict(label, groups, len(ok)),
-            source="+".join(sources), processes_total=total, processes_sampled=len(ok),
-            processes_failed=len(failed), processes_left_out=max(0, total - len(samples)), groups=groups,
-            failures=[f"pid {s.pid}@{s.node} ({stacks.role_text(s.role)}): {s.error}" for s in failed], hints=hints,
-        )  # fmt: skip
+            target=label,
+            verdict=stacks.verdict(label, groups, len(ok)),
+            source="+".join(sources),
+            processes_total=total,
+            processes_sampled=len(ok),
+            processes_failed=len(failed),
+            processes_left_out=max(0, total - len(samples)),
+            groups=groups,
+            failures=[f"pid {s.pid}@{s.node} ({stacks.role_text(s.role)}): {s.error}" for s in failed],
+            hints=hints,
+        )
         return stacks.fit_groups(result, max_bytes)
 
     async def cpu_profile(
@@ -448,9 +493,15 @@ class Stacks:
             if project is not None and project is not hot:
                 verdict += f"; hottest project function {project.function} ({project.file}:{project.line}) {project.own_pct:g}%"
         return models.CpuProfile(
-            target=label, verdict=verdict, source=source, duration_s=duration_s, samples=samples,
-            functions=functions, hottest_stack=profiles.hottest_path(parsed, max_frames), hints=hints,
-        )  # fmt: skip
+            target=label,
+            verdict=verdict,
+            source=source,
+            duration_s=duration_s,
+            samples=samples,
+            functions=functions,
+            hottest_stack=profiles.hottest_path(parsed, max_frames),
+            hints=hints,
+        )
 
 
 class _Disabled(Exception):

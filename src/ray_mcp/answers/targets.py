@@ -37,8 +37,12 @@ class Target:
     def check_ids(self) -> None:
         """Every id of the target, checked (and normalised) once, here, for every path behind it: the State
         API, the log API, the dashboard's profiling routes and local py-spy."""
-        checks: dict[str, Callable[[str], str]] = {"job": check_job_ref, "actor_id": partial(check_id, "actor"),
-                  "task_id": partial(check_id, "task"), "node": check_node}  # fmt: skip
+        checks: dict[str, Callable[[str], str]] = {
+            "job": check_job_ref,
+            "actor_id": partial(check_id, "actor"),
+            "task_id": partial(check_id, "task"),
+            "node": check_node,
+        }
         for name, check in checks.items():
             value = getattr(self, name)
             if value is not None:
@@ -89,21 +93,40 @@ class LogTargetArg:
 
 
 LOG_TARGET_ARGS = (
-    LogTargetArg("job", str | None, "A job's submission id: its driver log.", names="a job's driver",
-                 usage="job (a submission id)"),
-    LogTargetArg("actor_id", str | None, "An actor id: its worker's logs.", names="an actor",
-                 usage="actor_id"),
-    LogTargetArg("task_id", str | None, "A task id: its stdout/stderr.", names="a task",
-                 usage="task_id (+ attempt)"),
+    LogTargetArg(
+        "job",
+        str | None,
+        "A job's submission id: its driver log.",
+        names="a job's driver",
+        usage="job (a submission id)",
+    ),
+    LogTargetArg(
+        "actor_id", str | None, "An actor id: its worker's logs.", names="an actor", usage="actor_id"
+    ),
+    LogTargetArg(
+        "task_id", str | None, "A task id: its stdout/stderr.", names="a task", usage="task_id (+ attempt)"
+    ),
     LogTargetArg("attempt", int, "The task's attempt number.", default=0, ge=0),
-    LogTargetArg("pid", int | None, "A worker process id; needs node.", ge=1, names="a worker pid",
-                 usage="pid + node", on_a_node=True),
+    LogTargetArg(
+        "pid",
+        int | None,
+        "A worker process id; needs node.",
+        ge=1,
+        names="a worker pid",
+        usage="pid + node",
+        on_a_node=True,
+    ),
     LogTargetArg("node", str | None, "A node id or IP, with pid or filename."),
-    LogTargetArg("filename", str | None,
-                 "A file in the node's Ray log dir (raylet.out...), or a glob (*.err) to list.",
-                 names="a node's file", usage="node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)",
-                 on_a_node=True, check=inside_logs_dir),
-)  # fmt: skip
+    LogTargetArg(
+        "filename",
+        str | None,
+        "A file in the node's Ray log dir (raylet.out...), or a glob (*.err) to list.",
+        names="a node's file",
+        usage="node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)",
+        on_a_node=True,
+        check=inside_logs_dir,
+    ),
+)
 LOG_SOURCES = [a for a in LOG_TARGET_ARGS if a.names]
 
 

@@ -69,9 +69,14 @@ class Tasks:
         if matched > len(rows):
             notes.append(f"Error types counted over the first {len(rows):,} of {matched:,} failed tasks.")
         pages = await gather(
-            *(self.client.state_page("tasks", filters=[*failed_filters, ("error_type", "=", et)], limit=1, detail=True)
-              for et in list(counts)[:MAX_ERROR_TYPES_SAMPLED] if et != "UNKNOWN")
-        )  # fmt: skip
+            *(
+                self.client.state_page(
+                    "tasks", filters=[*failed_filters, ("error_type", "=", et)], limit=1, detail=True
+                )
+                for et in list(counts)[:MAX_ERROR_TYPES_SAMPLED]
+                if et != "UNKNOWN"
+            )
+        )
         samples = {str(page[2][0].get("error_type")): page[2][0] for page in pages if page[2]}
         return counts, samples, notes
 

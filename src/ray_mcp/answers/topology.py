@@ -75,15 +75,26 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     notes: list[str] = []
     client = api.client
     actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
-        client.state_page("actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True),
-        client.state_page("placement_groups", filters=[("creator_job_id", "=", job_id)],
-                          limit=limits.TOPOLOGY_GROUP_ROWS, detail=True),
+        client.state_page(
+            "actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True
+        ),
+        client.state_page(
+            "placement_groups",
+            filters=[("creator_job_id", "=", job_id)],
+            limit=limits.TOPOLOGY_GROUP_ROWS,
+            detail=True,
+        ),
         _optional(_gcs_facts(api, job_id), notes, "the GCS actor and placement group tables"),
         _nodes(client),
-        _optional(client.get_data("/nodes", what="the node summary (/nodes?view=summary)",
-                               params={"view": "summary"}), notes, "host memory, CPU and GPU use"),
+        _optional(
+            client.get_data(
+                "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
+            ),
+            notes,
+            "host memory, CPU and GPU use",
+        ),
         _optional(_serve(api), notes, "Serve"),
-    )  # fmt: skip
+    )
     _t, actors_total, actor_rows, actor_notes = actors_page
     _t2, pg_total, pg_rows, pg_notes = pgs_page
     notes += actor_notes + pg_notes
@@ -95,11 +106,17 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
         notes.append(
             f"Actors of other jobs looked up in the first {limits.TOPOLOGY_MEMBER_QUERIES} groups only."
         )
-    members = await _gather(*(
-        client.state_page("actors", filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
-                          limit=limits.TOPOLOGY_ACTORS, detail=True)
-        for r in live_groups
-    ))  # fmt: skip
+    members = await _gather(
+        *(
+            client.state_page(
+                "actors",
+                filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
+                limit=limits.TOPOLOGY_ACTORS,
+                detail=True,
+            )
+            for r in live_groups
+        )
+    )
     for _t, _m3, rows, _n in members:
         actor_rows += [r for r in rows if str(r.get("actor_id")) not in known]
         known |= {str(r.get("actor_id")) for r in rows}
@@ -138,12 +155,21 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
         str((n.get("raylet") or {}).get("nodeId")): n for n in ((summary or {}).get("summary") or [])
     }
     evidence = TopologySources(
-        details=details, pg_rows=pg_rows, pg_total=pg_total, strategies=strategies, actor_rows=actor_rows,
+        details=details,
+        pg_rows=pg_rows,
+        pg_total=pg_total,
+        strategies=strategies,
+        actor_rows=actor_rows,
         actors_total=actors_total + sum(1 for r in actor_rows if r.get("job_id") != job_id),
-        worker_stats=stats, owners=owners, node_rows=node_rows, usage_by_node=usage,
-        node_summary=summary_by_node, serve_details=serve_details, serve_controller_job_id=controller_job,
+        worker_stats=stats,
+        owners=owners,
+        node_rows=node_rows,
+        usage_by_node=usage,
+        node_summary=summary_by_node,
+        serve_details=serve_details,
+        serve_controller_job_id=controller_job,
         notes=notes,
-    )  # fmt: skip
+    )
     return build_topology(evidence, job=job)
 
 
@@ -188,11 +214,16 @@ async def _logical_actors(client: Dashboard, actor_ids: Sequence[str]) -> dict[s
         actor_ids[i : i + limits.TOPOLOGY_IDS_PER_REQUEST]
         for i in range(0, len(actor_ids), limits.TOPOLOGY_IDS_PER_REQUEST)
     ]
-    pages = await _gather(*(
-        client.get_data("/logical/actors", what="the actors' worker stats (/logical/actors)",
-                     params={"ids": ",".join(chunk), "nocache": "1"})
-        for chunk in chunks
-    ))  # fmt: skip
+    pages = await _gather(
+        *(
+            client.get_data(
+                "/logical/actors",
+                what="the actors' worker stats (/logical/actors)",
+                params={"ids": ",".join(chunk), "nocache": "1"},
+            )
+            for chunk in chunks
+        )
+    )
     for page in pages:
         for actor_id, info in ((page or {}).get("actors") or {}).items():
             if isinstance(info, Mapping):

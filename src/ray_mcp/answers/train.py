@@ -124,8 +124,10 @@ def read_checkpoint(run: Mapping[str, Any], notes: list[str]) -> TrainCheckpoint
         notes.append(f"Latest checkpoint not checked: the run's storage {where} is not a local path.")
         return None
     if not runs_here(run):
-        notes.append(f"Latest checkpoint not checked: the run's storage {where} is on the cluster's nodes, "
-                     "not on the machine ray-mcp runs on.")  # fmt: skip
+        notes.append(
+            f"Latest checkpoint not checked: the run's storage {where} is on the cluster's nodes, "
+            "not on the machine ray-mcp runs on."
+        )
         return None
     path = Path(local) / name / SNAPSHOT_FILE
     try:

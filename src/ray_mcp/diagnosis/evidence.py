@@ -55,9 +55,15 @@ log = logging.getLogger("ray_mcp.diagnosis")
 
 
 async def _rows(
-    api: RayAPI, ev: GraphInputs, resource: str, what: str, *, filters: list[tuple[str, str, str]] | None = None,
-    limit: int, detail: bool = True,
-) -> list[dict[str, Any]] | None:  # fmt: skip
+    api: RayAPI,
+    ev: GraphInputs,
+    resource: str,
+    what: str,
+    *,
+    filters: list[tuple[str, str, str]] | None = None,
+    limit: int,
+    detail: bool = True,
+) -> list[dict[str, Any]] | None:
     try:
         result = await api.client.list_state(
             resource, what=what, filters=filters or [], limit=limit, detail=detail
@@ -139,13 +145,20 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
     by_job = [("job_id", "=", str(job_id))] if job_id else None
     supervisor = [("name", "=", f"_ray_internal_job_actor_{sid}")]
     ev.actors, ev.tasks, _, driver, ev.supervisor = await asyncio.gather(
-        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ) if by_job else nothing(),
+        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ)
+        if by_job
+        else nothing(),
         _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=TASKS_READ) if by_job else nothing(),
         _cluster_wide(api, ev),
-        checked(ev, api.logs.tail(LogTarget(job=str(sid or job)), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
-                "the driver log"),
-        checked(ev, _first(api, supervisor), "the job's supervisor") if sid and details.get("status") == "PENDING" else nothing(),
-    )  # fmt: skip
+        checked(
+            ev,
+            api.logs.tail(LogTarget(job=str(sid or job)), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
+            "the driver log",
+        ),
+        checked(ev, _first(api, supervisor), "the job's supervisor")
+        if sid and details.get("status") == "PENDING"
+        else nothing(),
+    )
     ev.driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
     if job_id and details.get("status") == "RUNNING":  # a pipeline that stalls with no error (chains/data.py)
         ev.datasets = await checked(ev, api.data.datasets(str(job_id)), "Ray Data's datasets")
@@ -156,8 +169,13 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
         await checked(ev, _store(api, ev), "the object store")
     if stalled_by_tasks(ev):  # where its processes wait, in their stacks
         target = Target(kind="job", job=str(sid or job_id))
-        stacks = await checked(ev, api.stacks.traces(target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES,
-                                                     max_bytes=HANG_STACK_BYTES), "the job's stacks")  # fmt: skip
+        stacks = await checked(
+            ev,
+            api.stacks.traces(
+                target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES, max_bytes=HANG_STACK_BYTES
+            ),
+            "the job's stacks",
+        )
         ev.stacks = stacks.model_dump(mode="json") if stacks is not None else None
     return ev
 
@@ -186,11 +204,19 @@ async def _cluster_wide(
     ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await asyncio.gather(
         _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
         _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ),
-        jobs if jobs is not None else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS_READ, detail=False),
+        jobs
+        if jobs is not None
+        else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS_READ, detail=False),
         cluster_events(api, ev),
-        _rows(api, ev, "workers", "the dead workers", filters=[("is_alive", "=", "False")],
-              limit=DEAD_WORKERS_READ),
-    )  # fmt: skip
+        _rows(
+            api,
+            ev,
+            "workers",
+            "the dead workers",
+            filters=[("is_alive", "=", "False")],
+            limit=DEAD_WORKERS_READ,
+        ),
+    )
 
 
 # The State API's basic job columns: the rows the graph reads, whichever list they come from.
@@ -220,40 +246,73 @@ async def _listed_jobs(api: RayAPI, ev: GraphInputs) -> list[Row] | None:
 
 async def _actors(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     """The actors that are not alive, and the alive ones."""
-    return list(await asyncio.gather(
-        _rows(api, ev, "actors", "the actors that are not alive", filters=[("state", "!=", "ALIVE")],
-              limit=CLUSTER_ROWS_READ),
-        _rows(api, ev, "actors", "the alive actors", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
-    ))  # fmt: skip
+    return list(
+        await asyncio.gather(
+            _rows(
+                api,
+                ev,
+                "actors",
+                "the actors that are not alive",
+                filters=[("state", "!=", "ALIVE")],
+                limit=CLUSTER_ROWS_READ,
+            ),
+            _rows(
+                api,
+                ev,
+                "actors",
+                "the alive actors",
+                filters=[("state", "=", "ALIVE")],
+                limit=CLUSTER_ROWS_READ,
+            ),
+        )
+    )
 
 
-TASK_STATES = (("FAILED", "the failed tasks"), ("PENDING_NODE_ASSIGNMENT", "the tasks waiting for a node"),
-               ("RUNNING", "the running tasks"))  # fmt: skip
+TASK_STATES = (
+    ("FAILED", "the failed tasks"),
+    ("PENDING_NODE_ASSIGNMENT", "the tasks waiting for a node"),
+    ("RUNNING", "the running tasks"),
+)
 
 
 async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     """The failed tasks, those waiting for a node and the running ones: one list of every task attempt that did
     not finish (the GCS filters task events by state, so the finished ones are never converted), split here."""
-    rows = await _rows(api, ev, "tasks", "the unfinished tasks", filters=[("state", "!=", "FINISHED")],
-                       limit=STATE_API_MAX_ROWS)  # fmt: skip
+    rows = await _rows(
+        api,
+        ev,
+        "tasks",
+        "the unfinished tasks",
+        filters=[("state", "!=", "FINISHED")],
+        limit=STATE_API_MAX_ROWS,
+    )
     if rows is None:
         return [None] * len(TASK_STATES)
     out: list[list[Row] | None] = []
     for state, what in TASK_STATES:
         matched = [r for r in rows if r.get("state") == state]
         if len(matched) > TASKS_READ:
-            ev.capped.append(f"{what[0].upper()}{what[1:]}: {TASKS_READ:,} of {len(matched):,} read; the counts "
-                             "above cover those.")  # fmt: skip
+            ev.capped.append(
+                f"{what[0].upper()}{what[1:]}: {TASKS_READ:,} of {len(matched):,} read; the counts "
+                "above cover those."
+            )
         out.append(matched[:TASKS_READ])
     return out
 
 
 # cluster_health's checks, each by the sources it needs (a source that could not be read leaves it unchecked).
 CHECKS = {
-    "nodes and demands": ("nodes", "status"), "failed jobs": ("jobs",), "dead actors": ("actors",),
-    "restarting actors": ("actors",), "actor restarts": ("alive_actors",), "failed tasks": ("tasks",),
-    "placement groups": ("pgs",), "Serve": ("serve",), "cluster events": ("events",), "the object store": (),
-}  # fmt: skip
+    "nodes and demands": ("nodes", "status"),
+    "failed jobs": ("jobs",),
+    "dead actors": ("actors",),
+    "restarting actors": ("actors",),
+    "actor restarts": ("alive_actors",),
+    "failed tasks": ("tasks",),
+    "placement groups": ("pgs",),
+    "Serve": ("serve",),
+    "cluster events": ("events",),
+    "the object store": (),
+}
 
 
 async def gather_cluster(api: RayAPI) -> GraphInputs:
@@ -266,7 +325,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
         _cluster_wide(api, ev, _listed_jobs(api, ev)),
         checked(ev, api.nodes.cluster_status(max_nodes=HEALTH_NODES), "the cluster status"),
         checked(ev, api.serve.details(), "Serve"),
-    )  # fmt: skip
+    )
     tasks = None if tasks is None else [*tasks, *(pending or [])]
     ev.actors = (
         (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
@@ -334,8 +393,11 @@ async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
     if waits_for_resources(ev):
         jobs.append(_holders(api, ev))
     job_id = (ev.job or {}).get("job_id")
-    if any((p.get("state") != "CREATED" and p.get("creator_job_id") in (job_id, None)) or p.get("state") == "PENDING"
-           for p in ev.pgs or []) and not all(p.get("strategy") for p in ev.pgs or []):  # fmt: skip
+    if any(
+        (p.get("state") != "CREATED" and p.get("creator_job_id") in (job_id, None))
+        or p.get("state") == "PENDING"
+        for p in ev.pgs or []
+    ) and not all(p.get("strategy") for p in ev.pgs or []):
         jobs.append(_strategies(api, ev))
     text = "\n".join(ev.driver_lines or [])
     m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text) or NAME_TAKEN.search(
@@ -373,9 +435,23 @@ async def _serve(api: RayAPI, ev: GraphInputs) -> None:
 
 async def _holders(api: RayAPI, ev: GraphInputs) -> None:
     alive, running = await asyncio.gather(
-        _rows(api, ev, "actors", "the alive actors (resource holders)", filters=[("state", "=", "ALIVE")], limit=CLUSTER_ROWS_READ),
-        _rows(api, ev, "tasks", "the running tasks (resource holders)", filters=[("state", "=", "RUNNING")], limit=TASKS_READ),
-    )  # fmt: skip
+        _rows(
+            api,
+            ev,
+            "actors",
+            "the alive actors (resource holders)",
+            filters=[("state", "=", "ALIVE")],
+            limit=CLUSTER_ROWS_READ,
+        ),
+        _rows(
+            api,
+            ev,
+            "tasks",
+            "the running tasks (resource holders)",
+            filters=[("state", "=", "RUNNING")],
+            limit=TASKS_READ,
+        ),
+    )
     ev.alive_actors, ev.running_tasks = alive, running
     # Jobs of holders that the job list may lack (a job list cut at its limit).
 
@@ -429,8 +505,9 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
             and int(num(w.get("pid"))) != int(num(actor.get("pid")))
         ]
         actor["_dead_workers"] = [
-            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")} for w in mine[-DEAD_WORKERS_PER_ACTOR:]
-        ]  # fmt: skip
+            {k: w.get(k) for k in ("pid", "exit_type", "exit_detail", "end_time_ms", "worker_id")}
+            for w in mine[-DEAD_WORKERS_PER_ACTOR:]
+        ]
         newest = sorted(mine, key=lambda w: num(w.get("end_time_ms")))[-1:]
         for w in newest:
             target = LogTarget(pid=int(num(w.get("pid"))), node=str(node), stream="err")

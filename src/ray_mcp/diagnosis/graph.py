@@ -256,17 +256,37 @@ class Graph:
         for node_id, row in self.nodes.items():
             self.add("node", node_id, self.node_label(node_id), row, state=str(row.get("state") or ""))
         for actor_id, row in self.actors.items():
-            key = self.add("actor", actor_id, self.actor_label(row), row, state=str(row.get("state") or ""),
-                           job_id=row.get("job_id"), node_id=row.get("node_id"))  # fmt: skip
+            key = self.add(
+                "actor",
+                actor_id,
+                self.actor_label(row),
+                row,
+                state=str(row.get("state") or ""),
+                job_id=row.get("job_id"),
+                node_id=row.get("node_id"),
+            )
             self._created_by(key, row)
         for task_id, rows in self.attempts.items():
             last = rows[-1]
-            key = self.add("task", task_id, self.task_label(last), last, state=str(last.get("state") or ""),
-                           job_id=last.get("job_id"), node_id=last.get("node_id"))  # fmt: skip
+            key = self.add(
+                "task",
+                task_id,
+                self.task_label(last),
+                last,
+                state=str(last.get("state") or ""),
+                job_id=last.get("job_id"),
+                node_id=last.get("node_id"),
+            )
             self._created_by(key, last)
         for pg_id, row in self.pgs.items():
-            key = self.add("pg", pg_id, self.pg_label(row), row, state=str(row.get("state") or ""),
-                           job_id=row.get("creator_job_id"))  # fmt: skip
+            key = self.add(
+                "pg",
+                pg_id,
+                self.pg_label(row),
+                row,
+                state=str(row.get("state") or ""),
+                job_id=row.get("creator_job_id"),
+            )
             if row.get("creator_job_id"):
                 self.link(key, "created_by", f"job:{row['creator_job_id']}", "was created by")
         self._holders()
@@ -288,13 +308,25 @@ class Graph:
                 continue  # an actor in a group uses its bundle's reservation: the group is the holder
             for name, held in (row.get("required_resources") or {}).items():
                 if num(held) > 0 and row.get("node_id"):
-                    self.link(f"actor:{row['actor_id']}", "holds", f"resource:{name}@{row['node_id']}",
-                              f"holds {amount(name, held)} {name}", num(held))  # fmt: skip
+                    self.link(
+                        f"actor:{row['actor_id']}",
+                        "holds",
+                        f"resource:{name}@{row['node_id']}",
+                        f"holds {amount(name, held)} {name}",
+                        num(held),
+                    )
         for task_id, row in self.running.items():
             if row.get("type") != "NORMAL_TASK" or row.get("placement_group_id"):
                 continue
-            key = self.add("task", task_id, self.task_label(row), row, state="RUNNING", job_id=row.get("job_id"),
-                           node_id=row.get("node_id"))  # fmt: skip
+            key = self.add(
+                "task",
+                task_id,
+                self.task_label(row),
+                row,
+                state="RUNNING",
+                job_id=row.get("job_id"),
+                node_id=row.get("node_id"),
+            )
             for name, held in (row.get("required_resources") or {}).items():
                 if num(held) > 0 and row.get("node_id"):
                     self.link(
@@ -311,8 +343,13 @@ class Graph:
                 node = bundle.get("node_id")
                 for name, held in (bundle.get("unit_resources") or {}).items():
                     if num(held) > 0 and node:
-                        self.link(f"pg:{pg_id}", "holds", f"resource:{name}@{node}",
-                                  f"reserves {amount(name, held)} {name} (bundle {bundle_index(bundle)})", num(held))  # fmt: skip
+                        self.link(
+                            f"pg:{pg_id}",
+                            "holds",
+                            f"resource:{name}@{node}",
+                            f"reserves {amount(name, held)} {name} (bundle {bundle_index(bundle)})",
+                            num(held),
+                        )
 
     def holders_of(self, resource: str) -> list[tuple[Entity, float, str]]:
         """(holder, amount, node id) for every holder of ``resource`` on any node, biggest first."""

@@ -288,8 +288,16 @@ def stall_chain(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job
     if busy:
         steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")
     steps.append(f"tail_logs job={job} for the driver's last lines")
-    return Chain(severity, "hang", "", [Link("waits_on", cut_text(title, STALL_LINE_CHARS))], steps, None,
-                 {"stall"}, details=[*evidence, *e.notes][:EVIDENCE_ITEMS])  # fmt: skip
+    return Chain(
+        severity,
+        "hang",
+        "",
+        [Link("waits_on", cut_text(title, STALL_LINE_CHARS))],
+        steps,
+        None,
+        {"stall"},
+        details=[*evidence, *e.notes][:EVIDENCE_ITEMS],
+    )
 
 
 def path_words(

@@ -15,10 +15,19 @@ from ray_mcp.sources.kubernetes import RayTarget
 
 # How much each KubeRay finding weighs next to Ray's own (the pod's fate is below Ray's symptom, so it leads).
 SEVERITY = {
-    "unschedulable": STUCK, "image pull failing": STUCK, "stuck in init": STUCK, "OOMKilled": ROOT,
-    "evicted": ROOT, "crash looping": LOOP, "status disagrees": STUCK, "RayJob failed": PROBLEM,
-    "upgrade stuck": STUCK, "no pods": STUCK, "pod failed": PROBLEM, "serve app failing": PROBLEM,
-}  # fmt: skip
+    "unschedulable": STUCK,
+    "image pull failing": STUCK,
+    "stuck in init": STUCK,
+    "OOMKilled": ROOT,
+    "evicted": ROOT,
+    "crash looping": LOOP,
+    "status disagrees": STUCK,
+    "RayJob failed": PROBLEM,
+    "upgrade stuck": STUCK,
+    "no pods": STUCK,
+    "pod failed": PROBLEM,
+    "serve app failing": PROBLEM,
+}
 NEXT = (
     "kuberay_status for the pods and events; kuberay_logs(pod=..., previous=true) for a restarted container."
 )
@@ -59,6 +68,9 @@ def _finding(f: KubeFinding, demands: list[str]) -> models.Finding:
         title = f"Ray's demand waits for a node that Kubernetes cannot schedule: {f.text}"
         evidence.append(f"Ray's waiting demand: {'; '.join(demands)}")
     return models.Finding(
-        severity=SEVERITY.get(f.verdict, PROBLEM), kind=f"kubernetes:{f.verdict}", title=title,
-        evidence=evidence[:EVIDENCE_ITEMS], next_steps=[NEXT][:NEXT_STEPS],
-    )  # fmt: skip
+        severity=SEVERITY.get(f.verdict, PROBLEM),
+        kind=f"kubernetes:{f.verdict}",
+        title=title,
+        evidence=evidence[:EVIDENCE_ITEMS],
+        next_steps=[NEXT][:NEXT_STEPS],
+    )

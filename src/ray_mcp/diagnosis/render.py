@@ -23,11 +23,13 @@ def merge_alike(findings: Sequence[models.Finding]) -> list[models.Finding]:
     for first, *rest in groups.values():
         if rest:
             also = [f"also: {r.title}" for r in rest[:ALIKE_SHOWN]]
-            first = first.model_copy(update={
-                "title": f"{first.title} (and {len(rest)} more like it)",
-                "severity": max(f.severity for f in (first, *rest)),
-                "evidence": [*first.evidence[: EVIDENCE_ITEMS - len(also)], *also],
-            })  # fmt: skip
+            first = first.model_copy(
+                update={
+                    "title": f"{first.title} (and {len(rest)} more like it)",
+                    "severity": max(f.severity for f in (first, *rest)),
+                    "evidence": [*first.evidence[: EVIDENCE_ITEMS - len(also)], *also],
+                }
+            )
         merged.append(first)
     return sorted(merged, key=lambda f: -f.severity)
 

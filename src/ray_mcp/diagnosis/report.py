@@ -89,9 +89,13 @@ def to_finding(c: Chain) -> models.Finding:
     driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
     title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
     return models.Finding(
-        severity=c.severity, kind=kind, title=one_line(title, FINDING_TITLE_CHARS), evidence=c.evidence()[:CHAIN_EVIDENCE_ITEMS],
-        next_steps=c.next_steps[:NEXT_STEPS], refs=KIND_REFS.get(kind, [])[:NEXT_STEPS],
-    )  # fmt: skip
+        severity=c.severity,
+        kind=kind,
+        title=one_line(title, FINDING_TITLE_CHARS),
+        evidence=c.evidence()[:CHAIN_EVIDENCE_ITEMS],
+        next_steps=c.next_steps[:NEXT_STEPS],
+        refs=KIND_REFS.get(kind, [])[:NEXT_STEPS],
+    )
 
 
 def job_report(
@@ -113,8 +117,11 @@ def job_report(
     readable = ev.tasks is not None and ev.actors is not None
     ended_well = info.status in ("SUCCEEDED", "STOPPED")
     if (not readable or unchecked) and not ended_well and not any(c.severity > CONTEXT for c in chains):
-        verdict = fit_bytes(f"{phrase}; Unknown: no cause found in what could be read; could not check "
-                      f"{', '.join(unchecked) or 'the job tasks and actors'}", VERDICT_BYTES)  # fmt: skip
+        verdict = fit_bytes(
+            f"{phrase}; Unknown: no cause found in what could be read; could not check "
+            f"{', '.join(unchecked) or 'the job tasks and actors'}",
+            VERDICT_BYTES,
+        )
     job_line = (
         f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{one_line(info.entrypoint, JOB_LINE_ENTRYPOINT_CHARS)}`: {phrase}"
         + (f", error_type {info.error_type}" if info.error_type else "")
@@ -134,11 +141,19 @@ def job_report(
         footer, shown_events, shown_notes = fit_footer(events, said, budget, others=others)
         text, shown = render_shown(header, merged, budget - len("\n".join(footer).encode()) - 1)
         model = models.JobDiagnosis(
-            job=job, submission_id=info.submission_id, job_id=info.job_id, status=info.status,
-            error_type=info.error_type, driver_exit_code=info.driver_exit_code, verdict=verdict,
-            findings=shown, notes=shown_notes, events=shown_events,
-            other_jobs=[o for o in others if o in footer], unchecked=unchecked,
-        )  # fmt: skip
+            job=job,
+            submission_id=info.submission_id,
+            job_id=info.job_id,
+            status=info.status,
+            error_type=info.error_type,
+            driver_exit_code=info.driver_exit_code,
+            verdict=verdict,
+            findings=shown,
+            notes=shown_notes,
+            events=shown_events,
+            other_jobs=[o for o in others if o in footer],
+            unchecked=unchecked,
+        )
         return model, "\n".join([text, *footer]) if footer else text
 
     return within_whole(build, max_bytes)
@@ -149,8 +164,11 @@ def fit_footer(
 ) -> tuple[list[str], list[str], list[str]]:
     """The lines after the findings (events, other jobs, notes) within a third of the budget, so that they
     never crowd out the findings, and the events and notes they show (for the structured answer)."""
-    footer = [*(["Events (newest first):", *(f"  {e}" for e in events)] if events else []), *others,
-              *(f"Note: {n}" for n in notes)]  # fmt: skip
+    footer = [
+        *(["Events (newest first):", *(f"  {e}" for e in events)] if events else []),
+        *others,
+        *(f"Note: {n}" for n in notes),
+    ]
     footer = fit_lines(footer, budget // 3)
     kept = set(footer)
     return footer, [e for e in events if f"  {e}" in kept], [n for n in notes if f"Note: {n}" in kept]
@@ -279,9 +297,16 @@ def health_answer(
         footer, shown_events, shown_notes = fit_footer(events, unread[:NOTES_SHOWN], budget)
         text, shown = render_shown(header, findings, budget - len("\n".join(footer).encode()) - 1)
         model = models.ClusterHealth(
-            healthy=status == "HEALTHY", status=status, verdict=verdict, dashboard_url=dashboard_url,
-            findings=shown, checked=checked, notes=shown_notes, events=shown_events, unchecked=unchecked,
-        )  # fmt: skip
+            healthy=status == "HEALTHY",
+            status=status,
+            verdict=verdict,
+            dashboard_url=dashboard_url,
+            findings=shown,
+            checked=checked,
+            notes=shown_notes,
+            events=shown_events,
+            unchecked=unchecked,
+        )
         return model, "\n".join([text, *footer]) if footer else text
 
     return within_whole(build, max_bytes)

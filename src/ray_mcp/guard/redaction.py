@@ -60,9 +60,24 @@ from ray_mcp.limits import (
 
 # env_vars values that configure rather than authenticate: masking them everywhere would mangle every answer
 NOT_SECRET_VALUES = frozenset(
-    {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "debug", "info", "warn", "warning",
-     "error", "critical"}
-)  # fmt: skip
+    {
+        "true",
+        "false",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "none",
+        "null",
+        "auto",
+        "debug",
+        "info",
+        "warn",
+        "warning",
+        "error",
+        "critical",
+    }
+)
 
 # Names of fields and variables whose values are secrets: *SECRET*, *PASSWORD*, and *_TOKEN, *_KEY, ...
 SECRET_KEY = re.compile(
@@ -240,18 +255,71 @@ def _is_word_char(ch: str) -> bool:
 # Lower-case substrings without which no shape nor detector above can match, found in one pass
 # (Aho-Corasick) over the lower-cased text. "token" and "key" count only at the end of a word.
 _ANCHORS = (
-    "passw", "passphrase", "secret", "credential", "pwd", "key", "token", "authorization", "cookie", "bearer",
-    "sig=", "-----begin", "putty", "aws", "xox", "hooks.slack", "eyj", "ya29.", "://", "hf_", "ghp_", "gho_",
-    "ghs_", "ghu_", "ghr_", "github_pat", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-",
-    "glptt-", "glagent-", "gloas-", "gr1348941", "npm_", "sk-", "sk_", "rk_", "pk_", "pypi-", "sg.",
-    "a3t", "abia", "acca", "akia", "asia", "aiza", "sq0",
-)  # fmt: skip
+    "passw",
+    "passphrase",
+    "secret",
+    "credential",
+    "pwd",
+    "key",
+    "token",
+    "authorization",
+    "cookie",
+    "bearer",
+    "sig=",
+    "-----begin",
+    "putty",
+    "aws",
+    "xox",
+    "hooks.slack",
+    "eyj",
+    "ya29.",
+    "://",
+    "hf_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "ghr_",
+    "github_pat",
+    "glpat-",
+    "gldt-",
+    "glft-",
+    "glsoat-",
+    "glrt-",
+    "glcbt-",
+    "glimt-",
+    "glptt-",
+    "glagent-",
+    "gloas-",
+    "gr1348941",
+    "npm_",
+    "sk-",
+    "sk_",
+    "rk_",
+    "pk_",
+    "pypi-",
+    "sg.",
+    "a3t",
+    "abia",
+    "acca",
+    "akia",
+    "asia",
+    "aiza",
+    "sq0",
+)
 _WORD_END_ANCHORS = frozenset({"key", "token"})
 # C0 but newline and tab, DEL, C1, and the invisible format characters that reorder or hide text.
 _CONTROL_CHARS = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]] + [
-    "\u061c", "\u180e", *map(chr, range(0x200B, 0x2010)), *map(chr, range(0x2028, 0x202F)),
-    *map(chr, range(0x2060, 0x206A)), "\ufeff", "\ufff9", "\ufffa", "\ufffb",
-]  # fmt: skip
+    "\u061c",
+    "\u180e",
+    *map(chr, range(0x200B, 0x2010)),
+    *map(chr, range(0x2028, 0x202F)),
+    *map(chr, range(0x2060, 0x206A)),
+    "\ufeff",
+    "\ufff9",
+    "\ufffa",
+    "\ufffb",
+]
 _CONTROL = re.compile("[" + "".join(_CONTROL_CHARS) + "]")
 
 

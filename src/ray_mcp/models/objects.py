@@ -26,8 +26,10 @@ class StoreNode(BaseModel):
 class ObjectGroup(BaseModel):
     """References held by one owner process, created at one call site."""
 
-    call_site: str = Field(description="Where the objects were created (Ray records it only with "
-                           "RAY_record_ref_creation_sites=1; otherwise 'disabled').")  # fmt: skip
+    call_site: str = Field(
+        description="Where the objects were created (Ray records it only with "
+        "RAY_record_ref_creation_sites=1; otherwise 'disabled')."
+    )
     owner: str = Field(description="The process holding the references: driver or worker, pid, IP, job.")
     pid: int | None = None
     ip: str | None = None

@@ -50,9 +50,22 @@ from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
 TOOL_AREAS = (
-    "cluster", "diagnose", "jobs", "logs", "actors", "placement_groups", "nodes", "tasks", "serve",
-    "topology", "train", "stacks", "objects", "events", "kubernetes",
-)  # fmt: skip
+    "cluster",
+    "diagnose",
+    "jobs",
+    "logs",
+    "actors",
+    "placement_groups",
+    "nodes",
+    "tasks",
+    "serve",
+    "topology",
+    "train",
+    "stacks",
+    "objects",
+    "events",
+    "kubernetes",
+)
 
 INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.

@@ -144,18 +144,22 @@ class SessionShares:
 
 
 async def _refuse(send: Send, mine: int, total: int | None) -> None:
-    body = json.dumps({
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": -32603,
-            "message": f"Too many sessions from this client: it holds {mine}, its share of the {total} ray-mcp "
-            "serves at once. Close one (DELETE it) or reuse it.",
-        },
-    }).encode()  # fmt: skip
-    await send({
-        "type": "http.response.start",
-        "status": 503,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    })  # fmt: skip
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32603,
+                "message": f"Too many sessions from this client: it holds {mine}, its share of the {total} ray-mcp "
+                "serves at once. Close one (DELETE it) or reuse it.",
+            },
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -63,9 +63,11 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
             max_request_body_size=max_body,
         )
         asgi = SessionShares(
-            asgi, server.session_manager, per_client=settings.max_sessions_per_client,
+            asgi,
+            server.session_manager,
+            per_client=settings.max_sessions_per_client,
             unused_timeout_s=settings.session_unused_timeout_s,
-        )  # fmt: skip
+        )
         path = "/mcp"
     token = settings.resolved_auth_token()
     guarded = HttpGuard(asgi, token=token)

@@ -105,9 +105,13 @@ def _status_hints(
             f"{pending_placement_groups} placement groups are PENDING; pg_status explains why each waits."
         )
     if pressure:
-        hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above "
-                        f"{MEMORY_USAGE_THRESHOLD:.0%} of host memory, where Ray's memory monitor kills workers): "
-                        + ", ".join(n.node_id for n in pressure[:PRESSURE_NODES_NAMED]) + ".")  # fmt: skip
+        hints.insert(
+            0,
+            f"{len(pressure)} node(s) under memory pressure (at or above "
+            f"{MEMORY_USAGE_THRESHOLD:.0%} of host memory, where Ray's memory monitor kills workers): "
+            + ", ".join(n.node_id for n in pressure[:PRESSURE_NODES_NAMED])
+            + ".",
+        )
     if any(d.infeasible for d in demands):
         hints.append(
             "Some demands fit on no node: lower the request, or add a node with those resources "
@@ -198,8 +202,10 @@ def with_decisions(status: models.ClusterStatus, decisions: list[str], notes: li
             status.autoscaler = models.AutoscalerStatus(kind="v2", active_nodes=status.nodes_alive)
         status.autoscaler.decisions = decisions
         if any(AUTOSCALER_FAILED.search(d) or AUTOSCALER_INFEASIBLE.search(d) for d in decisions):
-            status.hints.append("The autoscaler failed to launch nodes: see autoscaler.decisions, then "
-                                "list_events source=AUTOSCALER for all of its events.")  # fmt: skip
+            status.hints.append(
+                "The autoscaler failed to launch nodes: see autoscaler.decisions, then "
+                "list_events source=AUTOSCALER for all of its events."
+            )
     status.notes += notes
 
 

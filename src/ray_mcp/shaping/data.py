@@ -94,19 +94,31 @@ def dataset_info(row: Mapping[str, Any], report: Mapping[str, Any] | None) -> mo
             line = logged.pop(0)[1]
         elif line is not None:
             logged = [x for x in logged if x[0] != name]
-        ops.append(models.DataOperator(
-            name=str(op.get("operator") or name), state=str(op.get("state") or "UNKNOWN"),
-            tasks_done=_int(op.get("progress")), blocks_out_total=_int(op.get("total")),
-            rows_out_total=_int(op.get("total_rows")), queued_blocks=_int(op.get("queued_blocks")),
-            rows_out=_prometheus(op, "ray_data_output_rows"), spilled_bytes=_prometheus(op, "ray_data_spilled_bytes"),
-            progress=line))  # fmt: skip
+        ops.append(
+            models.DataOperator(
+                name=str(op.get("operator") or name),
+                state=str(op.get("state") or "UNKNOWN"),
+                tasks_done=_int(op.get("progress")),
+                blocks_out_total=_int(op.get("total")),
+                rows_out_total=_int(op.get("total_rows")),
+                queued_blocks=_int(op.get("queued_blocks")),
+                rows_out=_prometheus(op, "ray_data_output_rows"),
+                spilled_bytes=_prometheus(op, "ray_data_spilled_bytes"),
+                progress=line,
+            )
+        )
     neck = bottleneck(ops) if row.get("state") == "RUNNING" else None
     return models.DatasetInfo(
-        dataset=str(row.get("dataset")), state=str(row.get("state") or "UNKNOWN"),
-        start_time=_iso(row.get("start_time")), end_time=_iso(row.get("end_time")),
-        rows_out_total=_int(row.get("total_rows")), spilled_bytes=_prometheus(row, "ray_data_spilled_bytes"),
-        resources=(report or {}).get("resources"), bottleneck=neck.name if neck else None,
-        operators=ops[:DATA_OPERATORS_SHOWN])  # fmt: skip
+        dataset=str(row.get("dataset")),
+        state=str(row.get("state") or "UNKNOWN"),
+        start_time=_iso(row.get("start_time")),
+        end_time=_iso(row.get("end_time")),
+        rows_out_total=_int(row.get("total_rows")),
+        spilled_bytes=_prometheus(row, "ray_data_spilled_bytes"),
+        resources=(report or {}).get("resources"),
+        bottleneck=neck.name if neck else None,
+        operators=ops[:DATA_OPERATORS_SHOWN],
+    )
 
 
 def job_datasets(rows: Sequence[Mapping[str, Any]], driver_lines: Sequence[str] | None) -> models.JobDatasets:

@@ -94,17 +94,24 @@ def build_event_list(
             continue
         fields = e.get("custom_fields") or {}
         grouped[key] = models.ClusterEvent(
-            time=_clock(_ts(e)), severity=str(e.get("severity") or "INFO"), source=str(e.get("source_type") or "?"),
-            message=truncate_text(message, EVENT_MESSAGE_CHARS), count=1,
+            time=_clock(_ts(e)),
+            severity=str(e.get("severity") or "INFO"),
+            source=str(e.get("source_type") or "?"),
+            message=truncate_text(message, EVENT_MESSAGE_CHARS),
+            count=1,
             node=fields.get("node_id") or fields.get("nodeId") or e.get("source_hostname") or None,
-            job_id=fields.get("job_id") or fields.get("jobId") or None, label=e.get("label") or None,
-        )  # fmt: skip
+            job_id=fields.get("job_id") or fields.get("jobId") or None,
+            label=e.get("label") or None,
+        )
     distinct = list(grouped.values())
     shown = distinct[:limit]
     out = models.EventList(
-        total=len(rows), matched=len(matching), shown=len(shown), events=shown,
+        total=len(rows),
+        matched=len(matching),
+        shown=len(shown),
+        events=shown,
         notes=notes,
-    )  # fmt: skip
+    )
     if len(distinct) > limit:
         out.hints.append(
             f"{len(distinct) - limit} older distinct messages not shown: pass a larger limit, or narrow with "
@@ -118,8 +125,11 @@ def build_event_list(
 def render_event_list(ev: models.EventList) -> str:
     sev = Counter(e.severity for e in ev.events)
     worst = ", ".join(f"{k} {v}" for k, v in sorted(sev.items(), key=lambda kv: -_rank(kv[0])))
-    lines = [f"{ev.matched} of {ev.total} cluster events match; {ev.shown} distinct message(s) shown"
-             + (f" ({worst})" if worst else "") + ", newest first:"]  # fmt: skip
+    lines = [
+        f"{ev.matched} of {ev.total} cluster events match; {ev.shown} distinct message(s) shown"
+        + (f" ({worst})" if worst else "")
+        + ", newest first:"
+    ]
     for e in ev.events:
         times = f" x{e.count} since {e.first_time}" if e.count > 1 else ""
         where = "".join(f" {k}={v}" for k, v in (("node", e.node), ("job", e.job_id)) if v)

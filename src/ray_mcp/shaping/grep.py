@@ -31,13 +31,33 @@ _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_grep_limiter")  # one 
 
 # Constructs of Python's re that RE2 refuses, with what to write instead.
 _UNSUPPORTED: list[tuple[re.Pattern[str], str, str]] = [
-    (re.compile(r"\(\?<[=!]"), "lookbehind (?<=...) / (?<!...)", "match the preceding text itself, e.g. 'foo bar' instead of '(?<=foo )bar'"),
-    (re.compile(r"\(\?[=!]"), "lookahead (?=...) / (?!...)", "match the following text itself instead ('foobar' instead of 'foo(?=bar)'), or grep for the line and read its neighbours with context=2"),
-    (re.compile(r"\(\?P=\w+\)|(?<!\\)\\[1-9]"), "backreferences (\\1, (?P=name))", "spell the repeated text out, e.g. '(ab)ab' instead of '(ab)\\1'"),
-    (re.compile(r"\(\?>"), "atomic groups (?>...)", "use a plain group (...) instead: RE2 never backtracks, so it is not needed"),
-    (re.compile(r"(?<!\\)[*+?}][+]"), "possessive quantifiers (*+, ++, ?+)", "use the plain quantifier instead (drop the extra '+'): RE2 never backtracks"),
-    (re.compile(r"\(\?\(" ), "conditionals (?(1)...)", "grep for each alternative separately instead"),
-]  # fmt: skip
+    (
+        re.compile(r"\(\?<[=!]"),
+        "lookbehind (?<=...) / (?<!...)",
+        "match the preceding text itself, e.g. 'foo bar' instead of '(?<=foo )bar'",
+    ),
+    (
+        re.compile(r"\(\?[=!]"),
+        "lookahead (?=...) / (?!...)",
+        "match the following text itself instead ('foobar' instead of 'foo(?=bar)'), or grep for the line and read its neighbours with context=2",
+    ),
+    (
+        re.compile(r"\(\?P=\w+\)|(?<!\\)\\[1-9]"),
+        "backreferences (\\1, (?P=name))",
+        "spell the repeated text out, e.g. '(ab)ab' instead of '(ab)\\1'",
+    ),
+    (
+        re.compile(r"\(\?>"),
+        "atomic groups (?>...)",
+        "use a plain group (...) instead: RE2 never backtracks, so it is not needed",
+    ),
+    (
+        re.compile(r"(?<!\\)[*+?}][+]"),
+        "possessive quantifiers (*+, ++, ?+)",
+        "use the plain quantifier instead (drop the extra '+'): RE2 never backtracks",
+    ),
+    (re.compile(r"\(\?\("), "conditionals (?(1)...)", "grep for each alternative separately instead"),
+]
 
 
 class GrepPattern:

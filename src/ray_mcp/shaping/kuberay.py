@@ -114,9 +114,13 @@ def events_digest(events: list[dict[str, Any]], names: set[str]) -> tuple[list[K
             seen.last_seen = max(seen.last_seen or "", last or "") or None
         else:
             merged[key] = KubeEvent(
-                object=f"{obj.get('kind', '?')}/{key[0]}", type=key[1], reason=key[2], message=key[3],
-                count=count, last_seen=last,
-            )  # fmt: skip
+                object=f"{obj.get('kind', '?')}/{key[0]}",
+                type=key[1],
+                reason=key[2],
+                message=key[3],
+                count=count,
+                last_seen=last,
+            )
     ordered = sorted(merged.values(), key=lambda v: (v.type != "Warning", -v.count, v.last_seen or ""))
     return ordered[:KUBE_EVENTS_SHOWN], len(ordered)
 
@@ -128,10 +132,14 @@ def worker_groups(raycluster: dict[str, Any]) -> list[WorkerGroup]:
     for g in spec.get("workerGroupSpecs") or []:
         groups.append(
             WorkerGroup(
-                name=g.get("groupName", "?"), replicas=g.get("replicas"), min_replicas=g.get("minReplicas"),
-                max_replicas=g.get("maxReplicas"), suspended=g.get("suspend") or None, autoscaled=autoscaling,
+                name=g.get("groupName", "?"),
+                replicas=g.get("replicas"),
+                min_replicas=g.get("minReplicas"),
+                max_replicas=g.get("maxReplicas"),
+                suspended=g.get("suspend") or None,
+                autoscaled=autoscaling,
             )
-        )  # fmt: skip
+        )
     del status
     return groups
 
@@ -144,52 +152,83 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
             f" (worker group {p.group})" if p.node_type == "worker" else ""
         )
         if p.unschedulable:
-            findings.append(KubeFinding(
-                verdict="unschedulable", pod=p.name, group=p.group,
-                text=f"{where} is Pending: the scheduler says {quoted(p.unschedulable)}. Ray's demand for it waits "
-                "until a node with those resources joins (cluster autoscaler, node pool, quota).",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="unschedulable",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} is Pending: the scheduler says {quoted(p.unschedulable)}. Ray's demand for it waits "
+                    "until a node with those resources joins (cluster autoscaler, node pool, quota).",
+                )
+            )
         elif p.waiting and p.waiting.split(": ")[-1] in PULL_REASONS:
-            findings.append(KubeFinding(
-                verdict="image pull failing", pod=p.name, group=p.group,
-                text=f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
-                "image name and tag and the imagePullSecrets.",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="image pull failing",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
+                    "image name and tag and the imagePullSecrets.",
+                )
+            )
         elif p.in_init and p.phase == "Pending":
-            findings.append(KubeFinding(
-                verdict="stuck in init", pod=p.name, group=p.group,
-                text=f"{where} is still in init container {quoted(p.in_init)}: a worker waits there until "
-                "the head's GCS answers. Check the head pod and its service; read this container's log with "
-                f"kuberay_logs(pod={p.name!r}, container={p.in_init!r}).",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="stuck in init",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} is still in init container {quoted(p.in_init)}: a worker waits there until "
+                    "the head's GCS answers. Check the head pod and its service; read this container's log with "
+                    f"kuberay_logs(pod={p.name!r}, container={p.in_init!r}).",
+                )
+            )
         elif p.last_terminated and "OOMKilled" in p.last_terminated:
-            findings.append(KubeFinding(
-                verdict="OOMKilled", pod=p.name, group=p.group,
-                text=f"{where} was OOMKilled ({p.last_terminated}, {p.restarts} restart(s)): its memory limit is "
-                "too low for what runs there. Read the log before the kill with "
-                f"kuberay_logs(pod={p.name!r}, previous=true).",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="OOMKilled",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} was OOMKilled ({p.last_terminated}, {p.restarts} restart(s)): its memory limit is "
+                    "too low for what runs there. Read the log before the kill with "
+                    f"kuberay_logs(pod={p.name!r}, previous=true).",
+                )
+            )
         elif p.phase == "Failed" and p.reason == "Evicted":
-            findings.append(KubeFinding(
-                verdict="evicted", pod=p.name, group=p.group,
-                text=f"{where} was evicted: {quoted(p.message or 'no message')}.",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="evicted",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} was evicted: {quoted(p.message or 'no message')}.",
+                )
+            )
         elif p.phase == "Failed":
-            findings.append(KubeFinding(
-                verdict="pod failed", pod=p.name, group=p.group,
-                text=f"{where} failed ({p.last_terminated or p.reason or 'no reason given'}): "
-                f"{quoted(p.message or 'no message')}. Read kuberay_logs(pod={p.name!r}).",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="pod failed",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} failed ({p.last_terminated or p.reason or 'no reason given'}): "
+                    f"{quoted(p.message or 'no message')}. Read kuberay_logs(pod={p.name!r}).",
+                )
+            )
         elif p.waiting and p.waiting.split(": ")[-1] in CRASH_REASONS:
-            findings.append(KubeFinding(
-                verdict="crash looping", pod=p.name, group=p.group,
-                text=f"{where} is in {p.waiting} after {p.restarts} restart(s) (last: {p.last_terminated or 'unknown'}). "
-                f"Read kuberay_logs(pod={p.name!r}, previous=true).",
-            ))  # fmt: skip
+            findings.append(
+                KubeFinding(
+                    verdict="crash looping",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} is in {p.waiting} after {p.restarts} restart(s) (last: {p.last_terminated or 'unknown'}). "
+                    f"Read kuberay_logs(pod={p.name!r}, previous=true).",
+                )
+            )
     if raycluster is not None and not pods:
-        findings.append(KubeFinding(
-            verdict="no pods", text="KubeRay created no pod for this RayCluster: read the operator's events below.",
-        ))  # fmt: skip
+        findings.append(
+            KubeFinding(
+                verdict="no pods",
+                text="KubeRay created no pod for this RayCluster: read the operator's events below.",
+            )
+        )
     return findings
 
 
@@ -201,31 +240,42 @@ def job_findings(rayjob: dict[str, Any], ray_status: str | None) -> list[KubeFin
     found: list[KubeFinding] = []
     live = ray_status or recorded
     if deployment in JOB_DONE and live in RAY_RUNNING:
-        found.append(KubeFinding(
-            verdict="status disagrees",
-            text=f"The RayJob says {deployment} but Ray says the job is {live}: KubeRay gave up on a job that "
-            "still runs (or its submitter failed). Trust Ray's status; read the submitter's log.",
-        ))  # fmt: skip
+        found.append(
+            KubeFinding(
+                verdict="status disagrees",
+                text=f"The RayJob says {deployment} but Ray says the job is {live}: KubeRay gave up on a job that "
+                "still runs (or its submitter failed). Trust Ray's status; read the submitter's log.",
+            )
+        )
     elif deployment == "Running" and live in RAY_ENDED:
-        found.append(KubeFinding(
-            verdict="status disagrees",
-            text=f"The RayJob is still Running but Ray says the job is {live}: KubeRay has not caught up (or its "
-            "submitter is wedged).",
-        ))  # fmt: skip
+        found.append(
+            KubeFinding(
+                verdict="status disagrees",
+                text=f"The RayJob is still Running but Ray says the job is {live}: KubeRay has not caught up (or its "
+                "submitter is wedged).",
+            )
+        )
     elif ray_status and recorded and ray_status != recorded and deployment not in JOB_DONE:
-        found.append(KubeFinding(
-            verdict="status disagrees",
-            text=f"KubeRay records Ray's job status as {recorded}, Ray says {ray_status}.",
-        ))  # fmt: skip
+        found.append(
+            KubeFinding(
+                verdict="status disagrees",
+                text=f"KubeRay records Ray's job status as {recorded}, Ray says {ray_status}.",
+            )
+        )
     reason, message = status.get("reason"), status.get("message")
     if deployment == "Failed" and reason:
-        found.append(KubeFinding(
-            verdict="RayJob failed",
-            text=f"The RayJob failed: {reason}: {quoted(message or '')}."
-            + (" The submitter started before the head was ready and ran out of retries: resubmit, and raise "
-               "spec.backoffLimit or the submitter's wait." if reason == "BackoffLimitExceeded"
-               or "Backoff" in str(message) else ""),
-        ))  # fmt: skip
+        found.append(
+            KubeFinding(
+                verdict="RayJob failed",
+                text=f"The RayJob failed: {reason}: {quoted(message or '')}."
+                + (
+                    " The submitter started before the head was ready and ran out of retries: resubmit, and raise "
+                    "spec.backoffLimit or the submitter's wait."
+                    if reason == "BackoffLimitExceeded" or "Backoff" in str(message)
+                    else ""
+                ),
+            )
+        )
     return found
 
 
@@ -249,11 +299,13 @@ def service_findings(
     if age is not None and age < KUBE_UPGRADE_STUCK_S:
         return []
     how_long = f" for {age / 60:.0f} min" if age is not None else ""
-    return [KubeFinding(
-        verdict="upgrade stuck",
-        text=f"The upgrade to RayCluster {pending} has not finished{how_long}: its cluster is not ready, so traffic "
-        "stays on the active one. Its pods' findings say why (often no node has the resources for it).",
-    )]  # fmt: skip
+    return [
+        KubeFinding(
+            verdict="upgrade stuck",
+            text=f"The upgrade to RayCluster {pending} has not finished{how_long}: its cluster is not ready, so traffic "
+            "stays on the active one. Its pods' findings say why (often no node has the resources for it).",
+        )
+    ]
 
 
 def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:
@@ -273,12 +325,14 @@ def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:
                 if role == "pending"
                 else "and KubeRay may replace the cluster over and over while the cause stays"
             )
-            found.append(KubeFinding(
-                verdict="serve app failing",
-                text=f"Serve app {quoted(app)} on the {role} cluster {side.get('rayClusterName') or '?'} is "
-                f"{state}: {quoted((app_status or {}).get('message') or 'no message')}, {then}. Fix the app's "
-                "config or code (serveConfigV2); serve_status shows Ray's side of it.",
-            ))  # fmt: skip
+            found.append(
+                KubeFinding(
+                    verdict="serve app failing",
+                    text=f"Serve app {quoted(app)} on the {role} cluster {side.get('rayClusterName') or '?'} is "
+                    f"{state}: {quoted((app_status or {}).get('message') or 'no message')}, {then}. Fix the app's "
+                    "config or code (serveConfigV2); serve_status shows Ray's side of it.",
+                )
+            )
     return found
 
 

@@ -177,18 +177,29 @@ def build_node_list(
         hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")
     pressure = [n for n in nodes if n.usage and n.usage.memory_pressure]
     if pressure:
-        hints.insert(0, f"{len(pressure)} node(s) under memory pressure (at or above {MEMORY_USAGE_THRESHOLD:.0%}): "
-                        "call list_actors node_id=<id> to see what runs there.")  # fmt: skip
+        hints.insert(
+            0,
+            f"{len(pressure)} node(s) under memory pressure (at or above {MEMORY_USAGE_THRESHOLD:.0%}): "
+            "call list_actors node_id=<id> to see what runs there.",
+        )
     return models.NodeList(
-        total=len(nodes), matched=len(nodes), shown=len(shown), alive=alive, dead=len(nodes) - alive,
-        nodes=shown, notes=notes, hints=hints,
-    )  # fmt: skip
+        total=len(nodes),
+        matched=len(nodes),
+        shown=len(shown),
+        alive=alive,
+        dead=len(nodes) - alive,
+        nodes=shown,
+        notes=notes,
+        hints=hints,
+    )
 
 
 def render_node_list(page: models.NodeList) -> str:
     pressure = sum(1 for n in page.nodes if n.usage and n.usage.memory_pressure)
-    lines = [f"Nodes: {page.alive} alive, {page.dead} dead; showing {page.shown}."
-             + (f" {pressure} under MEMORY PRESSURE." if pressure else "")]  # fmt: skip
+    lines = [
+        f"Nodes: {page.alive} alive, {page.dead} dead; showing {page.shown}."
+        + (f" {pressure} under MEMORY PRESSURE." if pressure else "")
+    ]
     for n in page.nodes:
         role = "head" if n.is_head else "worker"
         line = f"  {n.node_id} {n.ip} {role} {n.state}"
@@ -251,11 +262,15 @@ def host_usage(
         usage.object_store_used = float(to_number(used) or 0)
     for g in entry.get("gpus") or []:
         if isinstance(g, Mapping):
-            usage.gpus.append(models.GPUUse(
-                index=to_number(g.get("index")), name=g.get("name"), utilization_percent=g.get("utilizationGpu"),
-                memory_used=float(g["memoryUsed"]) * MIB if g.get("memoryUsed") is not None else None,
-                memory_total=float(g["memoryTotal"]) * MIB if g.get("memoryTotal") is not None else None,
-            ))  # fmt: skip
+            usage.gpus.append(
+                models.GPUUse(
+                    index=to_number(g.get("index")),
+                    name=g.get("name"),
+                    utilization_percent=g.get("utilizationGpu"),
+                    memory_used=float(g["memoryUsed"]) * MIB if g.get("memoryUsed") is not None else None,
+                    memory_total=float(g["memoryTotal"]) * MIB if g.get("memoryTotal") is not None else None,
+                )
+            )
     return usage
 
 

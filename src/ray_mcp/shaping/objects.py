@@ -35,14 +35,17 @@ def store_nodes(nodes: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> l
         total = (node.get("resources_total") or {}).get("object_store_memory")
         used = _num(stats.get("objectStoreBytesUsed"), raylet.get("objectStoreUsedMemory"))
         store = models.StoreNode(
-            node_id=node_id, ip=node.get("node_ip"), used=used, total=float(total) if total else None,
+            node_id=node_id,
+            ip=node.get("node_ip"),
+            used=used,
+            total=float(total) if total else None,
             spilled_bytes=_num(stats.get("spilledBytesTotal"), zero),
             spilled_objects=_int(stats.get("spilledObjectsTotal"), zero),
             restored_bytes=_num(stats.get("restoredBytesTotal"), zero),
             restored_objects=_int(stats.get("restoredObjectsTotal"), zero),
             fallback_bytes=_num(stats.get("objectStoreBytesFallback"), zero),
             local_objects=_int(stats.get("numLocalObjects"), zero),
-        )  # fmt: skip
+        )
         if store.used is not None and store.total:
             store.fraction = round(store.used / store.total, 4)
         out.append(store)
@@ -133,9 +136,15 @@ def build_object_store(
         group = groups.get((site, who))
         if group is None:
             group = groups[(site, who)] = models.ObjectGroup(
-                call_site=site, owner=who, pid=to_number(row.get("pid")), ip=row.get("ip"), job_id=job_id,
-                objects=0, bytes=0, leak=leak,
-            )  # fmt: skip
+                call_site=site,
+                owner=who,
+                pid=to_number(row.get("pid")),
+                ip=row.get("ip"),
+                job_id=job_id,
+                objects=0,
+                bytes=0,
+                leak=leak,
+            )
         group.objects += 1
         group.bytes += size
         ref = str(row.get("reference_type") or "UNKNOWN_STATUS")
@@ -143,9 +152,14 @@ def build_object_store(
     ranked = sorted(groups.values(), key=lambda g: (-g.bytes, -g.objects, g.call_site))
     leaks = [g for g in ranked if g.leak]
     summary = models.ObjectStoreSummary(
-        verdict="", objects=len(sizes), bytes=sum(sizes.values()), nodes=stores[:STORE_NODES_SHOWN],
-        groups=ranked[:limit], leaks=len(leaks), notes=notes,
-    )  # fmt: skip
+        verdict="",
+        objects=len(sizes),
+        bytes=sum(sizes.values()),
+        nodes=stores[:STORE_NODES_SHOWN],
+        groups=ranked[:limit],
+        leaks=len(leaks),
+        notes=notes,
+    )
     summary.verdict = _verdict(summary, ranked, leaks)
     summary.hints = _hints(summary, ranked, limit)
     return summary
@@ -159,8 +173,10 @@ def store_pressure(stores: list[models.StoreNode]) -> list[str]:
         if s.fraction is not None and s.fraction >= STORE_NEAR_FULL:
             parts.append(f"{s.fraction:.0%} full ({_gib(s.used)} of {_gib(s.total)})")
         if s.spilled_bytes:
-            parts.append(f"spilled {_gib(s.spilled_bytes)} in {s.spilled_objects or '?'} objects, "
-                         f"restored {_gib(s.restored_bytes or 0)}")  # fmt: skip
+            parts.append(
+                f"spilled {_gib(s.spilled_bytes)} in {s.spilled_objects or '?'} objects, "
+                f"restored {_gib(s.restored_bytes or 0)}"
+            )
         if s.fallback_bytes:
             parts.append(f"{_gib(s.fallback_bytes)} in fallback allocation on disk")
         if parts:
@@ -200,11 +216,15 @@ def _hints(summary: models.ObjectStoreSummary, ranked: list[models.ObjectGroup],
             "Call sites are 'disabled': start Ray with RAY_record_ref_creation_sites=1 to record them."
         )
     if summary.leaks:
-        hints.append("Leaked references stay until their holder drops them or dies: kill_actor a detached "
-                     "actor that holds them, or delete the refs in its code.")  # fmt: skip
+        hints.append(
+            "Leaked references stay until their holder drops them or dies: kill_actor a detached "
+            "actor that holds them, or delete the refs in its code."
+        )
     if any(s.spilled_bytes for s in summary.nodes):
-        hints.append("Spilling writes to the node's disk (object_spilling_config); a full disk makes it "
-                     "retry: check the spill directory's disk, and free references the holders above keep.")  # fmt: skip
+        hints.append(
+            "Spilling writes to the node's disk (object_spilling_config); a full disk makes it "
+            "retry: check the spill directory's disk, and free references the holders above keep."
+        )
     return hints
 
 

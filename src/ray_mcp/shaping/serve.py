@@ -100,16 +100,20 @@ def scaling_reason(raw: Mapping[str, Any], replicas: list[models.ServeReplica], 
     reasons: list[str] = []
     if isinstance(target, int) and running < target:
         if m := _UNSCHEDULED.search(message):
-            reasons.append(f"{m['n']} replica(s) unscheduled for over {m['s']} s: each needs {m['need']}, the "
-                           f"cluster has {m['free']} free (the autoscaler, if any, must add a node)")  # fmt: skip
+            reasons.append(
+                f"{m['n']} replica(s) unscheduled for over {m['s']} s: each needs {m['need']}, the "
+                f"cluster has {m['free']} free (the autoscaler, if any, must add a node)"
+            )
         elif m := _SLOW_INIT.search(message):
             reasons.append(
                 f"{m['n']} replica(s) slow to initialize (over {m['s']} s in __init__ or reconfigure)"
             )
         elif starting:
             need = raw.get("required_resources")
-            reasons.append(f"{starting} replica(s) {'/'.join(sorted({r.state for r in replicas if r.state in _STARTING}))}"
-                           + (f", each needs {json.dumps(need)}" if need else ""))  # fmt: skip
+            reasons.append(
+                f"{starting} replica(s) {'/'.join(sorted({r.state for r in replicas if r.state in _STARTING}))}"
+                + (f", each needs {json.dumps(need)}" if need else "")
+            )
         else:
             reasons.append(f"{target - running} replica(s) not started yet")
     if isinstance(target, int) and running > target:

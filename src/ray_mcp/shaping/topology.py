@@ -162,8 +162,12 @@ def physical(summary: Mapping[str, Any] | None) -> dict[str, Any]:
     if usage is None:
         return {}
     gpus = [TopoGPU(**g.model_dump()) for g in usage.gpus]
-    return {"cpu_percent": usage.cpu_percent, "memory_used_fraction": usage.memory_fraction,
-            "object_store_used": usage.object_store_used, "gpus": gpus}  # fmt: skip
+    return {
+        "cpu_percent": usage.cpu_percent,
+        "memory_used_fraction": usage.memory_fraction,
+        "object_store_used": usage.object_store_used,
+        "gpus": gpus,
+    }
 
 
 def memory_flag(fraction: float | None, threshold: float = MEMORY_USAGE_THRESHOLD) -> bool | None:
@@ -179,8 +183,15 @@ def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
     notes = list(ev.notes)
     stats = ev.worker_stats
     actors = [topo_actor(r, job_id, stats.get(str(r.get("actor_id")))) for r in ev.actor_rows]
-    actors.sort(key=lambda a: (a.placement_group_id or "~", a.bundle_index if a.bundle_index is not None else 1 << 30,
-                               a.class_name, a.name or "", a.actor_id))  # fmt: skip
+    actors.sort(
+        key=lambda a: (
+            a.placement_group_id or "~",
+            a.bundle_index if a.bundle_index is not None else 1 << 30,
+            a.class_name,
+            a.name or "",
+            a.actor_id,
+        )
+    )
     by_id = {a.actor_id: a for a in actors}
 
     # Serve: replicas, and the actors each replica's process created (owner = the replica's worker).
@@ -270,17 +281,28 @@ def _groups(
             idx = int((b.get("bundle_id") or {}).get("bundle_index", len(bundles)))
             res = {k: float(v) for k, v in sorted((b.get("unit_resources") or {}).items())}
             node = b.get("node_id") or None
-            bundles.append(TopoBundle(index=idx, resources=res, node_id=node,
-                                      actor_ids=[a.actor_id for a in members if a.bundle_index == idx]))  # fmt: skip
+            bundles.append(
+                TopoBundle(
+                    index=idx,
+                    resources=res,
+                    node_id=node,
+                    actor_ids=[a.actor_id for a in members if a.bundle_index == idx],
+                )
+            )
             if node and state != "REMOVED":
                 bundle_nodes[node].append((pg_id, res))
         bundles.sort(key=lambda b: b.index)
         live = sum(1 for a in members if a.state == LIVE)
         group = TopoGroup(
-            placement_group_id=pg_id, name=row.get("name") or None, state=state,
-            strategy=ev.strategies.get(pg_id), bundles_total=len(bundles), live_actors=live,
-            bundles=bundles, any_bundle_actor_ids=[a.actor_id for a in members if a.bundle_index is None],
-        )  # fmt: skip
+            placement_group_id=pg_id,
+            name=row.get("name") or None,
+            state=state,
+            strategy=ev.strategies.get(pg_id),
+            bundles_total=len(bundles),
+            live_actors=live,
+            bundles=bundles,
+            any_bundle_actor_ids=[a.actor_id for a in members if a.bundle_index is None],
+        )
         groups.append(group)
         gaps += _group_gaps(group, by_id)
     groups.sort(key=lambda g: (g.state == "REMOVED", g.name or "", g.placement_group_id))
@@ -296,11 +318,22 @@ def _actor_gaps(actors: Sequence[TopoActor]) -> list[Gap]:
         if a.state == "DEAD" and a.placement_group_id is None:
             continue  # ended actors outside groups are counted, not flagged (jobs end actors all the time)
         if a.state in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
-            gaps.append(Gap(kind="pending_actor", actor_id=a.actor_id, placement_group_id=a.placement_group_id,
-                            text=f"actor {a.actor_id} ({_who(a)}) is {a.state}: not placed yet."))  # fmt: skip
+            gaps.append(
+                Gap(
+                    kind="pending_actor",
+                    actor_id=a.actor_id,
+                    placement_group_id=a.placement_group_id,
+                    text=f"actor {a.actor_id} ({_who(a)}) is {a.state}: not placed yet.",
+                )
+            )
         elif a.state == "RESTARTING":
-            gaps.append(Gap(kind="restarting_actor", actor_id=a.actor_id,
-                            text=f"actor {a.actor_id} ({_who(a)}) is RESTARTING (restarts {a.restarts})."))  # fmt: skip
+            gaps.append(
+                Gap(
+                    kind="restarting_actor",
+                    actor_id=a.actor_id,
+                    text=f"actor {a.actor_id} ({_who(a)}) is RESTARTING (restarts {a.restarts}).",
+                )
+            )
     return gaps
 
 
@@ -316,9 +349,15 @@ def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
     for b in group.bundles:
         members = [by_id[i] for i in b.actor_ids if i in by_id]
         if not b.node_id:
-            gaps.append(Gap(kind="unplaced_bundle", placement_group_id=pg, bundle_index=b.index,
-                            text=f"group {label}: bundle {b.index} {format_shape(b.resources)} is not placed "
-                                 f"(group {group.state})."))  # fmt: skip
+            gaps.append(
+                Gap(
+                    kind="unplaced_bundle",
+                    placement_group_id=pg,
+                    bundle_index=b.index,
+                    text=f"group {label}: bundle {b.index} {format_shape(b.resources)} is not placed "
+                    f"(group {group.state}).",
+                )
+            )
             continue
         live = [a for a in members if a.state == LIVE]
         if live or any(
@@ -326,25 +365,49 @@ def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
         ):
             for a in members:
                 if a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY"):
-                    gaps.append(Gap(kind="restarting_actor" if a.state == "RESTARTING" else "pending_actor",
-                                    placement_group_id=pg, bundle_index=b.index, actor_id=a.actor_id,
-                                    text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is {a.state}."))  # fmt: skip
+                    gaps.append(
+                        Gap(
+                            kind="restarting_actor" if a.state == "RESTARTING" else "pending_actor",
+                            placement_group_id=pg,
+                            bundle_index=b.index,
+                            actor_id=a.actor_id,
+                            text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is {a.state}.",
+                        )
+                    )
             continue
         dead = [a for a in members if a.state == "DEAD"]
         if dead:
             a = dead[-1]
             why = _death_text(a)
-            gaps.append(Gap(kind="dead_rank", placement_group_id=pg, bundle_index=b.index, actor_id=a.actor_id,
-                            node_id=a.node_id,
-                            text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is DEAD: {why}"))  # fmt: skip
+            gaps.append(
+                Gap(
+                    kind="dead_rank",
+                    placement_group_id=pg,
+                    bundle_index=b.index,
+                    actor_id=a.actor_id,
+                    node_id=a.node_id,
+                    text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is DEAD: {why}",
+                )
+            )
         elif not group.any_bundle_actor_ids:
-            gaps.append(Gap(kind="empty_bundle", placement_group_id=pg, bundle_index=b.index, node_id=b.node_id,
-                            text=f"group {label}: bundle {b.index} {format_shape(b.resources)} on node "
-                                 f"{b.node_id} holds no actor."))  # fmt: skip
+            gaps.append(
+                Gap(
+                    kind="empty_bundle",
+                    placement_group_id=pg,
+                    bundle_index=b.index,
+                    node_id=b.node_id,
+                    text=f"group {label}: bundle {b.index} {format_shape(b.resources)} on node "
+                    f"{b.node_id} holds no actor.",
+                )
+            )
     if group.bundles_total and group.live_actors < group.bundles_total and group.state != "PENDING":
-        gaps.append(Gap(kind="short_group", placement_group_id=pg,
-                        text=f"group {label}: {group.live_actors} live actor(s) for {group.bundles_total} "
-                             "bundles."))  # fmt: skip
+        gaps.append(
+            Gap(
+                kind="short_group",
+                placement_group_id=pg,
+                text=f"group {label}: {group.live_actors} live actor(s) for {group.bundles_total} bundles.",
+            )
+        )
     return gaps
 
 
@@ -373,9 +436,12 @@ def _serve(ev: TopologySources, job_id: str) -> tuple[TopoServe | None, dict[str
             replicas = []
             for r in dep.get("replicas") or []:
                 rep = TopoReplica(
-                    replica_id=r.get("replica_id"), state=str(r.get("state", "")), actor_id=r.get("actor_id"),
-                    node_id=r.get("node_id"), pid=to_number(r.get("pid")) or None,
-                )  # fmt: skip
+                    replica_id=r.get("replica_id"),
+                    state=str(r.get("state", "")),
+                    actor_id=r.get("actor_id"),
+                    node_id=r.get("node_id"),
+                    pid=to_number(r.get("pid")) or None,
+                )
                 any_replica_in_job |= rep.actor_id in job_actor_ids
                 if r.get("worker_id"):
                     label = f"{app_name}/{dep_name}#{rep.replica_id or rep.actor_id}"
@@ -386,16 +452,20 @@ def _serve(ev: TopologySources, job_id: str) -> tuple[TopoServe | None, dict[str
             )
         apps.append(TopoServeApp(name=app_name, status=str(app.get("status", "")), deployments=deployments))
     if controller and controller == job_id:
-        how = (f"Serve's controller was started by this job ({job_id}), so its applications and replicas "
-               "(Serve-created actors carry the controller's job id) belong to it.")  # fmt: skip
+        how = (
+            f"Serve's controller was started by this job ({job_id}), so its applications and replicas "
+            "(Serve-created actors carry the controller's job id) belong to it."
+        )
         return TopoServe(attributed=True, controller_job_id=controller, how=how, apps=apps), replica_of_worker
     if any_replica_in_job:
         how = "Replica actors carry this job's id."
         return TopoServe(attributed=True, controller_job_id=controller, how=how, apps=apps), replica_of_worker
     names = ", ".join(a.name for a in apps[: limits.SERVE_APPS_NAMED])
-    how = (f"Unattributed: Serve's controller belongs to job {controller or 'unknown'}, and Ray records the "
-           "deploying job only inside the Serve controller (not over its REST API), so the "
-           f"{len(apps)} application(s) ({names}) are not linked to this job.")  # fmt: skip
+    how = (
+        f"Unattributed: Serve's controller belongs to job {controller or 'unknown'}, and Ray records the "
+        "deploying job only inside the Serve controller (not over its REST API), so the "
+        f"{len(apps)} application(s) ({names}) are not linked to this job."
+    )
     return TopoServe(attributed=False, controller_job_id=controller, how=how), {}
 
 
@@ -439,26 +509,45 @@ def _nodes(
         label_no += 1
         phys = physical(ev.node_summary.get(node_id))
         node = TopoNode(
-            node_id=node_id, label=f"n{label_no}", ip=str(row.get("node_ip", "")),
-            state="ALIVE" if alive else "DEAD", is_head=bool(row.get("is_head_node")),
-            resources={k: models.ResourceUse(used=usage.get(k, (0.0, v))[0], total=v) for k, v in sorted(totals.items())},
+            node_id=node_id,
+            label=f"n{label_no}",
+            ip=str(row.get("node_ip", "")),
+            state="ALIVE" if alive else "DEAD",
+            is_head=bool(row.get("is_head_node")),
+            resources={
+                k: models.ResourceUse(used=usage.get(k, (0.0, v))[0], total=v)
+                for k, v in sorted(totals.items())
+            },
             job_share={k: round(v, 4) for k, v in sorted(share.get(node_id, {}).items())},
-            cpu_percent=phys.get("cpu_percent"), memory_used_fraction=phys.get("memory_used_fraction"),
+            cpu_percent=phys.get("cpu_percent"),
+            memory_used_fraction=phys.get("memory_used_fraction"),
             memory_pressure=memory_flag(phys.get("memory_used_fraction")),
-            object_store_used=phys.get("object_store_used"), gpus=phys.get("gpus") or [],
-            actors=live_on.get(node_id, 0), bundles=len(bundle_nodes.get(node_id, [])),
+            object_store_used=phys.get("object_store_used"),
+            gpus=phys.get("gpus") or [],
+            actors=live_on.get(node_id, 0),
+            bundles=len(bundle_nodes.get(node_id, [])),
             driver=node_id == driver_node,
             death_reason=None if alive else (row.get("state_message") or "no reason recorded"),
-        )  # fmt: skip
+        )
         if node_id in hosting:
             nodes.append(node)
             if not alive:
-                gaps.append(Gap(kind="dead_node", node_id=node_id,
-                                text=f"node {node_id} ({node.ip}) that held this job's work is DEAD: {node.death_reason}"))  # fmt: skip
+                gaps.append(
+                    Gap(
+                        kind="dead_node",
+                        node_id=node_id,
+                        text=f"node {node_id} ({node.ip}) that held this job's work is DEAD: {node.death_reason}",
+                    )
+                )
             if node.memory_pressure:
-                gaps.append(Gap(kind="memory_pressure", node_id=node_id,
-                                text=f"node {node_id} ({node.ip}) uses {node.memory_used_fraction:.0%} of its "
-                                     f"memory (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%})."))  # fmt: skip
+                gaps.append(
+                    Gap(
+                        kind="memory_pressure",
+                        node_id=node_id,
+                        text=f"node {node_id} ({node.ip}) uses {node.memory_used_fraction:.0%} of its "
+                        f"memory (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%}).",
+                    )
+                )
             if alive and has_gpu and node.actors == 0:
                 idle_gpu.append(node)
         else:
@@ -467,14 +556,23 @@ def _nodes(
         gpu = node.resources.get("GPU")
         used = f"{gpu.used:g}/{gpu.total:g} GPUs in use" if gpu else "GPUs"
         mine = " though this job holds bundles there" if node.bundles else ""
-        gaps.append(Gap(kind="idle_gpu_node", node_id=node.node_id,
-                        text=f"node {node.node_id} ({node.ip}) has GPUs ({used}) and hosts no actor of this "
-                             f"job{mine}."))  # fmt: skip
+        gaps.append(
+            Gap(
+                kind="idle_gpu_node",
+                node_id=node.node_id,
+                text=f"node {node.node_id} ({node.ip}) has GPUs ({used}) and hosts no actor of this "
+                f"job{mine}.",
+            )
+        )
         if node not in nodes:
             nodes.append(node)
     if len(idle_gpu) > limits.TOPOLOGY_IDLE_GPU_NODES:
-        gaps.append(Gap(kind="idle_gpu_node",
-                        text=f"{len(idle_gpu) - limits.TOPOLOGY_IDLE_GPU_NODES} more GPU node(s) host no actor of this job."))  # fmt: skip
+        gaps.append(
+            Gap(
+                kind="idle_gpu_node",
+                text=f"{len(idle_gpu) - limits.TOPOLOGY_IDLE_GPU_NODES} more GPU node(s) host no actor of this job.",
+            )
+        )
     return nodes
 
 

@@ -206,12 +206,24 @@ def render_serve(s: TopoServe, by_id: Mapping[str, TopoActor], labels: Mapping[s
         for dep in app.deployments:
             states = Counter(r.state for r in dep.replicas)
             where = ",".join(sorted({labels.get(r.node_id or "", "?") for r in dep.replicas})) or "-"
-            lines.append(f"  {dep.name}: {dep.status}, replicas " +
-                         ", ".join(f"{n} {s}" for s, n in states.items()) + f" on {where}")  # fmt: skip
+            lines.append(
+                f"  {dep.name}: {dep.status}, replicas "
+                + ", ".join(f"{n} {s}" for s, n in states.items())
+                + f" on {where}"
+            )
             for r in dep.replicas:
                 spawned = [by_id[i] for i in r.spawned_actor_ids if i in by_id]
                 if spawned:
-                    lines.append(f"    replica {r.replica_id} spawned: " + "; ".join(
-                        f"{a.class_name} {a.state} on {labels.get(a.node_id or '', '?')} [{a.actor_id}]" for a in spawned[:SPAWNED_ACTORS_SHOWN]
-                    ) + (f"; +{len(spawned) - SPAWNED_ACTORS_SHOWN} more" if len(spawned) > SPAWNED_ACTORS_SHOWN else ""))  # fmt: skip
+                    lines.append(
+                        f"    replica {r.replica_id} spawned: "
+                        + "; ".join(
+                            f"{a.class_name} {a.state} on {labels.get(a.node_id or '', '?')} [{a.actor_id}]"
+                            for a in spawned[:SPAWNED_ACTORS_SHOWN]
+                        )
+                        + (
+                            f"; +{len(spawned) - SPAWNED_ACTORS_SHOWN} more"
+                            if len(spawned) > SPAWNED_ACTORS_SHOWN
+                            else ""
+                        )
+                    )
     return lines

@@ -94,8 +94,14 @@ def build_run_list(
         hints.append(
             "Call get_train_run with run=<run_id> for its worker group by rank, errors and checkpoint."
         )
-    return TrainRunList(total=len(summaries), matched=len(matched), shown=len(shown), by_status=by_status,
-                        runs=shown, hints=hints)  # fmt: skip
+    return TrainRunList(
+        total=len(summaries),
+        matched=len(matched),
+        shown=len(shown),
+        by_status=by_status,
+        runs=shown,
+        hints=hints,
+    )
 
 
 def find_run(runs: Sequence[Mapping[str, Any]], run: str) -> Mapping[str, Any] | None:
@@ -141,14 +147,21 @@ def worker_group(attempt: Mapping[str, Any] | None, errors: Sequence[TrainRankEr
         err = error_of.get(rank)
         workers.append(
             TrainWorker(
-                world_rank=rank, local_rank=to_number(w.get("local_rank")), node_rank=to_number(w.get("node_rank")),
-                actor_id=w.get("actor_id"), node_id=w.get("node_id"), node_ip=w.get("node_ip"),
-                pid=to_number(w.get("pid")) or None, gpu_ids=[int(g) for g in w.get("gpu_ids") or []],
+                world_rank=rank,
+                local_rank=to_number(w.get("local_rank")),
+                node_rank=to_number(w.get("node_rank")),
+                actor_id=w.get("actor_id"),
+                node_id=w.get("node_id"),
+                node_ip=w.get("node_ip"),
+                pid=to_number(w.get("pid")) or None,
+                gpu_ids=[int(g) for g in w.get("gpu_ids") or []],
                 status=w.get("status"),
-                resources={k: float(v) for k, v in ((w.get("resources") or {}).get("resources") or {}).items()},
+                resources={
+                    k: float(v) for k, v in ((w.get("resources") or {}).get("resources") or {}).items()
+                },
                 error=(f"{err.error_type or 'error'} (see errors)" if err else None),
             )
-        )  # fmt: skip
+        )
     return sorted(workers, key=lambda w: w.world_rank)
 
 
@@ -158,10 +171,12 @@ def checkpoint_from_snapshot(snapshot: Mapping[str, Any], source: str) -> TrainC
     if len(str(metrics)) > limits.FIELD_CHARS:
         metrics = dict(list(metrics.items())[: limits.TRAIN_METRICS_SHOWN])
     return TrainCheckpoint(
-        source=source, checkpoint_dir=latest.get("checkpoint_dir_name") or None, metrics=metrics,
+        source=source,
+        checkpoint_dir=latest.get("checkpoint_dir_name") or None,
+        metrics=metrics,
         checkpoints_kept=len(snapshot.get("checkpoint_results") or []),
         reports=to_number(snapshot.get("current_report_index")),
-    )  # fmt: skip
+    )
 
 
 def build_run(
@@ -174,8 +189,11 @@ def build_run(
     group = worker_group(attempt, errors)
     settings = run.get("run_settings") or {}
     scaling_raw = settings.get("scaling_config") or {}
-    scaling = {k: scaling_raw[k] for k in ("num_workers", "use_gpu", "resources_per_worker", "placement_strategy",
-                                           "accelerator_type") if scaling_raw.get(k) is not None}  # fmt: skip
+    scaling = {
+        k: scaling_raw[k]
+        for k in ("num_workers", "use_gpu", "resources_per_worker", "placement_strategy", "accelerator_type")
+        if scaling_raw.get(k) is not None
+    }
     run_config = settings.get("run_config") or {}
     storage = None
     if run_config.get("storage_path"):
@@ -241,8 +259,10 @@ def render_run_list(page: TrainRunList) -> str:
 
 def render_run(r: TrainRun) -> str:
     lines = [r.verdict]
-    lines.append(f"Job {r.submission_id or r.job_id}; started {r.started}; {r.attempts} attempt(s)"
-                 + (f"; latest attempt {r.attempt_status}" if r.attempt_status else ""))  # fmt: skip
+    lines.append(
+        f"Job {r.submission_id or r.job_id}; started {r.started}; {r.attempts} attempt(s)"
+        + (f"; latest attempt {r.attempt_status}" if r.attempt_status else "")
+    )
     if r.scaling:
         lines.append("Scaling: " + ", ".join(f"{k}={v}" for k, v in r.scaling.items()))
     if r.worker_group:
@@ -250,15 +270,19 @@ def render_run(r: TrainRun) -> str:
         for w in r.worker_group:
             gpus = f" GPUs {','.join(map(str, w.gpu_ids))}" if w.gpu_ids else ""
             err = f" FAILED: {w.error}" if w.error else ""
-            lines.append(f"  rank {w.world_rank} (local {w.local_rank}, node rank {w.node_rank}): {w.status or '?'} "
-                         f"actor {w.actor_id} pid {w.pid} on {w.node_id} {w.node_ip}{gpus}{err}")  # fmt: skip
+            lines.append(
+                f"  rank {w.world_rank} (local {w.local_rank}, node rank {w.node_rank}): {w.status or '?'} "
+                f"actor {w.actor_id} pid {w.pid} on {w.node_id} {w.node_ip}{gpus}{err}"
+            )
     for e in r.errors:
         lines.append(f"Error on rank(s) {','.join(map(str, e.ranks))}: {e.error_type or ''}")
         lines += ["  " + line for line in e.message.splitlines()[-limits.TRAIN_ERROR_LINES :]]
     if r.latest_checkpoint:
         c = r.latest_checkpoint
         metrics = ", ".join(f"{k}={v}" for k, v in list(c.metrics.items())[: limits.TRAIN_METRICS_SHOWN])
-        lines.append(f"Latest checkpoint: {c.checkpoint_dir or 'none'}; {c.checkpoints_kept} kept; "
-                     f"{c.reports} report(s); metrics {metrics or '-'} (from {c.source})")  # fmt: skip
+        lines.append(
+            f"Latest checkpoint: {c.checkpoint_dir or 'none'}; {c.checkpoints_kept} kept; "
+            f"{c.reports} report(s); metrics {metrics or '-'} (from {c.source})"
+        )
     lines += [f"Note: {n}" for n in r.notes] + [f"Hint: {h}" for h in r.hints]
     return "\n".join(lines)

@@ -219,9 +219,12 @@ class Dashboard:
     ) -> tuple[int, int, list[dict[str, Any]], list[str]]:
         """One State API list call: (total, matched, rows, notes). ``matched`` is exact: Ray filters every row."""
         result = await self.list_state(
-            resource, what=f"the {resource} list (/api/v0/{resource})", filters=filters, limit=max(1, limit),
+            resource,
+            what=f"the {resource} list (/api/v0/{resource})",
+            filters=filters,
+            limit=max(1, limit),
             detail=detail,
-        )  # fmt: skip
+        )
         notes = [w for w in [result.get("partial_failure_warning"), *list(result.get("warnings") or [])] if w]
         capped = source_cap_note(resource.replace("_", " "), result)
         notes += [capped] if capped else []
@@ -233,9 +236,10 @@ class Dashboard:
         params += list(extra.items())
         params += encode(filters)
         data = await self.get_data(
-            f"/api/v0/{resource}/summarize", what=f"the {resource} summary (/api/v0/{resource}/summarize)",
+            f"/api/v0/{resource}/summarize",
+            what=f"the {resource} summary (/api/v0/{resource}/summarize)",
             params=params,
-        )  # fmt: skip
+        )
         return dict(data.get("result") or {})
 
     async def one_state(

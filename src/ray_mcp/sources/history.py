@@ -120,14 +120,22 @@ def node_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     for node in summary.get("summary") or []:
         raylet = node.get("raylet") or {}
         resources = {renamed.get(k, k): v for k, v in (raylet.get("resourcesTotal") or {}).items()}
-        rows.append({
-            "node_id": raylet.get("nodeId"), "node_ip": raylet.get("nodeManagerAddress") or node.get("ip"),
-            "is_head_node": bool(raylet.get("isHeadNode")), "state": raylet.get("state"),
-            "state_message": raylet.get("stateMessage") or None,
-            "node_name": raylet.get("nodeName") or node.get("hostname") or raylet.get("nodeManagerAddress"),
-            "resources_total": resources, "labels": raylet.get("labels") or {},
-            "start_time_ms": raylet.get("startTimeMs"), "end_time_ms": raylet.get("endTimeMs"),
-        })  # fmt: skip
+        rows.append(
+            {
+                "node_id": raylet.get("nodeId"),
+                "node_ip": raylet.get("nodeManagerAddress") or node.get("ip"),
+                "is_head_node": bool(raylet.get("isHeadNode")),
+                "state": raylet.get("state"),
+                "state_message": raylet.get("stateMessage") or None,
+                "node_name": raylet.get("nodeName")
+                or node.get("hostname")
+                or raylet.get("nodeManagerAddress"),
+                "resources_total": resources,
+                "labels": raylet.get("labels") or {},
+                "start_time_ms": raylet.get("startTimeMs"),
+                "end_time_ms": raylet.get("endTimeMs"),
+            }
+        )
     return rows
 
 
@@ -138,25 +146,45 @@ def actor_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for actor in (data.get("actors") or {}).values():
         exit_detail = actor.get("exitDetail")
-        cause = {"exit_detail_context": {"reason": "UNKNOWN (the record keeps the text only)",
-                                         "error_message": exit_detail}} if exit_detail and exit_detail != "-" else None  # fmt: skip
-        rows.append({
-            "actor_id": actor.get("actorId"), "job_id": actor.get("jobId"), "state": actor.get("state"),
-            "pid": actor.get("pid"), "node_id": (actor.get("address") or {}).get("nodeId"),
-            "name": actor.get("name"), "class_name": actor.get("className") or actor.get("actorClass"),
-            "num_restarts": actor.get("numRestarts"), "required_resources": actor.get("requiredResources"),
-            "placement_group_id": actor.get("placementGroupId") or None, "repr_name": actor.get("reprName"),
-            "start_time": actor.get("startTime"), "end_time": actor.get("endTime"), "death_cause": cause,
-        })  # fmt: skip
+        cause = (
+            {
+                "exit_detail_context": {
+                    "reason": "UNKNOWN (the record keeps the text only)",
+                    "error_message": exit_detail,
+                }
+            }
+            if exit_detail and exit_detail != "-"
+            else None
+        )
+        rows.append(
+            {
+                "actor_id": actor.get("actorId"),
+                "job_id": actor.get("jobId"),
+                "state": actor.get("state"),
+                "pid": actor.get("pid"),
+                "node_id": (actor.get("address") or {}).get("nodeId"),
+                "name": actor.get("name"),
+                "class_name": actor.get("className") or actor.get("actorClass"),
+                "num_restarts": actor.get("numRestarts"),
+                "required_resources": actor.get("requiredResources"),
+                "placement_group_id": actor.get("placementGroupId") or None,
+                "repr_name": actor.get("reprName"),
+                "start_time": actor.get("startTime"),
+                "end_time": actor.get("endTime"),
+                "death_cause": cause,
+            }
+        )
     return rows
 
 
 def filtered(rows: list[dict[str, Any]], params: httpx.QueryParams) -> list[dict[str, Any]]:
     """The rows a State API request's filters (= and !=) keep."""
     wanted = zip(
-        params.get_list("filter_keys"), params.get_list("filter_predicates"), params.get_list("filter_values"),
+        params.get_list("filter_keys"),
+        params.get_list("filter_predicates"),
+        params.get_list("filter_values"),
         strict=False,
-    )  # fmt: skip
+    )
     matched = rows
     for key, predicate, value in wanted:
         same = predicate == "="
@@ -169,9 +197,13 @@ def state_page(rows: list[dict[str, Any]], params: httpx.QueryParams) -> dict[st
     matched = filtered(rows, params)
     limit = int(params.get("limit") or 100)
     result = {
-        "total": len(rows), "num_after_truncation": len(rows), "num_filtered": len(matched),
-        "result": matched[:limit], "partial_failure_warning": "", "warnings": None,
-    }  # fmt: skip
+        "total": len(rows),
+        "num_after_truncation": len(rows),
+        "num_filtered": len(matched),
+        "result": matched[:limit],
+        "partial_failure_warning": "",
+        "warnings": None,
+    }
     return {"result": True, "msg": "", "data": {"result": result}}
 
 

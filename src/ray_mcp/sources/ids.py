@@ -19,8 +19,13 @@ from ray_mcp.text import quoted
 # Ray's ids are hex strings of fixed length: a malformed one gets a clear error before any request.
 ID_HEX_LENGTHS = {"actor": 32, "placement group": 36, "node": 56, "job": 8, "task": 48}
 # Where a caller finds ids of each kind, for the refusal.
-ID_LISTED_BY = {"actor": "list_actors", "placement group": "pg_status", "node": "cluster_status",
-                "job": "list_jobs", "task": "list_tasks"}  # fmt: skip
+ID_LISTED_BY = {
+    "actor": "list_actors",
+    "placement group": "pg_status",
+    "node": "cluster_status",
+    "job": "list_jobs",
+    "task": "list_tasks",
+}
 
 
 def _a(kind: str) -> str:

@@ -150,9 +150,11 @@ class Kube:
                 default_ns = _incluster_namespace()
             else:
                 loader = await config.load_kube_config(
-                    config_file=kubeconfig, context=context, client_configuration=configuration,
+                    config_file=kubeconfig,
+                    context=context,
+                    client_configuration=configuration,
                     persist_config=False,
-                )  # fmt: skip
+                )
                 default_ns = (loader.current_context or {}).get("context", {}).get("namespace") or "default"
                 context = context or (loader.current_context or {}).get("name")
         except (config.ConfigException, OSError) as exc:
@@ -161,9 +163,12 @@ class Kube:
                 "context with --kube-context, or run ray-mcp in a pod with a service account."
             ) from None
         return cls(
-            ApiClient(configuration), namespace or default_ns, in_cluster=in_cluster, context=context,
+            ApiClient(configuration),
+            namespace or default_ns,
+            in_cluster=in_cluster,
+            context=context,
             timeout_s=timeout_s,
-        )  # fmt: skip
+        )
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -237,9 +242,11 @@ class Kube:
         what = f"the log of pod {pod!r}" + (f" container {container!r}" if container else "")
         with kube_errors(what + (" (previous)" if previous else ""), "get on pods/log"):
             kwargs: dict[str, Any] = {
-                "tail_lines": lines, "limit_bytes": max_bytes, "previous": previous,
+                "tail_lines": lines,
+                "limit_bytes": max_bytes,
+                "previous": previous,
                 "_request_timeout": self.timeout_s,
-            }  # fmt: skip
+            }
             if container:
                 kwargs["container"] = container
             response: Any = await self.core.read_namespaced_pod_log(
@@ -255,10 +262,16 @@ class Kube:
         with kube_errors(f"patching {dict(RAY_KINDS)[plural]} {name!r}", f"patch on {plural}.ray.io"):
             return dict(
                 await self.custom.patch_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, plural, name, patch,
-                    _content_type="application/json-patch+json", _request_timeout=self.timeout_s,  # type: ignore[call-arg]
+                    GROUP,
+                    VERSION,
+                    self.namespace,
+                    plural,
+                    name,
+                    patch,
+                    _content_type="application/json-patch+json",
+                    _request_timeout=self.timeout_s,  # type: ignore[call-arg]
                 )
-            )  # fmt: skip
+            )
 
     async def delete_ray(self, plural: str, name: str, uid: str) -> None:
         """Delete exactly the object confirmed (precondition on its uid: a recreated namesake is kept)."""

@@ -44,9 +44,14 @@ async def list_actors(
     """Actors with exact totals per state; dead ones with their death cause. get_actor shows one in full."""
     limit, note = clamp_limit(limit, what="actors")
     filters = where(
-        state=state, class_name=class_name, name=name, ray_namespace=namespace, job_id=await api.jobs.id_of(job),
-        node_id=node_id, placement_group_id=placement_group,
-    )  # fmt: skip
+        state=state,
+        class_name=class_name,
+        name=name,
+        ray_namespace=namespace,
+        job_id=await api.jobs.id_of(job),
+        node_id=node_id,
+        placement_group_id=placement_group,
+    )
     page = await api.actors.list(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_actor_list, "actors", "actors"))
 
@@ -67,9 +72,15 @@ async def kill_plan(ctx: Context, api: Api, actor_id: str, no_restart: bool, for
     noop = description if actor.state == "DEAD" else None
     app = app_of(ctx)
     return Pending(
-        "kill_actor", actor.actor_id, description, subject=actor, noop=noop, instance=instance,
-        cluster=await app.cluster_ref(), ttl_s=app.settings.confirm_token_ttl_s,
-    )  # fmt: skip
+        "kill_actor",
+        actor.actor_id,
+        description,
+        subject=actor,
+        noop=noop,
+        instance=instance,
+        cluster=await app.cluster_ref(),
+        ttl_s=app.settings.confirm_token_ttl_s,
+    )
 
 
 async def kill_actor(
@@ -96,9 +107,12 @@ async def kill_actor(
         result = await api.actors.kill(actor, no_restart=no_restart)
     else:
         result = ActorKill(
-            actor_id=actor.actor_id, done=False, no_restart=no_restart, state_before=actor.state,
+            actor_id=actor.actor_id,
+            done=False,
+            no_restart=no_restart,
+            state_before=actor.state,
             message=decision.text,
-        )  # fmt: skip
+        )
     return tool_result(result, result.message)
 
 

@@ -57,11 +57,16 @@ async def submit_job(
     wait_for_job or tail_logs.
     """
     result = await api.jobs.submit(
-        entrypoint=entrypoint, submission_id=submission_id, metadata=metadata, runtime_env=runtime_env,
-        entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
-        entrypoint_memory=entrypoint_memory, entrypoint_resources=entrypoint_resources,
+        entrypoint=entrypoint,
+        submission_id=submission_id,
+        metadata=metadata,
+        runtime_env=runtime_env,
+        entrypoint_num_cpus=entrypoint_num_cpus,
+        entrypoint_num_gpus=entrypoint_num_gpus,
+        entrypoint_memory=entrypoint_memory,
+        entrypoint_resources=entrypoint_resources,
         upload_roots=app_of(ctx).upload_roots,
-    )  # fmt: skip
+    )
     note_audit(
         targets={"submission_id": result.submission_id}, created={"submission_id": result.submission_id}
     )
@@ -160,9 +165,14 @@ async def delete_plan(ctx: Context, api: Api, job: str) -> Pending:
     what = f"delete job {sid} ({job_id}{info.status}{started})"
     app = app_of(ctx)
     return Pending(
-        "delete_job", sid, what, subject=info, instance=instance, cluster=await app.cluster_ref(),
+        "delete_job",
+        sid,
+        what,
+        subject=info,
+        instance=instance,
+        cluster=await app.cluster_ref(),
         ttl_s=app.settings.confirm_token_ttl_s,
-    )  # fmt: skip
+    )
 
 
 async def delete_job(
@@ -180,9 +190,14 @@ async def delete_job(
         result = await api.jobs.delete(pending.target, instance=pending.instance)
     else:
         result = JobChange(
-            job=pending.target, action="delete", done=False, status=pending.subject.status,
-            dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
-        )  # fmt: skip
+            job=pending.target,
+            action="delete",
+            done=False,
+            status=pending.subject.status,
+            dry_run=decision.token is not None,
+            confirm_token=decision.token,
+            message=decision.text,
+        )
     return tool_result(result, result.message)
 
 

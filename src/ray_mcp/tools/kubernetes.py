@@ -71,9 +71,13 @@ async def kuberay_logs(
     got = text.splitlines()
     truncated = len(text.encode()) >= KUBE_LOG_BYTES
     result = KubeLog(
-        pod=name, container=container, previous=previous, lines=got, truncated=truncated,
+        pod=name,
+        container=container,
+        previous=previous,
+        lines=got,
+        truncated=truncated,
         hint=f"Cut at {KUBE_LOG_BYTES} bytes: ask fewer lines." if truncated else None,
-    )  # fmt: skip
+    )
     where = (
         f"pod {name}" + (f" container {container}" if container else "") + (" (previous)" if previous else "")
     )
@@ -142,10 +146,15 @@ async def scale_plan(
     what = f"scale worker group {group} of RayCluster {target.namespace}/{target.cluster} ({change})"
     meta = rc.get("metadata") or {}
     return Pending(
-        "scale_worker_group", f"{target.namespace}/{target.cluster}/{group}", what,
-        subject={"index": index, "spec": spec, "new": new}, instance=f"{meta.get('uid')}@{meta.get('resourceVersion')}",
-        cluster=await app.cluster_ref(), required=to_zero, ttl_s=app.settings.confirm_token_ttl_s,
-    )  # fmt: skip
+        "scale_worker_group",
+        f"{target.namespace}/{target.cluster}/{group}",
+        what,
+        subject={"index": index, "spec": spec, "new": new},
+        instance=f"{meta.get('uid')}@{meta.get('resourceVersion')}",
+        cluster=await app.cluster_ref(),
+        required=to_zero,
+        ttl_s=app.settings.confirm_token_ttl_s,
+    )
 
 
 def not_done(
@@ -153,9 +162,14 @@ def not_done(
 ) -> CallToolResult:
     """A change left undone: asked for confirmation (a dry run with its token), declined or refused."""
     change = KubeChange(
-        object=obj, namespace=namespace, action=action, done=False,
-        dry_run=decision.token is not None, confirm_token=decision.token, message=decision.text,
-    )  # fmt: skip
+        object=obj,
+        namespace=namespace,
+        action=action,
+        done=False,
+        dry_run=decision.token is not None,
+        confirm_token=decision.token,
+        message=decision.text,
+    )
     return tool_result(change, decision.text)
 
 
@@ -204,9 +218,14 @@ async def delete_plan(ctx: Context, target: Target, rayjob: str) -> Pending:
     )
     app = app_of(ctx)
     return Pending(
-        "delete_ray_job", f"{target.namespace}/{rayjob}", what, subject=obj, instance=str(meta.get("uid")),
-        cluster=await app.cluster_ref(), ttl_s=app.settings.confirm_token_ttl_s,
-    )  # fmt: skip
+        "delete_ray_job",
+        f"{target.namespace}/{rayjob}",
+        what,
+        subject=obj,
+        instance=str(meta.get("uid")),
+        cluster=await app.cluster_ref(),
+        ttl_s=app.settings.confirm_token_ttl_s,
+    )
 
 
 async def delete_ray_job(

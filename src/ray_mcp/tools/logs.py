@@ -39,8 +39,13 @@ async def log_target(stream: str, **named: Any) -> LogTarget:
     return LogTarget(stream=stream, **named)
 
 
-publish(log_target, [*(p.replace(kind=p.KEYWORD_ONLY) for p in TARGET_ARGS),
-                     inspect.Parameter("stream", inspect.Parameter.KEYWORD_ONLY, annotation=str)])  # fmt: skip
+publish(
+    log_target,
+    [
+        *(p.replace(kind=p.KEYWORD_ONLY) for p in TARGET_ARGS),
+        inspect.Parameter("stream", inspect.Parameter.KEYWORD_ONLY, annotation=str),
+    ],
+)
 
 
 async def tail_logs(
@@ -81,9 +86,15 @@ async def tail_logs(
     # a follow holds a dashboard connection for follow_s: one client's share of them, never the whole pool
     with app_of(ctx).follows.take(owner_of(ctx)) if follow_s else nullcontext():
         tail = await api.logs.tail(
-            target, lines=lines, max_bytes=max_bytes, grep=grep, context=context, max_scan_mb=max_scan_mb,
-            follow_s=follow_s, on_progress=ctx.report_progress,
-        )  # fmt: skip
+            target,
+            lines=lines,
+            max_bytes=max_bytes,
+            grep=grep,
+            context=context,
+            max_scan_mb=max_scan_mb,
+            follow_s=follow_s,
+            on_progress=ctx.report_progress,
+        )
     tail = within_sent(without_colour(tail), max_bytes)
     return tool_result(tail, render_log_tail(tail))
 

@@ -27,9 +27,12 @@ async def pg_status(
     """Placement groups: state, strategy, bundles and their nodes, and why each PENDING one waits."""
     limit, note = clamp_limit(limit, what="placement groups")
     page = await api.placement_groups.status(
-        placement_group=placement_group, state=state, job_id=await api.jobs.id_of(job), limit=limit,
+        placement_group=placement_group,
+        state=state,
+        job_id=await api.jobs.id_of(job),
+        limit=limit,
         notes=[note] if note else [],
-    )  # fmt: skip
+    )
     return tool_result(*fit_list(page, render_pg_list, "placement_groups", "placement groups"))
 
 

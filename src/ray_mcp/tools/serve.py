@@ -72,10 +72,14 @@ async def replace_plan(ctx: Context, api: Api, config: dict[str, Any], replace: 
         f"DELETING {len(deleting)} application(s) not in it: {', '.join(quoted(n) for n in deleting)}"
     )
     return Pending(
-        "serve_deploy", f"replace deleting {', '.join(deleting)}", description,
-        subject={"deleting": deleting, "status": status}, instance=instance, cluster=cluster,
+        "serve_deploy",
+        f"replace deleting {', '.join(deleting)}",
+        description,
+        subject={"deleting": deleting, "status": status},
+        instance=instance,
+        cluster=cluster,
         ttl_s=server.settings.confirm_token_ttl_s,
-    )  # fmt: skip
+    )
 
 
 async def serve_deploy(
@@ -131,9 +135,14 @@ async def delete_app_plan(ctx: Context, api: Api, app: str) -> Pending:
         f"delete Serve application {quoted(app)} ({status.apps[0].status}{deployed}) and keep the others"
     )
     return Pending(
-        "serve_delete_app", app, description, subject=status, instance=instance,
-        cluster=await server.cluster_ref(), ttl_s=server.settings.confirm_token_ttl_s,
-    )  # fmt: skip
+        "serve_delete_app",
+        app,
+        description,
+        subject=status,
+        instance=instance,
+        cluster=await server.cluster_ref(),
+        ttl_s=server.settings.confirm_token_ttl_s,
+    )
 
 
 async def serve_delete_app(

@@ -15,11 +15,20 @@ from ray_mcp.sources.query import Filter, where
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
 
 TaskStateName = Literal[
-    "NIL", "PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT", "PENDING_OBJ_STORE_MEM_AVAIL",
-    "PENDING_ARGS_FETCH", "SUBMITTED_TO_WORKER", "PENDING_ACTOR_TASK_ARGS_FETCH",
-    "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY", "RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT",
-    "FINISHED", "FAILED",
-]  # fmt: skip
+    "NIL",
+    "PENDING_ARGS_AVAIL",
+    "PENDING_NODE_ASSIGNMENT",
+    "PENDING_OBJ_STORE_MEM_AVAIL",
+    "PENDING_ARGS_FETCH",
+    "SUBMITTED_TO_WORKER",
+    "PENDING_ACTOR_TASK_ARGS_FETCH",
+    "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY",
+    "RUNNING",
+    "RUNNING_IN_RAY_GET",
+    "RUNNING_IN_RAY_WAIT",
+    "FINISHED",
+    "FAILED",
+]
 State = TaskStateName | None
 Name = Annotated[str | None, Field(description="Only tasks with this name (function or Class.method).")]
 ActorId = Annotated[str | None, Field(description="Only tasks of this actor (32 hex chars).")]

@@ -32,14 +32,34 @@ def demand_chains(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
     waiting = [d for d in demands if not d.get("infeasible")]
     if infeasible and "infeasible" not in kinds:
         shapes = "; ".join(_shape(d) for d in infeasible[:INFEASIBLE_DEMANDS_QUOTED])
-        out.append(Chain(STUCK - 5, "infeasible", "", [Link("waits_on",
-            f"{len(infeasible)} resource demand(s) fit on no node and wait forever", shapes)],
-            ["pg_status state=PENDING", "cluster_status"], subjects={"demands:infeasible"}))  # fmt: skip
+        out.append(
+            Chain(
+                STUCK - 5,
+                "infeasible",
+                "",
+                [
+                    Link(
+                        "waits_on",
+                        f"{len(infeasible)} resource demand(s) fit on no node and wait forever",
+                        shapes,
+                    )
+                ],
+                ["pg_status state=PENDING", "cluster_status"],
+                subjects={"demands:infeasible"},
+            )
+        )
     if waiting and not kinds & {"contention", "waiting"}:
         shapes = "; ".join(_shape(d) for d in waiting[:DEMANDS_QUOTED])
-        out.append(Chain(PROBLEM, "pending_demand", "", [Link("waits_on",
-            f"{len(waiting)} resource demand(s) wait for resources in use", shapes)], ["cluster_status"],
-            subjects={"demands:waiting"}))  # fmt: skip
+        out.append(
+            Chain(
+                PROBLEM,
+                "pending_demand",
+                "",
+                [Link("waits_on", f"{len(waiting)} resource demand(s) wait for resources in use", shapes)],
+                ["cluster_status"],
+                subjects={"demands:waiting"},
+            )
+        )
     return out
 
 
@@ -61,11 +81,22 @@ def memory_chains(g: Graph) -> list[Chain]:
             if not total or used / total < MEMORY_PRESSURE:
                 continue
             share = used / total
-            out.append(Chain(CONTEXT + 20 if share >= MEMORY_CRITICAL else PROBLEM, "memory", "",
-                             [Link("holds", f"{name} on {g.node_label(node.get('node_id'))} is {100 * share:.0f}% used "
-                                   f"({used / 1024**3:.2f} of {total / 1024**3:.2f} GiB)")],
-                             [f"list_actors node_id={node.get('node_id')} to see who holds it"],
-                             subjects={f"memory:{node.get('node_id')}:{name}"}))  # fmt: skip
+            out.append(
+                Chain(
+                    CONTEXT + 20 if share >= MEMORY_CRITICAL else PROBLEM,
+                    "memory",
+                    "",
+                    [
+                        Link(
+                            "holds",
+                            f"{name} on {g.node_label(node.get('node_id'))} is {100 * share:.0f}% used "
+                            f"({used / 1024**3:.2f} of {total / 1024**3:.2f} GiB)",
+                        )
+                    ],
+                    [f"list_actors node_id={node.get('node_id')} to see who holds it"],
+                    subjects={f"memory:{node.get('node_id')}:{name}"},
+                )
+            )
     return out
 
 
@@ -78,11 +109,30 @@ def store_chains(g: Graph) -> list[Chain]:
     if not pressure:
         return []
     full = any(n.fraction is not None and n.fraction >= STORE_NEAR_FULL for n in store.nodes)
-    holders = [f"{quoted(h.owner)} holds {h.bytes / 1024**3:.2f} GiB in {h.objects} ref(s) from {quoted(h.call_site)}"
-               + (f" (leak: {quoted(h.leak)})" if h.leak else "") for h in store.groups[:STORE_HOLDERS_QUOTED]]  # fmt: skip
-    return [Chain(PROBLEM + 5 if full else CONTEXT + 10, "object_store", "",
-                  [Link("holds", "the object store is " + ("near full" if full else "spilling") + ": " + "; ".join(pressure),
-                        "; ".join(holders))], ["summarize_objects"], subjects={"object_store"})]  # fmt: skip
+    holders = [
+        f"{quoted(h.owner)} holds {h.bytes / 1024**3:.2f} GiB in {h.objects} ref(s) from {quoted(h.call_site)}"
+        + (f" (leak: {quoted(h.leak)})" if h.leak else "")
+        for h in store.groups[:STORE_HOLDERS_QUOTED]
+    ]
+    return [
+        Chain(
+            PROBLEM + 5 if full else CONTEXT + 10,
+            "object_store",
+            "",
+            [
+                Link(
+                    "holds",
+                    "the object store is "
+                    + ("near full" if full else "spilling")
+                    + ": "
+                    + "; ".join(pressure),
+                    "; ".join(holders),
+                )
+            ],
+            ["summarize_objects"],
+            subjects={"object_store"},
+        )
+    ]
 
 
 def autoscaler_chains(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
@@ -94,19 +144,41 @@ def autoscaler_chains(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
     out = []
     failed = [d for d in decisions if AUTOSCALER_FAILED.search(d)]
     if failed or failed_nodes:
-        newest = max((num(e.get("timestamp")) for e in g.ev.events or [] if e.get("source_type") == "AUTOSCALER"
-                      and AUTOSCALER_FAILED.search(str(e.get("message") or ""))), default=0.0)  # fmt: skip
+        newest = max(
+            (
+                num(e.get("timestamp"))
+                for e in g.ev.events or []
+                if e.get("source_type") == "AUTOSCALER"
+                and AUTOSCALER_FAILED.search(str(e.get("message") or ""))
+            ),
+            default=0.0,
+        )
         recent = bool(failed_nodes) or not g.ev.now_ms or g.ev.now_ms - newest * 1000 < RECENT_LAUNCH_MS
         what = failed[0].split(": ", 1)[-1] if failed else f"{len(failed_nodes)} node(s) it lists as failed"
-        out.append(Chain(PROBLEM + 15 if recent else WARNING, "autoscaler_failed", "", [Link("ended_by",
-            f"the autoscaler failed to launch nodes{'' if recent else ' (over an hour ago)'}: {quoted(what)}",
-            "; ".join([*failed[1:INFEASIBLE_DEMANDS_QUOTED], *failed_nodes[:INFEASIBLE_DEMANDS_QUOTED]]))],
-            ["cluster_status (autoscaler decisions)", "list_events source=AUTOSCALER"],
-            subjects={"autoscaler:failed"}))  # fmt: skip
+        out.append(
+            Chain(
+                PROBLEM + 15 if recent else WARNING,
+                "autoscaler_failed",
+                "",
+                [
+                    Link(
+                        "ended_by",
+                        f"the autoscaler failed to launch nodes{'' if recent else ' (over an hour ago)'}: {quoted(what)}",
+                        "; ".join(
+                            [*failed[1:INFEASIBLE_DEMANDS_QUOTED], *failed_nodes[:INFEASIBLE_DEMANDS_QUOTED]]
+                        ),
+                    )
+                ],
+                ["cluster_status (autoscaler decisions)", "list_events source=AUTOSCALER"],
+                subjects={"autoscaler:failed"},
+            )
+        )
     infeasible = [d for d in decisions if AUTOSCALER_INFEASIBLE.search(d)]
     told = next((c for c in chains if c.kind == "infeasible"), None)
     if infeasible and told is not None:  # evidence, not a link: the shape that fits no node stays the cause
-        told.details.append("the autoscaler has no node type that can hold it: " + "; ".join(
-            quoted(d) for d in infeasible[:INFEASIBLE_DEMANDS_QUOTED]))  # fmt: skip
+        told.details.append(
+            "the autoscaler has no node type that can hold it: "
+            + "; ".join(quoted(d) for d in infeasible[:INFEASIBLE_DEMANDS_QUOTED])
+        )
         told.next_steps.append("list_events source=AUTOSCALER")
     return out

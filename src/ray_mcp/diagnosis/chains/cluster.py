@@ -55,12 +55,25 @@ def node_chains(g: Graph) -> list[Chain]:
     )
     for node in dead[:DEAD_NODES_SHOWN]:
         nid = str(node.get("node_id"))
-        actors = [a for a in g.actors.values() if a.get("node_id") == nid and (a.get("state") == "RESTARTING" or (
-                  a.get("state") == "DEAD" and died_with_node(g, a, *death_reason(a))))
-                  and not any(b in actor_end(g, a)[-1].text for b in BENIGN_ACTOR_END)]  # fmt: skip
+        actors = [
+            a
+            for a in g.actors.values()
+            if a.get("node_id") == nid
+            and (
+                a.get("state") == "RESTARTING"
+                or (a.get("state") == "DEAD" and died_with_node(g, a, *death_reason(a)))
+            )
+            and not any(b in actor_end(g, a)[-1].text for b in BENIGN_ACTOR_END)
+        ]
         since = num(node.get("end_time_ms")) - HEALTH_CHECK_LAG_MS
-        tasks = [t for t in final_attempts(g, None) if t.get("node_id") == nid and t.get("state") == "FAILED"
-                 and t.get("error_type") in SYSTEM_ENDS and num(t.get("end_time_ms") or since) >= since]  # fmt: skip
+        tasks = [
+            t
+            for t in final_attempts(g, None)
+            if t.get("node_id") == nid
+            and t.get("state") == "FAILED"
+            and t.get("error_type") in SYSTEM_ENDS
+            and num(t.get("end_time_ms") or since) >= since
+        ]
         took = []
         if actors:
             took.append(f"{len(actors)} actor(s) ({names(str(a.get('class_name')) for a in actors)})")
@@ -69,13 +82,29 @@ def node_chains(g: Graph) -> list[Chain]:
         jobs = sorted({str(x.get("job_id")) for x in [*actors, *tasks] if x.get("job_id")})
         links = node_death(g, nid)
         if took:
-            links.append(Link("ended_by", f"it took down {' and '.join(took)} of job(s) {', '.join(jobs)}",
-                              "; ".join(g.actor_label(a) for a in actors[:NAMES_SHOWN])))  # fmt: skip
+            links.append(
+                Link(
+                    "ended_by",
+                    f"it took down {' and '.join(took)} of job(s) {', '.join(jobs)}",
+                    "; ".join(g.actor_label(a) for a in actors[:NAMES_SHOWN]),
+                )
+            )
         recent = num(node.get("end_time_ms")) > g.ev.now_ms - 3600_000 if g.ev.now_ms else True
-        chains.append(Chain(STUCK if recent else CONTEXT, "node_died", f"{g.node_label(nid)} is DEAD", links,
-                            ["list_nodes state=DEAD"], None,
-                            {f"node:{nid}", *(f"actor:{a.get('actor_id')}" for a in actors),
-                             *(f"task:{t.get('task_id')}" for t in tasks)}))  # fmt: skip
+        chains.append(
+            Chain(
+                STUCK if recent else CONTEXT,
+                "node_died",
+                f"{g.node_label(nid)} is DEAD",
+                links,
+                ["list_nodes state=DEAD"],
+                None,
+                {
+                    f"node:{nid}",
+                    *(f"actor:{a.get('actor_id')}" for a in actors),
+                    *(f"task:{t.get('task_id')}" for t in tasks),
+                },
+            )
+        )
     return chains
 
 
@@ -91,11 +120,32 @@ def draining_chains(g: Graph) -> list[Chain]:
         tasks = [t for t in g.running.values() if t.get("node_id") == nid]
         if not actors and not tasks:
             continue
-        on = " and ".join(x for x in (f"{len(actors)} actor(s) ({names(str(a.get('class_name')) for a in actors)})" if actors else "",
-                                      f"{len(tasks)} running task(s)" if tasks else "") if x)  # fmt: skip
-        chains.append(Chain(STUCK - 10, "node_draining", "", [Link("ended_by",
-            f"{g.node_label(nid)} is being drained ({one_line(message, NODE_DEATH_CHARS)}) while {on} still run on it", message)],
-            ["list_nodes", "list_actors node_id=" + nid], subjects={f"node:{nid}"}))  # fmt: skip
+        on = " and ".join(
+            x
+            for x in (
+                f"{len(actors)} actor(s) ({names(str(a.get('class_name')) for a in actors)})"
+                if actors
+                else "",
+                f"{len(tasks)} running task(s)" if tasks else "",
+            )
+            if x
+        )
+        chains.append(
+            Chain(
+                STUCK - 10,
+                "node_draining",
+                "",
+                [
+                    Link(
+                        "ended_by",
+                        f"{g.node_label(nid)} is being drained ({one_line(message, NODE_DEATH_CHARS)}) while {on} still run on it",
+                        message,
+                    )
+                ],
+                ["list_nodes", "list_actors node_id=" + nid],
+                subjects={f"node:{nid}"},
+            )
+        )
     return chains
 
 
@@ -112,9 +162,17 @@ def serve_chains(g: Graph) -> list[Chain]:
         app, dep = (parts[1], parts[2]) if len(parts) >= 3 else ("?", cls)
         links = actor_wait(g, row)
         if links:
-            chains.append(Chain(STUCK, wait_kind(links), f"a replica of Serve app '{app}' (deployment {dep}) cannot start",
-                                links, [f"serve_status app={app}", "cluster_status"], row.get("job_id"),
-                                {f"actor:{row.get('actor_id')}"}))  # fmt: skip
+            chains.append(
+                Chain(
+                    STUCK,
+                    wait_kind(links),
+                    f"a replica of Serve app '{app}' (deployment {dep}) cannot start",
+                    links,
+                    [f"serve_status app={app}", "cluster_status"],
+                    row.get("job_id"),
+                    {f"actor:{row.get('actor_id')}"},
+                )
+            )
     # One chain per app and cause: replicas of the same deployment waiting for the same thing.
     merged: dict[str, Chain] = {}
     for c in chains:

@@ -59,17 +59,38 @@ def constrained_wait(g: Graph, who: str, row: Row, self_key: str) -> list[Link]:
         only = selected_nodes(g, selector)
         wanted = ", ".join(f"{k}={v}" for k, v in selector.items())
         if not only:
-            seen = sorted({f"{k}={v}" for n in g.nodes.values() if n.get("state") == "ALIVE"
-                           for k, v in (n.get("labels") or {}).items() if k in selector})  # fmt: skip
-            return [Link("waits_on", f"{who} has label_selector {quoted(wanted)}, which no alive node matches "
-                         f"(infeasible: the nodes have {', '.join(seen[:NAMES_SHOWN]) or 'none of these labels'})")]  # fmt: skip
+            seen = sorted(
+                {
+                    f"{k}={v}"
+                    for n in g.nodes.values()
+                    if n.get("state") == "ALIVE"
+                    for k, v in (n.get("labels") or {}).items()
+                    if k in selector
+                }
+            )
+            return [
+                Link(
+                    "waits_on",
+                    f"{who} has label_selector {quoted(wanted)}, which no alive node matches "
+                    f"(infeasible: the nodes have {', '.join(seen[:NAMES_SHOWN]) or 'none of these labels'})",
+                )
+            ]
     links = resource_wait(g, who, need, self_key, only=only)
     if selector and links:
-        links.insert(0, Link("waits_on", f"{who} may run only on the {len(only or ())} alive node(s) that match "
-                             f"its label_selector {quoted(wanted)}"))  # fmt: skip
+        links.insert(
+            0,
+            Link(
+                "waits_on",
+                f"{who} may run only on the {len(only or ())} alive node(s) that match "
+                f"its label_selector {quoted(wanted)}",
+            ),
+        )
     env = runtime_env_of(row)
     if links and "looks free" in links[-1].text and any(env.get(k) for k in INSTALLING):
-        links[-1] = Link("waits_on", f"{who} needs resources that look free now: its worker is most likely still setting "
-                         f"up its runtime_env ({runtime_env_fields(env)}); the raylet's runtime_env_setup log says how far",
-                         links[-1].text)  # fmt: skip
+        links[-1] = Link(
+            "waits_on",
+            f"{who} needs resources that look free now: its worker is most likely still setting "
+            f"up its runtime_env ({runtime_env_fields(env)}); the raylet's runtime_env_setup log says how far",
+            links[-1].text,
+        )
     return links

@@ -40,11 +40,21 @@ def data_chains(g: Graph) -> list[Chain]:
             f"{quoted(neck.name)} is the bottleneck ({', '.join(facts)})"
         )
         sid = job.get("submission_id") or job.get("job_id")
-        out.append(Chain(STUCK - 8 if stalled else CONTEXT - 2, "data_stall" if stalled else "data", "",
-                         [Link("waits_on", text, neck.progress or "")],
-                         [f"stack_traces job={sid} (where the operator's tasks are)", f"get_job job={sid} datasets=true"],
-                         str(job.get("job_id")), {f"dataset:{ds.dataset}"},
-                         [f"resources (active & requested): {ds.resources}"] if ds.resources else []))  # fmt: skip
+        out.append(
+            Chain(
+                STUCK - 8 if stalled else CONTEXT - 2,
+                "data_stall" if stalled else "data",
+                "",
+                [Link("waits_on", text, neck.progress or "")],
+                [
+                    f"stack_traces job={sid} (where the operator's tasks are)",
+                    f"get_job job={sid} datasets=true",
+                ],
+                str(job.get("job_id")),
+                {f"dataset:{ds.dataset}"},
+                [f"resources (active & requested): {ds.resources}"] if ds.resources else [],
+            )
+        )
     return out
 
 

@@ -92,8 +92,10 @@ def exit_words(exit_type: object, detail: object, stderr_read: bool | None = Non
             if stderr_read
             else "; its stderr was not read"
         )
-        return (f"{exit_type or 'exit'}: killed by a signal (SIGKILL: kill -9 or the kernel's OOM killer) or ended "
-                f"abruptly (os._exit, a native crash){stderr}; Ray records no exit code or signal")  # fmt: skip
+        return (
+            f"{exit_type or 'exit'}: killed by a signal (SIGKILL: kill -9 or the kernel's OOM killer) or ended "
+            f"abruptly (os._exit, a native crash){stderr}; Ray records no exit code or signal"
+        )
     return f"{exit_type or 'exit'}: {one_line(text, MESSAGE_HEAD_CHARS)}"
 
 
@@ -143,8 +145,13 @@ def owner_chain(g: Graph, message: str | None, depth: int = 0) -> list[Link]:
         row = g.jobs.get(job_id) or {}
         status = row.get("status") or "?"
         when = f" at {ms_clock(row.get('end_time'))}" if row.get("end_time") else ""
-        return [Link("owns", f"the owner was the driver of {g.job_label(job_id)}, which is {status}{when}",
-                     f"owner worker ID {worker_id}")]  # fmt: skip
+        return [
+            Link(
+                "owns",
+                f"the owner was the driver of {g.job_label(job_id)}, which is {status}{when}",
+                f"owner worker ID {worker_id}",
+            )
+        ]
     task = g.task_by_worker(worker_id)
     worker = g.workers.get(worker_id) or {}
     actor = None
@@ -162,8 +169,14 @@ def owner_chain(g: Graph, message: str | None, depth: int = 0) -> list[Link]:
         links = [Link("owns", f"the owner was {g.task_label(task)}", quote)]
         return links + (task_end(g, task, depth + 1) if depth < 3 else [])
     if worker:
-        return [Link("owns", f"the owner was worker {worker_id} (pid {worker.get('pid')}), which exited: "
-                     f"{worker.get('exit_type')}", one_line(str(worker.get("exit_detail") or ""), QUOTE_CHARS))]  # fmt: skip
+        return [
+            Link(
+                "owns",
+                f"the owner was worker {worker_id} (pid {worker.get('pid')}), which exited: "
+                f"{worker.get('exit_type')}",
+                one_line(str(worker.get("exit_detail") or ""), QUOTE_CHARS),
+            )
+        ]
     links = [Link("owns", f"the owner was worker {worker_id} on {g.node_label(owner.get('node'))}", quote)]
     return links + node_death(g, owner.get("node"))
 
@@ -174,8 +187,14 @@ def recorded_end(g: Graph, row: Row, label: str, cause: Row) -> list[Link]:
     node_id = row.get("node_id")
     if "oom_context" in cause:
         msg = str(cause["oom_context"].get("error_message") or "")
-        return [Link("ended_by", f"{label} was killed by the memory monitor on {g.node_label(node_id)}: "
-                     f"{memory_summary(msg)}{restarts_note(row)}", oom_quote(msg))]  # fmt: skip
+        return [
+            Link(
+                "ended_by",
+                f"{label} was killed by the memory monitor on {g.node_label(node_id)}: "
+                f"{memory_summary(msg)}{restarts_note(row)}",
+                oom_quote(msg),
+            )
+        ]
     if "creation_task_failure_context" in cause:
         ctx = cause["creation_task_failure_context"]
         text = str(ctx.get("formatted_exception_string") or ctx.get("error_message") or "")
@@ -245,8 +264,13 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
         driver = DRIVER_WORKER.match(owner_id)
         if driver:
             job = g.jobs.get(driver["job"]) or {}
-            links.append(Link("owns", f"its owner, the driver of {g.job_label(driver['job'])}, ended ({job.get('status') or '?'})",
-                              f"owner_id {owner_id}"))  # fmt: skip
+            links.append(
+                Link(
+                    "owns",
+                    f"its owner, the driver of {g.job_label(driver['job'])}, ended ({job.get('status') or '?'})",
+                    f"owner_id {owner_id}",
+                )
+            )
         elif depth < 3:
             links += owner_chain(g, f"Owner worker ID: {owner_id}", depth + 1) if len(owner_id) == 56 else []
         return links
@@ -265,8 +289,15 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
     why = worker_crash(g, node_id, ctx.get("pid") or row.get("pid"))
     if reason == "WORKER_DIED" or why:
         during = running_call(g, row)
-        return [Link("ended_by", f"{label}'s worker process died" + (f" while running {during}" if during else "")
-                     + (f": {why}" if why else ""), msg)]  # fmt: skip
+        return [
+            Link(
+                "ended_by",
+                f"{label}'s worker process died"
+                + (f" while running {during}" if during else "")
+                + (f": {why}" if why else ""),
+                msg,
+            )
+        ]
     if msg:
         return [Link("ended_by", f"{label} died: {one_line(msg, SHORT_CAUSE_CHARS)}", msg)]
     return [Link("ended_by", f"{label} is DEAD; Ray recorded no death cause")]
@@ -274,7 +305,10 @@ def actor_end(g: Graph, row: Row, depth: int = 0) -> list[Link]:
 
 # The memory monitor's own words (its kill message), not the generic "(1) the process was killed by the OOM
 # killer due to high memory usage" list of possible causes Ray appends to every unexpected worker exit.
-MONITOR_KILL = re.compile(r"memory monitor|running low on memory|Memory on the node|OOM kill reason|killed due to memory pressure", re.I)  # fmt: skip
+MONITOR_KILL = re.compile(
+    r"memory monitor|running low on memory|Memory on the node|OOM kill reason|killed due to memory pressure",
+    re.I,
+)
 # The GCS marks a node DEAD only after its health checks fail (period x threshold, plus their timeout, slower
 # under load): what died on it up to this long before it was marked, died with it.
 HEALTH_CHECK_LAG_MS = 180_000
@@ -292,7 +326,7 @@ def died_ms(g: Graph, row: Row, ctx: Row) -> float:
             if driver
             else num((g.workers.get(owner) or {}).get("end_time_ms"))
         )
-    times += [num(t.get("end_time_ms")) for t in actor_calls(g, row) if t.get("state") == "FAILED"]  # fmt: skip
+    times += [num(t.get("end_time_ms")) for t in actor_calls(g, row) if t.get("state") == "FAILED"]
     return min((t for t in times if t > 0), default=0.0)
 
 
@@ -313,7 +347,11 @@ def died_with_node(g: Graph, row: Row, reason: str, ctx: Row) -> bool:
 
 def actor_calls(g: Graph, row: Row) -> list[Row]:
     aid = row.get("actor_id")
-    return [rows[-1] for rows in g.attempts.values() if rows[-1].get("actor_id") == aid and rows[-1].get("type") == "ACTOR_TASK"]  # fmt: skip
+    return [
+        rows[-1]
+        for rows in g.attempts.values()
+        if rows[-1].get("actor_id") == aid and rows[-1].get("type") == "ACTOR_TASK"
+    ]
 
 
 def lost_contact(g: Graph, row: Row) -> list[Link]:
@@ -323,9 +361,15 @@ def lost_contact(g: Graph, row: Row) -> list[Link]:
     if not failed:
         return []
     quote = one_line(str(failed[0].get("error_message") or ""), QUOTE_CHARS)
-    return [Link("ended_by", f"{g.actor_label(row)} on {g.node_label(row.get('node_id'))} stopped answering "
-                 f"(calls failed with ACTOR_UNAVAILABLE) and its owner exited on that error: its worker process or its "
-                 "node died (the GCS marks a node DEAD only after its health checks fail)", quote)]  # fmt: skip
+    return [
+        Link(
+            "ended_by",
+            f"{g.actor_label(row)} on {g.node_label(row.get('node_id'))} stopped answering "
+            f"(calls failed with ACTOR_UNAVAILABLE) and its owner exited on that error: its worker process or its "
+            "node died (the GCS marks a node DEAD only after its health checks fail)",
+            quote,
+        )
+    ]
 
 
 def running_call(g: Graph, row: Row) -> str:
@@ -334,7 +378,11 @@ def running_call(g: Graph, row: Row) -> str:
     for t in actor_calls(g, row):
         if t.get("state") != "FAILED" or t.get("error_type") not in ("ACTOR_DIED", "WORKER_DIED"):
             continue
-        at = [num(e.get("created_ms")) for e in t.get("events") or [] if e.get("state") in ("SUBMITTED_TO_WORKER", "RUNNING")]  # fmt: skip
+        at = [
+            num(e.get("created_ms"))
+            for e in t.get("events") or []
+            if e.get("state") in ("SUBMITTED_TO_WORKER", "RUNNING")
+        ]
         if at:
             sent.append((min(at), str(t.get("name") or "")))
     return min(sent)[1] if sent else ""
@@ -371,8 +419,14 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
     if kind == "OUT_OF_MEMORY" or "running low on memory" in msg:
         tries = len(g.attempts.get(str(t.get("task_id")), [])) or 1
         retried = "; not retried" if tries == 1 else f"; killed on each of {tries} attempts"
-        return [Link("ended_by", f"{label} was killed by the memory monitor on {g.node_label(node_id)}: "
-                     f"{memory_summary(msg)}{retried}", oom_quote(msg))]  # fmt: skip
+        return [
+            Link(
+                "ended_by",
+                f"{label} was killed by the memory monitor on {g.node_label(node_id)}: "
+                f"{memory_summary(msg)}{retried}",
+                oom_quote(msg),
+            )
+        ]
     if kind in ("NODE_DIED", "LOCAL_RAYLET_DIED"):
         return [
             Link("ended_by", f"{label} died with its node", one_line(msg, QUOTE_CHARS)),
@@ -392,8 +446,10 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
                 *actor_end(g, actor, depth + 1),
             ]
         if actor is not None and node_death(g, actor.get("node_id")):
-            return [Link("ended_by", f"{label} failed: its actor's node died", one_line(msg, QUOTE_CHARS)),
-                    *node_death(g, actor.get("node_id"))]  # fmt: skip
+            return [
+                Link("ended_by", f"{label} failed: its actor's node died", one_line(msg, QUOTE_CHARS)),
+                *node_death(g, actor.get("node_id")),
+            ]
     owner = parse_owner(msg)
     if (
         owner
@@ -404,19 +460,38 @@ def task_end(g: Graph, t: Row, depth: int = 0) -> list[Link]:
         )
     ):
         what = "an argument of" if "input arguments" in msg else "an object of"
-        return [Link("waits_on", f"{label} needed {what} its whose owner died ({exception_line(msg) or 'OwnerDiedError'})".replace("its whose", "whose"),
-                     exc_quote(msg)), *owner_chain(g, msg, depth + 1)]  # fmt: skip
+        return [
+            Link(
+                "waits_on",
+                f"{label} needed {what} its whose owner died ({exception_line(msg) or 'OwnerDiedError'})".replace(
+                    "its whose", "whose"
+                ),
+                exc_quote(msg),
+            ),
+            *owner_chain(g, msg, depth + 1),
+        ]
     if re.search(r"ObjectLostError|ObjectReconstructionFailed|object .* (is )?lost", msg) and not owner:
         dead = sorted(
             (n for n in g.nodes.values() if n.get("state") == "DEAD"),
             key=lambda n: -num(n.get("end_time_ms")),
         )
         if dead:
-            return [Link("waits_on", f"{label} needed an object that was lost ({exception_line(msg) or 'ObjectLostError'})",
-                         exc_quote(msg)), *node_death(g, str(dead[0].get("node_id")))]  # fmt: skip
+            return [
+                Link(
+                    "waits_on",
+                    f"{label} needed an object that was lost ({exception_line(msg) or 'ObjectLostError'})",
+                    exc_quote(msg),
+                ),
+                *node_death(g, str(dead[0].get("node_id"))),
+            ]
     if re.search(r"Job finishes \(\w+\) as driver exits|job has finished", msg):
-        return [Link("ended_by", f"{label} was still running when its job ended (the driver exited); Ray ended it with the job",
-                     one_line(msg, QUOTE_CHARS))]  # fmt: skip
+        return [
+            Link(
+                "ended_by",
+                f"{label} was still running when its job ended (the driver exited); Ray ended it with the job",
+                one_line(msg, QUOTE_CHARS),
+            )
+        ]
     if kind == "WORKER_DIED" or "worker died" in msg.lower():
         why = attempts_crash(g, t)
         if "memory" in (why or "").lower() and "kill" in (why or "").lower():
@@ -463,19 +538,37 @@ def bound_node(g: Graph, label: str, msg: str, when_ms: float = 0.0) -> Link:
     if named:
         nid = named.group(0)
         row, died = g.nodes.get(nid), node_death(g, nid)
-        state = ("is not in the cluster's node list (never joined, or long gone)" if row is None
-                 else "is DEAD: died " + died[0].text.split(" died ", 1)[-1] if died else f"is {row.get('state')}")  # fmt: skip
+        state = (
+            "is not in the cluster's node list (never joined, or long gone)"
+            if row is None
+            else "is DEAD: died " + died[0].text.split(" died ", 1)[-1]
+            if died
+            else f"is {row.get('state')}"
+        )
         return Link("ended_by", f"{head}{g.node_label(nid)}, and that node {state}", exc_quote(msg))
-    dead = sorted((n for n in g.nodes.values() if n.get("state") == "DEAD"
-                   and (not when_ms or num(n.get("end_time_ms")) <= when_ms)), key=lambda n: -num(n.get("end_time_ms")))  # fmt: skip
+    dead = sorted(
+        (
+            n
+            for n in g.nodes.values()
+            if n.get("state") == "DEAD" and (not when_ms or num(n.get("end_time_ms")) <= when_ms)
+        ),
+        key=lambda n: -num(n.get("end_time_ms")),
+    )
     if not dead:
-        return Link("ended_by", f"{head}a node that is gone or cannot fit it (Ray's error does not name it); no node "
-                    "of this cluster has died, so the node id given was never part of it, or that node lacks what it "
-                    "needs", exc_quote(msg))  # fmt: skip
+        return Link(
+            "ended_by",
+            f"{head}a node that is gone or cannot fit it (Ray's error does not name it); no node "
+            "of this cluster has died, so the node id given was never part of it, or that node lacks what it "
+            "needs",
+            exc_quote(msg),
+        )
     last = node_death(g, str(dead[0].get("node_id")))[0].text
     more = f"; {len(dead) - 1} other node(s) died before it" if len(dead) > 1 else ""
-    return Link("ended_by", f"{head}a gone node; the last node to die: {last}{more}",
-                "Ray's error does not name the node: " + exc_quote(msg))  # fmt: skip
+    return Link(
+        "ended_by",
+        f"{head}a gone node; the last node to die: {last}{more}",
+        "Ray's error does not name the node: " + exc_quote(msg),
+    )
 
 
 def attempts_crash(g: Graph, t: Row) -> str:

@@ -24,8 +24,13 @@ def resource_wait(
         most = ", ".join(
             f"{k} {amount(k, max((t.get(k, 0.0) for t in totals.values()), default=0))}" for k in lacking
         )
-        return [Link("waits_on", f"{who} needs {{{shape}}}, which no alive node can ever fit (infeasible: the largest has {most})",
-                     f"{len(totals)} alive node(s)")]  # fmt: skip
+        return [
+            Link(
+                "waits_on",
+                f"{who} needs {{{shape}}}, which no alive node can ever fit (infeasible: the largest has {most})",
+                f"{len(totals)} alive node(s)",
+            )
+        ]
     # Contention: on every node that could fit it, something holds what it needs. A task blocked in ray.get on
     # its children has lent its CPU back to the node (Ray does so for CPU only): it holds no CPU while it waits.
     blocked = blocked_callers(g)
@@ -41,12 +46,20 @@ def resource_wait(
         return [free_now(g, who, shape, len(fits), self_key, blocked)]
     links = []
     for resource in sorted(short_of, key=lambda r: (r != "GPU", r)):
-        holders = [h for h in g.holders_of(resource) if h[2] in fits and h[0].key != self_key
-                   and not (resource == "CPU" and h[0].id in blocked)]  # fmt: skip
+        holders = [
+            h
+            for h in g.holders_of(resource)
+            if h[2] in fits and h[0].key != self_key and not (resource == "CPU" and h[0].id in blocked)
+        ]
         if not holders:
             continue
         total = sum(totals[n].get(resource, 0.0) for n in fits)
-        groups = count_by([f"{holder_name(g, ent)} of {g.job_label(ent.job_id)}{job_ended(g, ent.job_id)}" for ent, _, _ in holders])  # fmt: skip
+        groups = count_by(
+            [
+                f"{holder_name(g, ent)} of {g.job_label(ent.job_id)}{job_ended(g, ent.job_id)}"
+                for ent, _, _ in holders
+            ]
+        )
         who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:NAMES_SHOWN])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
@@ -61,14 +74,24 @@ def resource_wait(
             for ent, _, _ in holders
             if ent.kind == "task" and ent.row.get("name") == (g.attempts.get(parent) or [{}])[-1].get("name")
         ]
-        starve = (f"; these are its own callers (tasks {callers[0].row.get('name')}), blocked in ray.get on it: nested "
-                  "tasks starve" if callers else "")  # fmt: skip
+        starve = (
+            f"; these are its own callers (tasks {callers[0].row.get('name')}), blocked in ray.get on it: nested "
+            "tasks starve"
+            if callers
+            else ""
+        )
         quote += (
             f" | Ray lends back the CPU of a task blocked in ray.get, not its {resource}" if callers else ""
         )
         first = first_to_release(g, resource, holders, need, totals, held_on)
-        links.append(Link("holds", f"{who} waits for {resource} ({shape}): {amount(resource, held_total)} of {amount(resource, total)} {resource} on the nodes "
-                          f"that fit it are held by {who_holds}{starve}{first}", quote))  # fmt: skip
+        links.append(
+            Link(
+                "holds",
+                f"{who} waits for {resource} ({shape}): {amount(resource, held_total)} of {amount(resource, total)} {resource} on the nodes "
+                f"that fit it are held by {who_holds}{starve}{first}",
+                quote,
+            )
+        )
     return links or [
         Link("waits_on", f"{who} needs {{{shape}}}; it fits, but {', '.join(sorted(short_of))} is in use now")
     ]
@@ -134,13 +157,24 @@ def free_now(g: Graph, who: str, shape: str, fits: int, self_key: str, blocked: 
     waiter = g.entities.get(self_key)
     parent = str((waiter.row if waiter else {}).get("parent_task_id") or "")
     if parent in blocked:
-        callers = [tid for tid in blocked if (g.attempts.get(tid) or [{}])[-1].get("name") == (g.attempts.get(parent) or [{}])[-1].get("name")]  # fmt: skip
+        callers = [
+            tid
+            for tid in blocked
+            if (g.attempts.get(tid) or [{}])[-1].get("name")
+            == (g.attempts.get(parent) or [{}])[-1].get("name")
+        ]
         name = (g.attempts.get(parent) or [{}])[-1].get("name") or "?"
-        return Link("waits_on", f"{who} needs {{{shape}}}, which fits: its callers ({len(callers)} task(s) {name}) wait "
-                    "in ray.get on their children and have lent their CPU back, so this is not a deadlock; the CPU is "
-                    "free now (worker processes starting, or scheduling in progress)")  # fmt: skip
-    return Link("waits_on", f"{who} needs {{{shape}}}, which fits on {fits} node(s) and looks free now "
-                "(scheduling in progress, or held by work not listed)")  # fmt: skip
+        return Link(
+            "waits_on",
+            f"{who} needs {{{shape}}}, which fits: its callers ({len(callers)} task(s) {name}) wait "
+            "in ray.get on their children and have lent their CPU back, so this is not a deadlock; the CPU is "
+            "free now (worker processes starting, or scheduling in progress)",
+        )
+    return Link(
+        "waits_on",
+        f"{who} needs {{{shape}}}, which fits on {fits} node(s) and looks free now "
+        "(scheduling in progress, or held by work not listed)",
+    )
 
 
 def job_ended(g: Graph, job_id: str | None) -> str:

@@ -45,5 +45,14 @@ def failed_jobs(g: Graph) -> list[Chain]:
         f"{j.get('submission_id') or j.get('job_id')}: {job_cause(j)}" for j in failed[:FAILED_JOBS_SHOWN]
     ]
     first = failed[0].get("submission_id") or failed[0].get("job_id")
-    return [Chain(CONTEXT + 10, "failed_jobs", "", [Link("ended_by", f"{len(failed)} job(s) failed recently")],
-                  [f"diagnose_job job={first} for its root cause"], subjects={"jobs:failed"}, details=causes)]  # fmt: skip
+    return [
+        Chain(
+            CONTEXT + 10,
+            "failed_jobs",
+            "",
+            [Link("ended_by", f"{len(failed)} job(s) failed recently")],
+            [f"diagnose_job job={first} for its root cause"],
+            subjects={"jobs:failed"},
+            details=causes,
+        )
+    ]

@@ -42,9 +42,17 @@ def driver_chain(g: Graph, lines: Sequence[str] | None, chains: Sequence[Chain],
         diagnosis.cut_text(line, LOG_QUOTE_LINE_CHARS)
         for line in diagnosis.user_lines(tb.lines)[-DRIVER_QUOTE_LINES:]
     )
-    raised = Link("raised_in", f"the driver raised {diagnosis.short_type(outer_type)}"
-                  + (f" ({diagnosis.short_type(inner_type)}: {one_line(inner_msg, INNER_MESSAGE_CHARS)})" if inner_type != outer_type else f": {one_line(inner_msg, MESSAGE_HEAD_CHARS)}")
-                  + f" at {where}", excerpt)  # fmt: skip
+    raised = Link(
+        "raised_in",
+        f"the driver raised {diagnosis.short_type(outer_type)}"
+        + (
+            f" ({diagnosis.short_type(inner_type)}: {one_line(inner_msg, INNER_MESSAGE_CHARS)})"
+            if inner_type != outer_type
+            else f": {one_line(inner_msg, MESSAGE_HEAD_CHARS)}"
+        )
+        + f" at {where}",
+        excerpt,
+    )
     # 1. Where it was first raised: "ray::f() (pid=…)" of a task or actor method, the innermost one.
     remote = first_raise(text)
     if remote:
@@ -125,8 +133,14 @@ def dead_actor_named(g: Graph, raised: Link, chains: Sequence[Chain], text: str,
         if explained is not None:
             return merge(raised, explained)
         if aid in g.actors:
-            return Chain(ROOT, "raised", "", [raised, *actor_end(g, g.actors[aid])], job_id=job_id,
-                         subjects={f"actor:{aid}"})  # fmt: skip
+            return Chain(
+                ROOT,
+                "raised",
+                "",
+                [raised, *actor_end(g, g.actors[aid])],
+                job_id=job_id,
+                subjects={f"actor:{aid}"},
+            )
     return None
 
 
@@ -139,10 +153,20 @@ def gave_up_chain(g: Graph, raised: Link, chains: Sequence[Chain], job_id: str) 
     who = ", ".join(g.task_label(r) for r in rows[:TIMED_OUT_WORK_NAMED]) + (
         f" and {len(rows) - TIMED_OUT_WORK_NAMED} more" if len(rows) > TIMED_OUT_WORK_NAMED else ""
     )
-    gave_up = Link("waits_on", f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
-                   "; ".join(c.links[-1].quote for c in late[:TIMED_OUT_WORK_NAMED]))  # fmt: skip
-    return Chain(ROOT, "timeout", "", [raised, gave_up], [f"list_tasks job={job_id}", "cpu_profile or "
-                 "stack_traces of the slow task"], job_id, set().union(*(c.subjects for c in late)))  # fmt: skip
+    gave_up = Link(
+        "waits_on",
+        f"{raised.text}; it stopped waiting on {who}, still running when the job ended",
+        "; ".join(c.links[-1].quote for c in late[:TIMED_OUT_WORK_NAMED]),
+    )
+    return Chain(
+        ROOT,
+        "timeout",
+        "",
+        [raised, gave_up],
+        [f"list_tasks job={job_id}", "cpu_profile or stack_traces of the slow task"],
+        job_id,
+        set().union(*(c.subjects for c in late)),
+    )
 
 
 def called_by_name(g: Graph, raised: Link, chains: Sequence[Chain], text: str) -> Chain | None:
@@ -215,8 +239,16 @@ def merge(raised: Link, chain: Chain) -> Chain:
     """The driver's exception joined to the chain it came from; that chain's symptom stays counted ("4 tasks
     decode failed": the driver re-raised one of them, the same cause ended them all)."""
     counted = [f"[counted] {chain.symptom}, all with this cause"] if re.match(r"\d+ ", chain.symptom) else []
-    return Chain(ROOT, chain.kind, "", [raised, *chain.links], chain.next_steps, chain.job_id, chain.subjects,
-                 details=[*counted, *chain.details])  # fmt: skip
+    return Chain(
+        ROOT,
+        chain.kind,
+        "",
+        [raised, *chain.links],
+        chain.next_steps,
+        chain.job_id,
+        chain.subjects,
+        details=[*counted, *chain.details],
+    )
 
 
 def name_holder(g: Graph, name: str) -> list[Link]:
@@ -254,13 +286,22 @@ def named_actor(g: Graph, name: str) -> list[Link]:
     alive = [a for a in found if a.get("state") != "DEAD"]
     if alive:
         a = alive[0]
-        return [Link("created_by", f"an actor named '{name}' exists, but in namespace '{a.get('ray_namespace')}' "
-                     f"(created by {g.job_label(a.get('job_id'))}); look it up with namespace='{a.get('ray_namespace')}'",
-                     f"{g.actor_label(a)} state={a.get('state')} namespace={a.get('ray_namespace')}")]  # fmt: skip
+        return [
+            Link(
+                "created_by",
+                f"an actor named '{name}' exists, but in namespace '{a.get('ray_namespace')}' "
+                f"(created by {g.job_label(a.get('job_id'))}); look it up with namespace='{a.get('ray_namespace')}'",
+                f"{g.actor_label(a)} state={a.get('state')} namespace={a.get('ray_namespace')}",
+            )
+        ]
     if found:
         a = found[0]
-        return [Link("created_by", f"the actor named '{name}' (created by {g.job_label(a.get('job_id'))}) is DEAD"),
-                *actor_end(g, a)]  # fmt: skip
+        return [
+            Link(
+                "created_by", f"the actor named '{name}' (created by {g.job_label(a.get('job_id'))}) is DEAD"
+            ),
+            *actor_end(g, a),
+        ]
     return [
         Link("created_by", f"no actor named '{name}' exists in any namespace (never created, or not yet)")
     ]
@@ -287,10 +328,21 @@ def serve_failure(g: Graph, text: str) -> list[Link]:
             msg = str(d.get("message") or "")
             started = "STARTUP" in str(d.get("status_trigger") or "") or "__init__" in msg
             why = exception_line(msg) or one_line(msg, SHORT_CAUSE_CHARS)
-            return [Link("raised_in", f"Serve app '{name}' deployment {dep} is {d.get('status')}: "
-                         + (f"its replicas failed to start: {why}" if started else why), exc_quote(msg))]  # fmt: skip
+            return [
+                Link(
+                    "raised_in",
+                    f"Serve app '{name}' deployment {dep} is {d.get('status')}: "
+                    + (f"its replicas failed to start: {why}" if started else why),
+                    exc_quote(msg),
+                )
+            ]
         msg = str(app.get("message") or "")
         if msg:
-            return [Link("ended_by", f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or one_line(msg, SHORT_CAUSE_CHARS)}",
-                         one_line(msg, QUOTE_CHARS))]  # fmt: skip
+            return [
+                Link(
+                    "ended_by",
+                    f"Serve app '{name}' is {app.get('status')}: {exception_line(msg) or one_line(msg, SHORT_CAUSE_CHARS)}",
+                    one_line(msg, QUOTE_CHARS),
+                )
+            ]
     return []

@@ -27,8 +27,11 @@ HEALTH_CHECK = re.compile(r"health.?check", re.I)
 
 def settings(config: Row, keys: tuple[str, ...]) -> str:
     """ "max_ongoing_requests 5, max_queued_requests 10": the settings of a deployment that are set."""
-    return ", ".join(f"{k} {config[k]:g}" if isinstance(config[k], float) else f"{k} {config[k]}"
-                     for k in keys if config.get(k) is not None)  # fmt: skip
+    return ", ".join(
+        f"{k} {config[k]:g}" if isinstance(config[k], float) else f"{k} {config[k]}"
+        for k in keys
+        if config.get(k) is not None
+    )
 
 
 def replicas_line(dep: Row) -> str:
@@ -82,12 +85,27 @@ def serve_app_chains(g: Graph) -> list[Chain]:
                 )
                 health = settings(config, HEALTH) or "the default health check (every 10 s, 30 s timeout)"
                 checked = "failing its health check" if HEALTH_CHECK.search(message) else "dying"
-                text = (f"{subject}: {len(dead)} replica(s) died and were replaced, {checked} ({health}); "
-                        f"{dep_status}: {quoted(why)}")  # fmt: skip
-                chains.append(Chain(LOOP, "serve_loop", "", [Link("ended_by", text, one_line(message, QUOTE_CHARS))],
-                                    [f"serve_status app={name}", f"tail_logs actor_id={dead[-1].get('actor_id')} stream=err"],
-                                    subjects={f"serve:{name}:{dep_name}", *(f"actor:{a.get('actor_id')}" for a in [*dead, *starting])},
-                                    details=details))  # fmt: skip
+                text = (
+                    f"{subject}: {len(dead)} replica(s) died and were replaced, {checked} ({health}); "
+                    f"{dep_status}: {quoted(why)}"
+                )
+                chains.append(
+                    Chain(
+                        LOOP,
+                        "serve_loop",
+                        "",
+                        [Link("ended_by", text, one_line(message, QUOTE_CHARS))],
+                        [
+                            f"serve_status app={name}",
+                            f"tail_logs actor_id={dead[-1].get('actor_id')} stream=err",
+                        ],
+                        subjects={
+                            f"serve:{name}:{dep_name}",
+                            *(f"actor:{a.get('actor_id')}" for a in [*dead, *starting]),
+                        },
+                        details=details,
+                    )
+                )
                 continue
             trigger = str(dep.get("status_trigger") or "")
             started = "STARTUP" in trigger or "__init__" in message
@@ -95,25 +113,44 @@ def serve_app_chains(g: Graph) -> list[Chain]:
                 f"its replicas failed to start: {quoted(why)}" if started else quoted(why)
             )
             severity = STUCK if status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTEXT + 10
-            chains.append(Chain(severity, "serve", f"Serve application {quoted(name)} is {status}",
-                                [Link("raised_in" if started else "ended_by", text, one_line(message, QUOTE_CHARS))],
-                                [f"serve_status app={name}", f"prompt serve-deployment-unhealthy(app={name})"],
-                                subjects={f"serve:{name}:{dep_name}"}, details=details))  # fmt: skip
+            chains.append(
+                Chain(
+                    severity,
+                    "serve",
+                    f"Serve application {quoted(name)} is {status}",
+                    [Link("raised_in" if started else "ended_by", text, one_line(message, QUOTE_CHARS))],
+                    [f"serve_status app={name}", f"prompt serve-deployment-unhealthy(app={name})"],
+                    subjects={f"serve:{name}:{dep_name}"},
+                    details=details,
+                )
+            )
         if status not in ("RUNNING", "NOT_STARTED", "DELETING", "DEPLOYING") and not any(
             c.subjects & {f"serve:{name}:{d}" for d in deployments} for c in chains
         ):
             text = f"Serve application {quoted(name)} is {status}: {quoted(one_line(str(app.get('message') or ''), SHORT_CAUSE_CHARS))}"
-            chains.append(Chain(STUCK if status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTEXT + 10, "serve", "",
-                                [Link("ended_by", text)], [f"serve_status app={name}"], subjects={f"serve:{name}"}))  # fmt: skip
+            chains.append(
+                Chain(
+                    STUCK if status in ("DEPLOY_FAILED", "UNHEALTHY") else CONTEXT + 10,
+                    "serve",
+                    "",
+                    [Link("ended_by", text)],
+                    [f"serve_status app={name}"],
+                    subjects={f"serve:{name}"},
+                )
+            )
     return chains
 
 
 def job_app_chains(g: Graph, job_id: str) -> list[Chain]:
     """The chains of the Serve apps this job deployed (its controller started their replicas, so the replica
     actors carry the job's id)."""
-    mine = {str(a.get("class_name")).split(":")[1] for a in g.actors.values()
-            if a.get("job_id") == job_id and str(a.get("class_name") or "").count(":") >= 2
-            and str(a.get("class_name")).startswith("ServeReplica:")}  # fmt: skip
+    mine = {
+        str(a.get("class_name")).split(":")[1]
+        for a in g.actors.values()
+        if a.get("job_id") == job_id
+        and str(a.get("class_name") or "").count(":") >= 2
+        and str(a.get("class_name")).startswith("ServeReplica:")
+    }
     return [
         c
         for c in serve_app_chains(g)

@@ -44,10 +44,20 @@ def runtime_env_failure(g: Graph) -> list[Chain]:
     fields = runtime_env_fields(job.get("runtime_env"))
     text = f"the job's runtime_env failed to set up, so the driver never ran: {quoted(first_line(message))}"
     sid = job.get("submission_id") or job.get("job_id")
-    return [Chain(ROOT + 5, "runtime_env", "", [Link("ended_by", text, " | ".join(error_lines(message, RUNTIME_ENV_ERROR_LINES)))],
-                  ["Fix the runtime_env and resubmit with submit_job (it checks the env first)",
-                   f"prompt runtime-env-failure(job={sid})"], str(job.get("job_id") or "") or None,
-                  details=[f"[runtime_env] what it installs or uploads: {fields}"] if fields else [])]  # fmt: skip
+    return [
+        Chain(
+            ROOT + 5,
+            "runtime_env",
+            "",
+            [Link("ended_by", text, " | ".join(error_lines(message, RUNTIME_ENV_ERROR_LINES)))],
+            [
+                "Fix the runtime_env and resubmit with submit_job (it checks the env first)",
+                f"prompt runtime-env-failure(job={sid})",
+            ],
+            str(job.get("job_id") or "") or None,
+            details=[f"[runtime_env] what it installs or uploads: {fields}"] if fields else [],
+        )
+    ]
 
 
 def entrypoint_need(job: Row, supervisor: Row | None = None) -> dict[str, float]:
@@ -63,7 +73,7 @@ def entrypoint_need(job: Row, supervisor: Row | None = None) -> dict[str, float]
             need[name] = num(job[key])
     if not need and supervisor:
         need = {str(k): num(v) for k, v in (supervisor.get("required_resources") or {}).items() if num(v)}
-    return need  # fmt: skip
+    return need
 
 
 def entrypoint_chains(g: Graph) -> list[Chain]:
@@ -74,8 +84,22 @@ def entrypoint_chains(g: Graph) -> list[Chain]:
     message = str(job.get("message") or "")
     job_id = str(job.get("job_id") or "") or None
     if error == "JOB_ENTRYPOINT_COMMAND_START_ERROR":
-        return [Chain(ROOT, "entrypoint", "", [Link("ended_by", f"the entrypoint command could not start: {quoted(first_line(message))}",
-                      " | ".join(error_lines(message)))], ["Check the entrypoint command and that its files are in working_dir"], job_id)]  # fmt: skip
+        return [
+            Chain(
+                ROOT,
+                "entrypoint",
+                "",
+                [
+                    Link(
+                        "ended_by",
+                        f"the entrypoint command could not start: {quoted(first_line(message))}",
+                        " | ".join(error_lines(message)),
+                    )
+                ],
+                ["Check the entrypoint command and that its files are in working_dir"],
+                job_id,
+            )
+        ]
     unschedulable = error in ("JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE")
     if status != "PENDING" and not unschedulable:
         return []
@@ -91,16 +115,33 @@ def entrypoint_chains(g: Graph) -> list[Chain]:
             for k, v in need.items()
             if most[k] < v
         ]
-        links = [Link("waits_on", f"the job's driver cannot be scheduled: entrypoint resources {{{amounts(need)}}} "
-                      f"fit on no node ({'; '.join(lacking)})", links[-1].quote)]  # fmt: skip
+        links = [
+            Link(
+                "waits_on",
+                f"the job's driver cannot be scheduled: entrypoint resources {{{amounts(need)}}} "
+                f"fit on no node ({'; '.join(lacking)})",
+                links[-1].quote,
+            )
+        ]
         severity, kind = ROOT + 3, "entrypoint_resources"
     elif "looks free" in text or "which fits" in text:
         return []  # free for the driver: not the entrypoint's resources (the runtime_env, or the start itself)
     else:
         severity, kind = STUCK, "entrypoint_resources"
-    return [Chain(severity, kind, "" if severity > STUCK else "The driver cannot start", links,
-                  ["Lower entrypoint_num_cpus / entrypoint_num_gpus / entrypoint_resources, or add a node with them",
-                   "cluster_status shows what each node has"], job_id, {"driver"})]  # fmt: skip
+    return [
+        Chain(
+            severity,
+            kind,
+            "" if severity > STUCK else "The driver cannot start",
+            links,
+            [
+                "Lower entrypoint_num_cpus / entrypoint_num_gpus / entrypoint_resources, or add a node with them",
+                "cluster_status shows what each node has",
+            ],
+            job_id,
+            {"driver"},
+        )
+    ]
 
 
 # Lines Ray writes into a driver's log (its own logging, raylet and state dumps), not the program's output.
@@ -129,8 +170,11 @@ def status_chain(g: Graph) -> Chain | None:
     if status == "FAILED":
         code = job.get("driver_exit_code")
         said = last_output(lines)
-        text = (f"the driver exited{f' with exit code {code}' if code is not None else ''} without a Python traceback "
-                f"({job.get('error_type') or 'FAILED'})" + (f"; its last output: {quoted(said, LAST_OUTPUT_CHARS)}" if said else ""))  # fmt: skip
+        text = (
+            f"the driver exited{f' with exit code {code}' if code is not None else ''} without a Python traceback "
+            f"({job.get('error_type') or 'FAILED'})"
+            + (f"; its last output: {quoted(said, LAST_OUTPUT_CHARS)}" if said else "")
+        )
         tail = " | ".join(
             one_line(line, LOG_QUOTE_LINE_CHARS) for line in lines[-DRIVER_QUOTE_LINES:] if line.strip()
         )
@@ -143,8 +187,14 @@ def status_chain(g: Graph) -> Chain | None:
             job_id,
         )
     if status == "PENDING":
-        return Chain(CONTEXT + 10, "pending", "", [Link("waits_on", "its driver has not started yet", message)],
-                     ["wait_for_job", "cluster_status"], job_id)  # fmt: skip
+        return Chain(
+            CONTEXT + 10,
+            "pending",
+            "",
+            [Link("waits_on", "its driver has not started yet", message)],
+            ["wait_for_job", "cluster_status"],
+            job_id,
+        )
     if status == "STOPPED":
         return Chain(
             INFO,

@@ -79,9 +79,22 @@ def retried_warnings(g: Graph, job_id: str | None) -> list[Chain]:
     out = []
     for (name, exc), rows in groups.items():
         tasks = {str(t.get("task_id")) for t in rows}
-        out.append(Chain(WARNING, "retried", "Warning", [Link("ended_by",
-            f"{len(rows)} attempt(s) of {name} failed with {exc}; all retried successfully ({len(tasks)} task(s))",
-            exc_quote(str(rows[-1].get("error_message") or "")))], job_id=job_id, subjects={f"task:{t}" for t in tasks}))  # fmt: skip
+        out.append(
+            Chain(
+                WARNING,
+                "retried",
+                "Warning",
+                [
+                    Link(
+                        "ended_by",
+                        f"{len(rows)} attempt(s) of {name} failed with {exc}; all retried successfully ({len(tasks)} task(s))",
+                        exc_quote(str(rows[-1].get("error_message") or "")),
+                    )
+                ],
+                job_id=job_id,
+                subjects={f"task:{t}" for t in tasks},
+            )
+        )
     return out
 
 
@@ -111,22 +124,47 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
         if attempts > 1:
             symptom += f" after {attempts} attempts"
         kind = chain_kind(links)
-        chains.append(Chain(CONTEXT - 10 if kind == "ended_with_job" else CONTEXT + 10, kind, symptom, links,
-                            [f"list_tasks job={first.get('job_id')} state=FAILED", f"tail_logs task_id={first.get('task_id')}"],
-                            first.get("job_id"), {f"task:{t.get('task_id')}" for t in rows}))  # fmt: skip
+        chains.append(
+            Chain(
+                CONTEXT - 10 if kind == "ended_with_job" else CONTEXT + 10,
+                kind,
+                symptom,
+                links,
+                [
+                    f"list_tasks job={first.get('job_id')} state=FAILED",
+                    f"tail_logs task_id={first.get('task_id')}",
+                ],
+                first.get("job_id"),
+                {f"task:{t.get('task_id')}" for t in rows},
+            )
+        )
     if cancelled:
-        chains.append(Chain(INFO, "cancelled", f"{len(cancelled)} task(s) cancelled with ray.cancel (not a failure)",
-                            [], job_id=job_id, subjects={f"task:{t.get('task_id')}" for t in cancelled}))  # fmt: skip
+        chains.append(
+            Chain(
+                INFO,
+                "cancelled",
+                f"{len(cancelled)} task(s) cancelled with ray.cancel (not a failure)",
+                [],
+                job_id=job_id,
+                subjects={f"task:{t.get('task_id')}" for t in cancelled},
+            )
+        )
     return chains
 
 
 def chain_kind(links: Sequence[Link]) -> str:
     text = " ".join(link.text for link in links)
-    for kind, pattern in (("ended_with_job", "when its job ended"), ("oom", "memory monitor"),
-                          ("runtime_env", "could not set up its runtime_env"),
-                          ("node_died", r"node .* died"), ("owner_died", "owner"),
-                          ("pg_removed", "placement group .* removed"), ("killed", "ray.kill"),
-                          ("worker_crash", "worker process died"), ("raised", "raised")):  # fmt: skip
+    for kind, pattern in (
+        ("ended_with_job", "when its job ended"),
+        ("oom", "memory monitor"),
+        ("runtime_env", "could not set up its runtime_env"),
+        ("node_died", r"node .* died"),
+        ("owner_died", "owner"),
+        ("pg_removed", "placement group .* removed"),
+        ("killed", "ray.kill"),
+        ("worker_crash", "worker process died"),
+        ("raised", "raised"),
+    ):
         if re.search(pattern, text):
             return kind
     return "failed"
@@ -156,21 +194,48 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
                 and own_job not in ("RUNNING", None)
             ):
                 continue  # the job ended, and its actors with it
-            chains.append(Chain(CONTEXT + 15, chain_kind(links), f"{g.actor_label(row)} died", links,
-                                [f"tail_logs actor_id={row.get('actor_id')}", f"get_actor actor_id={row.get('actor_id')}"],
-                                row.get("job_id"), {f"actor:{row.get('actor_id')}"}))  # fmt: skip
+            chains.append(
+                Chain(
+                    CONTEXT + 15,
+                    chain_kind(links),
+                    f"{g.actor_label(row)} died",
+                    links,
+                    [
+                        f"tail_logs actor_id={row.get('actor_id')}",
+                        f"get_actor actor_id={row.get('actor_id')}",
+                    ],
+                    row.get("job_id"),
+                    {f"actor:{row.get('actor_id')}"},
+                )
+            )
         elif restarts >= 2 or (state == "RESTARTING" and restarts >= 1):
             chains.append(restart_loop(g, row))
         elif state in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
             links = actor_wait(g, row)
             if links:
-                chains.append(Chain(wait_rank(links, STUCK - 5, STUCK - 10), wait_kind(links),
-                                    f"{g.actor_label(row)} is {state}", links, ["cluster_status", f"get_actor actor_id={row.get('actor_id')}"],
-                                    row.get("job_id"), {f"actor:{row.get('actor_id')}"}))  # fmt: skip
+                chains.append(
+                    Chain(
+                        wait_rank(links, STUCK - 5, STUCK - 10),
+                        wait_kind(links),
+                        f"{g.actor_label(row)} is {state}",
+                        links,
+                        ["cluster_status", f"get_actor actor_id={row.get('actor_id')}"],
+                        row.get("job_id"),
+                        {f"actor:{row.get('actor_id')}"},
+                    )
+                )
     if killed:
         labels = names(g.actor_label(a) for a in killed)
-        chains.append(Chain(INFO, "killed", f"{len(killed)} actor(s) ended on request or out of scope (not a failure): {labels}",
-                            [], job_id=job_id, subjects={f"actor:{a.get('actor_id')}" for a in killed}))  # fmt: skip
+        chains.append(
+            Chain(
+                INFO,
+                "killed",
+                f"{len(killed)} actor(s) ended on request or out of scope (not a failure): {labels}",
+                [],
+                job_id=job_id,
+                subjects={f"actor:{a.get('actor_id')}" for a in killed},
+            )
+        )
     return chains
 
 
@@ -218,10 +283,15 @@ def restart_loop(g: Graph, row: Row) -> Chain:
     if "memory" in (reason or "").lower() and "kill" in (reason or "").lower():
         text = f"{label} restarted {n} time(s){interval}; the memory monitor killed its worker each time"
     state = row.get("state")
-    return Chain(LOOP, "restart_loop", f"{label} is in a restart loop ({state})",
-                 [Link("ended_by", text, quote)],
-                 [f"tail_logs actor_id={row.get('actor_id')} stream=err", f"get_actor actor_id={row.get('actor_id')}"],
-                 row.get("job_id"), {f"actor:{row.get('actor_id')}"})  # fmt: skip
+    return Chain(
+        LOOP,
+        "restart_loop",
+        f"{label} is in a restart loop ({state})",
+        [Link("ended_by", text, quote)],
+        [f"tail_logs actor_id={row.get('actor_id')} stream=err", f"get_actor actor_id={row.get('actor_id')}"],
+        row.get("job_id"),
+        {f"actor:{row.get('actor_id')}"},
+    )
 
 
 def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
@@ -234,10 +304,17 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
             continue
         links = pg_wait(g, pg)
         if links:
-            chains.append(Chain(wait_rank(links, STUCK, STUCK - 10), wait_kind(links),
-                                f"{g.pg_label(pg)} is {pg.get('state')}", links,
-                                [f"pg_status placement_group={pg.get('placement_group_id')}", "cluster_status"], pg.get("creator_job_id"),
-                                {f"pg:{pg.get('placement_group_id')}"}))  # fmt: skip
+            chains.append(
+                Chain(
+                    wait_rank(links, STUCK, STUCK - 10),
+                    wait_kind(links),
+                    f"{g.pg_label(pg)} is {pg.get('state')}",
+                    links,
+                    [f"pg_status placement_group={pg.get('placement_group_id')}", "cluster_status"],
+                    pg.get("creator_job_id"),
+                    {f"pg:{pg.get('placement_group_id')}"},
+                )
+            )
     waiting: dict[str, tuple[list[Link], list[Row]]] = {}
     for t in final_attempts(g, job_id):
         if (
@@ -251,7 +328,15 @@ def pending_chains(g: Graph, job_id: str | None) -> list[Chain]:
                 waiting.setdefault(key, (links, []))[1].append(t)
     for links, rows in waiting.values():
         n = len(rows)
-        chains.append(Chain(wait_rank(links, STUCK - 5, STUCK - 12), wait_kind(links),
-                            f"{n} task(s) {rows[0].get('name')} wait to be scheduled", links, ["cluster_status"],
-                            rows[0].get("job_id"), {f"task:{t.get('task_id')}" for t in rows}))  # fmt: skip
+        chains.append(
+            Chain(
+                wait_rank(links, STUCK - 5, STUCK - 12),
+                wait_kind(links),
+                f"{n} task(s) {rows[0].get('name')} wait to be scheduled",
+                links,
+                ["cluster_status"],
+                rows[0].get("job_id"),
+                {f"task:{t.get('task_id')}" for t in rows},
+            )
+        )
     return chains

@@ -102,8 +102,16 @@ def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
             c.severity = min(c.severity, CONTEXT - 1)
     if any(c.severity > CONTEXT for c in chains):
         return []  # something else is wrong: it leads, progress or not
-    return [Chain(CONTEXT, "progressing", "", [Link("waits_on", f"healthy: its tasks are finishing ({progress(g)})")],
-                  [f"wait_for_job job={job.get('submission_id') or job.get('job_id')}"], subjects={"progress"})]  # fmt: skip
+    return [
+        Chain(
+            CONTEXT,
+            "progressing",
+            "",
+            [Link("waits_on", f"healthy: its tasks are finishing ({progress(g)})")],
+            [f"wait_for_job job={job.get('submission_id') or job.get('job_id')}"],
+            subjects={"progress"},
+        )
+    ]
 
 
 # Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
@@ -133,10 +141,23 @@ def memory_kill(g: Graph, job_id: str, chains: Sequence[Chain]) -> list[Chain]:
         return []
     node_id = (re.search(r"ID: ([0-9a-f]{56})", message) or [None, None])[1]
     top = top_memory_user(message)
-    return [Chain(ROOT + 1, "oom", "", [Link("ended_by",
-        f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: "
-        f"{memory_summary(message)}" + (f"; the top memory user was {top}" if top else ""),
-        oom_quote(message))], ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"], job_id or None)]  # fmt: skip
+    return [
+        Chain(
+            ROOT + 1,
+            "oom",
+            "",
+            [
+                Link(
+                    "ended_by",
+                    f"the job's driver process was killed by the memory monitor on {g.node_label(node_id)}: "
+                    f"{memory_summary(message)}" + (f"; the top memory user was {top}" if top else ""),
+                    oom_quote(message),
+                )
+            ],
+            ["cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"],
+            job_id or None,
+        )
+    ]
 
 
 def distinct(chains: Sequence[Chain]) -> list[Chain]:
@@ -167,8 +188,10 @@ def other_jobs(g: Graph, job_id: str) -> list[str]:
     failed = [j for jid, j in g.jobs.items() if jid != job_id and j.get("status") == "FAILED"]
     if not failed:
         return []
-    return [f"Other jobs (not this one's problem): {len(failed)} FAILED ({names((str(j.get('job_id')) for j in failed), OTHER_JOBS_NAMED)}); "
-            "cluster_health or diagnose_job for them."]  # fmt: skip
+    return [
+        f"Other jobs (not this one's problem): {len(failed)} FAILED ({names((str(j.get('job_id')) for j in failed), OTHER_JOBS_NAMED)}); "
+        "cluster_health or diagnose_job for them."
+    ]
 
 
 def verdict_line(phrase: str, chains: Sequence[Chain], limit: int = VERDICT_BYTES) -> str:

@@ -150,9 +150,17 @@ def deadlock(g: Graph) -> Chain | None:
             f"({actors or 'tasks'}); none can finish",
         )
     )
-    return Chain(STUCK + 5, "deadlock", "", links, [
-        "stack_traces of the actors in the cycle to see the ray.get calls",
-        "give the actors max_concurrency > 1 or make the inner call async"], subjects={f"task:{t}" for t in cycle})  # fmt: skip
+    return Chain(
+        STUCK + 5,
+        "deadlock",
+        "",
+        links,
+        [
+            "stack_traces of the actors in the cycle to see the ray.get calls",
+            "give the actors max_concurrency > 1 or make the inner call async",
+        ],
+        subjects={f"task:{t}" for t in cycle},
+    )
 
 
 def cycle_names(open_: dict[str, Row], cycle: list[str]) -> str:
@@ -201,12 +209,27 @@ def driver_wait(g: Graph, job_id: str) -> Chain | None:
             (e.get("created_ms") for e in reversed(last.get("events") or []) if e.get("state") == "RUNNING"),
             None,
         )
-        links.append(Link("waits_on", f"{g.task_label(last)} has been RUNNING for {ago(started, g.ev.now_ms)} on "
-                          f"{g.node_label(last.get('node_id'))} (pid {last.get('worker_pid') or '?'})",
-                          f"state RUNNING since {ms_clock(started)}"))  # fmt: skip
+        links.append(
+            Link(
+                "waits_on",
+                f"{g.task_label(last)} has been RUNNING for {ago(started, g.ev.now_ms)} on "
+                f"{g.node_label(last.get('node_id'))} (pid {last.get('worker_pid') or '?'})",
+                f"state RUNNING since {ms_clock(started)}",
+            )
+        )
     else:
         links.append(Link("waits_on", f"{g.task_label(last)} is {last.get('state')}"))
     stuck = bool(why) or last.get("state") != "RUNNING"
-    return Chain(STUCK if stuck else CONTEXT, "waiting", "The driver is blocked", links,
-                 [f"stack_traces job={job_id}" if not stuck else f"cluster_status; list_tasks job={job_id} state=PENDING_NODE_ASSIGNMENT"],
-                 job_id, {f"task:{t}" for t in path})  # fmt: skip
+    return Chain(
+        STUCK if stuck else CONTEXT,
+        "waiting",
+        "The driver is blocked",
+        links,
+        [
+            f"stack_traces job={job_id}"
+            if not stuck
+            else f"cluster_status; list_tasks job={job_id} state=PENDING_NODE_ASSIGNMENT"
+        ],
+        job_id,
+        {f"task:{t}" for t in path},
+    )

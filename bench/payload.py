@@ -87,7 +87,7 @@ async def whole_results(res: Results, client: Client, job: str) -> None:
     print("    " + ", ".join(f"{t} {size(n)}" for t, n in sizes.items()), flush=True)
 
 
-async def first_calls(res: Results, target: Target, work: Path, job: str, runs: int) -> None:
+async def first_calls(res: Results, target: Target, work: Path, job: str, runs: int, note: str = "") -> None:
     """A job, a log and a placement-group tool as the first call of a fresh server, right after tools/list,
     against the same call warm (three more calls in the same server)."""
     cases = [("get_job", {"job": job}), ("tail_logs", {"job": job, "lines": 100}), ("pg_status", {})]
@@ -106,7 +106,8 @@ async def first_calls(res: Results, target: Target, work: Path, job: str, runs: 
         res.add(
             Row(
                 "first call",
-                f"{tool} as a fresh server's first call, right after tools/list, over the same call warm",
+                f"{tool} as a fresh server's first call, right after tools/list, over the same call warm"
+                + (f" {note}" if note else ""),
                 ms(median(first)),
                 ms(median(warm)),
                 f"+{ms(extra)} ({median(first) / median(warm):.2f}x)",

@@ -26,7 +26,7 @@ PG_RESOURCE = "bench_pg_slot"
 HOLDER = textwrap.dedent(
     """
     import json, sys, ray
-    from ray.util.placement_group import placement_group
+    from ray.util.placement_group import placement_group, remove_placement_group
 
     ray.init(address=sys.argv[1], namespace="ray-mcp-bench", log_to_driver=False)
     bundle = json.loads(sys.argv[2])
@@ -40,7 +40,7 @@ HOLDER = textwrap.dedent(
     def bench_noop(i):
         return i
 
-    actors, groups = [], []
+    actors, groups, pending = [], [], []
     print("ready", flush=True)
     for line in sys.stdin:
         kind, n = line.split()
@@ -56,6 +56,12 @@ HOLDER = textwrap.dedent(
             new = [placement_group([bundle]) for _ in range(n)]
             ray.get([g.ready() for g in new])
             groups += new
+        elif kind == "pending":  # groups that can never fit: they stay PENDING, explained by pg_status
+            pending += [placement_group([{k: 1e6 for k in bundle}], name=f"bench-pending-{i}") for i in range(n)]
+        elif kind == "unpend":
+            for g in pending:
+                remove_placement_group(g)
+            pending = []
         print("ok", flush=True)
     """
 )
@@ -159,6 +165,11 @@ class Population:
                     if int(body["data"]["result"].get("num_filtered") or 0) >= tasks:
                         return
                     await anyio.sleep(1)
+
+    async def pending_groups(self, n: int) -> None:
+        """Add ``n`` placement groups that can never fit (0: remove them); they stay PENDING meanwhile."""
+        await anyio.to_thread.run_sync(self._holder, "pending" if n else "unpend", n)
+        print(f"  cluster now holds {n} pending placement groups", flush=True)
 
     async def submit_log_job(self) -> str:
         """A finished job with a ~150 KB log: the subject of get_job, `ray job status` and the log rows."""

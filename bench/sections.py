@@ -26,7 +26,14 @@ from bench.common import (
 
 
 async def call_overhead(
-    res: Results, target: Target, stdio: Client, http: Client, proxy: Client, job: str, reps: int
+    res: Results,
+    target: Target,
+    stdio: Client,
+    http: Client,
+    proxy: Client,
+    job: str,
+    reps: int,
+    note: str = "",
 ) -> None:
     """Each tool over stdio and HTTP against the floor (bench/proxy_server.py over stdio: the same GET behind
     one MCP round trip) and against the raw GET alone (no MCP)."""
@@ -68,7 +75,8 @@ async def call_overhead(
             res.add(
                 Row(
                     "call overhead",
-                    f"{tool} over stdio vs a minimal MCP proxy of GET {endpoint} (stdio)",
+                    f"{tool} over stdio vs a minimal MCP proxy of GET {endpoint} (stdio)"
+                    + (f" {note}" if note else ""),
                     ms(ours),
                     ms(proxied),
                     f"{ours / proxied:.2f}x",
@@ -79,7 +87,8 @@ async def call_overhead(
             res.add(
                 Row(
                     "call overhead",
-                    f"{tool} over stdio vs the raw GET {endpoint} alone (no MCP)",
+                    f"{tool} over stdio vs the raw GET {endpoint} alone (no MCP)"
+                    + (f" {note}" if note else ""),
                     ms(ours),
                     ms(base),
                     f"{ours / base:.2f}x",
@@ -89,7 +98,7 @@ async def call_overhead(
             res.add(
                 Row(
                     "call overhead",
-                    f"{tool} over streamable HTTP vs the same proxy (stdio)",
+                    f"{tool} over streamable HTTP vs the same proxy (stdio)" + (f" {note}" if note else ""),
                     ms(ours_http),
                     ms(proxied),
                     f"{ours_http / proxied:.2f}x",

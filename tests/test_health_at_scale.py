@@ -101,13 +101,13 @@ async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray
 
 
 class Rows:
-    """A stand-in RayAPI for evidence._rows: its client answers every State API list with ``result``."""
+    """A stand-in RayAPI for evidence._rows: its State API answers every list with ``result``."""
 
     def __init__(self, result: dict[str, Any]) -> None:
         self.result = result
-        self.client = self
+        self.sources = self.state = self
 
-    async def list_state(self, resource: str, **_: Any) -> dict[str, Any]:
+    async def page(self, resource: str, **_: Any) -> dict[str, Any]:
         return self.result
 
 

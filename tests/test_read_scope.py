@@ -120,7 +120,7 @@ async def test_the_dashboard_sends_each_get_once_per_call_whatever_the_order_of_
         a, b, _y = await asyncio.gather(
             dashboard.get_json("/api/x", what="x", params={"limit": "5", "detail": "1"}),
             dashboard.get_json("/api/x", what="x", params=[("detail", "1"), ("limit", "5")]),
-            dashboard.request_json("GET", "/api/y", what="y"),
+            dashboard.get_json("/api/y", what="y"),
         )
         assert a == b
         await dashboard.get_json("/api/x", what="x", params={"detail": "1", "limit": "5"})
@@ -131,9 +131,9 @@ async def test_the_dashboard_sends_each_get_once_per_call_whatever_the_order_of_
 async def test_a_write_makes_the_call_read_again() -> None:
     dashboard, seen = counting_dashboard()
     with read_scope():
-        before = await dashboard.request_json("GET", "/api/jobs/j", what="the job")
-        await dashboard.request_json("POST", "/api/jobs/j/stop", what="stopping the job")
-        after = await dashboard.request_json("GET", "/api/jobs/j", what="the job")
+        before = await dashboard.get_json("/api/jobs/j", what="the job")
+        await dashboard.write_json("POST", "/api/jobs/j/stop", what="stopping the job")
+        after = await dashboard.get_json("/api/jobs/j", what="the job")
     assert before != after
     assert seen["GET /api/jobs/j?"] == 2 and seen["POST /api/jobs/j/stop?"] == 1
     await dashboard.aclose()

@@ -11,7 +11,6 @@ from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import MAX_LIMIT
 from ray_mcp.shaping.actors import (
     actor_from_state,
-    actor_summary_from_rows,
     build_actor_list,
     death_cause,
     render_actor_list,
@@ -34,6 +33,7 @@ from ray_mcp.shaping.serve import (
     render_serve_status,
 )
 from ray_mcp.shaping.tasks import build_task_summary, render_task_summary
+from ray_mcp.sources.state import actor_summary_from_rows
 
 NODE = "d1fd044d6469fa3e736d6cfa3315b40a90631341bb0ab0e97b9bc1aa"
 TRACEBACK = (

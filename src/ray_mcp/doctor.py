@@ -368,6 +368,7 @@ async def check_history(settings: Settings, transport: httpx.AsyncBaseTransport 
     from ray_mcp.errors import RayMCPError
     from ray_mcp.sources.dashboard import Dashboard
     from ray_mcp.sources.history import HistoryTransport, parse_history_address
+    from ray_mcp.sources.jobs import JobsAPI
 
     ref = parse_history_address(str(settings.address))
     history = HistoryTransport(ref, transport)
@@ -378,7 +379,7 @@ async def check_history(settings: Settings, transport: httpx.AsyncBaseTransport 
         headers=settings.dashboard_request_headers(),
     )
     try:
-        jobs = await client.job_rows()
+        jobs = (await JobsAPI(client).job_list()).jobs
     except RayMCPError as exc:
         return Check("history", "FAIL", str(exc).split(". ")[0] + ".", "correct the history+ address.")
     finally:

@@ -2,47 +2,57 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
 from ray_mcp import models
+from ray_mcp.answers.secrets import JobSecrets, job_ids_of
 from ray_mcp.errors import NotFound
-from ray_mcp.shaping.actors import actor_from_state, actor_summary_from_rows, build_actor_list
+from ray_mcp.shaping.actors import actor_from_state, build_actor_list
+from ray_mcp.shaping.common import state_notes
 from ray_mcp.sources import scope
-from ray_mcp.sources.dashboard import Dashboard
-from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import gather
 from ray_mcp.sources.ids import check_id
 from ray_mcp.sources.query import Filter
+from ray_mcp.sources.state import actor_summary_from_rows
 
 KILL_WAIT_S = 10.0
+SUMMARY_HINT_S = 60.0  # a list that needed the summary this recently reads it with its page
+SUMMARY_HINTS = 32  # the lists remembered
 
 
 class Actors:
-    """The actors of one cluster."""
+    """The actors of one cluster. Their death causes quote what their jobs printed: ``secrets`` learns those
+    jobs' env_vars first."""
 
-    def __init__(self, client: Dashboard, gcs: Gcs) -> None:
-        self.client = client
-        self.gcs = gcs
+    def __init__(self, sources: ClusterSources, secrets: JobSecrets) -> None:
+        self.sources = sources
+        self.state = sources.state
+        self.secrets = secrets
+        self._summarized: dict[
+            str, float
+        ] = {}  # a list's filters -> when it last needed the summary (timing)
 
     async def get(self, actor_id: str) -> models.Actor:
         check_id("actor", actor_id)
-        _total, _matched, rows, _notes = await self.client.state_page(
-            "actors", filters=[("actor_id", "=", actor_id)], limit=1, detail=True
-        )
-        if not rows:
+        row = await self.state.actor(actor_id)
+        if row is None:
             raise NotFound(
-                f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. "
+                f"No actor {actor_id!r} in the cluster at {self.sources.dashboard_url}. "
                 "Call list_actors to see the actor ids that exist."
             )
-        return actor_from_state(rows[0], detail=True)
+        await self.secrets.learn(job_ids_of([row]))
+        return actor_from_state(row, detail=True)
 
     async def kill(self, actor: models.Actor, *, no_restart: bool) -> models.ActorKill:
         """Force-kill an actor through the GCS (KillActorViaGcs: what ray.kill does, without a driver; the
         dashboard has no route for it), then watch it leave its state (bounded: the GCS updates within a
         second or two)."""
-        await self.gcs.kill_actor(actor.actor_id, no_restart=no_restart)
+        await self.sources.gcs.kill_actor(actor.actor_id, no_restart=no_restart)
         after = actor.state
         with anyio.move_on_after(KILL_WAIT_S):
             while after == actor.state:
@@ -62,22 +72,36 @@ class Actors:
     async def list(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
-        # detail=1 always: restarts and the death cause are detail columns in Ray's schema. Only `limit` rows come.
-        total, matched, rows, ray_notes = await self.client.state_page(
-            "actors", filters=filters, limit=limit, detail=True
-        )
-        # The counts per class and state: from the page when every matching actor is on it, else the State
-        # API's summary.
-        cluster: Mapping[str, Any] | None = actor_summary_from_rows(rows) if len(rows) >= matched else None
-        if cluster is None:
-            summary = await self.client.summary("actors", filters=filters)
-            cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
+        """One page of actors (detail=1 always: restarts and the death cause are detail columns in Ray's schema;
+        only ``limit`` rows come) and the counts per class and state: from the page when every matching actor is
+        on it, else from the State API's summary. The summary is read with the page when the same list needed
+        it a moment ago (one round trip, not two), else after it."""
+        key = repr(filters)
+        page = self.state.actors(filters=filters, limit=max(1, limit), detail=True)
+        summary = self.state.summary("actors", filters=filters)
+        if time.monotonic() - self._summarized.get(key, -SUMMARY_HINT_S) < SUMMARY_HINT_S:
+            found, early = await gather(page, summary)
+        else:
+            summary.close()  # not awaited: read below only if the page is not every matching actor
+            found, early = await page, None
+        rows = found["result"][:limit]
+        matched = int(found.get("num_filtered") or 0)
+        cluster: Mapping[str, Any] | None = None
+        if len(rows) >= matched:
+            cluster = actor_summary_from_rows(rows)
+        else:
+            self._summarized[key] = time.monotonic()
+            while len(self._summarized) > SUMMARY_HINTS:
+                del self._summarized[next(iter(self._summarized))]
+            read = early if early is not None else await self.state.summary("actors", filters=filters)
+            cluster = ((read.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
+        await self.secrets.learn(job_ids_of(rows))
         return build_actor_list(
-            total=total,
+            total=int(found.get("total") or 0),
             matched=matched,
             rows=rows,
             summary=cluster,
             limit=limit,
             detail=detail,
-            notes=notes + ray_notes,
+            notes=notes + state_notes("actors", found),
         )

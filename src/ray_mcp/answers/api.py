@@ -1,10 +1,9 @@
-"""RayAPI: one object per area of ray_api, all sharing one HTTP client and one GCS connection per cluster."""
+"""RayAPI: one object per area over one cluster's sources (one HTTP client, one GCS connection)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ray_mcp.answers.actors import Actors
 from ray_mcp.answers.data import Data
@@ -15,19 +14,24 @@ from ray_mcp.answers.nodes import Nodes
 from ray_mcp.answers.objects import Objects
 from ray_mcp.answers.pages import Pages
 from ray_mcp.answers.placement_groups import PlacementGroups
+from ray_mcp.answers.secrets import JobSecrets
 from ray_mcp.answers.serve import Serve
 from ray_mcp.answers.stacks import Stacks
 from ray_mcp.answers.tasks import Tasks
 from ray_mcp.answers.topology import Topology
 from ray_mcp.answers.train import Train
-from ray_mcp.sources.dashboard import Dashboard
-from ray_mcp.sources.gcs import GCS_LOOKUP, Gcs, GcsLookup
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class RayAPI:
     """A connection to one Ray cluster: ``api.jobs``, ``api.actors``, ``api.placement_groups``, ``api.logs``...
-    One instance per cluster, reused by every call. ``client`` is its dashboard (the source of every answer
-    it can give), ``gcs`` its GCS (only for what the dashboard does not serve)."""
+    One instance per cluster, reused by every call. ``sources`` are its dashboard's APIs (the source of every
+    answer they can give) and its GCS (only for what the dashboard does not serve); ``secrets`` teaches the
+    redactor the env_vars of the jobs whose text an answer shows."""
 
     def __init__(
         self,
@@ -45,38 +49,34 @@ class RayAPI:
         py_spy: str | None = None,
         local_logs: bool = True,
     ) -> None:
-        self.client = client = Dashboard(
+        self.sources = src = ClusterSources(
             dashboard_url,
             timeout_s=timeout_s,
             source=source,
             headers=headers,
             verify=verify,
             transport=transport,
+            gcs_address=gcs_address,
+            gcs_lookup=gcs_lookup,
+            gcs_out_of_reach=gcs_out_of_reach,
         )
-        self.dashboard_url = client.dashboard_url
-        self.gcs = gcs = Gcs(
-            client.dashboard_url,
-            address=gcs_address,
-            lookup=gcs_lookup,
-            authorization=client.authorization(),
-            timeout_s=timeout_s,
-            out_of_reach=gcs_out_of_reach,
-        )
-        self.nodes = nodes = Nodes(client)
-        self.jobs = jobs = Jobs(client)
-        self.pages = Pages(client)
-        self.actors = Actors(client, gcs)
-        self.tasks = Tasks(client, gcs)
-        self.placement_groups = placement_groups = PlacementGroups(client, gcs, nodes)
-        self.logs = logs = Logs(client, jobs, nodes, local_logs=local_logs)
-        self.serve = serve = Serve(client, logs)
-        self.stacks = Stacks(client, jobs, nodes, source=stack_source, py_spy=py_spy)
-        self.topology = Topology(client, gcs, jobs, placement_groups, serve)
-        self.train = Train(client)
-        self.objects = Objects(client, nodes)
-        self.events = Events(client, jobs, nodes)
-        self.data = Data(client, logs)
+        self.dashboard_url = src.dashboard_url
+        self.gcs = src.gcs
+        self.secrets = secrets = JobSecrets(src.jobs)
+        self.nodes = nodes = Nodes(src)
+        self.jobs = jobs = Jobs(src, secrets)
+        self.pages = Pages(src.routes)
+        self.actors = Actors(src, secrets)
+        self.tasks = Tasks(src, secrets)
+        self.placement_groups = placement_groups = PlacementGroups(src, nodes)
+        self.logs = logs = Logs(src, jobs, nodes, secrets, local_logs=local_logs)
+        self.serve = serve = Serve(src, logs, secrets)
+        self.stacks = Stacks(src, jobs, nodes, source=stack_source, py_spy=py_spy)
+        self.topology = Topology(src, jobs, placement_groups, serve)
+        self.train = Train(src.routes)
+        self.objects = Objects(src, secrets)
+        self.events = Events(src, jobs, nodes)
+        self.data = Data(src, logs)
 
     async def aclose(self) -> None:
-        await self.client.aclose()
-        self.gcs.close()
+        await self.sources.aclose()

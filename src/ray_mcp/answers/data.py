@@ -12,7 +12,7 @@ from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import DATA_LOG_BYTES, DATA_LOG_LINES, DATASETS_READ
 from ray_mcp.shaping.data import job_datasets
-from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.text import first_sentence
 
 # Ray Data's one stats actor per cluster (ray.data._internal.stats.STATS_ACTOR_NAME): the dashboard's route asks it.
@@ -20,30 +20,23 @@ STATS_ACTOR = "datasets_stats_actor"
 
 
 class Data:
-    def __init__(self, client: Dashboard, logs: Logs) -> None:
-        self.client = client
+    def __init__(self, sources: ClusterSources, logs: Logs) -> None:
+        self.sources = sources
         self.logs = logs
 
     async def _present(self) -> bool:
         """Whether Ray Data's stats actor is alive. The dashboard's datasets route creates that detached actor
         when it does not exist, so a read must not call the route before some driver ran Ray Data."""
-        found = await self.client.list_state(
-            "actors",
-            what="Ray Data's stats actor",
-            limit=1,
-            filters=[("name", "=", STATS_ACTOR), ("state", "=", "ALIVE")],
+        found = await self.sources.state.actors(
+            filters=[("name", "=", STATS_ACTOR), ("state", "=", "ALIVE")], limit=1, detail=False
         )
-        return bool(found.get("result"))
+        return bool(found["result"])
 
     async def datasets(self, job_id: str) -> list[dict[str, Any]] | None:
         """The job's datasets as Ray returns them, newest first; None when Ray Data never ran on this cluster."""
         if not await self._present():
             return None
-        body = await self.client.get_json(
-            f"/api/data/datasets/{job_id}", what=f"the datasets of job {job_id}"
-        )
-        rows = body.get("datasets") if isinstance(body, dict) else None
-        return [dict(r) for r in rows or [] if isinstance(r, dict)][:DATASETS_READ]
+        return (await self.sources.routes.datasets(job_id))[:DATASETS_READ]
 
     async def of_job(self, job_id: str, submission_id: str | None) -> models.JobDatasets:
         """get_job(datasets=true): the datasets with the driver log's progress. A read that fails is a note,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import datetime
 import re
+import time
 from typing import Any
 
 from ray_mcp import models
@@ -15,14 +16,17 @@ from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import AUTOSCALER_DECISIONS, STATE_API_MAX_ROWS
 from ray_mcp.shaping.common import to_number
 from ray_mcp.shaping.events import EventFilter, autoscaler_decisions, build_event_list
-from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.cluster_sources import ClusterSources
+
+STATE_EVENTS_RETRY_S = 300.0  # after the State API's event list failed, how long the older route goes first
 
 
 class Events:
-    def __init__(self, client: Dashboard, jobs: Jobs, nodes: Nodes) -> None:
-        self.client = client
+    def __init__(self, sources: ClusterSources, jobs: Jobs, nodes: Nodes) -> None:
+        self.sources = sources
         self.jobs = jobs
         self.nodes = nodes
+        self._state_failed_at = -STATE_EVENTS_RETRY_S  # when the State API's list last failed
 
     async def rows(
         self, notes: list[str], source: str | None = None, limit: int = STATE_API_MAX_ROWS
@@ -30,47 +34,30 @@ class Events:
         """Every event the dashboard keeps, oldest first.
 
         /api/v0/cluster_events first (Ray keeps the oldest rows at its limit, so every row is read); the
-        dashboard's older /events (the same store, no list options) when it fails, as it does on some
-        event records. ``source`` narrows the State API's answer (the older one has every event). RayMCPError when
-        neither answers."""
+        dashboard's older /events (the same store, no list options) when it fails, as it does once the store
+        holds an event its schema refuses; until the head restarts, so for STATE_EVENTS_RETRY_S after a
+        failure the older route is asked first. ``source`` narrows the State API's answer (the older one has
+        every event). RayMCPError when neither answers."""
+        if time.monotonic() - self._state_failed_at < STATE_EVENTS_RETRY_S:
+            try:
+                return _flat(await self.sources.routes.events())
+            except RayMCPError:
+                pass  # then the State API's, as if nothing had failed before
         try:
-            # detail=1: Ray 2.60 answers 500 to the basic-columns variant of this list.
-            result = await self.client.list_state(
-                "cluster_events",
-                what="the cluster events",
-                limit=limit,
-                detail=True,
-                filters=[("source_type", "=", source)] if source else [],
-            )
+            result = await self.sources.state.cluster_events(source=source, limit=limit)
         except RayMCPError as exc:
+            self._state_failed_at = time.monotonic()
             first_error = str(exc).split(". ")[0]
         else:
-            rows = [dict(r) for r in result.get("result") or []]
-            if int(to_number(result.get("total")) or 0) > len(rows):
-                notes.append(f"Ray returned the oldest {len(rows)} of {result.get('total')}")
-            return rows
+            kept: list[dict[str, Any]] = [dict(r) for r in result["result"]]
+            if int(to_number(result.get("total")) or 0) > len(kept):
+                notes.append(f"Ray returned the oldest {len(kept)} of {result.get('total')}")
+            return kept
         try:
-            data = await self.client.get_data("/events", what="the cluster events (/events)")
+            by_job = await self.sources.routes.events()
         except RayMCPError as exc:
             raise type(exc)(f"{first_error}; and {exc}") from exc
-        rows = []
-        for events in (data.get("events") or {}).values() if isinstance(data, dict) else []:
-            for e in events:
-                ts = float(to_number(e.get("timestamp")) or 0)
-                rows.append(
-                    {
-                        "time": clock(ts),
-                        "timestamp": ts,
-                        "severity": e.get("severity"),
-                        "source_type": e.get("sourceType") or e.get("source_type"),
-                        "message": e.get("message"),
-                        "custom_fields": e.get("customFields") or {},
-                        "source_hostname": e.get("hostName") or e.get("sourceHostname"),
-                        "label": e.get("label"),
-                    }
-                )
-        rows.sort(key=lambda r: r["timestamp"])
-        return rows
+        return _flat(by_job)
 
     async def list(
         self,
@@ -114,6 +101,28 @@ class Events:
             notes.append(f"The autoscaler's events could not be read: {str(exc).split('. ')[0]}.")
             return []
         return autoscaler_decisions(rows, AUTOSCALER_DECISIONS)
+
+
+def _flat(by_job: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The older route's events (by job, camelCase) as the State API's rows, oldest first."""
+    rows: list[dict[str, Any]] = []
+    for events in by_job.values():
+        for e in events:
+            ts = float(to_number(e.get("timestamp")) or 0)
+            rows.append(
+                {
+                    "time": clock(ts),
+                    "timestamp": ts,
+                    "severity": e.get("severity"),
+                    "source_type": e.get("sourceType") or e.get("source_type"),
+                    "message": e.get("message"),
+                    "custom_fields": e.get("customFields") or {},
+                    "source_hostname": e.get("hostName") or e.get("sourceHostname"),
+                    "label": e.get("label"),
+                }
+            )
+    rows.sort(key=lambda r: r["timestamp"])
+    return rows
 
 
 def clock(ts: float) -> str:

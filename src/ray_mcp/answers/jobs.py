@@ -1,139 +1,51 @@
-"""Ray Jobs: get, list, wait, stop and delete through the Jobs REST API (/api/jobs/); submit through Ray's
-JobSubmissionClient, which zips and uploads a local working_dir. Its requests ride the cluster's one HTTP
-client (``Dashboard.http``): the same headers, TLS and transport as every other call (a Kubernetes API
-server's service proxy with the kubeconfig's credentials, or a test's injected fault)."""
+"""Ray Jobs: get, list, wait, stop, delete and submit (the Jobs API: sources/jobs.py). A submission's
+runtime_env is checked first, its local uploads confined to the upload roots."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
-import httpx
-from ray.job_submission import JobSubmissionClient
 
 from ray_mcp import models
-from ray_mcp.errors import (
-    DashboardTimeout,
-    InvalidArgument,
-    NotFound,
-    RayMCPError,
-    RayRequestFailed,
-    dashboard_errors,
-    job_sdk_errors,
-)
-from ray_mcp.guard.redaction import hold_job
+from ray_mcp.answers.secrets import JobSecrets
+from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.sources import scope
-from ray_mcp.sources.dashboard import Dashboard, ProgressFn
-from ray_mcp.sources.ids import check_job_ref, job_path
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import ProgressFn
+from ray_mcp.sources.ids import check_job_ref
+from ray_mcp.sources.jobs import job_log_file
+from ray_mcp.sources.records import Job
 from ray_mcp.sources.runtime_env import check_runtime_env, validate_with_ray
 from ray_mcp.sources.uploads import confine_uploads
 from ray_mcp.text import clean_text, truncate_text
 
-JOB_SDK_SLACK_S = 3.0
-UPLOAD_READ_TIMEOUT_S = 300.0
-JOB_CHANGE_TIMEOUT_S = 60.0  # a stop or delete waits for the job agent on the head node
-
-
-def _no_job(url: str, job: str) -> str:
-    return (
-        f"No job {job!r} in the cluster at {url} (neither a submission id nor a job id). "
-        "Call list_jobs to see the jobs that exist."
-    )
-
-
-def job_log_file(submission_id: str) -> str:
-    return f"job-driver-{submission_id}.log"  # ray.dashboard.modules.job.common.JOB_LOGS_PATH_TEMPLATE
-
 
 class Jobs:
-    """The Jobs API of one cluster."""
+    """The Jobs API of one cluster. A job's details carry its env_vars: every read of them teaches the redactor
+    (``secrets``) before anything of the job is shown."""
 
-    def __init__(self, client: Dashboard) -> None:
-        self.client = client
-        # Ray's JobSubmissionClient, made by the first submission (its constructor asks the dashboard's version)
-        self._sdk: Any = None
-        self._sdk_lock = asyncio.Lock()
+    def __init__(self, sources: ClusterSources, secrets: JobSecrets) -> None:
+        self.sources = sources
+        self.api = sources.jobs
+        self.secrets = secrets
 
-    async def _job_client(self) -> Any:
-        """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
-        async with self._sdk_lock:
-            if self._sdk is None:
-                make = functools.partial(
-                    BoundedJobSubmissionClient, self.client.dashboard_url, send=self._sdk_send
-                )
-                self._sdk = await self._in_thread(make, what="connecting to the Jobs API")
-        return self._sdk
-
-    def _sdk_send(self, method: str, endpoint: str, data: bytes | None, json_data: Any) -> SdkResponse:
-        """One request of Ray's Job SDK, called in its worker thread and sent by the cluster's HTTP client on the
-        event loop. Reads get the dashboard timeout; a POST or PUT (a submission, an upload) may wait for the
-        job server longer. Ray's client sends without any timeout, and with its own headers and TLS."""
-        c = self.client
-        write = method.upper() != "GET"
-        read = max(c.timeout_s, UPLOAD_READ_TIMEOUT_S) if write else c.timeout_s
-
-        async def send() -> httpx.Response:
-            if write:  # what the call reads after a submission or an upload is read again
-                scope.fresh()
-            with dashboard_errors(c.dashboard_url, f"{method} {endpoint} of the Jobs API", read):
-                return await c.http.request(
-                    method,
-                    endpoint,
-                    content=data,
-                    json=json_data,
-                    timeout=httpx.Timeout(c.timeout_s, read=read),
-                )
-
-        answer = anyio.from_thread.run(send)
-        return SdkResponse(answer.status_code, answer.text)
-
-    async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
-        """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        # Each request of the Job SDK has the dashboard timeout (BoundedJobSubmissionClient); this is the backstop.
-        limit = timeout_s or self.client.timeout_s + JOB_SDK_SLACK_S
-        with job_sdk_errors(self.client.dashboard_url, what):
-            try:
-                with anyio.fail_after(limit):
-                    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
-            except TimeoutError as exc:
-                raise DashboardTimeout(
-                    f"The Ray job server at {self.client.dashboard_url} did not finish {what} within {limit:g} s. "
-                    "The cluster may be overloaded; retry, or check it with cluster_status."
-                ) from exc
-
-    async def details(self, job: str) -> dict[str, Any]:
+    async def details(self, job: str) -> Job:
         """Ray's JobDetails of a job, by submission id or job id (GET /api/jobs/<id>), as a JSON dict."""
         if not job.strip():
             raise InvalidArgument("The job id is empty. Call list_jobs to see the submission ids that exist.")
-        job = check_job_ref(job.strip())
-        details = await self.client.request_json(
-            "GET",
-            job_path(job),
-            what=f"the lookup of job {job!r}",
-            not_found=_no_job(self.client.dashboard_url, job),
-        )
-        out = dict(details)
-        if job not in (out.get("submission_id"), out.get("job_id")):  # the object named, or nothing
-            raise RayRequestFailed(
-                f"The job server at {self.client.dashboard_url} answered the lookup of job {job} with another "
-                "object; nothing was read or changed. Call list_jobs to see the jobs that exist."
-            )
-        hold_job(
-            self.client.dashboard_url, out
-        )  # its env_vars are secrets wherever they show up (logs, errors)
-        return out
+        details = await self.api.job(check_job_ref(job.strip()))
+        self.secrets.hold_job(details)  # its env_vars are secrets wherever they show up (logs, errors)
+        return details
 
     async def id_of(self, job: str | None) -> str | None:
         """The hex job id of a job given by job id or submission id, to filter actors, tasks and groups by."""
@@ -180,14 +92,14 @@ class Jobs:
         if isinstance(runtime_env, Mapping) and runtime_env:
             runtime_env = await anyio.to_thread.run_sync(confine_uploads, runtime_env, upload_roots)
         env, uploaded = check_runtime_env(runtime_env)
-        await self._in_thread(
+        timeout_s = self.sources.dashboard.timeout_s
+        await self.api.in_thread(
             functools.partial(validate_with_ray, env),
             what="runtime_env validation",
-            timeout_s=max(30.0, 3 * self.client.timeout_s),  # local work, no request
+            timeout_s=max(30.0, 3 * timeout_s),  # local work, no request
         )
-        client = await self._job_client()
-        submit = functools.partial(
-            client.submit_job,
+        sid = await self.api.submit(
+            timeout_s=max(300.0, timeout_s),
             entrypoint=entrypoint,
             submission_id=submission_id,
             metadata=metadata,
@@ -197,10 +109,7 @@ class Jobs:
             entrypoint_memory=entrypoint_memory,
             entrypoint_resources=entrypoint_resources,
         )
-        sid = await self._in_thread(
-            submit, what="the job submission", timeout_s=max(300.0, self.client.timeout_s)
-        )
-        info = await self.get(str(sid))
+        info = await self.get(sid)
         hints = [
             f"Call wait_for_job with job={sid!r} to follow it, and tail_logs with job={sid!r} for its output."
         ]
@@ -208,10 +117,11 @@ class Jobs:
             submission_id=str(sid), status=info.status, entrypoint=entrypoint, uploaded=uploaded, hints=hints
         )
 
-    async def rows(self) -> list[dict[str, Any]]:
-        """Every job's JobDetails (GET /api/jobs/), their env_vars learnt as secrets; concurrent askers share the
-        read."""
-        return await self.client.job_rows()
+    async def rows(self) -> list[Job]:
+        """Every job's JobDetails (GET /api/jobs/), once per call, their env_vars learnt as secrets."""
+        listed = await self.api.job_list()
+        self.secrets.hold_listed(listed)
+        return listed.jobs
 
     async def wait(
         self, job: str, *, timeout_s: float, on_progress: ProgressFn | None = None, poll_s: float = 1.0
@@ -251,10 +161,10 @@ class Jobs:
         sid, node_id = details.get("submission_id"), details.get("driver_node_id")
         if not sid or not node_id:
             return None
-        params = {"node_id": str(node_id), "filename": job_log_file(str(sid)), "lines": "3"}
+        params = {"node_id": str(node_id), "filename": job_log_file(str(sid))}
         try:
-            data, _total = await self.client.fetch_log(
-                "file", params, what=f"the log of job {sid}", hint="", keep=8192
+            data, _total = await self.sources.logs.tail(
+                params, lines=3, keep=8192, what=f"the log of job {sid}", hint=""
             )
         except RayMCPError:
             return None
@@ -273,14 +183,7 @@ class Jobs:
                 status=info.status,
                 message=f"Nothing to do: job {ident} already ended ({info.status}). Nothing was changed.",
             )
-        answer = await self.client.request_json(
-            "POST",
-            job_path(ident, "stop"),
-            what=f"stopping job {ident!r}",
-            not_found=_no_job(self.client.dashboard_url, ident),
-            timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
-        )
-        stopped = bool(answer.get("stopped"))
+        stopped = await self.api.stop(ident)
         after = await self.get(ident)
         if stopped:
             message = (
@@ -324,14 +227,7 @@ class Jobs:
                 f"{now}): the submission id was reused by a new job. Call delete_job again without confirm to "
                 "see the job as it stands."
             )
-        answer = await self.client.request_json(
-            "DELETE",
-            job_path(sid),
-            what=f"deleting job {sid!r}",
-            not_found=_no_job(self.client.dashboard_url, sid),
-            timeout_s=max(self.client.timeout_s, JOB_CHANGE_TIMEOUT_S),
-        )
-        deleted = bool(answer.get("deleted"))
+        deleted = await self.api.delete(sid)
         message = (
             f"Deleted job {sid} ({info.status}): its record and runtime-env data are gone; log files stay "
             "on disk."
@@ -350,35 +246,3 @@ class Jobs:
             limit=limit,
             now_s=time.time(),
         )
-
-
-class SdkResponse:
-    """What Ray's Job SDK reads of a response (it was written for ``requests``): status, text, JSON."""
-
-    def __init__(self, status_code: int, text: str) -> None:
-        self.status_code = status_code
-        self.text = text
-
-    def json(self) -> Any:
-        return json.loads(self.text)
-
-    def raise_for_status(self) -> None:
-        if self.status_code >= 400:  # the SDK's own failure text, which errors.job_sdk_errors reads
-            raise RuntimeError(f"Request failed with status code {self.status_code}: {self.text}.")
-
-
-class BoundedJobSubmissionClient(JobSubmissionClient):
-    """Ray's JobSubmissionClient, its requests sent by ``send`` (Jobs._sdk_send): the cluster's own HTTP client,
-    with exactly this cluster's headers and a timeout on every request. Ray's client would send with
-    ``requests``: no timeout (a dashboard that accepts and never answers would hold a worker thread forever),
-    in token mode this process's own token to every cluster, and none of a Kubernetes proxy's credentials.
-    """
-
-    def __init__(self, address: str, *, send: Callable[[str, str, bytes | None, Any], SdkResponse]) -> None:
-        self._ray_mcp_send = send  # set before super().__init__, whose version check is a request
-        super().__init__(address)
-
-    def _do_request(
-        self, method: str, endpoint: str, *, data: bytes | None = None, json_data: Any = None, **_: Any
-    ) -> Any:
-        return self._ray_mcp_send(method, endpoint, data, json_data)

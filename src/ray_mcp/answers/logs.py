@@ -13,15 +13,11 @@ import anyio
 import anyio.to_thread
 
 from ray_mcp import models
-from ray_mcp.answers.jobs import Jobs, job_log_file
+from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.nodes import Nodes
+from ray_mcp.answers.secrets import JobSecrets, job_ids_of
 from ray_mcp.answers.targets import LogTarget
-from ray_mcp.errors import (
-    InvalidArgument,
-    NotFound,
-    RayMCPError,
-    dashboard_errors,
-)
+from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
 from ray_mcp.limits import (
     FILES_LISTED,
     FOLLOW_OVERLAP_LINES,
@@ -33,8 +29,9 @@ from ray_mcp.limits import (
 )
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.logs import count_lines, decode_log, grep_section, log_hints, tail_section
-from ray_mcp.sources.dashboard import Dashboard, ProgressFn
-from ray_mcp.sources.ids import node_path
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import ProgressFn
+from ray_mcp.sources.jobs import job_log_file
 from ray_mcp.sources.local_logs import LogDir, is_pattern, missing, node_logs_dir, stat_files, tail_of
 from ray_mcp.text import ANSI, quoted, truncate_text
 
@@ -79,19 +76,30 @@ def _std(
 
 
 class Logs:
-    """Every log of the cluster, read on the server side through /api/v0/logs, or straight from the file when
-    its node runs on this machine (local_logs.py). ``jobs`` and ``nodes`` resolve a job's driver log and a
-    node given by id or IP."""
+    """Every log of the cluster, read on the server side through the dashboard's log routes, or straight from the
+    file when its node runs on this machine (local_logs.py). ``jobs`` and ``nodes`` resolve a job's driver log
+    and a node given by id or IP. A log may print any job's env_vars: before it is read, ``secrets`` learns
+    those of the jobs whose processes wrote it (of every job, for a node's file or a pid)."""
 
-    def __init__(self, client: Dashboard, jobs: Jobs, nodes: Nodes, *, local_logs: bool = True) -> None:
-        self.client = client
+    def __init__(
+        self,
+        sources: ClusterSources,
+        jobs: Jobs,
+        nodes: Nodes,
+        secrets: JobSecrets,
+        *,
+        local_logs: bool = True,
+    ) -> None:
+        self.sources = sources
+        self.api = sources.logs
         self.jobs = jobs
         self.nodes = nodes
+        self.secrets = secrets
         self._driver_logs: dict[str, LogSource] = {}  # job -> its driver log; a job's driver never moves
         self.local_logs = local_logs
         self._log_dirs: dict[str, LogDir | None] = {}  # node id -> its logs dir here, if it runs here
 
-    async def sources(self, target: LogTarget) -> list[LogSource]:
+    async def files_of(self, target: LogTarget) -> list[LogSource]:
         """Turn the target (job, actor, task, pid + node, node + filename) into the file(s) to read."""
         kind = target.kind
         suffixes = ["out", "err"] if target.stream == "both" else [target.stream]
@@ -99,11 +107,12 @@ class Logs:
             return [await self._job_log_source(str(target.job))]
         if kind == "actor_id":
             actor_id = str(target.actor_id)  # checked when the target was made
-            actor = await self.client.one_state("actors", "actor_id", actor_id)
+            actor = await self.sources.state.actor(actor_id)
             if actor is None:
                 raise NotFound(
-                    f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. {_ACTOR_HINT}"
+                    f"No actor {actor_id!r} in the cluster at {self.sources.dashboard_url}. {_ACTOR_HINT}"
                 )
+            await self.secrets.learn(job_ids_of([actor]))
             desc = f"actor {actor_id}" + (f" ({actor.get('class_name')})" if actor.get("class_name") else "")
             return [
                 _std(
@@ -118,12 +127,14 @@ class Logs:
             ]
         if kind == "task_id":
             task_id = str(target.task_id)
-            task = await self.client.one_state("tasks", "task_id", task_id, attempt=target.attempt)
+            attempts = await self.sources.state.task_attempts(task_id)
+            task = next((t for t in attempts if int(t.get("attempt_number") or 0) == target.attempt), None)
             if task is None:
                 raise NotFound(
                     f"No task {task_id!r} (attempt {target.attempt}) in the cluster at "
-                    f"{self.client.dashboard_url}. {_TASK_HINT}"
+                    f"{self.sources.dashboard_url}. {_TASK_HINT}"
                 )
+            await self.secrets.learn(job_ids_of([task]))
             return [
                 _std(
                     sfx,
@@ -138,7 +149,7 @@ class Logs:
             ]
         node_id = await self.nodes.resolve(str(target.node))
         # Any worker's or daemon's log: every job's env_vars may be in it.
-        await self.client.learn_job_secrets()
+        await self.secrets.learn()
         if kind == "pid":
             hint = f"Is pid {target.pid} a Ray worker on node {node_id}? list_actors shows actors' pids."
             return [
@@ -201,12 +212,7 @@ class Logs:
         files: list[str] = []
         with contextlib.suppress(RayMCPError, KeyError, TypeError):
             for glob in ([f"*{stem}*"] if stem else []) + ["*"]:
-                data = await self.client.get_data(
-                    "/api/v0/logs", what="the log file list", params={"node_id": node_id, "glob": glob}
-                )
-                files = sorted(
-                    {f for group in (data.get("result") or {}).values() for f in group if "/" not in f}
-                )
+                files = [f for f in await self.api.node_files(node_id, glob) if "/" not in f]
                 if files:
                     break
         workers = [f for f in files if f.startswith(("worker-", "python-core-worker-"))]
@@ -221,18 +227,12 @@ class Logs:
     async def list_files(self, node_id: str, pattern: str) -> models.LogTail:
         """The node's log files matching a glob, newest first when their sizes and times can be read (its
         logs directory is on this machine); the dashboard lists names only."""
-        data = await self.client.get_data(
-            "/api/v0/logs",
-            what=f"the log files of node {node_id}",
-            params={"node_id": node_id, "glob": pattern},
-        )
-        names = sorted({str(f) for group in (data.get("result") or {}).values() for f in group})
+        names = await self.api.node_files(node_id, pattern)
         where = await self.local_logs_dir(node_id) if self.local_logs else None
-        files = (
-            await anyio.to_thread.run_sync(stat_files, where, names)
-            if where
-            else [models.LogFile(name=n) for n in names]
-        )
+        stats = await anyio.to_thread.run_sync(stat_files, where, names) if where else []
+        files = [models.LogFile(name=f.name, bytes=f.bytes, modified=f.modified) for f in stats] or [
+            models.LogFile(name=n) for n in names
+        ]
         hints = []
         if len(files) > LOG_FILES_SHOWN:
             hints.append(f"{len(files) - LOG_FILES_SHOWN} more files match: narrow the pattern.")
@@ -262,7 +262,7 @@ class Logs:
         if target.kind == "filename" and is_pattern(str(target.filename)):
             return await self.list_files(await self.nodes.resolve(str(target.node)), str(target.filename))
         pattern = log_grep.compile_grep(grep) if grep is not None else None
-        sources = await self.sources(target)
+        sources = await self.files_of(target)
         budget = max(LOG_BYTES.low, max_bytes // len(sources))
         sections = []
         followed = follow_s
@@ -315,13 +315,8 @@ class Logs:
         if local is not None:
             data, total = local
         else:
-            params = {
-                **src.params,
-                "lines": str(lines + 1),
-                "timeout": str(max(1, int(self.client.timeout_s))),
-            }
-            data, total = await self.client.fetch_log(
-                "file", params, what=src.source, hint=src.hint, keep=keep
+            data, total = await self.api.tail(
+                src.params, lines=lines + 1, keep=keep, what=src.source, hint=src.hint
             )
         complete = total == len(data) and count_lines(data) <= lines
         dropped = max(0, total - len(data))
@@ -379,7 +374,7 @@ class Logs:
         if not re.fullmatch(r"[0-9a-f]{56}", node_id):
             return None
         try:
-            data = await self.client.get_data(node_path(node_id), what=f"the details of node {node_id}")
+            data = await self.sources.routes.node_details(node_id)
             raylet = dict((data.get("detail") or {}).get("raylet") or {})
         except (RayMCPError, AttributeError, TypeError, ValueError):
             return None  # not remembered: the next call asks again
@@ -401,20 +396,16 @@ class Logs:
     ) -> models.LogSection:
         # The scan runs in worker threads (log_grep.feed_in_thread): the loop keeps serving other calls.
         scanner = log_grep.GrepScanner(pattern, context=context, keep=lines, line_cap=max_bytes)
-        timeout_s = self.client.timeout_s
-        params = {**src.params, "lines": "-1", "timeout": str(max(5, int(timeout_s)))}
         complete = True
-        async with self.client.log_stream(
-            "file", params, what=src.source, hint=src.hint, read_timeout=timeout_s
-        ) as r:
-            with dashboard_errors(self.client.dashboard_url, src.source, timeout_s):
-                async for chunk in r.aiter_raw(1 << 20):
-                    if scanner.bytes + len(chunk) > scan_cap:
-                        chunk = chunk[: scan_cap - scanner.bytes]
-                        complete = False
-                    await log_grep.feed_in_thread(scanner, chunk)
-                    if not complete:
-                        break
+        async with self.api.whole(src.params, what=src.source, hint=src.hint) as chunks:
+            async for whole in chunks:
+                chunk = whole
+                if scanner.bytes + len(chunk) > scan_cap:
+                    chunk = chunk[: scan_cap - scanner.bytes]
+                    complete = False
+                await log_grep.feed_in_thread(scanner, chunk)
+                if not complete:
+                    break
         if complete:
             await log_grep.finish_in_thread(scanner)
         new_lines = 0
@@ -464,12 +455,9 @@ class Logs:
         dropped = 0
         line_start = bytearray()  # the start of the line in progress, for the progress text only
         skipping = skip_first
-        params = {**src.params, "lines": str(lines), "interval": "0.5"}
         with anyio.move_on_after(follow_s):
-            async with self.client.log_stream(
-                "stream", params, what=src.source, hint=src.hint, read_timeout=None
-            ) as r:
-                async for raw in r.aiter_raw():
+            async with self.api.follow(src.params, lines=lines, what=src.source, hint=src.hint) as chunks:
+                async for raw in chunks:
                     chunk = raw
                     if skipping:
                         cut = chunk.find(b"\n")

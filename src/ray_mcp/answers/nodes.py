@@ -6,7 +6,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.errors import NotFound, RayMCPError
-from ray_mcp.limits import HOST_USAGE_MAX_NODES, STATE_API_MAX_ROWS
+from ray_mcp.limits import HOST_USAGE_MAX_NODES
 from ray_mcp.shaping.cluster import build_cluster_status
 from ray_mcp.shaping.nodes import (
     NodeCapacity,
@@ -15,36 +15,38 @@ from ray_mcp.shaping.nodes import (
     summary_by_node,
     uncamel_resources,
 )
-from ray_mcp.sources.dashboard import Dashboard, gather
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import gather
+from ray_mcp.sources.records import Node
 
 
 class Nodes:
     """Nodes, their capacities, and what ``ray status`` shows."""
 
-    def __init__(self, client: Dashboard) -> None:
-        self.client = client
+    def __init__(self, sources: ClusterSources) -> None:
+        self.sources = sources
+        self.state = sources.state
+        self.routes = sources.routes
 
     async def version(self) -> dict[str, Any]:
-        return await self.client.get_json("/api/version", what="the version request (/api/version)")
+        return await self.routes.version()
 
     async def cluster_status(self, *, max_nodes: int) -> models.ClusterStatus:
         """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows."""
         notes: list[str] = []
-        version, nodes_result, status, pending_pgs = await gather(
+        version, nodes, status, pending_pgs = await gather(
             self.version(),
-            self.client.list_state(
-                "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
-            ),
-            self.client.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
+            self.state.nodes(),
+            self.routes.cluster_status(),
             self._pending_placement_groups(),
         )
-        summary = await self._host_usage(notes, nodes_result.get("result") or [])
+        summary = await self._host_usage(notes, nodes["result"])
         note_unknown_use(status, notes)
         return build_cluster_status(
-            dashboard_url=self.client.dashboard_url,
-            source=self.client.source,
+            dashboard_url=self.sources.dashboard_url,
+            source=self.sources.dashboard.source,
             version=version,
-            nodes=nodes_result.get("result") or [],
+            nodes=list(nodes["result"]),
             status=status,
             pending_placement_groups=pending_pgs,
             max_nodes=max_nodes,
@@ -54,15 +56,10 @@ class Nodes:
 
     async def _pending_placement_groups(self) -> int:
         """How many placement groups are PENDING (the State API's exact count of one filtered list)."""
-        result = await self.client.list_state(
-            "placement_groups",
-            what="the placement group list (/api/v0/placement_groups)",
-            filters=[("state", "=", "PENDING")],
-            limit=1,
-        )
-        return int(result.get("num_filtered") or 0)
+        found = await self.state.placement_groups(filters=[("state", "=", "PENDING")], limit=1, detail=False)
+        return int(found.get("num_filtered") or 0)
 
-    async def _host_usage(self, notes: list[str], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _host_usage(self, notes: list[str], nodes: list[Node]) -> dict[str, Any]:
         """Host CPU, memory, object store and GPU use per node (/nodes?view=summary); a failure is a note.
 
         That answer carries every worker's stats (~1 KB each), so it is not read for clusters larger than
@@ -76,35 +73,33 @@ class Nodes:
             )
             return {}
         try:
-            data = await self.summary()
+            data = await self.routes.node_summary()
         except RayMCPError as exc:
             notes.append(f"Host CPU, memory and GPU use unknown: {str(exc).split('. ')[0]}.")
             return {}
         return summary_by_node(data)
 
-    async def summary(self) -> Any:
-        """The dashboard's per-node summary (host use, raylet and store stats); read once per call."""
-        return await self.client.get_data(
-            "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
-        )
-
-    async def capacities(
-        self, notes: list[str] | None = None
-    ) -> tuple[list[dict[str, Any]], list[NodeCapacity]]:
+    async def capacities(self, notes: list[str] | None = None) -> tuple[list[Node], list[NodeCapacity]]:
         """Every node (State API) and, for the alive ones, total and available resources (``notes``: told
         when the use is unknown)."""
-        nodes_result, status = await gather(
-            self.client.list_state(
-                "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS, detail=True
-            ),
-            self.client.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
-        )
-        nodes = list(nodes_result.get("result") or [])
+        found, status = await gather(self.state.nodes(), self.routes.cluster_status())
+        nodes = list(found["result"])
         note_unknown_use(status, notes if notes is not None else [])
-        load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
-        known = {name for node in nodes for name in (node.get("resources_total") or {})}
-        usage = {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
-        return nodes, node_capacities(nodes, usage)
+        return nodes, node_capacities(nodes, usage_by_node(nodes, status))
+
+    async def resolve(self, node: str) -> str:
+        """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""
+        node = node.strip()
+        nodes = (await self.state.nodes())["result"]
+        for wanted_key in ("node_id", "node_ip"):
+            hits = [n for n in nodes if str(n.get(wanted_key)) == node]
+            hits.sort(key=lambda n: n.get("state") != "ALIVE")
+            if hits:
+                return str(hits[0]["node_id"])
+        raise NotFound(
+            f"No node {node!r} in the cluster at {self.sources.dashboard_url} (give a node id or IP). "
+            "Call cluster_status to see the nodes, with their ids and IPs."
+        )
 
     async def list(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
         nodes, capacities = await self.capacities(notes)
@@ -113,22 +108,12 @@ class Nodes:
             nodes = [n for n in nodes if n.get("state") == state]
         return build_node_list(rows=nodes, capacities=capacities, limit=limit, notes=notes, summary=summary)
 
-    async def resolve(self, node: str) -> str:
-        """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""
-        node = node.strip()
-        result = await self.client.list_state(
-            "nodes", what="the node list (/api/v0/nodes)", limit=STATE_API_MAX_ROWS
-        )
-        nodes = result.get("result") or []
-        for wanted_key in ("node_id", "node_ip"):
-            hits = [n for n in nodes if str(n.get(wanted_key)) == node]
-            hits.sort(key=lambda n: n.get("state") != "ALIVE")
-            if hits:
-                return str(hits[0]["node_id"])
-        raise NotFound(
-            f"No node {node!r} in the cluster at {self.client.dashboard_url} (give a node id or IP). "
-            "Call cluster_status to see the nodes, with their ids and IPs."
-        )
+
+def usage_by_node(nodes: list[Node], status: Any) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each alive node's logical use (the autoscaler's per-node report), in the State API's resource names."""
+    load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
+    known = {name for node in nodes for name in (node.get("resources_total") or {})}
+    return {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
 
 
 def note_unknown_use(status: Any, notes: list[str]) -> None:

@@ -10,11 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
-import httpx
-
-from ray_mcp.errors import RayMCPError, dashboard_errors
+from ray_mcp.errors import RayMCPError
 from ray_mcp.models import JobInfo
-from ray_mcp.sources.dashboard import Dashboard, decode_json
+from ray_mcp.sources.routes import Routes
 from ray_mcp.text import quoted
 
 GRAFANA_DISABLED = "DISABLED"  # ray.dashboard.modules.metrics.metrics_head.GRAFANA_HOST_DISABLED_VALUE
@@ -73,12 +71,12 @@ def grafana_url(data: dict[str, object], info: JobInfo) -> str | None:
 class Pages:
     """The pages of one cluster's jobs."""
 
-    def __init__(self, client: Dashboard) -> None:
-        self.client = client
+    def __init__(self, routes: Routes) -> None:
+        self.routes = routes
 
     async def of_job(self, info: JobInfo) -> JobPages:
         ref = str(info.job_id or info.submission_id)  # the dashboard's own choice (Ray 2.60's JobTable)
-        base = without_credentials(self.client.dashboard_url)
+        base = without_credentials(self.routes.dashboard.dashboard_url)
         url = f"{base}/#/jobs/{quote(ref, safe='')}"
         pages = [Page("dashboard", f"the Ray dashboard's page of job {quoted(ref)}", url)]
         data, note = await self._grafana()
@@ -94,15 +92,14 @@ class Pages:
     async def _grafana(self) -> tuple[dict[str, object] | None, str]:
         """grafana_health's data, or why there is none. Ray answers 500 when it cannot reach Grafana."""
         try:
-            with dashboard_errors(self.client.dashboard_url, "checking Grafana", self.client.timeout_s):
-                response = await self.client.http.get("/api/grafana_health")
-                body = decode_json(response.content) if response.content else None
-        except (RayMCPError, httpx.HTTPError, ValueError):
+            response = await self.routes.grafana_health()
+            body = response.json() if response.text else None
+        except (RayMCPError, ValueError):
             return (
                 None,
                 "No Grafana page: the dashboard's Grafana check did not answer; unknown if one exists.",
             )
         data = body.get("data") if isinstance(body, dict) else None
-        if response.status_code != 200 or not isinstance(data, dict):
+        if response.status != 200 or not isinstance(data, dict):
             return None, "No Grafana page: the dashboard cannot reach a Grafana (none set up, or it is down)."
         return data, ""

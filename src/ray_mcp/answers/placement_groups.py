@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import re
+import time
 
 from ray_mcp import models
 from ray_mcp.answers.nodes import Nodes
 from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.shaping.common import state_notes
 from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
-from ray_mcp.sources.dashboard import Dashboard, gather
-from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import gather
 from ray_mcp.sources.query import has, where
+from ray_mcp.sources.records import Node
 from ray_mcp.text import first_sentence
+
+PENDING_HINT_S = 60.0  # a cluster that had a pending group this recently gets its capacities read at once
 
 
 class PlacementGroups:
     """The placement groups of one cluster. ``nodes`` gives the capacities that explain a pending group."""
 
-    def __init__(self, client: Dashboard, gcs: Gcs, nodes: Nodes) -> None:
-        self.client = client
-        self.gcs = gcs
+    def __init__(self, sources: ClusterSources, nodes: Nodes) -> None:
+        self.sources = sources
         self.nodes = nodes
+        self._pending_seen_at = -PENDING_HINT_S  # when a read last showed a pending group (timing only)
 
     async def status(
         self,
@@ -35,19 +40,24 @@ class PlacementGroups:
         """One page of groups (the State API's rows and exact totals) with each group's strategy and the counts
         per state (the GCS's table: the State API has no strategies, and would convert every group once per
         state to count them), and why each pending group shown waits. Without the GCS, the answer says which
-        of its facts are unknown."""
+        of its facts are unknown.
+
+        Every source is read at once: the node capacities too when the GCS's table says some group of the page
+        may be pending (one round trip, not two), and they are used only if one shown is."""
         pg = placement_group
         is_id = pg is not None and re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
         by_id, by_name = (pg, None) if is_id else (None, pg)
         filters = where(placement_group_id=by_id, name=by_name, state=state, creator_job_id=job_id)
-        page, table = await gather(
-            self.client.state_page("placement_groups", filters=filters, limit=limit, detail=True),
-            self._table_or_reason(),
+        found, (table, capacities) = await gather(
+            self.sources.state.placement_groups(filters=filters, limit=max(1, limit), detail=True),
+            self._table_and_capacities(state),
         )
-        total, matched, rows, ray_notes = page
+        rows = found["result"][:limit]
+        matched = int(found.get("num_filtered") or 0)
+        ray_notes = state_notes("placement_groups", found)
         if pg is not None and not rows:
             raise NotFound(
-                f"No placement group with id or name {pg!r} in the cluster at {self.client.dashboard_url}. "
+                f"No placement group with id or name {pg!r} in the cluster at {self.sources.dashboard_url}. "
                 "Call pg_status without placement_group to list them."
             )
         counted = not has(filters, "state")
@@ -63,8 +73,8 @@ class PlacementGroups:
             table = []
         by_state = pg_state_counts(table, filters) if counted else {}
         strategies = {r["placement_group_id"]: r["strategy"] for r in table}
-        pending = any(row.get("state") == "PENDING" for row in rows)
-        capacities = await self.nodes.capacities() if pending else None
+        if any(row.get("state") == "PENDING" for row in rows) and capacities is None:
+            capacities = await self.nodes.capacities()  # the table missed it (it moved, or the GCS is out)
         nodes: list[NodeCapacity] = capacities[1] if capacities else []
         groups = [
             placement_group_from_state(
@@ -73,7 +83,7 @@ class PlacementGroups:
             for row in rows
         ]
         return build_pg_list(
-            total=total,
+            total=int(found.get("total") or 0),
             matched=matched,
             groups=groups,
             by_state=by_state,
@@ -81,16 +91,33 @@ class PlacementGroups:
             notes=notes + ray_notes,
         )
 
+    async def _table_and_capacities(
+        self, state: str | None
+    ) -> tuple[list[dict[str, str]] | str, tuple[list[Node], list[NodeCapacity]] | None]:
+        """The GCS's table (or why it could not be read) and, when it holds a pending group that the page may
+        show, the node capacities, read at the same time as the page: right after the table, or with it when
+        this cluster had a pending group a moment ago (it usually still has)."""
+        wanted = state in (None, "PENDING")
+        if wanted and time.monotonic() - self._pending_seen_at < PENDING_HINT_S:
+            table, capacities = await gather(self._table_or_reason(), self.nodes.capacities())
+        else:
+            table, capacities = await self._table_or_reason(), None
+        if isinstance(table, list) and any(r["state"] == "PENDING" for r in table):
+            self._pending_seen_at = time.monotonic()
+            if wanted and capacities is None:
+                capacities = await self.nodes.capacities()
+        return table, capacities
+
     async def strategies(self) -> dict[str, str]:
         """Every placement group's strategy by id (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), from the GCS's
         table in one call: the State API leaves strategies out. Raises our errors when the GCS cannot answer."""
-        table = await self.gcs.placement_group_table()
+        table = await self.sources.gcs.placement_group_table()
         return {row["placement_group_id"]: row["strategy"] for row in table}
 
     async def _table_or_reason(self) -> list[dict[str, str]] | str:
         """The GCS's placement group table, or why it could not be read (for the answer's note)."""
         try:
-            return await self.gcs.placement_group_table()
+            return await self.sources.gcs.placement_group_table()
         except RayMCPError as exc:
             reason = first_sentence(str(exc)).rstrip(".")
             return reason[:1].lower() + reason[1:]

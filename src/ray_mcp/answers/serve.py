@@ -10,14 +10,8 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.answers.logs import Logs, LogSource
-from ray_mcp.errors import (
-    InvalidArgument,
-    NotFound,
-    RayMCPError,
-    RayRequestFailed,
-    dashboard_errors,
-)
-from ray_mcp.guard.redaction import SECRETS, secret_values
+from ray_mcp.answers.secrets import JobSecrets
+from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
 from ray_mcp.limits import LINE_CHARS, SERVE_PROBLEMS
 from ray_mcp.shaping.serve import (
     build_serve_status,
@@ -27,31 +21,23 @@ from ray_mcp.shaping.serve import (
     merge_serve_config,
 )
 from ray_mcp.sources import scope
-from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.text import head_text
-
-SERVE_PUT_TIMEOUT_S = 30.0
 
 
 class Serve:
     """Ray Serve on one cluster, through the dashboard's Serve REST API. ``logs`` reads a failing replica's
-    log."""
+    log; ``secrets`` holds the apps' env_vars, which their replicas' logs may print."""
 
-    def __init__(self, client: Dashboard, logs: Logs) -> None:
-        self.client = client
+    def __init__(self, sources: ClusterSources, logs: Logs, secrets: JobSecrets) -> None:
+        self.sources = sources
+        self.api = sources.serve
         self.logs = logs
+        self.secrets = secrets
 
     async def details(self) -> dict[str, Any]:
-        body = await self.client.get_json(
-            "/api/serve/applications/",
-            what="the Serve status (/api/serve/applications/)",
-        )
-        # the apps' runtime_env env_vars, which their replicas' logs may print (kept: the logs outlive the apps)
-        SECRETS.hold(f"serve:{self.client.dashboard_url}", secret_values(body))
-        if not isinstance(body, dict):
-            raise RayRequestFailed(
-                f"The Ray dashboard at {self.client.dashboard_url} answered the Serve status oddly."
-            )
+        body = await self.api.applications()
+        self.secrets.hold_serve(body)  # kept: the replicas' logs outlive the apps
         return body
 
     async def app_instances(self, *, deleting: bool = True) -> dict[str, str]:
@@ -71,7 +57,7 @@ class Serve:
             names = ", ".join(sorted(details.get("applications") or {})) or "none"
             where = "applications" if status.running else "Serve is not running, so none"
             raise NotFound(
-                f"No Serve application {app!r} on the cluster at {self.client.dashboard_url} ({where}: {names}). "
+                f"No Serve application {app!r} on the cluster at {self.sources.dashboard_url} ({where}: {names}). "
                 "Call serve_status without app to see them all."
             )
         if log_lines > 0:
@@ -86,8 +72,7 @@ class Serve:
         if replica is not None:
             replica_id, node_id, actor_id = replica.replica_id, replica.node_id, replica.actor_id
         else:
-            _t, _m, rows, _n = await self.client.state_page(
-                "actors",
+            found = await self.sources.state.actors(
                 filters=[
                     ("class_name", "=", f"ServeReplica:{app}:{deployment.name}"),
                     ("state", "=", "DEAD"),
@@ -95,6 +80,7 @@ class Serve:
                 limit=100,
                 detail=False,
             )
+            rows = found["result"]
             if not rows:
                 return
             row = rows[-1]
@@ -137,16 +123,9 @@ class Serve:
                 return
 
     async def _put(self, config: dict[str, Any]) -> None:
-        """PUT a whole Serve config. (Never DELETE /api/serve/applications/: that shuts all of Serve down.)"""
-        what = "the Serve deploy (PUT /api/serve/applications/)"
-        timeout_s = max(self.client.timeout_s, SERVE_PUT_TIMEOUT_S)
-        scope.fresh()  # a write: what the call reads after it is read again
-        with dashboard_errors(self.client.dashboard_url, what, timeout_s):
-            response = await self.client.http.put("/api/serve/applications/", json=config, timeout=timeout_s)
-            scope.fresh()
-            if response.status_code != 400:
-                response.raise_for_status()
-        if response.status_code == 400:  # the dashboard checks the config against Ray's schema first
+        """PUT a whole Serve config; a config Ray's schema refuses is the caller's mistake."""
+        response = await self.api.put(config)
+        if response.status == 400:  # the dashboard checks the config against Ray's schema first
             raise InvalidArgument(
                 f"The Serve config is not valid, nothing was deployed: {schema_problems(response.text)}."
             )
@@ -169,7 +148,7 @@ class Serve:
         if app not in details_apps(current):
             names = ", ".join(sorted(details_apps(current))) or "none"
             raise NotFound(
-                f"No Serve application {app!r} on the cluster at {self.client.dashboard_url} (applications: "
+                f"No Serve application {app!r} on the cluster at {self.sources.dashboard_url} (applications: "
                 f"{names}). "
                 "Call serve_status to see them."
             )

@@ -19,7 +19,6 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -30,11 +29,14 @@ from ray_mcp import models
 from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.nodes import Nodes
 from ray_mcp.answers.targets import Target
-from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed, dashboard_errors
+from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed
+from ray_mcp.limits import STATE_API_MAX_ROWS
 from ray_mcp.shaping import profiles, stacks
 from ray_mcp.sources import py_spy as spy
-from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import Answer
 from ray_mcp.sources.hosts import local_addresses
+from ray_mcp.sources.records import Actor
 from ray_mcp.text import quoted
 
 StackSource = Literal["auto", "dashboard", "py-spy"]
@@ -71,9 +73,17 @@ class Stacks:
     job's processes and a node given by id or IP."""
 
     def __init__(
-        self, client: Dashboard, jobs: Jobs, nodes: Nodes, *, source: str = "auto", py_spy: str | None = None
+        self,
+        sources: ClusterSources,
+        jobs: Jobs,
+        nodes: Nodes,
+        *,
+        source: str = "auto",
+        py_spy: str | None = None,
     ) -> None:
-        self.client = client
+        self.sources = sources
+        self.state = sources.state
+        self.routes = sources.routes
         self.jobs = jobs
         self.nodes = nodes
         self.source = cast(StackSource, source if source in STACK_SOURCES else "auto")
@@ -91,7 +101,7 @@ class Stacks:
             return self._profiling[1]
         enabled: bool | None
         try:
-            body = await self.client.get_json("/api/profiling_enabled", what="the profiling check")
+            body = await self.routes.profiling_enabled()
             data = body.get("data") if isinstance(body, dict) else None
             value = (data or {}).get("profilingEnabled", (data or {}).get("profiling_enabled"))
             enabled = bool(value) if value is not None else None
@@ -158,26 +168,26 @@ class Stacks:
         sample.error = "; ".join(errors)
         return sample
 
-    async def _dashboard_get(self, path: str, proc: Proc, timeout_s: float, **extra: str) -> str:
+    def _node_of(self, proc: Proc) -> str:
         if not proc.node_id:
             raise RayRequestFailed(
                 "the process's node id is unknown, so the dashboard cannot route the request"
             )
-        params = {"pid": str(proc.pid), "node_id": proc.node_id, "native": "0", **extra}
-        what = f"{path} of pid {proc.pid}"
-        with dashboard_errors(self.client.dashboard_url, what, timeout_s):
-            response = await self.client.http.get(path, params=params, timeout=timeout_s)
-        if response.status_code == 403 and "RAY_DASHBOARD_ENABLE_PROFILING" in response.text:
+        return proc.node_id
+
+    def _answered(self, response: Answer) -> str:
+        """A profiling route's text, or why it gave none (403: the head's profiling is off)."""
+        if response.status == 403 and "RAY_DASHBOARD_ENABLE_PROFILING" in response.text:
             self._profiling = (time.monotonic(), False)
             raise _Disabled()
-        if response.status_code != 200:
-            raise RayRequestFailed(spy.failure_reason(response.text or f"HTTP {response.status_code}"))
+        if response.status != 200:
+            raise RayRequestFailed(spy.failure_reason(response.text or f"HTTP {response.status}"))
         return response.text
 
     async def _dashboard_dump(self, proc: Proc) -> stacks.ProcessDump:
-        text = await self._dashboard_get(
-            "/worker/traceback", proc, max(self.client.timeout_s, DUMP_TIMEOUT_S)
-        )
+        timeout_s = max(self.sources.dashboard.timeout_s, DUMP_TIMEOUT_S)
+        answer = await self.routes.worker_traceback(proc.pid, self._node_of(proc), timeout_s=timeout_s)
+        text = self._answered(answer)
         try:
             return stacks.parse_dump_text(text, proc.pid)
         except ValueError as exc:
@@ -218,13 +228,13 @@ class Stacks:
             for source in order:
                 try:
                     if source == "dashboard":
-                        raw = await self._dashboard_get(
-                            "/worker/cpu_profile",
-                            proc,
-                            duration_s + PROFILE_SLACK_S,
-                            duration=str(duration_s),
-                            format="raw",
+                        answer = await self.routes.cpu_profile(
+                            proc.pid,
+                            self._node_of(proc),
+                            duration_s=duration_s,
+                            timeout_s=duration_s + PROFILE_SLACK_S,
                         )
+                        raw = self._answered(answer)
                     else:
                         raw = await self._local_profile(proc, duration_s)
                     return raw, source
@@ -257,8 +267,8 @@ class Stacks:
     # -- which processes ------------------------------------------------------------------------------------
 
     async def _node_ips(self) -> dict[str, tuple[str | None, str | None]]:
-        result = await self.client.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000)
-        return {str(n.get("node_id")): (n.get("node_ip"), n.get("state")) for n in result.get("result") or []}
+        found = await self.state.nodes()
+        return {str(n.get("node_id")): (n.get("node_ip"), n.get("state")) for n in found["result"]}
 
     async def processes(self, target: Target) -> list[Proc]:
         """The processes of the target: one for an actor, task or pid; a job's driver, actors and task workers."""
@@ -274,10 +284,10 @@ class Stacks:
             return [Proc(pid, node_id, ip(node_id), f"pid {pid}")]
         if target.kind == "actor_id":
             actor_id = str(target.actor_id)
-            row = await self.client.one_state("actors", "actor_id", actor_id)
+            row = await self.state.actor(actor_id)
             if row is None:
                 raise NotFound(
-                    f"No actor {actor_id!r} in the cluster at {self.client.dashboard_url}. "
+                    f"No actor {actor_id!r} in the cluster at {self.sources.dashboard_url}. "
                     "Call list_actors to see the actor ids that exist."
                 )
             return [self._actor_proc(row, ip)]
@@ -290,38 +300,34 @@ class Stacks:
         itself reports them (the State API's workers), before any source reads it: the dashboard's profiling
         routes and py-spy would read any process on the host (ray-mcp itself, the dashboard, anything else).
         The refusal names the target only, never what runs there."""
-        result = await self.client.list_state(
-            "workers",
-            what=f"the lookup of pid {pid} among the workers of node {node_id}",
+        found = await self.state.workers(
             filters=[("node_id", "=", node_id), ("pid", "=", str(pid)), ("is_alive", "=", "True")],
             limit=10,
+            detail=False,
         )
-        rows = [r for r in result.get("result") or [] if str(r.get("pid")) == str(pid) and r.get("is_alive")]
+        rows = [r for r in found["result"] if str(r.get("pid")) == str(pid) and r.get("is_alive")]
         if not any(str(r.get("node_id")) == node_id for r in rows):
             raise InvalidArgument(
                 f"pid {pid} on node {node_id} is not an alive Ray worker or driver of the cluster at "
-                f"{self.client.dashboard_url}, so its stack is not read. Give a worker's pid (list_actors and "
+                f"{self.sources.dashboard_url}, so its stack is not read. Give a worker's pid (list_actors and "
                 "list_tasks show them), or name the actor_id, task_id or job instead."
             )
 
-    def _actor_proc(self, row: Mapping[str, Any], ip: Any) -> Proc:
+    def _actor_proc(self, row: Actor, ip: Any) -> Proc:
         if row.get("state") != "ALIVE" or not row.get("pid"):
             raise InvalidArgument(
                 f"Actor {row.get('actor_id')} ({quoted(row.get('class_name'))}) is {row.get('state')}: no process runs "
                 "it now, so it has no stack. get_actor shows why; diagnose_job explains a job's dead actors."
             )
-        return Proc(int(row["pid"]), row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
+        pid = int(row.get("pid") or 0)
+        return Proc(pid, row.get("node_id"), ip(row.get("node_id")), str(row.get("class_name")))
 
     async def _task_proc(self, task_id: str, attempt: int, ip: Any) -> Proc:
-        rows = (
-            await self.client.list_state(
-                "tasks", what=f"the lookup of task {task_id}", filters=[("task_id", "=", task_id)], limit=100
-            )
-        ).get("result") or []
-        rows = sorted(rows, key=lambda r: -int(r.get("attempt_number") or 0))
+        attempts = await self.state.task_attempts(task_id)
+        rows = sorted(attempts, key=lambda r: -int(r.get("attempt_number") or 0))
         if not rows:
             raise NotFound(
-                f"No task {task_id!r} in the cluster at {self.client.dashboard_url}. Task ids appear "
+                f"No task {task_id!r} in the cluster at {self.sources.dashboard_url}. Task ids appear "
                 "in list_tasks."
             )
         row = next((r for r in rows if int(r.get("attempt_number") or 0) == attempt), rows[0])
@@ -332,14 +338,15 @@ class Stacks:
             )
         name = str(row.get("name") or row.get("func_or_class_name") or "?")
         if row.get("actor_id"):
-            actor = await self.client.one_state("actors", "actor_id", str(row["actor_id"]))
+            actor = await self.state.actor(str(row["actor_id"]))
             if actor is not None:
                 return self._actor_proc(actor, ip)
-        if not row.get("worker_pid"):
+        pid = int(row.get("worker_pid") or 0)
+        if not pid:
             raise RayRequestFailed(
                 f"Ray does not report the worker pid of task {task_id}; retry in a second."
             )
-        return Proc(int(row["worker_pid"]), row.get("node_id"), ip(row.get("node_id")), f"task {name}")
+        return Proc(pid, row.get("node_id"), ip(row.get("node_id")), f"task {name}")
 
     async def _job_procs(self, job: str, ip: Any) -> list[Proc]:
         details = await self.jobs.details(job)
@@ -375,18 +382,13 @@ class Stacks:
             )
         by_job = [("job_id", "=", str(job_id))]
         actors, tasks = await asyncio.gather(
-            self.client.list_state(
-                "actors", what="the job's actors", filters=[*by_job, ("state", "=", "ALIVE")], limit=10_000
+            self.state.actors(
+                filters=[*by_job, ("state", "=", "ALIVE")], limit=STATE_API_MAX_ROWS, detail=False
             ),
-            self.client.list_state(
-                "tasks",
-                what="the job's running tasks",
-                filters=[*by_job, ("state", "=", "RUNNING")],
-                limit=10_000,
-            ),
+            self.state.tasks(filters=[*by_job, ("state", "=", "RUNNING")], limit=STATE_API_MAX_ROWS),
         )
         seen = {(p.node_id, p.pid) for p in procs}
-        for row in sorted(actors.get("result") or [], key=lambda r: str(r.get("class_name"))):
+        for row in sorted(actors["result"], key=lambda r: str(r.get("class_name"))):
             if not row.get("pid") or str(row.get("class_name")).startswith("JobSupervisor"):
                 continue
             proc = Proc(
@@ -395,7 +397,7 @@ class Stacks:
             if (proc.node_id, proc.pid) not in seen:
                 seen.add((proc.node_id, proc.pid))
                 procs.append(proc)
-        for row in tasks.get("result") or []:
+        for row in tasks["result"]:
             if row.get("actor_id") or not row.get("worker_pid") or row.get("type") != "NORMAL_TASK":
                 continue
             name = str(row.get("func_or_class_name") or row.get("name") or "?").rsplit(".", 1)[-1]

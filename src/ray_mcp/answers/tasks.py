@@ -1,17 +1,20 @@
 """Tasks: list them, and summarize them by name, state and error type (State API); the GCS's count of every
-task attempt it stores, past the State API's cap."""
+task attempt it stores, past the State API's cap. Their errors quote what their jobs printed: the jobs'
+env_vars are learned first (answers/secrets.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.answers.secrets import JobSecrets, job_ids_of
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import MAX_ERROR_TYPES_SAMPLED, STATE_API_MAX_ROWS
+from ray_mcp.shaping.common import state_notes
 from ray_mcp.shaping.tasks import build_task_list, build_task_summary
 from ray_mcp.shaping.tasks import error_groups as group_by_error_type
-from ray_mcp.sources.dashboard import Dashboard, gather
-from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.dashboard import gather
 from ray_mcp.sources.query import Filter
 
 
@@ -22,12 +25,13 @@ def _at_cap(result: dict[str, Any]) -> bool:
 class Tasks:
     """The tasks of one cluster."""
 
-    def __init__(self, client: Dashboard, gcs: Gcs) -> None:
-        self.client = client
-        self.gcs = gcs
+    def __init__(self, sources: ClusterSources, secrets: JobSecrets) -> None:
+        self.sources = sources
+        self.state = sources.state
+        self.secrets = secrets
 
     async def summarize(self, *, filters: list[Filter]) -> models.TaskSummary:
-        summary = await self.client.summary("tasks", filters=filters, summary_by="func_name")
+        summary = await self.state.summary("tasks", filters=filters, summary_by="func_name")
         notes = [
             w for w in [summary.get("partial_failure_warning"), *list(summary.get("warnings") or [])] if w
         ]
@@ -45,7 +49,7 @@ class Tasks:
         """The GCS's count of the tasks it holds; None when the GCS cannot answer (the summary then says "at
         least")."""
         try:
-            return await self.gcs.stored_task_count()
+            return await self.sources.gcs.stored_task_count()
         except RayMCPError:
             return None
 
@@ -59,9 +63,9 @@ class Tasks:
         """
         failed_filters = [f for f in filters if f[0] != "state"] + [("state", "=", "FAILED")]
         # Basic columns only (error_type is one): small rows, up to Ray's 10,000 cap.
-        _t, matched, rows, notes = await self.client.state_page(
-            "tasks", filters=failed_filters, limit=STATE_API_MAX_ROWS, detail=False
-        )
+        found = await self.state.tasks(filters=failed_filters, limit=STATE_API_MAX_ROWS, detail=False)
+        rows, matched = found["result"], int(found.get("num_filtered") or 0)
+        notes = state_notes("tasks", found)
         counts: dict[str, int] = {}
         for row in rows:
             key = str(row.get("error_type") or "UNKNOWN")
@@ -70,14 +74,14 @@ class Tasks:
             notes.append(f"Error types counted over the first {len(rows):,} of {matched:,} failed tasks.")
         pages = await gather(
             *(
-                self.client.state_page(
-                    "tasks", filters=[*failed_filters, ("error_type", "=", et)], limit=1, detail=True
-                )
+                self.state.tasks(filters=[*failed_filters, ("error_type", "=", et)], limit=1, detail=True)
                 for et in list(counts)[:MAX_ERROR_TYPES_SAMPLED]
                 if et != "UNKNOWN"
             )
         )
-        samples = {str(page[2][0].get("error_type")): page[2][0] for page in pages if page[2]}
+        sampled = [dict(page["result"][0]) for page in pages if page["result"]]
+        await self.secrets.learn(job_ids_of(sampled))  # the samples quote their errors
+        samples = {str(row.get("error_type")): row for row in sampled}
         return counts, samples, notes
 
     async def error_groups(self, *, filters: list[tuple[str, str, str]]) -> list[models.ErrorGroup]:
@@ -88,7 +92,13 @@ class Tasks:
     async def list(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.TaskList:
-        total, matched, rows, ray_notes = await self.client.state_page(
-            "tasks", filters=filters, limit=limit, detail=detail
+        found = await self.state.tasks(filters=filters, limit=max(1, limit), detail=detail)
+        rows = found["result"][:limit]
+        await self.secrets.learn(job_ids_of(rows))
+        return build_task_list(
+            total=int(found.get("total") or 0),
+            matched=int(found.get("num_filtered") or 0),
+            rows=rows,
+            limit=limit,
+            notes=notes + state_notes("tasks", found),
         )
-        return build_task_list(total=total, matched=matched, rows=rows, limit=limit, notes=notes + ray_notes)

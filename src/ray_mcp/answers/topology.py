@@ -20,15 +20,16 @@ from typing import Any
 
 from ray_mcp import limits
 from ray_mcp.answers.jobs import Jobs
+from ray_mcp.answers.nodes import usage_by_node
 from ray_mcp.answers.placement_groups import PlacementGroups
 from ray_mcp.answers.serve import Serve
 from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.models import JobTopology
-from ray_mcp.shaping.nodes import uncamel_resources
+from ray_mcp.shaping.common import state_notes
 from ray_mcp.shaping.topology import TopologySources, build_topology
-from ray_mcp.sources.dashboard import Dashboard
+from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.dashboard import gather as _gather
-from ray_mcp.sources.gcs import Gcs
+from ray_mcp.sources.records import Actor, Node
 from ray_mcp.text import first_sentence
 
 
@@ -54,10 +55,9 @@ class Topology:
     """job_topology's gathering for one cluster; its siblings give the job, the strategies and Serve."""
 
     def __init__(
-        self, client: Dashboard, gcs: Gcs, jobs: Jobs, placement_groups: PlacementGroups, serve: Serve
+        self, sources: ClusterSources, jobs: Jobs, placement_groups: PlacementGroups, serve: Serve
     ) -> None:
-        self.client = client
-        self.gcs = gcs
+        self.sources = sources
         self.jobs = jobs
         self.placement_groups = placement_groups
         self.serve = serve
@@ -73,32 +73,20 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     if not job_id:
         raise NotFound(no_ray_job(job, str(details.get("status") or "")))
     notes: list[str] = []
-    client = api.client
+    state = api.sources.state
     actors_page, pgs_page, gcs, nodes, summary, serve = await _gather(
-        client.state_page(
-            "actors", filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS, detail=True
-        ),
-        client.state_page(
-            "placement_groups",
-            filters=[("creator_job_id", "=", job_id)],
-            limit=limits.TOPOLOGY_GROUP_ROWS,
-            detail=True,
-        ),
+        state.actors(filters=[("job_id", "=", job_id)], limit=limits.TOPOLOGY_ACTOR_ROWS),
+        state.placement_groups(filters=[("creator_job_id", "=", job_id)], limit=limits.TOPOLOGY_GROUP_ROWS),
         _optional(_gcs_facts(api, job_id), notes, "the GCS actor and placement group tables"),
-        _nodes(client),
-        _optional(
-            client.get_data(
-                "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
-            ),
-            notes,
-            "host memory, CPU and GPU use",
-        ),
+        _nodes(api.sources),
+        _optional(api.sources.routes.node_summary(), notes, "host memory, CPU and GPU use"),
         _optional(_serve(api), notes, "Serve"),
     )
-    _t, actors_total, actor_rows, actor_notes = actors_page
-    _t2, pg_total, pg_rows, pg_notes = pgs_page
-    notes += actor_notes + pg_notes
-    actor_rows = list(actor_rows)
+    actors_total = int(actors_page.get("num_filtered") or 0)
+    pg_total = int(pgs_page.get("num_filtered") or 0)
+    pg_rows = pgs_page["result"][: limits.TOPOLOGY_GROUP_ROWS]
+    notes += state_notes("actors", actors_page) + state_notes("placement_groups", pgs_page)
+    actor_rows: list[Actor] = list(actors_page["result"][: limits.TOPOLOGY_ACTOR_ROWS])
     # Actors of other jobs (e.g. created by a Serve replica) placed in this job's groups.
     known = {str(r.get("actor_id")) for r in actor_rows}
     live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][: limits.TOPOLOGY_MEMBER_QUERIES]
@@ -108,16 +96,15 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
         )
     members = await _gather(
         *(
-            client.state_page(
-                "actors",
+            state.actors(
                 filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
                 limit=limits.TOPOLOGY_ACTORS,
-                detail=True,
             )
             for r in live_groups
         )
     )
-    for _t, _m3, rows, _n in members:
+    for member in members:
+        rows = member["result"][: limits.TOPOLOGY_ACTORS]
         actor_rows += [r for r in rows if str(r.get("actor_id")) not in known]
         known |= {str(r.get("actor_id")) for r in rows}
     strategies: dict[str, str] = {}
@@ -138,7 +125,7 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     )
     if wanted:
         logical = await _optional(
-            _logical_actors(client, wanted[: limits.TOPOLOGY_ACTORS]), notes, "the actors' worker stats"
+            _logical_actors(api.sources, wanted[: limits.TOPOLOGY_ACTORS]), notes, "the actors' worker stats"
         )
         for actor_id, info in (logical or {}).items():
             if not info:
@@ -182,15 +169,12 @@ async def _optional(awaitable: Any, notes: list[str], what: str) -> Any:
 
 
 async def _nodes(
-    client: Dashboard,
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, tuple[float, float]]]]:
+    sources: ClusterSources,
+) -> tuple[list[Node], dict[str, dict[str, tuple[float, float]]]]:
     """Every node (State API) and each alive node's logical use (the autoscaler's per-node report)."""
-    nodes_result, status = await _gather(
-        client.list_state("nodes", what="the node list (/api/v0/nodes)", limit=10_000, detail=True),
-        client.get_data("/api/cluster_status", what="the cluster status (/api/cluster_status)"),
-    )
-    nodes = list(nodes_result.get("result") or [])
-    return nodes, usage_from_status(nodes, status)
+    found, status = await _gather(sources.state.nodes(), sources.routes.cluster_status())
+    nodes = list(found["result"])
+    return nodes, usage_by_node(nodes, status)
 
 
 async def _serve(api: Topology) -> tuple[dict[str, Any], str | None] | None:
@@ -200,32 +184,21 @@ async def _serve(api: Topology) -> tuple[dict[str, Any], str | None] | None:
     controller = (details.get("controller_info") or {}).get("actor_id")
     job = None
     if controller:
-        _t, _m, rows, _n = await api.client.state_page(
-            "actors", filters=[("actor_id", "=", str(controller))], limit=1, detail=False
-        )
-        job = str(rows[0].get("job_id")) if rows else None
+        row = await api.sources.state.actor(str(controller))
+        job = str(row.get("job_id")) if row else None
     return details, job
 
 
-async def _logical_actors(client: Dashboard, actor_ids: Sequence[str]) -> dict[str, Any]:
+async def _logical_actors(sources: ClusterSources, actor_ids: Sequence[str]) -> dict[str, Any]:
     """Worker stats of live actors (assigned resource slots, physical GPUs), from /logical/actors?ids=..."""
     out: dict[str, Any] = {}
     chunks = [
         actor_ids[i : i + limits.TOPOLOGY_IDS_PER_REQUEST]
         for i in range(0, len(actor_ids), limits.TOPOLOGY_IDS_PER_REQUEST)
     ]
-    pages = await _gather(
-        *(
-            client.get_data(
-                "/logical/actors",
-                what="the actors' worker stats (/logical/actors)",
-                params={"ids": ",".join(chunk), "nocache": "1"},
-            )
-            for chunk in chunks
-        )
-    )
+    pages = await _gather(*(sources.routes.logical_actors(chunk) for chunk in chunks))
     for page in pages:
-        for actor_id, info in ((page or {}).get("actors") or {}).items():
+        for actor_id, info in page.items():
             if isinstance(info, Mapping):
                 out[actor_id] = {"usedResources": info.get("usedResources"), "gpus": info.get("gpus")}
     return out
@@ -234,7 +207,8 @@ async def _logical_actors(client: Dashboard, actor_ids: Sequence[str]) -> dict[s
 async def _gcs_facts(api: Topology, job_id: str) -> dict[str, Any]:
     """Strategies of every group, and per actor of the job: owner worker id and assigned resource ids."""
     strategies, actors = await _gather(
-        api.placement_groups.strategies(), api.gcs.job_actors(job_id, limit=limits.TOPOLOGY_ACTOR_ROWS)
+        api.placement_groups.strategies(),
+        api.sources.gcs.job_actors(job_id, limit=limits.TOPOLOGY_ACTOR_ROWS),
     )
     return _facts(strategies, actors)
 
@@ -249,11 +223,3 @@ def _facts(strategies: dict[str, str], actors: list[dict[str, Any]]) -> dict[str
         "owners": owners,
         "stats": stats,
     }
-
-
-def usage_from_status(
-    nodes: Sequence[Mapping[str, Any]], status: Mapping[str, Any] | None
-) -> dict[str, dict[str, tuple[float, float]]]:
-    load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
-    known = {name for node in nodes for name in (node.get("resources_total") or {})}
-    return {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}

@@ -21,13 +21,12 @@ from typing import Any
 import anyio.to_thread
 
 from ray_mcp import limits
-from ray_mcp.errors import NotFound, RayRequestFailed, dashboard_errors
+from ray_mcp.errors import NotFound, RayRequestFailed
 from ray_mcp.models import TrainCheckpoint, TrainRun, TrainRunList
 from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
-from ray_mcp.sources.dashboard import Dashboard
 from ray_mcp.sources.hosts import local_addresses
+from ray_mcp.sources.routes import TRAIN_RUNS_PATH, Routes
 
-TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
 SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"  # ray.train.v2._internal.constants
 STATE_TRACKING = "RAY_TRAIN_ENABLE_STATE_TRACKING"
 
@@ -39,12 +38,13 @@ class TrainStateOff(RayRequestFailed):
 class Train:
     """The Ray Train runs of one cluster."""
 
-    def __init__(self, client: Dashboard) -> None:
-        self.client = client
+    def __init__(self, routes: Routes) -> None:
+        self.routes = routes
+        self.dashboard_url = routes.dashboard.dashboard_url
 
     async def runs(self) -> list[dict[str, Any]]:
         """Every Train v2 run the cluster's Train state actor knows, newest first (Ray returns them at once)."""
-        return await _train_runs(self.client)
+        return await _train_runs(self.routes)
 
     async def list_runs(self, *, status: str | None, name: str | None, limit: int) -> TrainRunList:
         try:
@@ -61,7 +61,7 @@ class Train:
         if found is None:
             names = ", ".join(sorted({str(r.get("name")) for r in runs})[:10]) or "none"
             raise NotFound(
-                f"No Train run with id or name {run!r} on the cluster at {self.client.dashboard_url} (run "
+                f"No Train run with id or name {run!r} on the cluster at {self.dashboard_url} (run "
                 f"names: {names}). Call list_train_runs to see them."
             )
         notes: list[str] = []
@@ -69,24 +69,25 @@ class Train:
         return build_run(found, now_s=time.time(), checkpoint=checkpoint, notes=notes)
 
 
-async def _train_runs(api: Dashboard) -> list[dict[str, Any]]:
+async def _train_runs(routes: Routes) -> list[dict[str, Any]]:
+    """The runs, or why they are unknown: Ray's Train route answers 404 and 500 with reasons worth telling."""
     what = f"the Train runs ({TRAIN_RUNS_PATH})"
-    with dashboard_errors(api.dashboard_url, what, api.timeout_s):
-        response = await api.http.get(TRAIN_RUNS_PATH)
-        status, body = response.status_code, response.text
+    answer = await routes.train_runs()
+    status, body = answer.status, answer.text
+    url = routes.dashboard.dashboard_url
     if status == 404:
         raise RayRequestFailed(
-            f"Train runs unknown: the Ray dashboard at {api.dashboard_url} has no Train API ({TRAIN_RUNS_PATH} "
+            f"Train runs unknown: the Ray dashboard at {url} has no Train API ({TRAIN_RUNS_PATH} "
             "answered 404; it needs Ray 2.4x or later with the dashboard's train module)."
         )
     if status == 500 and "not installed" in body:
         raise RayRequestFailed(
-            f"Train runs unknown: Ray Train is not installed where the dashboard at {api.dashboard_url} runs "
+            f"Train runs unknown: Ray Train is not installed where the dashboard at {url} runs "
             "(it answered: Train is not installed). Install ray[train] on the cluster's head node."
         )
     if status == 500 and STATE_TRACKING in body:
         raise TrainStateOff(
-            f"Train runs unknown: the cluster at {api.dashboard_url} has no Ray Train state. Ray records runs "
+            f"Train runs unknown: the cluster at {url} has no Ray Train state. Ray records runs "
             f"only when the training driver runs with {STATE_TRACKING}=1 (for a job: runtime_env "
             f'{{"env_vars": {{"{STATE_TRACKING}": "1"}}}}), and no such run has started since the head started. '
             "Runs without it do not show here; use list_jobs and list_actors (class RayTrainWorker) instead."
@@ -94,20 +95,16 @@ async def _train_runs(api: Dashboard) -> list[dict[str, Any]]:
     if status >= 400:
         short = " ".join(body.split())[:300]
         raise RayRequestFailed(
-            f"The Ray dashboard at {api.dashboard_url} refused {what}: HTTP {status} {short}. "
+            f"The Ray dashboard at {url} refused {what}: HTTP {status} {short}. "
             + ("The Train state actor did not answer; retry." if status == 503 else "")
         )
     try:
-        data = json.loads(body)
+        data = answer.json()
     except ValueError as exc:
-        raise RayRequestFailed(
-            f"The Ray dashboard at {api.dashboard_url} answered {what} with non-JSON."
-        ) from exc
+        raise RayRequestFailed(f"The Ray dashboard at {url} answered {what} with non-JSON.") from exc
     runs = data.get("train_runs") if isinstance(data, dict) else None
     if not isinstance(runs, list):
-        raise RayRequestFailed(
-            f"The Ray dashboard at {api.dashboard_url} answered {what} without train_runs."
-        )
+        raise RayRequestFailed(f"The Ray dashboard at {url} answered {what} without train_runs.")
     return [r for r in runs if isinstance(r, dict)]
 
 

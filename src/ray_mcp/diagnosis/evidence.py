@@ -64,10 +64,12 @@ async def _rows(
     limit: int,
     detail: bool = True,
 ) -> list[dict[str, Any]] | None:
+    state = api.sources.state
     try:
-        result = await api.client.list_state(
-            resource, what=what, filters=filters or [], limit=limit, detail=detail
-        )
+        if resource == "nodes" and not filters:  # the one node list every asker of a call shares
+            result = await state.nodes()
+        else:
+            result = await state.page(resource, filters=filters or [], limit=limit, detail=detail)
     except Exception as exc:  # one source failing (even by a bug) leaves the others; the answer says so
         ev.unreadable.append(f"{what}: {failure(exc)}")
         return None
@@ -98,7 +100,12 @@ def waits_for_resources(ev: GraphInputs) -> bool:
         return True
     if any(a.get("state") in ("PENDING_CREATION", "RESTARTING") for a in ev.actors or []):
         return True
-    if any(p.get("state") in ("PENDING", "RESCHEDULING") for p in ev.pgs or []):
+    job_id = (ev.job or {}).get("job_id")  # a job waits on its own groups, not on another job's
+    if any(
+        p.get("state") in ("PENDING", "RESCHEDULING")
+        and (job_id is None or p.get("creator_job_id") == job_id)
+        for p in ev.pgs or []
+    ):
         return True
     return bool(ev.job and ev.job.get("status") == "PENDING")
 
@@ -181,11 +188,8 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
 
 
 async def _first(api: RayAPI, filters: list[tuple[str, str, str]]) -> Row | None:
-    result = await api.client.list_state(
-        "actors", what="the job's supervisor", filters=filters, limit=1, detail=True
-    )
-    rows = result.get("result") or []
-    return dict(rows[0]) if rows else None
+    found = await api.sources.state.actors(filters=filters, limit=1)
+    return dict(found["result"][0]) if found["result"] else None
 
 
 def stalled_by_tasks(ev: GraphInputs) -> bool:
@@ -196,17 +200,13 @@ def stalled_by_tasks(ev: GraphInputs) -> bool:
     return stall is not None and stall.status != "progressing"
 
 
-async def _cluster_wide(
-    api: RayAPI, ev: GraphInputs, jobs: Awaitable[list[Row] | None] | None = None
-) -> None:
-    """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs, cluster
-    events and dead workers. ``jobs``: the job rows when the caller reads them anyway (cluster_health)."""
+async def _cluster_wide(api: RayAPI, ev: GraphInputs) -> None:
+    """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs (the Jobs
+    API's list, which also teaches the redactor every job's env_vars), cluster events and dead workers."""
     ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await asyncio.gather(
         _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
         _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ),
-        jobs
-        if jobs is not None
-        else _rows(api, ev, "jobs", "the jobs", limit=CLUSTER_ROWS_READ, detail=False),
+        _listed_jobs(api, ev),
         cluster_events(api, ev),
         _rows(
             api,
@@ -322,7 +322,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     (actors, alive), (tasks, pending, running), _, status, serve = await asyncio.gather(
         _actors(api, ev),
         _tasks(api, ev),
-        _cluster_wide(api, ev, _listed_jobs(api, ev)),
+        _cluster_wide(api, ev),
         checked(ev, api.nodes.cluster_status(max_nodes=HEALTH_NODES), "the cluster status"),
         checked(ev, api.serve.details(), "Serve"),
     )
@@ -553,18 +553,8 @@ async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -
 async def _worker_files(api: RayAPI, ev: GraphInputs, node_id: str, job_id: str) -> set[int]:
     """The pids of the job's worker processes on a node, from their log file names (worker-<id>-<job>-<pid>)."""
     try:
-        data = await api.client.get_data(
-            "/api/v0/logs",
-            what="the log file list",
-            params={"node_id": node_id, "glob": f"worker-*-{job_id}-*.err"},
-        )
+        names = await api.sources.logs.node_files(node_id, f"worker-*-{job_id}-*.err")
     except Exception as exc:
         ev.unreadable.append(f"the worker log list of node {node_id}: {failure(exc)}")
         return set()
-    pids = set()
-    for group in (data.get("result") or {}).values() if isinstance(data, dict) else []:
-        for name in group:
-            m = re.search(r"-(\d+)\.err$", str(name))
-            if m:
-                pids.add(int(m[1]))
-    return pids
+    return {int(m[1]) for name in names if (m := re.search(r"-(\d+)\.err$", name))}

@@ -81,17 +81,6 @@ def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
     return actor
 
 
-def actor_summary_from_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The State API's actor summary (``{"summary": {class: {"state_counts": {...}}}}``), counted from rows:
-    exact when the rows are every matching actor, which spares the summary request."""
-    summary: dict[str, dict[str, dict[str, int]]] = {}
-    for row in rows:
-        counts = summary.setdefault(str(row.get("class_name") or ""), {"state_counts": {}})["state_counts"]
-        state = str(row.get("state") or "UNKNOWN")
-        counts[state] = counts.get(state, 0) + 1
-    return {"summary": summary}
-
-
 def build_actor_list(
     *,
     total: int,

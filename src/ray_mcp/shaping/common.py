@@ -129,6 +129,13 @@ def source_cap_note(resource: str, result: Mapping[str, Any], *, in_cluster: int
     return None
 
 
+def state_notes(resource: str, found: Mapping[str, Any]) -> list[str]:
+    """What to say about one State API list: Ray's own warnings, and the note when it did not read every record."""
+    notes = [str(w) for w in [found.get("partial_failure_warning"), *(found.get("warnings") or [])] if w]
+    capped = source_cap_note(resource.replace("_", " "), found)
+    return notes + ([capped] if capped else [])
+
+
 def clamp_limit(limit: int, *, maximum: int = MAX_LIMIT, what: str = "items") -> tuple[int, str | None]:
     """Clamp a caller's ``limit`` to [0, maximum]; 0 means "counts only". Returns the limit and a note, if any."""
     if limit > maximum:

@@ -1,18 +1,18 @@
-"""The core of the Ray adapter: the dashboard's HTTP API (JSON, envelopes, State API lists, streams) and
-concurrency helpers. Every area (jobs, logs, actors, ...) holds the one ``Dashboard`` of its cluster.
+"""The dashboard's HTTP client: one ``httpx.AsyncClient`` per cluster, JSON and the dashboard's envelope, log
+streams, and the concurrency helpers. The sources of each dashboard API (state.py, jobs.py, serve.py, logs.py,
+routes.py) send their requests through it.
 
-Every HTTP failure becomes one of our ``ToolError`` subclasses (``errors.dashboard_errors``)."""
+Every GET is made once per call (sources/scope.py); any other request is a write, after which the call reads
+afresh. Every HTTP failure becomes one of our ``ToolError`` subclasses (``errors.dashboard_errors``)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import ssl
-import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -25,16 +25,24 @@ from ray_mcp.errors import (
     dashboard_errors,
     log_request_failed,
 )
-from ray_mcp.guard.redaction import SECRETS, hold_job, job_owner
 from ray_mcp.limits import DASHBOARD_CONNECTIONS
-from ray_mcp.shaping.common import source_cap_note
 from ray_mcp.sources import scope
-from ray_mcp.sources.query import Filter, encode
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
 ProgressFn = Callable[[float, float, str], Awaitable[None]]
-JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A dashboard answer whose status carries meaning (a route that answers 403 or 500 on purpose)."""
+
+    status: int
+    text: str
+
+    def json(self) -> Any:
+        """The body as JSON; ValueError when it is not."""
+        return decode_json(self.text.encode())
 
 
 class Dashboard:
@@ -64,27 +72,77 @@ class Dashboard:
             transport=transport,
             limits=httpx.Limits(max_connections=DASHBOARD_CONNECTIONS, max_keepalive_connections=20),
         )
-        # the secret registry's view of the jobs' env_vars (learn_job_secrets)
-        self._jobs_secrets_lock = asyncio.Lock()
-        self._jobs_learned_at = -1e9
-        self._jobs_checked: dict[str, float] = {}
 
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def get_json(self, path: str, *, what: str, params: Params = None) -> Any:
+    async def get_json(
+        self, path: str, *, what: str, params: Params = None, not_found: str | None = None
+    ) -> Any:
         """GET a dashboard endpoint and return its decoded JSON body: once per call (sources/scope.py), so every
-        asker of the same path and query within one tool call shares one request, and its failure."""
+        asker of the same path and query within one tool call shares one request, and its failure.
+        ``not_found`` is the message for an HTTP 404."""
         key = ("GET", self.dashboard_url, path, _query_key(params))
-        return await scope.shared(key, lambda: self._get_json(path, what=what, params=params))
 
-    async def _get_json(self, path: str, *, what: str, params: Params) -> Any:
-        with dashboard_errors(self.dashboard_url, what, self.timeout_s):
-            response = await self.http.get(path, params=params)
-            response.raise_for_status()
-            return decode_json(response.content)
+        async def read() -> Any:
+            with dashboard_errors(self.dashboard_url, what, self.timeout_s, not_found=not_found):
+                response = await self.http.get(path, params=params)
+                response.raise_for_status()
+                return decode_json(response.content)
 
-    async def request_json(
+        return await scope.shared(key, read)
+
+    async def get_answer(
+        self,
+        path: str,
+        *,
+        what: str,
+        params: Params = None,
+        timeout_s: float | None = None,
+        shared: bool = True,
+    ) -> Answer:
+        """GET a route whose status the caller reads (any status comes back; only a failure to get an answer
+        raises). ``shared=False`` for what is measured, not read (a stack dump, a profile)."""
+        timeout = timeout_s or self.timeout_s
+
+        async def read() -> Answer:
+            with dashboard_errors(self.dashboard_url, what, timeout):
+                response = await self.http.get(path, params=params, timeout=timeout)
+                return Answer(response.status_code, response.text)
+
+        if not shared:
+            return await read()
+        return await scope.shared(("GET answer", self.dashboard_url, path, _query_key(params)), read)
+
+    async def write(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        json_body: Any = None,
+        content: bytes | None = None,
+        not_found: str | None = None,
+        timeout_s: float | None = None,
+        read_timeout_s: float | None = None,
+    ) -> httpx.Response:
+        """A request that changes the cluster (any method but GET): sent every time, and what the call reads
+        after it is read again. The response comes back whatever its status; ``raise_for_status`` is the caller's."""
+        timeout = timeout_s or self.timeout_s
+        scope.fresh()
+        try:
+            with dashboard_errors(self.dashboard_url, what, read_timeout_s or timeout, not_found=not_found):
+                return await self.http.request(
+                    method,
+                    path,
+                    json=json_body,
+                    content=content,
+                    timeout=httpx.Timeout(timeout, read=read_timeout_s or timeout),
+                )
+        finally:
+            scope.fresh()
+
+    async def write_json(
         self,
         method: str,
         path: str,
@@ -93,21 +151,14 @@ class Dashboard:
         not_found: str | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Any dashboard request answered in JSON; ``not_found`` is the message for an HTTP 404. A GET is shared
-        within the call like get_json's; any other method is a write, after which the call reads afresh."""
+        """A write answered in JSON (a job's stop or delete); an HTTP error status raises ours."""
         timeout = timeout_s or self.timeout_s
-
-        async def send() -> Any:
+        scope.fresh()
+        try:
             with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
                 response = await self.http.request(method, path, timeout=timeout)
                 response.raise_for_status()
                 return decode_json(response.content)
-
-        if method.upper() == "GET":
-            return await scope.shared(("GET", self.dashboard_url, path, ()), send)
-        scope.fresh()
-        try:
-            return await send()
         finally:
             scope.fresh()
 
@@ -121,123 +172,6 @@ class Dashboard:
                 f"The Ray dashboard at {self.dashboard_url} failed {what}: {body.get('msg') or 'no message'}."
             )
         return body["data"]
-
-    async def list_state(
-        self,
-        resource: str,
-        *,
-        what: str,
-        filters: Sequence[Filter] = (),
-        limit: int = 100,
-        detail: bool = False,
-    ) -> dict[str, Any]:
-        """One State API list call (``/api/v0/<resource>``): returns Ray's result with totals."""
-        params: list[tuple[str, str]] = [("limit", str(limit)), ("detail", "1" if detail else "0")]
-        params += [("timeout", str(max(1, int(self.timeout_s))))]
-        params += encode(filters)
-        data = await self.get_data(f"/api/v0/{resource}", what=what, params=params)
-        result = data["result"]
-        rows = result.get("result") if isinstance(result, dict) else None
-        if isinstance(rows, list):  # what these rows' logs and errors may print: their jobs' env_vars
-            await self.learn_job_secrets(
-                {
-                    str(r[k])
-                    for r in rows
-                    if isinstance(r, dict)
-                    for k in ("job_id", "creator_job_id")
-                    if r.get(k)
-                }
-            )
-        return result
-
-    async def learn_job_secrets(self, job_ids: set[str] | None = None) -> None:
-        """Make sure the secret registry knows the env_vars of these jobs (None: of every job, at most once
-        per JOB_SECRETS_TTL_S). One request for the whole job list, only when a job is new; best effort."""
-        now = time.monotonic()
-        if job_ids is None:
-            if now - self._jobs_learned_at < JOB_SECRETS_TTL_S:
-                return
-        else:
-            job_ids = {
-                j
-                for j in job_ids
-                if not SECRETS.holds(job_owner(self.dashboard_url, j))
-                and self._jobs_checked.get(j, -1e9) < now - JOB_SECRETS_TTL_S
-            }
-            if not job_ids:
-                return
-        async with self._jobs_secrets_lock:
-            if job_ids is None and time.monotonic() - self._jobs_learned_at < JOB_SECRETS_TTL_S:
-                return
-            with contextlib.suppress(RayMCPError):
-                await self.job_rows()
-                self._jobs_learned_at = time.monotonic()
-            for job in job_ids or ():
-                self._jobs_checked[job] = (
-                    now  # not a Jobs API job (or unreadable): not asked again for a while
-                )
-
-    async def job_rows(self) -> list[dict[str, Any]]:
-        """Every job's JobDetails (GET /api/jobs/), their env_vars learnt as secrets; concurrent askers (a
-        health check's failed jobs, its evidence graph, the secret registry) share the read."""
-
-        async def read() -> list[dict[str, Any]]:
-            began = time.monotonic()
-            jobs = await self.request_json("GET", "/api/jobs/", what="the job list (/api/jobs/)")
-            dicts = [dict(j) for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
-            for details in dicts:
-                hold_job(self.dashboard_url, details)
-            if isinstance(jobs, list):  # the jobs no longer listed were deleted: their logs are gone too
-                alive = {
-                    job_owner(self.dashboard_url, str(d[k]))
-                    for d in dicts
-                    for k in ("submission_id", "job_id")
-                    if d.get(k)
-                }
-                SECRETS.drop_owners_except(job_owner(self.dashboard_url, ""), alive, began)
-            return dicts
-
-        rows: list[dict[str, Any]] = await scope.shared(("jobs", self.dashboard_url), read)
-        return rows
-
-    async def state_page(
-        self, resource: str, *, filters: list[Filter], limit: int, detail: bool
-    ) -> tuple[int, int, list[dict[str, Any]], list[str]]:
-        """One State API list call: (total, matched, rows, notes). ``matched`` is exact: Ray filters every row."""
-        result = await self.list_state(
-            resource,
-            what=f"the {resource} list (/api/v0/{resource})",
-            filters=filters,
-            limit=max(1, limit),
-            detail=detail,
-        )
-        notes = [w for w in [result.get("partial_failure_warning"), *list(result.get("warnings") or [])] if w]
-        capped = source_cap_note(resource.replace("_", " "), result)
-        notes += [capped] if capped else []
-        rows = list(result.get("result") or [])[:limit]
-        return int(result.get("total") or 0), int(result.get("num_filtered") or 0), rows, notes
-
-    async def summary(self, resource: str, *, filters: list[Filter], **extra: str) -> dict[str, Any]:
-        params: list[tuple[str, str]] = [("timeout", str(max(1, int(self.timeout_s))))]
-        params += list(extra.items())
-        params += encode(filters)
-        data = await self.get_data(
-            f"/api/v0/{resource}/summarize",
-            what=f"the {resource} summary (/api/v0/{resource}/summarize)",
-            params=params,
-        )
-        return dict(data.get("result") or {})
-
-    async def one_state(
-        self, resource: str, key: str, value: str, attempt: int | None = None
-    ) -> dict[str, Any] | None:
-        result = await self.list_state(
-            resource, what=f"the lookup of {key} {value}", filters=[(key, "=", value)], limit=100
-        )
-        rows = result.get("result") or []
-        if attempt is not None:
-            rows = [r for r in rows if int(r.get("attempt_number") or 0) == attempt]
-        return dict(rows[0]) if rows else None
 
     @asynccontextmanager
     async def log_stream(

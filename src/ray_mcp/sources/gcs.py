@@ -211,6 +211,10 @@ class GcsLookup:
     def gcs_of(self, dashboard: str, timeout_s: float) -> str | None:
         return find_gcs_for_dashboard(dashboard, timeout_s, self.authorization)
 
+    def channel(self, gcs_address: str, authorization: str | None) -> Any:
+        """The channel a cluster's Gcs sends its calls on (open_channel; a test may wrap it to count them)."""
+        return open_channel(gcs_address, authorization)
+
 
 GCS_LOOKUP = GcsLookup()
 
@@ -304,7 +308,8 @@ class Gcs:
                     f"not at host:6379. ray-mcp needs it for {what}: start ray-mcp with the GCS address "
                     "(--address host:6379) where this machine can reach it."
                 )
-            self._channel = open_channel(self.address, self._authorization)
+            opener = lookup.channel if lookup is not None else open_channel
+            self._channel = opener(self.address, self._authorization)
             return self._channel
 
     async def placement_group_table(self) -> list[dict[str, str]]:

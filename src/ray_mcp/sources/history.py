@@ -27,7 +27,7 @@ import anyio
 import httpx
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NeedsLiveCluster, RayRequestFailed
-from ray_mcp.shaping.actors import actor_summary_from_rows
+from ray_mcp.sources.state import actor_summary_from_rows
 from ray_mcp.text import quoted
 
 SCHEME = "history+"  # history+http://host:port/<namespace>/<kind>/<name>[/<session>]

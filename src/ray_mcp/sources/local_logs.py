@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ray_mcp import models
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.sources.hosts import local_addresses
 
@@ -191,7 +190,16 @@ def is_pattern(filename: str) -> bool:
     return any(c in filename for c in "*?[")
 
 
-def stat_files(where: LogDir, names: list[str]) -> list[models.LogFile]:
+@dataclass(frozen=True)
+class FileStat:
+    """A log file's size and modification time (UTC, to the second); None when it is not a plain file here."""
+
+    name: str
+    bytes: int | None = None
+    modified: str | None = None
+
+
+def stat_files(where: LogDir, names: list[str]) -> list[FileStat]:
     """Size and modification time of each listed file of the logs directory, newest first (no link is
     followed; a name that is not a plain file inside it keeps no size)."""
     out = []
@@ -204,12 +212,12 @@ def stat_files(where: LogDir, names: list[str]) -> list[models.LogFile]:
                 if stat.S_ISLNK(st.st_mode):
                     raise InvalidArgument("a link")
         except (OSError, InvalidArgument):
-            out.append(models.LogFile(name=name))
+            out.append(FileStat(name))
             continue
         if not stat.S_ISREG(st.st_mode):
-            out.append(models.LogFile(name=name))
+            out.append(FileStat(name))
             continue
         when = datetime.datetime.fromtimestamp(st.st_mtime, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        out.append(models.LogFile(name=name, bytes=st.st_size, modified=when))
+        out.append(FileStat(name, st.st_size, when))
     out.sort(key=lambda f: f.modified or "", reverse=True)
     return out

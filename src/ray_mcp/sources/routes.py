@@ -1,0 +1,95 @@
+"""The dashboard's other routes, one method each: its version, the autoscaler's cluster status, the nodes'
+summary and details, live actors' worker stats, the older events route, Grafana's health, the profiling routes
+(a process's stack, its CPU profile), Ray Train's runs and Ray Data's datasets. Ray's records come back as they
+are; each read is made once per call (sources/scope.py), except a stack or profile, which is a measurement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ray_mcp.sources.dashboard import Answer, Dashboard
+from ray_mcp.sources.ids import check_id, node_path
+
+TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
+
+
+class Routes:
+    """The dashboard's own routes of one cluster (the State, Jobs, Serve and log APIs have sources of their own)."""
+
+    def __init__(self, dashboard: Dashboard) -> None:
+        self.dashboard = dashboard
+
+    async def version(self) -> dict[str, Any]:
+        found = await self.dashboard.get_json("/api/version", what="the version request (/api/version)")
+        return dict(found) if isinstance(found, dict) else {}
+
+    async def cluster_status(self) -> dict[str, Any]:
+        """The autoscaler's view (``ray status``): per-node use, pending demands, launches and failures."""
+        found = await self.dashboard.get_data(
+            "/api/cluster_status", what="the cluster status (/api/cluster_status)"
+        )
+        return dict(found) if isinstance(found, dict) else {}
+
+    async def node_summary(self) -> dict[str, Any]:
+        """Every node's host use, raylet and object store stats (``/nodes?view=summary``: ~1 KB a worker)."""
+        found = await self.dashboard.get_data(
+            "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
+        )
+        return dict(found) if isinstance(found, dict) else {}
+
+    async def node_details(self, node_id: str) -> dict[str, Any]:
+        """One node's details (``/nodes/<id>``): its raylet's own report (its log directory among them)."""
+        found = await self.dashboard.get_data(node_path(node_id), what=f"the details of node {node_id}")
+        return dict(found) if isinstance(found, dict) else {}
+
+    async def logical_actors(self, actor_ids: Sequence[str]) -> dict[str, Any]:
+        """Live actors' worker stats (assigned resource slots, physical GPUs) by actor id."""
+        found = await self.dashboard.get_data(
+            "/logical/actors",
+            what="the actors' worker stats (/logical/actors)",
+            params={"ids": ",".join(actor_ids), "nocache": "1"},
+        )
+        actors = found.get("actors") if isinstance(found, dict) else None
+        return dict(actors) if isinstance(actors, dict) else {}
+
+    async def events(self) -> dict[str, list[dict[str, Any]]]:
+        """The dashboard's older events route (``/events``: every event by job, camelCase fields)."""
+        found = await self.dashboard.get_data("/events", what="the cluster events (/events)")
+        events = found.get("events") if isinstance(found, dict) else None
+        return dict(events) if isinstance(events, dict) else {}
+
+    async def grafana_health(self) -> Answer:
+        """Whether the dashboard reaches a Grafana, and which (Ray answers 500 when it cannot)."""
+        return await self.dashboard.get_answer("/api/grafana_health", what="checking Grafana")
+
+    async def profiling_enabled(self) -> Any:
+        return await self.dashboard.get_json("/api/profiling_enabled", what="the profiling check")
+
+    async def worker_traceback(self, pid: int, node_id: str, *, timeout_s: float) -> Answer:
+        """A process's Python stacks, read by py-spy on its node (403 when the head's profiling is off)."""
+        return await self._profiling("/worker/traceback", pid, node_id, timeout_s)
+
+    async def cpu_profile(self, pid: int, node_id: str, *, duration_s: int, timeout_s: float) -> Answer:
+        """A process's CPU profile over ``duration_s`` (py-spy record on its node), as raw collapsed stacks."""
+        return await self._profiling(
+            "/worker/cpu_profile", pid, node_id, timeout_s, duration=str(duration_s), format="raw"
+        )
+
+    async def _profiling(self, path: str, pid: int, node_id: str, timeout_s: float, **extra: str) -> Answer:
+        params = {"pid": str(pid), "node_id": node_id, "native": "0", **extra}
+        return await self.dashboard.get_answer(
+            path, what=f"{path} of pid {pid}", params=params, timeout_s=timeout_s, shared=False
+        )
+
+    async def train_runs(self) -> Answer:
+        """Ray Train v2's runs (``/api/train/v2/runs/v1``): 404 without the module, 500 without its state actor."""
+        return await self.dashboard.get_answer(TRAIN_RUNS_PATH, what=f"the Train runs ({TRAIN_RUNS_PATH})")
+
+    async def datasets(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's Ray Data datasets, newest first. The route creates Ray Data's stats actor when it does not
+        exist: ask it only once that actor is alive."""
+        path = f"/api/data/datasets/{check_id('job', job_id)}"
+        body = await self.dashboard.get_json(path, what=f"the datasets of job {job_id}")
+        rows = body.get("datasets") if isinstance(body, dict) else None
+        return [dict(r) for r in rows or [] if isinstance(r, dict)]

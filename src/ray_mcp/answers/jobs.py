@@ -18,9 +18,8 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import httpx
-from ray.job_submission import JobSubmissionClient
 
-from ray_mcp import models
+from ray_mcp import models, sdk_private
 from ray_mcp.errors import (
     DashboardTimeout,
     InvalidArgument,
@@ -69,9 +68,7 @@ class Jobs:
         """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
         async with self._sdk_lock:
             if self._sdk is None:
-                make = functools.partial(
-                    BoundedJobSubmissionClient, self.client.dashboard_url, send=self._sdk_send
-                )
+                make = functools.partial(sdk_private.job_client, self.client.dashboard_url, self._sdk_send)
                 self._sdk = await self._in_thread(make, what="connecting to the Jobs API")
         return self._sdk
 
@@ -97,7 +94,7 @@ class Jobs:
 
     async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        # Each request of the Job SDK has the dashboard timeout (BoundedJobSubmissionClient); this is the backstop.
+        # Each request of the Job SDK has the dashboard timeout (sdk_private.job_client); this is the backstop.
         limit = timeout_s or self.client.timeout_s + JOB_SDK_SLACK_S
         with job_sdk_errors(self.client.dashboard_url, what):
             try:
@@ -358,20 +355,3 @@ class SdkResponse:
     def raise_for_status(self) -> None:
         if self.status_code >= 400:  # the SDK's own failure text, which errors.job_sdk_errors reads
             raise RuntimeError(f"Request failed with status code {self.status_code}: {self.text}.")
-
-
-class BoundedJobSubmissionClient(JobSubmissionClient):
-    """Ray's JobSubmissionClient, its requests sent by ``send`` (Jobs._sdk_send): the cluster's own HTTP client,
-    with exactly this cluster's headers and a timeout on every request. Ray's client would send with
-    ``requests``: no timeout (a dashboard that accepts and never answers would hold a worker thread forever),
-    in token mode this process's own token to every cluster, and none of a Kubernetes proxy's credentials.
-    """
-
-    def __init__(self, address: str, *, send: Callable[[str, str, bytes | None, Any], SdkResponse]) -> None:
-        self._ray_mcp_send = send  # set before super().__init__, whose version check is a request
-        super().__init__(address)
-
-    def _do_request(
-        self, method: str, endpoint: str, *, data: bytes | None = None, json_data: Any = None, **_: Any
-    ) -> Any:
-        return self._ray_mcp_send(method, endpoint, data, json_data)

@@ -57,7 +57,7 @@ class Actors:
             message=f"Actor {actor.actor_id} ({actor.class_name}) {done} {after}.",
         )
 
-    async def list(
+    async def page(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
         # detail=1 always: restarts and the death cause are detail columns in Ray's schema. Only `limit` rows come.

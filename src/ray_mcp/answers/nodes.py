@@ -106,7 +106,7 @@ class Nodes:
         usage = {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
         return nodes, node_capacities(nodes, usage)
 
-    async def list(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
+    async def page(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
         nodes, capacities = await self.capacities(notes)
         summary = await self._host_usage(notes, nodes)
         if state:

@@ -76,14 +76,14 @@ class Nodes:
             )
             return {}
         try:
-            data = await self.client.shared("node summary", self.summary)
+            data = await self.summary()
         except RayMCPError as exc:
             notes.append(f"Host CPU, memory and GPU use unknown: {str(exc).split('. ')[0]}.")
             return {}
         return summary_by_node(data)
 
     async def summary(self) -> Any:
-        """The dashboard's per-node summary (host use, raylet and store stats); concurrent askers share it."""
+        """The dashboard's per-node summary (host use, raylet and store stats); read once per call."""
         return await self.client.get_data(
             "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
         )

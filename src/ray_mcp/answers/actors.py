@@ -69,7 +69,7 @@ class Actors:
             message=f"Actor {actor.actor_id} ({actor.class_name}) {done} {after}.",
         )
 
-    async def list(
+    async def page(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
         """One page of actors (detail=1 always: restarts and the death cause are detail columns in Ray's schema;
@@ -77,13 +77,13 @@ class Actors:
         on it, else from the State API's summary. The summary is read with the page when the same list needed
         it a moment ago (one round trip, not two), else after it."""
         key = repr(filters)
-        page = self.state.actors(filters=filters, limit=max(1, limit), detail=True)
+        rows_read = self.state.actors(filters=filters, limit=max(1, limit), detail=True)
         summary = self.state.summary("actors", filters=filters)
         if time.monotonic() - self._summarized.get(key, -SUMMARY_HINT_S) < SUMMARY_HINT_S:
-            found, early = await gather(page, summary)
+            found, early = await gather(rows_read, summary)
         else:
             summary.close()  # not awaited: read below only if the page is not every matching actor
-            found, early = await page, None
+            found, early = await rows_read, None
         rows = found["result"][:limit]
         matched = int(found.get("num_filtered") or 0)
         cluster: Mapping[str, Any] | None = None

@@ -3,7 +3,6 @@ kills, worker crashes, autoscaler decisions, job status), as the dashboard keeps
 
 from __future__ import annotations
 
-import builtins
 import datetime
 import re
 import time
@@ -59,7 +58,7 @@ class Events:
             raise type(exc)(f"{first_error}; and {exc}") from exc
         return _flat(by_job)
 
-    async def list(
+    async def page(
         self,
         *,
         severity: str | None,
@@ -93,7 +92,7 @@ class Events:
         details = await self.jobs.details(job)
         return details.get("job_id") or None, str(details.get("submission_id") or job)
 
-    async def autoscaler_decisions(self, notes: builtins.list[str]) -> builtins.list[str]:
+    async def autoscaler_decisions(self, notes: list[str]) -> list[str]:
         """The autoscaler's recent events (launches, removals, failures), newest first; unread: a note."""
         try:
             rows = await self.rows(notes, "AUTOSCALER")

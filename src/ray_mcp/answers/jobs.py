@@ -236,7 +236,7 @@ class Jobs:
         )
         return models.JobChange(job=sid, action="delete", done=bool(deleted), status=None, message=message)
 
-    async def list(
+    async def page(
         self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
     ) -> models.JobList:
         return job_list(

@@ -101,7 +101,7 @@ class Nodes:
             "Call cluster_status to see the nodes, with their ids and IPs."
         )
 
-    async def list(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
+    async def page(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
         nodes, capacities = await self.capacities(notes)
         summary = await self._host_usage(notes, nodes)
         if state:

@@ -89,7 +89,7 @@ class Tasks:
         counts, samples, _notes = await self._failed_errors(filters=filters)
         return group_by_error_type(counts, samples)
 
-    async def list(
+    async def page(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.TaskList:
         found = await self.state.tasks(filters=filters, limit=max(1, limit), detail=detail)

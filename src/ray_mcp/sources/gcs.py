@@ -5,7 +5,7 @@ Everything else is read through the dashboard, because often it is all a user ca
 address), placement groups' strategies, each actor's owner worker and assigned resource ids (job_topology),
 how many task attempts the GCS stores, and killing an actor (the dashboard has no route for it).
 
-Channels come from Ray's own ``init_grpc_channel``, which adds TLS (RAY_USE_TLS) and token authentication when
+Channels come from Ray's own ``init_grpc_channel`` (sdk_private.ray_grpc_channel), which adds TLS (RAY_USE_TLS) and token authentication when
 the cluster uses them. Each call blocks: ``Gcs`` runs it in a worker thread.
 """
 
@@ -25,11 +25,9 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 import grpc
-from ray._common.tls_utils import load_certs_from_env
-from ray._private.authentication import authentication_utils
-from ray._private.grpc_utils import init_grpc_channel
 from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
+from ray_mcp import sdk_private
 from ray_mcp.errors import ClusterUnavailable, RayRequestFailed, gcs_errors
 from ray_mcp.sources import scope
 
@@ -52,16 +50,16 @@ def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> A
     the same TLS (RAY_USE_TLS). ``RAY_DEFAULT`` keeps Ray's behaviour (doctor's check of a configured address).
     """
     if authorization == RAY_DEFAULT:
-        return init_grpc_channel(gcs_address, asynchronous=False)
-    if authentication_utils.is_token_auth_enabled():
+        return sdk_private.ray_grpc_channel(gcs_address)
+    if sdk_private.ray_token_auth_enabled():
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
-            chain, key, ca = load_certs_from_env()
+            chain, key, ca = sdk_private.ray_tls_certs()
             tls = grpc.ssl_channel_credentials(certificate_chain=chain, private_key=key, root_certificates=ca)
             channel = grpc.secure_channel(gcs_address, tls)
         else:
             channel = grpc.insecure_channel(gcs_address)
     else:
-        channel = init_grpc_channel(gcs_address, asynchronous=False)
+        channel = sdk_private.ray_grpc_channel(gcs_address)
     if authorization:
         channel = grpc.intercept_channel(channel, _AddMetadata(("authorization", authorization)))
     return channel

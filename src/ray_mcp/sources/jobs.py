@@ -1,7 +1,9 @@
 """Ray's Jobs API: the REST routes (``/api/jobs/``) for reading, stopping and deleting jobs, and Ray's own
 ``JobSubmissionClient`` for submitting one (it zips and uploads a local working_dir). The SDK's requests ride
-the cluster's one HTTP client (``Dashboard.http``): the same headers, TLS and transport as every other call (a
-Kubernetes API server's service proxy with the kubeconfig's credentials, or a test's injected fault)."""
+the cluster's one HTTP client (``Dashboard.http``, through sdk_private.job_client): the same headers, TLS and
+transport as every other call (a Kubernetes API server's service proxy with the kubeconfig's credentials, or a
+test's injected fault), and a timeout on every request. Ray's client would send with ``requests``: no timeout,
+and in token mode this process's own token to every cluster."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import httpx
-from ray.job_submission import JobSubmissionClient
 
+from ray_mcp import sdk_private
 from ray_mcp.errors import DashboardTimeout, RayRequestFailed, dashboard_errors, job_sdk_errors
 from ray_mcp.sources import scope
 from ray_mcp.sources.dashboard import Dashboard
@@ -122,9 +124,7 @@ class JobsAPI:
         """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
         async with self._sdk_lock:
             if self._sdk is None:
-                make = functools.partial(
-                    BoundedJobSubmissionClient, self.dashboard.dashboard_url, send=self._sdk_send
-                )
+                make = functools.partial(sdk_private.job_client, self.dashboard.dashboard_url, self._sdk_send)
                 self._sdk = await self.in_thread(make, what="connecting to the Jobs API")
         return self._sdk
 
@@ -153,7 +153,7 @@ class JobsAPI:
 
     async def in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        # Each request of the Job SDK has the dashboard timeout (BoundedJobSubmissionClient); this is the backstop.
+        # Each request of the Job SDK has the dashboard timeout (its send); this is the backstop.
         d = self.dashboard
         limit = timeout_s or d.timeout_s + JOB_SDK_SLACK_S
         with job_sdk_errors(d.dashboard_url, what):
@@ -180,20 +180,3 @@ class SdkResponse:
     def raise_for_status(self) -> None:
         if self.status_code >= 400:  # the SDK's own failure text, which errors.job_sdk_errors reads
             raise RuntimeError(f"Request failed with status code {self.status_code}: {self.text}.")
-
-
-class BoundedJobSubmissionClient(JobSubmissionClient):
-    """Ray's JobSubmissionClient, its requests sent by ``send`` (JobsAPI._sdk_send): the cluster's own HTTP client,
-    with exactly this cluster's headers and a timeout on every request. Ray's client would send with
-    ``requests``: no timeout (a dashboard that accepts and never answers would hold a worker thread forever),
-    in token mode this process's own token to every cluster, and none of a Kubernetes proxy's credentials.
-    """
-
-    def __init__(self, address: str, *, send: Callable[[str, str, bytes | None, Any], SdkResponse]) -> None:
-        self._ray_mcp_send = send  # set before super().__init__, whose version check is a request
-        super().__init__(address)
-
-    def _do_request(
-        self, method: str, endpoint: str, *, data: bytes | None = None, json_data: Any = None, **_: Any
-    ) -> Any:
-        return self._ray_mcp_send(method, endpoint, data, json_data)

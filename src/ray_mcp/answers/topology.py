@@ -29,7 +29,7 @@ from ray_mcp.shaping.common import state_notes
 from ray_mcp.shaping.topology import TopologySources, build_topology
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.dashboard import gather as _gather
-from ray_mcp.sources.records import Actor, Node
+from ray_mcp.sources.records import Actor, Node, PlacementGroup
 from ray_mcp.text import first_sentence
 
 
@@ -87,26 +87,7 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
     pg_rows = pgs_page["result"][: limits.TOPOLOGY_GROUP_ROWS]
     notes += state_notes("actors", actors_page) + state_notes("placement_groups", pgs_page)
     actor_rows: list[Actor] = list(actors_page["result"][: limits.TOPOLOGY_ACTOR_ROWS])
-    # Actors of other jobs (e.g. created by a Serve replica) placed in this job's groups.
-    known = {str(r.get("actor_id")) for r in actor_rows}
-    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"][: limits.TOPOLOGY_MEMBER_QUERIES]
-    if len([r for r in pg_rows if r.get("state") != "REMOVED"]) > limits.TOPOLOGY_MEMBER_QUERIES:
-        notes.append(
-            f"Actors of other jobs looked up in the first {limits.TOPOLOGY_MEMBER_QUERIES} groups only."
-        )
-    members = await _gather(
-        *(
-            state.actors(
-                filters=[("placement_group_id", "=", str(r["placement_group_id"]))],
-                limit=limits.TOPOLOGY_ACTORS,
-            )
-            for r in live_groups
-        )
-    )
-    for member in members:
-        rows = member["result"][: limits.TOPOLOGY_ACTORS]
-        actor_rows += [r for r in rows if str(r.get("actor_id")) not in known]
-        known |= {str(r.get("actor_id")) for r in rows}
+    actor_rows += await _other_jobs_members(api, pg_rows, actor_rows, notes)
     strategies: dict[str, str] = {}
     owners: dict[str, str] = {}
     stats: dict[str, dict[str, Any]] = {}
@@ -158,6 +139,33 @@ async def _job_topology(api: Topology, job: str) -> JobTopology:
         notes=notes,
     )
     return build_topology(evidence, job=job)
+
+
+async def _other_jobs_members(
+    api: Topology, pg_rows: list[PlacementGroup], actor_rows: list[Actor], notes: list[str]
+) -> list[Actor]:
+    """Actors of other jobs (e.g. created by a Serve replica) placed in this job's groups."""
+    known = {str(r.get("actor_id")) for r in actor_rows}
+    live_groups = [r for r in pg_rows if r.get("state") != "REMOVED"]
+    if len(live_groups) > limits.TOPOLOGY_MEMBER_QUERIES:
+        notes.append(
+            f"Actors of other jobs looked up in the first {limits.TOPOLOGY_MEMBER_QUERIES} groups only."
+        )
+    members = await _gather(
+        *(
+            api.sources.state.actors(
+                filters=[("placement_group_id", "=", str(r.get("placement_group_id")))],
+                limit=limits.TOPOLOGY_ACTORS,
+            )
+            for r in live_groups[: limits.TOPOLOGY_MEMBER_QUERIES]
+        )
+    )
+    found: list[Actor] = []
+    for member in members:
+        rows = member["result"][: limits.TOPOLOGY_ACTORS]
+        found += [r for r in rows if str(r.get("actor_id")) not in known]
+        known |= {str(r.get("actor_id")) for r in rows}
+    return found
 
 
 async def _optional(awaitable: Any, notes: list[str], what: str) -> Any:

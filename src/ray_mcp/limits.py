@@ -39,6 +39,9 @@ RESPONSE_BUDGET_BYTES = 8 * 1024
 # The items of a list answer, as JSON: their text is about as long, then come totals and hints.
 LIST_BUDGET_BYTES = 3_500
 STATE_API_MAX_ROWS = 10_000  # Ray's State API returns at most this many rows per call
+# list_actors reads up to this many matching actors in its one request and counts them by class and state
+# itself; past it, Ray's summary counts them (Ray converts every actor once per request either way).
+ACTORS_COUNTED = 1000
 MAX_TASK_GROUPS = 40  # task names shown by summarize_tasks
 MAX_ERROR_TYPES_SAMPLED = 10  # error types of failed tasks that get a sample task
 BUNDLES_SHOWN = 8  # bundles of one placement group in the text answer

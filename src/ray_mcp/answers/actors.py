@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +10,7 @@ import anyio
 from ray_mcp import models
 from ray_mcp.answers.secrets import JobSecrets, job_ids_of
 from ray_mcp.errors import NotFound
+from ray_mcp.limits import ACTORS_COUNTED
 from ray_mcp.shaping.actors import actor_from_state, build_actor_list
 from ray_mcp.shaping.common import state_notes
 from ray_mcp.sources import scope
@@ -21,8 +21,7 @@ from ray_mcp.sources.query import Filter
 from ray_mcp.sources.state import actor_summary_from_rows
 
 KILL_WAIT_S = 10.0
-SUMMARY_HINT_S = 60.0  # a list that needed the summary this recently reads it with its page
-SUMMARY_HINTS = 32  # the lists remembered
+MATCHED_KEPT = 32  # the lists whose last match count is remembered
 
 
 class Actors:
@@ -33,9 +32,7 @@ class Actors:
         self.sources = sources
         self.state = sources.state
         self.secrets = secrets
-        self._summarized: dict[
-            str, float
-        ] = {}  # a list's filters -> when it last needed the summary (timing)
+        self._matched: dict[str, int] = {}  # a list's filters -> how many it matched last time (timing only)
 
     async def get(self, actor_id: str) -> models.Actor:
         check_id("actor", actor_id)
@@ -72,29 +69,31 @@ class Actors:
     async def page(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
-        """One page of actors (detail=1 always: restarts and the death cause are detail columns in Ray's schema;
-        only ``limit`` rows come) and the counts per class and state: from the page when every matching actor is
-        on it, else from the State API's summary. The summary is read with the page when the same list needed
-        it a moment ago (one round trip, not two), else after it."""
+        """One page of actors (detail=1 always: restarts and the death cause are detail columns in Ray's schema)
+        and the counts per class and state. Ray converts every actor for each list request, so one request reads
+        up to ACTORS_COUNTED matching actors and counts them here, showing ``limit``; for a list that matched
+        more the last time, the page and Ray's summary are read together."""
         key = repr(filters)
-        rows_read = self.state.actors(filters=filters, limit=max(1, limit), detail=True)
-        summary = self.state.summary("actors", filters=filters)
-        if time.monotonic() - self._summarized.get(key, -SUMMARY_HINT_S) < SUMMARY_HINT_S:
-            found, early = await gather(rows_read, summary)
+        known = self._matched.get(key, 0)
+        if known > ACTORS_COUNTED:
+            found, summary = await gather(
+                self.state.actors(filters=filters, limit=max(1, limit)),
+                self.state.summary("actors", filters=filters),
+            )
         else:
-            summary.close()  # not awaited: read below only if the page is not every matching actor
-            found, early = await rows_read, None
-        rows = found["result"][:limit]
+            found, summary = await self.state.actors(filters=filters, limit=max(limit, ACTORS_COUNTED)), None
         matched = int(found.get("num_filtered") or 0)
-        cluster: Mapping[str, Any] | None = None
-        if len(rows) >= matched:
-            cluster = actor_summary_from_rows(rows)
+        self._matched[key] = matched
+        while len(self._matched) > MATCHED_KEPT:
+            del self._matched[next(iter(self._matched))]
+        every = found["result"]
+        cluster: Mapping[str, Any] | None
+        if len(every) >= matched:
+            cluster = actor_summary_from_rows(every)
         else:
-            self._summarized[key] = time.monotonic()
-            while len(self._summarized) > SUMMARY_HINTS:
-                del self._summarized[next(iter(self._summarized))]
-            read = early if early is not None else await self.state.summary("actors", filters=filters)
-            cluster = ((read.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
+            summary = summary if summary is not None else await self.state.summary("actors", filters=filters)
+            cluster = ((summary.get("result") or {}).get("node_id_to_summary") or {}).get("cluster")
+        rows = every[:limit]
         await self.secrets.learn(job_ids_of(rows))
         return build_actor_list(
             total=int(found.get("total") or 0),

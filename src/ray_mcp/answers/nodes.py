@@ -13,7 +13,7 @@ from ray_mcp.shaping.nodes import (
     build_node_list,
     node_capacities,
     summary_by_node,
-    uncamel_resources,
+    uncamel_usage,
 )
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.dashboard import gather
@@ -112,8 +112,7 @@ class Nodes:
 def usage_by_node(nodes: list[Node], status: Any) -> dict[str, dict[str, tuple[float, float]]]:
     """Each alive node's logical use (the autoscaler's per-node report), in the State API's resource names."""
     load = ((status or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
-    known = {name for node in nodes for name in (node.get("resources_total") or {})}
-    return {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
+    return uncamel_usage(load.get("usageByNode") or {}, nodes)
 
 
 def note_unknown_use(status: Any, notes: list[str]) -> None:

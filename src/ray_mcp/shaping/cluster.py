@@ -18,7 +18,7 @@ from ray_mcp.shaping.nodes import (
     host_usage,
     node_identity,
     node_resources,
-    uncamel_resources,
+    uncamel_usage,
 )
 
 
@@ -37,10 +37,7 @@ def build_cluster_status(
     """Join the node list and the autoscaler report into one ClusterStatus (pure, tested without Ray)."""
     cluster_status = status.get("clusterStatus") or {}
     load = cluster_status.get("loadMetricsReport") or {}
-    known = {name for node in nodes for name in (node.get("resources_total") or {})}
-    usage_by_node = {
-        node_id: uncamel_resources(usage, known) for node_id, usage in (load.get("usageByNode") or {}).items()
-    }
+    usage_by_node = uncamel_usage(load.get("usageByNode") or {}, nodes)
 
     node_models: list[models.NodeStatus] = []
     totals: dict[str, list[float]] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -18,21 +19,32 @@ BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
 GIB = 1024**3
 
 
+@functools.lru_cache(maxsize=65_536)
 def _camel(name: str) -> str:
+    """A resource name as the dashboard's autoscaler report spells it (each placement group adds two names per
+    resource, which stay the same from one call to the next: worth remembering)."""
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def uncamel_resources(usage: Mapping[str, Any], known: Iterable[str]) -> dict[str, tuple[float, float]]:
-    """Undo the dashboard's camelCasing of resource names (``objectStoreMemory``) using the names Ray knows.
+def uncamel_usage(usage_by_node: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each node's (used, total) per resource from the autoscaler report's ``usageByNode``, in the State API's
+    resource names (those of the nodes' ``resources_total``, camelCased once for all nodes: the report camelCases
+    its keys, ``objectStoreMemory``). The report also holds every placement group bundle's own resources
+    (thousands at a thousand groups), which nothing here reads: only the known names are looked up."""
+    names = _camel_names({name for node in nodes for name in (node.get("resources_total") or {})})
+    return {node_id: _uncamel(usage, names) for node_id, usage in usage_by_node.items()}
 
-    The autoscaler report converts dict keys to camelCase; the node list keeps them as they are.
-    """
-    reverse = {_camel(name): name for name in known}
-    reverse.update({_camel(name): name for name in BYTE_RESOURCES})
+
+def _camel_names(known: Iterable[str]) -> dict[str, str]:
+    """Each known name by its camelCased spelling (the byte resources always among them)."""
+    return {_camel(name): name for name in {*known, *BYTE_RESOURCES}}
+
+
+def _uncamel(usage: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
-    for key, pair in usage.items():
-        name = reverse.get(key, key)
+    for key, name in names.items():
+        pair = usage.get(key, usage.get(name)) if isinstance(usage, Mapping) else None
         try:
             used, total = float(pair[0]), float(pair[1])
         except (TypeError, ValueError, IndexError):

@@ -340,10 +340,10 @@ def build_server(
         cache_hints=cache_hints.LISTS,
         request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
+            SafetyMiddleware(lambda: kinds, auditor),  # outermost: what every other layer adds passes it too
             cache_hints.ReadCacheHints(),
             ErrorPageLinks(),
             CaseInsensitiveChoices(input_schemas),
-            SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
             HistoryNotice(app),  # inside ClusterSelection: the call's cluster is known
         ],

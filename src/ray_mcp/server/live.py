@@ -47,6 +47,7 @@ from pydantic import ValidationError
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.guard.redaction import clean_text
 from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS, WATCHES_PER_SESSION
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.icons import RAY_ICONS
@@ -335,7 +336,7 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
     app = server.app
 
     async def publish(uri: str) -> None:
-        await bus.publish(ResourceUpdated(uri=uri))
+        await bus.publish(ResourceUpdated(uri=clean_text(uri)))  # sent outside any request: guarded here
 
     watchers = JobWatchers(app, publish)
 

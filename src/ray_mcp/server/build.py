@@ -323,8 +323,8 @@ def build_server(
         return schemas
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
-    tasks = ToolTasks(app)
     replica_key = settings.replica_key()
+    tasks = ToolTasks(app, replica_key=replica_key)
     if replica_key is not None:  # what one replica seals, any other opens
         confirm.share_secret(replica_key)
     server = RayMCPServer(

@@ -82,6 +82,16 @@ def caller_of(scope: Scope) -> str:
     return f"{host}/{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
 
 
+LOCAL_CALLER = "local"  # stdio's one client (and an in-memory one): no peer, no credential
+
+
+def caller_of_request(request: Any) -> str:
+    """Who sends a request, from the SDK's per-request ``ctx.request``: over HTTP (a Starlette request) its
+    caller (``caller_of``); otherwise the one local client."""
+    scope = getattr(request, "scope", None)
+    return caller_of(scope) if scope is not None else LOCAL_CALLER
+
+
 def owner_of(ctx: Any) -> object:
     """Whose share a call takes: over HTTP its caller (a 2026-07-28 client sends each request on its own, so
     neither a session nor a connection names it); on stdio the one connection."""

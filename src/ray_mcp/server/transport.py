@@ -35,6 +35,8 @@ from ray_mcp import sdk_private
 from ray_mcp.server.shares import SessionShares
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from ray_mcp.server.build import RayMCPServer
     from ray_mcp.settings import Settings
 
@@ -43,6 +45,13 @@ log = logging.getLogger("ray_mcp")
 
 async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.socket) -> None:
     """Serve the MCP HTTP app (streamable HTTP or SSE) on an already bound socket until uvicorn stops."""
+    import uvicorn
+
+    await uvicorn.Server(http_config(server, settings, sock)).serve(sockets=[sock])
+
+
+def http_config(server: RayMCPServer, settings: Settings, sock: socket.socket) -> uvicorn.Config:
+    """uvicorn's configuration of the guarded MCP HTTP app on ``sock`` (said on stderr, with the line to paste)."""
     import uvicorn
 
     from ray_mcp.guard.http import HttpGuard, transport_security
@@ -97,7 +106,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         )
     else:
         log.info("ray-mcp: %s", http_mode(settings))
-    config = uvicorn.Config(
+    return uvicorn.Config(
         guarded,
         host=settings.host,
         port=port,
@@ -107,7 +116,6 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         log_config=None,  # uvicorn's own config sends the access log to stdout; ours is stderr only
         log_level=settings.log_level.lower(),
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def http_mode(settings: Settings) -> str:

@@ -44,6 +44,7 @@ from ray_mcp.server.choices import CaseInsensitiveChoices
 from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.server.mcp_tasks import ToolTasks
+from ray_mcp.server.shares import SessionUse
 from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 
@@ -93,6 +94,7 @@ class RayMCPServer(MCPServer[App]):
     hidden_tools: dict[str, str]
     job_watchers: live.JobWatchers
     tasks: ToolTasks
+    session_use: SessionUse
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -323,6 +325,7 @@ def build_server(
         return schemas
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
+    session_use = SessionUse()
     replica_key = settings.replica_key()
     tasks = ToolTasks(app, replica_key=replica_key)
     if replica_key is not None:  # what one replica seals, any other opens
@@ -346,9 +349,11 @@ def build_server(
             CaseInsensitiveChoices(input_schemas),
             *([ClusterSelection()] if app.multi_cluster else []),
             HistoryNotice(app),  # inside ClusterSelection: the call's cluster is known
+            session_use,  # which HTTP sessions made a request (shares.SessionShares reclaims the others)
         ],
     )
     server.app = app
+    server.session_use = session_use
     server.tool_kinds = kinds
     server.hidden_tools = {}
     server.tasks = tasks

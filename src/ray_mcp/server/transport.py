@@ -76,6 +76,7 @@ def http_config(server: RayMCPServer, settings: Settings, sock: socket.socket) -
             server.session_manager,
             per_client=settings.max_sessions_per_client,
             unused_timeout_s=settings.session_unused_timeout_s,
+            use=server.session_use,
         )
         path = "/mcp"
     token = settings.resolved_auth_token()

@@ -5,6 +5,8 @@ HTTP app), served in this process: no Ray head is needed (nothing here reads a c
   grace, not the 30-minute idle timeout; a session that made one stays.
 * A client at its share that opens another session gets it in place of its own longest-idle one; another
   client is untouched.
+* The share is keyed on what a client cannot forge: its peer address. X-Forwarded-For counts only from a proxy
+  the operator names, and a made-up Authorization header (no token configured) names nobody.
 """
 
 from __future__ import annotations
@@ -114,3 +116,22 @@ async def test_a_client_at_its_share_gives_up_its_longest_idle_session_and_other
             assert not await is_open(http, url, second)
             assert await request(http, url, first) == 200 and await request(http, url, third) == 200
             assert await request(other, url, theirs) == 200  # another client's session is never touched
+
+
+async def test_forwarding_and_authorization_headers_do_not_make_a_new_client(serve: Any) -> None:
+    with serve() as url:
+        async with peer("127.0.0.1") as http:
+            sessions = []
+            for n in range(3):  # each claims another client; all come from one peer, which holds two at most
+                forged = {"x-forwarded-for": f"10.9.8.{n}", "authorization": f"Bearer made-up-{n}"}
+                sessions.append(await open_session(http, url, **forged))
+            assert [await is_open(http, url, s) for s in sessions] == [False, True, True]
+
+
+async def test_x_forwarded_for_counts_from_a_proxy_the_operator_names(serve: Any) -> None:
+    with serve(trusted_proxies=["127.0.0.1"]) as url:
+        async with peer("127.0.0.1") as proxy:
+            sessions = [
+                await open_session(proxy, url, **{"x-forwarded-for": f"10.9.8.{n}"}) for n in range(3)
+            ]
+            assert [await is_open(proxy, url, s) for s in sessions] == [True, True, True]  # three clients

@@ -19,7 +19,7 @@ Two kinds of task:
   spec's ``Mcp-Name`` header carries the task id so that a load balancer can route it back).
 
 Every task id is unguessable, and a task belongs to the caller that made it (``caller_of_request``: over HTTP
-the peer address and the credential; on stdio the one local client). Reading, updating or cancelling a task of
+its peer address, which it cannot forge; on stdio the one local client). Reading, updating or cancelling a task of
 another caller is answered exactly as a task that does not exist. Each wait gets its own id, so cancelling one
 changes no other wait, now or later; what a cancel leaves is forgotten after ``LOCAL_TASK_TTL_S``.
 """

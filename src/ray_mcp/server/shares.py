@@ -4,8 +4,8 @@ A global cap alone lets one caller fill it and lock every other out. So each cap
 it, and what a caller takes beyond its share is refused at once, with the reason, while the rest stays free for
 the others (the job watches of live.py follow the same rule, per client connection):
 
-* ``SessionShares``, in front of the SDK's streamable HTTP session manager: one caller (its address and
-  credential, ``caller_of``) holds at most ``max_sessions_per_client`` of the ``max_sessions`` sessions; at a cap, its own
+* ``SessionShares``, in front of the SDK's streamable HTTP session manager: one caller (its peer address,
+  ``caller_of``) holds at most ``max_sessions_per_client`` of the ``max_sessions`` sessions; at a cap, its own
   longest-idle session makes room for its new one; and a session that made no request after its
   ``initialize`` is closed after ``session_unused_timeout_s`` (a bare ``initialize`` would otherwise hold its
   slot for the whole idle timeout).
@@ -16,7 +16,6 @@ the others (the job watches of live.py follow the same rule, per client connecti
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -77,11 +76,12 @@ class Shares:
 
 
 def caller_of(scope: Scope) -> str:
-    """Who sends an HTTP request: its peer address and (a digest of) its credential."""
+    """Who sends an HTTP request: its peer address, as the connection gives it, or as a proxy the operator named
+    (``--trusted-proxy``: uvicorn then takes X-Forwarded-For from it, and from nothing else). Never what the
+    client writes itself: not a forwarding header from anyone else, and not its Authorization header (with a
+    token configured every client sends the same one; without, nothing checks it)."""
     client = scope.get("client")
-    host = str(client[0]) if client else "?"
-    credential = Headers(scope=scope).get("authorization", "")
-    return f"{host}/{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
+    return str(client[0]) if client else "?"
 
 
 LOCAL_CALLER = "local"  # stdio's one client (and an in-memory one): no peer, no credential

@@ -7,7 +7,8 @@
   of a keep-alive connection.
 * ``http_max_connections`` caps open connections and requests in flight (uvicorn answers 503 above it), and
   ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it), of which one client holds
-  at most ``max_sessions_per_client`` (shares.py).
+  at most ``max_sessions_per_client`` (shares.py), a client being its peer address (X-Forwarded-For counts only
+  from ``--trusted-proxy`` addresses).
 * HttpGuard checks the bearer token; the SDK checks Host and Origin behind it (guard/http.py sets both up).
 * uvicorn logs through our stderr handler: its default config writes the access log to stdout.
 
@@ -113,6 +114,10 @@ def http_config(server: RayMCPServer, settings: Settings, sock: socket.socket) -
         port=port,
         http=sdk_private.bounded_h11_protocol(settings.http_header_timeout_s),
         limit_concurrency=settings.http_max_connections,
+        # X-Forwarded-For only from the proxies the operator names: uvicorn's default trusts it from loopback,
+        # where any local process could then claim any address (and so any caller's share)
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=settings.trusted_proxies or None,
         timeout_keep_alive=5,
         log_config=None,  # uvicorn's own config sends the access log to stdout; ours is stderr only
         log_level=settings.log_level.lower(),

@@ -9,6 +9,7 @@ to end by a real client over a stand-in dashboard (httpx.MockTransport: a job li
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -27,6 +28,7 @@ from ray_mcp import sdk_private
 from ray_mcp.guard.middleware import RedactingSession, SafetyMiddleware
 from ray_mcp.guard.redaction import SECRETS
 from ray_mcp.server.build import RayMCPServer, build_server
+from ray_mcp.server.transport import reject_line
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:ping is removed")
@@ -165,3 +167,15 @@ async def test_completion_values_pass_the_guard(mode: str) -> None:
                 assert "raysubmit_\\u202eevil\\x1b[2J" in values  # visible, as data
     finally:
         await server.app.aclose()
+
+
+def test_the_stdio_transports_own_error_replies_pass_the_guard() -> None:
+    """A line the SDK would drop gets its error reply from the transport itself, before any middleware."""
+    SECRETS.hold(OWNER, [KNOWN])
+    try:
+        line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": f"tools/call {HOSTILE}", "params": [1]})
+        reply = reject_line(line)
+        assert reply is not None and "params must be an object" in reply.error.message
+        assert_guarded("stdio's reply", reply.error.message)
+    finally:
+        SECRETS.drop_owners_except(OWNER, [], float("inf"))

@@ -33,6 +33,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, 
 from pydantic import ValidationError
 
 from ray_mcp import sdk_private
+from ray_mcp.guard.redaction import clean_text
 from ray_mcp.server.shares import SessionShares
 
 if TYPE_CHECKING:
@@ -178,7 +179,8 @@ def reject_line(line: str) -> JSONRPCError | None:
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+    """An error sent on the wire before the SDK (and so the middleware) sees the line: guarded here."""
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=clean_text(message)))
 
 
 @asynccontextmanager

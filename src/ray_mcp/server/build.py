@@ -275,11 +275,14 @@ class ClusterSelection(ServerMiddleware[Any]):
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        arguments = (ctx.params or {}).get("arguments") if ctx.method == "tools/call" else None
-        cluster = arguments.get("cluster") if isinstance(arguments, dict) else None
-        if not isinstance(cluster, str):
+        if ctx.method != "tools/call":
             return await call_next(ctx)
-        token = CURRENT_CLUSTER.set(cluster)
+        arguments = (ctx.params or {}).get("arguments")
+        cluster = arguments.get("cluster") if isinstance(arguments, dict) else None
+        # a call that names none is the default cluster's, said explicitly: the links it hands out carry it
+        token = CURRENT_CLUSTER.set(
+            cluster if isinstance(cluster, str) else ctx.lifespan_context.default_cluster
+        )
         try:
             return await call_next(ctx)
         finally:

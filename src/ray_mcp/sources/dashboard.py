@@ -28,6 +28,7 @@ from ray_mcp.errors import (
 from ray_mcp.guard.redaction import SECRETS, hold_job, job_owner
 from ray_mcp.limits import DASHBOARD_CONNECTIONS
 from ray_mcp.shaping.common import source_cap_note
+from ray_mcp.sources.ids import plain_names
 from ray_mcp.sources.query import Filter, encode
 
 USER_AGENT = "ray-mcp"
@@ -77,7 +78,7 @@ class Dashboard:
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
             response = await self.http.get(path, params=params)
             response.raise_for_status()
-            return decode_json(response.content)
+            return plain_names(decode_json(response.content))
 
     async def request_json(
         self,
@@ -93,7 +94,7 @@ class Dashboard:
         with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
             response = await self.http.request(method, path, timeout=timeout)
             response.raise_for_status()
-            return decode_json(response.content)
+            return plain_names(decode_json(response.content))
 
     async def shared(self, key: str, read: Callable[[], Awaitable[Any]]) -> Any:
         """One read for every caller that asks while it is under way (the checks of one cluster_health ask

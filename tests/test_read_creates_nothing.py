@@ -77,52 +77,52 @@ async def what_exists(dashboard: str) -> dict[str, set[str]]:
     }
 
 
-async def test_no_read_tool_creates_an_actor_a_job_or_a_placement_group(tmp_path: Path) -> None:
+def test_no_read_tool_creates_an_actor_a_job_or_a_placement_group(tmp_path: Path) -> None:
     from ray.job_submission import JobSubmissionClient
 
     (tmp_path / "decoy.py").write_text(DECOY_DRIVER)
-    with local_head(num_cpus=2) as head:
+    with local_head(num_cpus=2) as head:  # a private head: no Ray Data ever ran on it
         sid = JobSubmissionClient(head.dashboard_url).submit_job(
             entrypoint=f"{sys.executable} decoy.py", runtime_env={"working_dir": str(tmp_path)}
         )
-        server = build_server(Settings(address=head.dashboard_url, upload_roots=[tmp_path]))
-        try:
-            async with Client(server) as client:
-                await wait_until(client, sid, {"RUNNING"})
-                with anyio.fail_after(120):  # the decoy exists once the driver says so
-                    while "decoy ready" not in str(
-                        (await call_ok(client, "tail_logs", {"job": sid})).content
-                    ):
-                        await anyio.sleep(0.5)
-                actors = (await call_ok(client, "list_actors", {"limit": 10})).structured_content or {}
-                decoy = next(
-                    a["actor_id"] for a in actors["actors"] if a.get("name") == "datasets_stats_actor"
-                )
-                before = await what_exists(head.dashboard_url)
+        anyio.run(call_every_read, head.dashboard_url, sid, tmp_path)
 
-                samples: dict[str, dict[str, Any]] = {
-                    "get_job": {"job": sid, "datasets": True},
-                    "diagnose_job": {"job": sid},
-                    "job_topology": {"job": sid},
-                    "wait_for_job": {"job": sid, "timeout_s": 1},
-                    "get_actor": {"actor_id": decoy},
-                    "cpu_profile": {"actor_id": decoy, "duration_s": 1},
-                    "stack_traces": {"actor_id": decoy},
-                    "tail_logs": {"job": sid, "lines": 5},
-                    "get_train_run": {"run": "no-such-run"},
-                }
-                schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
-                reads = sorted(n for n, kind in server.tool_kinds.items() if kind == "read" and n in schemas)
-                for name in reads:
-                    await client.call_tool(name, samples.get(name) or from_schema(schemas[name]))
-                await client.read_resource(f"ray://jobs/{sid}")
-                for argument in ("job", "actor", "placement_group", "app", "deployment", "node"):
-                    await client.complete(
-                        PromptReference(name="diagnose-failed-job"), {"name": argument, "value": ""}
-                    )
-                after = await what_exists(head.dashboard_url)
-                created = {kind: sorted(after[kind] - before[kind]) for kind in before}
-                assert created == {kind: [] for kind in before}, f"read tools created: {created}"
-                assert "get_job" in reads and "serve_status" in reads and "list_train_runs" in reads
-        finally:
-            await server.app.aclose()
+
+async def call_every_read(dashboard: str, sid: str, tmp_path: Path) -> None:
+    server = build_server(Settings(address=dashboard, upload_roots=[tmp_path]))
+    try:
+        async with Client(server) as client:
+            await wait_until(client, sid, {"RUNNING"})
+            with anyio.fail_after(120):  # the decoy exists once the driver says so
+                while "decoy ready" not in str((await call_ok(client, "tail_logs", {"job": sid})).content):
+                    await anyio.sleep(0.5)
+            actors = (await call_ok(client, "list_actors", {"limit": 10})).structured_content or {}
+            decoy = next(a["actor_id"] for a in actors["actors"] if a.get("name") == "datasets_stats_actor")
+            before = await what_exists(dashboard)
+
+            samples: dict[str, dict[str, Any]] = {
+                "get_job": {"job": sid, "datasets": True},
+                "diagnose_job": {"job": sid},
+                "job_topology": {"job": sid},
+                "wait_for_job": {"job": sid, "timeout_s": 1},
+                "get_actor": {"actor_id": decoy},
+                "cpu_profile": {"actor_id": decoy, "duration_s": 1},
+                "stack_traces": {"actor_id": decoy},
+                "tail_logs": {"job": sid, "lines": 5},
+                "get_train_run": {"run": "no-such-run"},
+            }
+            schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            reads = sorted(n for n, kind in server.tool_kinds.items() if kind == "read" and n in schemas)
+            for name in reads:
+                await client.call_tool(name, samples.get(name) or from_schema(schemas[name]))
+            await client.read_resource(f"ray://jobs/{sid}")
+            for argument in ("job", "actor", "placement_group", "app", "deployment", "node"):
+                await client.complete(
+                    PromptReference(name="diagnose-failed-job"), {"name": argument, "value": ""}
+                )
+            after = await what_exists(dashboard)
+            created = {kind: sorted(after[kind] - before[kind]) for kind in before}
+            assert created == {kind: [] for kind in before}, f"read tools created: {created}"
+            assert "get_job" in reads and "serve_status" in reads and "list_train_runs" in reads
+    finally:
+        await server.app.aclose()

@@ -33,6 +33,7 @@ from ray_mcp.guard.redaction import hold_job
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
+from ray_mcp.sources import scope
 from ray_mcp.sources.dashboard import Dashboard, ProgressFn
 from ray_mcp.sources.ids import check_job_ref, job_path
 from ray_mcp.sources.runtime_env import check_runtime_env, validate_with_ray
@@ -77,9 +78,12 @@ class Jobs:
         event loop. Reads get the dashboard timeout; a POST or PUT (a submission, an upload) may wait for the
         job server longer. Ray's client sends without any timeout, and with its own headers and TLS."""
         c = self.client
-        read = c.timeout_s if method.upper() == "GET" else max(c.timeout_s, UPLOAD_READ_TIMEOUT_S)
+        write = method.upper() != "GET"
+        read = max(c.timeout_s, UPLOAD_READ_TIMEOUT_S) if write else c.timeout_s
 
         async def send() -> httpx.Response:
+            if write:  # what the call reads after a submission or an upload is read again
+                scope.fresh()
             with dashboard_errors(c.dashboard_url, f"{method} {endpoint} of the Jobs API", read):
                 return await c.http.request(
                     method,
@@ -223,6 +227,7 @@ class Jobs:
                 if details.get("status") in models.TERMINAL_JOB_STATUSES:
                     break
                 await anyio.sleep(poll_s if time.monotonic() - started < 30 else 2 * poll_s)
+                scope.fresh()  # each round reads the job and its log again
                 details = await self.details(job)
         info = job_info(details, time.time())
         finished = info.status in models.TERMINAL_JOB_STATUSES
@@ -254,6 +259,7 @@ class Jobs:
         return truncate_text(lines[-1], LINE_CHARS) if lines else None
 
     async def stop(self, job: str) -> models.JobChange:
+        scope.fresh()  # the job as it is now (a confirmation may have waited)
         info = await self.get(job)
         ident = info.submission_id or job
         if info.status in models.TERMINAL_JOB_STATUSES:
@@ -306,6 +312,7 @@ class Jobs:
 
     async def delete(self, job: str, *, instance: str | None = None) -> models.JobChange:
         """Delete an ended job; with ``instance``, only if it is still that instance (the one confirmed)."""
+        scope.fresh()  # the job as it is now, not as the confirmation read it
         info, now = await self.deletable(job)
         sid = str(info.submission_id)
         if instance is not None and now != instance:
@@ -330,7 +337,7 @@ class Jobs:
         )
         return models.JobChange(job=sid, action="delete", done=bool(deleted), status=None, message=message)
 
-    async def list(
+    async def page(
         self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
     ) -> models.JobList:
         return job_list(

@@ -53,6 +53,7 @@ from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_J
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.context import CURRENT_CLUSTER
 from ray_mcp.server.icons import RAY_ICONS
+from ray_mcp.sources.scope import read_scope
 from ray_mcp.text import quoted
 
 if TYPE_CHECKING:
@@ -267,7 +268,8 @@ class JobWatchers:
         token = CURRENT_CLUSTER.set(cluster)
         try:
             api = await self.app.api()
-            return (await api.jobs.get(job)).status
+            with read_scope():  # each poll reads the job afresh (not through the subscribe call's scope)
+                return (await api.jobs.get(job)).status
         except NotFound:
             return "NOT_FOUND"
         except RayMCPError as exc:

@@ -140,9 +140,10 @@ def deadlock(g: Graph) -> Chain | None:
         links.append(
             Link("waits_on", text, f"state={t.get('state')}, parent_task_id={t.get('parent_task_id')}")
         )
-    actors = names(
-        g.actor_label(g.actors[a]) for a in {str(open_[t].get("actor_id")) for t in cycle} if a in g.actors
-    )
+    in_cycle = dict.fromkeys(
+        str(open_[t].get("actor_id")) for t in cycle
+    )  # in cycle order: one answer per run
+    actors = names(g.actor_label(g.actors[a]) for a in in_cycle if a in g.actors)
     links.append(
         Link(
             "waits_on",

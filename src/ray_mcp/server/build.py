@@ -357,13 +357,13 @@ def build_server(
         request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
             SafetyMiddleware(lambda: kinds, auditor),  # outermost: what every other layer adds passes it too
+            session_use,  # which HTTP sessions made a request (shares.SessionShares reclaims the others)
             ReadScopes(),
             cache_hints.ReadCacheHints(),
             ErrorPageLinks(),
             CaseInsensitiveChoices(input_schemas),
             *([ClusterSelection()] if app.multi_cluster else []),
             HistoryNotice(app),  # inside ClusterSelection: the call's cluster is known
-            session_use,  # which HTTP sessions made a request (shares.SessionShares reclaims the others)
         ],
     )
     server.app = app

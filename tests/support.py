@@ -103,3 +103,38 @@ def serve_asgi(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(5)
         sock.close()
+
+
+@contextlib.contextmanager
+def serve_ray_mcp_http(settings: Settings, **injected: Any) -> Iterator[str]:
+    """ray-mcp's real HTTP stack (uvicorn, the bearer guard, the session shares, the SDK's streamable HTTP app)
+    in a thread of this process, on a free loopback port, so that build_server's fault injection (a stand-in
+    dashboard) still applies; yields the MCP endpoint's URL."""
+    import asyncio
+
+    from ray_mcp.server.transport import http_config
+
+    server = build_server(settings, **injected)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    http = uvicorn.Server(http_config(server, settings, sock))
+
+    async def serve() -> None:
+        try:
+            await http.serve(sockets=[sock])
+        finally:
+            await server.app.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not http.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert http.started, "ray-mcp's HTTP server did not start"
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        http.should_exit = True
+        thread.join(30)
+        sock.close()

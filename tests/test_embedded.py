@@ -65,7 +65,12 @@ async def test_no_address_starts_an_embedded_cluster_and_closing_stdin_stops_all
     tmp_path: Path,
 ) -> None:
     no_local_cluster()
-    params = StdioServerParameters(command=RAY_MCP, args=["--num-cpus", "1"], env=clean_env())
+    # ray-mcp's own credentials in its environment: no process of the embedded cluster may inherit them
+    ours = {
+        "RAY_MCP_AUTH_TOKEN": "emb-bearer-51c0d2",
+        "RAY_MCP_DASHBOARD_HEADERS": '{"X-Probe": "emb-hdr-a93e"}',
+    }
+    params = StdioServerParameters(command=RAY_MCP, args=["--num-cpus", "1"], env=clean_env(**ours))
     errlog_path = tmp_path / "stderr.log"
     with open(errlog_path, "w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -77,6 +82,12 @@ async def test_no_address_starts_an_embedded_cluster_and_closing_stdin_stops_all
             assert status["source"] == "embedded" and status["resources"]["CPU"]["total"] == 1
             session_name = status["session_name"]
             assert processes_of(session_name), "the embedded cluster's processes should be running"
+            for line in processes_of(session_name):
+                with contextlib.suppress(psutil.Error):
+                    environ = psutil.Process(int(line.split(":")[0])).environ()
+                    assert not [k for k in environ if k.startswith("RAY_MCP_")], line
+                    values = "\n".join(environ.values())
+                    assert "emb-bearer-51c0d2" not in values and "emb-hdr-a93e" not in values, line
     log = errlog_path.read_text()
     # The client kills the server ~2 s after closing stdin; what matters is that nothing of the cluster is left.
     assert "using the embedded Ray cluster" in log and "stopping the embedded Ray cluster" in log

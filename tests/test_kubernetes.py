@@ -79,7 +79,7 @@ def test_the_rayclusters_are_valid_against_kuberays_crd_schema(path: Path) -> No
     assert list(raycluster_validator().iter_errors(broken))
 
 
-def test_the_deployment_points_at_the_head_service_of_the_raycluster_read_only_with_a_secret_token() -> None:
+def test_the_deployment_points_at_the_head_service_of_the_raycluster_read_only_with_tokens_as_files() -> None:
     from ray_mcp.cli import check_bind, parse_settings
 
     cluster = by_kind("RayCluster")["metadata"]["name"]
@@ -89,19 +89,37 @@ def test_the_deployment_points_at_the_head_service_of_the_raycluster_read_only_w
     assert args[args.index("--address") + 1] == f"http://{cluster}-head-svc:8265"
     assert "--read-only" in args
     env = {e["name"]: e for e in container["env"]}
-    assert env["RAY_MCP_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "ray-mcp-token", "key": "token"}
-    ray_token = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]
-    assert ray_token["name"] == by_kind("RayCluster")["spec"]["authOptions"]["secretName"]
-    assert ray_token["key"] == "auth_token"  # the key KubeRay reads
+    # Tokens as files, never as environment variables (every process ray-mcp starts would inherit those)
+    assert not [
+        e for e in container["env"] if "valueFrom" in e or ("TOKEN" in e["name"] and "PATH" not in e["name"])
+    ]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    secrets = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+    mcp_file = args[args.index("--auth-token-file") + 1]
+    ray_file = env["RAY_AUTH_TOKEN_PATH"]["value"]
+    for path, secret, key in (
+        (mcp_file, "ray-mcp-token", "token"),
+        (ray_file, "ray-cluster-token", "auth_token"),
+    ):
+        (volume,) = [n for n, s in secrets.items() if s["secretName"] == secret]
+        assert path == f"{mounts[volume]}/{key}" and secrets[volume]["items"] == [{"key": key, "path": key}]
+    assert secrets["ray-token"]["secretName"] == by_kind("RayCluster")["spec"]["authOptions"]["secretName"]
+    assert secrets["ray-token"]["optional"] is True  # a cluster without token auth
     assert env["RAY_MCP_EMBEDDED"]["value"] == "never"
     # ray-mcp accepts exactly this configuration (flags and env), and binds 0.0.0.0 only because of the token.
     plain = {k: e["value"] for k, e in env.items() if "value" in e}
     import os
+    import tempfile
     from unittest import mock
 
-    with mock.patch.dict(os.environ, {**plain, "RAY_MCP_AUTH_TOKEN": "from-the-secret"}, clear=False):
-        settings = parse_settings(args)
-        check_bind(settings)
+    with tempfile.TemporaryDirectory() as tmp:
+        token = Path(tmp) / "token"
+        token.write_text("from-the-secret\n")
+        given = [token.as_posix() if a == mcp_file else a for a in args]
+        with mock.patch.dict(os.environ, plain, clear=False):
+            settings = parse_settings(given)
+            check_bind(settings)
+        assert settings.resolved_auth_token() == "from-the-secret"
     assert settings.read_only and settings.transport == "streamable-http" and settings.port == 8270
     assert settings.embedded == "never"
 

@@ -34,6 +34,7 @@ NOT_BOUNDS = {
     ("sources/local_logs.py", "SCAN_BYTES"): "when a local read hands over to the dashboard (same answer)",
     ("answers/stacks.py", "MAX_CONCURRENT_SAMPLES"): "py-spy processes run at once",
     ("reference/api.py", "MAX_HOPS"): "re-exports followed for one name: a guard against cycles",
+    ("server/mcp_tasks.py", "SEAL_DIGEST_CHARS"): "the strength of a task id's HMAC, not a size shown",
     ("cluster.py", "RESTART_BACKOFF_MAX_S"): "the longest wait between embedded starts: a time, not a size",
 }
 # Where a bound goes in shaping/ and diagnosis/: these keywords, these cutters' sizes, these parameters.

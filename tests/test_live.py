@@ -102,7 +102,7 @@ async def test_a_stdio_session_is_notified_of_each_status_change_and_reads_the_l
             resources = client.server_capabilities.resources
             assert resources is not None and resources.subscribe
             templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
-            assert "ray://jobs/{submission_id}" in templates
+            assert "ray://jobs/{submission_id}{?cluster}" in templates  # ?cluster=: servers of several
             job = await submit(client, entrypoint=ENTRYPOINT, runtime_env=RUNTIME_ENV)
             seen = await follow_legacy(client, updates, job)
             assert seen[-1] == "SUCCEEDED" and len(updates.uris) >= 1

@@ -37,7 +37,7 @@ async def test_a_wait_outlives_the_request_timeout_survives_a_reconnect_and_is_c
             await blocking.call_tool("wait_for_job", {"job": sid, "timeout_s": 60})
     async with Client(server, extensions=[TasksClient()], read_timeout_seconds=REQUEST_TIMEOUT_S) as client:
         handle = await call_as_task(client.session, "wait_for_job", {"job": sid, "timeout_s": 600})
-        assert handle.task_id == f"job:default:{sid}" and handle.status == "working"
+        assert handle.task_id.startswith("job:") and sid not in handle.task_id and handle.status == "working"
         await anyio.sleep(REQUEST_TIMEOUT_S + 1)
         state = await get_task(client.session, handle.task_id)
         assert state.status == "working" and "RUNNING" in (state.status_message or "")
@@ -108,19 +108,30 @@ def progress_into(seen: list[float]):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.live
-async def test_a_task_over_stdio_and_a_reconnect_to_another_http_server(ray_cluster, tmp_path: Path) -> None:
-    """The job's submission id is the task: a second server process answers tasks/get for the first's."""
+async def test_a_task_over_stdio_and_a_reconnect_to_another_replica(ray_cluster, tmp_path: Path) -> None:
+    """Over stdio, a wait is a task; over HTTP, a second server process that shares the replica key answers
+    tasks/get for the first's, and one that does not answers it as a task that does not exist."""
     args = ["--address", ray_cluster.dashboard_url]
     params = StdioServerParameters(command=RAY_MCP, args=args, env=clean_env())
     with open(tmp_path / "stdio.log", "w") as errlog:
         async with Client(stdio_client(params, errlog=errlog), extensions=[TasksClient()]) as client:
             sid = await submit(client, entrypoint=SLEEPER)
             handle = await call_as_task(client.session, "wait_for_job", {"job": sid})
-    http_args = ["--transport", "streamable-http", *args]
+            assert (await get_task(client.session, handle.task_id)).status == "working"
+    key = tmp_path / "replica.key"
+    key.write_bytes(b"k" * 48)
+    http_args = ["--transport", "streamable-http", *args, "--replica-key-file", str(key)]
     with http_server(http_args, tmp_path / "http.log") as port:
-        url = f"http://127.0.0.1:{port}/mcp"
-        async with Client(url, extensions=[TasksClient()]) as client:
+        async with Client(f"http://127.0.0.1:{port}/mcp", extensions=[TasksClient()]) as client:
+            handle = await call_as_task(client.session, "wait_for_job", {"job": sid})
+    with http_server(http_args, tmp_path / "http2.log") as port:  # another replica, the same key
+        async with Client(f"http://127.0.0.1:{port}/mcp", extensions=[TasksClient()]) as client:
             assert (await get_task(client.session, handle.task_id)).status == "working"
             await cancel_task(client.session, handle.task_id)
             assert (await get_task(client.session, handle.task_id)).status == "cancelled"
+    with http_server(http_args[:-2], tmp_path / "http3.log") as port:  # no shared key: no such task
+        async with Client(f"http://127.0.0.1:{port}/mcp", extensions=[TasksClient()]) as client:
+            with pytest.raises(MCPError) as unknown:
+                await get_task(client.session, handle.task_id)
+            assert unknown.value.error.code == INVALID_PARAMS
             await call(client, "stop_job", job=sid)

@@ -44,6 +44,7 @@ FLAG_OF = {
     "embedded_num_cpus": "--num-cpus",
     "allowed_origins": "--allowed-origin",
     "upload_roots": "--upload-root",
+    "trusted_proxies": "--trusted-proxy",
 }
 ENV_OF = {"embedded_num_cpus": "RAY_MCP_EMBEDDED_NUM_CPUS"}
 
@@ -191,6 +192,12 @@ def _http_limit_arguments(parser: OneLineParser) -> None:
         "--max-sessions",
         type=int,
         help=f"Streamable HTTP sessions open at once (default {DEFAULT_HTTP_MAX_SESSIONS}).",
+    )
+    limits.add_argument(
+        "--trusted-proxy",
+        action="append",
+        dest="trusted_proxies",
+        help="A reverse proxy (address or CIDR) whose X-Forwarded-For names the client (repeatable; default none).",
     )
 
 

@@ -37,6 +37,7 @@ import psutil
 from ray_mcp.addresses import ADDRESS_FORMS as ADDRESS_FORMS
 from ray_mcp.addresses import DEFAULT_DASHBOARD_PORT, Address
 from ray_mcp.addresses import parse_address as parse_address
+from ray_mcp.child_env import ray_env
 from ray_mcp.errors import ClusterUnavailable, unreachable
 from ray_mcp.sources.dashboard import dashboard_answers, head_node_alive
 from ray_mcp.sources.history import HistoryRef, parse_history_address
@@ -172,17 +173,7 @@ class LocalHead:
     def spawn(self) -> None:
         """Start the head process (returns at once; wait_ready waits for the dashboard)."""
         cmd = self.command()
-        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
-        env["RAY_USAGE_STATS_ENABLED"] = "0"
-        # The dashboard's profiling routes (/worker/traceback, /worker/cpu_profile) that stack_traces and
-        # cpu_profile read: off by default in Ray, on in every head ray-mcp starts (extra_env may turn it off).
-        env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
-        if self.start_timeout_s is not None and RAY_DASHBOARD_TIMEOUT_ENV not in env:
-            env[RAY_DASHBOARD_TIMEOUT_ENV] = str(max(60, math.ceil(self.start_timeout_s)))
-        env.update(self.extra_env)
-        # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
-        # environment first, so that they run with the same Python and Ray as the head.
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env = self.environment()
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 cmd,
@@ -192,6 +183,22 @@ class LocalHead:
                 env=env,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
+
+    def environment(self) -> dict[str, str]:
+        """The head's environment (child_env.ray_env: no setting or credential of ray-mcp's; Ray's token as a
+        file), with the settings every head ray-mcp starts has."""
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # The dashboard's profiling routes (/worker/traceback, /worker/cpu_profile) that stack_traces and
+        # cpu_profile read: off by default in Ray, on in every head ray-mcp starts (extra_env may turn it off).
+        env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
+        if self.start_timeout_s is not None and RAY_DASHBOARD_TIMEOUT_ENV not in env:
+            env[RAY_DASHBOARD_TIMEOUT_ENV] = str(max(60, math.ceil(self.start_timeout_s)))
+        env = ray_env(self.temp_dir, source=env, extra=self.extra_env)
+        # Job entrypoints (`python train.py`) are looked up on the PATH of the Ray processes: put this Python's
+        # environment first, so that they run with the same Python and Ray as the head.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        return env
 
     async def wait_ready(self, timeout_s: float, headers: Mapping[str, str] | None = None) -> None:
         """Wait until the dashboard answers and the head node is registered as ALIVE."""

@@ -120,7 +120,7 @@ REFERENCE_CACHE_MS = 86_400_000  # a reference page or API page: package data, o
 # -- MCP tasks (server/mcp_tasks.py) -------------------------------------------------------------------------
 
 TASK_POLL_MS = 2000  # the pollIntervalMs a task suggests
-TASK_ID_CHARS = 300  # the longest task id accepted: job:<cluster>:<submission id>
+TASK_ID_CHARS = 600  # the longest task id accepted: job:<sealed cluster and submission id>.<HMAC>
 MAX_LOCAL_TASKS = (
     32  # cpu_profile and tail_logs calls running here as tasks at once; more get blocking answers
 )

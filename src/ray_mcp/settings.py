@@ -114,13 +114,18 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(
         default=DEFAULT_HTTP_SESSIONS_PER_CLIENT,
         ge=1,
-        description="Streamable HTTP: sessions one client (address and token) may hold; the rest stay for "
-        "others.",
+        description="Streamable HTTP: sessions one client (its address) may hold; the rest stay for others. A "
+        "client at its share that opens another gives up its longest-idle one.",
     )
     session_unused_timeout_s: float = Field(
         default=DEFAULT_HTTP_SESSION_UNUSED_TIMEOUT_S,
         gt=0,
-        description="Streamable HTTP: a session with no request after its initialize is closed after this.",
+        description="Streamable HTTP: a session that made no request after its initialize is closed after this.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="HTTP transports: addresses (or CIDR ranges) of the reverse proxies whose X-Forwarded-For "
+        "names the client; from any other peer the header is ignored. Default: none.",
     )
     secret_registry_mib: int = Field(
         default=SECRET_REGISTRY_MIB,

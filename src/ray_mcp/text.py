@@ -72,8 +72,13 @@ def first_sentence(text: str) -> str:
 def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
     """Text from the cluster (a name, a message, a command) as data inside one of our sentences: one line,
     in double quotes, control and line-breaking characters escaped, cut to ``limit`` characters with "…".
-    Whatever the cluster puts in it, it cannot end our sentence, start a line of its own or pose as ours."""
-    body = json.dumps(truncate_text(str(value), limit), ensure_ascii=False)[1:-1]
+    Whatever the cluster puts in it, it cannot end our sentence, start a line of its own or pose as ours.
+
+    A value quoted already (by sources/ids.py, where the records come in) is left as it is, not quoted twice."""
+    text = str(value)
+    if _QUOTED.fullmatch(text) and len(text) <= limit + 2:
+        return text
+    body = json.dumps(truncate_text(text, limit), ensure_ascii=False)[1:-1]
     # json escapes C0 controls; the line and paragraph separators, C1 controls and format characters
     # (bidirectional overrides among them) would still break or reorder the line a reader sees.
     body = "".join(
@@ -83,6 +88,10 @@ def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
     return f'"{body}"'
 
 
+# What ``quoted`` makes: in double quotes, with nothing inside that is unescaped but printable characters.
+_QUOTED = re.compile(
+    r'"(?:[^"\\\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]|\\.)*"'
+)
 _LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
@@ -96,3 +105,20 @@ def quoted_block(text: str, prefix: str = "  > ") -> str:
     """Many lines of cluster text (a traceback) under one of our lines: each line marked with ``prefix`` and
     kept on its own line, so none of them can pose as a line of ours."""
     return "\n".join(prefix + single_line(line) for line in text.splitlines())
+
+
+# One plain token (an id, an address, a Python name, ray::Class.method, a path): it can stand in one of our
+# sentences as it is, since it can neither end the sentence nor start a line.
+PLAIN_TOKEN = re.compile(r"[A-Za-z0-9_.:@#/<>+=,~*-]{1,512}")
+
+
+def as_token(value: str) -> str:
+    """An id or a name from the cluster as it may stand in one of our sentences: itself when it is one plain
+    token (a well-formed id always is), else quoted as data (``quoted``; quoting it again leaves it as it is)."""
+    return value if not value or PLAIN_TOKEN.fullmatch(value) else quoted(value)
+
+
+def short_id(value: str, chars: int) -> str:
+    """The first ``chars`` characters of a hex id (enough to tell nodes apart); anything else whole, so that an
+    id that came in quoted (an odd one) is never cut inside its quotes."""
+    return value[:chars] if re.fullmatch(r"[0-9a-fA-F]+", value) else as_token(value)

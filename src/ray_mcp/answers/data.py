@@ -15,8 +15,10 @@ from ray_mcp.shaping.data import job_datasets
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.text import first_sentence
 
-# Ray Data's one stats actor per cluster (ray.data._internal.stats.STATS_ACTOR_NAME): the dashboard's route asks it.
+# Ray Data's one stats actor per cluster, as Ray names it: its name in its namespace
+# (ray.data._internal.stats.STATS_ACTOR_NAME, STATS_ACTOR_NAMESPACE). The dashboard's route asks it.
 STATS_ACTOR = "datasets_stats_actor"
+STATS_ACTOR_NAMESPACE = "_dataset_stats_actor"
 
 
 class Data:
@@ -26,9 +28,16 @@ class Data:
 
     async def _present(self) -> bool:
         """Whether Ray Data's stats actor is alive. The dashboard's datasets route creates that detached actor
-        when it does not exist, so a read must not call the route before some driver ran Ray Data."""
+        when it does not exist, so a read must not call the route before some driver ran Ray Data. Found as Ray
+        finds it, by name in its namespace: an actor of the same name in another namespace is not it."""
         found = await self.sources.state.actors(
-            filters=[("name", "=", STATS_ACTOR), ("state", "=", "ALIVE")], limit=1, detail=False
+            filters=[
+                ("name", "=", STATS_ACTOR),
+                ("ray_namespace", "=", STATS_ACTOR_NAMESPACE),
+                ("state", "=", "ALIVE"),
+            ],
+            limit=1,
+            detail=False,
         )
         return bool(found["result"])
 

@@ -142,6 +142,9 @@ async def checked(ev: GraphInputs, awaitable: Awaitable[Any], what: str) -> Any:
     return None
 
 
+SUPERVISOR_NAMESPACE = "SUPERVISOR_ACTOR_RAY_NAMESPACE"  # Ray's SUPERVISOR_ACTOR_RAY_NAMESPACE
+
+
 async def gather_job(api: RayAPI, job: str) -> GraphInputs:
     """Everything diagnose_job reasons over, read once: the job, its driver log, actors and tasks, the whole
     cluster's nodes, groups, jobs, events and dead workers; then what those call for (phase_two)."""
@@ -150,7 +153,11 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
     job_id = details.get("job_id")
     sid = details.get("submission_id")
     by_job = [("job_id", "=", str(job_id))] if job_id else None
-    supervisor = [("name", "=", f"_ray_internal_job_actor_{sid}")]
+    # the job's supervisor as Ray names it: its name in its namespace (dashboard/modules/job/common.py)
+    supervisor = [
+        ("name", "=", f"_ray_internal_job_actor_{sid}"),
+        ("ray_namespace", "=", SUPERVISOR_NAMESPACE),
+    ]
     ev.actors, ev.tasks, _, driver, ev.supervisor = await asyncio.gather(
         _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ)
         if by_job

@@ -31,7 +31,7 @@ from ray_mcp.limits import (
     NODE_LABEL_ID_CHARS,
     OOM_DETAIL_CHARS,
 )
-from ray_mcp.text import quoted
+from ray_mcp.text import quoted, short_id
 
 Row = dict[str, Any]
 
@@ -218,7 +218,7 @@ class Graph:
         row = self.nodes.get(node_id) or {}
         ip = row.get("node_ip")
         head = ", head" if row.get("is_head_node") else ""
-        return f"node {node_id[:NODE_LABEL_ID_CHARS]}" + (f" ({ip}{head})" if ip else "")
+        return f"node {short_id(node_id, NODE_LABEL_ID_CHARS)}" + (f" ({ip}{head})" if ip else "")
 
     def actor_label(self, row: Mapping[str, Any]) -> str:
         name = row.get("name")

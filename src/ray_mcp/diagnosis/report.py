@@ -84,6 +84,11 @@ KIND_REFS = {
 }
 
 
+def code_span(command: str | None) -> str:
+    """A command between backticks: on one line, cut, with no backtick of its own to end the span early."""
+    return one_line(command, JOB_LINE_ENTRYPOINT_CHARS).replace("`", "'")
+
+
 def to_finding(c: Chain) -> models.Finding:
     kind = "driver_exception" if c.kind == "raised" and len(c.links) == 1 else c.kind
     driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
@@ -123,7 +128,7 @@ def job_report(
             VERDICT_BYTES,
         )
     job_line = (
-        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{one_line(info.entrypoint, JOB_LINE_ENTRYPOINT_CHARS)}`: {phrase}"
+        f"Job {info.submission_id or job} ({info.job_id or 'no job id yet'}) `{code_span(info.entrypoint)}`: {phrase}"
         + (f", error_type {info.error_type}" if info.error_type else "")
     )
     if info.status == "RUNNING" and ev.tasks is not None:

@@ -15,6 +15,7 @@ import secrets
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,7 +39,39 @@ TARGET_ARGUMENTS = (
     "placement_group",
     "name",
     "node_id",
+    "rayjob",
+    "group",
 )
+
+
+def _serve_apps(arguments: dict[str, Any]) -> dict[str, Any]:
+    config = arguments.get("config")
+    apps = config.get("applications") if isinstance(config, dict) else None
+    names = [str(a.get("name", "default")) for a in apps or [] if isinstance(a, dict)]
+    replacing = {"deletes": "every app not in the config"} if arguments.get("replace") else {}
+    return {"apps": names, **replacing}
+
+
+def _new_job(arguments: dict[str, Any]) -> dict[str, Any]:
+    if arguments.get("submission_id"):
+        return {}
+    return {"job": "a new job (Ray names it; the outcome record has its id)"}
+
+
+# The targets of write and destructive tools that no argument names: derived from the arguments, so that the
+# write-ahead record names what the call will change before it runs (tests/test_audit_targets.py checks that
+# every write and destructive tool's record names one).
+DERIVED_TARGETS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "serve_deploy": _serve_apps,
+    "submit_job": _new_job,
+}
+
+
+def targets_of(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """What a call of ``tool`` will change, as its arguments name it."""
+    found = {k: arguments[k] for k in TARGET_ARGUMENTS if arguments.get(k) not in (None, "")}
+    derive = DERIVED_TARGETS.get(tool)
+    return {**found, **derive(arguments)} if derive is not None else found
 
 
 class AuditLogUnwritable(ValueError):
@@ -173,7 +206,7 @@ def start_record(
 ) -> dict[str, Any]:
     """The record written before the call runs: everything known then."""
     kept, cut = whole_arguments(arguments)
-    targets = {k: arguments[k] for k in TARGET_ARGUMENTS if arguments.get(k) not in (None, "")}
+    targets = targets_of(tool, arguments)
     record: dict[str, Any] = {
         "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
         "event": "ray-mcp.audit",

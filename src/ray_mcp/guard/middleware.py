@@ -1,6 +1,9 @@
-"""The output choke point: every tool result, resource, prompt, notification and protocol error passes through
-SafetyMiddleware, which redacts it (redaction/), bounds its structured content, and audits write and
-destructive calls (audit.py).
+"""The output choke point: every message the server sends passes through SafetyMiddleware, whatever its method
+(results of tools, resources, prompts, tasks, completions and lists; notifications and log messages sent while a
+request runs; protocol errors), which redacts it (redaction/), bounds its structured content, and audits write
+and destructive calls (audit.py). It is the outermost middleware (server/build.py). Notifications sent outside
+any request go through a session it made (2025 subscriptions keep the subscribing request's session) or have their
+text cleaned where they are published (the 2026 subscription bus, live.py).
 
 Anyone who reaches a Ray dashboard can run code on the cluster: ray-mcp must not widen that door."""
 
@@ -19,7 +22,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, CallToolResult, LoggingLevel, RequestId, ServerNotification, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ray_mcp import sdk_private
 from ray_mcp.guard import audit
@@ -72,11 +75,18 @@ def redact_result(result: HandlerResult) -> HandlerResult:
     return out
 
 
+# Methods whose answer is ray-mcp's own fixed text (no cluster content): answered even while the registry has
+# refused values, so that a client can still connect and read why every other answer is withheld.
+OWN_TEXT_METHODS = frozenset(
+    {"initialize", "ping", "tools/list", "prompts/list", "resources/templates/list", "logging/setLevel"}
+)
+
+
 def withheld_if_unmaskable(method: str, result: HandlerResult) -> HandlerResult:
-    """Fail closed: while the secret registry has refused values (its memory bound), no answer leaves, since
-    any answer could carry them."""
+    """Fail closed: while the secret registry has refused values (its memory bound), no answer that could carry
+    cluster text leaves (every method but ``OWN_TEXT_METHODS``)."""
     refused = SECRETS.refused
-    if not refused:
+    if not refused or method in OWN_TEXT_METHODS:
         return result
     message = (
         f"Withheld: the cluster's secret values (env_vars of {len(refused)} job(s) or Serve app(s), newest "
@@ -118,6 +128,14 @@ class RedactingSession(ServerSession):
         )
 
 
+def guarded_error(exc: MCPError) -> MCPError:
+    """A protocol error as it may leave: its message and data redacted (``exc`` itself when already clean)."""
+    message, data = clean_text(exc.error.message), redact_tree(exc.error.data)
+    if message == exc.error.message and data == exc.error.data:
+        return exc
+    return MCPError(exc.error.code, message, data)
+
+
 def redacted_notification(notification: ServerNotification) -> ServerNotification:
     data = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
     return type(notification).model_validate(redact_tree(data))
@@ -132,19 +150,25 @@ class SafetyMiddleware(ServerMiddleware[Any]):
         self._auditor = auditor
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.request_id is None or ctx.method == "initialize":
-            return await call_next(ctx)
+        """Every inbound message, whatever its method (requests, notifications, ``initialize``): what its
+        handler sends meanwhile goes through a redacting session, and what it answers (a result or an error)
+        through ``redact_result`` or ``guarded_error``. No method is let through unguarded."""
         ctx = dataclasses.replace(ctx, session=sdk_private.session_as(ctx.session, RedactingSession))
         try:
             return await self._call(ctx, call_next)
         except MCPError as exc:
-            message, data = clean_text(exc.error.message), redact_tree(exc.error.data)
-            if message == exc.error.message and data == exc.error.data:
+            guarded = guarded_error(exc)
+            if guarded is exc:
                 raise
-            raise MCPError(exc.error.code, message, data) from None
+            raise guarded from None
+        except ValidationError:
+            raise  # the SDK answers a ValidationError with its own fixed text, never the input
+        except Exception as exc:  # the SDK would send str(exc) raw: send it redacted, log it (redacted too)
+            log.exception("ray-mcp: the handler of %s raised", ctx.method)
+            raise MCPError(0, clean_text(str(exc)) or type(exc).__name__) from None
 
     async def _call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in ("tools/call", "resources/read", "prompts/get", "tasks/get"):
+        if ctx.request_id is None:  # a notification from the client: nothing is answered
             return await call_next(ctx)
         params = ctx.params or {}
         name = params.get("name") if ctx.method == "tools/call" else None

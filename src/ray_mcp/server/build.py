@@ -44,6 +44,7 @@ from ray_mcp.server.choices import CaseInsensitiveChoices
 from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.server.mcp_tasks import ToolTasks
+from ray_mcp.server.shares import SessionUse
 from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.sources.scope import read_scope
@@ -94,6 +95,7 @@ class RayMCPServer(MCPServer[App]):
     hidden_tools: dict[str, str]
     job_watchers: live.JobWatchers
     tasks: ToolTasks
+    session_use: SessionUse
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -283,11 +285,14 @@ class ClusterSelection(ServerMiddleware[Any]):
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        arguments = (ctx.params or {}).get("arguments") if ctx.method == "tools/call" else None
-        cluster = arguments.get("cluster") if isinstance(arguments, dict) else None
-        if not isinstance(cluster, str):
+        if ctx.method != "tools/call":
             return await call_next(ctx)
-        token = CURRENT_CLUSTER.set(cluster)
+        arguments = (ctx.params or {}).get("arguments")
+        cluster = arguments.get("cluster") if isinstance(arguments, dict) else None
+        # a call that names none is the default cluster's, said explicitly: the links it hands out carry it
+        token = CURRENT_CLUSTER.set(
+            cluster if isinstance(cluster, str) else ctx.lifespan_context.default_cluster
+        )
         try:
             return await call_next(ctx)
         finally:
@@ -333,8 +338,9 @@ def build_server(
         return schemas
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
-    tasks = ToolTasks(app)
+    session_use = SessionUse()
     replica_key = settings.replica_key()
+    tasks = ToolTasks(app, replica_key=replica_key)
     if replica_key is not None:  # what one replica seals, any other opens
         confirm.share_secret(replica_key)
     server = RayMCPServer(
@@ -350,16 +356,18 @@ def build_server(
         cache_hints=cache_hints.LISTS,
         request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
+            SafetyMiddleware(lambda: kinds, auditor),  # outermost: what every other layer adds passes it too
+            session_use,  # which HTTP sessions made a request (shares.SessionShares reclaims the others)
             ReadScopes(),
             cache_hints.ReadCacheHints(),
             ErrorPageLinks(),
             CaseInsensitiveChoices(input_schemas),
-            SafetyMiddleware(lambda: kinds, auditor),
             *([ClusterSelection()] if app.multi_cluster else []),
             HistoryNotice(app),  # inside ClusterSelection: the call's cluster is known
         ],
     )
     server.app = app
+    server.session_use = session_use
     server.tool_kinds = kinds
     server.hidden_tools = {}
     server.tasks = tasks

@@ -27,6 +27,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_plus, urlencode
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -47,10 +48,13 @@ from pydantic import ValidationError
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import NotFound, RayMCPError
+from ray_mcp.guard.redaction import clean_text
 from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS, WATCHES_PER_SESSION
 from ray_mcp.models import TERMINAL_JOB_STATUSES
+from ray_mcp.server.context import CURRENT_CLUSTER
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.sources.scope import read_scope
+from ray_mcp.text import quoted
 
 if TYPE_CHECKING:
     from ray_mcp.server.build import RayMCPServer
@@ -58,32 +62,70 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ray_mcp.server.live")
 
-JOB_URI_TEMPLATE = "ray://jobs/{submission_id}"
+JOB_URI_FORM = "ray://jobs/{submission_id}"  # as messages name it
+# ?cluster= names the cluster the job belongs to: every link handed out on a server of several clusters has it
+JOB_URI_TEMPLATE = JOB_URI_FORM + "{?cluster}"
+
+
+def job_uri(submission_id: str, cluster: str | None) -> str:
+    """The job's resource URI; with its cluster when one is named (a server of several clusters)."""
+    base = JOB_URI_FORM.format(submission_id=submission_id)
+    return f"{base}?{urlencode({'cluster': cluster})}" if cluster else base
 
 
 def job_link(submission_id: str) -> ResourceLink:
-    """A link to the job's resource (status, error, driver log tail), for a tool result that names the job."""
+    """A link to the job's resource (status, error, driver log tail), for a tool result that names the job: it
+    carries the call's cluster when the server has several (ClusterSelection always sets it there)."""
     return ResourceLink(
-        uri=JOB_URI_TEMPLATE.format(submission_id=submission_id),
+        uri=job_uri(submission_id, CURRENT_CLUSTER.get()),
         name=f"ray-job {submission_id}",
         description="Status, error and driver log tail; subscribe for status changes.",
         mime_type="text/markdown",
     )
 
 
-JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})$")
+JOB_URI = re.compile(r"^ray://jobs/([A-Za-z0-9_.:-]{1,128})(?:\?cluster=([^&#]{1,512}))?$")
 POLL_INTERVAL_S = 2.0
 
 
-def job_of(uri: str) -> str:
+@dataclass(frozen=True)
+class JobRef:
+    """What a job URI names: the job and, when the URI says, its cluster."""
+
+    job: str
+    cluster: str | None
+
+
+def job_of(uri: str) -> JobRef:
     match = JOB_URI.match(uri)
     if match is None:
         raise MCPError(
             INVALID_PARAMS,
-            f"Cannot subscribe to {uri!r}: only jobs change, as ray://jobs/{{submission_id}} "
-            "(find ids with list_jobs). The reference pages are static.",
+            f"Cannot subscribe to {uri!r}: only jobs change, as {JOB_URI_FORM} (find ids with list_jobs), with "
+            "?cluster=<name> on a server of several clusters. The reference pages are static.",
         )
-    return match.group(1)
+    return JobRef(match.group(1), unquote_plus(match.group(2)) if match.group(2) else None)
+
+
+def cluster_of_link(app: App, cluster: str | None) -> str:
+    """The cluster a job URI belongs to, checked: one this server serves, and named whenever it serves several
+    (a job id names different jobs on different clusters). Anything else is refused, never read elsewhere."""
+    if cluster is None and not app.multi_cluster:
+        return app.default_cluster
+    names = ", ".join(map(quoted, app.connections))
+    if cluster is None:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"This server serves several clusters ({names}): a job URI must name its cluster, as "
+            f"{JOB_URI_FORM}?cluster=<name>. The links in tool results carry it.",
+        )
+    if cluster not in app.connections:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"The link belongs to cluster {quoted(cluster)}, which this server does not serve (it serves "
+            f"{names}); nothing was read. Use a link this server handed out (list_jobs gives them).",
+        )
+    return cluster
 
 
 @dataclass
@@ -91,6 +133,7 @@ class Watch:
     """One job's poller and who listens to it."""
 
     job: str
+    cluster: str  # the cluster the job belongs to (cluster_of_link)
     sessions: dict[int, ServerSession] = field(default_factory=dict)  # 2025 sessions, by their connection
     listeners: int = 0  # open 2026 listen streams
     task: asyncio.Task[None] | None = None
@@ -113,7 +156,7 @@ class JobWatchers:
         max_watched: int = MAX_WATCHED_JOBS,
         per_session: int = WATCHES_PER_SESSION,
     ) -> None:
-        self._app = app
+        self.app = app
         self._publish = publish  # the 2026 bus
         self._poll_interval_s = poll_interval_s
         self._max_watched = max_watched
@@ -129,9 +172,10 @@ class JobWatchers:
 
     async def subscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
         """Watch the job for ``session`` (2025) or for one listen stream of connection ``owner`` (2026)."""
-        job = job_of(uri)
+        ref = job_of(uri)
+        job, cluster = ref.job, cluster_of_link(self.app, ref.cluster)
         key = connection_key(session) if session is not None else owner or 0
-        if uri not in self._watches and await self._status(job) == "NOT_FOUND":
+        if uri not in self._watches and await self._status(job, cluster) == "NOT_FOUND":
             raise MCPError(
                 INVALID_PARAMS,
                 f"No job {job!r} in the cluster, so nothing to watch. Call list_jobs to see the submission ids "
@@ -156,7 +200,7 @@ class JobWatchers:
                         f"Already watching {self._max_watched} jobs, the most ray-mcp follows at once; "
                         "unsubscribe from a finished job first.",
                     )
-                watch = self._watches[uri] = Watch(job)
+                watch = self._watches[uri] = Watch(job, cluster)
             owned.add(uri)
             if session is None:
                 watch.listeners += 1
@@ -204,7 +248,7 @@ class JobWatchers:
     async def _poll(self, uri: str, watch: Watch) -> None:
         """Poll the job until nobody listens or it has ended; notify every status change."""
         while watch.wanted and self._watches.get(uri) is watch:
-            status = await self._status(watch.job)
+            status = await self._status(watch.job, watch.cluster)
             if status is not None and status != watch.status:
                 first = watch.status is None
                 watch.status = status
@@ -219,10 +263,11 @@ class JobWatchers:
                 for owned in self._owned.values():
                     owned.discard(uri)
 
-    async def _status(self, job: str) -> str | None:
+    async def _status(self, job: str, cluster: str) -> str | None:
         """The job's status; NOT_FOUND once it is gone; None when it cannot be read right now."""
+        token = CURRENT_CLUSTER.set(cluster)
         try:
-            api = await self._app.api()
+            api = await self.app.api()
             with read_scope():  # each poll reads the job afresh (not through the subscribe call's scope)
                 return (await api.jobs.get(job)).status
         except NotFound:
@@ -230,6 +275,8 @@ class JobWatchers:
         except RayMCPError as exc:
             log.info("ray-mcp: cannot read job %s for its subscribers (will retry): %s", job, exc)
             return None
+        finally:
+            CURRENT_CLUSTER.reset(token)
 
     async def _notify(self, uri: str, watch: Watch) -> None:
         log.info("ray-mcp: job %s is now %s; notifying its subscribers", watch.job, watch.status)
@@ -243,8 +290,17 @@ class JobWatchers:
             await self._publish(uri)
 
 
-async def read_job(app: App, submission_id: str) -> str:
-    """The resource: the job's state, then the tail of its driver log (bounded; redacted by the middleware)."""
+async def read_job(app: App, submission_id: str, cluster: str | None = None) -> str:
+    """The resource: the job's state, then the tail of its driver log (bounded; redacted by the middleware),
+    read from the cluster the URI names (cluster_of_link)."""
+    token = CURRENT_CLUSTER.set(cluster_of_link(app, cluster))
+    try:
+        return await _read_job(app, submission_id, cluster)
+    finally:
+        CURRENT_CLUSTER.reset(token)
+
+
+async def _read_job(app: App, submission_id: str, cluster: str | None) -> str:
     from ray_mcp.answers.targets import LogTarget
     from ray_mcp.shaping.jobs import render_job
     from ray_mcp.shaping.logs import render_log_tail, without_colour
@@ -269,9 +325,7 @@ async def read_job(app: App, submission_id: str) -> str:
     except RayMCPError as exc:
         parts.append(f"Driver log: not readable now ({exc}).")
     if info.status not in TERMINAL_JOB_STATUSES:
-        parts.append(
-            f"\nSubscribe to {JOB_URI_TEMPLATE.format(submission_id=submission_id)} to hear when it changes."
-        )
+        parts.append(f"\nSubscribe to {job_uri(submission_id, cluster)} to hear when it changes.")
     return "\n".join(parts)
 
 
@@ -315,7 +369,7 @@ class ListenToJobs(ServerMiddleware[Any]):
             return await call_next(ctx)  # the SDK answers malformed params
         uris = list(params.notifications.resource_subscriptions or [])
         for uri in uris:
-            job_of(uri)  # refuse what cannot change before the stream opens
+            cluster_of_link(self._watchers.app, job_of(uri).cluster)  # refuse what cannot change, first
         owner = connection_key(ctx.session)
         watching: list[str] = []
         try:
@@ -337,7 +391,7 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
     app = server.app
 
     async def publish(uri: str) -> None:
-        await bus.publish(ResourceUpdated(uri=uri))
+        await bus.publish(ResourceUpdated(uri=clean_text(uri)))  # sent outside any request: guarded here
 
     watchers = JobWatchers(app, publish)
 
@@ -350,8 +404,8 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
         mime_type="text/markdown",
         icons=RAY_ICONS,
     )
-    async def job_resource(submission_id: str) -> str:
-        return await read_job(app, submission_id)
+    async def job_resource(submission_id: str, cluster: str | None = None) -> str:
+        return await read_job(app, submission_id, cluster)
 
     async def on_subscribe(
         ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams

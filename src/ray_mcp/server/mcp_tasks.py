@@ -8,19 +8,30 @@ or call, keeps the blocking answer with progress notifications.
 
 Two kinds of task:
 
-* **A job wait** (``wait_for_job``): the task id names the cluster and the Ray submission id, and every
-  ``tasks/get`` reads the job from Ray. So it survives a reconnect, a server restart, and a load balancer
-  that sends the poll to another replica. Cancelling it stops the waiting, never the job (a long training
-  run must not die because a client gave up): stop_job stops jobs.
+* **A job wait** (``wait_for_job``): the task id carries the cluster and the Ray submission id, sealed with
+  a random nonce and an HMAC over them and the caller (``TaskSeal``), and every ``tasks/get`` reads the job
+  from Ray. So it survives a reconnect, and, where replicas share ``--replica-key-file`` (the key the seal
+  derives from), a server restart and a load balancer that sends the poll to another replica. Cancelling it
+  stops the waiting, never the job (a long training run must not die because a client gave up): stop_job
+  stops jobs.
 * **A call running here** (``cpu_profile``, ``tail_logs`` with ``follow_s``): its answer exists only in the
   process that ran it, so its id is random and ``tasks/get`` on another replica says where it lives (the
   spec's ``Mcp-Name`` header carries the task id so that a load balancer can route it back).
+
+Every task id is unguessable, and a task belongs to the caller that made it (``caller_of_request``: over HTTP
+its peer address, which it cannot forge; on stdio the one local client). Reading, updating or cancelling a task of
+another caller is answered exactly as a task that does not exist. Each wait gets its own id, so cancelling one
+changes no other wait, now or later; what a cancel leaves is forgotten after ``LOCAL_TASK_TTL_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
+import hashlib
+import hmac
+import json
 import logging
 import secrets
 import time
@@ -48,6 +59,7 @@ from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.limits import LOCAL_TASK_TTL_S, MAX_LOCAL_TASKS, TASK_ID_CHARS, TASK_POLL_MS
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.context import CURRENT_CLUSTER, App
+from ray_mcp.server.shares import caller_of_request
 
 log = logging.getLogger("ray_mcp.server")
 
@@ -58,8 +70,9 @@ TASK_TOOLS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "cpu_profile": lambda _arguments: True,
     "tail_logs": lambda arguments: bool(arguments.get("follow_s")),
 }
-JOB_TASK_PREFIX = "job:"  # job:<cluster>:<submission id>
+JOB_TASK_PREFIX = "job:"  # job:<sealed cluster and submission id>.<HMAC>
 LOCAL_TASK_PREFIX = "call:"
+SEAL_DIGEST_CHARS = 32  # hex characters of a job task id's HMAC (128 bits)
 # What builds wait_for_job's answer for an ended job: (app, submission id) -> the tool's result.
 WaitResult = Callable[[App, str], Awaitable[CallToolResult]]
 
@@ -100,13 +113,49 @@ class QuietSession(ServerSession):
 
 @dataclasses.dataclass
 class LocalTask:
-    """A tool call running in this process as a task."""
+    """A tool call running in this process as a task, and the caller it belongs to."""
 
     tool: str
     job: asyncio.Task[HandlerResult]
     created: str
+    owner: str
     started: float = dataclasses.field(default_factory=time.monotonic)
     cancelled: bool = False
+
+
+class TaskSeal:
+    """Job task ids: ``job:`` + the cluster and submission id (with a random nonce) + an HMAC over them and the
+    owner. The key is this process's own, or derived from the replica key (``--replica-key-file``), so that
+    every replica opens what another sealed. Without the key, or as another caller, an id opens to nothing."""
+
+    def __init__(self, replica_key: bytes | None = None) -> None:
+        self.key = (
+            hashlib.sha256(b"ray-mcp task ids\0" + replica_key).digest()
+            if replica_key is not None
+            else secrets.token_bytes(32)
+        )
+
+    def _digest(self, owner: str, body: str) -> str:
+        mac = hmac.new(self.key, f"{owner}\0{body}".encode(), hashlib.sha256).hexdigest()
+        return mac[:SEAL_DIGEST_CHARS]
+
+    def seal(self, owner: str, cluster: str, submission_id: str) -> str:
+        payload = json.dumps([cluster, submission_id, secrets.token_urlsafe(12)], separators=(",", ":"))
+        body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+        return f"{JOB_TASK_PREFIX}{body}.{self._digest(owner, body)}"
+
+    def open(self, owner: str, task_id: str) -> tuple[str, str] | None:
+        """(cluster, submission id) of a job task id this owner was given, else None."""
+        body, _, digest = task_id.removeprefix(JOB_TASK_PREFIX).rpartition(".")
+        if not body or not hmac.compare_digest(digest, self._digest(owner, body)):
+            return None
+        try:
+            cluster, submission_id, _nonce = json.loads(
+                base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            )
+        except (ValueError, TypeError):
+            return None
+        return str(cluster), str(submission_id)
 
 
 class ToolTasks(Extension):
@@ -114,11 +163,13 @@ class ToolTasks(Extension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, *, replica_key: bytes | None = None) -> None:
         self.app = app
         self.wait_result: WaitResult | None = None  # set by tools/jobs.py when it registers wait_for_job
         self.local: dict[str, LocalTask] = {}
-        self.stopped_waits: set[str] = set()  # job waits cancelled through this process
+        self.seal = TaskSeal(replica_key)
+        # job waits cancelled through this process (each wait's own id), and when: forgotten after the TTL
+        self.stopped_waits: dict[str, float] = {}
         app.on_close.append(self.aclose)
 
     def methods(self) -> list[MethodBinding]:
@@ -138,8 +189,9 @@ class ToolTasks(Extension):
         wants = TASK_TOOLS.get(params.name)
         if wants is None or not wants(arguments) or not declared(ctx):
             return await call_next(ctx)
+        owner = caller_of_request(ctx.request)
         if params.name == "wait_for_job":
-            handle = await self._job_task(arguments)
+            handle = await self._job_task(arguments, owner)
             return handle if handle is not None else await call_next(ctx)
         self._prune()
         if len(self.local) >= MAX_LOCAL_TASKS:  # full: the caller gets the blocking answer
@@ -150,11 +202,11 @@ class ToolTasks(Extension):
         async def run() -> HandlerResult:
             return await call_next(quiet)
 
-        task = LocalTask(params.name, asyncio.create_task(run()), _now())
+        task = LocalTask(params.name, asyncio.create_task(run()), _now(), owner)
         self.local[task_id] = task
         return {"resultType": "task", **self._local_state(task_id, task)}
 
-    async def _job_task(self, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    async def _job_task(self, arguments: Mapping[str, Any], owner: str) -> dict[str, Any] | None:
         """The handle of a wait for a job that has not ended, or None for the blocking answer (a job that
         has ended, or one that cannot be read: the blocking call says why)."""
         job = arguments.get("job")
@@ -167,7 +219,7 @@ class ToolTasks(Extension):
             return None
         if info.status in TERMINAL_JOB_STATUSES or not info.submission_id:
             return None
-        task_id = f"{JOB_TASK_PREFIX}{cluster}:{info.submission_id}"
+        task_id = self.seal.seal(owner, cluster, info.submission_id)
         return {
             "resultType": "task",
             **self._job_base(task_id, info.start_time),
@@ -179,14 +231,10 @@ class ToolTasks(Extension):
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> HandlerResult:
         require_declared(ctx)
-        task_id = params.task_id
+        task_id, owner = params.task_id, caller_of_request(ctx.request)
         if task_id.startswith(JOB_TASK_PREFIX):
-            return await self._job_state(task_id)
-        self._prune()
-        task = self.local.get(task_id)
-        if task is None:
-            raise _unknown(task_id)
-        return self._local_state(task_id, task)
+            return await self._job_state(task_id, self._job_of(owner, task_id))
+        return self._local_state(task_id, self._local_of(owner, task_id))
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> HandlerResult:
         """No ray-mcp task asks for input, so there is nothing to update; a known task is acknowledged."""
@@ -195,23 +243,36 @@ class ToolTasks(Extension):
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> HandlerResult:
         require_declared(ctx)
-        task_id = params.task_id
+        task_id, owner = params.task_id, caller_of_request(ctx.request)
         if task_id.startswith(JOB_TASK_PREFIX):
-            await self._job_state(task_id)  # an unknown job is an error, as for tasks/get
-            self.stopped_waits.add(task_id)
+            job = self._job_of(owner, task_id)
+            await self._job_state(task_id, job)  # an unknown job is an error, as for tasks/get
+            self._prune()
+            self.stopped_waits[task_id] = time.monotonic()
             return {}
-        task = self.local.get(task_id)
-        if task is None:
-            raise _unknown(task_id)
+        task = self._local_of(owner, task_id)
         if not task.job.done():
             task.cancelled = True
             task.job.cancel()
         return {}
 
-    async def _job_state(self, task_id: str) -> dict[str, Any]:
-        cluster, _, sid = task_id.removeprefix(JOB_TASK_PREFIX).partition(":")
-        if cluster not in self.app.connections or not sid:
+    def _job_of(self, owner: str, task_id: str) -> tuple[str, str]:
+        """The (cluster, submission id) of a job wait this caller made; else as if there were no such task."""
+        opened = self.seal.open(owner, task_id)
+        if opened is None or opened[0] not in self.app.connections or not opened[1]:
             raise _unknown(task_id)
+        return opened
+
+    def _local_of(self, owner: str, task_id: str) -> LocalTask:
+        """A call of this caller running (or run) here; else as if there were no such task."""
+        self._prune()
+        task = self.local.get(task_id)
+        if task is None or not hmac.compare_digest(task.owner, owner):
+            raise _unknown(task_id)
+        return task
+
+    async def _job_state(self, task_id: str, job: tuple[str, str]) -> dict[str, Any]:
+        cluster, sid = job
         token = CURRENT_CLUSTER.set(cluster)
         try:
             try:
@@ -267,17 +328,21 @@ class ToolTasks(Extension):
         return {**state, "status": "completed", "result": result}
 
     def _prune(self) -> None:
-        """Forget tasks older than their TTL (a running one is cancelled first)."""
+        """Forget tasks older than their TTL (a running one is cancelled first), and old cancelled waits."""
         now = time.monotonic()
         for task_id, task in list(self.local.items()):
             if now - task.started > LOCAL_TASK_TTL_S:
                 task.job.cancel()
                 del self.local[task_id]
+        for task_id, at in list(self.stopped_waits.items()):
+            if now - at > LOCAL_TASK_TTL_S:
+                del self.stopped_waits[task_id]
 
     async def aclose(self) -> None:
         for task in self.local.values():
             task.job.cancel()
         self.local.clear()
+        self.stopped_waits.clear()
 
 
 def declared(ctx: ServerRequestContext[Any, Any]) -> bool:

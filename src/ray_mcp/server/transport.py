@@ -7,7 +7,8 @@
   of a keep-alive connection.
 * ``http_max_connections`` caps open connections and requests in flight (uvicorn answers 503 above it), and
   ``max_sessions`` caps the streamable HTTP sessions (the SDK answers 503 above it), of which one client holds
-  at most ``max_sessions_per_client`` (shares.py).
+  at most ``max_sessions_per_client`` (shares.py), a client being its peer address (X-Forwarded-For counts only
+  from ``--trusted-proxy`` addresses).
 * HttpGuard checks the bearer token; the SDK checks Host and Origin behind it (guard/http.py sets both up).
 * uvicorn logs through our stderr handler: its default config writes the access log to stdout.
 
@@ -32,9 +33,12 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, 
 from pydantic import ValidationError
 
 from ray_mcp import sdk_private
+from ray_mcp.guard.redaction import clean_text
 from ray_mcp.server.shares import SessionShares
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from ray_mcp.server.build import RayMCPServer
     from ray_mcp.settings import Settings
 
@@ -43,6 +47,13 @@ log = logging.getLogger("ray_mcp")
 
 async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.socket) -> None:
     """Serve the MCP HTTP app (streamable HTTP or SSE) on an already bound socket until uvicorn stops."""
+    import uvicorn
+
+    await uvicorn.Server(http_config(server, settings, sock)).serve(sockets=[sock])
+
+
+def http_config(server: RayMCPServer, settings: Settings, sock: socket.socket) -> uvicorn.Config:
+    """uvicorn's configuration of the guarded MCP HTTP app on ``sock`` (said on stderr, with the line to paste)."""
     import uvicorn
 
     from ray_mcp.guard.http import HttpGuard, transport_security
@@ -67,6 +78,7 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
             server.session_manager,
             per_client=settings.max_sessions_per_client,
             unused_timeout_s=settings.session_unused_timeout_s,
+            use=server.session_use,
         )
         path = "/mcp"
     token = settings.resolved_auth_token()
@@ -97,17 +109,20 @@ async def serve_http(server: RayMCPServer, settings: Settings, sock: socket.sock
         )
     else:
         log.info("ray-mcp: %s", http_mode(settings))
-    config = uvicorn.Config(
+    return uvicorn.Config(
         guarded,
         host=settings.host,
         port=port,
         http=sdk_private.bounded_h11_protocol(settings.http_header_timeout_s),
         limit_concurrency=settings.http_max_connections,
+        # X-Forwarded-For only from the proxies the operator names: uvicorn's default trusts it from loopback,
+        # where any local process could then claim any address (and so any caller's share)
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=settings.trusted_proxies or None,
         timeout_keep_alive=5,
         log_config=None,  # uvicorn's own config sends the access log to stdout; ours is stderr only
         log_level=settings.log_level.lower(),
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def http_mode(settings: Settings) -> str:
@@ -164,7 +179,8 @@ def reject_line(line: str) -> JSONRPCError | None:
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+    """An error sent on the wire before the SDK (and so the middleware) sees the line: guarded here."""
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=clean_text(message)))
 
 
 @asynccontextmanager

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ray_mcp import models
 from ray_mcp.limits import STACK_FAILURES_KEPT, STACK_PIDS_SHOWN, STACK_VERDICT_CHARS, STACK_VERDICT_GROUPS
-from ray_mcp.text import quoted, truncate_text
+from ray_mcp.text import as_token, quoted, truncate_text
 
 # -- frames -------------------------------------------------------------------------------------------------
 
@@ -201,9 +201,9 @@ def parse_dump_text(text: str, pid: int) -> ProcessDump:
         elif m := _THREAD.match(raw):
             tid = int(m["tid"], 16) if m["tid"].startswith("0x") else int(m["tid"])
             active = m["state"].startswith("active")
-            threads.append(ThreadStack(m["name"] or f"thread {m['tid']}", tid, active, []))
+            threads.append(ThreadStack(as_token(m["name"] or f"thread {m['tid']}"), tid, active, []))
         elif threads and (m := _FRAME_LINE.match(raw)):
-            threads[-1].frames.append(Frame(m["func"], m["file"], int(m["line"])))
+            threads[-1].frames.append(Frame(as_token(m["func"]), as_token(m["file"]), int(m["line"])))
     if not threads:
         raise ValueError("no thread in the py-spy output")
     return ProcessDump(pid=pid, title=title, threads=threads)
@@ -217,16 +217,18 @@ def parse_dump_json(text: str, pid: int, title: str = "") -> ProcessDump:
     threads = []
     for t in data:
         frames = [
-            Frame(
-                str(f.get("name") or "?"),
-                str(f.get("short_filename") or f.get("filename") or "?"),
+            Frame(  # names a process chose itself: one plain token each, or quoted as data
+                as_token(str(f.get("name") or "?")),
+                as_token(str(f.get("short_filename") or f.get("filename") or "?")),
                 int(f.get("line") or 0),
-                str(f.get("filename")) if f.get("filename") else None,
+                as_token(str(f.get("filename"))) if f.get("filename") else None,
             )
             for f in t.get("frames") or []
         ]
         name = t.get("thread_name") or f"thread {t.get('os_thread_id') or t.get('thread_id')}"
-        threads.append(ThreadStack(str(name), int(t.get("os_thread_id") or 0), bool(t.get("active")), frames))
+        threads.append(
+            ThreadStack(as_token(str(name)), int(t.get("os_thread_id") or 0), bool(t.get("active")), frames)
+        )
     return ProcessDump(pid=pid, title=title, threads=threads)
 
 

@@ -27,6 +27,7 @@ from ray_mcp.errors import (
 )
 from ray_mcp.limits import DASHBOARD_CONNECTIONS
 from ray_mcp.sources import scope
+from ray_mcp.sources.ids import plain_names
 
 USER_AGENT = "ray-mcp"
 Params = Any  # what httpx accepts as query params
@@ -88,7 +89,7 @@ class Dashboard:
             with dashboard_errors(self.dashboard_url, what, self.timeout_s, not_found=not_found):
                 response = await self.http.get(path, params=params)
                 response.raise_for_status()
-                return decode_json(response.content)
+                return plain_names(decode_json(response.content))
 
         return await scope.shared(key, read)
 
@@ -158,7 +159,7 @@ class Dashboard:
             with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
                 response = await self.http.request(method, path, timeout=timeout)
                 response.raise_for_status()
-                return decode_json(response.content)
+                return plain_names(decode_json(response.content))
         finally:
             scope.fresh()
 

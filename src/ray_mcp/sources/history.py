@@ -53,6 +53,7 @@ DERIVED = {
 # What the History Server answers when the session left its cache, or a request carried no cookies.
 REENTER = re.compile(rb"reload via /enter_cluster|Cookie not found")
 SESSION_TIME = re.compile(r"session_(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)")
+SESSION_NAME = re.compile(r"session_[0-9_-]{1,64}")  # session_2026-08-19_09-21-52_123456_789
 
 
 @dataclass(frozen=True)
@@ -228,8 +229,10 @@ class HistoryTransport(httpx.AsyncBaseTransport):
             )
         session = self.session or (None if self.ref.session == "latest" else self.ref.session)
         started = session_started(session) if session else None
+        # the History Server's answer names the session: a Ray session name as it is, anything else as data
+        shown = session if session and SESSION_NAME.fullmatch(session) else quoted(session)
         which = (
-            f"session {session}" + (f", started {started}" if started else "")
+            f"session {shown}" + (f", started {started}" if started else "")
             if session
             else "its newest session"
         )

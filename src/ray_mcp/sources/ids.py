@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import JOB_ID_CHARS
-from ray_mcp.text import quoted
+from ray_mcp.text import as_token, quoted
 
 # Ray's ids are hex strings of fixed length: a malformed one gets a clear error before any request.
 ID_HEX_LENGTHS = {"actor": 32, "placement group": 36, "node": 56, "job": 8, "task": 48}
@@ -83,3 +84,70 @@ def job_path(job: str, action: str = "") -> str:
 def node_path(node_id: str) -> str:
     """The dashboard's path of one node's details (``/nodes/<id>``), its id checked first."""
     return f"/nodes/{check_id('node', node_id)}"
+
+
+# -- ids and names the cluster hands back ------------------------------------------------------------------
+
+# The fields of the dashboard's records that hold an id or an address (snake_case: the State and Jobs APIs;
+# camelCase: the dashboard's own tables), besides every *_id and *Id.
+ID_FIELDS = frozenset(
+    {
+        "node_ip",
+        "node_ip_address",
+        "nodeIp",
+        "ip",
+        "ipAddress",
+        "ray_namespace",
+        "session_name",
+        "sessionName",
+    }
+)
+# The fields that hold a name (an actor's, a task's function, a Serve app's, a Ray Data dataset's or operator's).
+# Messages, commands and tracebacks are text, quoted where they are shown.
+NAME_FIELDS = frozenset(
+    {
+        "name",
+        "class_name",
+        "func_or_class_name",
+        "repr_name",
+        "className",
+        "actorClass",
+        "node_name",
+        "nodeName",
+        "app_name",
+        "deployment_name",
+        "dataset",
+        "operator",
+    }
+)
+NAME_MAPS = frozenset({"applications", "deployments"})  # Serve's: a map keyed by app or deployment name
+
+
+def _checked(key: object, value: str) -> str:
+    if isinstance(key, str) and (key in ID_FIELDS or key in NAME_FIELDS or key.endswith(("_id", "Id"))):
+        return as_token(value)
+    return value
+
+
+def plain_names(body: Any) -> Any:
+    """A dashboard answer with every id and name field checked (``as_token``), in place: an id of the wrong
+    shape, or a name that is not one plain token, is quoted as data before any answer uses it, so none can start
+    a line of an answer or pose as a sentence of ours. Messages and commands are left as they are."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in list(node.items()):
+                if isinstance(value, str):
+                    checked = _checked(key, value)
+                    if checked is not value:
+                        node[key] = checked
+                elif isinstance(value, dict | list):
+                    if key in NAME_MAPS and isinstance(value, dict):
+                        value = node[key] = {
+                            (as_token(k) if isinstance(k, str) else k): v for k, v in value.items()
+                        }
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(item for item in node if isinstance(item, dict | list))
+    return body

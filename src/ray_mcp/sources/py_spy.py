@@ -10,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from ray_mcp.child_env import tool_env
 from ray_mcp.errors import RayRequestFailed
 
 PTRACE_FIX = (
@@ -82,6 +83,7 @@ async def run_py_spy(cmd: list[str], timeout_s: float) -> str:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=tool_env(),  # py-spy needs none of ray-mcp's settings or tokens
         )
     except OSError as exc:
         raise RayRequestFailed(f"py-spy could not be started ({cmd[0]}): {exc}") from exc

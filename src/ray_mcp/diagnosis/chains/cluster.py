@@ -34,6 +34,7 @@ from ray_mcp.limits import (
     NODE_DEATH_CHARS,
     OOM_DETAIL_CHARS,
 )
+from ray_mcp.text import single_line
 
 # The task errors a node's death gives the work on it (not the work's own exceptions).
 SYSTEM_ENDS = ("NODE_DIED", "LOCAL_RAYLET_DIED", "WORKER_DIED", "ACTOR_DIED", "ACTOR_UNAVAILABLE")
@@ -214,7 +215,8 @@ def event_lines(ev: GraphInputs, limit: int) -> list[str]:
                 " ".join(re.findall(r"Selected to kill: \(([^)]*)\)?", msg))[:1], OOM_DETAIL_CHARS
             )
         out.append(
-            f"{e.get('time') or '?'} {e.get('severity') or ''} {e.get('source_type') or ''}: {one_line(first, EVENT_CHARS)}"
+            single_line(f"{e.get('time') or '?'} {e.get('severity') or ''} {e.get('source_type') or ''}: ")
+            + one_line(first, EVENT_CHARS)
         )
         if len(out) >= limit:
             break

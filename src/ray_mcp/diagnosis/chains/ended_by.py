@@ -30,6 +30,7 @@ from ray_mcp.limits import (
     QUOTE_LINES,
     SHORT_CAUSE_CHARS,
 )
+from ray_mcp.text import quoted
 
 
 def node_death(g: Graph, node_id: str | None) -> list[Link]:
@@ -52,7 +53,7 @@ def node_death(g: Graph, node_id: str | None) -> list[Link]:
     return [
         Link(
             "ended_by",
-            f"{g.node_label(node_id)} died at {when}{drained} ({one_line(message, NODE_DEATH_CHARS)})",
+            f"{g.node_label(node_id)} died at {when}{drained} ({quoted(message, NODE_DEATH_CHARS)})",
             quote,
         )
     ]

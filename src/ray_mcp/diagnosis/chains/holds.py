@@ -6,6 +6,7 @@ from __future__ import annotations
 from ray_mcp.diagnosis.chains.links import Link
 from ray_mcp.diagnosis.graph import Entity, Graph, Row, amount, amounts, bundle_index, count_by, num
 from ray_mcp.limits import HOLDER_NODE_ID_CHARS, HOLDERS_QUOTED, NAMES_SHOWN
+from ray_mcp.text import short_id
 
 
 def resource_wait(
@@ -63,7 +64,7 @@ def resource_wait(
         who_holds = "; ".join(f"{c} {n}" if c > 1 else n for n, c in groups[:NAMES_SHOWN])
         held_total = sum(a for _, a, _ in holders)
         quote = "; ".join(
-            f"{ent.label} holds {amount(resource, a)} {resource} on node {nid[:HOLDER_NODE_ID_CHARS]}"
+            f"{ent.label} holds {amount(resource, a)} {resource} on node {short_id(nid, HOLDER_NODE_ID_CHARS)}"
             for ent, a, nid in holders[:HOLDERS_QUOTED]
         )
         # Nested tasks: the holders are the waiter's own callers, blocked in ray.get on it (starvation).
@@ -125,7 +126,9 @@ def first_to_release(
     why = (", of a job that ended" if job_ended(g, ent.job_id) else "") + (
         ", reserved whether or not its bundles are used" if ent.kind == "pg" else ""
     )
-    return f"; releasing {ent.label}{why} first would let it start on node {nid[:HOLDER_NODE_ID_CHARS]}"
+    return (
+        f"; releasing {ent.label}{why} first would let it start on node {short_id(nid, HOLDER_NODE_ID_CHARS)}"
+    )
 
 
 def blocked_callers(g: Graph) -> set[str]:

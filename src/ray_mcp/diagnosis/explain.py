@@ -1,0 +1,233 @@
+"""The engine: every rule over one graph, ranked and joined into the chains an answer tells.
+
+``explain_job`` runs the job's rules (registry ``On.JOB``, in order), joins the driver's exception to the chain
+it came from (``On.DRIVER``), weighs a stall, a blocked driver and progress, and ranks; ``explain_cluster`` runs
+the cluster's (``On.CLUSTER``). Both return facts; ``verdict_line`` and report.py put them in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ray_mcp.diagnosis import hang
+from ray_mcp.diagnosis.facts import CONTEXT, INFO, ROOT, STUCK, Chain, Edge, Kind, Say, said
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, ago, ms_clock, names, num, span
+from ray_mcp.diagnosis.registry import On, rules
+from ray_mcp.diagnosis.rules.driver import driver_chain
+from ray_mcp.diagnosis.rules.symptoms import ALSO, final_attempts, progress
+from ray_mcp.diagnosis.rules.waiting import driver_wait
+from ray_mcp.limits import OTHER_JOBS_NAMED, VERDICT_BYTES
+from ray_mcp.text import fit_bytes
+
+# JOB rules of this order or above run after the driver's chain, a stall and progress are weighed (they refine).
+LATE = 100
+
+HEALTHY = Say("healthy", Edge.WAITS_ON, said("healthy: its tasks are finishing ({progress})"))
+# Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
+EXPLAINS_A_STALL = (
+    Kind.CONTENTION,
+    Kind.INFEASIBLE,
+    Kind.DEADLOCK,
+    Kind.ENTRYPOINT_RESOURCES,
+    Kind.WAITING,
+    Kind.SERVE_LOOP,
+    Kind.DATA_STALL,
+)
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """The job's own status and how it got there: "FAILED after 20s (driver exit code 1)"."""
+
+    status: str
+    took: str = ""  # how long it ran, when it ended
+    stopped_at: str = ""
+    code: object = None
+    running_for: str = ""
+
+    def __str__(self) -> str:
+        after = f" after {self.took}" if self.took else ""
+        if self.status == "SUCCEEDED":
+            return f"SUCCEEDED: the job succeeded{after}"
+        if self.status == "STOPPED":
+            return f"STOPPED: stopped on request at {self.stopped_at}{after}"
+        if self.status == "FAILED":
+            code = f" (driver exit code {self.code})" if self.code is not None else ""
+            return f"FAILED{after}{code}"
+        if self.status in ("RUNNING", "PENDING") and self.running_for:
+            return f"{self.status} for {self.running_for}"
+        return self.status
+
+    @property
+    def ended_well(self) -> bool:
+        return self.status in ("SUCCEEDED", "STOPPED")
+
+
+def job_status(ev: GraphInputs) -> Phrase:
+    """The job's own status and how it got there."""
+    job = ev.job or {}
+    status = str(job.get("status") or "UNKNOWN")
+    start, end = num(job.get("start_time")), num(job.get("end_time"))
+    return Phrase(
+        status,
+        span((end - start) / 1000) if start and end else "",
+        ms_clock(end),
+        job.get("driver_exit_code"),
+        ago(start, ev.now_ms) if start else "",
+    )
+
+
+def explain_job(ev: GraphInputs) -> tuple[Phrase, list[Chain], list[str]]:
+    """(status phrase, ranked chains, notes on other jobs) for one job: every job rule over one graph."""
+    g = Graph(ev)
+    job = ev.job or {}
+    job_id = str(job.get("job_id") or "")
+    status = str(job.get("status") or "")
+    chains: list[Chain] = []
+    for r in rules(On.JOB):
+        if r.order < LATE:
+            chains += r(g, job_id or None, status, chains)
+    looped = set().union(
+        *(c.subjects for c in chains if c.kind is Kind.SERVE_LOOP)
+    )  # its replicas: not apart
+    chains = [c for c in chains if c.kind is Kind.SERVE_LOOP or not (c.subjects and c.subjects <= looped)]
+    drv = (
+        driver_chain(g, ev.driver_lines, chains, job_id)
+        if status in ("FAILED", "STOPPED", "RUNNING")
+        else None
+    )
+    if drv is not None:
+        told = drv.cause_key("nothing")
+        chains = [
+            c
+            for c in chains
+            if not (c.subjects and c.subjects <= drv.subjects) and c.cause_key("nothing") != told
+        ]
+        chains.append(drv)
+    chains += stall(g, job_id, status, chains)
+    if status == "RUNNING" and job_id:
+        chains += progressing(g, chains)
+    for r in rules(On.JOB):
+        if r.order >= LATE:
+            chains += r(g, job_id or None, status, chains)
+    if status in ("SUCCEEDED", "STOPPED"):
+        for c in chains:  # context: ranked after the status itself
+            c.severity = min(c.severity, CONTEXT)
+    chains.sort(key=lambda c: -c.severity)
+    return job_status(ev), distinct(chains), other_jobs(g, job_id)
+
+
+def stall(g: Graph, job_id: str, status: str, chains: list[Chain]) -> list[Chain]:
+    """A RUNNING job that does not move: what its driver waits on (when nothing stuck is told yet), and the
+    stall itself (how long nothing moved, the stacks), ranked just below a chain that says why."""
+    out: list[Chain] = []
+    reading = hang.reading(g.ev)
+    if status == "RUNNING" and job_id and not any(c.severity >= STUCK - 12 for c in chains):
+        waiting = driver_wait(g, job_id)
+        if waiting is not None and not any(c.subjects & waiting.subjects for c in chains if c.subjects):
+            out.append(waiting)
+    if reading is not None:
+        job = g.ev.job or {}
+        stalled = hang.stall_chain(
+            reading, list(g.node_totals().values()), str(job.get("submission_id") or job_id)
+        )
+        explained = [
+            c.severity for c in [*chains, *out] if c.kind in EXPLAINS_A_STALL and c.severity > CONTEXT
+        ]
+        if stalled is not None and not any(c.kind is Kind.DEADLOCK for c in chains):
+            if explained:  # the chain that says why leads; the stall says for how long nothing moved
+                stalled.severity = min(stalled.severity, max(explained) - 1)
+            out.append(stalled)
+    return out
+
+
+def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
+    """Progress beats a blocked-looking driver: while the job's tasks finish, a driver waiting in ray.get (or
+    work waiting for resources others use now) is how the job runs, not a fault. Say it is healthy first and
+    leave those waits as context; only a stall (hang.py) makes them the verdict."""
+    job = g.ev.job or {}
+    finished = [t for t in final_attempts(g, str(job.get("job_id"))) if t.get("state") == "FINISHED"]
+    newest = max((num(t.get("end_time_ms")) for t in finished), default=0.0)
+    if not newest or g.ev.now_ms - newest > hang.NO_PROGRESS_S * 1000:
+        return []
+    for c in chains:
+        if c.kind in (Kind.WAITING, Kind.CONTENTION, Kind.HANG, Kind.PENDING_DEMAND) and c.severity < ROOT:
+            c.severity = min(c.severity, CONTEXT - 1)
+    if any(c.severity > CONTEXT for c in chains):
+        return []  # something else is wrong: it leads, progress or not
+    return [
+        Chain(
+            CONTEXT,
+            Kind.PROGRESSING,
+            None,
+            [HEALTHY(progress=progress(g))],
+            [f"wait_for_job job={job.get('submission_id') or job.get('job_id')}"],
+            subjects={"progress"},
+        )
+    ]
+
+
+def distinct(chains: Sequence[Chain]) -> list[Chain]:
+    """One chain per cause: the same cause reached from several symptoms is told once, where it ranks highest."""
+    seen: dict[tuple[object, ...], Chain] = {}
+    out = []
+    for c in chains:
+        key = c.cause_key() if c.links else ()
+        if key and key in seen and c.severity > INFO:
+            kept = seen[key]  # counted where it is told: every symptom it explains
+            if c.symptom and not c.subjects <= kept.subjects:
+                kept.details.append(ALSO(symptom=c.symptom))
+            kept.subjects |= c.subjects
+            continue
+        seen.setdefault(key, c)
+        out.append(c)
+    return out
+
+
+def other_jobs(g: Graph, job_id: str) -> list[str]:
+    failed = [j for jid, j in g.jobs.items() if jid != job_id and j.get("status") == "FAILED"]
+    if not failed:
+        return []
+    return [
+        f"Other jobs (not this one's problem): {len(failed)} FAILED "
+        f"({names((str(j.get('job_id')) for j in failed), OTHER_JOBS_NAMED)}); cluster_health or diagnose_job for them."
+    ]
+
+
+def explain_cluster(ev: GraphInputs) -> list[Chain]:
+    """Every cluster rule over one graph, ranked: dead nodes and what they took down, Serve, each job's chains
+    named by cause, failed jobs, demands and memory."""
+    g = Graph(ev)
+    chains: list[Chain] = []
+    for r in rules(On.CLUSTER):
+        chains += r(g, chains)
+    chains.sort(key=lambda c: -c.severity)
+    return chains
+
+
+def verdict_line(phrase: Phrase, chains: Sequence[Chain], limit: int = VERDICT_BYTES) -> str:
+    """Status first, then the main chain's symptom and last link, within ``limit`` bytes."""
+    status = phrase.status
+    main = chains[0] if chains else None
+    ended_well = status in ("SUCCEEDED", "STOPPED")
+    if main is None or (ended_well and main.severity <= CONTEXT and main.kind is not Kind.RETRIED):
+        line = f"{phrase}" + ("; nothing failed" if main is None and status == "SUCCEEDED" else "")
+        if main is not None and main.severity > INFO:
+            line += f"; context: {main.verdict}"
+    elif ended_well:
+        line = f"{phrase}; warning: {main.cause}"
+    else:
+        sep = " but not healthy" if status == "RUNNING" and main.severity > CONTEXT + 10 else ""
+        line = f"{phrase}{sep}{stalled_for(main, chains)}: {main.verdict}"
+    return fit_bytes(line, limit)
+
+
+def stalled_for(main: Chain, chains: Sequence[Chain]) -> str:
+    """ ", no task activity for 44 s": how long a stalled job did not move, when another chain says why."""
+    if main.kind not in EXPLAINS_A_STALL or main.kind is Kind.DEADLOCK:
+        return ""
+    stall_ = next((c for c in chains if c.kind is Kind.HANG), None)
+    if stall_ is None or not stall_.links:
+        return ""
+    return f", {hang.idle_words(stall_.links[0])}"

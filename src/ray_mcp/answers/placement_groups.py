@@ -6,8 +6,8 @@ import re
 
 from ray_mcp import models
 from ray_mcp.answers.nodes import Nodes
+from ray_mcp.diagnosis.rules.placement import explain_pending_group
 from ray_mcp.errors import NotFound, RayMCPError
-from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
 from ray_mcp.sources.dashboard import Dashboard, gather
 from ray_mcp.sources.gcs import Gcs
@@ -64,14 +64,16 @@ class PlacementGroups:
         by_state = pg_state_counts(table, filters) if counted else {}
         strategies = {r["placement_group_id"]: r["strategy"] for r in table}
         pending = any(row.get("state") == "PENDING" for row in rows)
-        capacities = await self.nodes.capacities() if pending else None
-        nodes: list[NodeCapacity] = capacities[1] if capacities else []
-        groups = [
-            placement_group_from_state(
-                row, strategy=strategies.get(str(row.get("placement_group_id"))), nodes=nodes
-            )
-            for row in rows
-        ]
+        nodes, capacities = await self.nodes.capacities() if pending else ([], [])
+        free = {c.node_id: c.available for c in capacities}
+        groups = []
+        for row in rows:
+            strategy = strategies.get(str(row.get("placement_group_id")))
+            why = None
+            if row.get("state") == "PENDING":  # the diagnosis's answer, in its words
+                fact = explain_pending_group(nodes, {**row, "strategy": strategy}, free=free)
+                why = (fact.text, fact.say.infeasible) if fact is not None else None
+            groups.append(placement_group_from_state(row, strategy=strategy, why=why))
         return build_pg_list(
             total=total,
             matched=matched,

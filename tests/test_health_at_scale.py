@@ -3,18 +3,16 @@ checks only when the evidence graph cannot stand in for them; what it could not 
 stated cap), never silently.
 
 Live parts run on the session's real cluster (actors, a dead actor and placement groups made by a driver);
-the caps, which need thousands of records, and the shared read's faults are unit tests.
+the caps, which need thousands of records, are unit tests (the read scope's own: tests/test_read_scope.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
 import anyio
 import httpx
-import pytest
 from tests.state_drivers import driver
 from tests.support import call_ok, mcp_client, text_of
 
@@ -22,7 +20,6 @@ from ray_mcp.diagnosis import evidence
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.limits import TASKS_READ
 from ray_mcp.settings import Settings
-from ray_mcp.sources.dashboard import Dashboard
 
 POPULATION = """
 @ray.remote(num_cpus=0)
@@ -168,67 +165,6 @@ async def test_the_unfinished_tasks_are_split_by_state_each_part_cut_with_a_stat
         f"The unfinished tasks: {n:,} of {n + 7:,} read; the counts above cover those.",
         f"The failed tasks: {TASKS_READ:,} of {TASKS_READ + 2:,} read; the counts above cover those.",
     ]
-
-
-def client() -> Dashboard:
-    return Dashboard("http://127.0.0.1:9", timeout_s=1)
-
-
-async def test_concurrent_askers_share_one_read_and_nothing_is_kept_after_it() -> None:
-    c = client()
-    reads = 0
-    release = asyncio.Event()
-
-    async def read() -> int:
-        nonlocal reads
-        reads += 1
-        await release.wait()
-        return reads
-
-    tasks = [asyncio.create_task(c.shared("k", read)) for _ in range(5)]
-    await asyncio.sleep(0)
-    release.set()
-    assert await asyncio.gather(*tasks) == [1] * 5 and reads == 1
-    assert await c.shared("k", read) == 2  # a later call reads again: no stale answer
-    await c.aclose()
-
-
-async def test_a_failed_shared_read_fails_every_asker_and_the_next_call_retries() -> None:
-    c = client()
-    attempts = 0
-
-    async def read() -> int:
-        nonlocal attempts
-        attempts += 1
-        await asyncio.sleep(0.01)
-        if attempts == 1:
-            raise RuntimeError("the GCS did not answer")
-        return attempts
-
-    results = await asyncio.gather(c.shared("k", read), c.shared("k", read), return_exceptions=True)
-    assert [type(r) for r in results] == [RuntimeError, RuntimeError] and attempts == 1
-    assert await c.shared("k", read) == 2
-    await c.aclose()
-
-
-async def test_a_cancelled_first_asker_does_not_cancel_the_others() -> None:
-    c = client()
-    started = asyncio.Event()
-
-    async def read() -> str:
-        started.set()
-        await asyncio.sleep(0.05)
-        return "rows"
-
-    first = asyncio.create_task(c.shared("k", read))
-    await started.wait()
-    second = asyncio.create_task(c.shared("k", read))
-    await asyncio.sleep(0)
-    first.cancel()
-    assert await second == "rows"  # it made its own read when the one it waited for was cancelled
-    with pytest.raises(asyncio.CancelledError):
-        await first
-    await c.aclose()
 
 
 class NothingRead:

@@ -14,20 +14,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_mcp.guard import redaction
 from ray_mcp.guard.redaction import (
     CONFIGURED,
     SECRETS,
-    SHORT_SECRET_CHARS,
     SecretRegistry,
     bound_structured,
     clean_text,
     detected,
     escape_controls,
     install_log_redaction,
+    known,
     redact_text,
     redact_tree,
 )
+from ray_mcp.guard.redaction.known import SHORT_SECRET_CHARS, KnownValues
+from ray_mcp.guard.redaction.shapes import mask_spans
 from ray_mcp.limits import SECRET_KEY_CHARS, SECRETS_RECENT_KEY_CHARS
 
 
@@ -191,17 +192,17 @@ def test_adding_values_never_rebuilds_everything_on_the_callers_thread(
     (as on a loaded machine): the background build is slowed on purpose here."""
     caller = threading.get_ident()
     built_by_caller: list[int] = []  # key characters of each automaton the caller built
-    real_init = redaction._Secrets.__init__
+    real_init = known.KnownValues.__init__
 
-    def spy(self: redaction._Secrets, values: Iterable[str]) -> None:
+    def spy(self: known.KnownValues, values: Iterable[str]) -> None:
         values = list(values)
         if threading.get_ident() == caller:
-            built_by_caller.append(sum(len(redaction._key(v)) for v in values))
+            built_by_caller.append(sum(len(known.key_of(v)) for v in values))
         else:
             time.sleep(0.05)  # a full build that takes long
         real_init(self, values)
 
-    monkeypatch.setattr(redaction._Secrets, "__init__", spy)
+    monkeypatch.setattr(known.KnownValues, "__init__", spy)
     registry = SecretRegistry()
     for i in range(200):  # 2,000 values: far past SECRETS_RECENT_KEY_CHARS, many full builds behind
         registry.hold(f"job:t:{i}", [f"bulk-{i}-{j:04d}-" + "z" * 40 for j in range(10)])
@@ -257,10 +258,8 @@ def test_a_structure_masks_its_own_env_vars_everywhere_in_it_but_teaches_the_reg
 
 
 def test_overlapping_detector_finds_are_masked_whole() -> None:
-    from ray_mcp.guard.redaction import _mask_spans
-
-    assert _mask_spans("abcdefghij", [(0, 6), (4, 9)]) == "***j"
-    assert _mask_spans("abcdefghij", [(0, 3), (3, 5), (7, 8)]) == "***fg***ij"
+    assert mask_spans("abcdefghij", [(0, 6), (4, 9)]) == "***j"
+    assert mask_spans("abcdefghij", [(0, 3), (3, 5), (7, 8)]) == "***fg***ij"
 
 
 def test_control_characters_become_visible_and_newlines_and_tabs_stay() -> None:
@@ -448,10 +447,8 @@ def test_a_random_text_in_which_detect_secrets_finds_a_secret_is_masked(parts: l
 
 
 def test_a_text_that_only_shares_a_values_first_characters_is_not_masked() -> None:
-    from ray_mcp.guard.redaction import _Secrets
-
     value = "/tmp/pytest-of-root/pytest-131/test_serve0/app"
-    found = _Secrets([value])
+    found = KnownValues([value])
     other = "checkpoint at /tmp/pytest-of-root/pytest-131/train0/results"
     assert found.spans(other) == []
     assert found.spans(f"env {value} set") != [] and found.spans(f"env {value[:30]}…") != []

@@ -1,7 +1,9 @@
-"""The private names of the MCP SDK and uvicorn that ray-mcp needs live in ray_mcp/sdk_private.py, and are there.
+"""The private names of the MCP SDK, uvicorn and Ray that ray-mcp needs live in ray_mcp/sdk_private.py, and are
+there.
 
-A new SDK minor that moves one fails here, naming it, rather than in a subscription that quietly never fires.
-Another module that reaches into the SDK fails here too. No Ray head: a bare MCPServer and the SDK's client.
+A new SDK minor (or Ray release) that moves one fails here, naming it, rather than in a subscription that
+quietly never fires. Another module that reaches into them fails here too. No Ray head: a bare MCPServer, the
+SDK's client, and Ray's modules imported.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from ray_mcp import sdk_private
 
 SRC = Path(sdk_private.__file__).parent
-# The dependencies whose private names count: the MCP SDK (and its types) and the HTTP server under it.
-PACKAGES = ("mcp", "mcp_types", "uvicorn", "h11")
+# The dependencies whose private names count: the MCP SDK (and its types), the HTTP server under it, and Ray.
+PACKAGES = ("mcp", "mcp_types", "uvicorn", "h11", "ray")
+SCANNED_WHOLE = ("mcp", "mcp_types", "uvicorn", "h11")  # Ray is too large: see ray_private_names
 INTERNAL_MODULES = ("uvicorn.protocols",)  # uvicorn's public surface is its top level (Config, Server)
 
 
@@ -142,7 +145,7 @@ async def test_the_header_timeout_finds_what_it_needs_in_uvicorns_h11_protocol()
 def sdk_private_names() -> set[str]:
     """Every ``_name`` the SDK and uvicorn define: functions, classes, attributes, module globals."""
     names: set[str] = set()
-    for package in PACKAGES:
+    for package in SCANNED_WHOLE:
         spec = importlib.util.find_spec(package)
         assert spec is not None and spec.submodule_search_locations, package
         for path in Path(next(iter(spec.submodule_search_locations))).rglob("*.py"):
@@ -153,7 +156,34 @@ def sdk_private_names() -> set[str]:
                     names.add(node.attr)
                 elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     names.add(node.id)
+    return {name for name in names if is_private(name)} | ray_private_names()
+
+
+def private_names_in(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
     return {name for name in names if is_private(name)}
+
+
+def ray_private_names() -> set[str]:
+    """The ``_name`` functions, classes and attributes of the Ray modules ray-mcp imports from (2,500 files in
+    all, so only these), and of every module in the MRO of a Ray class imported from them."""
+    files: set[Path] = set()
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ray":
+                module = importlib.import_module(node.module)
+                files.add(Path(getattr(module, "__file__", None) or "namespace-package"))
+                for alias in node.names:
+                    value = getattr(module, alias.name, None)
+                    for cls in value.__mro__ if isinstance(value, type) else ():
+                        if cls.__module__.split(".")[0] == "ray":
+                            files.add(Path(inspect.getfile(cls)))
+    return {name for path in files if path.suffix == ".py" for name in private_names_in(path)}
 
 
 def theirs(module: str) -> bool:
@@ -236,7 +266,7 @@ def uses_of_private_names(path: Path, module_name: str, private: set[str]) -> li
     return sorted(found)
 
 
-def test_no_module_but_sdk_private_uses_a_private_name_of_the_sdk_or_uvicorn() -> None:
+def test_no_module_but_sdk_private_uses_a_private_name_of_the_sdk_uvicorn_or_ray() -> None:
     private = sdk_private_names()
     assert {
         "_lowlevel_server",
@@ -253,7 +283,7 @@ def test_no_module_but_sdk_private_uses_a_private_name_of_the_sdk_or_uvicorn() -
         found = uses_of_private_names(path, module, private)
         if found:
             offences[str(relative)] = found
-    assert offences == {}, f"private names of mcp/uvicorn outside ray_mcp/sdk_private.py: {offences}"
+    assert offences == {}, f"private names of mcp/uvicorn/ray outside ray_mcp/sdk_private.py: {offences}"
 
 
 def test_the_scan_finds_each_way_of_reaching_into_the_sdk(tmp_path: Path) -> None:
@@ -274,6 +304,79 @@ def test_the_scan_finds_each_way_of_reaching_into_the_sdk(tmp_path: Path) -> Non
         "class Mine:\n"
         "    def __init__(self):\n"
         "        self._lock = None\n"  # our own state, under a name the SDK uses too: fine
+        "from ray._private.runtime_env.packaging import walk\n"
+        "from ray.job_submission import JobSubmissionClient\n"
+        "class Sending(JobSubmissionClient):\n"
+        "    def _do_request(self, method, endpoint):\n"
+        "        pass\n"
     )
     found = uses_of_private_names(sample, "json", private)  # "json": any module without these classes
-    assert [line for line, _ in found] == [1, 2, 3, 4, 6, 9, 10, 11], found
+    assert [line for line, _ in found] == [1, 2, 3, 4, 6, 9, 10, 11, 15, 18], found
+
+
+# -- Ray ----------------------------------------------------------------------------------------------------
+
+RAY_IMPORTED = {
+    "ray._private.runtime_env.packaging": {"_dir_travel", "_get_excludes"},
+    "ray._private.grpc_utils": {"init_grpc_channel"},
+    "ray._private.authentication": {"authentication_utils"},
+    "ray._common.tls_utils": {"load_certs_from_env"},
+}
+
+
+class Answer:
+    """What Ray's Job SDK reads of a ``requests`` response."""
+
+    def __init__(self, status_code: int, body: dict[str, Any]) -> None:
+        self.status_code, self.body = status_code, body
+        self.text = str(body)
+
+    def json(self) -> dict[str, Any]:
+        return self.body
+
+    def raise_for_status(self) -> None:
+        assert self.status_code < 400
+
+
+def test_each_private_name_of_ray_that_sdk_private_uses_is_still_there(tmp_path: Path) -> None:
+    imported: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(inspect.getsource(sdk_private))):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ray"):
+            continue
+        if node.module.startswith("ray._") or any(is_private(a.name) for a in node.names):
+            imported.setdefault(node.module, set()).update(a.name for a in node.names)
+    assert imported == RAY_IMPORTED, "sdk_private.py imports a private name of Ray this test does not check"
+    for module, names in RAY_IMPORTED.items():
+        for name in names:
+            assert hasattr(importlib.import_module(module), name), f"Ray's {module}.{name} is gone"
+    from ray._private.authentication import authentication_utils
+
+    assert callable(authentication_utils.is_token_auth_enabled), "Ray's is_token_auth_enabled is gone"
+
+    # the packaging walk: every file Ray would zip, and not what .gitignore or excludes leave out
+    (tmp_path / "keep.py").write_text("x = 1\n")
+    (tmp_path / "skip.log").write_text("noise\n")
+    (tmp_path / "left").mkdir()
+    (tmp_path / "left" / "out.py").write_text("y = 2\n")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    seen: list[Path] = []
+    sdk_private.walk_like_ray_packaging(
+        tmp_path, ["left"], seen.append, include_gitignore=True, logger=logging.getLogger("probe")
+    )
+    names = {p.name for p in seen}
+    assert "keep.py" in names and "skip.log" not in names and "out.py" not in names, names
+
+    assert isinstance(sdk_private.ray_token_auth_enabled(), bool)
+    channel = sdk_private.ray_grpc_channel("127.0.0.1:1")  # made, not connected
+    channel.close()
+
+    sent: list[tuple[str, str]] = []
+
+    def send(method: str, endpoint: str, data: bytes | None, json_data: Any) -> Answer:
+        sent.append((method, endpoint))
+        return Answer(200, {"version": "4", "ray_version": "2.60.0"})
+
+    client = sdk_private.job_client("http://127.0.0.1:1", send)
+    assert sent and set(sent) == {("GET", "/api/version")}  # the constructor's version checks, through send
+    client.get_version()
+    assert sent[-1] == ("GET", "/api/version")

@@ -1,7 +1,7 @@
 """Find the cluster to talk to, or start and stop the embedded local one.
 
-Addresses come in the forms of ``ADDRESS_FORMS`` (``parse_address`` reads them), and every client we use wants
-the dashboard URL: a dashboard URL is that; a Ray Client address has its dashboard assumed on the same host at
+Addresses come in the forms of the address table (addresses.py: one row per form, each with the kind resolved
+here), and every client we use wants the dashboard URL: a dashboard URL is that; a Ray Client address has its dashboard assumed on the same host at
 8265; a GCS knows where its dashboard listens, so we ask it.
 
 With no address (or Ray's ``auto``), a cluster answering on 127.0.0.1:8265 is used; failing that, ray-mcp
@@ -18,7 +18,6 @@ import ctypes
 import logging
 import math
 import os
-import re
 import shutil
 import signal
 import socket
@@ -30,15 +29,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import psutil
 
-from ray_mcp.errors import ClusterUnavailable, InvalidArgument, unreachable
-from ray_mcp.settings import ADDRESS_FORMS
+# The address table (one row per form) is read here: its names stay importable from this module.
+from ray_mcp.addresses import ADDRESS_FORMS as ADDRESS_FORMS
+from ray_mcp.addresses import DEFAULT_DASHBOARD_PORT, Address
+from ray_mcp.addresses import parse_address as parse_address
+from ray_mcp.errors import ClusterUnavailable, unreachable
 from ray_mcp.sources.dashboard import dashboard_answers, head_node_alive
-from ray_mcp.sources.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.sources.history import HistoryRef, parse_history_address
 from ray_mcp.text import clean_text, quoted
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ray_mcp.cluster")
 
-DEFAULT_DASHBOARD_PORT = 8265
 LOCAL_DASHBOARD_URL = f"http://127.0.0.1:{DEFAULT_DASHBOARD_PORT}"
 PROBE_TIMEOUT_S = 2.0
 STOP_GRACE_S = 3.0
@@ -65,62 +64,6 @@ RESTART_BACKOFF_MAX_S = 60.0
 FAILURE_MARKERS = ("Failed to start", "Address already in use", "Error", "error")
 
 T = TypeVar("T")
-AddressKind = Literal["dashboard", "ray_client", "gcs", "local", "kubernetes", "history"]
-
-# The address forms parse_address reads, as every help text and message names them (one place: a new form is
-# a branch of parse_address and its words here).
-# A host name or IP address (IPv6 in brackets): "not a url" is none.
-HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
-# Ray's words for "the cluster on this machine" (RAY_ADDRESS=auto): no address, as if none were given.
-LOCAL_ADDRESSES = ("auto", "local")
-
-
-@dataclass(frozen=True)
-class Address:
-    kind: AddressKind
-    original: str
-    host: str
-    port: int | None
-
-    @property
-    def default_dashboard_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{DEFAULT_DASHBOARD_PORT}"
-
-
-def parse_address(address: str) -> Address:
-    """Classify an address the way Ray's CLIs accept them (ADDRESS_FORMS). Raises InvalidArgument for nonsense."""
-    text = address.strip()
-    if not text:
-        raise InvalidArgument(f"The Ray address is empty. Pass {ADDRESS_FORMS}.")
-    if text in LOCAL_ADDRESSES:
-        return Address("local", text, "127.0.0.1", DEFAULT_DASHBOARD_PORT)
-    if text.startswith(HISTORY_SCHEME):  # a terminated cluster's record (sources/history.py reads the rest)
-        ref = parse_history_address(text)
-        return Address("history", text, urlsplit(ref.url).hostname or "", urlsplit(ref.url).port)
-    if "://" in text:
-        parts = urlsplit(text)
-        if parts.scheme in ("http", "https"):
-            if not parts.hostname:
-                raise InvalidArgument(
-                    f"The dashboard URL {address!r} has no host. Example: http://127.0.0.1:8265."
-                )
-            return Address("dashboard", text.rstrip("/"), parts.hostname, parts.port)
-        if parts.scheme == "k8s":
-            return Address("kubernetes", text, "", None)
-        if parts.scheme == "ray":
-            if not parts.hostname:
-                raise InvalidArgument(
-                    f"The Ray Client address {address!r} has no host. Example: ray://host:10001."
-                )
-            return Address("ray_client", text, parts.hostname, parts.port)
-        raise InvalidArgument(f"Unsupported address scheme in {address!r}: expected {ADDRESS_FORMS}.")
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = text, ""
-    if not HOST.fullmatch(host) or (port and not port.isdigit()):
-        raise InvalidArgument(f"Cannot read {address!r} as a Ray address: expected {ADDRESS_FORMS}.")
-    return Address("gcs", text, host.strip("[]"), int(port) if port else None)
 
 
 # -- the embedded cluster -----------------------------------------------------------------------------------
@@ -497,7 +440,8 @@ class ClusterManager:
     async def _resolve(self) -> Resolved:
         s = self.settings
         if s.dashboard_url:
-            return Resolved(parse_address(s.dashboard_url).original, "external")
+            dashboard = parse_address(s.dashboard_url)
+            return Resolved(dashboard.url or dashboard.original, "external")
         if s.address and s.embedded != "always" and (address := parse_address(s.address)).kind != "local":
             return await self._resolve_address(address)
         if s.embedded != "always" and await dashboard_answers(
@@ -516,9 +460,9 @@ class ClusterManager:
             ref = parse_history_address(address.original)
             log.info("ray-mcp: reading the record of %s from the History Server %s", ref.label, ref.url)
             return Resolved(ref.url, "history", history=ref)
-        if address.kind == "dashboard":
-            log.info("ray-mcp: using the Ray cluster whose dashboard is %s", address.original)
-            return Resolved(address.original, "external")
+        if address.url is not None:  # the form names the dashboard outright
+            log.info("ray-mcp: using the Ray cluster whose dashboard is %s", address.url)
+            return Resolved(address.url, "external")
         if address.kind == "gcs" and self._gcs_lookup is not None:
             gcs = address.original if address.port else f"{address.host}:6379"
             url = None

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from ray_mcp.cluster import ADDRESS_FORMS
+from ray_mcp.addresses import ADDRESS_FORMS, form_of
 from ray_mcp.guard.redaction import clean_text, remember_settings_secrets
 from ray_mcp.limits import DOCTOR_APPS_NAMED
 from ray_mcp.settings import Settings
-from ray_mcp.sources.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.text import quoted, single_line
 
 if TYPE_CHECKING:
@@ -423,7 +422,8 @@ async def run_checks(
         if probe.proxy_transport is not None and http_transport is None:
             probe.http = await stack.enter_async_context(client(probe.proxy_transport))
         reason = "no cluster to check" if probe.dashboard_url is None else ""
-        if not reason and (settings.address or "").strip().startswith(HISTORY_SCHEME):
+        form = form_of(settings.address)
+        if not reason and form is not None and form.record:
             checks.append(await check_history(settings, http_transport))
             reason = (
                 "a terminated cluster's record (history+ address): the live cluster's checks do not apply"

@@ -27,7 +27,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, QUOTED_CHARS, RAY_ERROR_CHARS
-from ray_mcp.settings import ADDRESS_FORMS
 from ray_mcp.text import quoted, truncate_text
 
 
@@ -88,6 +87,8 @@ GONE = (
 
 def unreachable(address: str, cause: str, *, gone: bool = False) -> ClusterUnavailable:
     """``gone``: nothing accepts connections there, so the cluster may no longer exist (GONE says what then)."""
+    from ray_mcp.addresses import ADDRESS_FORMS  # the address table reads this module's errors
+
     return ClusterUnavailable(
         f"Cannot reach the Ray cluster at {address}: {cause}. Check that the cluster is running (`ray status` on "
         "the head node) and that the dashboard is reachable from this machine; pass the right address with "

@@ -154,7 +154,7 @@ SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 SERVE_PROBLEMS = 5  # problems quoted from the dashboard's rejection of a Serve config
 
-# -- the secret registry (guard/redaction.py) ---------------------------------------------------------------
+# -- the secret registry (guard/redaction/) ------------------------------------------------------------------
 
 # its memory (values, automaton, entries; Settings.secret_registry_mib sets it): at the bound, new owners are
 # refused and answers withheld, never a held value dropped

@@ -1,9 +1,10 @@
-"""Every private name of a dependency's server stack that ray-mcp uses: of the MCP SDK, and of uvicorn.
+"""Every private name of a dependency that ray-mcp uses: of the MCP SDK, uvicorn, and Ray.
 
-Tested with mcp 2.3.0 (pyproject.toml pins ``mcp>=2.3,<2.4``) and uvicorn 0.54.0. tests/test_sdk_private.py
-fails, naming the attribute, when one of the names below moves, and fails when any other module of ray-mcp uses
-a private name of mcp, mcp_types, uvicorn or h11. At the package root, as both server/ and guard/ use it. What
-each name is for, and why no public one does it:
+Tested with mcp 2.3.0 (pyproject.toml pins ``mcp>=2.3,<2.4``), uvicorn 0.54.0 and Ray 2.60.0 (pinned).
+tests/test_sdk_private.py fails, naming the attribute, when one of the names below moves, and fails when any
+other module of ray-mcp uses a private name of mcp, mcp_types, uvicorn, h11 or ray. At the package root, as
+server/, guard/, sources/ and answers/ use it; it imports Ray at module level, as sources/ do (see
+tests/test_parallel_first_calls.py). What each name is for, and why no public one does it:
 
 * ``MCPServer._lowlevel_server``, the low-level ``Server`` behind an MCPServer (whose ``add_request_handler``
   and ``run`` are public). MCPServer has no hook for the 2025 ``resources/subscribe`` and
@@ -26,12 +27,24 @@ each name is for, and why no public one does it:
   ``conn``, ``loop``, ``transport`` and ``logger`` attributes: uvicorn's ``Config`` has no timeout for request
   headers (``timeout_keep_alive`` stops once a byte of the next request arrives), and h11 keeps a connection
   that trickles a partial request forever (slowloris). ``h11.Connection.their_state`` is h11's public API.
+* Ray's ``ray._private.runtime_env.packaging._dir_travel`` and ``_get_excludes``: the walk Ray's packaging
+  makes of a ``working_dir`` (same excludes, ``.gitignore`` and ``.rayignore``), so that sources/uploads.py
+  checks exactly the files Ray will zip. Ray has no public walk.
+* Ray's ``ray._private.grpc_utils.init_grpc_channel``, ``ray._private.authentication.authentication_utils
+  .is_token_auth_enabled`` and ``ray._common.tls_utils.load_certs_from_env``: a GCS channel with Ray's own TLS
+  (RAY_USE_TLS) and token settings (sources/gcs.py). Ray's public API reaches the GCS only through
+  ``ray.init``, which joins the cluster as a driver.
+* Ray's ``JobSubmissionClient._do_request``: every request of the Job SDK, overridden by ``job_client`` to
+  send through the cluster's own HTTP client (exactly this cluster's headers, a timeout on every request).
+  The SDK's public constructor sends with ``requests``: no timeout, and in token mode this process's token
+  to every cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.connection import Connection
@@ -40,6 +53,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from ray._common.tls_utils import load_certs_from_env
+from ray._private.authentication import authentication_utils
+from ray._private.grpc_utils import init_grpc_channel
+from ray._private.runtime_env.packaging import _dir_travel, _get_excludes
+from ray.job_submission import JobSubmissionClient
 
 SessionT = TypeVar("SessionT", bound=ServerSession)
 
@@ -114,3 +132,51 @@ def bounded_h11_protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
                 self.transport.close()
 
     return BoundedH11Protocol
+
+
+# -- Ray ----------------------------------------------------------------------------------------------------
+
+
+def walk_like_ray_packaging(
+    top: Path, excludes: list[str], check: Callable[[Path], None], *, include_gitignore: bool, logger: Any
+) -> None:
+    """Call ``check`` on every path Ray's packaging would zip under ``top`` (its excludes and ignore files)."""
+    _dir_travel(
+        top, [_get_excludes(top, excludes)], check, include_gitignore=include_gitignore, logger=logger
+    )
+
+
+def ray_grpc_channel(address: str) -> Any:
+    """Ray's own synchronous gRPC channel to ``address``: Ray's TLS and, in token mode, this process's token."""
+    return init_grpc_channel(address, asynchronous=False)
+
+
+def ray_token_auth_enabled() -> bool:
+    """Whether this process's Ray runs in token mode (RAY_AUTH_MODE=token)."""
+    return bool(authentication_utils.is_token_auth_enabled())
+
+
+def ray_tls_certs() -> tuple[bytes | None, bytes | None, bytes | None]:
+    """Ray's TLS certificate chain, private key and CA, as RAY_USE_TLS's environment names them."""
+    chain, key, ca = load_certs_from_env()
+    return chain, key, ca
+
+
+class SendingJobSubmissionClient(JobSubmissionClient):
+    """Ray's JobSubmissionClient whose every request (the version check its constructor makes included) is
+    ``send(method, endpoint, data, json_data)``, returning what the SDK reads of a ``requests`` response
+    (status_code, text, json(), raise_for_status())."""
+
+    def __init__(self, address: str, send: Callable[[str, str, bytes | None, Any], Any]) -> None:
+        self.ray_mcp_send = send  # before super().__init__, whose version check is a request
+        super().__init__(address)
+
+    def _do_request(
+        self, method: str, endpoint: str, *, data: bytes | None = None, json_data: Any = None, **_: Any
+    ) -> Any:
+        return self.ray_mcp_send(method, endpoint, data, json_data)
+
+
+def job_client(address: str, send: Callable[[str, str, bytes | None, Any], Any]) -> JobSubmissionClient:
+    """Ray's JobSubmissionClient for ``address``, sending every request through ``send``."""
+    return SendingJobSubmissionClient(address, send)

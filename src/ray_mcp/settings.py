@@ -13,14 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ray_mcp.addresses import ADDRESS_FORMS  # what --address may be: one row per form
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGISTRY_MIB
 
-# What --address may be (cluster.parse_address reads each form).
-ADDRESS_FORMS = (
-    "a dashboard URL http://host:8265, a Ray Client address ray://host:10001, a GCS address host:6379, "
-    "a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name, "
-    "or a History Server record history+http://host:port/namespace/kind/name[/session]"
-)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 

@@ -10,6 +10,7 @@ import anyio
 from ray_mcp import models
 from ray_mcp.errors import NotFound
 from ray_mcp.shaping.actors import actor_from_state, actor_summary_from_rows, build_actor_list
+from ray_mcp.sources import scope
 from ray_mcp.sources.dashboard import Dashboard
 from ray_mcp.sources.gcs import Gcs
 from ray_mcp.sources.ids import check_id
@@ -46,6 +47,7 @@ class Actors:
         with anyio.move_on_after(KILL_WAIT_S):
             while after == actor.state:
                 await anyio.sleep(0.25)
+                scope.fresh()  # each round reads the actor again
                 after = (await self.get(actor.actor_id)).state
         done = "is now" if after != actor.state else "was killed; Ray still reports it"
         return models.ActorKill(
@@ -57,7 +59,7 @@ class Actors:
             message=f"Actor {actor.actor_id} ({actor.class_name}) {done} {after}.",
         )
 
-    async def list(
+    async def page(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.ActorList:
         # detail=1 always: restarts and the death cause are detail columns in Ray's schema. Only `limit` rows come.

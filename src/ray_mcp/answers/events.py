@@ -3,7 +3,6 @@ kills, worker crashes, autoscaler decisions, job status), as the dashboard keeps
 
 from __future__ import annotations
 
-import builtins
 import datetime
 import re
 from typing import Any
@@ -72,7 +71,7 @@ class Events:
         rows.sort(key=lambda r: r["timestamp"])
         return rows
 
-    async def list(
+    async def page(
         self,
         *,
         severity: str | None,
@@ -106,7 +105,7 @@ class Events:
         details = await self.jobs.details(job)
         return details.get("job_id") or None, str(details.get("submission_id") or job)
 
-    async def autoscaler_decisions(self, notes: builtins.list[str]) -> builtins.list[str]:
+    async def autoscaler_decisions(self, notes: list[str]) -> list[str]:
         """The autoscaler's recent events (launches, removals, failures), newest first; unread: a note."""
         try:
             rows = await self.rows(notes, "AUTOSCALER")

@@ -18,9 +18,8 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import httpx
-from ray.job_submission import JobSubmissionClient
 
-from ray_mcp import models
+from ray_mcp import models, sdk_private
 from ray_mcp.errors import (
     DashboardTimeout,
     InvalidArgument,
@@ -34,6 +33,7 @@ from ray_mcp.guard.redaction import hold_job
 from ray_mcp.limits import LINE_CHARS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
+from ray_mcp.sources import scope
 from ray_mcp.sources.dashboard import Dashboard, ProgressFn
 from ray_mcp.sources.ids import check_job_ref, job_path
 from ray_mcp.sources.runtime_env import check_runtime_env, validate_with_ray
@@ -69,9 +69,7 @@ class Jobs:
         """Ray's JobSubmissionClient for this cluster, created once (its constructor checks the version)."""
         async with self._sdk_lock:
             if self._sdk is None:
-                make = functools.partial(
-                    BoundedJobSubmissionClient, self.client.dashboard_url, send=self._sdk_send
-                )
+                make = functools.partial(sdk_private.job_client, self.client.dashboard_url, self._sdk_send)
                 self._sdk = await self._in_thread(make, what="connecting to the Jobs API")
         return self._sdk
 
@@ -80,9 +78,12 @@ class Jobs:
         event loop. Reads get the dashboard timeout; a POST or PUT (a submission, an upload) may wait for the
         job server longer. Ray's client sends without any timeout, and with its own headers and TLS."""
         c = self.client
-        read = c.timeout_s if method.upper() == "GET" else max(c.timeout_s, UPLOAD_READ_TIMEOUT_S)
+        write = method.upper() != "GET"
+        read = max(c.timeout_s, UPLOAD_READ_TIMEOUT_S) if write else c.timeout_s
 
         async def send() -> httpx.Response:
+            if write:  # what the call reads after a submission or an upload is read again
+                scope.fresh()
             with dashboard_errors(c.dashboard_url, f"{method} {endpoint} of the Jobs API", read):
                 return await c.http.request(
                     method,
@@ -97,7 +98,7 @@ class Jobs:
 
     async def _in_thread(self, fn: Callable[[], Any], *, what: str, timeout_s: float | None = None) -> Any:
         """Run one blocking Ray client call off the event loop, bounded in time, with its errors mapped."""
-        # Each request of the Job SDK has the dashboard timeout (BoundedJobSubmissionClient); this is the backstop.
+        # Each request of the Job SDK has the dashboard timeout (sdk_private.job_client); this is the backstop.
         limit = timeout_s or self.client.timeout_s + JOB_SDK_SLACK_S
         with job_sdk_errors(self.client.dashboard_url, what):
             try:
@@ -226,6 +227,7 @@ class Jobs:
                 if details.get("status") in models.TERMINAL_JOB_STATUSES:
                     break
                 await anyio.sleep(poll_s if time.monotonic() - started < 30 else 2 * poll_s)
+                scope.fresh()  # each round reads the job and its log again
                 details = await self.details(job)
         info = job_info(details, time.time())
         finished = info.status in models.TERMINAL_JOB_STATUSES
@@ -257,6 +259,7 @@ class Jobs:
         return truncate_text(lines[-1], LINE_CHARS) if lines else None
 
     async def stop(self, job: str) -> models.JobChange:
+        scope.fresh()  # the job as it is now (a confirmation may have waited)
         info = await self.get(job)
         ident = info.submission_id or job
         if info.status in models.TERMINAL_JOB_STATUSES:
@@ -309,6 +312,7 @@ class Jobs:
 
     async def delete(self, job: str, *, instance: str | None = None) -> models.JobChange:
         """Delete an ended job; with ``instance``, only if it is still that instance (the one confirmed)."""
+        scope.fresh()  # the job as it is now, not as the confirmation read it
         info, now = await self.deletable(job)
         sid = str(info.submission_id)
         if instance is not None and now != instance:
@@ -333,7 +337,7 @@ class Jobs:
         )
         return models.JobChange(job=sid, action="delete", done=bool(deleted), status=None, message=message)
 
-    async def list(
+    async def page(
         self, *, statuses: list[str] | None, entrypoint_contains: str | None, limit: int
     ) -> models.JobList:
         return job_list(
@@ -358,20 +362,3 @@ class SdkResponse:
     def raise_for_status(self) -> None:
         if self.status_code >= 400:  # the SDK's own failure text, which errors.job_sdk_errors reads
             raise RuntimeError(f"Request failed with status code {self.status_code}: {self.text}.")
-
-
-class BoundedJobSubmissionClient(JobSubmissionClient):
-    """Ray's JobSubmissionClient, its requests sent by ``send`` (Jobs._sdk_send): the cluster's own HTTP client,
-    with exactly this cluster's headers and a timeout on every request. Ray's client would send with
-    ``requests``: no timeout (a dashboard that accepts and never answers would hold a worker thread forever),
-    in token mode this process's own token to every cluster, and none of a Kubernetes proxy's credentials.
-    """
-
-    def __init__(self, address: str, *, send: Callable[[str, str, bytes | None, Any], SdkResponse]) -> None:
-        self._ray_mcp_send = send  # set before super().__init__, whose version check is a request
-        super().__init__(address)
-
-    def _do_request(
-        self, method: str, endpoint: str, *, data: bytes | None = None, json_data: Any = None, **_: Any
-    ) -> Any:
-        return self._ray_mcp_send(method, endpoint, data, json_data)

@@ -378,19 +378,14 @@ class Logs:
             return self._log_dirs[node_id]
         if not re.fullmatch(r"[0-9a-f]{56}", node_id):
             return None
-
-        async def read() -> LogDir | None:
-            try:
-                data = await self.client.get_data(node_path(node_id), what=f"the details of node {node_id}")
-                raylet = dict((data.get("detail") or {}).get("raylet") or {})
-            except (RayMCPError, AttributeError, TypeError, ValueError):
-                return None  # not remembered: the next call asks again
-            where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
-            self._log_dirs[node_id] = where
-            return where
-
-        found: LogDir | None = await self.client.shared(f"logs dir of node {node_id}", read)
-        return found
+        try:
+            data = await self.client.get_data(node_path(node_id), what=f"the details of node {node_id}")
+            raylet = dict((data.get("detail") or {}).get("raylet") or {})
+        except (RayMCPError, AttributeError, TypeError, ValueError):
+            return None  # not remembered: the next call asks again
+        where = await anyio.to_thread.run_sync(node_logs_dir, raylet)
+        self._log_dirs[node_id] = where
+        return where
 
     async def _grep(
         self,

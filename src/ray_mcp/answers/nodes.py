@@ -76,14 +76,14 @@ class Nodes:
             )
             return {}
         try:
-            data = await self.client.shared("node summary", self.summary)
+            data = await self.summary()
         except RayMCPError as exc:
             notes.append(f"Host CPU, memory and GPU use unknown: {str(exc).split('. ')[0]}.")
             return {}
         return summary_by_node(data)
 
     async def summary(self) -> Any:
-        """The dashboard's per-node summary (host use, raylet and store stats); concurrent askers share it."""
+        """The dashboard's per-node summary (host use, raylet and store stats); read once per call."""
         return await self.client.get_data(
             "/nodes", what="the node summary (/nodes?view=summary)", params={"view": "summary"}
         )
@@ -106,7 +106,7 @@ class Nodes:
         usage = {nid: uncamel_resources(u, known) for nid, u in (load.get("usageByNode") or {}).items()}
         return nodes, node_capacities(nodes, usage)
 
-    async def list(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
+    async def page(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
         nodes, capacities = await self.capacities(notes)
         summary = await self._host_usage(notes, nodes)
         if state:

@@ -39,7 +39,7 @@ class Objects:
 
     async def _summary(self, notes: list[str]) -> dict[str, Any]:
         try:
-            data = await self.client.shared("node summary", self.nodes.summary)
+            data = await self.nodes.summary()
         except RayMCPError as exc:
             notes.append(f"Store use and spilling per node unknown: {str(exc).split('. ')[0]}.")
             return {}

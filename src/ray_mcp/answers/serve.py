@@ -26,6 +26,7 @@ from ray_mcp.shaping.serve import (
     failing_deployments,
     merge_serve_config,
 )
+from ray_mcp.sources import scope
 from ray_mcp.sources.dashboard import Dashboard
 from ray_mcp.text import head_text
 
@@ -139,8 +140,10 @@ class Serve:
         """PUT a whole Serve config. (Never DELETE /api/serve/applications/: that shuts all of Serve down.)"""
         what = "the Serve deploy (PUT /api/serve/applications/)"
         timeout_s = max(self.client.timeout_s, SERVE_PUT_TIMEOUT_S)
+        scope.fresh()  # a write: what the call reads after it is read again
         with dashboard_errors(self.client.dashboard_url, what, timeout_s):
             response = await self.client.http.put("/api/serve/applications/", json=config, timeout=timeout_s)
+            scope.fresh()
             if response.status_code != 400:
                 response.raise_for_status()
         if response.status_code == 400:  # the dashboard checks the config against Ray's schema first
@@ -150,6 +153,7 @@ class Serve:
 
     async def deploy(self, config: dict[str, Any], *, replace: bool) -> models.ServeChange:
         validated = validate_serve_config(config)
+        scope.fresh()  # the config merged into is the one Serve runs now (a confirmation may have waited)
         current = await self.details()
         new_names = [a.get("name", "default") for a in validated.get("applications") or []]
         current_apps = [] if replace else declared_serve_apps(current, dropping=new_names)
@@ -160,6 +164,7 @@ class Serve:
         return models.ServeChange(action="deployed", applications=names, status=status)
 
     async def delete_app(self, app: str) -> models.ServeChange:
+        scope.fresh()  # the apps as they are now (a confirmation may have waited)
         current = await self.details()
         if app not in details_apps(current):
             names = ", ".join(sorted(details_apps(current))) or "none"

@@ -85,7 +85,7 @@ class Tasks:
         counts, samples, _notes = await self._failed_errors(filters=filters)
         return group_by_error_type(counts, samples)
 
-    async def list(
+    async def page(
         self, *, filters: list[Filter], limit: int, detail: bool, notes: list[str]
     ) -> models.TaskList:
         total, matched, rows, ray_notes = await self.client.state_page(

@@ -1,5 +1,5 @@
 """Bounds on a tool result's structured content: cut long strings, maps and lists until it fits (re-exported
-by redaction.py)."""
+by guard/redaction/)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The output choke point: every tool result, resource, prompt, notification and protocol error passes through
-SafetyMiddleware, which redacts it (redaction.py), bounds its structured content, and audits write and
+SafetyMiddleware, which redacts it (redaction/), bounds its structured content, and audits write and
 destructive calls (audit.py).
 
 Anyone who reaches a Ray dashboard can run code on the cluster: ray-mcp must not widen that door."""

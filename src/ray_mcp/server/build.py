@@ -46,6 +46,7 @@ from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.sources.scope import read_scope
 
 log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
@@ -264,6 +265,15 @@ class HistoryNotice(ServerMiddleware[Any]):
         return {**data, "content": [{"type": "text", "text": history.notice()}, *data["content"]]}
 
 
+class ReadScopes(ServerMiddleware[Any]):
+    """Each request reads through a scope of its own (sources/scope.py): within one tool call, resources/read
+    or prompts/get, each distinct read is made once and shared. (A live job's poller opens one per poll.)"""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        with read_scope():
+            return await call_next(ctx)
+
+
 class ClusterSelection(ServerMiddleware[Any]):
     """The one place that selects the cluster a tools/call names, for the whole call.
 
@@ -340,6 +350,7 @@ def build_server(
         cache_hints=cache_hints.LISTS,
         request_state_security=RequestStateSecurity(keys=[replica_key]) if replica_key else None,
         middleware=[
+            ReadScopes(),
             cache_hints.ReadCacheHints(),
             ErrorPageLinks(),
             CaseInsensitiveChoices(input_schemas),

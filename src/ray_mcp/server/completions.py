@@ -33,12 +33,12 @@ log = logging.getLogger("ray_mcp.server")
 
 
 async def _jobs(api: RayAPI) -> list[str]:
-    jobs = (await api.jobs.list(statuses=None, entrypoint_contains=None, limit=COMPLETION_READ)).jobs
+    jobs = (await api.jobs.page(statuses=None, entrypoint_contains=None, limit=COMPLETION_READ)).jobs
     return [j.submission_id for j in jobs if j.submission_id]
 
 
 async def _actors(api: RayAPI) -> list[str]:
-    actors = (await api.actors.list(filters=[], limit=COMPLETION_READ, detail=False, notes=[])).actors
+    actors = (await api.actors.page(filters=[], limit=COMPLETION_READ, detail=False, notes=[])).actors
     return [*(a.name for a in actors if a.name), *(a.actor_id for a in actors)]
 
 

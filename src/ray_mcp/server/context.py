@@ -14,6 +14,7 @@ from contextvars import ContextVar
 import httpx
 from mcp.server.mcpserver import Context
 
+from ray_mcp.addresses import AddressForm, form_of
 from ray_mcp.answers import RayAPI
 from ray_mcp.cluster import ClusterManager, Resolved
 from ray_mcp.errors import InvalidArgument
@@ -24,7 +25,6 @@ from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 from ray_mcp.sources.dashboard import http_verify
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
-from ray_mcp.sources.history import SCHEME as HISTORY_SCHEME
 from ray_mcp.sources.history import HistoryTransport
 from ray_mcp.sources.kubernetes import PROXY_NO_GCS, RayTarget
 
@@ -62,6 +62,9 @@ class Connection:
         self.history: HistoryTransport | None = None  # a history+ address: the record's transport
         self._building: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        # The address table's row of this cluster's address (None: no address, or one that cannot be read:
+        # the first call says why).
+        self.form: AddressForm | None = form_of(settings.address)
 
     async def api(self) -> RayAPI:
         resolved = await self.cluster.resolved()
@@ -198,9 +201,8 @@ class App:
     def reads_history(self) -> bool:
         """Does the current call's cluster have a history+ address (known before it is resolved)?"""
         connection = self.connections.get(CURRENT_CLUSTER.get() or self.default_cluster)
-        return connection is not None and (connection.settings.address or "").strip().startswith(
-            HISTORY_SCHEME
-        )
+        form = connection.form if connection is not None else None
+        return form is not None and form.record
 
     async def kube(self) -> RayTarget:
         """The KubeRay object of the cluster the current call names (else the default)."""
@@ -215,7 +217,8 @@ class App:
         """The KubeRay object of the current call's cluster when it was given as k8s://, else None."""
         name = CURRENT_CLUSTER.get() or self.default_cluster
         connection = self.connections.get(name)
-        if connection is None or not (connection.settings.address or "").strip().startswith("k8s://"):
+        form = connection.form if connection is not None else None
+        if connection is None or form is None or not form.kubernetes:
             return None
         return await connection.kube()
 
@@ -223,7 +226,7 @@ class App:
     def kubernetes(self) -> bool:
         """Are the Kubernetes tools offered: a k8s:// address configured, or --kubernetes-tools."""
         return self.settings.kubernetes_tools or any(
-            (c.settings.address or "").strip().startswith("k8s://") for c in self.connections.values()
+            c.form is not None and c.form.kubernetes for c in self.connections.values()
         )
 
     def known_dashboard_url(self, name: str) -> str | None:

@@ -50,6 +50,7 @@ from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS, WATCHES_PER_SESSION
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.icons import RAY_ICONS
+from ray_mcp.sources.scope import read_scope
 
 if TYPE_CHECKING:
     from ray_mcp.server.build import RayMCPServer
@@ -222,7 +223,8 @@ class JobWatchers:
         """The job's status; NOT_FOUND once it is gone; None when it cannot be read right now."""
         try:
             api = await self._app.api()
-            return (await api.jobs.get(job)).status
+            with read_scope():  # each poll reads the job afresh (not through the subscribe call's scope)
+                return (await api.jobs.get(job)).status
         except NotFound:
             return "NOT_FOUND"
         except RayMCPError as exc:

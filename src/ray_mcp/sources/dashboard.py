@@ -28,6 +28,7 @@ from ray_mcp.errors import (
 from ray_mcp.guard.redaction import SECRETS, hold_job, job_owner
 from ray_mcp.limits import DASHBOARD_CONNECTIONS
 from ray_mcp.shaping.common import source_cap_note
+from ray_mcp.sources import scope
 from ray_mcp.sources.query import Filter, encode
 
 USER_AGENT = "ray-mcp"
@@ -67,13 +68,17 @@ class Dashboard:
         self._jobs_secrets_lock = asyncio.Lock()
         self._jobs_learned_at = -1e9
         self._jobs_checked: dict[str, float] = {}
-        self._in_flight: dict[str, asyncio.Future[Any]] = {}  # shared(): one read for concurrent askers
 
     async def aclose(self) -> None:
         await self.http.aclose()
 
     async def get_json(self, path: str, *, what: str, params: Params = None) -> Any:
-        """GET a dashboard endpoint and return its decoded JSON body."""
+        """GET a dashboard endpoint and return its decoded JSON body: once per call (sources/scope.py), so every
+        asker of the same path and query within one tool call shares one request, and its failure."""
+        key = ("GET", self.dashboard_url, path, _query_key(params))
+        return await scope.shared(key, lambda: self._get_json(path, what=what, params=params))
+
+    async def _get_json(self, path: str, *, what: str, params: Params) -> Any:
         with dashboard_errors(self.dashboard_url, what, self.timeout_s):
             response = await self.http.get(path, params=params)
             response.raise_for_status()
@@ -88,42 +93,23 @@ class Dashboard:
         not_found: str | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Any dashboard request answered in JSON; ``not_found`` is the message for an HTTP 404."""
+        """Any dashboard request answered in JSON; ``not_found`` is the message for an HTTP 404. A GET is shared
+        within the call like get_json's; any other method is a write, after which the call reads afresh."""
         timeout = timeout_s or self.timeout_s
-        with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
-            response = await self.http.request(method, path, timeout=timeout)
-            response.raise_for_status()
-            return decode_json(response.content)
 
-    async def shared(self, key: str, read: Callable[[], Awaitable[Any]]) -> Any:
-        """One read for every caller that asks while it is under way (the checks of one cluster_health ask
-        for the same tables concurrently); nothing is kept after it ends, so no answer is ever stale."""
-        running = self._in_flight.get(key)
-        if running is not None:
-            try:
-                return await asyncio.shield(running)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not running.cancelled() or (task is not None and task.cancelling()):
-                    raise  # this caller was cancelled, not the read it waited for
-            # the caller that made the read was cancelled: make our own
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._in_flight[key] = future
+        async def send() -> Any:
+            with dashboard_errors(self.dashboard_url, what, timeout, not_found=not_found):
+                response = await self.http.request(method, path, timeout=timeout)
+                response.raise_for_status()
+                return decode_json(response.content)
+
+        if method.upper() == "GET":
+            return await scope.shared(("GET", self.dashboard_url, path, ()), send)
+        scope.fresh()
         try:
-            result = await read()
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                future.cancel()
-            else:
-                future.set_exception(exc)
-                future.exception()  # retrieved: no "never retrieved" warning when nobody else waited
-            raise
-        else:
-            future.set_result(result)
-            return result
+            return await send()
         finally:
-            if self._in_flight.get(key) is future:
-                del self._in_flight[key]
+            scope.fresh()
 
     async def get_data(self, path: str, *, what: str, params: Params = None) -> Any:
         """GET an endpoint that answers in the dashboard's ``{"result", "msg", "data"}`` envelope."""
@@ -211,7 +197,7 @@ class Dashboard:
                 SECRETS.drop_owners_except(job_owner(self.dashboard_url, ""), alive, began)
             return dicts
 
-        rows: list[dict[str, Any]] = await self.shared("job_rows", read)
+        rows: list[dict[str, Any]] = await scope.shared(("jobs", self.dashboard_url), read)
         return rows
 
     async def state_page(
@@ -275,7 +261,16 @@ class Dashboard:
     async def fetch_log(
         self, media: str, params: Mapping[str, str], *, what: str, hint: str, keep: int
     ) -> tuple[bytes, int]:
-        """Read a log response, keeping only its last ``keep`` bytes. Returns (kept bytes, total bytes)."""
+        """Read a log response, keeping only its last ``keep`` bytes. Returns (kept bytes, total bytes); once
+        per call, like every GET."""
+        key = ("LOG", self.dashboard_url, media, _query_key(params), keep)
+        return await scope.shared(
+            key, lambda: self._fetch_log(media, params, what=what, hint=hint, keep=keep)
+        )
+
+    async def _fetch_log(
+        self, media: str, params: Mapping[str, str], *, what: str, hint: str, keep: int
+    ) -> tuple[bytes, int]:
         buf = bytearray()
         total = 0
         async with self.log_stream(
@@ -294,6 +289,11 @@ class Dashboard:
     def authorization(self) -> str | None:
         """This cluster's own Authorization (settings.dashboard_request_headers), never the process's token."""
         return next((v for k, v in self.headers.items() if k.lower() == "authorization"), None)
+
+
+def _query_key(params: Params) -> tuple[tuple[str, str], ...]:
+    """A query's parameters in one order, so that two askers of the same read share it."""
+    return tuple(sorted(httpx.QueryParams(params).multi_items())) if params else ()
 
 
 def http_verify(dashboard_url: str, verify: bool | str) -> Any:

@@ -5,7 +5,7 @@ Everything else is read through the dashboard, because often it is all a user ca
 address), placement groups' strategies, each actor's owner worker and assigned resource ids (job_topology),
 how many task attempts the GCS stores, and killing an actor (the dashboard has no route for it).
 
-Channels come from Ray's own ``init_grpc_channel``, which adds TLS (RAY_USE_TLS) and token authentication when
+Channels come from Ray's own ``init_grpc_channel`` (sdk_private.ray_grpc_channel), which adds TLS (RAY_USE_TLS) and token authentication when
 the cluster uses them. Each call blocks: ``Gcs`` runs it in a worker thread.
 """
 
@@ -18,19 +18,18 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 import grpc
-from ray._common.tls_utils import load_certs_from_env
-from ray._private.authentication import authentication_utils
-from ray._private.grpc_utils import init_grpc_channel
 from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
 
+from ray_mcp import sdk_private
 from ray_mcp.errors import ClusterUnavailable, RayRequestFailed, gcs_errors
+from ray_mcp.sources import scope
 
 RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
 GCS_RETRY_S = 60.0  # a dashboard whose GCS was not found: how long before it is looked up again
@@ -51,16 +50,16 @@ def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> A
     the same TLS (RAY_USE_TLS). ``RAY_DEFAULT`` keeps Ray's behaviour (doctor's check of a configured address).
     """
     if authorization == RAY_DEFAULT:
-        return init_grpc_channel(gcs_address, asynchronous=False)
-    if authentication_utils.is_token_auth_enabled():
+        return sdk_private.ray_grpc_channel(gcs_address)
+    if sdk_private.ray_token_auth_enabled():
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
-            chain, key, ca = load_certs_from_env()
+            chain, key, ca = sdk_private.ray_tls_certs()
             tls = grpc.ssl_channel_credentials(certificate_chain=chain, private_key=key, root_certificates=ca)
             channel = grpc.secure_channel(gcs_address, tls)
         else:
             channel = grpc.insecure_channel(gcs_address)
     else:
-        channel = init_grpc_channel(gcs_address, asynchronous=False)
+        channel = sdk_private.ray_grpc_channel(gcs_address)
     if authorization:
         channel = grpc.intercept_channel(channel, _AddMetadata(("authorization", authorization)))
     return channel
@@ -248,8 +247,19 @@ class Gcs:
             self._channel.close()
             self._channel = None
 
-    async def call(self, what: str, read: Callable[[Any], T]) -> T:
-        """``read(channel)`` in a worker thread, its failures mapped onto our errors."""
+    async def call(self, what: str, read: Callable[[Any], T], *, key: Hashable | None = None) -> T:
+        """``read(channel)`` in a worker thread, its failures mapped onto our errors. A read (``key`` names it)
+        is made once per call (sources/scope.py); a call without a key is a write, after which the call reads
+        afresh."""
+        if key is not None:
+            return await scope.shared(("GCS", self.dashboard_url, key), lambda: self._in_thread(what, read))
+        scope.fresh()
+        try:
+            return await self._in_thread(what, read)
+        finally:
+            scope.fresh()
+
+    async def _in_thread(self, what: str, read: Callable[[Any], T]) -> T:
         return await anyio.to_thread.run_sync(self._call, what, read)
 
     async def connect(self) -> None:
@@ -314,7 +324,7 @@ class Gcs:
                 for d in reply.placement_group_table_data
             ]
 
-        return await self.call("the placement group table", read)
+        return await self.call("the placement group table", read, key="placement_group_table")
 
     async def job_actors(self, job_id: str, *, limit: int) -> list[dict[str, Any]]:
         """One job's actors from the GCS actor table: who owns each (the worker that created it), its worker,
@@ -343,7 +353,7 @@ class Gcs:
                 for a in reply.actor_table_data
             ]
 
-        return await self.call(f"the actor table of job {job_id}", read)
+        return await self.call(f"the actor table of job {job_id}", read, key=("job_actors", job_id, limit))
 
     async def stored_task_count(self) -> int:
         """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does
@@ -354,7 +364,7 @@ class Gcs:
             request = gcs_service_pb2.GetTaskEventsRequest(limit=1)  # type: ignore[attr-defined]
             return int(stub.GetTaskEvents(request, timeout=self.timeout_s).num_total_stored)
 
-        return await self.call("the task count", read)
+        return await self.call("the task count", read, key="stored_task_count")
 
     async def kill_actor(self, actor_id: str, *, no_restart: bool) -> None:
         """Force-kill an actor (KillActorViaGcs): what ray.kill does, without a driver."""

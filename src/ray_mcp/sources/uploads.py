@@ -26,8 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ray._private.runtime_env.packaging import _dir_travel, _get_excludes
-
+from ray_mcp import sdk_private
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import MAX_UPLOAD_ENTRIES
 
@@ -35,7 +34,7 @@ from ray_mcp.limits import MAX_UPLOAD_ENTRIES
 IGNORE_GITIGNORE_ENV = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
 UPLOAD_ROOT_HINT = "--upload-root DIR (repeatable; env RAY_MCP_UPLOAD_ROOTS)"
 
-# Ray's _dir_travel logs "Issue with path" at ERROR before re-raising our refusal: keep that off stderr.
+# Ray's walk logs "Issue with path" at ERROR before re-raising our refusal: keep that off stderr.
 _RAY_WALK_LOG = logging.getLogger("ray_mcp.uploads.walk")
 _RAY_WALK_LOG.propagate = False
 _RAY_WALK_LOG.addHandler(logging.NullHandler())
@@ -174,6 +173,6 @@ def _travel(top: Path, excludes: list[str], check: Callable[[Path], None]) -> No
     """Walk ``top`` exactly as Ray's packaging does (same excludes and ignore files), calling ``check``."""
 
     include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
-    _dir_travel(
-        top, [_get_excludes(top, excludes)], check, include_gitignore=include_gitignore, logger=_RAY_WALK_LOG
+    sdk_private.walk_like_ray_packaging(
+        top, excludes, check, include_gitignore=include_gitignore, logger=_RAY_WALK_LOG
     )

@@ -52,7 +52,7 @@ async def list_actors(
         node_id=node_id,
         placement_group_id=placement_group,
     )
-    page = await api.actors.list(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+    page = await api.actors.page(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_actor_list, "actors", "actors"))
 
 

@@ -23,7 +23,7 @@ async def list_events(
     limit: Annotated[int, Field(ge=EVENTS_SHOWN.low, le=EVENTS_SHOWN.high)] = EVENTS_SHOWN.default,
 ) -> Annotated[CallToolResult, EventList]:
     """Cluster events (node deaths, OOM kills, autoscaler, jobs), newest first, repeats counted."""
-    events = await api.events.list(
+    events = await api.events.page(
         severity=severity,
         source=source.upper() if source else None,
         node=node,

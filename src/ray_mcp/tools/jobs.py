@@ -107,7 +107,7 @@ async def list_jobs(
 ) -> Annotated[CallToolResult, JobList]:
     """Jobs, newest first: status, entrypoint, start, duration, error type."""
     statuses = [str(s) for s in status] if status else None
-    result = await api.jobs.list(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
+    result = await api.jobs.page(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
     ids = [j.submission_id for j in result.jobs if j.submission_id][:LINKED_JOBS]
     links = {sid: job_link(sid) for sid in ids}
     # the links come after the text: the list leaves room for them

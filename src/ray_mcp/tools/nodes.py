@@ -22,7 +22,7 @@ async def list_nodes(
 ) -> Annotated[CallToolResult, NodeList]:
     """Nodes: alive or dead (and why), head or worker, resources total and free, host use, labels."""
     limit, note = clamp_limit(limit, what="nodes")
-    page = await api.nodes.list(state=state, limit=limit, notes=[note] if note else [])
+    page = await api.nodes.page(state=state, limit=limit, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_node_list, "nodes", "nodes"))
 
 

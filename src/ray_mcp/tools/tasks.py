@@ -65,7 +65,7 @@ async def list_tasks(
     """Individual tasks and actor calls: state, job, actor, node, error. For counts, summarize_tasks."""
     limit, note = clamp_limit(limit, what="tasks")
     filters = await task_filters(api, state, name, job, actor_id, error_type)
-    page = await api.tasks.list(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
+    page = await api.tasks.page(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_task_list, "tasks", "tasks"))
 
 

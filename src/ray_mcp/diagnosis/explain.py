@@ -11,29 +11,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ray_mcp.diagnosis import hang
-from ray_mcp.diagnosis.facts import CONTEXT, INFO, ROOT, STUCK, Chain, Edge, Kind, Say, said
+from ray_mcp.diagnosis.facts import CONTEXT, INFO, Chain, Kind
 from ray_mcp.diagnosis.graph import Graph, GraphInputs, ago, ms_clock, names, num, span
 from ray_mcp.diagnosis.registry import On, rules
 from ray_mcp.diagnosis.rules.driver import driver_chain
-from ray_mcp.diagnosis.rules.symptoms import ALSO, final_attempts, progress
-from ray_mcp.diagnosis.rules.waiting import driver_wait
+from ray_mcp.diagnosis.rules.progress import EXPLAINS_A_STALL
+from ray_mcp.diagnosis.rules.symptoms import ALSO
 from ray_mcp.limits import OTHER_JOBS_NAMED, VERDICT_BYTES
 from ray_mcp.text import fit_bytes
 
-# JOB rules of this order or above run after the driver's chain, a stall and progress are weighed (they refine).
+# JOB rules of this order or above run after the driver's exception is joined to the chain it came from: they
+# weigh what was found (a stall, progress, a memory kill of the driver) and refine it.
 LATE = 100
-
-HEALTHY = Say("healthy", Edge.WAITS_ON, said("healthy: its tasks are finishing ({progress})"))
-# Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
-EXPLAINS_A_STALL = (
-    Kind.CONTENTION,
-    Kind.INFEASIBLE,
-    Kind.DEADLOCK,
-    Kind.ENTRYPOINT_RESOURCES,
-    Kind.WAITING,
-    Kind.SERVE_LOOP,
-    Kind.DATA_STALL,
-)
 
 
 @dataclass(frozen=True)
@@ -105,9 +94,6 @@ def explain_job(ev: GraphInputs) -> tuple[Phrase, list[Chain], list[str]]:
             if not (c.subjects and c.subjects <= drv.subjects) and c.cause_key("nothing") != told
         ]
         chains.append(drv)
-    chains += stall(g, job_id, status, chains)
-    if status == "RUNNING" and job_id:
-        chains += progressing(g, chains)
     for r in rules(On.JOB):
         if r.order >= LATE:
             chains += r(g, job_id or None, status, chains)
@@ -116,56 +102,6 @@ def explain_job(ev: GraphInputs) -> tuple[Phrase, list[Chain], list[str]]:
             c.severity = min(c.severity, CONTEXT)
     chains.sort(key=lambda c: -c.severity)
     return job_status(ev), distinct(chains), other_jobs(g, job_id)
-
-
-def stall(g: Graph, job_id: str, status: str, chains: list[Chain]) -> list[Chain]:
-    """A RUNNING job that does not move: what its driver waits on (when nothing stuck is told yet), and the
-    stall itself (how long nothing moved, the stacks), ranked just below a chain that says why."""
-    out: list[Chain] = []
-    reading = hang.reading(g.ev)
-    if status == "RUNNING" and job_id and not any(c.severity >= STUCK - 12 for c in chains):
-        waiting = driver_wait(g, job_id)
-        if waiting is not None and not any(c.subjects & waiting.subjects for c in chains if c.subjects):
-            out.append(waiting)
-    if reading is not None:
-        job = g.ev.job or {}
-        stalled = hang.stall_chain(
-            reading, list(g.node_totals().values()), str(job.get("submission_id") or job_id)
-        )
-        explained = [
-            c.severity for c in [*chains, *out] if c.kind in EXPLAINS_A_STALL and c.severity > CONTEXT
-        ]
-        if stalled is not None and not any(c.kind is Kind.DEADLOCK for c in chains):
-            if explained:  # the chain that says why leads; the stall says for how long nothing moved
-                stalled.severity = min(stalled.severity, max(explained) - 1)
-            out.append(stalled)
-    return out
-
-
-def progressing(g: Graph, chains: Sequence[Chain]) -> list[Chain]:
-    """Progress beats a blocked-looking driver: while the job's tasks finish, a driver waiting in ray.get (or
-    work waiting for resources others use now) is how the job runs, not a fault. Say it is healthy first and
-    leave those waits as context; only a stall (hang.py) makes them the verdict."""
-    job = g.ev.job or {}
-    finished = [t for t in final_attempts(g, str(job.get("job_id"))) if t.get("state") == "FINISHED"]
-    newest = max((num(t.get("end_time_ms")) for t in finished), default=0.0)
-    if not newest or g.ev.now_ms - newest > hang.NO_PROGRESS_S * 1000:
-        return []
-    for c in chains:
-        if c.kind in (Kind.WAITING, Kind.CONTENTION, Kind.HANG, Kind.PENDING_DEMAND) and c.severity < ROOT:
-            c.severity = min(c.severity, CONTEXT - 1)
-    if any(c.severity > CONTEXT for c in chains):
-        return []  # something else is wrong: it leads, progress or not
-    return [
-        Chain(
-            CONTEXT,
-            Kind.PROGRESSING,
-            None,
-            [HEALTHY(progress=progress(g))],
-            [f"wait_for_job job={job.get('submission_id') or job.get('job_id')}"],
-            subjects={"progress"},
-        )
-    ]
 
 
 def distinct(chains: Sequence[Chain]) -> list[Chain]:

@@ -166,9 +166,17 @@ class Link:
     def key(self, masked: str = "ids") -> tuple[Any, ...]:
         """What makes two facts the same fact: the statement, its subject and its values; ``masked`` leaves out
         "ids" (the same cause of other work), "numbers" too (pids, counts, figures) or "nothing"."""
-        values = tuple(sorted((k, mask(repr(v), masked)) for k, v in self.values.items()))
+        values = tuple(sorted((k, _value_key(v, masked)) for k, v in self.values.items()))
         resources = mask(repr(sorted(self.resources.items())), masked)
         return self.say.name, mask(self.subject, masked), values, resources
+
+
+def _value_key(value: Any, masked: str) -> Any:
+    if isinstance(value, Link):
+        return value.key(masked)
+    if isinstance(value, list | tuple):
+        return tuple(_value_key(v, masked) for v in value)
+    return mask(repr(value), masked)
 
 
 _MASKS = {"ids": re.compile(r"[0-9a-f]{16,}"), "numbers": re.compile(r"[0-9a-f]{8,}|\d+(\.\d+)?")}
@@ -216,6 +224,17 @@ class Chain:
     def cause_key(self, masked: str = "ids") -> tuple[Any, ...]:
         """What makes two chains' causes the same cause (facts.Link.key of the links the cause is told from)."""
         return tuple(link.key(masked) for link in self.cause_links())
+
+    def alike_key(self) -> tuple[Any, ...]:
+        """What makes two chains the same failure of other work (ids and numbers apart): their kind, symptom
+        and cause; report.py merges their findings into one that counts them."""
+        what = self.what.key("numbers") if self.what is not None else ()
+        return (
+            self.kind,
+            what,
+            self.cause_key("numbers"),
+            tuple(link.key("numbers") for link in self.links[:-1]),
+        )
 
     @property
     def cause(self) -> str:

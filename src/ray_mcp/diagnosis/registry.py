@@ -159,3 +159,29 @@ def ended(on: On, *args: Any) -> list[Link]:
         if links:
             return list(links)
     return []
+
+
+TABLE_HEADER = [
+    "| family | rule | answers | kind | severity | what it states | evidence it reads |",
+    "|---|---|---|---|---|---|---|",
+]
+
+
+def table() -> list[str]:
+    """docs/diagnosis.md's rule table, from the registry (``python -m ray_mcp.diagnosis.registry``;
+    tests/test_diagnosis_registry.py checks the doc shows it)."""
+    discover()
+    rows = list(TABLE_HEADER)
+    for r in sorted(RULES.values(), key=lambda r: (r.family, list(On).index(r.on), r.order, r.name)):
+        kinds = ", ".join(f"`{k}`" for k in r.kinds)
+        severity = "the symptom's" if r.severity is None else str(r.severity)
+        said = r.states.replace("|", "\\|")
+        reads = ", ".join(r.reads)
+        rows.append(f"| {r.family} | `{r.name}` | {r.on} | {kinds} | {severity} | {said} | {reads} |")
+    return rows
+
+
+if __name__ == "__main__":  # the rules register in the module imported by its name, not in __main__
+    from ray_mcp.diagnosis import registry
+
+    print("\n".join(registry.table()))

@@ -45,7 +45,7 @@ def to_finding(c: Chain) -> models.Finding:
     kind = Kind.DRIVER_EXCEPTION if c.kind is Kind.RAISED and len(c.links) == 1 else c.kind
     driver = c.what is None and len(c.links) > 1 and c.links[0].say is DRIVER_RAISED
     title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
-    return models.Finding(
+    finding = models.Finding(
         severity=c.severity,
         kind=str(kind),
         title=one_line(title, FINDING_TITLE_CHARS),
@@ -53,6 +53,8 @@ def to_finding(c: Chain) -> models.Finding:
         next_steps=c.next_steps[:NEXT_STEPS],
         refs=registry.refs(kind)[:NEXT_STEPS],
     )
+    finding._alike = repr(c.alike_key())
+    return finding
 
 
 def job_report(

@@ -93,7 +93,7 @@ class Raised:
     job_id: str
     chains: Sequence[Chain]
     link: Link  # "the driver raised …"
-    text: str  # the traceback and the remote lines after it
+    traceback: str  # Ray's words: the traceback and the remote lines after it
     lines: Sequence[str]  # the driver's log tail
     tb: tracebacks.Traceback
     inner_type: str
@@ -169,7 +169,7 @@ def _chain_of(d: Raised, name: str) -> Chain | None:
 def remote_raise(d: Raised) -> Chain | None:
     """Where it was first raised: the innermost "ray::f() (pid=…)" of a task or actor method, joined to that
     work's chain; Ray's own error (an actor or owner that died) inside it came from a call it made."""
-    remote = first_raise(d.text)
+    remote = first_raise(d.traceback)
     c = _chain_of(d, remote["name"]) if remote else None
     if c is None:
         return None
@@ -193,7 +193,7 @@ def serve(d: Raised) -> Chain | None:
     constructor)."""
     from ray_mcp.diagnosis.rules.serve import serve_failure
 
-    links = serve_failure(d.g, d.text)
+    links = serve_failure(d.g, d.traceback)
     return d.chain(Kind.SERVE, links, ["serve_status"]) if links else None
 
 
@@ -202,10 +202,10 @@ def owner(d: Raised) -> Chain | None:
     """An object whose owner died: the owner and why it ended (the owner's id is on the lines after the
     exception line when the message spans several)."""
     owned = (
-        d.text
-        if parse_owner(d.text)
+        d.traceback
+        if parse_owner(d.traceback)
         else "\n".join(d.lines[-OWNER_SEARCH_LINES:])
-        if "OwnerDiedError" in d.text
+        if "OwnerDiedError" in d.traceback
         else ""
     )
     return d.chain(Kind.OWNER_DIED, owner_chain(d.g, owned)) if parse_owner(owned) else None
@@ -215,19 +215,19 @@ def owner(d: Raised) -> Chain | None:
 def named(d: Raised) -> Chain | None:
     """A named actor that is not where it was looked up (another namespace, DEAD, never created), or a name
     already taken (who holds it, often a detached actor an earlier job left)."""
-    m = LOOKUP_FAILED.search(d.text)
+    m = LOOKUP_FAILED.search(d.traceback)
     if m:
         return d.chain(Kind.NAMED_ACTOR, named_actor(d.g, m["name"]))
-    m = NAME_TAKEN.search(d.text)
+    m = NAME_TAKEN.search(d.traceback)
     return d.chain(Kind.NAMED_ACTOR, name_holder(d.g, m["name"])) if m else None
 
 
 @rule(On.DRIVER, Kind.RAISED, order=60, reads=("driver_lines", "actors"))
 def dead_actor(d: Raised) -> Chain | None:
     """An ActorDiedError (and kin) that names its actor: that actor's chain, or how it ended."""
-    if not ACTOR_ERROR.search(d.text):
+    if not ACTOR_ERROR.search(d.traceback):
         return None
-    for aid in actor_ids(d.text):
+    for aid in actor_ids(d.traceback):
         explained = next((c for c in d.chains if f"actor:{aid}" in c.subjects), None)
         if explained is not None:
             return merge(d.link, explained)
@@ -244,7 +244,7 @@ def timed_out(d: Raised) -> Chain | None:
     placed."""
     from ray_mcp.diagnosis.rules.symptoms import wait_kind
 
-    if "GetTimeoutError" not in d.text:
+    if "GetTimeoutError" not in d.traceback:
         return None
     waiting = driver_wait(d.g, d.job_id)
     if waiting is not None:
@@ -265,7 +265,7 @@ def gave_up(d: Raised) -> Chain | None:
     """The driver raised a timeout of its own: the work it stopped waiting for, still running when the job
     ended."""
     late = [c for c in d.chains if c.kind is Kind.ENDED_WITH_JOB]
-    if not TIMED_OUT.search(d.text) or not late:
+    if not TIMED_OUT.search(d.traceback) or not late:
         return None
     rows = [d.g.entities[k].row for c in late for k in sorted(c.subjects) if k in d.g.entities]
     who = ", ".join(d.g.task_label(r) for r in rows[:TIMED_OUT_WORK_NAMED]) + (
@@ -290,7 +290,7 @@ def called_by_name(d: Raised) -> Chain | None:
         for key in sorted(c.subjects):
             ent = d.g.entities.get(key)
             called = ent and (ent.row.get("name") or ent.row.get("class_name") or "").split(".")[-1]
-            if ent and called and re.search(rf"\b{re.escape(called)}\b", d.text):
+            if ent and called and re.search(rf"\b{re.escape(called)}\b", d.traceback):
                 matched.append((c, ent.row))
     if not matched:
         return None

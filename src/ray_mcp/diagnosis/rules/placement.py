@@ -172,8 +172,10 @@ def resource_wait(
 ) -> list[Link]:
     """Infeasible (no alive node can ever fit it, with the largest node's amount) or, when it fits, who holds
     what it needs (whose release alone lets it start; nested tasks that starve their children), or that it looks
-    free. ``only``: the nodes its other constraints allow (a label selector); ``free``: what each node has free
-    when a report says so and no holder is known (pg_status)."""
+    free.
+
+    ``only``: the nodes its other constraints allow (a label selector); ``free``: what each node has free when a
+    report says so and no holder is known (pg_status)."""
     need = {k: num(v) for k, v in need.items() if num(v) > 0}
     totals = {n: t for n, t in g.node_totals().items() if only is None or n in only}
     if not need or not totals:

@@ -55,6 +55,25 @@ def final_attempts(g: Graph, job_id: str | None) -> list[Row]:
     return [rows[-1] for rows in g.attempts.values() if not job_id or rows[-1].get("job_id") == job_id]
 
 
+def cause_steps(links: Sequence[Link], row: Row) -> list[str]:
+    """The next steps the rules that found a chain's links declare, the deepest cause's first, each formatted
+    with the row of the task or actor it explains ("tail_logs actor_id={actor_id}")."""
+    steps: list[str] = []
+    for link in reversed(links):
+        for step in link.rule.next_steps if link.rule is not None else ():
+            said = step.format_map(_Fields(row))
+            if said not in steps:
+                steps.append(said)
+    return steps
+
+
+class _Fields(dict[str, object]):
+    """A row's fields for a next step's placeholders; a field it lacks stays a placeholder."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
 def wait_rank(links: Sequence[Link], infeasible: int, held: int) -> int:
     """Waits forever (infeasible) > waits for held resources > waits while what it needs looks free (scheduling,
     workers starting: context, not a fault yet)."""
@@ -109,6 +128,7 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
                 what,
                 links,
                 [
+                    *cause_steps(links, first),
                     f"list_tasks job={first.get('job_id')} state=FAILED",
                     f"tail_logs task_id={first.get('task_id')}",
                 ],
@@ -165,7 +185,7 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
                     chain_kind(links),
                     ACTOR_DIED(g.actor_label(row)),
                     links,
-                    [f"tail_logs actor_id={aid}", f"get_actor actor_id={aid}"],
+                    [*cause_steps(links, row), f"tail_logs actor_id={aid}", f"get_actor actor_id={aid}"],
                     row.get("job_id"),
                     {f"actor:{aid}"},
                 )

@@ -38,7 +38,7 @@ NEEDED_OWNED = Say(
     "needed_owned",
     Edge.WAITS_ON,
     lambda f: (
-        f"{f.subject} needed {'an argument of' if f['argument'] else 'an object of'} whose owner died ({f['error']})"
+        f"{f.subject} needed {'an argument' if f['argument'] else 'an object'} whose owner died ({f['error']})"
     ),
 )
 NEEDED_LOST = Say("needed_lost", Edge.WAITS_ON, said("{subject} needed an object that was lost ({error})"))

@@ -11,6 +11,7 @@ from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.rules.symptoms import final_attempts, progress
 from ray_mcp.diagnosis.rules.waiting import driver_wait
 
+CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
 HEALTHY = Say("healthy", Edge.WAITS_ON, said("healthy: its tasks are finishing ({progress})"))
 # Chains that say why a stalled job does not move (the stall itself says only that, and where it waits).
 EXPLAINS_A_STALL = (
@@ -28,6 +29,7 @@ EXPLAINS_A_STALL = (
     On.JOB,
     Kind.HANG,
     order=100,
+    refs=(CORE_DOC,),
     reads=("job", "tasks", "stacks", "actors", "pgs", "nodes"),
 )
 def stall(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:

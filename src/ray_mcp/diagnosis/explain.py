@@ -113,7 +113,7 @@ def distinct(chains: Sequence[Chain]) -> list[Chain]:
         if key and key in seen and c.severity > INFO:
             kept = seen[key]  # counted where it is told: every symptom it explains
             if c.symptom and not c.subjects <= kept.subjects:
-                kept.details.append(ALSO(symptom=c.symptom))
+                kept.details.append(ALSO(chain=c))
             kept.subjects |= c.subjects
             continue
         seen.setdefault(key, c)

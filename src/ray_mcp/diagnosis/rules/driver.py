@@ -48,11 +48,15 @@ DRIVER_RAISED = Say(
         + f" at {f['where']}"
     ),
 )
-COUNTED = Say("counted", Edge.ENDED_BY, said("[counted] {symptom}, all with this cause"))
+COUNTED = Say("counted", Edge.ENDED_BY, lambda f: f"[counted] {f['chain'].symptom}, all with this cause")
 GAVE_UP = Say(
     "gave_up",
     Edge.WAITS_ON,
-    lambda f: f"{f['raised'].text}; it stopped waiting on {f['who']}, still running when the job ended",
+    lambda f: (
+        f"{f['raised'].text}; it stopped waiting on {', '.join(f['work'])}"
+        + (f" and {f['more']} more" if f["more"] else "")
+        + ", still running when the job ended"
+    ),
 )
 NEVER_STARTED = Say("never_started", Edge.WAITS_ON, said("{subject} never started (it was never placed)"))
 NEVER_CREATED = Say("never_created", Edge.WAITS_ON, said("{subject} was never created ({state})"))
@@ -112,7 +116,7 @@ class Raised:
 def merge(raised: Link, chain: Chain) -> Chain:
     """The driver's exception joined to the chain it came from; that chain's symptom stays counted ("4 tasks
     decode failed": the driver re-raised one of them, the same cause ended them all)."""
-    counted = [COUNTED(symptom=chain.symptom)] if chain.what is not None and chain.what.get("counted") else []
+    counted = [COUNTED(chain=chain)] if chain.what is not None and chain.what.get("counted") else []
     return Chain(
         ROOT,
         chain.kind,
@@ -268,13 +272,16 @@ def gave_up(d: Raised) -> Chain | None:
     if not TIMED_OUT.search(d.traceback) or not late:
         return None
     rows = [d.g.entities[k].row for c in late for k in sorted(c.subjects) if k in d.g.entities]
-    who = ", ".join(d.g.task_label(r) for r in rows[:TIMED_OUT_WORK_NAMED]) + (
-        f" and {len(rows) - TIMED_OUT_WORK_NAMED} more" if len(rows) > TIMED_OUT_WORK_NAMED else ""
-    )
+    work = [d.g.task_label(r) for r in rows[:TIMED_OUT_WORK_NAMED]]
     quote = "; ".join(c.links[-1].quote for c in late[:TIMED_OUT_WORK_NAMED])
     steps = [s.format(job_id=d.job_id) for s in gave_up.next_steps]
     subjects = set().union(*(c.subjects for c in late))
-    return d.chain(Kind.TIMEOUT, [GAVE_UP("", quote, raised=d.link, who=who)], steps, subjects)
+    return d.chain(
+        Kind.TIMEOUT,
+        [GAVE_UP("", quote, raised=d.link, work=work, more=len(rows) - len(work))],
+        steps,
+        subjects,
+    )
 
 
 @rule(On.DRIVER, Kind.RAISED, order=90, reads=("driver_lines",))

@@ -12,7 +12,15 @@ from ray_mcp.diagnosis.rules.nodes import bound_node, death_reason
 from ray_mcp.diagnosis.tracebacks import last_traceback
 from ray_mcp.limits import MESSAGE_HEAD_CHARS, SHORT_CAUSE_CHARS
 
-RAISED_IN = Say("raised_in", Edge.RAISED_IN, said("{error} was raised in {name}{at} (pid {pid}, {ip})"))
+RAISED_IN = Say(
+    "raised_in",
+    Edge.RAISED_IN,
+    lambda f: (
+        f"{f['error']} was raised in {f['name']}"
+        + (f" at {f['frame']}" if f["frame"] else "")
+        + f" (pid {f['pid']}, {f['ip']})"
+    ),
+)
 CONSTRUCTOR_RAISED = Say(
     "constructor_raised", Edge.RAISED_IN, said("{subject} raised in its constructor: {error}")
 )
@@ -32,11 +40,11 @@ def task_raised(g: Graph, t: Row, depth: int) -> list[Link]:
         return []
     tb = last_traceback(msg.splitlines())
     frame = tb.user_frame if tb is not None else None
-    at = f" at {frame.short()}" if frame is not None and not frame.internal else ""
+    user = frame.short() if frame is not None and not frame.internal else ""
     error = exception_line(msg) or str(t.get("error_type") or "")
     return [
         RAISED_IN(
-            "", exc_quote(msg), error=error, name=where["name"], at=at, pid=where["pid"], ip=where["ip"]
+            "", exc_quote(msg), error=error, name=where["name"], frame=user, pid=where["pid"], ip=where["ip"]
         )
     ]
 

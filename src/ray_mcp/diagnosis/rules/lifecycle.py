@@ -26,7 +26,12 @@ OUT_OF_SCOPE = Say(
 )
 EXITED = Say("exited", Edge.ENDED_BY, said("{subject} exited on purpose (exit_actor or sys.exit)"))
 PG_WAS_REMOVED = Say(
-    "pg_was_removed", Edge.ENDED_BY, said("{subject} ended because its {pg} was removed{at}")
+    "pg_was_removed",
+    Edge.ENDED_BY,
+    lambda f: (
+        f"{f.subject} ended because its {f['pg']} was removed"
+        + (f" at {ms_clock(f['end_ms'])}" if f["end_ms"] else "")
+    ),
 )
 CANCELLED_TASKS = Say(
     "cancelled_tasks", Edge.ENDED_BY, said("{count} task(s) cancelled with ray.cancel (not a failure)")
@@ -65,7 +70,7 @@ def actor_pg_removed(g: Graph, row: Row, depth: int) -> list[Link]:
     pg = g.pgs.get(str(row.get("placement_group_id") or ""))
     end_ms = (pg.get("stats") or {}).get("end_time_ms") if pg and pg.get("state") == "REMOVED" else None
     label = g.pg_label(pg or {"placement_group_id": row.get("placement_group_id")})
-    return [PG_WAS_REMOVED(g.actor_label(row), msg, pg=label, at=f" at {ms_clock(end_ms)}" if end_ms else "")]
+    return [PG_WAS_REMOVED(g.actor_label(row), msg, pg=label, end_ms=end_ms)]
 
 
 @rule(On.ACTOR_END, Kind.KILLED, order=30, reads=("actors",))

@@ -21,7 +21,12 @@ FT_DOC = "ray-docs://reference/14-fault-tolerance"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
 
 OWNER_WAS_DRIVER = Say(
-    "owner_was_driver", Edge.OWNS, said("the owner was the driver of {job}, which is {status}{when}")
+    "owner_was_driver",
+    Edge.OWNS,
+    lambda f: (
+        f"the owner was the driver of {f['job']}, which is {f['status']}"
+        + (f" at {ms_clock(f['end'])}" if f["end"] else "")
+    ),
 )
 OWNER_WAS = Say(
     "owner_was",
@@ -69,14 +74,13 @@ def owner_chain(g: Graph, message: str | None, depth: int = 0) -> list[Link]:
     driver = DRIVER_WORKER.match(worker_id)
     if driver:
         row = g.jobs.get(driver["job"]) or {}
-        when = f" at {ms_clock(row.get('end_time'))}" if row.get("end_time") else ""
         return [
             OWNER_WAS_DRIVER(
                 "",
                 f"owner worker ID {worker_id}",
                 job=g.job_label(driver["job"]),
                 status=row.get("status") or "?",
-                when=when,
+                end=row.get("end_time"),
             )
         ]
     task = g.task_by_worker(worker_id)

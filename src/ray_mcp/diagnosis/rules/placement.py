@@ -98,7 +98,10 @@ def _held_words(f: Link) -> str:
     )
     first = f["first"]
     release = (
-        f"; releasing {first['label']}{first['why']} first would let it start on node {first['node']}"
+        f"; releasing {first['label']}"
+        + (", of a job that ended" if first["ended"] else "")
+        + (", reserved whether or not its bundles are used" if first["reserved"] else "")
+        + f" first would let it start on node {first['node']}"
         if first
         else ""
     )
@@ -283,7 +286,7 @@ def first_to_release(
     need: dict[str, float],
     totals: dict[str, dict[str, float]],
     held_on: dict[str, dict[str, float]],
-) -> dict[str, str] | None:
+) -> dict[str, object] | None:
     """Of the holders whose release alone would let the waiting request fit on their node, the one an operator
     can let go most cheaply: a holder of an ended job, then a placement group's reservation (held whether or
     not its bundles are used), then the largest. None when the holders are interchangeable (one live job's)."""
@@ -300,10 +303,12 @@ def first_to_release(
     groups = {(holder_name(g, h[0]), h[0].job_id) for h in holders}
     if len(groups) == 1 and not job_ended(g, ent.job_id) and ent.kind != "pg":
         return None
-    why = (", of a job that ended" if job_ended(g, ent.job_id) else "") + (
-        ", reserved whether or not its bundles are used" if ent.kind == "pg" else ""
-    )
-    return {"label": ent.label, "why": why, "node": nid[:HOLDER_NODE_ID_CHARS]}
+    return {
+        "label": ent.label,
+        "ended": bool(job_ended(g, ent.job_id)),
+        "reserved": ent.kind == "pg",
+        "node": nid[:HOLDER_NODE_ID_CHARS],
+    }
 
 
 def blocked_callers(g: Graph) -> set[str]:

@@ -47,8 +47,8 @@ RETRIED = Say(
     said("{attempts} attempt(s) of {name} failed with {error}; all retried successfully ({tasks} task(s))"),
 )
 WARNING_SAY = Say("warning", Edge.ENDED_BY, said("Warning"))
-ALSO = Say("also", Edge.ENDED_BY, said("also: {symptom}"))
-HELD_UP = Say("held_up", Edge.ENDED_BY, said("also held up by it: {symptom}"))
+ALSO = Say("also", Edge.ENDED_BY, lambda f: f"also: {f['chain'].symptom}")
+HELD_UP = Say("held_up", Edge.ENDED_BY, lambda f: f"also held up by it: {f['chain'].symptom}")
 
 
 def final_attempts(g: Graph, job_id: str | None) -> list[Row]:
@@ -352,7 +352,7 @@ def workloads(g: Graph, chains: list[Chain]) -> list[Chain]:
             same.subjects |= c.subjects
             same.severity = max(same.severity, c.severity)
             if len(same.details) < ALIKE_SHOWN:
-                same.details.append(HELD_UP(symptom=c.symptom))
+                same.details.append(HELD_UP(chain=c))
             continue
         by_cause[c.cause_key("nothing")] = c
         out.append(c)

@@ -27,13 +27,21 @@ WAITS_FOR_ACTOR = Say("waits_for_actor", Edge.WAITS_ON, said("{subject} waits fo
 TASK_ARGS = Say(
     "task_args", Edge.WAITS_ON, said("{subject} waits for its arguments (objects not computed yet)")
 )
+
+
+def _on(f: Link) -> str:
+    return f" on {f['actor']}" if f["actor"] else ""
+
+
 CALLED_GET = Say(
     "called_get",
     Edge.WAITS_ON,
-    said("{subject}{where} is RUNNING and waits for {next} (it called ray.get on it)"),
+    lambda f: f"{f.subject}{_on(f)} is RUNNING and waits for {f['next']} (it called ray.get on it)",
 )
 QUEUED_BEHIND = Say(
-    "queued_behind", Edge.WAITS_ON, said("{subject}{where} is queued behind {next}, which occupies the actor")
+    "queued_behind",
+    Edge.WAITS_ON,
+    lambda f: f"{f.subject}{_on(f)} is queued behind {f['next']}, which occupies the actor",
 )
 DEADLOCK = Say(
     "deadlock",
@@ -181,10 +189,9 @@ def deadlock(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> 
         t = open_[tid]
         nxt = g.task_label(open_[cycle[(i + 1) % len(cycle)]])
         actor = g.actors.get(str(t.get("actor_id") or ""))
-        where = f" on {g.actor_label(actor)}" if actor else ""
         quote = f"state={t.get('state')}, parent_task_id={t.get('parent_task_id')}"
         say = CALLED_GET if t.get("state") == "RUNNING" else QUEUED_BEHIND
-        links.append(say(g.task_label(t), quote, where=where, next=nxt))
+        links.append(say(g.task_label(t), quote, actor=g.actor_label(actor) if actor else "", next=nxt))
     in_cycle = dict.fromkeys(
         str(open_[t].get("actor_id")) for t in cycle
     )  # in cycle order: one answer per run

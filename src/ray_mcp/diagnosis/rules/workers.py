@@ -134,7 +134,7 @@ RESTART_LOOP = Say(
     "restart_loop",
     Edge.ENDED_BY,
     lambda f: (
-        f"{f.subject} restarted {f['restarts']} time(s){f['interval']}; "
+        f"{f.subject} restarted {f['restarts']} time(s){_every(f['times'])}; "
         + (
             "the memory monitor killed its worker each time"
             if f["why"].memory_kill
@@ -143,6 +143,15 @@ RESTART_LOOP = Say(
         )
     ),
 )
+
+
+def _every(times: list[float]) -> str:
+    """ ", about every 12s": how often the worker died, from its dead workers' end times."""
+    return (
+        f", about every {span((times[-1] - times[0]) / 1000 / (len(times) - 1))}" if len(times) >= 2 else ""
+    )
+
+
 IN_RESTART_LOOP = Say("in_restart_loop", Edge.ENDED_BY, said("{subject} is in a restart loop ({state})"))
 
 
@@ -212,9 +221,6 @@ def restart_loop(g: Graph, row: Row) -> Chain:
     label = g.actor_label(row)
     dead = sorted(row.get("_dead_workers") or [], key=lambda w: num(w.get("end_time_ms")))
     times = [num(w.get("end_time_ms")) for w in dead if num(w.get("end_time_ms"))]
-    interval = (
-        f", about every {span((times[-1] - times[0]) / 1000 / (len(times) - 1))}" if len(times) >= 2 else ""
-    )
     lines = g.ev.worker_logs.get(f"actor:{row.get('actor_id')}", [])
     found = crash(lines)
     why = WorkerEnd(found) if found is not None else WorkerEnd()
@@ -233,7 +239,7 @@ def restart_loop(g: Graph, row: Row) -> Chain:
         LOOP,
         Kind.RESTART_LOOP,
         IN_RESTART_LOOP(label, state=row.get("state")),
-        [RESTART_LOOP(label, quote, restarts=int(num(row.get("num_restarts"))), interval=interval, why=why)],
+        [RESTART_LOOP(label, quote, restarts=int(num(row.get("num_restarts"))), times=times, why=why)],
         [step.format(actor_id=aid) for step in restart_loop.next_steps],
         row.get("job_id"),
         {f"actor:{aid}"},

@@ -117,6 +117,7 @@ def rule(
         if r.key in RULES:
             raise ValueError(f"rule {r.key} is registered twice")
         RULES[r.key] = r
+        _ORDERED.clear()
         return r
 
     return register
@@ -137,10 +138,15 @@ def discover() -> None:
     _FOUND = True
 
 
+_ORDERED: dict[On, list[Rule]] = {}
+
+
 def rules(on: On) -> list[Rule]:
-    """The rules that answer ``on``, in the order they are asked."""
+    """The rules that answer ``on``, in the order they are asked (sorted once: asked for every task and actor)."""
     discover()
-    return sorted((r for r in RULES.values() if r.on is on), key=lambda r: (r.order, r.key))
+    if on not in _ORDERED:
+        _ORDERED[on] = sorted((r for r in RULES.values() if r.on is on), key=lambda r: (r.order, r.key))
+    return _ORDERED[on]
 
 
 def refs(kind: str) -> list[str]:

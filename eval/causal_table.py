@@ -8,7 +8,8 @@ import json
 
 from tests.causal_support import RECORDED, replay
 
-from ray_mcp.diagnosis import chains, report
+from ray_mcp.diagnosis import explain as chains
+from ray_mcp.diagnosis import report
 from ray_mcp.diagnosis.graph import GraphInputs
 
 HEADER = [

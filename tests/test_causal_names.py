@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.test_causal_reasoning import HEAD, NOW, actor, job, node, task
 
-from ray_mcp.diagnosis import chains as causal
+from ray_mcp.diagnosis import explain as causal
 from ray_mcp.diagnosis.graph import GraphInputs
 
 TAKEN = (

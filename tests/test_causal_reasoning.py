@@ -10,7 +10,7 @@ import pytest
 from tests.causal_support import replay
 from tests.support import mcp_client
 
-from ray_mcp.diagnosis import chains as causal
+from ray_mcp.diagnosis import explain as causal
 from ray_mcp.diagnosis import report as causal_report
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.settings import Settings
@@ -681,7 +681,7 @@ def test_a_deadlock_names_the_calls_of_its_cycle_in_order() -> None:
 
 
 def test_a_driver_that_exits_without_a_traceback_is_quoted_by_its_last_output_not_rays_logging() -> None:
-    from ray_mcp.diagnosis.chains.setup import last_output
+    from ray_mcp.diagnosis.rules.setup import last_output
 
     lines = [
         "2026-11-30 19:27:36,412 INFO worker.py:1691 -- Using address 10.0.0.1:6379",

@@ -11,7 +11,7 @@ import pytest
 from tests.causal_support import replay
 from tests.rule_checks import EXPECT
 
-from ray_mcp.diagnosis.chains.links import PROBLEM
+from ray_mcp.diagnosis.facts import PROBLEM
 from ray_mcp.diagnosis.graph import GraphInputs
 
 

@@ -43,7 +43,10 @@ CUTTERS = {"one_line", "cut_text", "fit_bytes", "truncate_text", "head_text", "t
 CUTTERS |= {"error_lines", "names", "event_lines", "excerpt"}
 # Numbers in those places that are not bounds, and why.
 NOT_BOUND_USES = {
-    ("diagnosis/chains/links.py", "self.symptom.split()[:2]"): "the symptom's subject: its first two words",
+    (
+        "diagnosis/facts.py",
+        "link.subject.split()[:2]",
+    ): "the entity a statement opens with: its first two words",
     ("shaping/stacks.py", "t.frames[:3]"): "what makes two stacks without user code the same group",
 }
 

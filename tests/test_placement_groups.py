@@ -5,9 +5,10 @@ import uuid
 
 import anyio
 from mcp import Client
-from tests.support import mcp_client, text_of
+from tests.support import call_ok, mcp_client, submit, text_of
 
-from ray_mcp.models import NodeList, PlacementGroupList
+from ray_mcp.limits import DIAGNOSIS_BYTES
+from ray_mcp.models import ClusterHealth, JobDiagnosis, NodeList, PlacementGroupList
 from ray_mcp.settings import Settings
 from state_drivers import driver
 
@@ -56,12 +57,10 @@ async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Clien
         )
         assert ok.why_pending is None
         assert huge.state == "PENDING" and huge.infeasible is True
-        assert (
-            huge.why_pending
-            and "bundle 0 wants {CPU: 64} and no node has more than 2 CPUs" in huge.why_pending
-        )
+        assert huge.why_pending and "needs {CPU 64}, which no alive node can ever fit" in huge.why_pending
+        assert "the largest has CPU 2" in huge.why_pending
         assert spread.strategy == "STRICT_SPREAD" and spread.infeasible is True
-        assert spread.why_pending and "3 bundles on a different node and only 1 node(s)" in spread.why_pending
+        assert spread.why_pending and "STRICT_SPREAD over 3 bundles but only 1 node(s)" in spread.why_pending
         assert "INFEASIBLE" in text and huge.placement_group_id in text
         # One group by name or id; a state filter with exact counts.
         one, _ = await pgs(client, placement_group=f"{tag}-huge")
@@ -135,3 +134,58 @@ async def test_pg_status_without_a_reachable_gcs_lists_the_groups_and_says_their
     assert f"Strategies and counts per state {why}" in text and "STRICT_* constraints are not checked" in text
     assert counts.matched >= 3 and counts.by_state == {}
     assert any(n.startswith(f"Counts per state {why}") for n in counts.notes), counts.notes
+
+
+WAITS_FOR_A_GROUP = """\
+import sys
+
+import ray
+from ray.util.placement_group import placement_group
+
+ray.init()
+group = placement_group([{"CPU": 64}], strategy="PACK", name=sys.argv[1])
+print("waiting for the group", flush=True)
+ray.get(group.ready())
+"""
+
+
+async def test_pg_status_diagnose_job_and_cluster_health_explain_a_pending_group_in_the_same_words(
+    client: Client, tmp_path
+) -> None:
+    """One engine says why a group waits, whichever tool asks (before: pg_status said "bundle 0 wants {CPU: 64}
+    and no node has more than 2 CPUs", diagnose_job "… needs {CPU 64}, which no alive node can ever fit")."""
+    tag = f"same{uuid.uuid4().hex[:6]}"
+    (tmp_path / "driver.py").write_text(WAITS_FOR_A_GROUP)
+    sid = await submit(
+        client, entrypoint=f"python driver.py {tag}", runtime_env={"working_dir": str(tmp_path)}
+    )
+    try:
+        with anyio.fail_after(120):
+            while True:  # until the driver made the group
+                result = await client.call_tool("pg_status", {"placement_group": tag})
+                if not result.is_error:
+                    break
+                await anyio.sleep(0.5)
+        group = PlacementGroupList.model_validate(result.structured_content).placement_groups[0]
+        why = group.why_pending
+        assert (
+            group.state == "PENDING"
+            and group.infeasible
+            and why
+            and "which no alive node can ever fit" in why
+        )
+        with anyio.fail_after(120):
+            while True:  # until the job's record shows its group (the driver started after the group)
+                job = JobDiagnosis.model_validate(
+                    (await call_ok(client, "diagnose_job", {"job": sid})).structured_content
+                )
+                if any(why in f.title for f in job.findings):
+                    break
+                await anyio.sleep(1)
+        assert why in job.verdict, job.verdict
+        health = ClusterHealth.model_validate(
+            (await call_ok(client, "cluster_health", {"max_bytes": DIAGNOSIS_BYTES.high})).structured_content
+        )
+        assert any(why in f.title for f in health.findings), [f.title for f in health.findings]
+    finally:
+        await client.call_tool("stop_job", {"job": sid})

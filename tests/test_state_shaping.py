@@ -7,6 +7,7 @@ import json
 import pytest
 from tests.support import text_of, whole_bytes
 
+from ray_mcp.diagnosis.rules.placement import explain_pending_group
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import MAX_LIMIT
 from ray_mcp.shaping.actors import (
@@ -16,10 +17,8 @@ from ray_mcp.shaping.actors import (
     render_actor_list,
 )
 from ray_mcp.shaping.common import clamp_limit, source_cap_note, tool_result
-from ray_mcp.shaping.nodes import NodeCapacity
 from ray_mcp.shaping.placement_groups import (
     build_pg_list,
-    explain_pending_pg,
     pg_state_counts,
     placement_group_from_state,
     render_pg_list,
@@ -115,29 +114,69 @@ def test_clamp_limit_notes_zero_and_huge_values() -> None:
     assert limit == MAX_LIMIT and note and "1,000,000,000" in note
 
 
-def cap(node: str, total: dict, free: dict | None = None) -> NodeCapacity:
-    return NodeCapacity(node_id=node, total=total, available=free if free is not None else total)
+def alive(node: str, total: dict) -> dict:
+    """A State API node row."""
+    return {"node_id": node, "state": "ALIVE", "resources_total": total}
 
 
-def test_explain_pending_pg_names_the_failing_constraint() -> None:
-    one = [cap("a", {"CPU": 2.0, "memory": 4 * 2**30})]
-    why, infeasible = explain_pending_pg([{"CPU": 64}], "PACK", "INFEASIBLE", one)
-    assert infeasible and why.startswith("bundle 0 wants {CPU: 64} and no node has more than 2 CPUs")
-    why, infeasible = explain_pending_pg([{"GPU": 1}], "PACK", None, one)
-    assert infeasible and "no node has any GPU" in why
-    why, infeasible = explain_pending_pg([{"CPU": 0.1}] * 3, "STRICT_SPREAD", "INFEASIBLE", one)
-    assert infeasible and "3 bundles on a different node and only 1 node(s)" in why
-    two = [cap("a", {"CPU": 2.0}), cap("b", {"CPU": 2.0})]
-    why, infeasible = explain_pending_pg([{"CPU": 1.5}] * 2, "STRICT_PACK", None, two)
-    assert infeasible and "STRICT_PACK" in why and "{CPU: 3}" in why and "more than 2 CPUs" in why
-    busy = [cap("a", {"CPU": 2.0}, {"CPU": 0.5})]
-    why, infeasible = explain_pending_pg([{"CPU": 1}], "PACK", "WAITING", busy)
-    assert not infeasible and "free" in why and "waits for resources" in why
-    assert explain_pending_pg([{"CPU": 1}], "PACK", None, [])[1] is True
+def pending(bundles: list[dict], strategy: str, state: str | None = None) -> dict:
+    """A State API placement group row, with its strategy (the GCS's) as pg_status joins it."""
+    return {
+        "placement_group_id": "ab" * 18,
+        "name": "gang",
+        "state": "PENDING",
+        "strategy": strategy,
+        "stats": {"scheduling_state": state} if state else {},
+        "bundles": [{"bundle_id": {"bundle_index": i}, "unit_resources": b} for i, b in enumerate(bundles)],
+    }
+
+
+def why(
+    bundles: list[dict], strategy: str, nodes: list[dict], state: str | None = None, **kw
+) -> tuple[str, bool]:
+    fact = explain_pending_group(nodes, pending(bundles, strategy, state), **kw)
+    assert fact is not None
+    return fact.text, fact.say.infeasible
+
+
+def test_why_a_pending_group_waits_names_the_constraint_that_fails() -> None:
+    one = [alive("a", {"CPU": 2.0, "memory": 4 * 2**30})]
+    text, infeasible = why([{"CPU": 64}], "PACK", one, "INFEASIBLE")
+    assert (
+        infeasible
+        and "needs {CPU 64}, which no alive node can ever fit (infeasible: the largest has CPU 2)" in text
+    )
+    text, infeasible = why([{"GPU": 1}], "PACK", one)
+    assert infeasible and "the largest has GPU 0" in text
+    text, infeasible = why([{"CPU": 0.1}] * 3, "STRICT_SPREAD", one, "INFEASIBLE")
+    assert infeasible and "STRICT_SPREAD over 3 bundles but only 1 node(s) are alive" in text
+    two = [alive("a", {"CPU": 2.0}), alive("b", {"CPU": 2.0})]
+    text, infeasible = why([{"CPU": 1.5}] * 2, "STRICT_PACK", two)
+    assert (
+        infeasible and "(STRICT_PACK, 2 bundle(s)) needs {CPU 3}" in text and "the largest has CPU 2" in text
+    )
+    text, infeasible = why([{"CPU": 1}], "PACK", one, "WAITING", free={"a": {"CPU": 0.5}})
+    assert not infeasible and "it fits, but CPU is in use now (the most free on a node: CPU 0.5)" in text
+    assert why([{"CPU": 1}], "PACK", [])[1] is True
+
+
+def test_a_spread_group_is_checked_bundle_by_bundle_not_as_one_request() -> None:
+    two = [alive("a", {"CPU": 2.0}), alive("b", {"CPU": 2.0})]
+    text, infeasible = why([{"CPU": 2}] * 2, "SPREAD", two)
+    assert not infeasible and "bundle 0" in text and "looks free now" in text, text
+    text, infeasible = why(
+        [{"CPU": 2}] * 2, "STRICT_SPREAD", two, free={"a": {"CPU": 2.0}, "b": {"CPU": 1.0}}
+    )
+    assert not infeasible and "only 1 node(s) have that free now" in text, text
+
+
+def test_a_group_ray_calls_infeasible_though_it_fits_points_at_its_label_selectors() -> None:
+    text, infeasible = why([{"CPU": 1}], "PACK", [alive("a", {"CPU": 2.0})], "INFEASIBLE")
+    assert infeasible and "Ray marks it INFEASIBLE" in text and "label selectors" in text, text
 
 
 def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
-    nodes = [cap(NODE, {"CPU": 2.0})]
+    nodes = [alive(NODE, {"CPU": 2.0})]
     rows = [
         {
             "placement_group_id": f"{i:036x}",
@@ -150,7 +189,10 @@ def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
         }
         for i in range(300)
     ]
-    groups = [placement_group_from_state(r, strategy="PACK", nodes=nodes) for r in rows[:50]]
+    groups = [
+        placement_group_from_state(r, strategy="PACK", why=why([{"CPU": 64.0}], "PACK", nodes, "INFEASIBLE"))
+        for r in rows[:50]
+    ]
     page = build_pg_list(total=300, matched=300, groups=groups, by_state={"PENDING": 300}, limit=50, notes=[])
     result = tool_result(page, render_pg_list(page))
     assert page.matched == 300 and 0 < page.shown <= 50 and page.hints
@@ -361,7 +403,9 @@ def test_a_pg_list_filtered_by_state_says_no_none_beside_the_group_it_lists() ->
         "stats": {"scheduling_state": "INFEASIBLE"},
         "bundles": [{"bundle_id": {"bundle_index": "0"}, "unit_resources": {"CPU": 64.0}, "node_id": ""}],
     }
-    group = placement_group_from_state(row, strategy="PACK", nodes=[cap(NODE, {"CPU": 2.0})])
+    group = placement_group_from_state(
+        row, strategy="PACK", why=why([{"CPU": 64.0}], "PACK", [alive(NODE, {"CPU": 2.0})], "INFEASIBLE")
+    )
     page = build_pg_list(total=1, matched=1, groups=[group], by_state={}, limit=50, notes=[])
     first = render_pg_list(page).splitlines()[0]
     assert first == "Placement groups: 1 match of 1; showing 1.", first

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray_mcp.diagnosis.chains.cluster import explain_cluster
+from ray_mcp.diagnosis.explain import explain_cluster
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.shaping.events import EventFilter, build_event_list, render_event_list
 from ray_mcp.shaping.objects import Owners, build_object_store, render_object_store, store_nodes

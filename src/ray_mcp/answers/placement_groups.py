@@ -7,6 +7,7 @@ import time
 
 from ray_mcp import models
 from ray_mcp.answers.nodes import Nodes
+from ray_mcp.diagnosis.rules.placement import explain_pending_group
 from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.shaping.common import state_notes
 from ray_mcp.shaping.nodes import NodeCapacity
@@ -75,13 +76,16 @@ class PlacementGroups:
         strategies = {r["placement_group_id"]: r["strategy"] for r in table}
         if any(row.get("state") == "PENDING" for row in rows) and capacities is None:
             capacities = await self.nodes.capacities()  # the table missed it (it moved, or the GCS is out)
-        nodes: list[NodeCapacity] = capacities[1] if capacities else []
-        groups = [
-            placement_group_from_state(
-                row, strategy=strategies.get(str(row.get("placement_group_id"))), nodes=nodes
-            )
-            for row in rows
-        ]
+        nodes, caps = capacities if capacities else ([], [])
+        free = {c.node_id: c.available for c in caps}
+        groups = []
+        for row in rows:
+            strategy = strategies.get(str(row.get("placement_group_id")))
+            why = None
+            if row.get("state") == "PENDING":  # the diagnosis's answer, in its words
+                fact = explain_pending_group(nodes, {**row, "strategy": strategy}, free=free)
+                why = (fact.text, fact.say.infeasible) if fact is not None else None
+            groups.append(placement_group_from_state(row, strategy=strategy, why=why))
         return build_pg_list(
             total=int(found.get("total") or 0),
             matched=matched,

@@ -24,12 +24,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ray_mcp.limits import (
-    CAUSE_CHARS,
     JOB_LABEL_ENTRYPOINT_CHARS,
-    MEMORY_USED_CHARS,
     NAMES_SHOWN,
     NODE_LABEL_ID_CHARS,
-    OOM_DETAIL_CHARS,
 )
 from ray_mcp.text import quoted, short_id
 
@@ -43,11 +40,6 @@ OWNER_REF = re.compile(
     r"[Oo]wner worker ID: (?P<worker>[0-9a-f]{56})(?:, owner node ID: (?P<node>[0-9a-f]{56}))?"
     r"(?:, owner address: (?P<addr>[\d.]+):\d+)?"
 )
-RAY_FRAME = re.compile(r"ray::(?P<name>[\w.<>-]+)\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[\d.a-f:]+)")
-MEMORY_LINE = re.compile(
-    r"Memory on the node \(IP: (?P<ip>[^,]+), ID: (?P<node>[0-9a-f]+)\)[^\n]*?was (?P<used>[^\n]*)"
-)
-OOM_REASON = re.compile(r"OOM kill reason: (?P<reason>[^\n]+)")
 
 
 @dataclass
@@ -413,48 +405,6 @@ class Graph:
 def bundle_index(bundle: Mapping[str, Any]) -> Any:
     """A bundle's index: under bundle_id in the State API's detail rows."""
     return (bundle.get("bundle_id") or {}).get("bundle_index", bundle.get("bundle_index", "?"))
-
-
-def parse_owner(message: str | None) -> dict[str, str] | None:
-    m = OWNER_REF.search(message or "")
-    return {k: v for k, v in m.groupdict().items() if v} if m else None
-
-
-def first_raise(message: str | None) -> dict[str, str] | None:
-    """Where an exception first happened, from Ray's "ray::f() (pid=…, ip=…)" line: the innermost one."""
-    found = list(RAY_FRAME.finditer(message or ""))
-    return found[-1].groupdict() if found else None
-
-
-def exception_line(message: str | None) -> str:
-    """The innermost "SomeError: message" line of a Ray error text."""
-    pattern = re.compile(
-        r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Died|Lost))(?:\((?P<inner>\w+)\))?:\s*(?P<msg>.*)$"
-    )
-    last = ""
-    for line in (message or "").splitlines():
-        m = pattern.match(line.strip())
-        if m:
-            last = line.strip()
-    return one_line(re.sub(r"\x1b\[[0-9;]*m", "", last), CAUSE_CHARS)
-
-
-def memory_summary(message: str | None) -> str:
-    """ "4.84GB used / 23.54GB limit, threshold 20.5%" out of the memory monitor's message."""
-    text = message or ""
-    m = MEMORY_LINE.search(text)
-    used = one_line(m["used"], MEMORY_USED_CHARS).rstrip(".") if m else ""
-    r = OOM_REASON.search(text)
-    thr = re.search(r"threshold of \d+B \((?P<pct>[\d.]+% of \d+B limit)\)", text)
-    threshold = re.search(r"exceeds the memory usage threshold of (?P<f>[\d.]+)", text)
-    parts = [used]
-    if thr:
-        parts.append(f"threshold {thr['pct'].split(' of ')[0]}")
-    elif threshold:
-        parts.append(f"threshold {threshold['f']}")
-    elif r:
-        parts.append(one_line(r["reason"], OOM_DETAIL_CHARS))
-    return ", ".join(p for p in parts if p)
 
 
 def names(items: Iterable[str], limit: int = NAMES_SHOWN) -> str:

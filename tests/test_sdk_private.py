@@ -317,7 +317,7 @@ def test_the_scan_finds_each_way_of_reaching_into_the_sdk(tmp_path: Path) -> Non
 # -- Ray ----------------------------------------------------------------------------------------------------
 
 RAY_IMPORTED = {
-    "ray._private.runtime_env.packaging": {"_dir_travel", "_get_excludes"},
+    "ray._private.runtime_env.packaging": {"_dir_travel", "_get_excludes", "GCS_STORAGE_MAX_SIZE"},
     "ray._private.grpc_utils": {"init_grpc_channel"},
     "ray._private.authentication": {"authentication_utils"},
     "ray._common.tls_utils": {"load_certs_from_env"},

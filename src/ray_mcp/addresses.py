@@ -15,10 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from ray_mcp.errors import InvalidArgument
+if TYPE_CHECKING:
+    from ray_mcp.errors import InvalidArgument
+
 
 AddressKind = Literal["dashboard", "ray_client", "gcs", "local", "kubernetes", "history"]
 DEFAULT_DASHBOARD_PORT = 8265
@@ -88,7 +90,7 @@ def _dashboard(text: str) -> Address | None:
     if parts.scheme not in ("http", "https"):
         return None
     if not parts.hostname:
-        raise InvalidArgument(f"The dashboard URL {text!r} has no host. Example: http://127.0.0.1:8265.")
+        raise _invalid(f"The dashboard URL {text!r} has no host. Example: http://127.0.0.1:8265.")
     url = text.rstrip("/")
     return Address("dashboard", url, parts.hostname, parts.port, url=url)
 
@@ -98,7 +100,7 @@ def _ray_client(text: str) -> Address | None:
     if parts.scheme != "ray":
         return None
     if not parts.hostname:
-        raise InvalidArgument(f"The Ray Client address {text!r} has no host. Example: ray://host:10001.")
+        raise _invalid(f"The Ray Client address {text!r} has no host. Example: ray://host:10001.")
     return Address("ray_client", text, parts.hostname, parts.port)
 
 
@@ -109,7 +111,7 @@ def _gcs(text: str) -> Address | None:
     if not sep:
         host, port = text, ""
     if not HOST.fullmatch(host) or (port and not port.isdigit()):
-        raise InvalidArgument(f"Cannot read {text!r} as a Ray address: expected {ADDRESS_FORMS}.")
+        raise _invalid(f"Cannot read {text!r} as a Ray address: expected {ADDRESS_FORMS}.")
     return Address("gcs", text, host.strip("[]"), int(port) if port else None)
 
 
@@ -135,7 +137,7 @@ FORMS: tuple[AddressForm, ...] = (
         "a KubeRay RayCluster, RayJob or RayService k8s://[context/]namespace/name",
         _kubernetes,
         samples=("k8s://default/raycluster-kuberay", "k8s://arn:aws:eks:us-west-2:1:cluster/prod/ml/rc"),
-        refused=("k8s://",),
+        refused=("k8s://", "k8s://default/..", "k8s://default/Upper", "k8s://ns/a%2Fb", "k8s://../rc"),
         kubernetes=True,
     ),
     AddressForm(
@@ -164,11 +166,11 @@ def read_address(address: str) -> tuple[AddressForm, Address]:
     """The row that reads ``address``, and the address as read. Raises InvalidArgument for nonsense."""
     text = address.strip()
     if not text:
-        raise InvalidArgument(f"The Ray address is empty. Pass {ADDRESS_FORMS}.")
+        raise _invalid(f"The Ray address is empty. Pass {ADDRESS_FORMS}.")
     for form in FORMS:
         if (read := form.read(text)) is not None:
             return form, read
-    raise InvalidArgument(f"Unsupported address scheme in {address!r}: expected {ADDRESS_FORMS}.")
+    raise _invalid(f"Unsupported address scheme in {address!r}: expected {ADDRESS_FORMS}.")
 
 
 def parse_address(address: str) -> Address:
@@ -182,5 +184,19 @@ def form_of(address: str | None) -> AddressForm | None:
         return None
     try:
         return read_address(address)[0]
-    except InvalidArgument:
+    except _invalid_type():
         return None
+
+
+def _invalid(message: str) -> InvalidArgument:
+    """Our InvalidArgument, imported when first raised: settings reads this table to describe --address, and a
+    setting that cannot serve is refused before the MCP SDK is imported (tests/test_startup.py)."""
+    from ray_mcp.errors import InvalidArgument
+
+    return InvalidArgument(message)
+
+
+def _invalid_type() -> type[InvalidArgument]:
+    from ray_mcp.errors import InvalidArgument
+
+    return InvalidArgument

@@ -103,6 +103,17 @@ def _parser() -> OneLineParser:
     parser.add_argument(
         "--request-timeout-s", type=float, help="Timeout of each dashboard request (default 10)."
     )
+    parser.add_argument(
+        "--prometheus",
+        help="URL of the Prometheus that scrapes this cluster, for get_metrics' history (env RAY_MCP_PROMETHEUS "
+        "or Ray's RAY_PROMETHEUS_HOST; headers: RAY_PROMETHEUS_HEADERS).",
+    )
+    parser.add_argument(
+        "--metrics-tools",
+        action="store_true",
+        default=None,
+        help="List get_metrics even with no Prometheus configured (it asks the dashboard, else reads nodes now).",
+    )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument(
         "--stack-source",

@@ -44,6 +44,7 @@ from ray_mcp.sources.history import HistoryRef, parse_history_address
 from ray_mcp.text import clean_text, quoted
 
 if TYPE_CHECKING:
+    from ray_mcp.local_prometheus import LocalPrometheus
     from ray_mcp.settings import Settings
     from ray_mcp.sources.gcs import GcsLookup
     from ray_mcp.sources.kubernetes import Kube, RayTarget
@@ -61,6 +62,8 @@ RAY_DASHBOARD_TIMEOUT_ENV = "RAY_DASHBOARD_STARTUP_TIMEOUT_S"
 # After a failed embedded start, the next call tries again once this long has passed, doubling per failure.
 RESTART_BACKOFF_S = 5.0
 RESTART_BACKOFF_MAX_S = 60.0
+# The Prometheus beside the embedded head: Ray's dashboard writes its config a moment after the head is ready.
+EMBEDDED_PROMETHEUS_START_S = 30.0
 # Lines of Ray's output that say why a start failed, most telling first.
 FAILURE_MARKERS = ("Failed to start", "Address already in use", "Error", "error")
 
@@ -97,7 +100,7 @@ def ray_executable() -> str:
     return found
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Put ``ray start`` in its own process group, and have the kernel SIGKILL it when ray-mcp dies.
 
     ``ray start --block`` turns on Ray's kernel fate-sharing, so its daemons (GCS, raylet, dashboard) die
@@ -181,7 +184,7 @@ class LocalHead:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             )
 
     def environment(self) -> dict[str, str]:
@@ -404,6 +407,7 @@ class Resolved:
     gcs_address: str | None = None  # when known (embedded cluster, or a GCS address was given)
     kube: RayTarget | None = None  # a k8s:// address: the KubeRay object and the head service it resolved to
     history: HistoryRef | None = None  # a history+ address: the record read instead of a live cluster
+    prometheus: str | None = None  # the Prometheus ray-mcp started beside its embedded head
 
 
 class ClusterManager:
@@ -414,6 +418,7 @@ class ClusterManager:
         self._gcs_lookup = gcs_lookup
         self._task: asyncio.Task[Resolved] | None = None
         self.embedded: LocalHead | None = None
+        self.embedded_prometheus: LocalPrometheus | None = None  # started beside the embedded head
         self.kube: Kube | None = None  # the Kubernetes API connection of a k8s:// address
         self._lock = asyncio.Lock()
         self._failures = 0  # embedded starts failed in a row
@@ -552,7 +557,35 @@ class ClusterManager:
             head.gcs_address,
             head.temp_dir,
         )
-        return Resolved(head.dashboard_url, "embedded", gcs_address=head.gcs_address)
+        prometheus = await self._start_prometheus(head)
+        return Resolved(head.dashboard_url, "embedded", gcs_address=head.gcs_address, prometheus=prometheus)
+
+    async def _start_prometheus(self, head: LocalHead) -> str | None:
+        """A Prometheus beside the embedded head, when a ``prometheus`` binary is on PATH and none is configured;
+        its URL, or None (get_metrics then reads the nodes' endpoints and says how to get history)."""
+        from ray_mcp.local_prometheus import LocalPrometheus, prometheus_binary  # imports this module
+
+        if self.settings.prometheus:
+            return None
+        binary = prometheus_binary()
+        if binary is None:
+            log.info(
+                "ray-mcp: no `prometheus` on PATH, so no history for get_metrics (install one: "
+                "apt install prometheus)"
+            )
+            return None
+        prometheus = LocalPrometheus(
+            head.temp_dir / "session_latest", head.temp_dir / "prometheus", binary=binary
+        )
+        try:
+            await prometheus.start(EMBEDDED_PROMETHEUS_START_S)
+        except RuntimeError as exc:
+            await asyncio.to_thread(prometheus.stop)
+            log.warning("ray-mcp: the embedded cluster runs without a Prometheus: %s", exc)
+            return None
+        self.embedded_prometheus = prometheus
+        log.info("ray-mcp: Prometheus %s scrapes the embedded cluster", prometheus.url)
+        return prometheus.url
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():
@@ -562,6 +595,9 @@ class ClusterManager:
         if self.kube is not None:
             kube, self.kube = self.kube, None
             await kube.aclose()
+        if self.embedded_prometheus is not None:
+            prometheus, self.embedded_prometheus = self.embedded_prometheus, None
+            await asyncio.to_thread(prometheus.stop)
         if self.embedded is not None:
             head, self.embedded = self.embedded, None
             log.info("ray-mcp: stopping the embedded Ray cluster in %s", head.temp_dir)

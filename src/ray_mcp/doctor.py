@@ -100,7 +100,7 @@ async def check_address(p: Probe) -> Check:
     if (
         resolved.kube is not None
     ):  # its credentials outlive the manager: the transport holds the configuration
-        p.proxy_transport = resolved.kube.kube.proxy_transport()
+        p.proxy_transport = resolved.kube.proxy_transport()
     given = f" (from {configured})" if configured and configured.rstrip("/") != p.dashboard_url else ""
     return Check("address", "ok", f"dashboard {p.dashboard_url}{given}, {resolved.source} cluster.")
 

@@ -8,7 +8,8 @@ Every anticipated failure is a ``ToolError`` subclass, so that mcp carries its m
     │   └── NeedsLiveCluster   asked of a terminated cluster's record (History Server) what only a live one has
     ├── NotFound               the id or name does not exist in the cluster
     ├── ClusterUnavailable     the cluster could not be reached, or the embedded one failed to start
-    │   └── DashboardTimeout   the dashboard accepted the request but did not answer in time
+    │   ├── DashboardTimeout   the dashboard accepted the request but did not answer in time
+    │   └── PrometheusUnavailable  the Prometheus is down, slow or not a Prometheus: history is unknown
     └── RayRequestFailed       the cluster answered with an error
         └── AuthRefused        the dashboard (or a proxy) refused the credentials
 """
@@ -52,6 +53,11 @@ class ClusterUnavailable(RayMCPError):
 
 class DashboardTimeout(ClusterUnavailable):
     """The Ray dashboard did not answer within the configured timeout."""
+
+
+class PrometheusUnavailable(ClusterUnavailable):
+    """The cluster's Prometheus could not be reached, did not answer in time, or answered something else: what
+    it would tell (history, trends) is unknown, never assumed fine."""
 
 
 class RayRequestFailed(RayMCPError):
@@ -297,3 +303,75 @@ def unexpected_failure(tool: str, exc: BaseException) -> RayMCPError:
         "server's log on stderr). If it was a write, check what happened with a read tool (get_job, list_jobs, "
         "list_actors, serve_status) before retrying."
     )
+
+
+# -- Prometheus (sources/prometheus.py) ----------------------------------------------------------------------
+
+
+class PrometheusQueryError(Exception):
+    """Prometheus's own error envelope: ``errorType`` (bad_data, execution, timeout, canceled, internal,
+    unavailable, not_found) and its message. Raised by sources/prometheus.py inside ``prometheus_errors``,
+    which maps it with the URL and the query it was about."""
+
+    def __init__(self, error_type: str, message: str, status: int) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+        self.status = status
+
+
+PROMETHEUS_SETTING = "--prometheus (RAY_MCP_PROMETHEUS, or Ray's RAY_PROMETHEUS_HOST)"
+
+
+def prometheus_refused(url: str, what: str, status: int) -> PrometheusUnavailable:
+    """The Prometheus (or a proxy before it) refused our credentials. Never quotes the answer."""
+    return PrometheusUnavailable(
+        f"The Prometheus at {url} refused {what} (HTTP {status}): check RAY_PROMETHEUS_HEADERS (Ray's format, "
+        'JSON: {"Authorization": "Bearer ..."}). History is unknown until it accepts them.'
+    )
+
+
+@contextmanager
+def prometheus_errors(url: str, what: str, timeout_s: float) -> Iterator[None]:
+    """Map one Prometheus request's failures: a query Prometheus cannot parse or run (bad_data, execution) is
+    the caller's to fix; anything else (down, slow, overloaded, not a Prometheus) leaves history unknown."""
+    try:
+        yield
+    except PrometheusQueryError as exc:
+        said = _clean(exc.message)
+        if exc.error_type == "bad_data":
+            raise InvalidArgument(
+                f"Prometheus at {url} cannot parse {what}: {said}. Fix the PromQL (its syntax: "
+                "https://prometheus.io/docs/prometheus/latest/querying/basics/), or ask a named question instead."
+            ) from exc
+        if exc.error_type == "execution":
+            raise InvalidArgument(
+                f"Prometheus at {url} could not run {what}: {said}. Narrow it (a shorter window, a node, job or "
+                "deployment, fewer series) and call again."
+            ) from exc
+        if exc.error_type in ("timeout", "canceled"):
+            raise PrometheusUnavailable(
+                f"Prometheus at {url} gave up on {what} ({exc.error_type}: {said}): history is unknown. Ask "
+                "for a shorter window or narrow the question."
+            ) from exc
+        raise PrometheusUnavailable(
+            f"Prometheus at {url} failed {what} ({exc.error_type or 'error'}, HTTP {exc.status}: {said}): "
+            "history is unknown."
+        ) from exc
+    except httpx.HTTPStatusError as exc:
+        raise PrometheusUnavailable(
+            f"Prometheus at {url} answered {what} with HTTP {exc.response.status_code} "
+            f"{_short_body(exc.response)}: history is unknown. Is {PROMETHEUS_SETTING} a Prometheus API?"
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise PrometheusUnavailable(
+            f"Prometheus at {url} did not answer {what} within {timeout_s:g} s ({type(exc).__name__}): "
+            "history is unknown. It may be overloaded; ask for a shorter window, or retry."
+        ) from exc
+    except httpx.TransportError as exc:
+        raise PrometheusUnavailable(
+            f"Cannot reach Prometheus at {url} for {what} ({type(exc).__name__}: {exc or 'connection failed'}): "
+            f"history is unknown. Check that it runs and that {PROMETHEUS_SETTING} names it."
+        ) from exc
+    except httpx.InvalidURL as exc:
+        raise InvalidArgument(f"Cannot send {what} to Prometheus at {url}: {exc}. Nothing was sent.") from exc

@@ -364,3 +364,47 @@ KUBE_LOG_BYTES = 16_384  # asked of the API server at most (limitBytes)
 KUBE_SUBMITTER_LOG_LINES = 5  # the end of a RayJob's failed submitter's log, quoted in kuberay_status
 KUBE_SUBMITTER_LOG_BYTES = 2_048  # asked of the API server for it at most (limitBytes)
 KUBE_UPGRADE_STUCK_S = 600.0  # a RayService upgrade pending this long is reported as stuck
+
+# -- the KubeRay fleet, its changes and lint (kuberay_fleet, kuberay_apply, kuberay_delete, kuberay_lint) ----
+
+FLEET_ROWS = Bound(default=30, low=1, high=200)  # objects listed per page (Kubernetes' limit, then continue)
+FLEET_PODS_READ = 2_000  # Ray pods read for one page's rows (ready workers, GPUs asked)
+FLEET_RAY_CHECKS = 6  # clusters of a page whose dashboards are asked for cluster_health's verdict
+FLEET_RAY_BUDGET_S = Bound(default=4.0, low=0.0, high=60.0)  # how long the fleet waits for them, all together
+FLEET_FINDING_CHARS = 160  # a row's first finding, cut to one line
+FLEET_CONTEXTS = 8  # kube contexts one call lists at most
+HISTORY_RECORDS_SHOWN = 20  # clusters a History Server keeps, listed with the fleet
+KUBE_LINT_NEIGHBOURS = 200  # the namespace's KubeRay objects read to find colliding head services
+KUBE_DIFF_SHOWN = 25  # field changes of a plan shown in its text (the structured answer has them all)
+KUBE_DIFF_VALUE_CHARS = 120  # a value in a field change, cut
+KUBE_LINT_SHOWN = 10  # lint findings shown in a plan's text
+# -- Prometheus (sources/prometheus.py, get_metrics; toolset "metrics") ------------------------------------
+
+PROMETHEUS_TIMEOUT_S = 8.0  # one request to Prometheus (Prometheus is also told to stop evaluating by then)
+PROMETHEUS_PROBE_TIMEOUT_S = (
+    2.0  # a candidate Prometheus (the one the dashboard reports) must answer this fast
+)
+NODE_METRICS_TIMEOUT_S = 4.0  # one node's metrics endpoint, read when no Prometheus is known
+NODE_METRICS_BYTES = 8 * 1_048_576  # a node's metrics page read at most (a busy node's is ~1 MB)
+NODE_METRICS_ENDPOINTS = 64  # nodes' metrics endpoints read at most per call without a Prometheus
+EMBEDDED_SCRAPE_INTERVAL_S = 5.0  # the embedded cluster's Prometheus (Ray's own config says 10 s)
+PROMQL_GET_CHARS = 2_000  # a longer query is sent as a POST form (a URL that long may be refused on the way)
+METRIC_SERIES = Bound(default=12, low=1, high=100)  # series summarized in one get_metrics answer (all panels)
+SERIES_READ = (
+    1_000  # series of one panel read from Prometheus at most (topk); the answer says how many matched
+)
+RANGE_POINTS = 120  # points per series asked of Prometheus over the window (the step follows from it)
+SPARK_CHARS = 24  # characters of one series' text sparkline
+SERIES_NAME_CHARS = 120  # a series' name made of its labels
+CHANGE_MIN_EXPLAINED = 0.6  # a step (or a ramp) must explain this share of a series' variance to be named
+CHANGE_MIN_SHIFT = 0.05  # ... and a step move by this share of the series' largest value
+PROMETHEUS_RESPONSE_BYTES = 32 * 1_048_576  # a larger Prometheus answer is refused: narrow the query
+MAX_WINDOW_S = 31 * 86_400  # the longest window one call may ask about
+PROMQL_CHARS = 4_000  # a longer raw PromQL query is refused
+MIN_RATE_WINDOW_S = 60  # rate() over at least this (Ray scrapes every 10 s by default: six samples)
+CHART_SERIES = 6  # series drawn per panel in get_metrics' PNG chart
+CHART_INCHES = (6.0, 3.2)  # the chart's width and (for two panels) height
+CHART_DPI = 80  # 480 px wide: a small image in a client's context
+CHART_LABEL_CHARS = 40  # a series' name in the chart's legend
+CHART_TITLE_CHARS = 100  # the chart's title (the verdict's start)
+WHY_CHARS = 200  # why there is no history, in a verdict (the whole reason is in a note)

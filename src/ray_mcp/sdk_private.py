@@ -29,7 +29,9 @@ tests/test_parallel_first_calls.py). What each name is for, and why no public on
   that trickles a partial request forever (slowloris). ``h11.Connection.their_state`` is h11's public API.
 * Ray's ``ray._private.runtime_env.packaging._dir_travel`` and ``_get_excludes``: the walk Ray's packaging
   makes of a ``working_dir`` (same excludes, ``.gitignore`` and ``.rayignore``), so that sources/uploads.py
-  checks exactly the files Ray will zip. Ray has no public walk.
+  checks exactly the files Ray will zip. Ray has no public walk. And its ``GCS_STORAGE_MAX_SIZE``: the most a
+  zipped working_dir may weigh (the GCS's gRPC message limit, RAY_max_grpc_message_size), which kuberay_lint
+  holds a local working_dir to. Ray names it nowhere public.
 * Ray's ``ray._private.grpc_utils.init_grpc_channel``, ``ray._private.authentication.authentication_utils
   .is_token_auth_enabled`` and ``ray._common.tls_utils.load_certs_from_env``: a GCS channel with Ray's own TLS
   (RAY_USE_TLS) and token settings (sources/gcs.py). Ray's public API reaches the GCS only through
@@ -56,7 +58,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from ray._common.tls_utils import load_certs_from_env
 from ray._private.authentication import authentication_utils
 from ray._private.grpc_utils import init_grpc_channel
-from ray._private.runtime_env.packaging import _dir_travel, _get_excludes
+from ray._private.runtime_env.packaging import GCS_STORAGE_MAX_SIZE, _dir_travel, _get_excludes
 from ray.job_submission import JobSubmissionClient
 
 SessionT = TypeVar("SessionT", bound=ServerSession)
@@ -135,6 +137,10 @@ def bounded_h11_protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
 
 
 # -- Ray ----------------------------------------------------------------------------------------------------
+
+
+# The most a package (a working_dir, a py_module) may weigh zipped: what Ray's upload through the GCS takes.
+RAY_UPLOAD_LIMIT_BYTES = int(GCS_STORAGE_MAX_SIZE)
 
 
 def walk_like_ray_packaging(

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -222,6 +223,28 @@ class Settings(BaseSettings):
         description="List the Kubernetes tools even when the address is not k8s:// (they then name one).",
     )
 
+    # -- Prometheus: history for get_metrics (toolset "metrics") ----------------------------------------
+    prometheus: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("prometheus", "RAY_MCP_PROMETHEUS", "RAY_PROMETHEUS_HOST"),
+        description="URL of the Prometheus that scrapes this cluster (Ray's own RAY_PROMETHEUS_HOST is read "
+        "too). Unset: the one ray-mcp starts beside its embedded cluster, else the one the dashboard reports.",
+    )
+    prometheus_headers: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "prometheus_headers", "RAY_MCP_PROMETHEUS_HEADERS", "RAY_PROMETHEUS_HEADERS"
+        ),
+        description="Headers for every request to the configured Prometheus, in Ray's RAY_PROMETHEUS_HEADERS "
+        'format: a JSON object {"Authorization": "Bearer ..."} or a list of [name, value] pairs. Masked in '
+        "every answer.",
+    )
+    metrics_tools: bool = Field(
+        default=False,
+        description="List get_metrics even when no Prometheus is configured and no embedded one can start (it "
+        "then asks the dashboard for one, or reads the nodes' metrics endpoints now).",
+    )
+
     credentials_from_entry: bool = Field(
         default=False,
         exclude=True,
@@ -232,6 +255,24 @@ class Settings(BaseSettings):
         description="TOML file naming several clusters ([clusters.<name>] address, auth_token, headers); "
         "tools then take an optional `cluster` argument, the first cluster being the default.",
     )
+
+    @field_validator("prometheus")
+    @classmethod
+    def _prometheus_url(cls, value: str | None) -> str | None:
+        return prometheus_url(value)
+
+    @field_validator("prometheus_headers")
+    @classmethod
+    def _prometheus_header_format(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_prometheus_headers(value.get_secret_value())  # refused at start, not at the first query
+        return value
+
+    def prometheus_request_headers(self) -> list[tuple[str, str]]:
+        """The configured Prometheus headers, as (name, value) pairs (a name may repeat, as in Ray's format)."""
+        if self.prometheus_headers is None:
+            return []
+        return parse_prometheus_headers(self.prometheus_headers.get_secret_value())
 
     @field_validator("upload_roots", mode="before")
     @classmethod
@@ -271,6 +312,8 @@ class Settings(BaseSettings):
             "ray_auth_token": None,
             "ray_auth_token_path": None,
             "dashboard_headers": {},
+            "prometheus": None,  # one cluster's Prometheus (and its headers) is not another's
+            "prometheus_headers": None,
             "credentials_from_entry": True,
         }
         return {
@@ -330,6 +373,39 @@ class Settings(BaseSettings):
         return None
 
 
+def prometheus_url(value: str | None) -> str | None:
+    """An http(s) URL with a host (Ray's RAY_PROMETHEUS_HOST has the same form); empty means unset."""
+    if value is None or not value.strip():
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{value!r} is not a Prometheus URL: expected http(s)://host:port, e.g. http://127.0.0.1:9090"
+        )
+    return value.strip().rstrip("/")
+
+
+def parse_prometheus_headers(text: str) -> list[tuple[str, str]]:
+    """RAY_PROMETHEUS_HEADERS as Ray's dashboard reads it (metrics_head.parse_prom_headers): a JSON object of
+    string values, or a JSON list of [name, value] pairs. Raises ValueError otherwise (never quoting it)."""
+    if not text.strip():
+        return []
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the Prometheus headers are not JSON ({exc.msg} at character {exc.pos})") from None
+    if isinstance(parsed, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()):
+        return list(parsed.items())
+    if isinstance(parsed, list) and all(
+        isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in parsed
+    ):
+        return [(e[0], e[1]) for e in parsed]
+    raise ValueError(
+        'the Prometheus headers must be a JSON object of strings, {"H1": "V1"}, or a list of [name, value] '
+        'pairs, [["H1", "V1"], ["H1", "V2"]], as Ray reads RAY_PROMETHEUS_HEADERS'
+    )
+
+
 def _read_token(path: Path) -> str | None:
     try:
         return path.expanduser().read_text().strip() or None
@@ -345,6 +421,8 @@ CLUSTER_KEYS = {
     "headers",
     "verify_tls",
     "ca_file",
+    "prometheus",
+    "prometheus_headers",
 }
 
 
@@ -355,6 +433,7 @@ def load_clusters_file(path: Path) -> dict[str, dict[str, object]]:
     address = "http://prod-head:8265"
     auth_token = "..."               # Ray's dashboard token (or auth_token_path = "...")
     headers = { X-Proxy-Auth = "..." }
+    prometheus = "http://prom:9090"  # and prometheus_headers = { Authorization = "Bearer ..." }
     """
     import tomllib
 
@@ -389,5 +468,14 @@ def load_clusters_file(path: Path) -> dict[str, dict[str, object]]:
             update["dashboard_verify_tls"] = bool(entry["verify_tls"])
         if "ca_file" in entry:
             update["dashboard_ca_file"] = Path(str(entry["ca_file"]))
+        if "prometheus" in entry:
+            try:
+                update["prometheus"] = prometheus_url(str(entry["prometheus"]))
+            except ValueError as exc:
+                raise ValueError(f"Cluster {name!r} in {path}: {exc}.") from None
+        if "prometheus_headers" in entry:  # a table, as `headers` is
+            update["prometheus_headers"] = SecretStr(
+                json.dumps({str(k): str(v) for k, v in dict(entry["prometheus_headers"]).items()})
+            )
         out[str(name)] = update
     return out

@@ -10,6 +10,7 @@ from ray_mcp.answers.data import Data
 from ray_mcp.answers.events import Events
 from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.logs import Logs
+from ray_mcp.answers.metrics import Metrics
 from ray_mcp.answers.nodes import Nodes
 from ray_mcp.answers.objects import Objects
 from ray_mcp.answers.pages import Pages
@@ -22,6 +23,7 @@ from ray_mcp.answers.topology import Topology
 from ray_mcp.answers.train import Train
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
+from ray_mcp.sources.prometheus import Configured
 
 if TYPE_CHECKING:
     import httpx
@@ -48,6 +50,7 @@ class RayAPI:
         stack_source: str = "auto",
         py_spy: str | None = None,
         local_logs: bool = True,
+        prometheus: Configured | None = None,
     ) -> None:
         self.sources = src = ClusterSources(
             dashboard_url,
@@ -59,6 +62,7 @@ class RayAPI:
             gcs_address=gcs_address,
             gcs_lookup=gcs_lookup,
             gcs_out_of_reach=gcs_out_of_reach,
+            prometheus=prometheus,
         )
         self.dashboard_url = src.dashboard_url
         self.gcs = src.gcs
@@ -77,6 +81,7 @@ class RayAPI:
         self.objects = Objects(src, secrets)
         self.events = Events(src, jobs, nodes)
         self.data = Data(src, logs)
+        self.metrics = Metrics(src, jobs)
 
     async def aclose(self) -> None:
         await self.sources.aclose()

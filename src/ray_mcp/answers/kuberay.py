@@ -6,20 +6,27 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ray_mcp.errors import RayMCPError
+from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES
 from ray_mcp.models.kuberay import KubeStatus, PodState
 from ray_mcp.shaping.kuberay import (
-    cluster_findings,
     events_digest,
-    job_findings,
+    object_findings,
     pod_state,
     pods_shown,
-    serve_app_findings,
-    service_findings,
+    verdict_of,
     worker_groups,
 )
-from ray_mcp.sources.kubernetes import JOB_NAME_LABEL, Kube, cluster_of, head_service_of
+from ray_mcp.sources.kube_names import checked
+from ray_mcp.sources.kubernetes import (
+    CLUSTER_LABEL,
+    JOB_NAME_LABEL,
+    NODE_TYPE_LABEL,
+    Kube,
+    RayTarget,
+    cluster_of,
+    head_service_of,
+)
 from ray_mcp.text import first_sentence, quoted
 
 RayJobStatus = Callable[[str], Awaitable[str | None]]  # submission id -> Ray's status (None: unknown)
@@ -35,12 +42,13 @@ async def describe(
     raycluster = await _cluster(kube, cluster_name) if cluster_name else None
     pod_objs = await kube.pods(cluster_name) if cluster_name else []
     pods = [pod_state(p) for p in pod_objs]
-    findings = cluster_findings(raycluster, pods) if raycluster is not None or cluster_name else []
     details: list[str] = []
+    submitters: list[PodState] = []
+    pending: tuple[dict[str, Any] | None, list[PodState]] | None = None
+    live: str | None = None
     if kind == "RayJob":
         job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
         live = await _ray_status(ray_job_status, job_id) if job_id else None
-        findings = job_findings(obj, live) + findings
         spec = obj.get("spec") or {}
         details.append(
             f"Deployment status {status.get('jobDeploymentStatus') or 'unknown'}; Ray's job status "
@@ -55,45 +63,31 @@ async def describe(
             + "."
         )
         submitters = await _submitters(kube, name)
-        findings += cluster_findings(None, submitters)
-        pods += submitters
         details.append(f"Submitter: the Kubernetes Job {name} (kuberay_logs(pod='submitter') tails it).")
         details += await _submitter_log(kube, submitters)
     elif kind == "RayService":
         active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
-        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
-        pending_ready = None
-        if pending:
-            pending_rc = await _cluster(kube, pending)
-            pending_ready = bool(pending_rc and (pending_rc.get("status") or {}).get("state") == "ready")
-            pending_pods = [pod_state(p) for p in await kube.pods(pending)]
-            findings += cluster_findings(pending_rc, pending_pods)
-            pods += pending_pods
-        findings = (
-            service_findings(obj, now_s=time.time(), pending_ready=pending_ready)
-            + serve_app_findings(obj)
-            + findings
+        pending_name = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
+        if pending_name:
+            pending = (
+                await _cluster(kube, pending_name),
+                [pod_state(p) for p in await kube.pods(pending_name)],
+            )
+        pending_ready = bool(
+            pending and pending[0] and (pending[0].get("status") or {}).get("state") == "ready"
         )
-        strategy = ((obj.get("spec") or {}).get("upgradeStrategy") or {}).get("type") or "NewCluster"
-        details.append(
-            f"Service status {status.get('serviceStatus') or 'unknown'}; active cluster {active or 'none'}; "
-            f"pending cluster {pending or 'none'} ({'ready' if pending_ready else 'not ready' if pending else 'no upgrade'}); "
-            f"upgrade strategy {strategy}."
-        )
-        for role, key in (("", "activeServiceStatus"), (" (pending cluster)", "pendingServiceStatus")):
-            apps = (status.get(key) or {}).get("applicationStatuses") or {}
-            for app, app_status in list(apps.items()):
-                details.append(
-                    f"Serve app {app}{role}: {app_status.get('status', 'unknown')}"
-                    + (f": {quoted(app_status['message'])}" if app_status.get("message") else "")
-                )
+        details += _service_lines(obj, active, pending_name, pending_ready)
+    findings = object_findings(
+        obj, raycluster, pods, submitters=submitters, pending=pending, ray_status=live, now_s=time.time()
+    )
+    pods = pods + submitters + (pending[1] if pending else [])
     if raycluster is not None:
         details.append(_cluster_line(raycluster))
     groups = worker_groups(raycluster) if raycluster is not None else []
     _ready_counts(groups, pods)
     names = {name, *(p.name for p in pods), *([cluster_name] if cluster_name else [])}
     shown_events, events_total = events_digest(await kube.events(), names) if events else ([], 0)
-    verdict = findings[0].verdict if findings else _healthy(kind, obj, raycluster)
+    verdict = verdict_of(obj, findings)
     shown = pods_shown(pods)
     return KubeStatus(
         verdict=verdict,
@@ -113,10 +107,31 @@ async def describe(
     )
 
 
+def _service_lines(
+    obj: dict[str, Any], active: str | None, pending: str | None, pending_ready: bool
+) -> list[str]:
+    """A RayService's status, clusters, upgrade strategy and Serve apps, one line each."""
+    status = obj.get("status") or {}
+    strategy = ((obj.get("spec") or {}).get("upgradeStrategy") or {}).get("type") or "NewCluster"
+    upgrade = "ready" if pending_ready else "not ready" if pending else "no upgrade"
+    lines = [
+        f"Service status {status.get('serviceStatus') or 'unknown'}; active cluster {active or 'none'}; "
+        f"pending cluster {pending or 'none'} ({upgrade}); upgrade strategy {strategy}."
+    ]
+    for role, key in (("", "activeServiceStatus"), (" (pending cluster)", "pendingServiceStatus")):
+        apps = (status.get(key) or {}).get("applicationStatuses") or {}
+        for app, app_status in list(apps.items()):
+            lines.append(
+                f"Serve app {app}{role}: {app_status.get('status', 'unknown')}"
+                + (f": {quoted(app_status['message'])}" if app_status.get("message") else "")
+            )
+    return lines
+
+
 async def _submitters(kube: Kube, rayjob: str) -> list[PodState]:
     """The pods of a RayJob's submitter (K8sJobMode: the Kubernetes Job KubeRay names after the RayJob, whose
     pods carry the job-name label); none in the other submission modes."""
-    found = await kube.pods_labelled(f"{JOB_NAME_LABEL}={rayjob}", f"the submitter pods of RayJob {rayjob!r}")
+    found = await kube.pods_labelled({JOB_NAME_LABEL: rayjob}, f"the submitter pods of RayJob {rayjob!r}")
     return [pod_state(p).model_copy(update={"node_type": "submitter"}) for p in found]
 
 
@@ -191,20 +206,6 @@ def _summary(kind: str, obj: dict[str, Any], rc: dict[str, Any] | None) -> str:
     return f"state {status.get('state') or 'unknown'}"
 
 
-def _healthy(kind: str, obj: dict[str, Any], rc: dict[str, Any] | None) -> str:
-    """healthy only when KubeRay says so; anything else is reported as it stands, never as healthy."""
-    status = obj.get("status") or {}
-    if kind == "RayCluster":
-        return "healthy" if status.get("state") == "ready" else str(status.get("state") or "unknown")
-    if kind == "RayJob":
-        return str(status.get("jobDeploymentStatus") or "unknown").lower()
-    return (
-        "healthy"
-        if status.get("serviceStatus") == "Running"
-        else str(status.get("serviceStatus") or "unknown")
-    )
-
-
 def _hint(findings: list[Any], pods: list[Any]) -> str | None:
     if findings and findings[0].pod:
         return f"Next: kuberay_logs(pod={findings[0].pod!r}) for its log; cluster_health for Ray's view."
@@ -212,4 +213,81 @@ def _hint(findings: list[Any], pods: list[Any]) -> str | None:
         head = next((p.name for p in pods if p.node_type == "head"), None)
         if head:
             return f"Next: cluster_health for Ray's view; kuberay_logs(pod={head!r}, container='autoscaler')."
+    return None
+
+
+# -- one Ray cluster's pods, and no other ---------------------------------------------------------------------
+
+
+async def pod_of(target: RayTarget, pod: str, container: str | None = None) -> str:
+    """The pod ``pod`` names (a pod name, ``head``, or a RayJob's ``submitter``), when it is one of the target's:
+    a head or worker of its RayCluster (a RayService's active or pending one), or a RayJob's submitter. Any
+    other pod of the namespace is refused before its log is read, whatever the server's mode. The names are
+    checked first, before any request."""
+    if pod not in ("head", "submitter"):
+        checked(pod, "pod")
+    if container is not None:
+        checked(container, "container")
+    kube = target.kube
+    owners = await _cluster_owners(target)
+    if pod == "head":
+        found = await kube.pods_labelled(
+            {CLUSTER_LABEL: target.cluster, NODE_TYPE_LABEL: "head"}, "the head pod"
+        )
+        found = [p for p in found if pod_owner(p, owners, None)]
+    elif pod == "submitter":
+        if target.kind != "RayJob":
+            raise InvalidArgument(f"pod='submitter' is a RayJob's, and {target.name} is a {target.kind}.")
+        found = await kube.pods_labelled({JOB_NAME_LABEL: target.name}, "the submitter pod")
+        found = [p for p in found if pod_owner(p, {}, target.name)]
+    else:
+        obj = await kube.pod(pod)
+        if pod_owner(obj, owners, target.name if target.kind == "RayJob" else None) is None:
+            raise InvalidArgument(
+                f"Pod {pod!r} is not one of {target.kind} {target.namespace}/{target.name}'s: kuberay_logs reads "
+                f"only the pods of its RayCluster ({', '.join(sorted(owners))}: head and workers)"
+                + (" and its submitter" if target.kind == "RayJob" else "")
+                + ". Nothing was read. kuberay_status lists them."
+            )
+        return pod
+    if not found:
+        raise InvalidArgument(f"No {pod} pod of {target.kind} {target.name} exists now; see kuberay_status.")
+    newest = max(found, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+    return str(newest["metadata"]["name"])
+
+
+async def _cluster_owners(target: RayTarget) -> dict[str, str | None]:
+    """The RayClusters whose pods are the target's, by name, with their uid (None: not found now)."""
+    names = {target.cluster}
+    if target.kind == "RayService":
+        status = (await target.kube.get_ray("rayservices", target.name)).get("status") or {}
+        for side in ("activeServiceStatus", "pendingServiceStatus"):
+            if named := (status.get(side) or {}).get("rayClusterName"):
+                names.add(str(named))
+    owners: dict[str, str | None] = {}
+    for name in sorted(names):
+        rc = await _cluster(target.kube, name)
+        owners[name] = str((rc or {}).get("metadata", {}).get("uid") or "") or None
+    return owners
+
+
+def pod_owner(pod: dict[str, Any], clusters: dict[str, str | None], rayjob: str | None) -> str | None:
+    """What the pod belongs to among ``clusters`` (its controller is one of these RayClusters, by name and uid)
+    or the RayJob ``rayjob``'s submitter (its controller is the Kubernetes Job KubeRay names after the RayJob);
+    None: neither. Owner references, not labels alone: any pod may carry a label."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if not ref.get("controller"):
+            continue
+        name, uid = str(ref.get("name") or ""), ref.get("uid")
+        labelled = (meta.get("labels") or {}).get(CLUSTER_LABEL) == name
+        if (
+            ref.get("kind") == "RayCluster"
+            and name in clusters
+            and clusters[name] in (None, uid)
+            and labelled
+        ):
+            return f"RayCluster {name}"
+        if ref.get("kind") == "Job" and rayjob is not None and name == rayjob:
+            return f"RayJob {rayjob}'s submitter"
     return None

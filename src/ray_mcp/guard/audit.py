@@ -58,12 +58,29 @@ def _new_job(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"job": "a new job (Ray names it; the outcome record has its id)"}
 
 
+def _kube_object(arguments: dict[str, Any]) -> dict[str, Any]:
+    """kuberay_apply's object: its name, else the manifest's, else the address's own object."""
+    manifest = arguments.get("manifest")
+    meta = manifest.get("metadata") if isinstance(manifest, dict) else None
+    if arguments.get("name"):
+        named = {}
+    elif isinstance(meta, dict) and meta.get("name"):
+        named = {"object": f"{manifest.get('kind')} {meta.get('namespace') or ''}/{meta['name']}"}  # type: ignore[union-attr]
+    elif manifest:
+        named = {"object": "the object of the manifest given (YAML)"}
+    else:
+        named = {"object": "the KubeRay object of the address"}
+    where = {k: arguments[k] for k in ("kind", "namespace", "context") if arguments.get(k)}
+    return {**named, **where}
+
+
 # The targets of write and destructive tools that no argument names: derived from the arguments, so that the
 # write-ahead record names what the call will change before it runs (tests/test_audit_targets.py checks that
 # every write and destructive tool's record names one).
 DERIVED_TARGETS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "serve_deploy": _serve_apps,
     "submit_job": _new_job,
+    "kuberay_apply": _kube_object,
 }
 
 

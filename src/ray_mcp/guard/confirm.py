@@ -5,8 +5,10 @@ tool acts only on an explicit yes. Otherwise a destructive tool called without `
 describes what it would do and returns a token. Calling it again with that token carries the change out.
 
 A token is an HMAC, under a per-process secret, of the tool, the cluster (its name and dashboard URL), the
-target and the target's *instance* (a job's start time and job id, an actor's restarts and pid, a Serve app's
-deploy time and config), and of its expiry time (``Settings.confirm_token_ttl_s``, default ``limits.CONFIRM_TOKEN_TTL_S``: 5 minutes). So it
+target, the target's *instance* (a job's start time and job id, an actor's restarts and pid, a Serve app's
+deploy time and config, a Kubernetes object's uid and resourceVersion), the exact *change* the user was shown
+(``change_digest`` of its diff: a token for "replicas 3 -> 0" does not carry "replicas 3 -> 0, maxReplicas 5 ->
+0", nor a smaller or "equivalent" change), and of its expiry time (``Settings.confirm_token_ttl_s``, default ``limits.CONFIRM_TOKEN_TTL_S``: 5 minutes). So it
 needs no server-side state, cannot be used on another cluster, on another object, or on a new object that
 reuses the old one's name (a resubmitted submission id, a restarted actor, a redeployed app), and dies with the
 server process. The elicitation question names the same cluster and instance, and a tool checks right before
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -96,9 +99,10 @@ def is_confirmed(
         )
     raise InvalidArgument(
         f"The confirm token does not match {pending.tool} on {pending.target} {where}; nothing was changed. "
-        "A token is bound to one cluster, one object and that object's instance: it was made for another "
-        "cluster or object, or the object changed since (a new job reusing the submission id, a restarted "
-        "actor, a redeployed app), or it is not a token. Call "
+        "A token is bound to one cluster, one object, that object's instance and the exact change shown: it "
+        "was made for another cluster, object or change (any other arguments, a smaller change included), or "
+        "the object changed since (a new job reusing the submission id, a restarted actor, a redeployed app, "
+        "a Kubernetes object at a new resourceVersion), or it is not a token. Call "
         f"{pending.tool} without confirm to see the change as it stands now and get a fresh token."
     )
 
@@ -126,8 +130,10 @@ class Pending:
     """A destructive change a tool is about to make, found out before anything changes.
 
     ``target`` names the object (a submission id, an actor id, an app name); ``instance`` says which
-    incarnation of it (a job's start time, an actor's restarts and pid, an app's deploy time and config);
-    ``cluster`` the cluster it lives in. All three bind the confirm token and appear in the question.
+    incarnation of it (a job's start time, an actor's restarts and pid, an app's deploy time and config, a
+    Kubernetes object's uid and resourceVersion); ``cluster`` the cluster it lives in; ``change`` the digest of
+    the exact change (change_digest). All four bind the confirm token; the first three appear in the question,
+    with the change in ``description``.
     ``description`` names the exact object for the user (id, class, name, job, entrypoint...); ``noop`` is the
     answer when there is nothing to do (an actor already dead); ``required`` is False when the call turns out
     not to be destructive (a replace that removes no app). ``subject`` carries what the tool fetched (the
@@ -143,11 +149,21 @@ class Pending:
     cluster: ClusterRef | None = None
     required: bool = True
     ttl_s: float = CONFIRM_TOKEN_TTL_S
+    change: str = (
+        ""  # change_digest of the exact change shown (its diff); "" when the tool and target say it all
+    )
 
     @property
     def binding(self) -> str:
         cluster = (self.cluster.name, self.cluster.url) if self.cluster else ("", "")
-        return "\0".join((self.tool, *cluster, self.target, self.instance))
+        return "\0".join((self.tool, *cluster, self.target, self.instance, self.change))
+
+
+def change_digest(diff: Any) -> str:
+    """The digest a confirmation binds for a change: of its diff as canonical JSON (keys sorted), so the same
+    change always gives the same digest, and any other change (one field more or less) another."""
+    canonical = json.dumps(diff, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def ensure_unchanged(confirmed: Pending, now: Pending) -> None:

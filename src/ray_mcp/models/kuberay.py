@@ -89,3 +89,115 @@ class KubeChange(BaseModel):
     dry_run: bool = False
     confirm_token: str | None = None
     message: str
+
+
+# -- the fleet ------------------------------------------------------------------------------------------------
+
+
+class FleetGroup(BaseModel):
+    """A worker group of a row's RayCluster: pods ready of those desired (its replicas)."""
+
+    name: str
+    ready: int
+    desired: int | None = None
+
+
+class FleetRow(BaseModel):
+    """One KubeRay object of the fleet (or one cluster a History Server keeps), verdict first."""
+
+    kind: Literal["RayCluster", "RayJob", "RayService", "RayCronJob", "record"]
+    namespace: str
+    name: str
+    context: str | None = Field(default=None, description="The kubeconfig context it was listed in.")
+    address: str | None = Field(
+        default=None,
+        description="The address every other tool takes for it (--address, a clusters file).",
+    )
+    verdict: str = Field(
+        description="kuberay_status's verdict for it: healthy, or the first finding's class."
+    )
+    ray_verdict: str | None = Field(
+        default=None,
+        description="cluster_health's verdict when its dashboard answered in time, else unknown: why.",
+    )
+    state: str
+    cluster: str | None = Field(default=None, description="The RayCluster it runs on.")
+    groups: list[FleetGroup] = []
+    gpus_requested: float = Field(default=0, description="GPUs its pods' containers ask for (limits).")
+    gpus_used: float | None = Field(default=None, description="GPUs Ray has in use there (None: unknown).")
+    age_s: float | None = None
+    finding: str | None = Field(default=None, description="The first finding, in one line.")
+
+
+class Fleet(BaseModel):
+    """KubeRay objects across namespaces (and contexts), roll-ups first."""
+
+    rollup: str
+    unhealthy: int
+    gpus_idle: float | None = Field(
+        default=None, description="GPUs asked for and not in use by Ray (None: unknown)."
+    )
+    upgrades_stuck: int
+    rows: list[FleetRow]
+    total_listed: int = Field(description="Objects on this page, before the row limit.")
+    next_page: str | None = Field(default=None, description="Pass as page to list the next objects.")
+    scopes: list[str] = Field(default_factory=list, description="Where it listed: contexts and namespaces.")
+    notes: list[str] = []
+    hint: str | None = None
+
+
+# -- changes as a plan ----------------------------------------------------------------------------------------
+
+
+class FieldChange(BaseModel):
+    path: str
+    before: str | None = None
+    after: str | None = None
+
+
+class ServiceOutcome(BaseModel):
+    kind: Literal[
+        "serve_in_place",
+        "cluster_in_place",
+        "new_cluster",
+        "incremental_upgrade",
+        "replicas_only",
+        "held",
+        "nothing",
+    ]
+    text: str
+
+
+class LintFinding(BaseModel):
+    """A spec that will fail, or fail to do what it says: the field, why, and the fix."""
+
+    rule: str = Field(description="The failure class.")
+    severity: Literal["error", "warning"]
+    field: str
+    why: str
+    fix: str
+
+
+class LintReport(BaseModel):
+    verdict: str
+    findings: list[LintFinding]
+    checked: list[str] = Field(description="The rules that ran.")
+    unknown: list[str] = Field(default_factory=list, description="Rules that could not run, and why.")
+
+
+class KubePlan(BaseModel):
+    """A change to a KubeRay object: the dry run's field diff, what the operator will do, the lint, and the
+    token bound to exactly this change (or what was done, once confirmed)."""
+
+    object: str
+    namespace: str
+    action: Literal["create", "update", "delete"]
+    done: bool
+    diff: list[FieldChange] = []
+    diff_total: int = 0
+    diff_digest: str
+    takes_over: list[str] = Field(default_factory=list, description="Fields other field managers own now.")
+    outcome: list[ServiceOutcome] = []
+    lint: LintReport | None = None
+    confirm_token: str | None = None
+    message: str

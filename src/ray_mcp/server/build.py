@@ -66,6 +66,7 @@ TOOL_AREAS = (
     "stacks",
     "objects",
     "events",
+    "metrics",
     "kubernetes",
 )
 

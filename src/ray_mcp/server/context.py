@@ -17,16 +17,18 @@ from mcp.server.mcpserver import Context
 from ray_mcp.addresses import AddressForm, form_of
 from ray_mcp.answers import RayAPI
 from ray_mcp.cluster import ClusterManager, Resolved
-from ray_mcp.errors import InvalidArgument
+from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.guard.confirm import ClusterRef
 from ray_mcp.guard.redaction import CONFIGURED, SECRETS, credential_values
 from ray_mcp.limits import LOG_FOLLOWS_MAX, LOG_FOLLOWS_PER_CLIENT
+from ray_mcp.local_prometheus import prometheus_binary
 from ray_mcp.server.shares import Shares
 from ray_mcp.settings import Settings
 from ray_mcp.sources.dashboard import http_verify
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.sources.history import HistoryTransport
-from ray_mcp.sources.kubernetes import PROXY_NO_GCS, RayTarget
+from ray_mcp.sources.kubernetes import PROXY_NO_GCS, Kube, KubeContexts, RayTarget
+from ray_mcp.sources.prometheus import Configured
 
 DEFAULT_CLUSTER = "default"
 # Clusters on this machine found without an address, or started here: Ray puts them in token mode when
@@ -80,7 +82,7 @@ class Connection:
             SECRETS.hold(CONFIGURED, [v for value in headers.values() for v in credential_values(value)])
             transport, gcs_lookup, gcs_out_of_reach = self._http_transport, self._gcs_lookup, None
             if resolved.kube is not None and transport is None:
-                transport = resolved.kube.kube.proxy_transport()
+                transport = resolved.kube.proxy_transport()
             if resolved.kube is not None and not resolved.kube.kube.in_cluster:
                 gcs_lookup, gcs_out_of_reach = None, PROXY_NO_GCS  # the API server proxies HTTP only
             self.history = None
@@ -104,6 +106,7 @@ class Connection:
                 stack_source=s.stack_source,
                 py_spy=s.py_spy,
                 local_logs=s.local_logs and self.history is None,
+                prometheus=configured_prometheus(s, resolved),
             )
         return self._api
 
@@ -145,6 +148,22 @@ class Connection:
         await self.cluster.aclose()
 
 
+def configured_prometheus(settings: Settings, resolved: Resolved) -> Configured | None:
+    """The Prometheus a cluster's settings name (its headers with it), else the one ray-mcp started beside its
+    embedded head; None lets the locator ask the dashboard. A History Server record has none."""
+    if resolved.history is not None:
+        return None
+    if settings.prometheus:
+        return Configured(
+            settings.prometheus,
+            "configured: --prometheus, RAY_MCP_PROMETHEUS or RAY_PROMETHEUS_HOST",
+            tuple(settings.prometheus_request_headers()),
+        )
+    if resolved.prometheus:
+        return Configured(resolved.prometheus, "started by ray-mcp beside its embedded head")
+    return None
+
+
 class App:
     """Process-wide state: created by build_server, closed by whoever runs the server (cli or a test)."""
 
@@ -166,6 +185,13 @@ class App:
         }
         self.default_cluster = next(iter(self.connections))
         self.on_close: list[Callable[[], Awaitable[None]]] = []
+        # Kubernetes connections by context, for the tools that reach past the address's object (the fleet)
+        self.kube_contexts = KubeContexts(
+            kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,
+            context=settings.kube_context,
+            namespace=settings.namespace,
+            timeout_s=settings.request_timeout_s,
+        )
         # each holds a dashboard connection for up to MAX_FOLLOW_S: a share per client, far below the pool
         self.follows = Shares(
             "log follows (tail_logs follow_s)", total=LOG_FOLLOWS_MAX, per_owner=LOG_FOLLOWS_PER_CLIENT
@@ -222,12 +248,33 @@ class App:
             return None
         return await connection.kube()
 
+    async def kube_at(self, context: str | None = None) -> Kube:
+        """A Kubernetes connection for ``context`` (None: the address's, when it is k8s://, else the
+        kubeconfig's current context), bound to its default namespace."""
+        with contextlib.suppress(
+            RayMCPError
+        ):  # the address's object may be gone: its kubeconfig still answers
+            target = await self.kube_or_none()
+            if target is not None:
+                self.kube_contexts.adopt(target.kube)
+        return await self.kube_contexts.get(context)
+
     @property
     def kubernetes(self) -> bool:
         """Are the Kubernetes tools offered: a k8s:// address configured, or --kubernetes-tools."""
         return self.settings.kubernetes_tools or any(
             c.form is not None and c.form.kubernetes for c in self.connections.values()
         )
+
+    @property
+    def metrics(self) -> bool:
+        """Is get_metrics offered (toolset "metrics", where a Prometheus is known): one is configured for a
+        cluster, or ray-mcp may start its embedded cluster with a `prometheus` binary on PATH, or
+        --metrics-tools asks for it anyway."""
+        if self.settings.metrics_tools or any(c.settings.prometheus for c in self.connections.values()):
+            return True
+        embedded = self.settings.address is None and self.settings.embedded != "never"
+        return embedded and not self.multi_cluster and prometheus_binary() is not None
 
     def known_dashboard_url(self, name: str) -> str | None:
         """The dashboard URL of a cluster by name once it has been found (None before: nothing is waited for)."""
@@ -243,6 +290,7 @@ class App:
     async def aclose(self) -> None:
         for close in self.on_close:  # what runs on top of the connections (the job pollers of live.py)
             await close()
+        await self.kube_contexts.aclose()
         for connection in self.connections.values():
             await connection.aclose()
 

@@ -336,6 +336,63 @@ def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:
     return found
 
 
+def object_findings(
+    obj: dict[str, Any],
+    raycluster: dict[str, Any] | None,
+    pods: list[PodState],
+    *,
+    submitters: list[PodState],
+    pending: tuple[dict[str, Any] | None, list[PodState]] | None,
+    ray_status: str | None,
+    now_s: float,
+) -> list[KubeFinding]:
+    """Everything wrong with a RayCluster, RayJob or RayService, the most blocking first: one function for
+    kuberay_status and the fleet, so both give one object the same verdict. ``pending``: a RayService's pending
+    cluster and its pods; ``ray_status``: Ray's own status of a RayJob's job (None: not asked)."""
+    kind = obj.get("kind")
+    findings = cluster_findings(raycluster, pods) if raycluster is not None or _runs_on(obj) else []
+    if kind == "RayJob":
+        findings = job_findings(obj, ray_status) + findings + cluster_findings(None, submitters)
+    elif kind == "RayService":
+        pending_ready = None
+        if pending is not None:
+            pending_rc, pending_pods = pending
+            pending_ready = bool(pending_rc and (pending_rc.get("status") or {}).get("state") == "ready")
+            findings += cluster_findings(pending_rc, pending_pods)
+        findings = (
+            service_findings(obj, now_s=now_s, pending_ready=pending_ready)
+            + serve_app_findings(obj)
+            + findings
+        )
+    return findings
+
+
+def _runs_on(obj: dict[str, Any]) -> bool:
+    from ray_mcp.sources.kubernetes import cluster_of
+
+    return cluster_of(obj) is not None
+
+
+def verdict_of(obj: dict[str, Any], findings: list[KubeFinding]) -> str:
+    """The first finding's class; else healthy only when KubeRay says so, and the state as it stands otherwise
+    (never healthy by default)."""
+    if findings:
+        return findings[0].verdict
+    status, kind = obj.get("status") or {}, obj.get("kind")
+    if kind == "RayCluster":
+        return "healthy" if status.get("state") == "ready" else str(status.get("state") or "unknown")
+    if kind == "RayJob":
+        return str(status.get("jobDeploymentStatus") or "unknown").lower()
+    if kind == "RayService":
+        return (
+            "healthy"
+            if status.get("serviceStatus") == "Running"
+            else str(status.get("serviceStatus") or "unknown")
+        )
+    spec = obj.get("spec") or {}
+    return "suspended" if spec.get("suspend") else "scheduled" if spec.get("schedule") else "unknown"
+
+
 def _age_s(timestamp: str | None, now_s: float) -> float | None:
     from datetime import datetime
 

@@ -379,3 +379,35 @@ class HistoryTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+async def kept_clusters(
+    url: str, *, timeout_s: float, verify: Any = True, transport: httpx.AsyncBaseTransport | None = None
+) -> list[dict[str, Any]]:
+    """The clusters and sessions a KubeRay History Server keeps (its ``GET /clusters/``: name, namespace,
+    sessionName, createTime, ownerKind, ownerName), as it answers them (newest first)."""
+    base = url.removeprefix(SCHEME).rstrip("/")
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise InvalidArgument(
+            f"Cannot read {url!r} as a History Server URL: expected http://host:port (its root, as in "
+            "history+http://host:port/...)."
+        )
+    async with httpx.AsyncClient(timeout=timeout_s, verify=verify, transport=transport) as client:
+        try:
+            response = await client.get(f"{base}/clusters/")
+        except httpx.HTTPError as exc:
+            raise ClusterUnavailable(
+                f"The History Server {base} does not answer ({type(exc).__name__}); check its URL."
+            ) from None
+    if response.status_code != 200:
+        raise RayRequestFailed(
+            f"The History Server {base} answered GET /clusters/ with HTTP {response.status_code}."
+        )
+    try:
+        body = response.json()
+    except ValueError:
+        raise RayRequestFailed(
+            f"The History Server {base} answered GET /clusters/ with something not JSON."
+        ) from None
+    return [dict(c) for c in body if isinstance(c, dict)] if isinstance(body, list) else []

@@ -1,6 +1,7 @@
 """The dashboard's other routes, one method each: its version, the autoscaler's cluster status, the nodes'
 summary and details, live actors' worker stats, the older events route, Grafana's health, the profiling routes
-(a process's stack, its CPU profile), Ray Train's runs and Ray Data's datasets. Ray's records come back as they
+(a process's stack, its CPU profile), Ray Train's runs, Ray Data's datasets, and its Prometheus (whether it
+answers; the nodes' metrics targets). Ray's records come back as they
 are; each read is made once per call (sources/scope.py), except a stack or profile, which is a measurement."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from ray_mcp.sources.dashboard import Answer, Dashboard
 from ray_mcp.sources.ids import check_id, node_path
 
 TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
+PROMETHEUS_HEALTH_PATH = "/api/prometheus_health"  # metrics_head.py: does the dashboard's Prometheus answer
+PROMETHEUS_SD_PATH = "/api/prometheus/sd"  # reporter_head.py: the metrics targets, as Prometheus's HTTP SD
 
 
 class Routes:
@@ -62,6 +65,31 @@ class Routes:
     async def grafana_health(self) -> Answer:
         """Whether the dashboard reaches a Grafana, and which (Ray answers 500 when it cannot)."""
         return await self.dashboard.get_answer("/api/grafana_health", what="checking Grafana")
+
+    async def prometheus_health(self) -> bool:
+        """Whether the dashboard's own Prometheus (RAY_PROMETHEUS_HOST on the head) answers (Ray asks it
+        ``vector(1)`` and answers 500 when it cannot)."""
+        answer = await self.dashboard.get_answer(PROMETHEUS_HEALTH_PATH, what="checking its Prometheus")
+        if answer.status != 200:
+            return False
+        try:
+            body = answer.json()
+        except ValueError:
+            return False
+        return isinstance(body, dict) and body.get("result") is True
+
+    async def prometheus_targets(self) -> list[str]:
+        """The ``host:port`` metrics endpoints Ray gives Prometheus (``/api/prometheus/sd``, HTTP service
+        discovery: the list Ray writes to the session's prom_metrics_service_discovery.json)."""
+        groups = await self.dashboard.get_json(
+            PROMETHEUS_SD_PATH, what=f"the metrics targets ({PROMETHEUS_SD_PATH})"
+        )
+        targets: list[str] = []
+        for group in groups if isinstance(groups, list) else []:
+            for target in (group or {}).get("targets") or [] if isinstance(group, dict) else []:
+                if isinstance(target, str) and target not in targets:
+                    targets.append(target)
+        return targets
 
     async def profiling_enabled(self) -> Any:
         return await self.dashboard.get_json("/api/profiling_enabled", what="the profiling check")

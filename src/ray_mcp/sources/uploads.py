@@ -176,3 +176,22 @@ def _travel(top: Path, excludes: list[str], check: Callable[[Path], None]) -> No
     sdk_private.walk_like_ray_packaging(
         top, excludes, check, include_gitignore=include_gitignore, logger=_RAY_WALK_LOG
     )
+
+
+# The most a working_dir or py_module may weigh zipped: Ray uploads it through the GCS (its gRPC message limit).
+UPLOAD_LIMIT_BYTES = sdk_private.RAY_UPLOAD_LIMIT_BYTES
+
+
+def tree_bytes(top: Path, excludes: Any) -> int:
+    """What the files Ray's packaging would take from ``top`` weigh, unzipped (its excludes and ignore files)."""
+    if not top.is_dir():
+        return top.stat().st_size
+    total = 0
+
+    def add(path: Path) -> None:
+        nonlocal total
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+
+    _travel(top, excludes if isinstance(excludes, list) else [], add)
+    return total

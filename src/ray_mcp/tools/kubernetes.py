@@ -1,7 +1,10 @@
 """KubeRay on Kubernetes: a RayCluster, RayJob or RayService with its pods and events, a pod's log, scaling a
 worker group, deleting a RayJob. Listed only when the address is k8s:// (or --kubernetes-tools)."""
 
-from typing import Annotated, Literal
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
@@ -9,19 +12,35 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.answers.kuberay import describe
+from ray_mcp.answers import fleet as fleet_answers
+from ray_mcp.answers import kube_changes as changes
+from ray_mcp.answers.kuberay import describe, pod_of
 from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.guard import confirm as confirmation
 from ray_mcp.guard.audit import note_audit
-from ray_mcp.guard.confirm import Approval, Decision, Pending
-from ray_mcp.limits import KUBE_LOG_BYTES, KUBE_LOG_LINES
-from ray_mcp.models.kuberay import KubeChange, KubeLog, KubeStatus
+from ray_mcp.guard.confirm import Approval, Decision, Pending, change_digest
+from ray_mcp.limits import (
+    FLEET_CONTEXTS,
+    FLEET_RAY_BUDGET_S,
+    FLEET_RAY_CHECKS,
+    FLEET_ROWS,
+    KUBE_DIFF_SHOWN,
+    KUBE_LINT_SHOWN,
+    KUBE_LOG_BYTES,
+    KUBE_LOG_LINES,
+)
+from ray_mcp.models.kuberay import Fleet, KubeChange, KubeLog, KubePlan, KubeStatus, LintReport
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.fleet import render_fleet
+from ray_mcp.shaping.kube_changes import diff_lines
+from ray_mcp.shaping.kube_lint import lint, render_lint
 from ray_mcp.shaping.kuberay import render
-from ray_mcp.sources.kubernetes import CLUSTER_LABEL, JOB_NAME_LABEL, NODE_TYPE_LABEL, RayTarget
+from ray_mcp.sources.history import kept_clusters
+from ray_mcp.sources.kube_names import checked
+from ray_mcp.sources.kubernetes import FLEET_KINDS, KIND_PLURAL, Kube, RayTarget, parse_kube_address
 from ray_mcp.text import quoted
-from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
+from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Confirm
 
 
 async def current_target(ctx: Context) -> RayTarget:
@@ -36,20 +55,70 @@ Name = Annotated[
 
 
 async def kuberay_status(
-    target: Target,
-    api: Api,
-    name: Name = None,
+    ctx: Context,
+    name: Annotated[
+        str | None,
+        Field(
+            description="The object: a name in the address's namespace, namespace/name, or a fleet row's address "
+            "k8s://[context/]namespace/name (default: the address's object)."
+        ),
+    ] = None,
     events: Annotated[bool, Field(description="Include the events of it and its pods.")] = True,
 ) -> Annotated[CallToolResult, KubeStatus]:
     """The Kubernetes side of a KubeRay RayCluster, RayJob or RayService: state, worker groups, pods that are
     Pending, pulling, OOMKilled or crashing, a RayJob's status against Ray's, a RayService's upgrade, events.
     """
+    app = app_of(ctx)
+    kube, obj_name = await object_at(ctx, name)
+    target = await app.kube_or_none()
+    ray_job_status = None
+    if target is not None and target.namespace == kube.namespace and target.kube.context == kube.context:
+        api = await app.api()
 
-    async def ray_job_status(job_id: str) -> str | None:
-        return str((await api.jobs.details(job_id)).get("status") or "") or None
+        async def ray_job_status(job_id: str) -> str | None:
+            return str((await api.jobs.details(job_id)).get("status") or "") or None
 
-    status = await describe(target.kube, name or target.name, ray_job_status=ray_job_status, events=events)
+    status = await describe(kube, obj_name, ray_job_status=ray_job_status, events=events)
     return tool_result(status, render(status))
+
+
+async def object_at(
+    ctx: Context, name: str | None, namespace: str | None = None, context: str | None = None
+) -> tuple[Kube, str]:
+    """The connection (bound to its namespace) and the name of the object a call names: ``name`` alone is in
+    the address's namespace; ``namespace/name`` and ``k8s://[context/]namespace/name`` say where."""
+    if name is not None and name.startswith("k8s://"):
+        named = parse_kube_address(name)
+        context, namespace, name = named.context or context, named.namespace or namespace, named.name
+    elif name is not None and "/" in name:
+        namespace, _, name = name.partition("/")
+        checked(namespace, "namespace")
+        checked(name, "rayobject")
+    if name is None and await app_of(ctx).kube_or_none() is None:  # the address's object, if not named
+        raise InvalidArgument(
+            "Name the object: this server's address is not a k8s://[context/]namespace/name address, so there is "
+            "no default one. Pass name as namespace/name or as a row's address from kuberay_fleet."
+        )
+    kube, target = await kube_for(ctx, namespace, context)
+    return kube, name or (target.name if target is not None else "")
+
+
+async def kube_for(
+    ctx: Context, namespace: str | None = None, context: str | None = None
+) -> tuple[Kube, RayTarget | None]:
+    """The connection for a namespace and context: the address's when they are its (with its object), else one
+    from the kubeconfig."""
+    app = app_of(ctx)
+    target = None
+    if context is None:
+        with contextlib.suppress(
+            RayMCPError
+        ):  # the address's object may be gone: the kubeconfig still answers
+            target = await app.kube_or_none()
+    if target is not None and namespace in (None, target.namespace):
+        return target.kube, target
+    kube = await app.kube_at(context)
+    return (kube.at(namespace) if namespace else kube), None
 
 
 async def kuberay_logs(
@@ -64,9 +133,10 @@ async def kuberay_logs(
     lines: Annotated[int, Field(ge=KUBE_LOG_LINES.low, le=KUBE_LOG_LINES.high)] = KUBE_LOG_LINES.default,
 ) -> Annotated[CallToolResult, KubeLog]:
     """A pod container's log tail from Kubernetes, including the previous container's and the head's
-    autoscaler (tail_logs reads Ray's own log files)."""
+    autoscaler (tail_logs reads Ray's own log files). Only the pods of this Ray cluster: its head, its workers,
+    a RayJob's submitter."""
     kube = target.kube
-    name = await _pod_name(target, pod)
+    name = await pod_of(target, pod, container)
     text = await kube.log(name, container=container, previous=previous, lines=lines, max_bytes=KUBE_LOG_BYTES)
     got = text.splitlines()
     truncated = len(text.encode()) >= KUBE_LOG_BYTES
@@ -82,22 +152,6 @@ async def kuberay_logs(
         f"pod {name}" + (f" container {container}" if container else "") + (" (previous)" if previous else "")
     )
     return tool_result(result, f"{len(got)} line(s) of {where}:\n" + text)
-
-
-async def _pod_name(target: RayTarget, pod: str) -> str:
-    if pod == "head":
-        selector, what = f"{CLUSTER_LABEL}={target.cluster},{NODE_TYPE_LABEL}=head", "head"
-    elif pod == "submitter":
-        if target.kind != "RayJob":
-            raise InvalidArgument(f"pod='submitter' is a RayJob's, and {target.name} is a {target.kind}.")
-        selector, what = f"{JOB_NAME_LABEL}={target.name}", "submitter"
-    else:
-        return pod
-    pods = await target.kube.pods_labelled(selector, f"the {what} pod")
-    if not pods:
-        raise InvalidArgument(f"No {what} pod of {target.kind} {target.name} exists now; see kuberay_status.")
-    newest = max(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-    return str(newest["metadata"]["name"])
 
 
 async def scale_plan(
@@ -149,11 +203,14 @@ async def scale_plan(
         "scale_worker_group",
         f"{target.namespace}/{target.cluster}/{group}",
         what,
-        subject={"index": index, "spec": spec, "new": new},
+        subject={"index": index, "spec": spec, "new": new, "version": meta.get("resourceVersion")},
         instance=f"{meta.get('uid')}@{meta.get('resourceVersion')}",
         cluster=await app.cluster_ref(),
         required=to_zero,
         ttl_s=app.settings.confirm_token_ttl_s,
+        change=change_digest(
+            {"group": group, **{k: [spec.get(k), v] for k, v in new.items() if v is not None}}
+        ),
     )
 
 
@@ -191,14 +248,22 @@ async def scale_worker_group(
     if not decision.proceed:
         return not_done(obj, target.namespace, "scale", decision)
     index, spec, new = pending.subject["index"], pending.subject["spec"], pending.subject["new"]
+    # The object as confirmed, or nothing: its resourceVersion (the version the token is bound to) and the group.
     patch: list[dict[str, object]] = [
-        {"op": "test", "path": f"/spec/workerGroupSpecs/{index}/groupName", "value": group}
+        {"op": "test", "path": "/metadata/resourceVersion", "value": pending.subject["version"]},
+        {"op": "test", "path": f"/spec/workerGroupSpecs/{index}/groupName", "value": group},
     ]
     for key, value in new.items():
         if value is not None:
             op = "replace" if key in spec else "add"
             patch.append({"op": op, "path": f"/spec/workerGroupSpecs/{index}/{key}", "value": value})
-    await target.kube.patch_ray("rayclusters", target.cluster, patch)
+    try:
+        await target.kube.patch_ray("rayclusters", target.cluster, patch)
+    except RayMCPError as exc:
+        raise type(exc)(
+            f"{exc} Nothing was changed: the RayCluster is no longer at the resourceVersion read (someone else "
+            "wrote it since); call scale_worker_group again to see it as it stands."
+        ) from None
     message = f"Done: {pending.description}. KubeRay now adds or removes pods; kuberay_status shows them."
     return tool_result(
         KubeChange(object=obj, namespace=target.namespace, action="scale", done=True, message=message),
@@ -254,6 +319,400 @@ async def delete_ray_job(
     return tool_result(change, message)
 
 
+# -- the fleet ------------------------------------------------------------------------------------------------
+
+KindName = Literal["RayCluster", "RayJob", "RayService", "RayCronJob"]
+
+
+async def kuberay_fleet(
+    ctx: Context,
+    namespaces: Annotated[
+        list[str] | None,
+        Field(
+            description="Namespaces to list (default: every one the account may list, else the context's)."
+        ),
+    ] = None,
+    kinds: Annotated[list[KindName] | None, Field(description="Kinds to list (default: all four).")] = None,
+    contexts: Annotated[
+        list[str] | None, Field(description="Kubeconfig contexts to list in (default: the current one).")
+    ] = None,
+    all_contexts: Annotated[
+        bool, Field(description=f"List in every context of the kubeconfig (at most {FLEET_CONTEXTS}).")
+    ] = False,
+    limit: Annotated[
+        int,
+        Field(
+            ge=FLEET_ROWS.low, le=FLEET_ROWS.high, description="Objects per page (then next_page goes on)."
+        ),
+    ] = FLEET_ROWS.default,
+    page: Annotated[
+        str | None, Field(description="next_page of the previous answer (same arguments).")
+    ] = None,
+    ray_health_s: Annotated[
+        float,
+        Field(
+            ge=FLEET_RAY_BUDGET_S.low,
+            le=FLEET_RAY_BUDGET_S.high,
+            description=f"Seconds to wait, in all, for the first {FLEET_RAY_CHECKS} clusters' dashboards to give "
+            "cluster_health's verdict and the GPUs in use (0: do not ask).",
+        ),
+    ] = FLEET_RAY_BUDGET_S.default,
+    history_server: Annotated[
+        str | None,
+        Field(
+            description="A KubeRay History Server (http://host:port): list the terminated clusters it keeps."
+        ),
+    ] = None,
+) -> Annotated[CallToolResult, Fleet]:
+    """Every RayCluster, RayJob, RayService and RayCronJob across namespaces (and kube contexts): which are
+    unhealthy, where GPUs idle, which upgrades are stuck. Use it first, before an address is known; each row
+    gives the address for every other tool."""
+    app = app_of(ctx)
+    names: list[str | None] = list(await asyncio.to_thread(app.kube_contexts.names)) if all_contexts else []
+    names = names or list(contexts or []) or [None]
+    if len(names) > FLEET_CONTEXTS:
+        raise InvalidArgument(f"{len(names)} contexts is more than {FLEET_CONTEXTS}: name the ones to list.")
+    where: list[str | None] = [checked(n, "namespace") for n in namespaces] if namespaces else [None]
+    scopes = [fleet_answers.Scope(c, n) for c in names for n in where]
+    history = None
+    if history_server is not None and page is None:
+        kept = await kept_clusters(
+            history_server, timeout_s=app.settings.request_timeout_s, verify=app.settings.dashboard_verify_tls
+        )
+        history = (history_server.removeprefix("history+"), kept)
+    answer = await fleet_answers.fleet(
+        app.kube_at,
+        scopes,
+        [str(k) for k in kinds] if kinds else [k for _p, k in FLEET_KINDS],
+        limit=limit,
+        cursor=page,
+        ray_health=fleet_answers.ray_health_with(app.settings, await _credentials(app))
+        if ray_health_s > 0
+        else None,
+        ray_budget_s=ray_health_s,
+        history=history,
+    )
+    return tool_result(answer, render_fleet(answer))
+
+
+async def _credentials(app: Any) -> Callable[[RayTarget], dict[str, str]]:
+    """The dashboard headers each fleet cluster may get: the address's Ray credentials go to the address's own
+    cluster only; every other cluster is asked without them (a refusal then says its verdict is unknown)."""
+    own: RayTarget | None = None
+    with contextlib.suppress(RayMCPError):
+        own = await app.kube_or_none()
+
+    def headers_for(target: RayTarget) -> dict[str, str]:
+        mine = own is not None and (own.namespace, own.cluster, own.kube.context) == (
+            target.namespace,
+            target.cluster,
+            target.kube.context,
+        )
+        return app.settings.dashboard_request_headers() if mine else {}
+
+    return headers_for
+
+
+# -- specs checked before they fail -----------------------------------------------------------------------------
+
+Manifest = Annotated[
+    dict[str, Any] | str | None,
+    Field(description="A RayCluster, RayJob or RayService manifest, as an object or as YAML text."),
+]
+KindArg = Annotated[
+    Literal["RayCluster", "RayJob", "RayService"] | None,
+    Field(description="The object's kind (or the manifest's)."),
+]
+ObjName = Annotated[str | None, Field(description="The object's name (or the manifest's metadata.name).")]
+Namespace = Annotated[
+    str | None, Field(description="Its namespace (default: the address's or the context's).")
+]
+KubeContext = Annotated[str | None, Field(description="The kubeconfig context (default: the current one).")]
+
+
+async def kuberay_lint(
+    ctx: Context,
+    manifest: Manifest = None,
+    kind: KindArg = None,
+    name: ObjName = None,
+    namespace: Namespace = None,
+    context: KubeContext = None,
+    runtime_env: Annotated[
+        dict[str, Any] | None,
+        Field(description="A job's runtime_env to check (pip without egress, working_dir size)."),
+    ] = None,
+) -> Annotated[CallToolResult, LintReport]:
+    """Check a RayCluster, RayJob or RayService spec (a manifest, or one that exists), or a job's runtime_env,
+    against the failures KubeRay users hit, before they happen: each finding names the field, why, the fix."""
+    app = app_of(ctx)
+    given = changes.manifest_of(manifest)
+    kube: Kube | None = None
+    with contextlib.suppress(RayMCPError):  # without Kubernetes, the rules that need it say they are unknown
+        kube = (
+            (await object_at(ctx, name or "x", namespace, context))[0]
+            if (given or name or namespace)
+            else None
+        )
+        kube = kube or await app.kube_at(context)
+    obj: dict[str, Any] = {"kind": "runtime_env", "metadata": {"name": "runtime_env"}}
+    if given is not None:
+        obj = given
+    elif name is not None:
+        kube, obj_name = await object_at(ctx, name, namespace, context)
+        obj = await (kube.get_ray(KIND_PLURAL[kind], obj_name) if kind else kube.find_ray(obj_name))
+    elif runtime_env is None:
+        raise InvalidArgument("Give something to check: manifest, kind and name, or runtime_env.")
+    size = await changes.local_working_dir_bytes(runtime_env, app.upload_roots)
+    context_ = await changes.lint_context(kube, runtime_env=runtime_env, working_dir_bytes=size)
+    report = lint(obj, context_)
+    return tool_result(report, "\n".join(render_lint(report, KUBE_LINT_SHOWN)))
+
+
+# -- changes as a plan first ------------------------------------------------------------------------------------
+
+
+async def apply_plan(
+    ctx: Context,
+    manifest: dict[str, Any] | str | None,
+    kind: str | None,
+    name: str | None,
+    namespace: str | None,
+    context: str | None,
+    image: str | None,
+    ray_version: str | None,
+    group: str | None,
+    replicas: int | None,
+    min_replicas: int | None,
+    max_replicas: int | None,
+    autoscaling: bool | None,
+    serve_config_v2: str | None,
+) -> Pending:
+    """The server-side dry run of the change, its diff, what KubeRay will do, and the lint, before anything."""
+    app = app_of(ctx)
+    given = changes.manifest_of(manifest)
+    obj_kind, obj_name, obj_ns = changes.target_of(given, kind, name, namespace)
+    fields = changes.NamedFields(
+        image, ray_version, group, replicas, min_replicas, max_replicas, autoscaling, serve_config_v2
+    )
+    if given is not None and fields.given():
+        raise InvalidArgument("Pass a manifest or named fields, not both.")
+    if given is None and not fields.given():
+        raise InvalidArgument("Nothing to change: pass a manifest, or fields such as image or max_replicas.")
+    kube, obj_name = await object_at(ctx, obj_name or None, obj_ns, context)
+    planned = await changes.plan(kube, kind=obj_kind, name=obj_name, manifest=given, fields=fields)
+    obj_kind = planned.kind
+    if planned.removes and not app.settings.allow_destructive:
+        raise InvalidArgument(
+            f"This change {'; '.join(planned.removes)}: that stops the pods in it (their tasks and actors die), so "
+            "it needs --allow-destructive, which this server runs without; nothing changed."
+        )
+    what = f"{'create' if planned.current is None else 'apply to'} {obj_kind} {kube.namespace}/{obj_name}"
+    shown = "; ".join(diff_lines(planned.diff, 3))
+    description = (
+        f"{what}: {len(planned.diff)} field change(s), diff {planned.digest}"
+        + (f" ({shown}{'; ...' if len(planned.diff) > 3 else ''})" if shown else "")
+        + (
+            f", taking over {len(planned.takes_over)} field(s) from other managers"
+            if planned.takes_over
+            else ""
+        )
+    )
+    return Pending(
+        "kuberay_apply",
+        f"{obj_kind} {kube.context or ''}/{kube.namespace}/{obj_name}",
+        description,
+        subject=planned,
+        noop=f"Nothing to change: {obj_kind} {kube.namespace}/{obj_name} already is as asked."
+        if not planned.diff
+        else None,
+        instance=planned.instance,
+        cluster=await _cluster_ref(app),
+        ttl_s=app.settings.confirm_token_ttl_s,
+        change=planned.digest,
+    )
+
+
+async def _cluster_ref(app: Any) -> confirmation.ClusterRef | None:
+    with contextlib.suppress(RayMCPError):  # a token is bound to the cluster when there is one to name
+        return await app.cluster_ref()
+    return None
+
+
+def plan_text(planned: changes.Plan, head: str) -> str:
+    lines = [head]
+    lines += [f"  {line}" for line in diff_lines(planned.diff, KUBE_DIFF_SHOWN)]
+    if len(planned.diff) > KUBE_DIFF_SHOWN:
+        lines.append(
+            f"  ({len(planned.diff) - KUBE_DIFF_SHOWN} more field change(s) in the structured answer)"
+        )
+    if planned.takes_over:
+        lines.append("Takes over from other field managers: " + "; ".join(planned.takes_over))
+    lines += [f"KubeRay will: {o.text}" for o in planned.outcome]
+    lines += render_lint(planned.lint, KUBE_LINT_SHOWN)
+    return "\n".join(lines)
+
+
+def plan_model(planned: changes.Plan, *, done: bool, token: str | None, message: str) -> KubePlan:
+    return KubePlan(
+        object=f"{planned.kind} {planned.name}",
+        namespace=planned.namespace,
+        action="create" if planned.current is None else "update",
+        done=done,
+        diff=planned.diff,
+        diff_total=len(planned.diff),
+        diff_digest=planned.digest,
+        takes_over=planned.takes_over,
+        outcome=planned.outcome,
+        lint=planned.lint,
+        confirm_token=token,
+        message=message,
+    )
+
+
+async def kuberay_apply(
+    ctx: Context,
+    pending: Annotated[Pending, Resolve(apply_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(apply_plan)],
+    manifest: Manifest = None,
+    kind: KindArg = None,
+    name: ObjName = None,
+    namespace: Namespace = None,
+    context: KubeContext = None,
+    image: Annotated[
+        str | None, Field(description="The Ray image of the head and every worker group.")
+    ] = None,
+    ray_version: Annotated[str | None, Field(description="spec rayVersion (keep it the image's).")] = None,
+    group: Annotated[str | None, Field(description="The worker group replicas/min/max apply to.")] = None,
+    replicas: Annotated[int | None, Field(ge=0, description="The group's replicas.")] = None,
+    min_replicas: Annotated[int | None, Field(ge=0, description="The group's minReplicas.")] = None,
+    max_replicas: Annotated[int | None, Field(ge=0, description="The group's maxReplicas.")] = None,
+    autoscaling: Annotated[bool | None, Field(description="enableInTreeAutoscaling on or off.")] = None,
+    serve_config_v2: Annotated[str | None, Field(description="A RayService's serveConfigV2 (YAML).")] = None,
+    confirm: Confirm = None,
+) -> Annotated[CallToolResult, KubePlan]:
+    """Create or change a RayCluster, RayJob or RayService from a manifest or a few named fields: first the plan
+    (the API server's dry run, the field diff, what KubeRay will do, the lint), then, confirmed, exactly that
+    change, by server-side apply as field manager ray-mcp."""
+    planned: changes.Plan = pending.subject
+    decision = confirmation.decide(pending, confirm, answer)
+    if not decision.proceed:
+        head = decision.text  # "Not done yet ...": what it would do, and how to confirm it
+        return tool_result(
+            plan_model(planned, done=False, token=decision.token, message=decision.text),
+            plan_text(planned, head),
+        )
+    note_audit(targets={planned.kind.lower(): f"{planned.namespace}/{planned.name}", "diff": planned.digest})
+    kube = (await object_at(ctx, planned.name, planned.namespace, context))[0]
+    await changes.apply(kube, planned)
+    message = (
+        f"Done: {pending.description}. KubeRay acts on it now; kuberay_status(name="
+        f"{planned.namespace + '/' + planned.name!r}) shows it."
+    )
+    return tool_result(
+        plan_model(planned, done=True, token=None, message=message), plan_text(planned, message)
+    )
+
+
+def serving(obj: dict[str, Any]) -> bool:
+    """Does a RayService serve traffic now (KubeRay says Running, Ready, or counts serve endpoints)?"""
+    status = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return status.get("serviceStatus") == "Running" or ready or int(status.get("numServeEndpoints") or 0) > 0
+
+
+async def kuberay_delete_plan(
+    ctx: Context,
+    kind: str,
+    name: str,
+    namespace: str | None,
+    context: str | None,
+    stop_serving: str | None,
+) -> Pending:
+    """What deleting the RayCluster or RayService takes with it; refused when protected, owned, or serving
+    without the user's word."""
+    app = app_of(ctx)
+    kube, name = await object_at(ctx, name, namespace, context)
+    obj = await kube.get_ray(KIND_PLURAL[kind], name)
+    changes.refuse_protected(obj, kind, kube.namespace, name)
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    if owner is not None:
+        raise InvalidArgument(
+            f"{kind} {kube.namespace}/{name} belongs to {owner.get('kind')} {quoted(str(owner.get('name')))}, which "
+            "would make it again: delete that instead (delete_ray_job, or kuberay_delete of the RayService). "
+            "Nothing was deleted."
+        )
+    if kind == "RayService" and serving(obj) and stop_serving != name:
+        raise InvalidArgument(
+            f"RayService {kube.namespace}/{name} serves traffic now (service {status.get('serviceStatus') or '?'}, "
+            f"{status.get('numServeEndpoints', '?')} serve endpoint(s)): deleting it stops that traffic. Ask the user; "
+            f"only if they say so in their own words, call again with stop_serving={name!r}. Nothing was deleted."
+        )
+    if kind == "RayCluster":
+        takes = f"its pods ({status.get('readyWorkerReplicas', '?')} ready worker(s) and the head), and every job, actor and object on it"
+    else:
+        clusters = [
+            (status.get(k) or {}).get("rayClusterName")
+            for k in ("activeServiceStatus", "pendingServiceStatus")
+        ]
+        takes = (
+            f"its RayCluster(s) {', '.join(c for c in clusters if c) or 'none'} and its Serve applications"
+        )
+    return Pending(
+        "kuberay_delete",
+        f"{kind} {kube.context or ''}/{kube.namespace}/{name}",
+        f"delete {kind} {kube.namespace}/{name} and with it {takes}",
+        subject=(kube, obj),
+        instance=f"{meta.get('uid')}@{meta.get('resourceVersion')}",
+        cluster=await _cluster_ref(app),
+        ttl_s=app.settings.confirm_token_ttl_s,
+        change=change_digest({"delete": [kind, kube.namespace, name]}),
+    )
+
+
+async def kuberay_delete(
+    kind: Annotated[
+        Literal["RayCluster", "RayService"], Field(description="What to delete (RayJobs: delete_ray_job).")
+    ],
+    name: Annotated[
+        str, Field(min_length=1, description="Its name, namespace/name, or a fleet row's k8s:// address.")
+    ],
+    pending: Annotated[Pending, Resolve(kuberay_delete_plan)],
+    answer: Annotated[ElicitationResult[Approval], confirmation.asking(kuberay_delete_plan)],
+    namespace: Namespace = None,
+    context: KubeContext = None,
+    stop_serving: Annotated[
+        str | None,
+        Field(
+            description="A serving RayService's name, only when the user said to delete it although it serves."
+        ),
+    ] = None,
+    confirm: Confirm = None,
+) -> Annotated[CallToolResult, KubeChange]:
+    """Delete a RayCluster or RayService (with its clusters): confirmed; refused when annotated protected or
+    owned by another object; a RayService that serves traffic also needs the user's explicit word."""
+    kube, obj = pending.subject
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name"))
+    decision = confirmation.decide(pending, confirm, answer)
+    if not decision.proceed:
+        return not_done(f"{kind} {name}", kube.namespace, "delete", decision)
+    note_audit(targets={kind.lower(): f"{kube.namespace}/{name}", "diff": pending.change})
+    try:
+        await kube.delete_ray(KIND_PLURAL[kind], name, str(meta.get("uid")), str(meta.get("resourceVersion")))
+    except RayMCPError as exc:
+        raise type(exc)(
+            f"{exc} Nothing was deleted: it changed since the confirmation (a new version)."
+        ) from None
+    message = f"Done: {pending.description}."
+    change = KubeChange(
+        object=f"{kind} {name}", namespace=kube.namespace, action="delete", done=True, message=message
+    )
+    return tool_result(change, message)
+
+
 def register(server: MCPServer) -> None:
     if not server.app.kubernetes:  # type: ignore[attr-defined]  # RayMCPServer's App
         return
@@ -263,3 +722,9 @@ def register(server: MCPServer) -> None:
         annotations=WRITE.model_copy(update={"title": "Scale a worker group", "idempotent_hint": True})
     )(scale_worker_group)
     server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a RayJob"}))(delete_ray_job)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "KubeRay fleet"}))(kuberay_fleet)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Lint a KubeRay spec"}))(kuberay_lint)
+    server.tool(annotations=WRITE.model_copy(update={"title": "Apply a KubeRay change"}))(kuberay_apply)
+    server.tool(annotations=DESTRUCTIVE.model_copy(update={"title": "Delete a RayCluster or RayService"}))(
+        kuberay_delete
+    )

@@ -275,4 +275,10 @@ def remember_settings_secrets(settings: Any) -> None:
             pass
     for value in (getattr(settings, "dashboard_headers", None) or {}).values():
         values.extend(credential_values(str(value)))
+    prometheus_headers = getattr(settings, "prometheus_request_headers", None)
+    if callable(
+        prometheus_headers
+    ):  # RAY_PROMETHEUS_HEADERS: its values are credentials like the dashboard's
+        for _name, value in prometheus_headers():
+            values.extend(credential_values(str(value)))
     SECRETS.hold(CONFIGURED, values)

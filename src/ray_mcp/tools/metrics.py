@@ -1,0 +1,77 @@
+"""get_metrics: time series of the cluster over a window, from its Prometheus, as summaries (toolset "metrics")."""
+
+import asyncio
+import base64
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, ImageContent
+from pydantic import Field
+
+from ray_mcp.answers.metrics import Request
+from ray_mcp.limits import METRIC_SERIES, PROMQL_CHARS
+from ray_mcp.models import MetricsAnswer
+from ray_mcp.shaping import charts
+from ray_mcp.shaping.common import tool_result
+from ray_mcp.tools import READ_ONLY, Api
+
+# The named questions (answers/metric_questions.py QUESTIONS, in the same order; a test keeps them equal).
+Question = Literal[
+    "node_cpu",
+    "node_memory",
+    "node_disk",
+    "node_network",
+    "node_gpu",
+    "object_store",
+    "tasks",
+    "actors",
+    "serve",
+    "data",
+    "worker_memory",
+]
+# The toolset this tool belongs to: offered where a Prometheus is known (h-edge's toolsets read it).
+TOOLSET = "metrics"
+
+
+async def get_metrics(
+    api: Api,
+    question: Annotated[Question | None, Field(description="What to ask (or promql).")] = None,
+    promql: Annotated[
+        str | None, Field(max_length=PROMQL_CHARS, description="Raw PromQL (experts), sent as is.")
+    ] = None,
+    node: Annotated[str | None, Field(description="Only this node (id or IP).")] = None,
+    job: Annotated[str | None, Field(description="tasks, actors, worker_memory: only this job's.")] = None,
+    deployment: Annotated[str | None, Field(description="serve: only this deployment.")] = None,
+    operator: Annotated[str | None, Field(description="data: operators whose name contains this.")] = None,
+    last: Annotated[str | None, Field(description="Window ending now: 15m (default), 2h, 1d.")] = None,
+    since: Annotated[str | None, Field(description="Window start: ISO 8601 (UTC) or Unix seconds.")] = None,
+    until: Annotated[str | None, Field(description="Window end (default now).")] = None,
+    limit: Annotated[
+        int, Field(ge=METRIC_SERIES.low, le=METRIC_SERIES.high, description="Series shown, in all.")
+    ] = METRIC_SERIES.default,
+    chart: Annotated[bool, Field(description="Add a PNG chart.")] = False,
+) -> Annotated[CallToolResult, MetricsAnswer]:
+    """Metrics over time from the cluster's Prometheus: per series first/min/max/last/mean, slope, when it
+    changed, a sparkline. Questions: node_cpu|memory|disk|network|gpu, object_store, tasks, actors, serve
+    (QPS, p50-p99, errors), data (rows, blocks per operator), worker_memory. No Prometheus: values now."""
+    reply = await api.metrics.ask(
+        Request(question, promql, node, job, deployment, operator, last, since, until, limit)
+    )
+    result = tool_result(reply.answer, reply.text)
+    if chart:
+        try:
+            image = await asyncio.to_thread(
+                charts.png, reply.answer.panels, reply.points, reply.answer.verdict
+            )
+        except charts.ChartUnavailable as exc:
+            result.content[0].text += f"\nNote: no chart: {exc}."  # type: ignore[union-attr]
+        else:
+            data = base64.b64encode(image).decode()
+            result.content.append(ImageContent(type="image", data=data, mime_type="image/png"))
+    return result
+
+
+def register(server: MCPServer) -> None:
+    if not server.app.metrics:  # type: ignore[attr-defined]  # RayMCPServer's App: the TOOLSET's condition
+        return
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Metrics over time"}))(get_metrics)

@@ -11,11 +11,16 @@ from ray_mcp.diagnosis.rules.placement import explain_pending_group
 from ray_mcp.errors import NotFound, RayMCPError
 from ray_mcp.shaping.common import state_notes
 from ray_mcp.shaping.nodes import NodeCapacity
-from ray_mcp.shaping.placement_groups import build_pg_list, pg_state_counts, placement_group_from_state
+from ray_mcp.shaping.placement_groups import (
+    build_pg_list,
+    passes,
+    pg_state_counts,
+    placement_group_from_state,
+)
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.dashboard import gather
-from ray_mcp.sources.query import has, where
-from ray_mcp.sources.records import Node
+from ray_mcp.sources.query import Filter, has, where
+from ray_mcp.sources.records import Node, PlacementGroup
 from ray_mcp.text import first_sentence
 
 PENDING_HINT_S = 60.0  # a cluster that had a pending group this recently gets its capacities read at once
@@ -62,6 +67,8 @@ class PlacementGroups:
                 "Call pg_status without placement_group to list them."
             )
         counted = not has(filters, "state")
+        if counted and matched > len(rows) and isinstance(table, list):
+            rows = await self._unplaced_first(rows, table, filters, limit)
         if isinstance(table, str):  # the GCS did not answer: say what that leaves unknown
             unknown = [
                 what
@@ -94,6 +101,22 @@ class PlacementGroups:
             limit=limit,
             notes=notes + ray_notes,
         )
+
+    async def _unplaced_first(
+        self, rows: list[PlacementGroup], table: list[dict[str, str]], filters: list[Filter], limit: int
+    ) -> list[PlacementGroup]:
+        """The page with the groups not yet placed first. The State API pages in its own order, so on a cluster
+        with hundreds of REMOVED groups a pending one can fall off the page; the GCS's table says whether one
+        did, and only then are the unplaced groups asked for (one more request)."""
+        shown = {row.get("placement_group_id") for row in rows}
+        unplaced = [r for r in table if r["state"] not in ("CREATED", "REMOVED") and passes(r, filters)]
+        if all(r["placement_group_id"] in shown for r in unplaced):
+            return rows
+        not_placed = [*filters, ("state", "!=", "CREATED"), ("state", "!=", "REMOVED")]
+        found = await self.sources.state.placement_groups(filters=not_placed, limit=limit, detail=True)
+        first = found["result"][:limit]
+        ids = {row.get("placement_group_id") for row in first}
+        return (first + [row for row in rows if row.get("placement_group_id") not in ids])[:limit]
 
     async def _table_and_capacities(
         self, state: str | None

@@ -49,9 +49,14 @@ def pg_state_counts(
     filters (placement_group_id, name, state, creator_job_id)."""
     counts: dict[str, int] = {}
     for row in table:
-        if all(str(row.get(key, "")) == value for key, _predicate, value in filters):
+        if passes(row, filters):
             counts[row["state"]] = counts.get(row["state"], 0) + 1
     return counts
+
+
+def passes(row: Mapping[str, str], filters: Sequence[tuple[str, str, str]]) -> bool:
+    """Whether a GCS table row passes the State API style ``=`` filters."""
+    return all(str(row.get(key, "")) == value for key, _predicate, value in filters)
 
 
 def build_pg_list(

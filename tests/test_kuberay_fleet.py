@@ -218,7 +218,7 @@ async def test_the_fleet_lists_every_namespace_with_the_roll_ups_first(fleet_hea
     # its head is ready but nothing answers behind its service: cluster_health's own word for that
     assert gpu["ray_verdict"].startswith("Unknown: could not check") and gpu.get("gpus_used") is None
     # unhealthy rows first
-    assert [r["finding"] is None for r in data["rows"]][:4] == [False] * 4
+    assert [r.get("finding") is None for r in data["rows"]][:4] == [False] * 4
 
 
 async def test_each_rows_verdict_is_kuberay_status_s_verdict_for_its_address(fleet: Any) -> None:
@@ -234,9 +234,9 @@ async def test_each_rows_verdict_is_kuberay_status_s_verdict_for_its_address(fle
 
 
 async def test_the_ray_verdict_is_cluster_health_s_where_the_dashboard_answers(
-    fleet: Any, ray_cluster: Any
+    fleet_head: Any, ray_cluster: Any
 ) -> None:
-    _state, kubeconfig = fleet
+    _state, kubeconfig = fleet_head
     async with mcp_client(tools_only(kubeconfig)) as client:
         _text, data = await fleet_call(client, namespaces=["default"], ray_health_s=60)
     async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as direct:

@@ -155,16 +155,20 @@ class FieldChange(BaseModel):
     after: str | None = None
 
 
+# What the operator will do with a RayService update (shaping/kube_changes.py decides it).
+OutcomeKind = Literal[
+    "serve_in_place",
+    "cluster_in_place",
+    "new_cluster",
+    "incremental_upgrade",
+    "replicas_only",
+    "held",
+    "nothing",
+]
+
+
 class ServiceOutcome(BaseModel):
-    kind: Literal[
-        "serve_in_place",
-        "cluster_in_place",
-        "new_cluster",
-        "incremental_upgrade",
-        "replicas_only",
-        "held",
-        "nothing",
-    ]
+    kind: OutcomeKind
     text: str
 
 

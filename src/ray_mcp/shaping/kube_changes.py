@@ -21,22 +21,13 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Literal
+from typing import Any
 
 from ray_mcp.models.kuberay import FieldChange, ServiceOutcome
 from ray_mcp.text import quoted
 
 # The annotation that makes ray-mcp refuse every change to an object, and its value.
 PROTECTED_ANNOTATION = "ray-mcp.io/protected"
-OutcomeKind = Literal[
-    "serve_in_place",
-    "cluster_in_place",
-    "new_cluster",
-    "incremental_upgrade",
-    "replicas_only",
-    "held",
-    "nothing",
-]
 # Fields of a KubeRay object a diff shows (status, and the server's own metadata, are not changes of ours).
 DIFFED = ("spec", "labels", "annotations")
 # List items are matched by these keys, when every item has one (groupName: worker groups; name: containers).

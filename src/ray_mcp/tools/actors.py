@@ -18,6 +18,9 @@ from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.sources.ids import check_id
 from ray_mcp.sources.query import where
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, Api, Confirm, JobFilter
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]
 ActorId = Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")]

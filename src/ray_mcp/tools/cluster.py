@@ -12,6 +12,9 @@ from ray_mcp.shaping.cluster import render_cluster_status, with_decisions
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.sources.dashboard import gather
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 
 async def cluster_status(

@@ -16,6 +16,9 @@ from ray_mcp.server.live import job_link
 from ray_mcp.shaping.common import linked, tool_result
 from ray_mcp.sources.kubernetes import RayTarget
 from ray_mcp.tools import READ_ONLY, Api, Job
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 MaxBytes = Annotated[int, Field(ge=DIAGNOSIS_BYTES.low, le=DIAGNOSIS_BYTES.high, description="Text budget.")]
 

@@ -11,6 +11,9 @@ from ray_mcp.models import EventList
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.events import render_event_list
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 
 async def list_events(

@@ -23,6 +23,9 @@ from ray_mcp.shaping.common import fit_list, json_bytes, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.sources.dashboard import ProgressFn
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.JOBS  # see ray_mcp/toolsets.py
 
 # ray-mcp checks the runtime_env itself (sources.runtime_env), so that a mistake gets a message naming the
 # field and the fix. The schema names every field RuntimeEnvSpec takes; their formats are Ray's own.

@@ -41,6 +41,9 @@ from ray_mcp.sources.kube_names import checked
 from ray_mcp.sources.kubernetes import FLEET_KINDS, KIND_PLURAL, Kube, RayTarget, parse_kube_address
 from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Confirm
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.KUBERNETES  # see ray_mcp/toolsets.py
 
 
 async def current_target(ctx: Context) -> RayTarget:
@@ -714,8 +717,6 @@ async def kuberay_delete(
 
 
 def register(server: MCPServer) -> None:
-    if not server.app.kubernetes:  # type: ignore[attr-defined]  # RayMCPServer's App
-        return
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "KubeRay status"}))(kuberay_status)
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "Kubernetes pod log"}))(kuberay_logs)
     server.tool(

@@ -18,6 +18,9 @@ from ray_mcp.server.shares import owner_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail, within_sent, without_colour
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 # tail_logs' arguments that name the log: one per row of LOG_TARGET_ARGS, in its order.
 TARGET_ARGS = [

@@ -14,6 +14,9 @@ from ray_mcp.models import MetricsAnswer
 from ray_mcp.shaping import charts
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.METRICS  # see ray_mcp/toolsets.py
 
 # The named questions (answers/metric_questions.py QUESTIONS, in the same order; a test keeps them equal).
 Question = Literal[
@@ -29,8 +32,6 @@ Question = Literal[
     "data",
     "worker_memory",
 ]
-# The toolset this tool belongs to: offered where a Prometheus is known (h-edge's toolsets read it).
-TOOLSET = "metrics"
 
 
 async def get_metrics(
@@ -72,6 +73,4 @@ async def get_metrics(
 
 
 def register(server: MCPServer) -> None:
-    if not server.app.metrics:  # type: ignore[attr-defined]  # RayMCPServer's App: the TOOLSET's condition
-        return
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "Metrics over time"}))(get_metrics)

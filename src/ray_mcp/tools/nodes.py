@@ -11,6 +11,9 @@ from ray_mcp.models import NodeList
 from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.shaping.nodes import render_node_list
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 
 async def list_nodes(

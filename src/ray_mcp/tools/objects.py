@@ -11,6 +11,9 @@ from ray_mcp.models import ObjectStoreSummary
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.objects import render_object_store
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 
 async def summarize_objects(

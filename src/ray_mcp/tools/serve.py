@@ -22,6 +22,9 @@ from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
 from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.SERVE  # see ray_mcp/toolsets.py
 
 
 async def serve_status(

@@ -13,6 +13,9 @@ from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
 from ray_mcp.shaping.stacks import render_stacks
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.PROFILING  # see ray_mcp/toolsets.py
 
 JobArg = Annotated[
     str | None, Field(description="A job's submission id or job id: its driver, actors and task workers.")

@@ -13,6 +13,9 @@ from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.shaping.tasks import render_task_list, render_task_summary
 from ray_mcp.sources.query import Filter, where
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 TaskStateName = Literal[
     "NIL",

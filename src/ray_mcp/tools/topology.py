@@ -10,6 +10,9 @@ from ray_mcp.models import JobTopology
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.topology_text import render_topology
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 
 async def job_topology(

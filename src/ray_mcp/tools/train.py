@@ -11,6 +11,9 @@ from ray_mcp.models import TrainRun, TrainRunList
 from ray_mcp.shaping.common import fit_list, tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TRAIN  # see ray_mcp/toolsets.py
 
 RunStatus = Literal[
     "INITIALIZING", "SCHEDULING", "RUNNING", "RESTARTING", "RESIZING", "FINISHED", "ERRORED", "ABORTED"

@@ -1,9 +1,11 @@
 """Which toolsets tools/list offers now (ray_mcp/toolsets.py says what each holds and when it fits).
 
 The Kubernetes and metrics facts are known at start (the address, the settings). Whether Serve runs and whether
-Train keeps its runs are read from the cluster: at the first tools/list (waiting at most TOOLSET_FIRST_WAIT_S
-for a cluster that is still being found) and again, in the background, once they are older than
-TOOLSET_RECHECK_S. When the offered set changes, a tools list_changed event goes to the subscribed clients.
+Train keeps its runs are read from the cluster: at the first tools/list, and again once they are older than
+TOOLSET_RECHECK_S or right after a call to an unlisted Serve or Train tool (serve_deploy starts Serve). A
+tools/list waits at most TOOLSET_LIST_WAIT_S for a read under way (a cluster still being found is listed
+without them, and announced later). When the offered set changes, a tools list_changed event goes to the
+subscribed clients.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from ray_mcp.answers.libraries import serve_and_train
 from ray_mcp.errors import InvalidArgument
-from ray_mcp.limits import TOOLSET_FIRST_WAIT_S, TOOLSET_READ_S, TOOLSET_RECHECK_S
+from ray_mcp.limits import TOOLSET_LIST_WAIT_S, TOOLSET_READ_S, TOOLSET_RECHECK_S
 from ray_mcp.server.context import App
 from ray_mcp.toolsets import ABOUT, FROM_THE_CLUSTER, ClusterFacts, Toolset, depends_on_the_cluster, selected
 
@@ -47,12 +49,11 @@ class Toolsets:
         return self.of.get(name, Toolset.CORE) in self.offered()
 
     async def current(self) -> frozenset[Toolset]:
-        """The offered toolsets for a tools/list: the first waits briefly for the cluster's facts."""
-        first = self._read_at is None
+        """The offered toolsets for a tools/list, waiting briefly for a read of the cluster's facts under way."""
         self.refresh_if_stale()
-        if first and self._reading is not None:
+        if self._reading is not None and not self._reading.done():
             with contextlib.suppress(TimeoutError):  # still finding the cluster: list now, announce later
-                await asyncio.wait_for(asyncio.shield(self._reading), TOOLSET_FIRST_WAIT_S)
+                await asyncio.wait_for(asyncio.shield(self._reading), TOOLSET_LIST_WAIT_S)
         return self.offered()
 
     def refresh_if_stale(self) -> None:

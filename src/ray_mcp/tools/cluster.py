@@ -24,8 +24,8 @@ async def cluster_status(
         Field(ge=STATUS_NODES.low, le=STATUS_NODES.high, description="Most nodes to list (all are counted)."),
     ] = STATUS_NODES.default,
 ) -> Annotated[CallToolResult, ClusterStatus]:
-    """Start here: the cluster like `ray status`: nodes, resource use, pending and infeasible demands,
-    autoscaler."""
+    """Start here: the cluster as `ray status` shows it, with nodes, resource use, pending and infeasible demands
+    and the autoscaler. Ask cluster_health instead what is wrong."""
     notes: list[str] = []
     status, decisions = await gather(
         api.nodes.cluster_status(max_nodes=max_nodes), api.events.autoscaler_decisions(notes)

@@ -18,12 +18,15 @@ TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 async def list_nodes(
     api: Api,
-    state: Literal["ALIVE", "DEAD"] | None = None,
+    state: Annotated[
+        Literal["ALIVE", "DEAD"] | None, Field(description="Only alive or only dead nodes.")
+    ] = None,
     limit: Annotated[
         int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
     ] = DEFAULT_LIMIT,
 ) -> Annotated[CallToolResult, NodeList]:
-    """Nodes: alive or dead (and why), head or worker, resources total and free, host use, labels."""
+    """The cluster's nodes: alive or dead (and why), head or worker, resources total and free, host use and
+    labels. cluster_status sums them up."""
     limit, note = clamp_limit(limit, what="nodes")
     page = await api.nodes.page(state=state, limit=limit, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_node_list, "nodes", "nodes"))

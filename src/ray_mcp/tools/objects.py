@@ -22,7 +22,8 @@ async def summarize_objects(
         int, Field(ge=OBJECT_GROUPS.low, le=OBJECT_GROUPS.high, description="Most holders listed.")
     ] = OBJECT_GROUPS.default,
 ) -> Annotated[CallToolResult, ObjectStoreSummary]:
-    """Like `ray memory`: store use and spilling per node, references by call site and owner, leaks."""
+    """The object store as `ray memory` shows it: use and spilling per node, references by call site and owner,
+    and likely leaks. Use it when the store fills or memory grows."""
     summary = await api.objects.summarize(limit=limit)
     return tool_result(summary, render_object_store(summary))
 

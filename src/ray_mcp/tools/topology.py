@@ -19,9 +19,8 @@ async def job_topology(
     api: Api,
     job: Annotated[str, Field(description="The job: submission id (raysubmit_...) or job id (hex).")],
 ) -> Annotated[CallToolResult, JobTopology]:
-    """One job's structure: driver, placement groups and bundles, their actors (node, GPU ids, state),
-    Serve replicas, nodes and the job's share. Gaps first.
-    """
+    """Where one job's parts run: its driver, placement groups and bundles, their actors (node, GPU ids, state),
+    Serve replicas and nodes, gaps first. diagnose_job says why it failed."""
     topology = await api.topology.get(job)
     return tool_result(topology, render_topology(topology))
 

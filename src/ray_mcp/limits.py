@@ -114,7 +114,9 @@ COMPLETION_CACHE_S = 5.0  # one read per cluster and kind serves the keystrokes 
 
 # -- cache hints (server/cache_hints.py) ------------------------------------------------------------------
 
-LIST_CACHE_MS = 300_000  # tools, prompts, resources and templates lists: fixed for a server's life
+LIST_CACHE_MS = (
+    300_000  # tools, prompts, resources and templates lists (tools/list: announced when it changes)
+)
 REFERENCE_CACHE_MS = 86_400_000  # a reference page or API page: package data, or the installed Ray's source
 
 # -- toolsets (server/toolsets.py): reading whether Serve and Train run -------------------------------------

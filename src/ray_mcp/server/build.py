@@ -79,6 +79,8 @@ INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
 Start with cluster_status to see nodes, resource use and anything pending.
 Every list is bounded; narrow it with the filters each tool offers, and follow the hints in its answers.
+tools/list shows the toolsets that fit this cluster; a tool a hint names answers even when it is not listed
+(unless --toolsets left it out).
 Answers may carry notes (what could not be read, what was cut) and hints (what to call next): lists of strings.
 Reference pages: ray-docs://reference/index. Live API signatures: ray-docs://api/{dotted.name}."""
 

@@ -19,7 +19,8 @@ from collections.abc import Awaitable, Callable
 from ray_mcp.answers.libraries import serve_and_train
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import TOOLSET_LIST_WAIT_S, TOOLSET_READ_S, TOOLSET_RECHECK_S
-from ray_mcp.server.context import App
+from ray_mcp.server.context import App, Connection
+from ray_mcp.sources.scope import read_scope
 from ray_mcp.toolsets import ABOUT, FROM_THE_CLUSTER, ClusterFacts, Toolset, depends_on_the_cluster, selected
 
 log = logging.getLogger("ray_mcp.server")
@@ -81,19 +82,24 @@ class Toolsets:
 
     async def _read(self) -> None:
         before = self.offered()
-        serve = train = False
-        for connection in list(self.app.connections.values()):  # offered if any configured cluster runs it
-            try:
-                api = await connection.api()
-                found = await asyncio.wait_for(serve_and_train(api.sources), TOOLSET_READ_S)
-            except Exception as exc:  # a cluster not found or not answering: its libraries are not known
-                log.debug("ray-mcp: toolsets: Serve and Train not read on %s: %s", connection.name, exc)
-                continue
-            serve, train = serve or found[0], train or found[1]
-        self._serve, self._train, self._read_at = serve, train, time.monotonic()
+        with read_scope():  # a scope of its own: the call or list that started this read may have ended
+            found = await asyncio.gather(*(self._libraries(c) for c in list(self.app.connections.values())))
+        # offered if any configured cluster runs it
+        self._serve, self._train = any(f[0] for f in found), any(f[1] for f in found)
+        self._read_at = time.monotonic()
         if self.offered() != before:
             log.info("ray-mcp: toolsets offered now: %s", ", ".join(sorted(self.offered())))
             await self._on_change()
+
+    @staticmethod
+    async def _libraries(connection: Connection) -> tuple[bool, bool]:
+        """Whether Serve and Train run on one cluster; (False, False) while it cannot be read."""
+        try:
+            api = await connection.api()
+            return await asyncio.wait_for(serve_and_train(api.sources), TOOLSET_READ_S)
+        except Exception as exc:  # a cluster not found or not answering: its libraries are not known
+            log.debug("ray-mcp: toolsets: Serve and Train not read on %s: %s", connection.name, exc)
+            return False, False
 
     def why_not(self, name: str) -> str:
         """Why a registered tool is not offered, and the flag that offers it."""

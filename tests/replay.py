@@ -97,7 +97,10 @@ def replayed_server(name: str) -> tuple[RayMCPServer, Replay, dict[str, Any]]:
     recording = load(name)
     replay = Replay(recording["exchanges"])
     # the recorded cluster's files are not on this machine: every log is read through the (replayed) dashboard
-    settings = Settings(address=recording["dashboard_url"], request_timeout_s=5, local_logs=False)
+    # every toolset named: tools/list then reads nothing from the cluster (the recording holds the tool's reads)
+    settings = Settings(
+        address=recording["dashboard_url"], request_timeout_s=5, local_logs=False, toolsets="all"
+    )
     return build_server(settings, http_transport=replay, gcs_lookup=None), replay, recording
 
 

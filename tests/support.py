@@ -20,6 +20,9 @@ from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+# Every toolset a Ray cluster serves without Kubernetes or a Prometheus, listed whether or not Serve and Train
+# run: what a test that goes through every tool of a plain cluster names (the default set lists fewer).
+RAY_TOOLSETS = "core,jobs,tasks,serve,train,profiling"
 
 
 @asynccontextmanager

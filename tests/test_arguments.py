@@ -21,7 +21,7 @@ async def refusal(client: Client, name: str, **args: object) -> str:
     "mode", [{}, {"allow_destructive": True}, {"read_only": True}], ids=["default", "destr", "ro"]
 )
 async def test_every_tool_refuses_an_unknown_argument_and_lists_the_valid_ones(mode: dict[str, bool]) -> None:
-    async with mcp_client(Settings(address="http://127.0.0.1:9", **mode)) as client:
+    async with mcp_client(Settings(address="http://127.0.0.1:9", toolsets="all", **mode)) as client:
         for tool in (await client.list_tools()).tools:
             text = await refusal(client, tool.name, job_id_typo="x")
             assert f'{tool.name} has no argument "job_id_typo"' in text, text

@@ -6,7 +6,7 @@ import re
 
 import httpx
 from mcp import Client
-from tests.support import mcp_client, text_of
+from tests.support import RAY_TOOLSETS, mcp_client, text_of
 
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
@@ -89,7 +89,9 @@ async def test_no_tool_ever_answers_with_the_bare_crash_text(ray_cluster) -> Non
         {"unknown": "x" * 5000},
     ]
     for address in ("http://127.0.0.1:9", ray_cluster.dashboard_url):
-        async with mcp_client(Settings(address=address, request_timeout_s=3)) as client:
+        async with mcp_client(
+            Settings(address=address, request_timeout_s=3, toolsets=RAY_TOOLSETS)
+        ) as client:
             for tool in (await client.list_tools()).tools:
                 for args in hostile:
                     result = await client.call_tool(tool.name, args)

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import Tool
-from tests.support import mcp_client
+from tests.support import RAY_TOOLSETS, mcp_client
 
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
@@ -165,7 +165,9 @@ class Session:
 
 @pytest.fixture(scope="module")
 def session(ray_cluster: Any) -> Iterator[Session]:
-    server = build_server(Settings(address=ray_cluster.dashboard_url, allow_destructive=True))
+    server = build_server(
+        Settings(address=ray_cluster.dashboard_url, allow_destructive=True, toolsets=RAY_TOOLSETS)
+    )
     with start_blocking_portal(backend="asyncio") as portal:
         with portal.wrap_async_context_manager(Client(server)) as client:
             tools = {t.name: t for t in portal.call(client.list_tools).tools}
@@ -181,7 +183,8 @@ def session(ray_cluster: Any) -> Iterator[Session]:
 
 
 async def _listed_tools() -> list[str]:
-    async with mcp_client(Settings(address="http://127.0.0.1:9", allow_destructive=True)) as client:
+    settings = Settings(address="http://127.0.0.1:9", allow_destructive=True, toolsets=RAY_TOOLSETS)
+    async with mcp_client(settings) as client:
         return sorted(t.name for t in (await client.list_tools()).tools)
 
 

@@ -92,7 +92,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {}
 async def every_schema() -> dict[str, dict[str, Any]]:
     """tools/list's inputSchema of every tool (destructive ones included), listed once."""
     if not SCHEMAS:
-        async with mcp_client(Settings(address="http://127.0.0.1:9", allow_destructive=True)) as client:
+        settings = Settings(address="http://127.0.0.1:9", allow_destructive=True, toolsets="all")
+        async with mcp_client(settings) as client:
             SCHEMAS.update({t.name: t.input_schema for t in (await client.list_tools()).tools})
     return SCHEMAS
 

@@ -72,7 +72,7 @@ async def test_a_destructive_tools_confirmation_looks_in_the_cluster_it_names(
 
 
 async def test_a_single_cluster_keeps_the_cluster_argument_off_the_schema(ray_cluster) -> None:
-    async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as client:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url, toolsets="all")) as client:
         for tool in (await client.list_tools()).tools:
             assert "cluster" not in tool.input_schema.get("properties", {}), tool.name
 

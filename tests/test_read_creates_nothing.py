@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp_types import PromptReference
 from tests.conftest import local_head
-from tests.support import call_ok, wait_until
+from tests.support import RAY_TOOLSETS, call_ok, wait_until
 
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
@@ -89,7 +89,7 @@ def test_no_read_tool_creates_an_actor_a_job_or_a_placement_group(tmp_path: Path
 
 
 async def call_every_read(dashboard: str, sid: str, tmp_path: Path) -> None:
-    server = build_server(Settings(address=dashboard, upload_roots=[tmp_path]))
+    server = build_server(Settings(address=dashboard, upload_roots=[tmp_path], toolsets=RAY_TOOLSETS))
     try:
         async with Client(server) as client:
             await wait_until(client, sid, {"RUNNING"})

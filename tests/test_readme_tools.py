@@ -11,8 +11,8 @@ from tests.npm_tools import REPO
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
-# Each switch that changes what tools/list offers; every combination is built.
-SWITCHES = ("read_only", "allow_destructive", "kubernetes_tools", "metrics_tools")
+# Each mode that changes which tools are registered; every combination is built, with every toolset.
+SWITCHES = ("read_only", "allow_destructive")
 
 
 def readme_tools() -> set[str]:
@@ -27,7 +27,8 @@ async def offered_tools() -> set[str]:
     """Every tool listed in any mode, and every tool a mode keeps back (it names the flag that offers it)."""
     names: set[str] = set()
     for values in itertools.product((False, True), repeat=len(SWITCHES)):
-        settings = Settings(address="http://127.0.0.1:9", **dict(zip(SWITCHES, values, strict=True)))
+        modes = dict(zip(SWITCHES, values, strict=True))
+        settings = Settings(address="http://127.0.0.1:9", toolsets="all", **modes)
         server = build_server(settings)
         try:
             async with Client(server) as client:

@@ -51,7 +51,8 @@ class Actors:
 
 async def test_list_actors_counts_a_few_hundred_actors_from_its_one_request() -> None:
     cluster = Actors(300)
-    settings = Settings(address="http://dash-actors:8265", request_timeout_s=5)
+    # every toolset named, so that the client's tools/list reads nothing (the default set reads whether Serve runs)
+    settings = Settings(address="http://dash-actors:8265", request_timeout_s=5, toolsets="all")
     transport = httpx.MockTransport(cluster.answer)
     async with mcp_client(settings, http_transport=transport, gcs_lookup=None) as client:
         result = await call_ok(client, "list_actors", {"limit": 5})

@@ -48,7 +48,13 @@ def app_config(name: str, module_dir: Path, target: str) -> dict:
     }
 
 
+async def listed(client: Client) -> set[str]:
+    return {t.name for t in (await client.list_tools()).tools}
+
+
 async def test_serve_status_says_plainly_that_serve_is_not_running(client: Client) -> None:
+    # the default toolsets: no Serve tools where Serve does not run; they still answer a call
+    assert "serve_status" not in await listed(client) and "cluster_status" in await listed(client)
     result = await client.call_tool("serve_status", {})
     assert not result.is_error, result.content
     status = ServeStatus.model_validate(result.structured_content)
@@ -67,8 +73,13 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         "http_options": {"host": "127.0.0.1", "port": port},
         "applications": [app_config("hello", tmp_path, "hello")],
     }
-    deployed = await client.call_tool("serve_deploy", {"config": first})
-    assert not deployed.is_error, deployed.content
+    assert "serve_deploy" not in await listed(client)  # Serve does not run yet (the test before says so)
+    async with client.listen(tools_list_changed=True) as changes:
+        deployed = await client.call_tool("serve_deploy", {"config": first})
+        assert not deployed.is_error, deployed.content
+        with anyio.fail_after(60):  # the deploy started Serve: the serve toolset is offered, and announced
+            await changes.__anext__()
+    assert {"serve_status", "serve_deploy", "serve_delete_app"} <= await listed(client)
     # The second deploy merges: hello stays declared.
     second = {"applications": [app_config("broken", tmp_path, "broken")]}
     merged = await client.call_tool("serve_deploy", {"config": second})

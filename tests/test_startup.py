@@ -421,9 +421,7 @@ async def test_every_tool_accepts_its_choices_in_any_case(client, ray_cluster) -
         "pg_status": {"state": "created"},
         "list_tasks": {"state": "finished"},
     }
-    tools = {t.name: t for t in (await client.list_tools()).tools}
-    for name, arguments in calls.items():
-        assert name in tools, name
+    for name, arguments in calls.items():  # list_tasks is not listed by default (toolset tasks) but answers
         result = await client.call_tool(name, arguments)
         assert not result.is_error, (name, result.content)
     wrong = await client.call_tool("list_nodes", {"state": "sleeping"})

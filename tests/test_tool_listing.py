@@ -20,22 +20,17 @@ from ray_mcp.tools import READ_ONLY
 
 
 async def listed_tools(*, allow_destructive: bool = True) -> list[dict[str, Any]]:
-    settings = Settings(address="http://127.0.0.1:9", allow_destructive=allow_destructive)
+    """Every tool of every toolset, as a client lists it."""
+    settings = Settings(address="http://127.0.0.1:9", allow_destructive=allow_destructive, toolsets="all")
     async with mcp_client(settings) as client:
         listing = await client.list_tools()
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing.tools]
 
 
-# Every tool with its input and output schema, as compact JSON. Issue 16 asked for 24 KB (set with 17 tools):
-# the default tool set (22 tools) is 23.7 KB; with the destructive tools (25) it is 26.1 KB.
-@pytest.mark.parametrize(("allow_destructive", "budget"), [(False, 24 * 1024), (True, 27 * 1024)])
-async def test_tools_list_with_every_output_schema_stays_within_its_budget(
-    allow_destructive: bool, budget: int
-) -> None:
-    tools = await listed_tools(allow_destructive=allow_destructive)
-    assert all("outputSchema" in t for t in tools)
-    size = len(json.dumps(tools, separators=(",", ":")).encode())
-    assert size <= budget, f"tools/list is {size} bytes for {len(tools)} tools"
+# The size of the default tools/list is held by tests/test_toolsets.py (16 KB on a plain cluster, issue 36): a
+# tool outside the core and job toolsets costs the default list nothing.
+async def test_every_tool_publishes_its_output_schema() -> None:
+    assert all("outputSchema" in t for t in await listed_tools())
 
 
 async def test_tool_descriptions_are_dedented_and_schemas_carry_no_titles() -> None:

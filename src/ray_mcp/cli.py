@@ -114,6 +114,12 @@ def _parser() -> OneLineParser:
         default=None,
         help="List get_metrics even with no Prometheus configured (it asks the dashboard, else reads nodes now).",
     )
+    parser.add_argument(
+        "--toolsets",
+        help="Toolsets tools/list offers, separated by commas: core, jobs, tasks, serve, train, profiling, "
+        "kubernetes, metrics; `default` (the set that fits the cluster) and `all` (env RAY_MCP_TOOLSETS). "
+        "Default: core and jobs, plus serve, train, kubernetes and metrics where the cluster uses them.",
+    )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument(
         "--stack-source",

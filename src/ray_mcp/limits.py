@@ -114,8 +114,17 @@ COMPLETION_CACHE_S = 5.0  # one read per cluster and kind serves the keystrokes 
 
 # -- cache hints (server/cache_hints.py) ------------------------------------------------------------------
 
-LIST_CACHE_MS = 300_000  # tools, prompts, resources and templates lists: fixed for a server's life
+LIST_CACHE_MS = (
+    300_000  # tools, prompts, resources and templates lists (tools/list: announced when it changes)
+)
 REFERENCE_CACHE_MS = 86_400_000  # a reference page or API page: package data, or the installed Ray's source
+
+# -- toolsets (server/toolsets.py): reading whether Serve and Train run -------------------------------------
+TOOLSET_LIST_WAIT_S = (
+    1.5  # a tools/list waits this long for a read of the cluster's facts, then lists without
+)
+TOOLSET_READ_S = 5.0  # the State API reads that find Serve's controller and Train's state actor
+TOOLSET_RECHECK_S = 60.0  # facts older than this are read again (in the background) at the next list or call
 
 # -- MCP tasks (server/mcp_tasks.py) -------------------------------------------------------------------------
 

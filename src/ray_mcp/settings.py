@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ray_mcp.addresses import ADDRESS_FORMS  # what --address may be: one row per form
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGISTRY_MIB
+from ray_mcp.toolsets import parse_selection
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -245,6 +246,12 @@ class Settings(BaseSettings):
         "then asks the dashboard for one, or reads the nodes' metrics endpoints now).",
     )
 
+    toolsets: str | None = Field(
+        default=None,
+        description="Which toolsets tools/list offers: names separated by commas (core, jobs, tasks, serve, train, "
+        "profiling, kubernetes, metrics), default (the set that fits the cluster) or all. Unset: default.",
+    )
+
     credentials_from_entry: bool = Field(
         default=False,
         exclude=True,
@@ -255,6 +262,15 @@ class Settings(BaseSettings):
         description="TOML file naming several clusters ([clusters.<name>] address, auth_token, headers); "
         "tools then take an optional `cluster` argument, the first cluster being the default.",
     )
+
+    @field_validator("toolsets")
+    @classmethod
+    def _toolset_names(cls, value: str | None) -> str | None:
+        return None if value is None else ",".join(parse_selection(value))  # an unknown name stops the start
+
+    def toolset_selection(self) -> tuple[str, ...] | None:
+        """The --toolsets names (None: the default set)."""
+        return None if self.toolsets is None else parse_selection(self.toolsets)
 
     @field_validator("prometheus")
     @classmethod

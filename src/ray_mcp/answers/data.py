@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.answers.libraries import DATA_STATS, actor_alive
 from ray_mcp.answers.logs import Logs
 from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import RayMCPError
@@ -14,11 +15,6 @@ from ray_mcp.limits import DATA_LOG_BYTES, DATA_LOG_LINES, DATASETS_READ
 from ray_mcp.shaping.data import job_datasets
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.text import first_sentence
-
-# Ray Data's one stats actor per cluster, as Ray names it: its name in its namespace
-# (ray.data._internal.stats.STATS_ACTOR_NAME, STATS_ACTOR_NAMESPACE). The dashboard's route asks it.
-STATS_ACTOR = "datasets_stats_actor"
-STATS_ACTOR_NAMESPACE = "_dataset_stats_actor"
 
 
 class Data:
@@ -28,18 +24,8 @@ class Data:
 
     async def _present(self) -> bool:
         """Whether Ray Data's stats actor is alive. The dashboard's datasets route creates that detached actor
-        when it does not exist, so a read must not call the route before some driver ran Ray Data. Found as Ray
-        finds it, by name in its namespace: an actor of the same name in another namespace is not it."""
-        found = await self.sources.state.actors(
-            filters=[
-                ("name", "=", STATS_ACTOR),
-                ("ray_namespace", "=", STATS_ACTOR_NAMESPACE),
-                ("state", "=", "ALIVE"),
-            ],
-            limit=1,
-            detail=False,
-        )
-        return bool(found["result"])
+        when it does not exist, so a read must not call the route before some driver ran Ray Data."""
+        return await actor_alive(self.sources, DATA_STATS)
 
     async def datasets(self, job_id: str) -> list[dict[str, Any]] | None:
         """The job's datasets as Ray returns them, newest first; None when Ray Data never ran on this cluster."""

@@ -19,7 +19,9 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
 from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import Tool as MCPTool
 from mcp_types import INVALID_PARAMS, GetPromptResult, InputRequiredResult
 from pydantic import BaseModel, Field, ValidationError
 
@@ -45,12 +47,15 @@ from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.server.shares import SessionUse
+from ray_mcp.server.toolsets import Toolsets
 from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.sources.scope import read_scope
+from ray_mcp.toolsets import Toolset
 
 log = logging.getLogger("ray_mcp.server")
-# The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools.
+# The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools. Each module names the
+# toolset of its tools (``TOOLSET``); ray_mcp/toolsets.py says which toolsets tools/list offers.
 TOOL_AREAS = (
     "cluster",
     "diagnose",
@@ -74,6 +79,8 @@ INSTRUCTIONS = """\
 ray-mcp operates and debugs one Ray cluster through Ray's own clients and dashboard.
 Start with cluster_status to see nodes, resource use and anything pending.
 Every list is bounded; narrow it with the filters each tool offers, and follow the hints in its answers.
+tools/list shows the toolsets that fit this cluster; a tool a hint names answers even when it is not listed
+(unless --toolsets left it out).
 Answers may carry notes (what could not be read, what was cut) and hints (what to call next): lists of strings.
 Reference pages: ray-docs://reference/index. Live API signatures: ray-docs://api/{dotted.name}."""
 
@@ -86,9 +93,12 @@ def _version() -> str:
 
 
 class RayMCPServer(MCPServer[App]):
-    """An MCPServer that carries the App (so that its runner can close it) and enforces the write modes.
+    """An MCPServer that carries the App (so that its runner can close it), enforces the write modes and lists
+    the offered toolsets.
 
-    A tool that the mode forbids is never registered, so it is not even listed.
+    A tool that the mode forbids is never registered, so it is not even listed. A tool of a toolset that is not
+    offered is registered and not listed; it still answers a call (the answers' hints name such tools) unless
+    --toolsets left it out, and then the call says which flag offers it.
     """
 
     app: App
@@ -97,6 +107,8 @@ class RayMCPServer(MCPServer[App]):
     job_watchers: live.JobWatchers
     tasks: ToolTasks
     session_use: SessionUse
+    toolsets: Toolsets
+    registering: Toolset = Toolset.CORE  # the toolset of the area being registered
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         annotations: ToolAnnotations | None = kwargs.get("annotations")
@@ -109,6 +121,7 @@ class RayMCPServer(MCPServer[App]):
             self.hidden_tools[tool_name] = why
             return
         self.tool_kinds[tool_name] = kind
+        self.toolsets.of[tool_name] = self.registering
         if self.app.multi_cluster:
             fn = with_cluster_argument(fn, list(self.app.connections))
         output_model = result_model(fn)
@@ -116,6 +129,15 @@ class RayMCPServer(MCPServer[App]):
             kwargs["structured_output"] = False
         super().add_tool(fn, name, *args, **kwargs)
         publish_compact(sdk_private.registered_tool(self, tool_name), output_model)
+
+    async def list_tools(self) -> list[MCPTool]:
+        """The tools of the toolsets offered now (see toolsets.py)."""
+        offered = await self.toolsets.current()
+        return [t for t in await self.all_tools() if self.toolsets.of.get(t.name) in offered]
+
+    async def all_tools(self) -> list[MCPTool]:
+        """Every registered tool, offered or not."""
+        return await super().list_tools()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[App, Any] | None = None
@@ -126,6 +148,7 @@ class RayMCPServer(MCPServer[App]):
         refused value names the field, the value and what is allowed."""
         if name in self.hidden_tools:
             raise InvalidArgument(f"{name} is not offered by this server: {self.hidden_tools[name]}.")
+        self.toolsets.check_call(name)
         if self.tool_kinds.get(name, "read") != "read" and self.app.reads_history():
             raise NeedsLiveCluster(
                 f"{name} changes a cluster, and this one is read through a KubeRay History Server (a history+ "
@@ -144,6 +167,8 @@ class RayMCPServer(MCPServer[App]):
             if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, RayMCPError):
                 raise invalid_arguments(name, exc.__cause__) from exc
             raise
+        finally:
+            self.toolsets.after_call(name)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[App, Any] | None = None
@@ -307,7 +332,10 @@ def register_tools(server: RayMCPServer) -> None:
     runs this package's ``__init__``, which imports this module.
     """
     for area in TOOL_AREAS:
-        importlib.import_module(f"ray_mcp.tools.{area}").register(server)
+        module = importlib.import_module(f"ray_mcp.tools.{area}")
+        server.registering = Toolset(module.TOOLSET)  # every area names its toolset: a missing one fails here
+        module.register(server)
+    server.registering = Toolset.CORE  # a tool added later (a test's probe) is listed with the core
 
 
 def build_server(
@@ -335,7 +363,7 @@ def build_server(
 
     async def input_schemas() -> dict[str, dict[str, Any]]:
         if not schemas:  # tools are all registered before the first call; list them once
-            schemas.update({t.name: t.input_schema for t in await server.list_tools()})
+            schemas.update({t.name: t.input_schema for t in await server.all_tools()})
         return schemas
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
@@ -372,6 +400,12 @@ def build_server(
     server.tool_kinds = kinds
     server.hidden_tools = {}
     server.tasks = tasks
+
+    async def tools_changed() -> None:
+        await bus.publish(ToolsListChanged())
+
+    server.toolsets = Toolsets(app, tools_changed)
+    app.on_close.append(server.toolsets.aclose)
     register_tools(server)
     resources.register(server)
     server.job_watchers = live.register(server, bus)

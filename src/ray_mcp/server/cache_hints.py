@@ -1,6 +1,7 @@
 """The 2026-07-28 cache hints (``ttlMs``, ``cacheScope``) of every list and read result.
 
-The lists (tools, prompts, resources, templates) are fixed for a server's life and the same for every caller;
+The lists (tools, prompts, resources, templates) are the same for every caller; tools/list changes only when the
+offered toolsets do (server/toolsets.py), and a tools list_changed event says so;
 the reference pages are package data, the API reference is read from the installed Ray; a job resource and
 anything read from the cluster are live, never cached. A 2025 result carries no hints (not in its revision).
 """

@@ -18,6 +18,9 @@ from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.sources.ids import check_id
 from ray_mcp.sources.query import where
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, Api, Confirm, JobFilter
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 ActorStateName = Literal["DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"]
 ActorId = Annotated[str, Field(description="The actor id (32 hex chars), as list_actors prints it.")]
@@ -25,10 +28,10 @@ ActorId = Annotated[str, Field(description="The actor id (32 hex chars), as list
 
 async def list_actors(
     api: Api,
-    state: ActorStateName | None = None,
+    state: Annotated[ActorStateName | None, Field(description="Only actors in this state.")] = None,
     class_name: Annotated[str | None, Field(description="Only actors of this class (exact name).")] = None,
-    name: str | None = None,
-    namespace: str | None = None,
+    name: Annotated[str | None, Field(description="Only the actor of this name (options(name=...)).")] = None,
+    namespace: Annotated[str | None, Field(description="Only actors in this Ray namespace.")] = None,
     job: JobFilter = None,
     node_id: Annotated[str | None, Field(description="Only actors on this node (56 hex chars).")] = None,
     placement_group: Annotated[
@@ -41,7 +44,8 @@ async def list_actors(
         bool, Field(description="Add job, namespace, resources, detached, full death cause.")
     ] = False,
 ) -> Annotated[CallToolResult, ActorList]:
-    """Actors with exact totals per state; dead ones with their death cause. get_actor shows one in full."""
+    """Actors with exact totals per state, each dead one with its death cause, filtered by state, class, job,
+    node or group. get_actor shows one in full."""
     limit, note = clamp_limit(limit, what="actors")
     filters = where(
         state=state,
@@ -57,7 +61,8 @@ async def list_actors(
 
 
 async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Actor]:
-    """One actor in full: state, pid, node, restarts, job, namespace, resources, death cause."""
+    """One actor in full: state, pid, node, restarts, job, namespace, resources and death cause. list_actors
+    finds its id."""
     actor = await api.actors.get(actor_id.strip())
     return tool_result(actor, render_actor(actor))
 
@@ -97,9 +102,8 @@ async def kill_actor(
     ] = False,
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, ActorKill]:
-    """Kill an actor (like ray.kill): its process stops and pending calls fail. Confirmed by the user, or
-    by the token a first call returns.
-    """
+    """Kill an actor as ray.kill does: its process stops and its pending calls fail. The user confirms, or a
+    first call returns a token to pass back."""
     actor: Actor = pending.subject
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:

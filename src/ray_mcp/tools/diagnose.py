@@ -16,8 +16,18 @@ from ray_mcp.server.live import job_link
 from ray_mcp.shaping.common import linked, tool_result
 from ray_mcp.sources.kubernetes import RayTarget
 from ray_mcp.tools import READ_ONLY, Api, Job
+from ray_mcp.toolsets import Toolset
 
-MaxBytes = Annotated[int, Field(ge=DIAGNOSIS_BYTES.low, le=DIAGNOSIS_BYTES.high, description="Text budget.")]
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
+
+MaxBytes = Annotated[
+    int,
+    Field(
+        ge=DIAGNOSIS_BYTES.low,
+        le=DIAGNOSIS_BYTES.high,
+        description="Most bytes of text in the answer; the verdict and its cause come first.",
+    ),
+]
 
 
 async def kube_target(ctx: Context) -> RayTarget | None:
@@ -31,9 +41,8 @@ Kube = Annotated[RayTarget | None, Resolve(kube_target)]
 async def diagnose_job(
     api: Api, kube: Kube, job: Job, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, JobDiagnosis]:
-    """Why a job failed, hangs or misbehaves: status and cause (names, ids) first, then evidence and next
-    steps.
-    """
+    """Why one job failed, hangs or misbehaves: its status and root cause (with names and ids) first, then the
+    evidence and next steps. Call it before reading a failed job's logs."""
     ev = await evidence.gather_job(api, job)
     extra = await kubernetes.findings(kube, api, notes=ev.notes) if kube is not None else []
     model, text = report.job_report(job, ev, max_bytes=max_bytes, extra=extra)
@@ -45,9 +54,9 @@ async def diagnose_job(
 async def cluster_health(
     api: Api, kube: Kube, max_bytes: MaxBytes = DIAGNOSIS_BYTES.default
 ) -> Annotated[CallToolResult, ClusterHealth]:
-    """What is wrong in the cluster now, ranked, with causes: dead nodes, held demands, failed jobs, crash
-    loops, failed tasks, Serve errors, a full object store, events. HEALTHY only if all was checked.
-    """
+    """What is wrong in the whole cluster now, ranked with causes: dead nodes, held demands, failed jobs, crash
+    loops, failed tasks, Serve errors, a full object store. HEALTHY only when every check was made; for
+    one job use diagnose_job."""
     ev = await evidence.gather_cluster(api)
     extra = await kubernetes.findings(kube, api, notes=ev.notes) if kube is not None else []
     model, text = report.health_report(api.dashboard_url, ev, max_bytes=max_bytes, extra=extra)

@@ -11,18 +11,32 @@ from ray_mcp.models import EventList
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.events import render_event_list
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 
 async def list_events(
     api: Api,
-    severity: Annotated[Literal["WARNING", "ERROR", "FATAL"] | None, Field(description="Or worse.")] = None,
-    source: Annotated[str | None, Field(description="GCS, RAYLET, AUTOSCALER, JOBS, CORE_WORKER...")] = None,
+    severity: Annotated[
+        Literal["WARNING", "ERROR", "FATAL"] | None,
+        Field(description="The lowest severity shown (ERROR shows FATAL too)."),
+    ] = None,
+    source: Annotated[
+        str | None, Field(description="Only events of this component: GCS, RAYLET, AUTOSCALER, JOBS...")
+    ] = None,
     node: Annotated[str | None, Field(description="A node id or IP.")] = None,
     job: Annotated[str | None, Field(description="A submission id or job id.")] = None,
     since_s: Annotated[float | None, Field(gt=0, description="Only the last N seconds.")] = None,
-    limit: Annotated[int, Field(ge=EVENTS_SHOWN.low, le=EVENTS_SHOWN.high)] = EVENTS_SHOWN.default,
+    limit: Annotated[
+        int,
+        Field(
+            ge=EVENTS_SHOWN.low, le=EVENTS_SHOWN.high, description="Most events shown (repeats count once)."
+        ),
+    ] = EVENTS_SHOWN.default,
 ) -> Annotated[CallToolResult, EventList]:
-    """Cluster events (node deaths, OOM kills, autoscaler, jobs), newest first, repeats counted."""
+    """Cluster events, newest first with repeats counted: node deaths, OOM kills, autoscaler decisions, job
+    changes. Use it for what happened over time; cluster_health ranks what is wrong now."""
     events = await api.events.page(
         severity=severity,
         source=source.upper() if source else None,

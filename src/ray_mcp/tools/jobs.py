@@ -23,6 +23,9 @@ from ray_mcp.shaping.common import fit_list, json_bytes, linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.sources.dashboard import ProgressFn
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.JOBS  # see ray_mcp/toolsets.py
 
 # ray-mcp checks the runtime_env itself (sources.runtime_env), so that a mistake gets a message naming the
 # field and the fix. The schema names every field RuntimeEnvSpec takes; their formats are Ray's own.
@@ -46,16 +49,21 @@ async def submit_job(
         str | None, Field(description="Your unique id; Ray makes one if omitted.")
     ] = None,
     metadata: Annotated[dict[str, str] | None, Field(description="Labels stored with the job.")] = None,
-    entrypoint_num_cpus: Annotated[float | None, Field(ge=0, description="Driver CPUs.")] = None,
-    entrypoint_num_gpus: Annotated[float | None, Field(ge=0, description="Driver GPUs.")] = None,
-    entrypoint_memory: Annotated[int | None, Field(ge=0, description="Driver memory, bytes.")] = None,
+    entrypoint_num_cpus: Annotated[
+        float | None, Field(ge=0, description="CPUs reserved for the driver.")
+    ] = None,
+    entrypoint_num_gpus: Annotated[
+        float | None, Field(ge=0, description="GPUs reserved for the driver.")
+    ] = None,
+    entrypoint_memory: Annotated[
+        int | None, Field(ge=0, description="Memory reserved for the driver, in bytes.")
+    ] = None,
     entrypoint_resources: Annotated[
-        dict[str, float] | None, Field(description="Driver custom resources.")
+        dict[str, float] | None, Field(description="Custom resources reserved for the driver.")
     ] = None,
 ) -> Annotated[CallToolResult, JobSubmitted]:
-    """Submit a job (like `ray job submit`), uploading a local working_dir; returns at once. Follow it with
-    wait_for_job or tail_logs.
-    """
+    """Submit a job as `ray job submit` does, uploading a local working_dir, and return at once. Follow it with
+    wait_for_job or tail_logs."""
     result = await api.jobs.submit(
         entrypoint=entrypoint,
         submission_id=submission_id,
@@ -78,11 +86,15 @@ async def submit_job(
 async def get_job(
     ctx: Context,
     job: Job,
-    datasets: bool = False,
-    open_page: bool = False,
+    datasets: Annotated[
+        bool, Field(description="Also show its Ray Data datasets, operator by operator, bottleneck first.")
+    ] = False,
+    open_page: Annotated[
+        bool, Field(description="Also open its dashboard and Grafana pages for the user to see.")
+    ] = False,
 ) -> Annotated[CallToolResult, JobInfo] | InputRequiredResult:
-    """One job. datasets: its Ray Data operators, bottleneck first. open_page: show the user its dashboard and
-    Grafana pages."""
+    """One job's status, entrypoint, times and error, and on request its Ray Data datasets or its dashboard
+    pages. Ask diagnose_job why it failed."""
     # No `api: Api`: showing pages may take an input round of its own (server/browser.py), and a tool with a
     # Resolve parameter may not.
     api = await current_api(ctx)
@@ -97,7 +109,10 @@ async def get_job(
 
 async def list_jobs(
     api: Api,
-    status: list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None = None,
+    status: Annotated[
+        list[Literal["PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"]] | None,
+        Field(description="Only jobs in these states."),
+    ] = None,
     entrypoint_contains: Annotated[
         str | None, Field(description="Entrypoint substring, case-insensitive.")
     ] = None,
@@ -105,7 +120,8 @@ async def list_jobs(
         int, Field(ge=JOBS_LIMIT.low, le=JOBS_LIMIT.high, description="Most jobs shown (all counted).")
     ] = JOBS_LIMIT.default,
 ) -> Annotated[CallToolResult, JobList]:
-    """Jobs, newest first: status, entrypoint, start, duration, error type."""
+    """The cluster's jobs, newest first, with status, entrypoint, start, duration and error type. get_job shows
+    one in full."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.page(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
     ids = [j.submission_id for j in result.jobs if j.submission_id][:LINKED_JOBS]
@@ -128,9 +144,8 @@ async def wait_for_job(
         float, Field(gt=0, le=MAX_WAIT_S, description=f"Most seconds to wait (at most {MAX_WAIT_S:g}).")
     ] = DEFAULT_WAIT_S,
 ) -> Annotated[CallToolResult, JobWait]:
-    """Wait until a job ends or timeout_s passes, with progress notifications. A timeout is not an error:
-    call again.
-    """
+    """Wait until a job ends or timeout_s passes, with progress notifications meanwhile. A timeout is not an
+    error: call again to wait longer."""
     return await wait_result(api, job, timeout_s=timeout_s, on_progress=ctx.report_progress)
 
 
@@ -148,9 +163,8 @@ async def ended_job_result(app: App, job: str) -> CallToolResult:
 
 
 async def stop_job(api: Api, job: Job) -> Annotated[CallToolResult, JobChange]:
-    """Stop a running or pending job (like `ray job stop`); an ended job is left as it is. Its record and
-    logs stay.
-    """
+    """Stop a running or pending job as `ray job stop` does; a job that ended is left as it is. Its record and
+    logs stay until delete_job."""
     result = await api.jobs.stop(job)
     return tool_result(result, result.message)
 
@@ -182,9 +196,8 @@ async def delete_job(
     answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_plan)],
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, JobChange]:
-    """Delete an ended job's record (like `ray job delete`); irreversible. Confirmed by the user, or by the
-    token a first call returns.
-    """
+    """Delete an ended job's record and data as `ray job delete` does, which cannot be undone. The user confirms,
+    or a first call returns a token to pass back."""
     decision = confirmation.decide(pending, confirm, answer)
     if decision.proceed:
         result = await api.jobs.delete(pending.target, instance=pending.instance)

@@ -41,6 +41,9 @@ from ray_mcp.sources.kube_names import checked
 from ray_mcp.sources.kubernetes import FLEET_KINDS, KIND_PLURAL, Kube, RayTarget, parse_kube_address
 from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Confirm
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.KUBERNETES  # see ray_mcp/toolsets.py
 
 
 async def current_target(ctx: Context) -> RayTarget:
@@ -65,9 +68,9 @@ async def kuberay_status(
     ] = None,
     events: Annotated[bool, Field(description="Include the events of it and its pods.")] = True,
 ) -> Annotated[CallToolResult, KubeStatus]:
-    """The Kubernetes side of a KubeRay RayCluster, RayJob or RayService: state, worker groups, pods that are
-    Pending, pulling, OOMKilled or crashing, a RayJob's status against Ray's, a RayService's upgrade, events.
-    """
+    """A KubeRay RayCluster, RayJob or RayService as Kubernetes sees it: state, worker groups, Pending, pulling,
+    OOMKilled or crashing pods, a RayJob's status beside Ray's, a RayService's upgrade, events. Use it
+    when the pods rather than Ray may be at fault."""
     app = app_of(ctx)
     kube, obj_name = await object_at(ctx, name)
     target = await app.kube_or_none()
@@ -125,16 +128,17 @@ async def kuberay_logs(
     target: Target,
     pod: Annotated[str, Field(min_length=1, description="A pod name, or head, or submitter (a RayJob's).")],
     container: Annotated[
-        str | None, Field(description="e.g. autoscaler, wait-gcs-ready; default the first.")
+        str | None, Field(description="The container, e.g. autoscaler (default: the pod's first).")
     ] = None,
     previous: Annotated[
         bool, Field(description="The container before its last restart (an OOMKilled one).")
     ] = False,
-    lines: Annotated[int, Field(ge=KUBE_LOG_LINES.low, le=KUBE_LOG_LINES.high)] = KUBE_LOG_LINES.default,
+    lines: Annotated[
+        int, Field(ge=KUBE_LOG_LINES.low, le=KUBE_LOG_LINES.high, description="Most lines of the tail.")
+    ] = KUBE_LOG_LINES.default,
 ) -> Annotated[CallToolResult, KubeLog]:
-    """A pod container's log tail from Kubernetes, including the previous container's and the head's
-    autoscaler (tail_logs reads Ray's own log files). Only the pods of this Ray cluster: its head, its workers,
-    a RayJob's submitter."""
+    """A pod container's log tail from Kubernetes, with the previous container's and the head's autoscaler, for
+    this Ray cluster's pods only. tail_logs reads Ray's own log files."""
     kube = target.kube
     name = await pod_of(target, pod, container)
     text = await kube.log(name, container=container, previous=previous, lines=lines, max_bytes=KUBE_LOG_BYTES)
@@ -235,13 +239,15 @@ async def scale_worker_group(
     group: Annotated[str, Field(min_length=1, description="The worker group's groupName.")],
     pending: Annotated[Pending, Resolve(scale_plan)],
     answer: Annotated[ElicitationResult[Approval], confirmation.asking(scale_plan)],
-    replicas: Annotated[int | None, Field(ge=0, description="Not on an autoscaling cluster.")] = None,
-    min_replicas: Annotated[int | None, Field(ge=0)] = None,
-    max_replicas: Annotated[int | None, Field(ge=0)] = None,
+    replicas: Annotated[
+        int | None, Field(ge=0, description="The group's new replicas (an autoscaling one: set min or max).")
+    ] = None,
+    min_replicas: Annotated[int | None, Field(ge=0, description="The group's new minReplicas.")] = None,
+    max_replicas: Annotated[int | None, Field(ge=0, description="The group's new maxReplicas.")] = None,
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, KubeChange]:
-    """Set a KubeRay worker group's replicas, minReplicas or maxReplicas (a patch of the RayCluster). To 0 is
-    destructive and confirmed."""
+    """Set a KubeRay worker group's replicas, minReplicas or maxReplicas by patching the RayCluster. Scaling to 0
+    is destructive and confirmed."""
     obj = f"RayCluster {target.cluster} worker group {group}"
     note_audit(targets={"raycluster": f"{target.namespace}/{target.cluster}", "group": group})
     decision = confirmation.decide(pending, confirm, answer)
@@ -300,8 +306,8 @@ async def delete_ray_job(
     answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_plan)],
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, KubeChange]:
-    """Delete a RayJob (kubectl delete rayjob): KubeRay stops its Ray job and deletes the cluster it created.
-    Confirmed."""
+    """Delete a RayJob as `kubectl delete rayjob` does: KubeRay stops its Ray job and deletes the cluster it
+    created. The user confirms, or a first call returns a token."""
     note_audit(targets={"rayjob": f"{target.namespace}/{rayjob}"})
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
@@ -364,8 +370,8 @@ async def kuberay_fleet(
         ),
     ] = None,
 ) -> Annotated[CallToolResult, Fleet]:
-    """Every RayCluster, RayJob, RayService and RayCronJob across namespaces (and kube contexts): which are
-    unhealthy, where GPUs idle, which upgrades are stuck. Use it first, before an address is known; each row
+    """Every RayCluster, RayJob, RayService and RayCronJob across namespaces and kube contexts: which are
+    unhealthy, where GPUs idle, which upgrades are stuck. Use it first when no address is known; each row
     gives the address for every other tool."""
     app = app_of(ctx)
     names: list[str | None] = list(await asyncio.to_thread(app.kube_contexts.names)) if all_contexts else []
@@ -442,8 +448,8 @@ async def kuberay_lint(
         Field(description="A job's runtime_env to check (pip without egress, working_dir size)."),
     ] = None,
 ) -> Annotated[CallToolResult, LintReport]:
-    """Check a RayCluster, RayJob or RayService spec (a manifest, or one that exists), or a job's runtime_env,
-    against the failures KubeRay users hit, before they happen: each finding names the field, why, the fix."""
+    """Check a RayCluster, RayJob or RayService spec (a manifest, or one that exists) or a job's runtime_env
+    against the failures KubeRay users hit. Each finding names the field, why it fails and the fix."""
     app = app_of(ctx)
     given = changes.manifest_of(manifest)
     kube: Kube | None = None
@@ -590,9 +596,9 @@ async def kuberay_apply(
     serve_config_v2: Annotated[str | None, Field(description="A RayService's serveConfigV2 (YAML).")] = None,
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, KubePlan]:
-    """Create or change a RayCluster, RayJob or RayService from a manifest or a few named fields: first the plan
-    (the API server's dry run, the field diff, what KubeRay will do, the lint), then, confirmed, exactly that
-    change, by server-side apply as field manager ray-mcp."""
+    """Create or change a RayCluster, RayJob or RayService from a manifest or a few named fields: the first call
+    returns the plan (dry run, field diff, what KubeRay will do, the lint), and the confirmed call applies
+    exactly that change by server-side apply."""
     planned: changes.Plan = pending.subject
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
@@ -691,8 +697,9 @@ async def kuberay_delete(
     ] = None,
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, KubeChange]:
-    """Delete a RayCluster or RayService (with its clusters): confirmed; refused when annotated protected or
-    owned by another object; a RayService that serves traffic also needs the user's explicit word."""
+    """Delete a RayCluster or RayService with its clusters, confirmed; objects annotated protected or owned by
+    another are refused. A RayService that serves traffic also needs the user's explicit word
+    (stop_serving)."""
     kube, obj = pending.subject
     meta = obj.get("metadata") or {}
     name = str(meta.get("name"))
@@ -714,8 +721,6 @@ async def kuberay_delete(
 
 
 def register(server: MCPServer) -> None:
-    if not server.app.kubernetes:  # type: ignore[attr-defined]  # RayMCPServer's App
-        return
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "KubeRay status"}))(kuberay_status)
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "Kubernetes pod log"}))(kuberay_logs)
     server.tool(

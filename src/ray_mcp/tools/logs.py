@@ -18,6 +18,9 @@ from ray_mcp.server.shares import owner_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.logs import render_log_tail, within_sent, without_colour
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 # tail_logs' arguments that name the log: one per row of LOG_TARGET_ARGS, in its order.
 TARGET_ARGS = [
@@ -74,12 +77,12 @@ async def tail_logs(
         Field(
             ge=0,
             le=MAX_FOLLOW_S,
-            description="Then follow it (seconds).",
+            description="Then keep reading new lines for this many seconds.",
         ),
     ] = 0,
     max_scan_mb: Annotated[
         int,
-        Field(ge=SCAN_MB.low, le=SCAN_MB.high, description="grep's scan cap in MB."),
+        Field(ge=SCAN_MB.low, le=SCAN_MB.high, description="Most megabytes that grep reads."),
     ] = SCAN_MB.default,
     **named: Any,  # TARGET_ARGS: log_target has made them the target
 ) -> Annotated[CallToolResult, LogTail]:
@@ -99,8 +102,8 @@ async def tail_logs(
     return tool_result(tail, render_log_tail(tail))
 
 
-tail_logs.__doc__ = f"""The end of any Ray log: {one_of([a.names for a in LOG_SOURCES])} (exactly
-one target).
+tail_logs.__doc__ = f"""The end of one Ray log: {one_of([a.names for a in LOG_SOURCES])} (name exactly
+one). grep searches the whole file, and diagnose_job already quotes what matters in a failed job's logs.
 """
 _own = [p for p in inspect.signature(tail_logs).parameters.values() if p.kind is not p.VAR_KEYWORD]
 publish(tail_logs, [*_own[:3], *TARGET_ARGS, *_own[3:]])  # after target, api and ctx: the schema's order

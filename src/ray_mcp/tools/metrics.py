@@ -14,6 +14,9 @@ from ray_mcp.models import MetricsAnswer
 from ray_mcp.shaping import charts
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.METRICS  # see ray_mcp/toolsets.py
 
 # The named questions (answers/metric_questions.py QUESTIONS, in the same order; a test keeps them equal).
 Question = Literal[
@@ -29,31 +32,32 @@ Question = Literal[
     "data",
     "worker_memory",
 ]
-# The toolset this tool belongs to: offered where a Prometheus is known (h-edge's toolsets read it).
-TOOLSET = "metrics"
 
 
 async def get_metrics(
     api: Api,
-    question: Annotated[Question | None, Field(description="What to ask (or promql).")] = None,
+    question: Annotated[Question | None, Field(description="A named question (or give promql).")] = None,
     promql: Annotated[
         str | None, Field(max_length=PROMQL_CHARS, description="Raw PromQL (experts), sent as is.")
     ] = None,
     node: Annotated[str | None, Field(description="Only this node (id or IP).")] = None,
-    job: Annotated[str | None, Field(description="tasks, actors, worker_memory: only this job's.")] = None,
-    deployment: Annotated[str | None, Field(description="serve: only this deployment.")] = None,
-    operator: Annotated[str | None, Field(description="data: operators whose name contains this.")] = None,
+    job: Annotated[str | None, Field(description="Only this job's (tasks, actors, worker_memory).")] = None,
+    deployment: Annotated[str | None, Field(description="Only this Serve deployment (serve).")] = None,
+    operator: Annotated[
+        str | None, Field(description="Only Data operators whose name has this (data).")
+    ] = None,
     last: Annotated[str | None, Field(description="Window ending now: 15m (default), 2h, 1d.")] = None,
     since: Annotated[str | None, Field(description="Window start: ISO 8601 (UTC) or Unix seconds.")] = None,
     until: Annotated[str | None, Field(description="Window end (default now).")] = None,
     limit: Annotated[
-        int, Field(ge=METRIC_SERIES.low, le=METRIC_SERIES.high, description="Series shown, in all.")
+        int, Field(ge=METRIC_SERIES.low, le=METRIC_SERIES.high, description="Most series shown, in all.")
     ] = METRIC_SERIES.default,
-    chart: Annotated[bool, Field(description="Add a PNG chart.")] = False,
+    chart: Annotated[bool, Field(description="Also return a PNG chart of the series.")] = False,
 ) -> Annotated[CallToolResult, MetricsAnswer]:
-    """Metrics over time from the cluster's Prometheus: per series first/min/max/last/mean, slope, when it
-    changed, a sparkline. Questions: node_cpu|memory|disk|network|gpu, object_store, tasks, actors, serve
-    (QPS, p50-p99, errors), data (rows, blocks per operator), worker_memory. No Prometheus: values now."""
+    """Metrics over a time window from the cluster's Prometheus, each series summed up (first, min, max, last,
+    mean, slope, when it changed, a sparkline). Ask a named question (node use, object store, tasks,
+    actors, Serve latency and errors, Data, worker memory) or PromQL; with no Prometheus it reads the
+    values now."""
     reply = await api.metrics.ask(
         Request(question, promql, node, job, deployment, operator, last, since, until, limit)
     )
@@ -72,6 +76,4 @@ async def get_metrics(
 
 
 def register(server: MCPServer) -> None:
-    if not server.app.metrics:  # type: ignore[attr-defined]  # RayMCPServer's App: the TOOLSET's condition
-        return
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "Metrics over time"}))(get_metrics)

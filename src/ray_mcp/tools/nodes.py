@@ -11,16 +11,22 @@ from ray_mcp.models import NodeList
 from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.shaping.nodes import render_node_list
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.CORE  # see ray_mcp/toolsets.py
 
 
 async def list_nodes(
     api: Api,
-    state: Literal["ALIVE", "DEAD"] | None = None,
+    state: Annotated[
+        Literal["ALIVE", "DEAD"] | None, Field(description="Only alive or only dead nodes.")
+    ] = None,
     limit: Annotated[
         int, Field(ge=0, description=f"Most nodes to list (0: counts only; max {MAX_LIMIT}).")
     ] = DEFAULT_LIMIT,
 ) -> Annotated[CallToolResult, NodeList]:
-    """Nodes: alive or dead (and why), head or worker, resources total and free, host use, labels."""
+    """The cluster's nodes: alive or dead (and why), head or worker, resources total and free, host use and
+    labels. cluster_status sums them up."""
     limit, note = clamp_limit(limit, what="nodes")
     page = await api.nodes.page(state=state, limit=limit, notes=[note] if note else [])
     return tool_result(*fit_list(page, render_node_list, "nodes", "nodes"))

@@ -11,6 +11,9 @@ from ray_mcp.models import ObjectStoreSummary
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.objects import render_object_store
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 
 async def summarize_objects(
@@ -19,7 +22,8 @@ async def summarize_objects(
         int, Field(ge=OBJECT_GROUPS.low, le=OBJECT_GROUPS.high, description="Most holders listed.")
     ] = OBJECT_GROUPS.default,
 ) -> Annotated[CallToolResult, ObjectStoreSummary]:
-    """Like `ray memory`: store use and spilling per node, references by call site and owner, leaks."""
+    """The object store as `ray memory` shows it: use and spilling per node, references by call site and owner,
+    and likely leaks. Use it when the store fills or memory grows."""
     summary = await api.objects.summarize(limit=limit)
     return tool_result(summary, render_object_store(summary))
 

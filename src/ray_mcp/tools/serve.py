@@ -22,6 +22,9 @@ from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.serve import render_serve_status
 from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.SERVE  # see ray_mcp/toolsets.py
 
 
 async def serve_status(
@@ -36,7 +39,8 @@ async def serve_status(
         ),
     ] = SERVE_LOG_LINES.default,
 ) -> Annotated[CallToolResult, ServeStatus]:
-    """Ray Serve: applications, deployments, replicas, and the error and log tail of anything failing."""
+    """Ray Serve's applications, deployments and replicas, with the error and log tail of anything failing.
+    cluster_health only sums up Serve errors."""
     status = await api.serve.status(app=app, log_lines=log_lines)
     return tool_result(status, render_serve_status(status))
 
@@ -104,9 +108,8 @@ async def serve_deploy(
         str | None, Field(description="For replace=true: the token from a first call without it.")
     ] = None,
 ) -> Annotated[CallToolResult, ServeChange]:
-    """Deploy or update Serve applications from a declarative config, merged with what runs. replace=true
-    removes the apps it omits (destructive, confirmed).
-    """
+    """Deploy or update Serve applications from a declarative config, merged with the applications that run. With
+    replace=true it also removes the applications the config leaves out (destructive, confirmed)."""
     deleting: list[str] = pending.subject.get("deleting", []) if isinstance(pending.subject, dict) else []
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
@@ -153,9 +156,8 @@ async def serve_delete_app(
     answer: Annotated[ElicitationResult[Approval], confirmation.asking(delete_app_plan)],
     confirm: Confirm = None,
 ) -> Annotated[CallToolResult, ServeChange]:
-    """Delete one Serve application; the others keep running. Confirmed by the user, or by the token a
-    first call returns.
-    """
+    """Delete one Serve application while the others keep running. The user confirms, or a first call returns a
+    token to pass back."""
     decision = confirmation.decide(pending, confirm, answer)
     if not decision.proceed:
         return tool_result(

@@ -13,6 +13,9 @@ from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
 from ray_mcp.shaping.stacks import render_stacks
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.PROFILING  # see ray_mcp/toolsets.py
 
 JobArg = Annotated[
     str | None, Field(description="A job's submission id or job id: its driver, actors and task workers.")
@@ -49,9 +52,8 @@ async def stack_traces(
     max_frames: Frames = STACK_FRAMES.default,
     max_bytes: StackBytes = STACK_BYTES.default,
 ) -> Annotated[CallToolResult, StackTraces]:
-    """Where is it stuck? Live Python stacks of a job's driver and workers, an actor, a task or a pid,
-    identical ones collapsed with counts.
-    """
+    """Where something is stuck: live Python stacks of a job's driver and workers, an actor, a task or a pid,
+    identical ones collapsed with counts. Use cpu_profile when it is busy, not stuck."""
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="stack_traces")
     target = Target(kind=kind, job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
     result = await api.stacks.traces(target, limit=limit, max_frames=max_frames, max_bytes=max_bytes)
@@ -68,10 +70,11 @@ async def cpu_profile(
     top: Functions = PROFILE_FUNCTIONS.default,
     job: Annotated[
         str | None,
-        Field(description="Not supported: stack_traces(job=...) lists its processes; profile one."),
+        Field(description="Not profiled as a whole: stack_traces(job=...) lists its processes."),
     ] = None,
 ) -> Annotated[CallToolResult, CpuProfile]:
-    """Why is it slow? Samples one worker's CPU for a few seconds and lists its hottest functions."""
+    """Why a worker is slow: samples its CPU for a few seconds and lists the hottest functions. Use stack_traces
+    when it is stuck rather than busy."""
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="cpu_profile")
     target = Target(kind=kind, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
     profile = await api.stacks.cpu_profile(

@@ -13,6 +13,9 @@ from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
 from ray_mcp.shaping.tasks import render_task_list, render_task_summary
 from ray_mcp.sources.query import Filter, where
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 TaskStateName = Literal[
     "NIL",
@@ -29,7 +32,7 @@ TaskStateName = Literal[
     "FINISHED",
     "FAILED",
 ]
-State = TaskStateName | None
+State = Annotated[TaskStateName | None, Field(description="Only tasks in this state.")]
 Name = Annotated[str | None, Field(description="Only tasks with this name (function or Class.method).")]
 ActorId = Annotated[str | None, Field(description="Only tasks of this actor (32 hex chars).")]
 ErrorType = Annotated[
@@ -62,7 +65,8 @@ async def list_tasks(
     ] = DEFAULT_TASK_LIMIT,
     detail: Annotated[bool, Field(description="Also fetch each failed task's error message.")] = True,
 ) -> Annotated[CallToolResult, TaskList]:
-    """Individual tasks and actor calls: state, job, actor, node, error. For counts, summarize_tasks."""
+    """Individual tasks and actor calls with state, job, actor, node and error. For counts by function and state,
+    use summarize_tasks."""
     limit, note = clamp_limit(limit, what="tasks")
     filters = await task_filters(api, state, name, job, actor_id, error_type)
     page = await api.tasks.page(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
@@ -77,7 +81,8 @@ async def summarize_tasks(
     actor_id: ActorId = None,
     error_type: ErrorType = None,
 ) -> Annotated[CallToolResult, TaskSummary]:
-    """Tasks counted by function and state; failures grouped by error type with a sample each."""
+    """Tasks counted by function and state, with failures grouped by error type and a sample of each. Use it
+    before list_tasks on a large job."""
     summary = await api.tasks.summarize(
         filters=await task_filters(api, state, name, job, actor_id, error_type)
     )

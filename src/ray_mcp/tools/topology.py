@@ -10,15 +10,17 @@ from ray_mcp.models import JobTopology
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.topology_text import render_topology
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TASKS  # see ray_mcp/toolsets.py
 
 
 async def job_topology(
     api: Api,
     job: Annotated[str, Field(description="The job: submission id (raysubmit_...) or job id (hex).")],
 ) -> Annotated[CallToolResult, JobTopology]:
-    """One job's structure: driver, placement groups and bundles, their actors (node, GPU ids, state),
-    Serve replicas, nodes and the job's share. Gaps first.
-    """
+    """Where one job's parts run: its driver, placement groups and bundles, their actors (node, GPU ids, state),
+    Serve replicas and nodes, gaps first. diagnose_job says why it failed."""
     topology = await api.topology.get(job)
     return tool_result(topology, render_topology(topology))
 

@@ -11,6 +11,9 @@ from ray_mcp.models import TrainRun, TrainRunList
 from ray_mcp.shaping.common import fit_list, tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
 from ray_mcp.tools import READ_ONLY, Api
+from ray_mcp.toolsets import Toolset
+
+TOOLSET = Toolset.TRAIN  # see ray_mcp/toolsets.py
 
 RunStatus = Literal[
     "INITIALIZING", "SCHEDULING", "RUNNING", "RESTARTING", "RESIZING", "FINISHED", "ERRORED", "ABORTED"
@@ -19,7 +22,7 @@ RunStatus = Literal[
 
 async def list_train_runs(
     api: Api,
-    status: RunStatus | None = None,
+    status: Annotated[RunStatus | None, Field(description="Only runs in this state.")] = None,
     name: Annotated[str | None, Field(description="Only runs with this name (RunConfig.name).")] = None,
     limit: Annotated[
         int,
@@ -30,7 +33,7 @@ async def list_train_runs(
         ),
     ] = limits.TRAIN_RUNS.default,
 ) -> Annotated[CallToolResult, TrainRunList]:
-    """Ray Train runs, newest first: status, job, attempts, workers."""
+    """Ray Train runs, newest first, with status, job, attempts and workers. get_train_run shows one run in full."""
     page = await api.train.list_runs(status=status, name=name, limit=limit)
     return tool_result(*fit_list(page, render_run_list, "runs", "runs"))
 
@@ -41,9 +44,8 @@ async def get_train_run(
         str, Field(description="The run id (32 hex chars) or name (the newest run of that name).")
     ],
 ) -> Annotated[CallToolResult, TrainRun]:
-    """One Ray Train run: its worker group by rank (actor, node, GPUs, state), errors by rank, latest
-    checkpoint.
-    """
+    """One Ray Train run: its workers by rank (actor, node, GPUs, state), the errors by rank and its latest
+    checkpoint. list_train_runs finds its id."""
     result = await api.train.get_run(run)
     return tool_result(result, render_run(result))
 

@@ -67,6 +67,7 @@ TOOL_AREAS = (
     "objects",
     "events",
     "metrics",
+    "compare",
     "kubernetes",
 )
 

@@ -28,6 +28,7 @@ Question = Literal[
     "serve",
     "data",
     "worker_memory",
+    "worker_cpu",
 ]
 # The toolset this tool belongs to: offered where a Prometheus is known (h-edge's toolsets read it).
 TOOLSET = "metrics"
@@ -40,7 +41,9 @@ async def get_metrics(
         str | None, Field(max_length=PROMQL_CHARS, description="Raw PromQL (experts), sent as is.")
     ] = None,
     node: Annotated[str | None, Field(description="Only this node (id or IP).")] = None,
-    job: Annotated[str | None, Field(description="tasks, actors, worker_memory: only this job's.")] = None,
+    job: Annotated[
+        str | None, Field(description="tasks, actors, worker_memory, worker_cpu: only this job's.")
+    ] = None,
     deployment: Annotated[str | None, Field(description="serve: only this deployment.")] = None,
     operator: Annotated[str | None, Field(description="data: operators whose name contains this.")] = None,
     last: Annotated[str | None, Field(description="Window ending now: 15m (default), 2h, 1d.")] = None,
@@ -53,7 +56,7 @@ async def get_metrics(
 ) -> Annotated[CallToolResult, MetricsAnswer]:
     """Metrics over time from the cluster's Prometheus: per series first/min/max/last/mean, slope, when it
     changed, a sparkline. Questions: node_cpu|memory|disk|network|gpu, object_store, tasks, actors, serve
-    (QPS, p50-p99, errors), data (rows, blocks per operator), worker_memory. No Prometheus: values now."""
+    (QPS, p50-p99, errors), data (rows, blocks per operator), worker_memory|cpu. No Prometheus: values now."""
     reply = await api.metrics.ask(
         Request(question, promql, node, job, deployment, operator, last, since, until, limit)
     )

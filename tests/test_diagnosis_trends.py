@@ -12,19 +12,18 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 from tests.prometheus import running_prometheus
+from tests.rule_checks import without
 from tests.support import mcp_client, text_of, whole_bytes
 from tests.test_metrics import driver_with_args, going_away
 
 from ray_mcp.answers import RayAPI
-from ray_mcp.diagnosis import evidence, registry, report
+from ray_mcp.diagnosis import evidence, report
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.limits import DIAGNOSIS_BYTES, TRENDS_TIMEOUT_S
 from ray_mcp.settings import Settings
@@ -95,19 +94,6 @@ async def evidence_of(ray_cluster: Any, prometheus: str, job: str) -> GraphInput
             return await evidence.gather_job(api, job)
     finally:
         await api.aclose()
-
-
-@contextmanager
-def without(rule_key: str) -> Iterator[None]:
-    """The registry without one rule (to show a check fails when its rule is disabled)."""
-    registry.discover()
-    taken = registry.RULES.pop(rule_key)
-    registry._ORDERED.clear()
-    try:
-        yield
-    finally:
-        registry.RULES[rule_key] = taken
-        registry._ORDERED.clear()
 
 
 def kinds(ev: GraphInputs) -> set[str]:

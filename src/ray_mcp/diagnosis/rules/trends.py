@@ -77,7 +77,7 @@ def _fill_words(f: Link) -> str:
     left = f"; full in about {span(fill.left_s)} at this rate" if fill.left_s else "; it is full"
     return (
         f"the object store on {fill.instance} fills steadily: {fill.first:.0f}% to {fill.last:.0f}% used, "
-        f"{amount(fill.rate_per_s * 60, 'percent')} points/min{left}"
+        f"+{fill.rate_per_s * 60:.3g} points/min{left}"
     )
 
 

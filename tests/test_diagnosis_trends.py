@@ -20,7 +20,7 @@ from mcp import Client
 from tests.prometheus import running_prometheus
 from tests.rule_checks import without
 from tests.support import mcp_client, text_of, whole_bytes
-from tests.test_metrics import driver_with_args, going_away
+from tests.test_metrics import SERVE_SLOWER, driver_with_args, going_away
 
 from ray_mcp.answers import RayAPI
 from ray_mcp.diagnosis import evidence, report
@@ -96,6 +96,15 @@ async def evidence_of(ray_cluster: Any, prometheus: str, job: str) -> GraphInput
         await api.aclose()
 
 
+async def cluster_evidence(ray_cluster: Any, prometheus: str) -> GraphInputs:
+    api = RayAPI(ray_cluster.dashboard_url, timeout_s=10, prometheus=Configured(prometheus, "the test's"))
+    try:
+        with read_scope():
+            return await evidence.gather_cluster(api)
+    finally:
+        await api.aclose()
+
+
 def kinds(ev: GraphInputs) -> set[str]:
     model, _ = report.job_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)
     return {f.kind for f in model.findings}
@@ -114,7 +123,7 @@ async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_th
         # 1 MiB every 0.5 s: 120 MiB/min, read through Ray's reporting and Prometheus's slope
         rate = float(title.split("grows steadily: ")[1].split(" MiB/min")[0])
         assert 40 <= rate <= 200, title
-        assert "the memory monitor's threshold (95%, configured)" in title, title
+        assert "the memory monitor's threshold (95%, Ray's default)" in title, title
         assert "in about" in title or "past" in title, title
         assert any("get_metrics question=worker_memory" in s for s in leak["next_steps"]), leak
         ev = await evidence_of(ray_cluster, prometheus, job_id)
@@ -186,3 +195,42 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
     assert "trends over time" in health["unchecked"], text_of(result)
     assert any(f"within {TRENDS_TIMEOUT_S:g} s" in n for n in health["notes"]), health["notes"]
     assert took <= without_prometheus + TRENDS_TIMEOUT_S + 3, (took, without_prometheus)
+
+
+async def test_a_serve_deployment_that_gets_slower_is_named_with_when_and_the_deploy_nearest(
+    diagnosing: Client, ray_cluster: Any, prometheus: str
+) -> None:
+    from ray_mcp.cluster import free_ports
+
+    fast_s, app = 100.0, "trend-slowing"
+    started = time.time()
+    try:
+        with driver_with_args(ray_cluster.gcs_address, SERVE_SLOWER, str(fast_s), str(free_ports(1)[0]), app):
+            with anyio.fail_after(fast_s + 300):
+                while True:
+                    result = await diagnosing.call_tool("cluster_health", {})
+                    assert not result.is_error, text_of(result)
+                    health = dict(result.structured_content or {})
+                    rose = [
+                        f
+                        for f in health["findings"]
+                        if f["kind"] == "serve_regression" and f'"{app}"' in f["title"]
+                    ]
+                    if rose and time.time() > started + fast_s:
+                        break
+                    await anyio.sleep(5)
+            ev = await cluster_evidence(ray_cluster, prometheus)
+            found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
+            assert any(f.kind == "serve_regression" for f in found), ev.trends
+            with without("trends.cluster_trends"):
+                found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
+                assert all(f.kind != "serve_regression" for f in found)
+        title = rose[0]["title"]
+        assert "p99 latency rose at" in title and f'nearest: application "{app}" deployed at' in title, title
+        before = float(title.split(": ")[1].split(" ms before")[0])
+        after = float(title.split("ms before, ")[1].split(" ms after")[0])
+        assert after >= 200 and after >= 2 * before, title
+        assert health["status"] == "PROBLEMS_FOUND", text_of(result)
+    finally:
+        with driver_with_args(ray_cluster.gcs_address, f"from ray import serve\nserve.delete({app!r})\n"):
+            pass

@@ -143,3 +143,10 @@ def test_without_history_the_answer_says_so_and_a_failed_read_is_unknown_never_h
         {"unknown": "its Prometheus did not answer within 6 s"}, unchecked=["trends over time"]
     )
     assert model.status == "UNKNOWN" and "trends over time" in model.unchecked, text
+
+
+def test_a_series_that_stopped_reporting_is_no_leak_now() -> None:
+    gone = {**NODE_MEMORY[1]["series"][0], "ended_at": "2027-01-15T07:40:00Z"}
+    assert "memory_leak" not in kinds(
+        health(record(node_memory=[NODE_MEMORY[0], panel("Memory used", gone)]))[0]
+    )

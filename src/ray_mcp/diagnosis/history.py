@@ -11,6 +11,7 @@ and why (a note says history was not available); a Prometheus that is down, wron
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from ray_mcp.diagnosis.graph import GraphInputs, num, span
 from ray_mcp.diagnosis.recognise import monitor_threshold
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import (
+    MEMORY_USAGE_THRESHOLD,
     TREND_MIN_SPAN_S,
     TREND_SERIES,
     TREND_WINDOW_S,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 # What each diagnosis asks of the Prometheus (answers/metric_questions.py's names).
 JOB_QUESTIONS = ("worker_memory", "worker_cpu", "tasks", "node_memory", "object_store")
 CLUSTER_QUESTIONS = ("worker_memory", "node_memory", "object_store", "tasks", "serve")
+log = logging.getLogger("ray_mcp.diagnosis")
 CHECK = "trends over time"  # the check's name where it could not run (GraphInputs.unchecked)
 HOW = "see docs/metrics.md to give ray-mcp one (--prometheus)"
 
@@ -90,6 +93,12 @@ async def read(
     except RayMCPError as exc:
         unknown(ev, first_sentence(str(exc)))
         return
+    except (
+        Exception
+    ) as exc:  # a bug here must not cost the rest of the diagnosis; its traceback goes to stderr
+        log.error("ray-mcp: reading trends failed with an unexpected %s", type(exc).__name__, exc_info=exc)
+        unknown(ev, f"unexpected {type(exc).__name__} in ray-mcp (see its log)")
+        return
     ev.trends = {
         "prometheus": prom.url,
         "window": {"start": win.start, "end": win.end, "step_s": win.step_s},
@@ -117,4 +126,5 @@ def threshold(api: RayAPI, ev: GraphInputs) -> dict[str, Any]:
     )
     if said is not None:
         return {"fraction": said, "source": "stated by the memory monitor"}
-    return {"fraction": api.memory_threshold, "source": "configured"}
+    default = api.memory_threshold == MEMORY_USAGE_THRESHOLD
+    return {"fraction": api.memory_threshold, "source": "Ray's default" if default else "configured"}

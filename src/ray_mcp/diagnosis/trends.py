@@ -112,8 +112,8 @@ def leaks(r: Reading, question: str, title: str) -> list[Leak]:
         grown = num(s.get("last")) - num(s.get("first"))
         if s.get("trend") != "rising" or rate < LEAK_MIN_BYTES_PER_S or grown < LEAK_MIN_GROWTH_BYTES:
             continue
-        if r.span_of(s) < TREND_MIN_SPAN_S:
-            continue
+        if r.span_of(s) < TREND_MIN_SPAN_S or s.get("ended_at"):
+            continue  # too short to judge, or gone (its process ended: what it held was freed)
         labels = s.get("labels") or {}
         instance = str(labels.get("instance") or s.get("name") or "")
         share = shares.get(instance)
@@ -175,7 +175,7 @@ def serve_rises(r: Reading) -> list[Rise]:
         for s in r.series("serve", title):
             change = s.get("change") or {}
             before, after = num(change.get("before")), num(change.get("after"))
-            if s.get("trend") != "stepped_up":
+            if s.get("trend") != "stepped_up" or s.get("ended_at"):
                 continue
             if what == "p99 latency" and (
                 after < LATENCY_RISE * before or after - before < LATENCY_RISE_MIN_MS

@@ -71,6 +71,7 @@ async def test_two_runs_where_one_function_got_slower_name_that_function(
                 break
             await anyio.sleep(1)
     text = text_of(result)
+    print(text)  # the figures, for the log (-rP)
     assert answer["differences"][0]["kind"] == "function_slower", text
     assert '"slow" got slower' in answer["verdict"] and answer["verdict"].startswith("b took"), text
     assert slow["b"]["mean_s"] >= 5 * slow["a"]["mean_s"], slow

@@ -119,6 +119,7 @@ async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_th
         leak = next(f for f in answer["findings"] if f["kind"] == "memory_leak")
         assert answer["verdict"].startswith("RUNNING") and "not healthy" in answer["verdict"], text
         title = leak["title"]
+        print(answer["verdict"], title, sep="\n")  # the figures, for the log (-rP)
         assert '"ray::Leaker' in title and "grows steadily" in title, title
         # 1 MiB every 0.5 s: 120 MiB/min, read through Ray's reporting and Prometheus's slope
         rate = float(title.split("grows steadily: ")[1].split(" MiB/min")[0])
@@ -141,6 +142,7 @@ async def test_a_throughput_drop_is_named_with_the_rates_before_and_after(
         answer, text = await diagnose_until(diagnosing, job_id, "throughput_drop", fast_s + 300)
         drop = next(f for f in answer["findings"] if f["kind"] == "throughput_drop")
         title = drop["title"]
+        print(answer["verdict"], title, sep="\n")
         assert "tasks finished per minute collapsed at" in title, text
         before = float(title.split(": ")[1].split("/min before")[0])
         after = float(title.split("/min before, ")[1].split("/min after")[0])
@@ -194,6 +196,7 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
     health = dict(result.structured_content or {})
     assert "trends over time" in health["unchecked"], text_of(result)
     assert any(f"within {TRENDS_TIMEOUT_S:g} s" in n for n in health["notes"]), health["notes"]
+    print(f"cluster_health: {without_prometheus:.2f} s without a Prometheus, {took:.2f} s with a stopped one")
     assert took <= without_prometheus + TRENDS_TIMEOUT_S + 3, (took, without_prometheus)
 
 
@@ -226,6 +229,7 @@ async def test_a_serve_deployment_that_gets_slower_is_named_with_when_and_the_de
                 found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
                 assert all(f.kind != "serve_regression" for f in found)
         title = rose[0]["title"]
+        print(health["verdict"], title, sep="\n")
         assert "p99 latency rose at" in title and f'nearest: application "{app}" deployed at' in title, title
         before = float(title.split(": ")[1].split(" ms before")[0])
         after = float(title.split("ms before, ")[1].split(" ms after")[0])

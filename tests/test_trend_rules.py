@@ -150,3 +150,34 @@ def test_a_series_that_stopped_reporting_is_no_leak_now() -> None:
     assert "memory_leak" not in kinds(
         health(record(node_memory=[NODE_MEMORY[0], panel("Memory used", gone)]))[0]
     )
+
+
+def test_gpus_a_running_job_holds_on_nodes_whose_gpus_idle_are_named() -> None:
+    gpu = {"instance": "10.0.0.2:8080", "GpuIndex": "0", "GpuDeviceName": "A100"}
+    other = {"instance": "10.0.0.3:8080", "GpuIndex": "0", "GpuDeviceName": "A100"}
+    use = [
+        series("10.0.0.2:8080/0/A100", gpu, "steady", mean=4.0, max=30.0),
+        series("10.0.0.3:8080/0/A100", other, "steady", mean=95.0, max=99.0),  # another node: not the job's
+    ]
+    actors = [{"actor_id": "c" * 32, "state": "ALIVE", "node_id": "n2", "required_resources": {"GPU": 1}}]
+    nodes = [{"node_id": "n2", "node_ip": "10.0.0.2"}, {"node_id": "n3", "node_ip": "10.0.0.3"}]
+    info = {
+        "job_id": "02000000",
+        "submission_id": "raysubmit_t",
+        "status": "RUNNING",
+        "start_time": (NOW - 900) * 1000,
+    }
+    ev = GraphInputs(
+        now_ms=NOW * 1000,
+        job=info,
+        tasks=[],
+        actors=actors,
+        nodes=nodes,
+        trends=record(node_gpu=[panel("GPU use", *use)]),
+    )
+    model, text = report.job_report("raysubmit_t", ev, max_bytes=DIAGNOSIS_BYTES.default)
+    found = next(f for f in model.findings if f.kind == "idle_resources")
+    assert "holds 1 GPU(s) but the GPUs of its nodes were 4% busy on average" in found.title, text
+    with without("trends.job_trends"):
+        model, _ = report.job_report("raysubmit_t", ev, max_bytes=DIAGNOSIS_BYTES.default)
+        assert "idle_resources" not in kinds(model)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_mcp.diagnosis.graph import GraphInputs, num, span
 from ray_mcp.diagnosis.recognise import monitor_threshold
+from ray_mcp.diagnosis.trends import held
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import (
     MEMORY_USAGE_THRESHOLD,
@@ -50,7 +51,9 @@ async def job_trends(api: RayAPI, ev: GraphInputs) -> None:
     if now - start < TREND_MIN_SPAN_S:
         ev.trends = {"missing": f"the job has run for {span(now - start)}, too short for a trend"}
         return
-    await read(api, ev, JOB_QUESTIONS, between(start, now), job_names(ev))
+    gpus = held(ev, "GPU")[0] > 0  # then the GPUs it holds are judged too (are they busy?)
+    questions = (*JOB_QUESTIONS, "node_gpu") if gpus else JOB_QUESTIONS
+    await read(api, ev, questions, between(start, now), job_names(ev))
 
 
 async def cluster_trends(api: RayAPI, ev: GraphInputs) -> None:

@@ -251,3 +251,40 @@ def idle(r: Reading, cpus: float) -> Idle | None:
     if mean >= IDLE_SHARE * cpus * 100:
         return None
     return Idle(cpus, mean, sum(num(s.get("max")) for s in series), max(r.span_of(s) for s in series))
+
+
+def held(ev: GraphInputs, resource: str) -> tuple[float, set[str]]:
+    """How much of ``resource`` the job's alive actors and running tasks hold now, and the IPs of their nodes."""
+    ips = {str(n.get("node_id")): str(n.get("node_ip")) for n in ev.nodes or []}
+    amount, nodes = 0.0, set()
+    rows = [a for a in ev.actors or [] if a.get("state") == "ALIVE"]
+    rows += [t for t in ev.tasks or [] if t.get("state") == "RUNNING" and not t.get("actor_id")]
+    for row in rows:
+        value = num((row.get("required_resources") or {}).get(resource))
+        if value > 0:
+            amount += value
+            nodes.add(ips.get(str(row.get("node_id")), ""))
+    return amount, nodes - {""}
+
+
+@dataclass(frozen=True)
+class IdleGpus:
+    gpus: float  # the GPUs the job holds now
+    mean_pct: float  # the use of the GPUs on the nodes where it holds them, on average over the window
+    peak_pct: float
+
+
+def idle_gpus(r: Reading, gpus: float, ips: set[str]) -> IdleGpus | None:
+    """The GPUs of the nodes where the job holds GPUs were busy under IDLE_SHARE, on average over the window."""
+    series = [
+        s
+        for s in r.series("node_gpu", "GPU use")
+        if str((s.get("labels") or {}).get("instance") or "").rsplit(":", 1)[0].strip("[]") in ips
+        and r.span_of(s) >= TREND_MIN_SPAN_S
+    ]
+    if gpus <= 0 or not series:
+        return None
+    mean = sum(num(s.get("mean")) for s in series) / len(series)
+    if mean >= IDLE_SHARE * 100:
+        return None
+    return IdleGpus(gpus, mean, max(num(s.get("max")) for s in series))

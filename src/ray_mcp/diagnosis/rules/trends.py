@@ -92,6 +92,15 @@ IDLE = Say(
     ),
 )
 
+IDLE_GPUS = Say(
+    "idle_gpus",
+    Edge.HOLDS,
+    lambda f: (
+        f"the job holds {f['idle'].gpus:g} GPU(s) but the GPUs of its nodes were {f['idle'].mean_pct:.3g}% busy on "
+        f"average over the window (at most {f['idle'].peak_pct:.3g}%): reserved, and idle"
+    ),
+)
+
 
 def _worker(leak: trends.Leak) -> str:
     if leak.component:
@@ -163,7 +172,24 @@ def job_trends(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -
                 subjects={"throughput"},
             )
         )
-    spent = trends.idle(r, held_cpus(g))
+    gpus, gpu_nodes = trends.held(g.ev, "GPU")
+    unused = trends.idle_gpus(r, gpus, gpu_nodes)
+    if unused is not None:
+        out.append(
+            Chain(
+                PROBLEM + 5,
+                Kind.IDLE_RESOURCES,
+                None,
+                [IDLE_GPUS(idle=unused)],
+                [
+                    f"stack_traces job={job} (what its workers wait on)",
+                    "get_metrics question=node_gpu last=1h",
+                ],
+                job_id,
+                subjects={"idle_gpus"},
+            )
+        )
+    spent = trends.idle(r, trends.held(g.ev, "CPU")[0])
     if spent is not None:
         out.append(
             Chain(
@@ -192,18 +218,6 @@ def fill_chains(r: trends.Reading) -> list[Chain]:
         )
         for fill in trends.store_filling(r)
     ]
-
-
-def held_cpus(g: Graph) -> float:
-    """The CPUs the job's alive actors and running tasks hold now."""
-    held = 0.0
-    for a in g.ev.actors or []:
-        if a.get("state") == "ALIVE":
-            held += num((a.get("required_resources") or {}).get("CPU"))
-    for t in g.ev.tasks or []:
-        if t.get("state") == "RUNNING" and not t.get("actor_id"):
-            held += num((t.get("required_resources") or {}).get("CPU"))
-    return held
 
 
 @rule(

@@ -144,8 +144,8 @@ async def test_a_throughput_drop_is_named_with_the_rates_before_and_after(
         title = drop["title"]
         print(answer["verdict"], title, sep="\n")
         assert "tasks finished per minute collapsed at" in title, text
-        before = float(title.split(": ")[1].split("/min before")[0])
-        after = float(title.split("/min before, ")[1].split("/min after")[0])
+        before = float(title.split(": ")[1].split("/min before")[0].replace(",", ""))
+        after = float(title.split("/min before, ")[1].split("/min after")[0].replace(",", ""))
         assert before > 60 and after < before / 4, title
         ev = await evidence_of(ray_cluster, prometheus, job_id)
         assert "throughput_drop" in kinds(ev), ev.trends

@@ -33,17 +33,20 @@ from ray_mcp.sources.scope import read_scope
 pytestmark = pytest.mark.live
 
 LEAK = """
+import threading
 @ray.remote
 class Leaker:
     def __init__(self):
         self.kept = []
-    def grow(self, seconds):
-        end = time.time() + seconds
-        while time.time() < end:
-            self.kept.append(bytearray(b"x" * (1 << 20)))  # 1 MiB, written: counted in the worker's USS
-            time.sleep(0.5)
+    def step(self):
+        self.kept.append(bytearray(b"x" * (1 << 20)))  # 1 MiB, written: counted in the worker's USS
+        return len(self.kept)
 leaker = Leaker.remote()
-growing = leaker.grow.remote(900)
+def load():
+    while True:  # the job makes progress (its calls finish) while its worker's memory grows
+        ray.get(leaker.step.remote())
+        time.sleep(0.5)
+threading.Thread(target=load, daemon=True).start()
 print("JOB", ray.get_runtime_context().get_job_id(), flush=True)
 """
 
@@ -117,10 +120,12 @@ async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_th
         assert job_id
         answer, text = await diagnose_until(diagnosing, job_id, "memory_leak", 360)
         leak = next(f for f in answer["findings"] if f["kind"] == "memory_leak")
-        assert answer["verdict"].startswith("RUNNING") and "not healthy" in answer["verdict"], text
         title = leak["title"]
         print(answer["verdict"], title, sep="\n")  # the figures, for the log (-rP)
         assert '"ray::Leaker' in title and "grows steadily" in title, title
+        # the job progresses (its calls finish): the leak is what is wrong, and the verdict says it
+        assert answer["verdict"].startswith("RUNNING") and "not healthy" in answer["verdict"], text
+        assert "grows steadily" in answer["verdict"] and answer["findings"][0]["kind"] == "memory_leak", text
         # 1 MiB every 0.5 s: 120 MiB/min, read through Ray's reporting and Prometheus's slope
         rate = float(title.split("grows steadily: ")[1].split(" MiB/min")[0])
         assert 40 <= rate <= 200, title

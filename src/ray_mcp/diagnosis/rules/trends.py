@@ -115,7 +115,7 @@ def _worker(leak: trends.Leak) -> str:
     return f"node {leak.instance}'s memory"
 
 
-def leak_chains(g: Graph, r: trends.Reading, job_id: str | None, job: str) -> list[Chain]:
+def leak_chains(r: trends.Reading, job_id: str | None, job: str) -> list[Chain]:
     workers = trends.leaks(r, "worker_memory", "Worker memory")
     found = {leak.instance for leak in workers}
     nodes = [n for n in trends.leaks(r, "node_memory", "Memory used") if n.instance not in found]
@@ -162,7 +162,7 @@ def job_trends(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -
     if r is None or status != "RUNNING":
         return []
     job = str((g.ev.job or {}).get("submission_id") or job_id or "")
-    out = leak_chains(g, r, job_id, job)
+    out = leak_chains(r, job_id, job)
     drop = trends.collapse(r)
     if drop is not None:
         out.append(
@@ -243,7 +243,7 @@ def cluster_trends(g: Graph, chains: list[Chain]) -> list[Chain]:
     r = trends.reading(g.ev)
     if r is None:
         return []
-    out = leak_chains(g, r, None, "")
+    out = leak_chains(r, None, "")
     out += fill_chains(r)
     for rise in trends.serve_rises(r):
         out.append(

@@ -11,9 +11,10 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from tests.support import mcp_client, run_to_end, text_of
+from tests.support import mcp_client, run_to_end, text_of, whole_bytes
 
 from ray_mcp import models
+from ray_mcp.limits import RESPONSE_BUDGET_BYTES
 from ray_mcp.settings import Settings
 from ray_mcp.shaping import compare as shape
 
@@ -71,6 +72,7 @@ async def test_two_runs_where_one_function_got_slower_name_that_function(
                 break
             await anyio.sleep(1)
     text = text_of(result)
+    assert whole_bytes(result) <= RESPONSE_BUDGET_BYTES, whole_bytes(result)
     print(text)  # the figures, for the log (-rP)
     assert answer["differences"][0]["kind"] == "function_slower", text
     assert '"slow" got slower' in answer["verdict"] and answer["verdict"].startswith("b took"), text

@@ -25,7 +25,7 @@ from tests.test_metrics import SERVE_SLOWER, driver_with_args, going_away
 from ray_mcp.answers import RayAPI
 from ray_mcp.diagnosis import evidence, report
 from ray_mcp.diagnosis.graph import GraphInputs
-from ray_mcp.limits import DIAGNOSIS_BYTES, TRENDS_TIMEOUT_S
+from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE, TRENDS_TIMEOUT_S
 from ray_mcp.settings import Settings
 from ray_mcp.sources.prometheus import Configured
 from ray_mcp.sources.scope import read_scope
@@ -84,7 +84,9 @@ async def diagnose_until(
             assert not result.is_error, text_of(result)
             answer = dict(result.structured_content or {})
             if any(f["kind"] == kind for f in answer["findings"]):
-                assert whole_bytes(result) <= DIAGNOSIS_BYTES.default + 2_000, whole_bytes(result)
+                assert whole_bytes(result) <= DIAGNOSIS_BYTES.default * DIAGNOSIS_WHOLE_SHARE, whole_bytes(
+                    result
+                )
                 return answer, text_of(result)
             await anyio.sleep(5)
 

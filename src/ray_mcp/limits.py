@@ -425,4 +425,5 @@ LATENCY_RISE = 2.0  # a Serve p99 that stepped up by this factor ...
 LATENCY_RISE_MIN_MS = 50.0  # ... and by at least this many ms
 IDLE_SHARE = 0.1  # a job's workers using under this share of the CPUs it holds, on average, are idle
 EVENT_NEAR_S = 600  # a deploy or event this close to a change is named beside it
-COMPARE_FUNCTIONS = 8  # functions set side by side in compare_jobs' text (the structured answer has all)
+COMPARE_FUNCTIONS = 8  # functions set side by side in compare_jobs' answer (the largest change first)
+COMPARE_DIFFERENCES = 10  # differences listed in compare_jobs' answer (the heaviest first; the rest counted)

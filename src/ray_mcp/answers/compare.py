@@ -17,7 +17,7 @@ from ray_mcp import models
 from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.metrics import Metrics
 from ray_mcp.errors import InvalidArgument, RayMCPError
-from ray_mcp.limits import TASKS_READ, TREND_SERIES, TRENDS_TIMEOUT_S
+from ray_mcp.limits import COMPARE_DIFFERENCES, TASKS_READ, TREND_SERIES, TRENDS_TIMEOUT_S
 from ray_mcp.shaping import compare as shape
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.dashboard import gather
@@ -53,11 +53,13 @@ class Comparisons:
         side_a.use, side_b.use = await self._use(side_a, side_b, tasks_a, tasks_b, notes)
         rows = shape.function_rows(shape.function_stats(tasks_a), shape.function_stats(tasks_b))
         diffs = shape.differences(side_a, side_b, rows, details_b)
+        if len(diffs) > COMPARE_DIFFERENCES:
+            notes.append(f"{len(diffs) - COMPARE_DIFFERENCES} lighter differences not listed.")
         answer = models.JobComparison(
             verdict=shape.verdict(side_a, side_b, diffs),
             a=side_a,
             b=side_b,
-            differences=diffs,
+            differences=diffs[:COMPARE_DIFFERENCES],
             functions=shape.capped(rows),
             functions_total=len(rows),
             notes=notes,

@@ -181,3 +181,13 @@ def test_gpus_a_running_job_holds_on_nodes_whose_gpus_idle_are_named() -> None:
     with without("trends.job_trends"):
         model, _ = report.job_report("raysubmit_t", ev, max_bytes=DIAGNOSIS_BYTES.default)
         assert "idle_resources" not in kinds(model)
+
+
+def test_without_a_prometheus_a_note_says_history_was_not_available_after_what_could_not_be_read() -> None:
+    model, text = health(
+        {"missing": "no Prometheus is known (none is configured)"}, unreadable=["the failed tasks: timed out"]
+    )
+    assert model.notes[-1].startswith("History not available: no Prometheus is known (none is configured)"), (
+        text
+    )
+    assert "trends over time" not in model.unchecked and "Could not read the failed tasks" in text

@@ -38,7 +38,6 @@ JOB_QUESTIONS = ("worker_memory", "worker_cpu", "tasks", "node_memory", "object_
 CLUSTER_QUESTIONS = ("worker_memory", "node_memory", "object_store", "tasks", "serve")
 log = logging.getLogger("ray_mcp.diagnosis")
 CHECK = "trends over time"  # the check's name where it could not run (GraphInputs.unchecked)
-HOW = "see docs/metrics.md to give ray-mcp one (--prometheus)"
 
 
 async def job_trends(api: RayAPI, ev: GraphInputs) -> None:
@@ -82,10 +81,6 @@ async def read(
             if prom is None:
                 why = api.metrics.locator.why_missing or "none is configured"
                 ev.trends = {"missing": f"no Prometheus is known ({why})"}
-                ev.notes.append(
-                    f"History not available: no Prometheus is known ({why}), so trends (memory growth, "
-                    f"throughput, Serve latency, idle resources) were not read; {HOW}."
-                )
                 return
             panels = await asyncio.gather(
                 *(api.metrics.history(prom, q, win, job_names=names, limit=TREND_SERIES) for q in questions)

@@ -31,6 +31,7 @@ from ray_mcp.limits import (
 )
 
 Series = dict[str, Any]  # a models.SeriesSummary as JSON
+HOW = "docs/metrics.md says how to give ray-mcp one (--prometheus)"
 
 
 @dataclass(frozen=True)
@@ -288,3 +289,14 @@ def idle_gpus(r: Reading, gpus: float, ips: set[str]) -> IdleGpus | None:
     if mean >= IDLE_SHARE * 100:
         return None
     return IdleGpus(gpus, mean, max(num(s.get("max")) for s in series))
+
+
+def missing_note(ev: GraphInputs) -> list[str]:
+    """The note that history was not available, and why (the answer puts it after what could not be read)."""
+    missing = (ev.trends or {}).get("missing")
+    if not missing:
+        return []
+    return [
+        f"History not available: {missing}, so trends (memory growth, throughput, Serve latency, idle "
+        f"resources) were not read; {HOW}."
+    ]

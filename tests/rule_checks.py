@@ -4,9 +4,10 @@ evidence with RAY_MCP_RECORD=1) and their unit tests over those recordings (test
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from ray_mcp.diagnosis import report
+from ray_mcp.diagnosis import registry, report
 from ray_mcp.diagnosis.graph import GraphInputs
 
 
@@ -14,6 +15,19 @@ def job_answer(ev: GraphInputs) -> tuple[str, str]:
     model, text = report.job_report("recorded", ev, max_bytes=6000)
     assert text.splitlines()[0] == model.verdict and len(model.verdict.encode()) <= 300
     return model.verdict, text
+
+
+@contextmanager
+def without(rule_key: str) -> Iterator[None]:
+    """The registry without one rule (to show a check fails when its rule is disabled)."""
+    registry.discover()
+    taken = registry.RULES.pop(rule_key)
+    registry._ORDERED.clear()
+    try:
+        yield
+    finally:
+        registry.RULES[rule_key] = taken
+        registry._ORDERED.clear()
 
 
 def progressing(ev: GraphInputs) -> None:

@@ -114,7 +114,16 @@ def loop():
         time.sleep(1)
 threading.Thread(target=loop, daemon=True).start()
 """
-QUESTIONS = ("node_cpu", "node_memory", "node_disk", "object_store", "tasks", "actors", "worker_memory")
+QUESTIONS = (
+    "node_cpu",
+    "node_memory",
+    "node_disk",
+    "object_store",
+    "tasks",
+    "actors",
+    "worker_memory",
+    "worker_cpu",
+)
 
 
 async def test_named_questions_give_the_summaries_of_the_same_promql_sent_raw(

@@ -109,6 +109,12 @@ def _parser() -> OneLineParser:
         "or Ray's RAY_PROMETHEUS_HOST; headers: RAY_PROMETHEUS_HEADERS).",
     )
     parser.add_argument(
+        "--memory-usage-threshold",
+        type=float,
+        help="The memory fraction at which the cluster's memory monitor kills workers (Ray's "
+        "RAY_memory_usage_threshold; default 0.95): a leak's time left is counted to it.",
+    )
+    parser.add_argument(
         "--metrics-tools",
         action="store_true",
         default=None,

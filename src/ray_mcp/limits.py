@@ -422,3 +422,23 @@ WHY_CHARS = 200  # why there is no history, in a verdict (the whole reason is in
 # within these bounds): often enough to free a slot soon after its grace, rarely enough to cost nothing.
 SESSION_SWEEP_MIN_S = 0.25
 SESSION_SWEEP_MAX_S = 5.0
+
+# -- Trends in the diagnosis (diagnosis/history.py, diagnosis/rules/trends.py) -------------------------------
+# Ray's memory monitor kills workers when a node's memory use reaches this fraction: the raylet setting
+# `memory_usage_threshold` (env RAY_memory_usage_threshold), default 0.95 (Settings.memory_usage_threshold).
+MEMORY_USAGE_THRESHOLD = 0.95
+TRENDS_TIMEOUT_S = 6.0  # every trend read of one diagnosis together: a slower Prometheus leaves them unknown
+TREND_WINDOW_S = 1_800  # how far back diagnose_job (from the job's start, if later) and cluster_health look
+TREND_MIN_SPAN_S = 60  # a series with less history than this has no trend to read
+TREND_SERIES = 8  # series read per trend question (the most significant)
+LEAK_MIN_BYTES_PER_S = 64 * 1024  # memory growing at least this fast (3.75 MiB/min) ...
+LEAK_MIN_GROWTH_BYTES = 64 * 1_048_576  # ... by at least this much over the window, steadily, is a leak
+STORE_RISING_MIN_PCT = 10.0  # an object store whose use rose by this many points, steadily, is filling
+THROUGHPUT_MIN_PER_MIN = 6.0  # tasks finished per minute before a collapse (less is too little to judge)
+THROUGHPUT_COLLAPSE = 0.25  # finished per minute after the step, at most this share of before: a collapse
+LATENCY_RISE = 2.0  # a Serve p99 that stepped up by this factor ...
+LATENCY_RISE_MIN_MS = 50.0  # ... and by at least this many ms
+IDLE_SHARE = 0.1  # a job's workers using under this share of the CPUs it holds, on average, are idle
+EVENT_NEAR_S = 600  # a deploy or event this close to a change is named beside it
+COMPARE_FUNCTIONS = 8  # functions set side by side in compare_jobs' answer (the largest change first)
+COMPARE_DIFFERENCES = 10  # differences listed in compare_jobs' answer (the heaviest first; the rest counted)

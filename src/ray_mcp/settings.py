@@ -15,7 +15,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ray_mcp.addresses import ADDRESS_FORMS  # what --address may be: one row per form
-from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, REPLICA_KEY_BYTES, SECRET_REGISTRY_MIB
+from ray_mcp.limits import CONFIRM_TOKEN_TTL_S, MEMORY_USAGE_THRESHOLD, REPLICA_KEY_BYTES, SECRET_REGISTRY_MIB
 from ray_mcp.toolsets import parse_selection
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -239,6 +239,16 @@ class Settings(BaseSettings):
         description="Headers for every request to the configured Prometheus, in Ray's RAY_PROMETHEUS_HEADERS "
         'format: a JSON object {"Authorization": "Bearer ..."} or a list of [name, value] pairs. Masked in '
         "every answer.",
+    )
+    memory_usage_threshold: float = Field(
+        default=MEMORY_USAGE_THRESHOLD,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices(
+            "memory_usage_threshold", "RAY_MCP_MEMORY_USAGE_THRESHOLD", "RAY_memory_usage_threshold"
+        ),
+        description="The memory fraction at which the cluster's memory monitor kills workers (Ray's "
+        "RAY_memory_usage_threshold, read here too; Ray does not report it): a leak's time left is counted to it.",
     )
     metrics_tools: bool = Field(
         default=False,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ray_mcp.answers.actors import Actors
+from ray_mcp.answers.compare import Comparisons
 from ray_mcp.answers.data import Data
 from ray_mcp.answers.events import Events
 from ray_mcp.answers.jobs import Jobs
@@ -21,6 +22,7 @@ from ray_mcp.answers.stacks import Stacks
 from ray_mcp.answers.tasks import Tasks
 from ray_mcp.answers.topology import Topology
 from ray_mcp.answers.train import Train
+from ray_mcp.limits import MEMORY_USAGE_THRESHOLD
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.sources.prometheus import Configured
@@ -51,6 +53,7 @@ class RayAPI:
         py_spy: str | None = None,
         local_logs: bool = True,
         prometheus: Configured | None = None,
+        memory_threshold: float = MEMORY_USAGE_THRESHOLD,
     ) -> None:
         self.sources = src = ClusterSources(
             dashboard_url,
@@ -81,7 +84,11 @@ class RayAPI:
         self.objects = Objects(src, secrets)
         self.events = Events(src, jobs, nodes)
         self.data = Data(src, logs)
-        self.metrics = Metrics(src, jobs)
+        self.metrics = metrics = Metrics(src, jobs)
+        self.comparisons = Comparisons(src, jobs, metrics)
+        self.memory_threshold = (
+            memory_threshold  # the memory monitor's, as configured (Ray does not report it)
+        )
 
     async def aclose(self) -> None:
         await self.sources.aclose()

@@ -314,5 +314,21 @@ QUESTIONS: dict[str, Question] = {
             narrows=frozenset({"node", "job"}),
             job_label=("Component", "ray::"),
         ),
+        Question(
+            "worker_cpu",
+            "CPU use of the worker processes (%, 100 = one core), per node and name (ray::<class or function>); "
+            "with job, those named after the job's actors and tasks",
+            (
+                Query(
+                    "Worker CPU",
+                    "percent",
+                    'sum by (instance, Component) (ray_component_cpu_percentage{{Component=~"ray::.+",{sel}}})',
+                    ("instance", "Component"),
+                    Instant(("ray_component_cpu_percentage",)),
+                ),
+            ),
+            narrows=frozenset({"node", "job"}),
+            job_label=("Component", "ray::"),
+        ),
     )
 }

@@ -145,6 +145,18 @@ class Metrics:
         """The cluster's Prometheus, or None (``why_missing`` says why): for other answers that read trends."""
         return await self.locator.locate()
 
+    async def history(
+        self, prom: Prometheus, name: str, win: promql.Window, *, job_names: list[str] | None, limit: int
+    ) -> list[models.Panel]:
+        """A named question's panels over ``win``, for the answers that read trends (the diagnosis): the same
+        queries get_metrics sends, narrowed to ``job_names`` when given; an empty panel has no series (no
+        explanation is looked for)."""
+        question = QUESTIONS[name]
+        sel = await self._scope_selector(question, Scope(job_names=job_names))
+        exprs = [q.promql.format(sel=sel, w=win.rate_window) for q in question.queries]
+        results = await gather(*(self._panel_series(prom, e, win) for e in exprs))
+        return build_panels(question.queries, exprs, results, win, limit)[0]
+
     async def ask(self, req: Request) -> Reply:
         question = check_request(req)
         win = promql.window(req.last, req.since, req.until)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ray_mcp.answers.targets import LogTarget, Target
+from ray_mcp.diagnosis import history
 from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
@@ -176,7 +177,8 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
     ev.driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
     if job_id and details.get("status") == "RUNNING":  # a pipeline that stalls with no error (chains/data.py)
         ev.datasets = await checked(ev, api.data.datasets(str(job_id)), "Ray Data's datasets")
-    await phase_two(api, ev)
+    running = details.get("status") == "RUNNING"  # its trends: how its memory and throughput moved
+    await asyncio.gather(phase_two(api, ev), history.job_trends(api, ev) if running else nothing())
     if details.get("status") in ("PENDING", "RUNNING") or STORE_TROUBLE.search(
         "\n".join(ev.driver_lines or [])
     ):
@@ -349,6 +351,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     ev.unchecked = [c for c, sources in CHECKS.items() if any(getattr(ev, s) is None for s in sources)]
     await asyncio.gather(
         _crash_logs(api, ev),
+        history.cluster_trends(api, ev),
         checked(ev, _store(api, ev), "the object store"),
         _strategies(api, ev)
         if any(p.get("state") == "PENDING" and not p.get("strategy") for p in ev.pgs or [])

@@ -73,6 +73,12 @@ class Kind(StrEnum):
     OBJECT_STORE = "object_store"  # the object store near full or spilling, and who holds it
     FAILED_JOBS = "failed_jobs"  # jobs that failed recently
     AUTOSCALER_FAILED = "autoscaler_failed"  # the autoscaler could not launch nodes
+    # change over time (read from a Prometheus: diagnosis/history.py, rules/trends.py)
+    MEMORY_LEAK = "memory_leak"  # a worker's or node's memory growing steadily, toward the memory monitor
+    STORE_FILLING = "store_filling"  # the object store filling, or spilling more and more
+    SERVE_REGRESSION = "serve_regression"  # a Serve deployment's latency or error rate rose
+    IDLE_RESOURCES = "idle_resources"  # resources a RUNNING job holds, idle for most of the window
+    THROUGHPUT_DROP = "throughput_drop"  # tasks finished per minute collapsed
 
 
 # A chain that ends in several kinds of facts takes the first of these (what ended it most directly); a chain

@@ -68,6 +68,9 @@ class GraphInputs:
     store: Row | None = (
         None  # the object store's holders (models.ObjectStoreSummary) when it is near full or spills
     )
+    # what the cluster's Prometheus says of the last minutes (diagnosis/history.py): the window, the memory
+    # monitor's threshold and each question's panels as JSON; or "missing" (no history) / "unknown" (why not read)
+    trends: Row | None = None
     unreadable: list[str] = field(default_factory=list)  # "the job's tasks: timed out"
     capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
     unchecked: list[str] = field(default_factory=list)  # checks that could not run ("the driver log")

@@ -6,7 +6,7 @@ are read by ``tracebacks.py``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -124,6 +124,22 @@ def memory_summary(message: str | None) -> str:
     elif r:
         parts.append(one_line(r["reason"], OOM_DETAIL_CHARS))
     return ", ".join(p for p in parts if p)
+
+
+MONITOR_THRESHOLD = re.compile(
+    r"exceeds the memory usage threshold of (?P<f>0?\.\d+|1(?:\.0+)?)|threshold of \d+B \((?P<pct>[\d.]+)% of"
+)
+
+
+def monitor_threshold(texts: Iterable[str]) -> float | None:
+    """The memory monitor's threshold (a fraction of the node's memory) as its own kill messages state it."""
+    for text in texts:
+        m = MONITOR_THRESHOLD.search(text)
+        if m:
+            value = float(m["f"]) if m["f"] else float(m["pct"]) / 100
+            if 0 < value <= 1:
+                return value
+    return None
 
 
 def oom_quote(msg: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
 from ray_mcp import models
-from ray_mcp.diagnosis import registry
+from ray_mcp.diagnosis import registry, trends
 from ray_mcp.diagnosis.events import event_lines
 from ray_mcp.diagnosis.evidence import CHECKS
 from ray_mcp.diagnosis.explain import explain_cluster, explain_job, verdict_line
@@ -97,7 +97,7 @@ def job_report(
         f"Could not read {u} (what it would show is UNKNOWN, not healthy)."
         for u in ev.unreadable[:UNREADABLE_NOTED]
     ]
-    said = [*ev.notes, *unread][:NOTES_SHOWN]
+    said = [*ev.notes, *unread, *trends.missing_note(ev)][:NOTES_SHOWN]
     header = [verdict, job_line, ""]
     merged = merge_alike(findings)  # the verdict above read the unmerged ranking
 
@@ -246,7 +246,12 @@ def health_answer(
     checked = [c for c in CHECKS if c not in unchecked]
     findings = merge_alike(ranked)
     serious = [f for f in findings if f.severity >= PROBLEM]
-    unread = [*ev.capped, *ev.notes, *(f"Could not read {u}." for u in ev.unreadable)]
+    unread = [
+        *ev.capped,
+        *ev.notes,
+        *(f"Could not read {u}." for u in ev.unreadable),
+        *trends.missing_note(ev),  # last: what could not be read comes first
+    ]
     not_run = f"could not check {', '.join(unchecked)}" if unchecked else ""
     status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = (
         "PROBLEMS_FOUND" if serious else "UNKNOWN" if unchecked else "HEALTHY"

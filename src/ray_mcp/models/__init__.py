@@ -3,6 +3,7 @@ importable from here (``from ray_mcp.models import JobInfo``); they live in ``co
 parts) and in one module per larger area: ``diagnosis``, ``stacks``, ``topology`` (job_topology and Ray Train).
 """
 
+from ray_mcp.models.compare import *  # noqa: F403
 from ray_mcp.models.core import *  # noqa: F403
 from ray_mcp.models.data import *  # noqa: F403
 from ray_mcp.models.diagnosis import *  # noqa: F403

@@ -72,6 +72,7 @@ TOOL_AREAS = (
     "objects",
     "events",
     "metrics",
+    "compare",
     "kubernetes",
 )
 

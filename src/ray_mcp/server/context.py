@@ -107,6 +107,7 @@ class Connection:
                 py_spy=s.py_spy,
                 local_logs=s.local_logs and self.history is None,
                 prometheus=configured_prometheus(s, resolved),
+                memory_threshold=s.memory_usage_threshold,
             )
         return self._api
 

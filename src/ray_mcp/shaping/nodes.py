@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ray_mcp import models
-from ray_mcp.limits import GPUS_SHOWN, LINE_CHARS
+from ray_mcp.limits import GPUS_SHOWN, LINE_CHARS, MEMORY_USAGE_THRESHOLD
 from ray_mcp.shaping.common import cap_items, to_number
 from ray_mcp.text import quoted
 
@@ -234,10 +234,8 @@ def render_node_list(page: models.NodeList) -> str:
 
 # -- host use (the dashboard agent's node stats) ---------------------------------------------------------------
 
-# Ray's memory monitor kills workers when a node's memory use reaches this fraction: the raylet setting
-# `memory_usage_threshold` (env RAY_memory_usage_threshold), default 0.95. A cluster's own value is not
-# exposed over REST, so nodes are flagged against the default.
-MEMORY_USAGE_THRESHOLD = 0.95
+# Ray's memory monitor kills workers when a node's memory use reaches MEMORY_USAGE_THRESHOLD (limits.py): a
+# cluster's own value is not exposed over REST, so nodes are flagged against the default.
 MIB = 1024**2
 
 

@@ -101,6 +101,13 @@ def window(last: str | None, since: str | None, until: str | None, *, now: float
     return Window(start, end, step)
 
 
+def between(start: float, end: float) -> Window:
+    """The window from ``start`` to ``end`` (seconds since the epoch, whole), RANGE_POINTS steps at most: for
+    answers that pick their own window (the diagnosis's trends, compare_jobs' runs)."""
+    start, end = float(math.floor(start)), float(math.floor(end))
+    return Window(start, end, max(1.0, math.ceil((end - start) / RANGE_POINTS)))
+
+
 def _iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

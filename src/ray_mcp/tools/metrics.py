@@ -31,6 +31,7 @@ Question = Literal[
     "serve",
     "data",
     "worker_memory",
+    "worker_cpu",
 ]
 
 
@@ -41,7 +42,9 @@ async def get_metrics(
         str | None, Field(max_length=PROMQL_CHARS, description="Raw PromQL (experts), sent as is.")
     ] = None,
     node: Annotated[str | None, Field(description="Only this node (id or IP).")] = None,
-    job: Annotated[str | None, Field(description="Only this job's (tasks, actors, worker_memory).")] = None,
+    job: Annotated[
+        str | None, Field(description="Only this job's (tasks, actors, worker_memory, worker_cpu).")
+    ] = None,
     deployment: Annotated[str | None, Field(description="Only this Serve deployment (serve).")] = None,
     operator: Annotated[
         str | None, Field(description="Only Data operators whose name has this (data).")
@@ -55,9 +58,9 @@ async def get_metrics(
     chart: Annotated[bool, Field(description="Also return a PNG chart of the series.")] = False,
 ) -> Annotated[CallToolResult, MetricsAnswer]:
     """Metrics over a time window from the cluster's Prometheus, each series summed up (first, min, max, last,
-    mean, slope, when it changed, a sparkline). Ask a named question (node use, object store, tasks,
-    actors, Serve latency and errors, Data, worker memory) or PromQL; with no Prometheus it reads the
-    values now."""
+    mean, slope, when it changed, a sparkline). Ask a named question (node use, object store, tasks, actors,
+    Serve latency and errors, Data, worker memory and CPU) or PromQL; with no Prometheus it reads the values
+    now."""
     reply = await api.metrics.ask(
         Request(question, promql, node, job, deployment, operator, last, since, until, limit)
     )

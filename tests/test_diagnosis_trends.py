@@ -1,0 +1,247 @@
+"""Diagnosis with time (issue 37 step 5), on real parts: the session's Ray head, the real Prometheus scraping it
+(tests/prometheus.py) and drivers of our own. A worker that leaks memory steadily (diagnose_job names the leak
+with its rate and the time left before the memory monitor), a throughput drop, a Prometheus that goes away
+mid-call and one that stops answering (trends over time unknown, in bounded time, never healthy).
+
+Each check is also run with its rule taken out of the registry, over the same evidence read again: the finding
+must then be missing (so the check cannot pass without the rule).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from tests.prometheus import running_prometheus
+from tests.rule_checks import without
+from tests.support import mcp_client, text_of, whole_bytes
+from tests.test_metrics import SERVE_SLOWER, driver_with_args, going_away
+
+from ray_mcp.answers import RayAPI
+from ray_mcp.diagnosis import evidence, report
+from ray_mcp.diagnosis.graph import GraphInputs
+from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE, TRENDS_TIMEOUT_S
+from ray_mcp.settings import Settings
+from ray_mcp.sources.prometheus import Configured
+from ray_mcp.sources.scope import read_scope
+
+pytestmark = pytest.mark.live
+
+LEAK = """
+import threading
+@ray.remote
+class Leaker:
+    def __init__(self):
+        self.kept = []
+    def step(self):
+        self.kept.append(bytearray(b"x" * (1 << 20)))  # 1 MiB, written: counted in the worker's USS
+        return len(self.kept)
+leaker = Leaker.remote()
+def load():
+    while True:  # the job makes progress (its calls finish) while its worker's memory grows
+        ray.get(leaker.step.remote())
+        time.sleep(0.5)
+threading.Thread(target=load, daemon=True).start()
+print("JOB", ray.get_runtime_context().get_job_id(), flush=True)
+"""
+
+THROUGHPUT = """
+import threading
+@ray.remote
+def tick():
+    return 1
+def load():
+    fast_until = time.time() + float(sys.argv[3])
+    while time.time() < fast_until:
+        ray.get([tick.remote() for _ in range(20)])
+        time.sleep(0.1)
+    while True:
+        time.sleep(20.0)
+        ray.get(tick.remote())
+threading.Thread(target=load, daemon=True).start()
+print("JOB", ray.get_runtime_context().get_job_id(), flush=True)
+"""
+
+
+@pytest.fixture
+async def diagnosing(ray_cluster: Any, prometheus: str) -> Any:
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=prometheus)) as client:
+        yield client
+
+
+async def diagnose_until(
+    client: Client, job: str, kind: str, deadline_s: float
+) -> tuple[dict[str, Any], str]:
+    """diagnose_job until a finding of ``kind`` shows (Ray reports every few seconds; a trend needs a minute)."""
+    with anyio.fail_after(deadline_s):
+        while True:
+            result = await client.call_tool("diagnose_job", {"job": job})
+            assert not result.is_error, text_of(result)
+            answer = dict(result.structured_content or {})
+            if any(f["kind"] == kind for f in answer["findings"]):
+                assert whole_bytes(result) <= DIAGNOSIS_BYTES.default * DIAGNOSIS_WHOLE_SHARE, whole_bytes(
+                    result
+                )
+                return answer, text_of(result)
+            await anyio.sleep(5)
+
+
+async def evidence_of(ray_cluster: Any, prometheus: str, job: str) -> GraphInputs:
+    """The evidence diagnose_job reads, read again (to judge it with a rule taken out)."""
+    api = RayAPI(ray_cluster.dashboard_url, timeout_s=10, prometheus=Configured(prometheus, "the test's"))
+    try:
+        with read_scope():
+            return await evidence.gather_job(api, job)
+    finally:
+        await api.aclose()
+
+
+async def cluster_evidence(ray_cluster: Any, prometheus: str) -> GraphInputs:
+    api = RayAPI(ray_cluster.dashboard_url, timeout_s=10, prometheus=Configured(prometheus, "the test's"))
+    try:
+        with read_scope():
+            return await evidence.gather_cluster(api)
+    finally:
+        await api.aclose()
+
+
+def kinds(ev: GraphInputs) -> set[str]:
+    model, _ = report.job_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)
+    return {f.kind for f in model.findings}
+
+
+async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_the_time_left(
+    diagnosing: Client, ray_cluster: Any, prometheus: str
+) -> None:
+    with driver_with_args(ray_cluster.gcs_address, LEAK) as job_id:
+        assert job_id
+        answer, text = await diagnose_until(diagnosing, job_id, "memory_leak", 360)
+        leak = next(f for f in answer["findings"] if f["kind"] == "memory_leak")
+        title = leak["title"]
+        print(answer["verdict"], title, sep="\n")  # the figures, for the log (-rP)
+        assert '"ray::Leaker' in title and "grows steadily" in title, title
+        # the job progresses (its calls finish): the leak is what is wrong, and the verdict says it
+        assert answer["verdict"].startswith("RUNNING") and "not healthy" in answer["verdict"], text
+        assert "grows steadily" in answer["verdict"] and answer["findings"][0]["kind"] == "memory_leak", text
+        # 1 MiB every 0.5 s: 120 MiB/min, read through Ray's reporting and Prometheus's slope
+        rate = float(title.split("grows steadily: ")[1].split(" MiB/min")[0])
+        assert 40 <= rate <= 200, title
+        assert "the memory monitor's threshold (95%, Ray's default)" in title, title
+        assert "in about" in title or "past" in title, title
+        assert any("get_metrics question=worker_memory" in s for s in leak["next_steps"]), leak
+        ev = await evidence_of(ray_cluster, prometheus, job_id)
+        assert "memory_leak" in kinds(ev), ev.trends
+        with without("trends.job_trends"):
+            assert "memory_leak" not in kinds(ev)
+
+
+async def test_a_throughput_drop_is_named_with_the_rates_before_and_after(
+    diagnosing: Client, ray_cluster: Any, prometheus: str
+) -> None:
+    fast_s = 90.0
+    with driver_with_args(ray_cluster.gcs_address, THROUGHPUT, str(fast_s)) as job_id:
+        assert job_id
+        answer, text = await diagnose_until(diagnosing, job_id, "throughput_drop", fast_s + 300)
+        drop = next(f for f in answer["findings"] if f["kind"] == "throughput_drop")
+        title = drop["title"]
+        print(answer["verdict"], title, sep="\n")
+        assert "tasks finished per minute collapsed at" in title, text
+        before = float(title.split(": ")[1].split("/min before")[0].replace(",", ""))
+        after = float(title.split("/min before, ")[1].split("/min after")[0].replace(",", ""))
+        assert before > 60 and after < before / 4, title
+        ev = await evidence_of(ray_cluster, prometheus, job_id)
+        assert "throughput_drop" in kinds(ev), ev.trends
+        with without("trends.job_trends"):
+            assert "throughput_drop" not in kinds(ev)
+
+
+async def test_a_prometheus_that_goes_away_mid_call_leaves_trends_unknown_never_healthy(
+    ray_cluster: Any, tmp_path: Any
+) -> None:
+    import httpx
+
+    session = httpx.get(f"{ray_cluster.dashboard_url}/api/version", timeout=30).json()["session_name"]
+    session_dir = ray_cluster.temp_dir / "session_latest"
+    with running_prometheus(session_dir, tmp_path / "prom", session) as prom, going_away(prom) as proxy:
+        async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=proxy)) as client:
+            result = await client.call_tool("cluster_health", {})
+    assert not result.is_error, text_of(result)
+    health = dict(result.structured_content or {})
+    assert health["status"] != "HEALTHY" and "trends over time" in health["unchecked"], text_of(result)
+    assert any(n.startswith("Could not check trends over time") for n in health["notes"]), health["notes"]
+
+
+async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its_trend_timeout(
+    ray_cluster: Any, tmp_path: Any
+) -> None:
+    """A real Prometheus, stopped (SIGSTOP): it accepts connections and never answers. cluster_health says the
+    trends are unknown, and takes no longer than without a Prometheus plus TRENDS_TIMEOUT_S."""
+    import httpx
+
+    session = httpx.get(f"{ray_cluster.dashboard_url}/api/version", timeout=30).json()["session_name"]
+    session_dir = ray_cluster.temp_dir / "session_latest"
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as plain:
+        began = time.monotonic()
+        result = await plain.call_tool("cluster_health", {})
+        without_prometheus = time.monotonic() - began
+    assert not result.is_error and "trends over time" not in (result.structured_content or {})["unchecked"]
+    with running_prometheus(session_dir, tmp_path / "prom", session) as prom:
+        assert prom.process is not None
+        os.kill(prom.process.pid, signal.SIGSTOP)
+        try:
+            async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=prom.url)) as client:
+                began = time.monotonic()
+                result = await client.call_tool("cluster_health", {})
+                took = time.monotonic() - began
+        finally:
+            os.kill(prom.process.pid, signal.SIGCONT)
+    health = dict(result.structured_content or {})
+    assert "trends over time" in health["unchecked"], text_of(result)
+    assert any(f"within {TRENDS_TIMEOUT_S:g} s" in n for n in health["notes"]), health["notes"]
+    print(f"cluster_health: {without_prometheus:.2f} s without a Prometheus, {took:.2f} s with a stopped one")
+    assert took <= without_prometheus + TRENDS_TIMEOUT_S + 3, (took, without_prometheus)
+
+
+async def test_a_serve_deployment_that_gets_slower_is_named_with_when_and_the_deploy_nearest(
+    diagnosing: Client, ray_cluster: Any, prometheus: str
+) -> None:
+    from ray_mcp.cluster import free_ports
+
+    fast_s, app = 100.0, "trend-slowing"
+    started = time.time()
+    try:
+        with driver_with_args(ray_cluster.gcs_address, SERVE_SLOWER, str(fast_s), str(free_ports(1)[0]), app):
+            with anyio.fail_after(fast_s + 300):
+                while True:
+                    result = await diagnosing.call_tool("cluster_health", {})
+                    assert not result.is_error, text_of(result)
+                    health = dict(result.structured_content or {})
+                    rose = [
+                        f
+                        for f in health["findings"]
+                        if f["kind"] == "serve_regression" and f'"{app}"' in f["title"]
+                    ]
+                    if rose and time.time() > started + fast_s:
+                        break
+                    await anyio.sleep(5)
+            ev = await cluster_evidence(ray_cluster, prometheus)
+            found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
+            assert any(f.kind == "serve_regression" for f in found), ev.trends
+            with without("trends.cluster_trends"):
+                found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
+                assert all(f.kind != "serve_regression" for f in found)
+        title = rose[0]["title"]
+        print(health["verdict"], title, sep="\n")
+        assert "p99 latency rose at" in title and f'nearest: application "{app}" deployed at' in title, title
+        before = float(title.split(": ")[1].split(" ms before")[0])
+        after = float(title.split("ms before, ")[1].split(" ms after")[0])
+        assert after >= 200 and after >= 2 * before, title
+        assert health["status"] == "PROBLEMS_FOUND", text_of(result)
+    finally:
+        with driver_with_args(ray_cluster.gcs_address, f"from ray import serve\nserve.delete({app!r})\n"):
+            pass

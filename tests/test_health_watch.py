@@ -95,3 +95,48 @@ async def test_subscribers_hear_once_when_a_job_fails_and_when_a_node_dies(two_n
             await call(legacy, "list_jobs")  # the server still serves
     finally:
         await server.app.aclose()
+
+
+async def test_a_firing_prometheus_alert_is_part_of_the_health_and_notified_when_it_fires_and_clears(
+    ray_cluster, tmp_path
+) -> None:
+    from tests.prometheus import alerting_prometheus
+    from tests.rules import lacking
+
+    from ray_mcp.local_prometheus import prometheus_binary
+
+    if prometheus_binary() is None:
+        lacking("prometheus", "install Debian's package: apt install prometheus")
+    import time
+
+    # Fires from 20 s after now until 40 s after now: after the baseline, and clears while watched.
+    start = time.time() + 20
+    rule = {
+        "alert": "RayWatchTestAlert",
+        "expr": f"vector(time()) > {start:.0f} and vector(time()) < {start + 20:.0f}",
+        "labels": {"severity": "critical"},
+        "annotations": {"summary": "the head is on fire (a test)"},
+    }
+    with alerting_prometheus(tmp_path / "prom", [rule]) as url:
+        server = build_server(Settings(address=ray_cluster.dashboard_url, prometheus=url))
+        watchers, updates = server.health_watchers, Updates()
+        try:
+            async with Client(server, mode="legacy", message_handler=updates) as client:
+                await client.subscribe_resource(HEALTH_URI)
+                watch = watchers.watch_of(DEFAULT_CLUSTER)
+                assert watch is not None and not any("alert" in k for k in watch.problems or {})
+
+                async def next_read() -> str:  # the session head may change for other reasons too
+                    with anyio.fail_after(120):
+                        await updates.next()
+                    return await read_text(client, HEALTH_URI)
+
+                while "RayWatchTestAlert" not in (text := await next_read()):
+                    pass
+                assert "Firing Prometheus alerts" in text and "the head is on fire" in text, text[-1500:]
+                assert "appeared (severity 90, alert)" in text
+                while "cleared (alert)" not in (text := await next_read()):
+                    pass
+                assert "Firing Prometheus alerts" not in text, text[-1500:]
+        finally:
+            await server.app.aclose()

@@ -180,7 +180,9 @@ JOB_LOG_TAIL_BYTES = 8_192
 # -- the cluster's health resource (ray://cluster/health) and its subscriptions -------------------------------
 
 HEALTH_WATCHES_PER_SESSION = 4  # clusters one client connection may watch (one shared poller per cluster)
-HEALTH_POLL_S = 5.0  # one cluster_health round per watched cluster this often (measured: 0.08 s a round, idle head)
+HEALTH_POLL_S = (
+    5.0  # one cluster_health round per watched cluster this often (measured: 0.08 s a round, idle head)
+)
 HEALTH_CHANGES_SHOWN = 12  # the changes of the last notification the resource lists; the rest are counted
 ALERTS_READ = 200  # firing Prometheus alerts a round takes in (newest first); the rest are counted
 

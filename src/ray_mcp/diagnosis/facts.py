@@ -73,6 +73,12 @@ class Kind(StrEnum):
     OBJECT_STORE = "object_store"  # the object store near full or spilling, and who holds it
     FAILED_JOBS = "failed_jobs"  # jobs that failed recently
     AUTOSCALER_FAILED = "autoscaler_failed"  # the autoscaler could not launch nodes
+    # the cluster's pods, as the head's platform events tell them (Kubernetes events, no kubeconfig needed)
+    POD_UNSCHEDULABLE = "pod_unschedulable"  # Kubernetes cannot place a pod (FailedScheduling)
+    IMAGE_PULL = "image_pull"  # a pod's image cannot be pulled
+    POD_EVICTED = "pod_evicted"  # the kubelet evicted a pod (node pressure)
+    POD_OOM_KILLED = "pod_oom_killed"  # a pod's container was killed for memory (OOMKilled)
+    POD_CRASH_LOOP = "pod_crash_loop"  # a pod's container restarts again and again (BackOff)
 
 
 # A chain that ends in several kinds of facts takes the first of these (what ended it most directly); a chain

@@ -65,6 +65,7 @@ class GraphInputs:
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
     datasets: list[Row] | None = None  # a RUNNING job's Ray Data datasets (/api/data/datasets/{job_id})
+    platform_events: list[Row] | None = None  # the head's Kubernetes pod events (/api/v0/platform_events)
     store: Row | None = (
         None  # the object store's holders (models.ObjectStoreSummary) when it is near full or spills
     )

@@ -4,7 +4,7 @@ One machine cannot produce Kubernetes events, so the answer is built the way the
 event below (CoreV1Event fields, as the API server sends them for the pods of RayCluster ``raycluster-demo``) goes
 through the installed Ray's ``KubernetesEventProvider._process_k8s_event`` (the head's pod-events watcher), then
 the route's own steps (``PlatformEventsHead.get_platform_events``: newest first, ``message_to_dict``,
-``rest_response``). ``python -m tests.platform_events_recording`` rewrites tests/recorded/platform_events_kuberay.json;
+``rest_response``). ``python -m tests.platform_events_recording`` rewrites tests/recorded_routes/platform_events_kuberay.json;
 tests/test_platform_events.py fails when the file is no longer what the installed Ray makes.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 from typing import Any
 
-RECORDING = Path(__file__).parent / "recorded" / "platform_events_kuberay.json"
+RECORDING = Path(__file__).parent / "recorded_routes" / "platform_events_kuberay.json"
 CLUSTER, NAMESPACE = "raycluster-demo", "default"
 GPU_POD = "raycluster-demo-gpu-group-worker-x7k2p"
 CPU_POD = "raycluster-demo-cpu-group-worker-9qv4m"

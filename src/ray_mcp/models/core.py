@@ -299,6 +299,12 @@ class Actor(BaseModel):
     runtime_env: str | None = None
     call_site: str | None = None
     label_selector: dict[str, str] | None = None
+    fallback_strategy: list[dict[str, Any]] | dict[str, Any] | None = Field(
+        default=None, description="Where it may run when no node matches label_selector (Ray's options)."
+    )
+    restarts_preempted: int | None = Field(
+        default=None, description="Of its restarts, those caused by node preemption (the rest are failures)."
+    )
 
 
 class ListPage(BaseModel):
@@ -319,6 +325,9 @@ class ActorList(ListPage):
 class Bundle(BaseModel):
     index: int
     resources: dict[str, float]
+    label_selector: dict[str, str] | None = Field(
+        default=None, description="The node labels it must land on."
+    )
     node_id: str | None = Field(default=None, description="Where the bundle landed (None while pending).")
 
 
@@ -336,6 +345,13 @@ class PlacementGroup(BaseModel):
     )
     infeasible: bool | None = Field(
         default=None, description="For a PENDING group: True if it can never fit."
+    )
+    topology_strategy: dict[str, str] | None = Field(
+        default=None,
+        description="Label locality: each topology label key and its strategy (e.g. STRICT_PACK).",
+    )
+    topology_assignments: dict[str, str] | None = Field(
+        default=None, description="The label value the scheduler chose per topology key (none yet: empty)."
     )
 
 

@@ -78,6 +78,12 @@ class TopoGroup(BaseModel):
     any_bundle_actor_ids: list[str] = Field(
         default_factory=list, description="Actors placed in the group without a bundle index."
     )
+    topology_strategy: dict[str, str] | None = Field(
+        default=None, description="Label locality: each topology label key and its strategy."
+    )
+    topology_assignments: dict[str, str] | None = Field(
+        default=None, description="The label value chosen per topology key."
+    )
 
 
 class TopoReplica(BaseModel):

@@ -57,3 +57,19 @@ def test_a_label_locality_group_shows_its_topology_and_bundle_selectors() -> Non
     page = models.PlacementGroupList(total=1, matched=1, shown=1, placement_groups=[pg])
     text = render_pg_list(page)
     assert "STRICT_PACK" in text and "no label value assigned yet" in text and "zone=a" in text
+
+
+def test_restarts_after_node_preemption_are_not_a_restart_loop() -> None:
+    from ray_mcp.diagnosis.graph import failure_restarts
+
+    actor = {"num_restarts": 5, "num_restarts_due_to_node_preemption": 4}
+    assert failure_restarts(actor) == 1 and failure_restarts({"num_restarts": 3}) == 3
+    from ray_mcp.shaping.actors import actor_from_state, render_actor
+
+    shown = actor_from_state(
+        {"actor_id": "a" * 32, "class_name": "A", "state": "ALIVE", **actor, "fallback_strategy": [{"x": 1}]},
+        detail=True,
+    )
+    assert shown.restarts_preempted == 4 and "4 after node preemption, 1 after failures" in render_actor(
+        shown
+    )

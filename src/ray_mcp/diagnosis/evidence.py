@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from ray_mcp.answers.events import NOT_INGESTED
 from ray_mcp.answers.targets import LogTarget, Target
-from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
+from ray_mcp.diagnosis.graph import (
+    DRIVER_WORKER,
+    NAME_TAKEN,
+    OWNER_REF,
+    GraphInputs,
+    Row,
+    failure_restarts,
+    num,
+)
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
@@ -336,9 +344,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     )
     tasks = None if tasks is None else [*tasks, *(pending or [])]
     ev.actors = (
-        (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
-        if actors is not None
-        else None
+        (actors or []) + [a for a in alive or [] if failure_restarts(a) >= 2] if actors is not None else None
     )
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
     ev.status = status.model_dump(mode="json") if status is not None else None

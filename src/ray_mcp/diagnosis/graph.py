@@ -121,6 +121,14 @@ def num(value: Any) -> float:
         return 0.0
 
 
+def failure_restarts(row: Row) -> int:
+    """An actor's restarts that followed a failure: Ray 2.60 counts those caused by node preemption apart
+    (num_restarts_due_to_node_preemption), and a preempted node is not the actor's fault."""
+    return max(
+        0, int(num(row.get("num_restarts"))) - int(num(row.get("num_restarts_due_to_node_preemption")))
+    )
+
+
 BYTE_RESOURCES = ("memory", "object_store_memory")
 
 

@@ -70,6 +70,6 @@ def test_restarts_after_node_preemption_are_not_a_restart_loop() -> None:
         {"actor_id": "a" * 32, "class_name": "A", "state": "ALIVE", **actor, "fallback_strategy": [{"x": 1}]},
         detail=True,
     )
-    assert shown.restarts_preempted == 4 and "4 after node preemption, 1 after failures" in render_actor(
+    assert shown._restarts_preempted == 4 and "4 after node preemption, 1 after failures" in render_actor(
         shown
     )

@@ -4,7 +4,7 @@ and the parts the other areas share (ListPage, DeathCause, ResourceUse).
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
 from ray_mcp.models.data import JobDatasets
@@ -299,12 +299,9 @@ class Actor(BaseModel):
     runtime_env: str | None = None
     call_site: str | None = None
     label_selector: dict[str, str] | None = None
-    fallback_strategy: list[dict[str, Any]] | dict[str, Any] | None = Field(
-        default=None, description="Where it may run when no node matches label_selector (Ray's options)."
-    )
-    restarts_preempted: int | None = Field(
-        default=None, description="Of its restarts, those caused by node preemption (the rest are failures)."
-    )
+    fallback_strategy: Any = None  # Ray's options where label_selector matches no node
+    # of restarts, those caused by node preemption: in the text only (tools/list's budget: see test_tool_listing)
+    _restarts_preempted: int | None = PrivateAttr(default=None)
 
 
 class ListPage(BaseModel):

@@ -78,12 +78,8 @@ class TopoGroup(BaseModel):
     any_bundle_actor_ids: list[str] = Field(
         default_factory=list, description="Actors placed in the group without a bundle index."
     )
-    topology_strategy: dict[str, str] | None = Field(
-        default=None, description="Label locality: each topology label key and its strategy."
-    )
-    topology_assignments: dict[str, str] | None = Field(
-        default=None, description="The label value chosen per topology key."
-    )
+    topology_strategy: dict[str, str] | None = None
+    topology_assignments: dict[str, str] | None = None
 
 
 class TopoReplica(BaseModel):

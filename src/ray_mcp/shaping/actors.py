@@ -80,7 +80,7 @@ def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
         actor.label_selector = dict(raw.get("label_selector") or {}) or None
         actor.fallback_strategy = raw.get("fallback_strategy") or None
         preempted = to_number(raw.get("num_restarts_due_to_node_preemption"))
-        actor.restarts_preempted = int(preempted) if preempted else None
+        actor._restarts_preempted = int(preempted) if preempted else None
     return actor
 
 
@@ -156,10 +156,10 @@ def render_actor(actor: models.Actor) -> str:
         value = getattr(actor, key)
         if value not in (None, ""):
             lines.append(f"{key}: {quoted(value, FIELD_CHARS) if isinstance(value, str) else value}")
-    if actor.restarts_preempted:
+    if actor._restarts_preempted:
         lines.append(
-            f"restarts: {actor.restarts} ({actor.restarts_preempted} after node preemption, "
-            f"{int(actor.restarts or 0) - actor.restarts_preempted} after failures)"
+            f"restarts: {actor.restarts} ({actor._restarts_preempted} after node preemption, "
+            f"{int(actor.restarts or 0) - actor._restarts_preempted} after failures)"
         )
     if actor.label_selector:
         lines.append(f"label_selector: {quoted(actor.label_selector, FIELD_CHARS)}")

@@ -16,15 +16,13 @@ from ray_mcp.tools import READ_ONLY, Api
 async def list_events(
     api: Api,
     severity: Annotated[Literal["WARNING", "ERROR", "FATAL"] | None, Field(description="Or worse.")] = None,
-    source: Annotated[
-        str | None, Field(description="GCS, RAYLET, AUTOSCALER, JOBS, KUBERNETES (pods)...")
-    ] = None,
+    source: Annotated[str | None, Field(description="GCS, RAYLET, AUTOSCALER, JOBS, KUBERNETES...")] = None,
     node: Annotated[str | None, Field(description="A node id or IP.")] = None,
     job: Annotated[str | None, Field(description="A submission id or job id.")] = None,
     since_s: Annotated[float | None, Field(gt=0, description="Only the last N seconds.")] = None,
     limit: Annotated[int, Field(ge=EVENTS_SHOWN.low, le=EVENTS_SHOWN.high)] = EVENTS_SHOWN.default,
 ) -> Annotated[CallToolResult, EventList]:
-    """Cluster events (node deaths, OOM kills, autoscaler, jobs, pods), newest first, repeats counted."""
+    """Cluster events (node deaths, OOM kills, autoscaler, jobs), newest first, repeats counted."""
     events = await api.events.page(
         severity=severity,
         source=source.upper() if source else None,

@@ -87,13 +87,10 @@ async def test_label_locality_groups_label_selectors_and_node_labels_are_shown(c
                 break
             await anyio.sleep(0.5)
     actor = await structured(client, "get_actor", actor_id=picky[0]["actor_id"])
-    print(actor)
     assert actor.get("label_selector") == {"zone": "nowhere"}, actor
     assert actor.get("fallback_strategy"), actor
     topology = text_of(await client.call_tool("job_topology", {"job": job}))
-    print(topology)
     assert "rack-1" in topology, topology
     health = text_of(await client.call_tool("diagnose_job", {"job": job}))
-    print(health)
     assert "nowhere" in health and "elsewhere" in health, health
     await client.call_tool("stop_job", {"job": job})

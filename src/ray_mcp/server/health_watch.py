@@ -195,15 +195,20 @@ class HealthWatchers:
         """One round every poll interval while anyone listens; notify each round that changed something."""
         try:
             while watch.wanted and self._watches.get(watch.cluster) is watch:
-                now, _text = await self.round(watch.cluster)
-                state, changes = advance(watch.problems or {}, now)
-                first = watch.problems is None
-                watch.problems = state
-                watch.rounds += 1
-                watch.ready.set()
-                if changes and not first:
-                    watch.last_changes, watch.changed_at = changes, time.time()
-                    await self._notify(watch)
+                try:
+                    now, _text = await self.round(watch.cluster)
+                except Exception:  # a bug in a round: logged, and the next round tries again
+                    log.exception("ray-mcp: a health round of cluster %s failed", watch.cluster)
+                else:
+                    state, changes = advance(watch.problems or {}, now)
+                    first = watch.problems is None
+                    watch.problems = state
+                    watch.rounds += 1
+                    if changes and not first:
+                        watch.last_changes, watch.changed_at = changes, time.time()
+                        await self._notify(watch)
+                finally:
+                    watch.ready.set()
                 await asyncio.sleep(self._poll_interval_s)
         finally:
             watch.ready.set()  # a subscriber never waits on a poller that is gone

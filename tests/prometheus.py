@@ -78,3 +78,61 @@ def targets(url: str) -> list[tuple[str, str, str]]:
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         return [("?", "unknown", repr(exc))]
     return [(t["scrapeUrl"], t["health"], t.get("lastError", "")) for t in active]
+
+
+@contextmanager
+def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator[str]:
+    """A real Prometheus that scrapes nothing and evaluates ``rules`` (alerting rules) every second: its URL once
+    its API answers. Stopped by its pid."""
+    import subprocess
+
+    import yaml
+
+    from ray_mcp.cluster import free_ports
+
+    binary = prometheus_binary()
+    assert binary is not None, "no prometheus binary"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / "rules.yml").write_text(
+        yaml.safe_dump({"groups": [{"name": "ray-mcp-test", "rules": rules}]})
+    )
+    config = {
+        "global": {"evaluation_interval": f"{SCRAPE_INTERVAL_S:g}s"},
+        "rule_files": [str(work_dir / "rules.yml")],
+    }
+    (work_dir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_ports(1)[0]
+    with open(work_dir / "prometheus.log", "ab") as out:
+        process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={work_dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work_dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=work_dir,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            assert process.poll() is None, (work_dir / "prometheus.log").read_text()[-500:]
+            try:
+                if httpx.get(f"{url}/-/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "prometheus did not answer"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)

@@ -452,3 +452,15 @@ def test_a_text_that_only_shares_a_values_first_characters_is_not_masked() -> No
     other = "checkpoint at /tmp/pytest-of-root/pytest-131/train0/results"
     assert found.spans(other) == []
     assert found.spans(f"env {value} set") != [] and found.spans(f"env {value[:30]}…") != []
+
+
+def test_a_label_selector_constraint_names_its_label_and_hides_nothing() -> None:
+    """Ray's fallback_strategy in the State API: ``label_key`` is the label a constraint tests, not a secret (as
+    one, every "zone" in every answer would be masked); a real *_key field still is."""
+    from ray_mcp.guard.redaction.names import is_secret_key, secret_values
+
+    strategy = {
+        "options": [{"label_selector": {"label_constraints": [{"label_key": "zone", "label_values": ["b"]}]}}]
+    }
+    assert secret_values({"fallback_strategy": strategy}) == set()
+    assert is_secret_key("api_key") and is_secret_key("ssh_key") and not is_secret_key("label_key")

@@ -120,6 +120,7 @@ class LocalHead:
     num_cpus: int | None = None
     resources: str | None = None
     object_store_memory: int | None = None  # bytes; Ray's default is 30% of memory
+    labels: str | None = None  # node labels as `ray start --labels` takes them: "key1=val1,key2=val2"
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ray-mcp-")))
     gcs_port: int = 0
     dashboard_port: int = 0
@@ -171,6 +172,7 @@ class LocalHead:
         """The node's resources, as `ray start` takes them (shared by heads and the workers joining them)."""
         args = [f"--num-cpus={self.num_cpus}"] if self.num_cpus is not None else []
         args += [f"--object-store-memory={self.object_store_memory}"] if self.object_store_memory else []
+        args += [f"--labels={self.labels}"] if self.labels else []
         return args + ([f"--resources={self.resources}"] if self.resources else [])
 
     def spawn(self) -> None:

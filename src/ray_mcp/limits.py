@@ -186,6 +186,15 @@ WATCHES_PER_SESSION = 8  # jobs one client connection may watch: the rest stay f
 JOB_LOG_TAIL_LINES = 40  # the driver log's tail in a job resource: its newest lines, tail_logs reads more
 JOB_LOG_TAIL_BYTES = 8_192
 
+# -- the cluster's health resource (ray://cluster/health) and its subscriptions -------------------------------
+
+HEALTH_WATCHES_PER_SESSION = 4  # clusters one client connection may watch (one shared poller per cluster)
+HEALTH_POLL_S = (
+    5.0  # one cluster_health round per watched cluster this often (measured: 0.08 s a round, idle head)
+)
+HEALTH_CHANGES_SHOWN = 12  # the changes of the last notification the resource lists; the rest are counted
+ALERTS_READ = 200  # firing Prometheus alerts a round takes in (newest first); the rest are counted
+
 # -- diagnose_job and cluster_health: the answer -------------------------------------------------------------
 
 # the text answer (its findings come again in the structured content)

@@ -11,13 +11,22 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.nodes import Nodes
-from ray_mcp.errors import RayMCPError
+from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import AUTOSCALER_DECISIONS, STATE_API_MAX_ROWS
 from ray_mcp.shaping.common import to_number
 from ray_mcp.shaping.events import EventFilter, autoscaler_decisions, build_event_list
 from ray_mcp.sources.cluster_sources import ClusterSources
+from ray_mcp.sources.routes import PLATFORM_EVENTS_PATH
+
+KUBERNETES = "KUBERNETES"  # the source of the head's platform events (Ray's Source.Platform)
 
 STATE_EVENTS_RETRY_S = 300.0  # after the State API's event list failed, how long the older route goes first
+INGEST_SETTING = "RAY_DASHBOARD_INGEST_PLATFORM_EVENTS"
+NOT_INGESTED = (
+    f"Kubernetes pod events: this head does not ingest them ({INGEST_SETTING} is not set to 1 in its "
+    "environment; on KubeRay, set it in the head container's env to see FailedScheduling, evictions, OOMKilled "
+    "and image pulls here without a kubeconfig)"
+)
 
 
 class Events:
@@ -79,8 +88,43 @@ class Events:
             submission_id=submission_id,
             since=datetime.datetime.now(datetime.UTC).timestamp() - since_s if since_s else None,
         )
-        rows = await self.rows(notes, wanted.source)
+        rows = [] if wanted.source == KUBERNETES else await self.rows(notes, wanted.source)
+        if wanted.source in (None, KUBERNETES):
+            rows += await self.platform_or_note(notes)
         return build_event_list(rows, wanted, limit=limit, notes=notes)
+
+    async def platform(self) -> list[dict[str, Any]] | None:
+        """The Kubernetes pod events the head ingests, as event rows (source KUBERNETES), oldest first; None when
+        the head does not ingest them. RayMCPError when the route fails otherwise."""
+        answer = await self.sources.routes.platform_events()
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise RayRequestFailed(
+                f"The dashboard answered {PLATFORM_EVENTS_PATH} with HTTP {answer.status}; its Kubernetes pod "
+                "events are unknown. Check the head's dashboard log for PlatformEventsHead."
+            )
+        try:
+            body = answer.json()
+        except ValueError:
+            raise RayRequestFailed(f"The dashboard's {PLATFORM_EVENTS_PATH} answered with no JSON.") from None
+        data = body.get("data") if isinstance(body, dict) else None
+        events = data.get("events") if isinstance(data, dict) else None
+        rows = [platform_row(e) for e in events or [] if isinstance(e, dict)]
+        rows.sort(key=lambda r: r["timestamp"])
+        return rows
+
+    async def platform_or_note(self, notes: list[str]) -> list[dict[str, Any]]:
+        """The platform events, or a note that says why there are none to read."""
+        try:
+            rows = await self.platform()
+        except RayMCPError as exc:
+            notes.append(f"Kubernetes pod events: could not be read: {str(exc).split('. ')[0]}")
+            return []
+        if rows is None:
+            notes.append(NOT_INGESTED)
+            return []
+        return rows
 
     async def _job_ids(self, job: str | None) -> tuple[str | None, str | None]:
         """(job id, submission id) of a job; a job whose driver never connected has events by submission id only."""
@@ -122,6 +166,52 @@ def _flat(by_job: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             )
     rows.sort(key=lambda r: r["timestamp"])
     return rows
+
+
+def platform_row(e: dict[str, Any]) -> dict[str, Any]:
+    """One of Ray's platform events (a RayEvent as JSON, ``platformEvent`` inside) as an event row: source
+    KUBERNETES, the pod and the reason in its custom fields, Kubernetes' count kept."""
+    pe = _mapping(e.get("platformEvent"))
+    source = _mapping(pe.get("source"))
+    metadata = _mapping(source.get("metadata"))
+    custom = _mapping(pe.get("customFields"))
+    ts = _rfc3339(e.get("timestamp"))
+    kind, name, reason = (
+        str(pe.get("objectKind") or ""),
+        str(pe.get("objectName") or ""),
+        str(pe.get("reason") or ""),
+    )
+    message = str(pe.get("message") or e.get("message") or "")
+    return {
+        "time": clock(ts),
+        "timestamp": ts,
+        "severity": str(e.get("severity") or "INFO"),
+        "source_type": str(source.get("platform") or KUBERNETES),
+        "message": f"{kind} {name}: {reason}: {message}",
+        "count": int(to_number(custom.get("count")) or 1),
+        "custom_fields": {
+            "kind": kind,
+            "name": name,
+            "reason": reason,
+            "message": message,
+            "component": str(source.get("component") or ""),
+            "namespace": str(metadata.get("namespace") or ""),
+            "count": str(custom.get("count") or ""),
+        },
+        "label": reason,
+    }
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _rfc3339(value: Any) -> float:
+    """protobuf's JSON timestamp ("2026-12-04T10:00:05Z", fractions optional) as a UNIX time; 0 when absent."""
+    try:
+        return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def clock(ts: float) -> str:

@@ -93,6 +93,10 @@ class PlacementGroups:
                 fact = explain_pending_group(nodes, {**row, "strategy": strategy}, free=free)
                 why = (fact.text, fact.say.infeasible) if fact is not None else None
             groups.append(placement_group_from_state(row, strategy=strategy, why=why))
+        if any(
+            g.state not in ("CREATED", "REMOVED") and any(b.label_selector for b in g.bundles) for g in groups
+        ):
+            ray_notes += await self._selector_autoscaler_note()
         return build_pg_list(
             total=int(found.get("total") or 0),
             matched=matched,
@@ -101,6 +105,22 @@ class PlacementGroups:
             limit=limit,
             notes=notes + ray_notes,
         )
+
+    async def _selector_autoscaler_note(self) -> list[str]:
+        """A waiting group has bundle label selectors: whether the autoscaler honours them (only v2 does)."""
+        try:
+            status = await self.nodes.cluster_status(max_nodes=1)
+        except RayMCPError as exc:
+            return [
+                f"Whether the autoscaler honours bundle label selectors is unknown ({str(exc).split('. ')[0]})."
+            ]
+        if status.autoscaler is None or status.autoscaler.kind != "legacy":
+            return []
+        return [
+            "The autoscaler reports in v1's (legacy) form: autoscaler v1 ignores bundle label selectors when it "
+            "picks nodes to launch (only v2 enforces them), so it may launch nodes whose labels do not match; on "
+            "KubeRay set spec.autoscalerOptions.version: v2."
+        ]
 
     async def _unplaced_first(
         self, rows: list[PlacementGroup], table: list[dict[str, str]], filters: list[Filter], limit: int

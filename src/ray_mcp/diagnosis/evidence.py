@@ -16,9 +16,18 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from ray_mcp.answers.events import NOT_INGESTED
 from ray_mcp.answers.targets import LogTarget, Target
 from ray_mcp.diagnosis import history
-from ray_mcp.diagnosis.graph import DRIVER_WORKER, NAME_TAKEN, OWNER_REF, GraphInputs, Row, num
+from ray_mcp.diagnosis.graph import (
+    DRIVER_WORKER,
+    NAME_TAKEN,
+    OWNER_REF,
+    GraphInputs,
+    Row,
+    failure_restarts,
+    num,
+)
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
@@ -341,15 +350,14 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     )
     tasks = None if tasks is None else [*tasks, *(pending or [])]
     ev.actors = (
-        (actors or []) + [a for a in alive or [] if int(num(a.get("num_restarts"))) >= 2]
-        if actors is not None
-        else None
+        (actors or []) + [a for a in alive or [] if failure_restarts(a) >= 2] if actors is not None else None
     )
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
     ev.status = status.model_dump(mode="json") if status is not None else None
     ev.serve = serve
     ev.unchecked = [c for c, sources in CHECKS.items() if any(getattr(ev, s) is None for s in sources)]
     await asyncio.gather(
+        _platform(api, ev),
         _crash_logs(api, ev),
         history.cluster_trends(api, ev),
         checked(ev, _store(api, ev), "the object store"),
@@ -358,6 +366,18 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
         else nothing(),
     )
     return ev
+
+
+async def _platform(api: RayAPI, ev: GraphInputs) -> None:
+    """The pods' Kubernetes events the head ingests; when it does not, a note names the setting (an optional
+    source: its absence leaves the other checks' verdict as it is)."""
+    try:
+        ev.platform_events = await api.events.platform()
+    except Exception as exc:
+        ev.unreadable.append(f"the Kubernetes pod events: {failure(exc)}")
+        return
+    if ev.platform_events is None:
+        ev.notes.append(NOT_INGESTED + ".")
 
 
 async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] | None:

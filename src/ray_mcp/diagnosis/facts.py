@@ -79,6 +79,12 @@ class Kind(StrEnum):
     SERVE_REGRESSION = "serve_regression"  # a Serve deployment's latency or error rate rose
     IDLE_RESOURCES = "idle_resources"  # resources a RUNNING job holds, idle for most of the window
     THROUGHPUT_DROP = "throughput_drop"  # tasks finished per minute collapsed
+    # the cluster's pods, as the head's platform events tell them (Kubernetes events, no kubeconfig needed)
+    POD_UNSCHEDULABLE = "pod_unschedulable"  # Kubernetes cannot place a pod (FailedScheduling)
+    IMAGE_PULL = "image_pull"  # a pod's image cannot be pulled
+    POD_EVICTED = "pod_evicted"  # the kubelet evicted a pod (node pressure)
+    POD_OOM_KILLED = "pod_oom_killed"  # a pod's container was killed for memory (OOMKilled)
+    POD_CRASH_LOOP = "pod_crash_loop"  # a pod's container restarts again and again (BackOff)
 
 
 # A chain that ends in several kinds of facts takes the first of these (what ended it most directly); a chain

@@ -65,6 +65,7 @@ class GraphInputs:
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
     datasets: list[Row] | None = None  # a RUNNING job's Ray Data datasets (/api/data/datasets/{job_id})
+    platform_events: list[Row] | None = None  # the head's Kubernetes pod events (/api/v0/platform_events)
     store: Row | None = (
         None  # the object store's holders (models.ObjectStoreSummary) when it is near full or spills
     )
@@ -121,6 +122,14 @@ def num(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
+
+
+def failure_restarts(row: Row) -> int:
+    """An actor's restarts that followed a failure: Ray 2.60 counts those caused by node preemption apart
+    (num_restarts_due_to_node_preemption), and a preempted node is not the actor's fault."""
+    return max(
+        0, int(num(row.get("num_restarts"))) - int(num(row.get("num_restarts_due_to_node_preemption")))
+    )
 
 
 BYTE_RESOURCES = ("memory", "object_store_memory")

@@ -255,6 +255,28 @@ def env_failure(text: str) -> str:
 
 # -- placement groups -----------------------------------------------------------------------------------------
 
+# Kubernetes' words for a pod in trouble (the reason of a pod event, else its message): Ray's platform events
+# carry them as the kubelet and the scheduler wrote them.
+POD_TROUBLE = (
+    ("pod_unschedulable", re.compile(r"^FailedScheduling$"), None),
+    ("pod_oom_killed", re.compile(r"OOMKill", re.I), re.compile(r"OOMKilled")),
+    ("pod_evicted", re.compile(r"^(Evicted|Preempted|Preempting)$"), None),
+    ("image_pull", re.compile(r"^(ErrImagePull|ImagePullBackOff|InspectFailed|ErrImageNeverPull)$"),
+     re.compile(r"[Ff]ailed to pull image|[Bb]ack-off pulling image|ErrImagePull|ImagePullBackOff")),
+    ("pod_crash_loop", re.compile(r"^CrashLoopBackOff$"), re.compile(r"[Bb]ack-off restarting failed container")),
+)  # fmt: skip
+# A later event of the pod that ends the trouble: it was scheduled, its image pulled.
+POD_RESOLVED = {"pod_unschedulable": ("Scheduled",), "image_pull": ("Pulled",)}
+
+
+def pod_trouble(reason: str, message: str) -> str | None:
+    """The trouble a pod event tells (a facts.Kind value), by its reason, else its message; None: none."""
+    for kind, by_reason, by_message in POD_TROUBLE:
+        if by_reason.search(reason) or (by_message is not None and by_message.search(message)):
+            return kind
+    return None
+
+
 PG_REMOVED = re.compile(r"placement group.*(removed|destroyed)", re.I)
 
 # -- Serve ----------------------------------------------------------------------------------------------------

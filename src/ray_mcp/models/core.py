@@ -4,7 +4,7 @@ and the parts the other areas share (ListPage, DeathCause, ResourceUse).
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
 from ray_mcp.models.data import JobDatasets
@@ -299,6 +299,9 @@ class Actor(BaseModel):
     runtime_env: str | None = None
     call_site: str | None = None
     label_selector: dict[str, str] | None = None
+    fallback_strategy: Any = None  # Ray's options where label_selector matches no node
+    # of restarts, those caused by node preemption: in the text only (tools/list's budget: see test_tool_listing)
+    _restarts_preempted: int | None = PrivateAttr(default=None)
 
 
 class ListPage(BaseModel):
@@ -319,6 +322,9 @@ class ActorList(ListPage):
 class Bundle(BaseModel):
     index: int
     resources: dict[str, float]
+    label_selector: dict[str, str] | None = Field(
+        default=None, description="The node labels it must land on."
+    )
     node_id: str | None = Field(default=None, description="Where the bundle landed (None while pending).")
 
 
@@ -336,6 +342,13 @@ class PlacementGroup(BaseModel):
     )
     infeasible: bool | None = Field(
         default=None, description="For a PENDING group: True if it can never fit."
+    )
+    topology_strategy: dict[str, str] | None = Field(
+        default=None,
+        description="Label locality: each topology label key and its strategy (e.g. STRICT_PACK).",
+    )
+    topology_assignments: dict[str, str] | None = Field(
+        default=None, description="The label value the scheduler chose per topology key (none yet: empty)."
     )
 
 

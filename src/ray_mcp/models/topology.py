@@ -78,6 +78,8 @@ class TopoGroup(BaseModel):
     any_bundle_actor_ids: list[str] = Field(
         default_factory=list, description="Actors placed in the group without a bundle index."
     )
+    topology_strategy: dict[str, str] | None = None
+    topology_assignments: dict[str, str] | None = None
 
 
 class TopoReplica(BaseModel):

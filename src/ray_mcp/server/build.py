@@ -106,6 +106,7 @@ class RayMCPServer(MCPServer[App]):
     tool_kinds: dict[str, ToolKind]
     hidden_tools: dict[str, str]
     job_watchers: live.JobWatchers
+    health_watchers: live.HealthWatchers
     tasks: ToolTasks
     session_use: SessionUse
     toolsets: Toolsets

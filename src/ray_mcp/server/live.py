@@ -26,7 +26,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote_plus, urlencode
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
@@ -52,6 +52,13 @@ from ray_mcp.guard.redaction import clean_text
 from ray_mcp.limits import JOB_LOG_TAIL_BYTES, JOB_LOG_TAIL_LINES, MAX_WATCHED_JOBS, WATCHES_PER_SESSION
 from ray_mcp.models import TERMINAL_JOB_STATUSES
 from ray_mcp.server.context import CURRENT_CLUSTER
+from ray_mcp.server.health_watch import (
+    HEALTH_URI,
+    HEALTH_URI_TEMPLATE,
+    HealthWatchers,
+    is_health_uri,
+    read_health,
+)
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.sources.scope import read_scope
 from ray_mcp.text import quoted
@@ -101,8 +108,9 @@ def job_of(uri: str) -> JobRef:
     if match is None:
         raise MCPError(
             INVALID_PARAMS,
-            f"Cannot subscribe to {uri!r}: only jobs change, as {JOB_URI_FORM} (find ids with list_jobs), with "
-            "?cluster=<name> on a server of several clusters. The reference pages are static.",
+            f"Cannot subscribe to {uri!r}: only jobs change, as {JOB_URI_FORM} (find ids with list_jobs), and "
+            "the cluster's health, as ray://cluster/health; with ?cluster=<name> on a server of several clusters. "
+            "The reference pages are static.",
         )
     return JobRef(match.group(1), unquote_plus(match.group(2)) if match.group(2) else None)
 
@@ -164,6 +172,10 @@ class JobWatchers:
         self._watches: dict[str, Watch] = {}
         self._owned: dict[int, set[str]] = {}  # client connection -> the jobs it watches
         self._lock = asyncio.Lock()
+
+    def check(self, uri: str) -> None:
+        """Refuse, before anything is watched, a URI that is not a job of a cluster this server serves."""
+        cluster_of_link(self.app, job_of(uri).cluster)
 
     @property
     def watched(self) -> dict[str, int]:
@@ -334,7 +346,40 @@ def connection_key(session: ServerSession) -> int:
     return id(sdk_private.connection_of(session))
 
 
-def forget_on_close(session: ServerSession, uri: str, watchers: JobWatchers) -> None:
+class Watchers(Protocol):
+    """What a subscription is routed to: the job pollers or the cluster health pollers."""
+
+    def check(self, uri: str) -> None: ...
+
+    async def subscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None: ...
+
+    async def unsubscribe(
+        self, uri: str, session: ServerSession | None, owner: int | None = None
+    ) -> None: ...
+
+
+@dataclass
+class Subscriptions:
+    """Every subscription, routed by its URI: ray://cluster/health to the health watches, the rest to the jobs'
+    (which refuse what is not a job)."""
+
+    jobs: JobWatchers
+    health: HealthWatchers
+
+    def of(self, uri: str) -> Watchers:
+        return self.health if is_health_uri(uri) else self.jobs
+
+    def check(self, uri: str) -> None:
+        self.of(uri).check(uri)
+
+    async def subscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
+        await self.of(uri).subscribe(uri, session, owner)
+
+    async def unsubscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
+        await self.of(uri).unsubscribe(uri, session, owner)
+
+
+def forget_on_close(session: ServerSession, uri: str, watchers: Watchers) -> None:
     """When the session's connection closes, drop its subscriptions (a poller with no subscriber stops)."""
     connection = sdk_private.connection_of(session)
     known = connection.state.get("ray_mcp_job_subscriptions")
@@ -357,7 +402,7 @@ class ListenToJobs(ServerMiddleware[Any]):
     refuses a URI that cannot change before the stream opens, and holds a watch on each job while it runs.
     """
 
-    def __init__(self, watchers: JobWatchers) -> None:
+    def __init__(self, watchers: Subscriptions) -> None:
         self._watchers = watchers
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -369,7 +414,7 @@ class ListenToJobs(ServerMiddleware[Any]):
             return await call_next(ctx)  # the SDK answers malformed params
         uris = list(params.notifications.resource_subscriptions or [])
         for uri in uris:
-            cluster_of_link(self._watchers.app, job_of(uri).cluster)  # refuse what cannot change, first
+            self._watchers.check(uri)  # refuse what cannot change, first
         owner = connection_key(ctx.session)
         watching: list[str] = []
         try:
@@ -393,7 +438,10 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
     async def publish(uri: str) -> None:
         await bus.publish(ResourceUpdated(uri=clean_text(uri)))  # sent outside any request: guarded here
 
-    watchers = JobWatchers(app, publish)
+    jobs = JobWatchers(app, publish)
+    health = HealthWatchers(app, publish)
+    watchers = Subscriptions(jobs, health)
+    server.health_watchers = health
 
     @server.resource(
         JOB_URI_TEMPLATE,
@@ -414,10 +462,33 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
         forget_on_close(ctx.session, params.uri, watchers)
         return EmptyResult()
 
+    @server.resource(
+        HEALTH_URI,
+        name="ray-cluster-health",
+        title="Cluster health (live)",
+        description="What is wrong in the cluster now (cluster_health's answer) and Prometheus's firing alerts. "
+        "Subscribe to it to be notified when a problem appears, changes severity or clears.",
+        mime_type="text/markdown",
+        icons=RAY_ICONS,
+    )
+    async def health_resource() -> str:
+        return await read_health(health, None)
+
+    @server.resource(
+        HEALTH_URI_TEMPLATE,
+        name="ray-cluster-health-of",
+        title="Cluster health (live), of a named cluster",
+        description="ray://cluster/health of one cluster of a server of several.",
+        mime_type="text/markdown",
+        icons=RAY_ICONS,
+    )
+    async def health_resource_of(cluster: str | None = None) -> str:
+        return await read_health(health, cluster)
+
     async def on_unsubscribe(
         ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
     ) -> EmptyResult:
-        job_of(params.uri)
+        watchers.check(params.uri)
         await watchers.unsubscribe(params.uri, ctx.session)
         return EmptyResult()
 
@@ -425,5 +496,6 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
     server.middleware.append(ListenToJobs(watchers))
-    app.on_close.append(watchers.aclose)
-    return watchers
+    app.on_close.append(jobs.aclose)
+    app.on_close.append(health.aclose)
+    return jobs

@@ -78,6 +78,9 @@ def actor_from_state(raw: Mapping[str, Any], *, detail: bool) -> models.Actor:
         # Bounded: get_actor is a follow-up of every diagnosis and stays under 6 KB.
         actor.call_site = tail_text(raw.get("call_site"), ACTOR_FIELD_CHARS) or None
         actor.label_selector = dict(raw.get("label_selector") or {}) or None
+        actor.fallback_strategy = raw.get("fallback_strategy") or None
+        preempted = to_number(raw.get("num_restarts_due_to_node_preemption"))
+        actor._restarts_preempted = int(preempted) if preempted else None
     return actor
 
 
@@ -153,6 +156,15 @@ def render_actor(actor: models.Actor) -> str:
         value = getattr(actor, key)
         if value not in (None, ""):
             lines.append(f"{key}: {quoted(value, FIELD_CHARS) if isinstance(value, str) else value}")
+    if actor._restarts_preempted:
+        lines.append(
+            f"restarts: {actor.restarts} ({actor._restarts_preempted} after node preemption, "
+            f"{int(actor.restarts or 0) - actor._restarts_preempted} after failures)"
+        )
+    if actor.label_selector:
+        lines.append(f"label_selector: {quoted(actor.label_selector, FIELD_CHARS)}")
+    if actor.fallback_strategy:
+        lines.append(f"fallback_strategy: {quoted(actor.fallback_strategy, FIELD_CHARS)}")
     if actor.required_resources:
         lines.append(f"required_resources: {format_shape(actor.required_resources)}")
     if actor.runtime_env:

@@ -88,8 +88,9 @@ def build_event_list(
         message = " ".join(str(e.get("message") or "").split())
         key = (str(e.get("severity")), str(e.get("source_type")), _VARYING.sub("#", message))
         seen = grouped.get(key)
+        times = max(int(to_number(e.get("count")) or 1), 1)  # a Kubernetes event counts its repeats
         if seen is not None:
-            seen.count += 1
+            seen.count += times
             seen.first_time = _clock(_ts(e))
             continue
         fields = e.get("custom_fields") or {}
@@ -98,7 +99,7 @@ def build_event_list(
             severity=str(e.get("severity") or "INFO"),
             source=str(e.get("source_type") or "?"),
             message=truncate_text(message, EVENT_MESSAGE_CHARS),
-            count=1,
+            count=times,
             node=fields.get("node_id") or fields.get("nodeId") or e.get("source_hostname") or None,
             job_id=fields.get("job_id") or fields.get("jobId") or None,
             label=e.get("label") or None,
@@ -131,7 +132,7 @@ def render_event_list(ev: models.EventList) -> str:
         + ", newest first:"
     ]
     for e in ev.events:
-        times = f" x{e.count} since {e.first_time}" if e.count > 1 else ""
+        times = f" x{e.count}" + (f" since {e.first_time}" if e.first_time else "") if e.count > 1 else ""
         where = "".join(f" {k}={v}" for k, v in (("node", e.node), ("job", e.job_id)) if v)
         lines.append(f"  {e.time} {e.severity} {e.source}{where}{times}: {e.message}")
     lines += [f"Note: {n}" for n in ev.notes] + [f"Hint: {h}" for h in ev.hints]

@@ -17,6 +17,7 @@ from ray_mcp.text import quoted, truncate_text
 # A store this full evicts, spills and (past what spilling frees) fails puts with ObjectStoreFullError;
 # Ray starts spilling at 80% (object_spilling_threshold).
 STORE_NEAR_FULL = 0.8
+STORE_CRITICAL = 0.9  # a store this full ranks higher: a watch of the cluster's health hears when it passes
 
 
 def store_nodes(nodes: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> list[models.StoreNode]:

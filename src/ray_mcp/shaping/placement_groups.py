@@ -23,7 +23,15 @@ def placement_group_from_state(
     for i, b in enumerate(raw.get("bundles") or []):
         index = to_number((b.get("bundle_id") or {}).get("bundle_index", i))
         resources = {str(k): float(v) for k, v in (b.get("unit_resources") or {}).items()}
-        bundles.append(models.Bundle(index=int(index), resources=resources, node_id=b.get("node_id") or None))
+        selector = {str(k): str(v) for k, v in (b.get("label_selector") or {}).items()} or None
+        bundles.append(
+            models.Bundle(
+                index=int(index),
+                resources=resources,
+                node_id=b.get("node_id") or None,
+                label_selector=selector,
+            )
+        )
     pg = models.PlacementGroup(
         placement_group_id=str(raw.get("placement_group_id", "")),
         name=raw.get("name") or None,
@@ -33,6 +41,10 @@ def placement_group_from_state(
         is_detached=raw.get("is_detached"),
         scheduling_state=stats.get("scheduling_state") or None,
         bundles=bundles,
+        topology_strategy=label_map(raw.get("topology_strategy")),
+        topology_assignments=label_map(raw.get("topology_assignments"))
+        if raw.get("topology_strategy")
+        else None,
     )
     if pg.state == "PENDING" and why is not None:
         text, infeasible = why
@@ -40,6 +52,24 @@ def placement_group_from_state(
             text += " (its strategy is unknown: the GCS was not reachable)"
         pg.why_pending, pg.infeasible = text, infeasible
     return pg
+
+
+def label_map(value: Any) -> dict[str, str] | None:
+    """Ray's label dict (a topology strategy, its assignments) as strings; None when empty or not a dict."""
+    return {str(k): str(v) for k, v in value.items()} or None if isinstance(value, Mapping) else None
+
+
+def topology_line(strategy: Mapping[str, str] | None, assignments: Mapping[str, str] | None) -> str:
+    """Label locality in one line: each topology key's strategy and the value chosen for it (or none yet)."""
+    if not strategy:
+        return ""
+    chosen = ", ".join(f"{quoted(k)}={quoted(v)}" for k, v in (assignments or {}).items())
+    keys = ", ".join(f"{quoted(k)}: {v}" for k, v in strategy.items())
+    return f"topology {{{keys}}}; " + (f"assigned {chosen}" if chosen else "no label value assigned yet")
+
+
+def selector_text(selector: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in selector.items())
 
 
 def pg_state_counts(
@@ -98,10 +128,12 @@ def render_pg_list(page: models.PlacementGroupList) -> str:
         head += f" {g.strategy or 'strategy?'}" + (f" job={g.creator_job_id}" if g.creator_job_id else "")
         head += " detached" if g.is_detached else ""
         lines.append(head)
+        if topology := topology_line(g.topology_strategy, g.topology_assignments):
+            lines.append(f"    {topology}")
         placed = [
-            f"{b.index}:{format_shape(b.resources)}@{b.node_id}"
-            if b.node_id
-            else f"{b.index}:{format_shape(b.resources)}"
+            f"{b.index}:{format_shape(b.resources)}"
+            + (f"[{quoted(selector_text(b.label_selector))}]" if b.label_selector else "")
+            + (f"@{b.node_id}" if b.node_id else "")
             for b in g.bundles
         ]
         if placed:

@@ -34,6 +34,7 @@ from ray_mcp.shaping.nodes import (
     host_usage,
     is_internal_resource,
 )
+from ray_mcp.shaping.placement_groups import label_map
 from ray_mcp.text import truncate_text
 
 # Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
@@ -302,6 +303,10 @@ def _groups(
             live_actors=live,
             bundles=bundles,
             any_bundle_actor_ids=[a.actor_id for a in members if a.bundle_index is None],
+            topology_strategy=label_map(row.get("topology_strategy")),
+            topology_assignments=label_map(row.get("topology_assignments"))
+            if row.get("topology_strategy")
+            else None,
         )
         groups.append(group)
         gaps += _group_gaps(group, by_id)

@@ -9,6 +9,7 @@ from typing import Any
 from ray_mcp.limits import GPUS_SHOWN, SPAWNED_ACTORS_SHOWN, TOPOLOGY_TEXT_BYTES, TOPOLOGY_TEXT_GAPS
 from ray_mcp.models import JobTopology, TopoActor, TopoBundle, TopoGroup, TopoNode, TopoServe
 from ray_mcp.shaping.nodes import format_amount
+from ray_mcp.shaping.placement_groups import topology_line
 from ray_mcp.shaping.topology import ACCELERATOR_RESOURCES, LIVE
 
 
@@ -61,6 +62,8 @@ def render_group(group: TopoGroup, by_id: Mapping[str, TopoActor], labels: Mappi
     )
     head += f"{group.state}, {group.bundles_total} bundle(s), {group.live_actors} live actor(s)"
     lines = [head]
+    if topology := topology_line(group.topology_strategy, group.topology_assignments):
+        lines.append(f"  {topology}")
     runs: list[tuple[list[TopoBundle], tuple[Any, ...]]] = []
     for b in group.bundles:
         members = [by_id[i] for i in b.actor_ids if i in by_id]

@@ -68,6 +68,18 @@ class Series:
 
 
 @dataclass(frozen=True)
+class Alert:
+    """One alert of Prometheus's rules (``/api/v1/alerts``): its labels (``alertname``, ``severity``, ...), its
+    annotations, its state (``pending`` or ``firing``), since when it is active (RFC 3339) and its value."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: str
+    active_at: str
+    value: str
+
+
+@dataclass(frozen=True)
 class RangeResult:
     series: list[Series]
     warnings: list[str] = field(default_factory=list)
@@ -158,6 +170,25 @@ class Prometheus:
         if not isinstance(data, list):
             raise self._wrong("label values that are not a list")
         return [str(v) for v in data]
+
+    async def alerts(self) -> list[Alert]:
+        """``/api/v1/alerts``: every alert its rules hold now, pending or firing (KubeRay ships Ray's rules as
+        PrometheusRules; Prometheus evaluates them)."""
+        data = await self._get("alerts", [], what="the alerts (/api/v1/alerts)")
+        rows = data.get("alerts") if isinstance(data, dict) else None
+        if not isinstance(rows, list):
+            raise self._wrong("alerts that are not a list")
+        return [
+            Alert(
+                {str(k): str(v) for k, v in (row.get("labels") or {}).items()},
+                {str(k): str(v) for k, v in (row.get("annotations") or {}).items()},
+                str(row.get("state") or ""),
+                str(row.get("activeAt") or ""),
+                str(row.get("value") or ""),
+            )
+            for row in rows
+            if isinstance(row, dict)
+        ]
 
     async def answers(self, timeout_s: float = PROMETHEUS_PROBE_TIMEOUT_S) -> bool:
         """Does a Prometheus query engine answer here? (Ray's dashboard asks ``vector(1)`` the same way.)"""

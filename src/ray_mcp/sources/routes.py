@@ -15,6 +15,9 @@ from ray_mcp.sources.ids import check_id, node_path
 TRAIN_RUNS_PATH = "/api/train/v2/runs/v1"  # Train v2 (Ray's TrainHead.get_train_v2_runs)
 PROMETHEUS_HEALTH_PATH = "/api/prometheus_health"  # metrics_head.py: does the dashboard's Prometheus answer
 PROMETHEUS_SD_PATH = "/api/prometheus/sd"  # reporter_head.py: the metrics targets, as Prometheus's HTTP SD
+# platform_event_head.py: the Kubernetes pod events the head ingests; 404 when it does not (the module loads only
+# with RAY_DASHBOARD_INGEST_PLATFORM_EVENTS=1 in the head's environment)
+PLATFORM_EVENTS_PATH = "/api/v0/platform_events"
 
 
 class Routes:
@@ -61,6 +64,14 @@ class Routes:
         found = await self.dashboard.get_data("/events", what="the cluster events (/events)")
         events = found.get("events") if isinstance(found, dict) else None
         return dict(events) if isinstance(events, dict) else {}
+
+    async def platform_events(self) -> Answer:
+        """The platform (Kubernetes) events the head ingests, newest first: Ray's RayEvent protobufs as JSON
+        (``platformEvent``: source, objectKind, objectName, reason, message, customFields) in its envelope's
+        ``data.events``; 404 when the head does not ingest them."""
+        return await self.dashboard.get_answer(
+            PLATFORM_EVENTS_PATH, what=f"the platform events ({PLATFORM_EVENTS_PATH})"
+        )
 
     async def grafana_health(self) -> Answer:
         """Whether the dashboard reaches a Grafana, and which (Ray answers 500 when it cannot)."""

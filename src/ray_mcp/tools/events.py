@@ -23,7 +23,8 @@ async def list_events(
         Field(description="The lowest severity shown (ERROR shows FATAL too)."),
     ] = None,
     source: Annotated[
-        str | None, Field(description="Only events of this component: GCS, RAYLET, AUTOSCALER, JOBS...")
+        str | None,
+        Field(description="Only events of this component: GCS, RAYLET, AUTOSCALER, JOBS, KUBERNETES..."),
     ] = None,
     node: Annotated[str | None, Field(description="A node id or IP.")] = None,
     job: Annotated[str | None, Field(description="A submission id or job id.")] = None,

@@ -16,7 +16,7 @@ from ray_mcp.diagnosis.recognise import (
 )
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import STORE_HOLDERS_QUOTED
-from ray_mcp.shaping.objects import STORE_NEAR_FULL, store_pressure
+from ray_mcp.shaping.objects import STORE_CRITICAL, STORE_NEAR_FULL, store_pressure
 from ray_mcp.text import quoted
 
 OBS_DOC = "ray-docs://reference/13-dashboard-observability"
@@ -219,7 +219,9 @@ def store_chains(g: Graph) -> list[Chain]:
     pressure = store_pressure(store.nodes)
     if not pressure:
         return []
-    full = any(n.fraction is not None and n.fraction >= STORE_NEAR_FULL for n in store.nodes)
+    fullest = max((n.fraction for n in store.nodes if n.fraction is not None), default=0.0)
+    full = fullest >= STORE_NEAR_FULL
+    severity = CONTEXT + 20 if fullest >= STORE_CRITICAL else PROBLEM + 5 if full else CONTEXT + 10
     holders = [
         f"{quoted(h.owner)} holds {h.bytes / 1024**3:.2f} GiB in {h.objects} ref(s) from {quoted(h.call_site)}"
         + (f" (leak: {quoted(h.leak)})" if h.leak else "")
@@ -227,7 +229,7 @@ def store_chains(g: Graph) -> list[Chain]:
     ]
     return [
         Chain(
-            PROBLEM + 5 if full else CONTEXT + 10,
+            severity,
             Kind.OBJECT_STORE,
             None,
             [STORE_PRESSURE("", "; ".join(holders), full=full, pressure=pressure)],

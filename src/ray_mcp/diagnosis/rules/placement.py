@@ -80,6 +80,24 @@ LABEL_UNMATCHED = Say(
     ),
     infeasible=True,
 )
+LABEL_FALLBACK = Say(
+    "label_fallback",
+    Edge.WAITS_ON,
+    lambda f: (
+        f"{f.subject} has label_selector {quoted(f['selector'])}, which no alive node matches, nor does its "
+        f"fallback_strategy {quoted(f['fallback'])} (infeasible: the nodes have "
+        f"{', '.join(f['seen']) or 'none of these labels'})"
+    ),
+    infeasible=True,
+)
+LABEL_FALLBACK_USED = Say(
+    "label_fallback_used",
+    Edge.WAITS_ON,
+    lambda f: (
+        f"{f.subject}'s label_selector {quoted(f['selector'])} matches no alive node; its fallback_strategy "
+        f"{quoted(f['fallback'])} allows {f['nodes']} node(s)"
+    ),
+)
 LABEL_ONLY = Say(
     "label_only",
     Edge.WAITS_ON,
@@ -468,6 +486,32 @@ def label_matches(wanted: str, have: str | None) -> bool:
     return have == wanted
 
 
+def fallback_selectors(value: object) -> list[dict[str, str]]:
+    """The label selectors of a fallback_strategy, in order: Ray's options (``[{"label_selector": {...}}]``, or
+    ``{"options": [...]}`` as the State API may render it), each selector a plain dict or Ray's constraints
+    (``label_constraints``: key, operator, values; ``!`` for NOT_IN, ``in(a,b)`` for several values)."""
+    out: list[dict[str, str]] = []
+    options = value.get("options", [value]) if isinstance(value, dict) else value
+    for option in options if isinstance(options, list) else []:
+        selector = option.get("label_selector") if isinstance(option, dict) else None
+        if not isinstance(selector, dict):
+            continue
+        constraints = selector.get("label_constraints")
+        if isinstance(constraints, list):
+            plain = {}
+            for c in constraints:
+                values = [str(v) for v in c.get("label_values") or []] if isinstance(c, dict) else []
+                if not isinstance(c, dict) or not values:
+                    continue
+                joined = values[0] if len(values) == 1 else f"in({','.join(values)})"
+                negated = "NOT" in str(c.get("operator") or "")
+                plain[str(c.get("label_key"))] = ("!" if negated else "") + joined
+            out.append(plain)
+        else:
+            out.append({str(k): str(v) for k, v in selector.items()})
+    return [s for s in out if s]
+
+
 def selected_nodes(g: Graph, selector: dict[str, str]) -> set[str]:
     """The alive nodes whose labels satisfy every entry of ``selector``."""
     return {
@@ -501,22 +545,31 @@ def constrained_wait(g: Graph, who: str, row: Row, self_key: str) -> list[Link]:
     need = {k: num(v) for k, v in (row.get("required_resources") or {}).items()}
     only = None
     wanted = ", ".join(f"{k}={v}" for k, v in selector.items())
+    fell_back = None
     if selector:
         only = selected_nodes(g, selector)
+        fallbacks = fallback_selectors(row.get("fallback_strategy"))
+        fallback = "; ".join(", ".join(f"{k}={v}" for k, v in f.items()) for f in fallbacks)
+        if not only and fallbacks:
+            only = set().union(*(selected_nodes(g, f) for f in fallbacks))
+            fell_back = LABEL_FALLBACK_USED(who, selector=wanted, fallback=fallback, nodes=len(only))
         if not only:
+            keys = set(selector).union(*fallbacks)
             seen = sorted(
                 {
                     f"{k}={v}"
                     for n in g.nodes.values()
                     if n.get("state") == "ALIVE"
                     for k, v in (n.get("labels") or {}).items()
-                    if k in selector
+                    if k in keys
                 }
             )
+            if fallbacks:
+                return [LABEL_FALLBACK(who, selector=wanted, fallback=fallback, seen=seen[:NAMES_SHOWN])]
             return [LABEL_UNMATCHED(who, selector=wanted, seen=seen[:NAMES_SHOWN])]
     links = resource_wait(g, who, need, self_key, only=only)
     if selector and links:
-        links.insert(0, LABEL_ONLY(who, nodes=len(only or ()), selector=wanted))
+        links.insert(0, fell_back or LABEL_ONLY(who, nodes=len(only or ()), selector=wanted))
     env = runtime_env_of(row)
     if links and links[-1].say is FREE_NOW and any(env.get(k) for k in INSTALLING):
         links[-1] = ENV_SETTING_UP(who, links[-1].text, fields=runtime_env_fields(env))

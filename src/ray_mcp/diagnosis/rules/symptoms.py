@@ -20,7 +20,7 @@ from ray_mcp.diagnosis.facts import (
     mask,
     said,
 )
-from ray_mcp.diagnosis.graph import Graph, Row, ago, names, num
+from ray_mcp.diagnosis.graph import Graph, Row, ago, failure_restarts, names, num
 from ray_mcp.diagnosis.recognise import exc_quote, exception_line
 from ray_mcp.diagnosis.registry import On, ended, rule
 from ray_mcp.diagnosis.rules.lifecycle import BENIGN, CANCELLED_TASKS, ENDED_ON_REQUEST
@@ -163,7 +163,7 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
     for row in g.actors.values():
         if job_id and row.get("job_id") != job_id:
             continue
-        restarts = int(num(row.get("num_restarts")))
+        restarts = failure_restarts(row)
         state = row.get("state")
         if state == "DEAD":
             links = ended(On.ACTOR_END, g, row, 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ray_mcp.diagnosis.facts import LOOP, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, num, one_line, span
+from ray_mcp.diagnosis.graph import Graph, Row, failure_restarts, num, one_line, span
 from ray_mcp.diagnosis.recognise import Crash, Exit, crash, worker_exit
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import LOG_QUOTE_LINE_CHARS, MESSAGE_HEAD_CHARS, QUOTE_CHARS, QUOTE_LINES
@@ -134,7 +134,9 @@ RESTART_LOOP = Say(
     "restart_loop",
     Edge.ENDED_BY,
     lambda f: (
-        f"{f.subject} restarted {f['restarts']} time(s){_every(f['times'])}; "
+        f"{f.subject} restarted {f['restarts']} time(s){_every(f['times'])}"
+        + (f" (and {f['preempted']} more after node preemption)" if f.get("preempted") else "")
+        + "; "
         + (
             "the memory monitor killed its worker each time"
             if f["why"].memory_kill
@@ -239,7 +241,16 @@ def restart_loop(g: Graph, row: Row) -> Chain:
         LOOP,
         Kind.RESTART_LOOP,
         IN_RESTART_LOOP(label, state=row.get("state")),
-        [RESTART_LOOP(label, quote, restarts=int(num(row.get("num_restarts"))), times=times, why=why)],
+        [
+            RESTART_LOOP(
+                label,
+                quote,
+                restarts=failure_restarts(row),
+                preempted=int(num(row.get("num_restarts_due_to_node_preemption"))),
+                times=times,
+                why=why,
+            )
+        ],
         [step.format(actor_id=aid) for step in restart_loop.next_steps],
         row.get("job_id"),
         {f"actor:{aid}"},

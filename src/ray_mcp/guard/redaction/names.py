@@ -12,6 +12,10 @@ SECRET_KEY = re.compile(
     r"(?i)(secret|passw(or)?d|passphrase|credential|authorization|cookie|(^|[_.-])(token|api[_-]?key|key|auth)$)"
 )
 
+# Ray's own fields that match the pattern and hold no secret: a label selector's constraint names the node label
+# it tests (``label_key``: "zone", "ray.io/gpu-domain"); masked, every occurrence of that label name would go.
+NOT_SECRET_KEYS = frozenset({"label_key"})
+
 
 def is_secret_key(key: object) -> bool:
     """A field whose value is a secret. Confirmation tokens are not: the agent must be able to send them back."""
@@ -20,7 +24,7 @@ def is_secret_key(key: object) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _is_secret_name(key: str) -> bool:
-    return not key.startswith("confirm") and SECRET_KEY.search(key) is not None
+    return not key.startswith("confirm") and key not in NOT_SECRET_KEYS and SECRET_KEY.search(key) is not None
 
 
 def secret_values(obj: Any) -> set[str]:

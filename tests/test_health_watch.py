@@ -1,0 +1,142 @@
+"""The cluster's health, live: ray://cluster/health reads cluster_health's answer; its subscribers (a 2025 session
+and a 2026 listen stream) hear once when a problem appears: a job that fails, a node that dies.
+
+The cluster is this module's own (a head and a worker joined with `ray start --address`, tests/test_multi_node.py's
+LocalWorker), since the worker is stopped by its pids halfway: run it with `ray-slot --all`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from tests.conftest import joined, local_head
+from tests.support import call, submit, wait_until
+from tests.test_live import Updates, read_text
+from tests.test_multi_node import WORKER_RESOURCES, LocalWorker, worker_id
+
+from ray_mcp.cluster import LocalHead
+from ray_mcp.server.build import build_server
+from ray_mcp.server.context import DEFAULT_CLUSTER
+from ray_mcp.server.health_watch import HEALTH_URI, HealthWatch
+from ray_mcp.settings import Settings
+
+pytestmark = [pytest.mark.live, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[tuple[LocalHead, LocalWorker]]:
+    with local_head(num_cpus=1) as head:
+        spec = LocalWorker(
+            num_cpus=1, resources=json.dumps(WORKER_RESOURCES), head_gcs_address=head.gcs_address
+        )
+        with joined(spec) as worker:
+            yield head, worker
+
+
+async def rounds_pass(watch: HealthWatch, n: int) -> None:
+    """Wait until the poller has made ``n`` more rounds (what "nothing more was notified" is checked over)."""
+    target = watch.rounds + n
+    with anyio.fail_after(120):
+        while watch.rounds < target:
+            await anyio.sleep(0.1)
+
+
+async def notified(updates: Updates, listened: list[Any], before: tuple[int, int]) -> None:
+    with anyio.fail_after(180):
+        while len(updates.uris) == before[0] or len(listened) == before[1]:
+            await anyio.sleep(0.1)
+
+
+async def test_subscribers_hear_once_when_a_job_fails_and_when_a_node_dies(two_nodes) -> None:
+    head, worker = two_nodes
+    server = build_server(Settings(address=head.dashboard_url))
+    watchers = server.health_watchers
+    updates, listened = Updates(), []
+    try:
+        async with Client(server, mode="legacy", message_handler=updates) as legacy, Client(server) as modern:
+            await worker_id(legacy)  # the worker has joined: its death is news later, not now
+            await legacy.subscribe_resource(HEALTH_URI)  # answered once the baseline round is in
+            async with modern.listen(resource_subscriptions=[HEALTH_URI]) as subscription:
+                assert watchers.watched == {DEFAULT_CLUSTER: 2}  # one poller for both subscribers
+                watch = watchers.watch_of(DEFAULT_CLUSTER)
+                assert watch is not None and watch.notified == 0
+
+                async def listen() -> None:
+                    async for event in subscription:
+                        listened.append(event)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(listen)
+                    job = await submit(legacy, entrypoint="python -c \"raise SystemExit('watch-boom')\"")
+                    await wait_until(legacy, job, {"FAILED"})
+                    await notified(updates, listened, (0, 0))
+                    text = await read_text(legacy, HEALTH_URI)
+                    assert job in text and "appeared" in text and "failed_jobs" in text, text[-1500:]
+                    await rounds_pass(watch, 2)
+                    assert (len(updates.uris), len(listened), watch.notified) == (1, 1, 1)
+
+                    worker.stop()  # the worker node dies (its processes, by pid)
+                    await notified(updates, listened, (1, 1))
+                    text = await read_text(legacy, HEALTH_URI)
+                    assert "node_died" in text and "DEAD" in text, text[-1500:]
+                    await rounds_pass(watch, 2)
+                    assert (len(updates.uris), len(listened), watch.notified) == (2, 2, 2)
+                    assert set(updates.uris) == {HEALTH_URI}
+                    tg.cancel_scope.cancel()
+            await legacy.unsubscribe_resource(HEALTH_URI)
+            with anyio.fail_after(30):  # the last subscriber left: the poller stops
+                while watchers.watched or not (watch.task and watch.task.done()):
+                    await anyio.sleep(0.05)
+            await call(legacy, "list_jobs")  # the server still serves
+    finally:
+        await server.app.aclose()
+
+
+async def test_a_firing_prometheus_alert_is_part_of_the_health_and_notified_when_it_fires_and_clears(
+    ray_cluster, tmp_path
+) -> None:
+    from tests.prometheus import alerting_prometheus
+    from tests.rules import lacking
+
+    from ray_mcp.local_prometheus import prometheus_binary
+
+    if prometheus_binary() is None:
+        lacking("prometheus", "install Debian's package: apt install prometheus")
+    import time
+
+    # Fires from 20 s after now until 40 s after now: after the baseline, and clears while watched.
+    start = time.time() + 20
+    rule = {
+        "alert": "RayWatchTestAlert",
+        "expr": f"vector(time()) > {start:.0f} and vector(time()) < {start + 20:.0f}",
+        "labels": {"severity": "critical"},
+        "annotations": {"summary": "the head is on fire (a test)"},
+    }
+    with alerting_prometheus(tmp_path / "prom", [rule]) as url:
+        server = build_server(Settings(address=ray_cluster.dashboard_url, prometheus=url))
+        watchers, updates = server.health_watchers, Updates()
+        try:
+            async with Client(server, mode="legacy", message_handler=updates) as client:
+                await client.subscribe_resource(HEALTH_URI)
+                watch = watchers.watch_of(DEFAULT_CLUSTER)
+                assert watch is not None and not any("alert" in k for k in watch.problems or {})
+
+                async def next_read() -> str:  # the session head may change for other reasons too
+                    with anyio.fail_after(120):
+                        await updates.next()
+                    return await read_text(client, HEALTH_URI)
+
+                while "RayWatchTestAlert" not in (text := await next_read()):
+                    pass
+                assert "Firing Prometheus alerts" in text and "the head is on fire" in text, text[-1500:]
+                assert "appeared (severity 90, alert)" in text
+                while "cleared (alert)" not in (text := await next_read()):
+                    pass
+                assert "Firing Prometheus alerts" not in text, text[-1500:]
+        finally:
+            await server.app.aclose()

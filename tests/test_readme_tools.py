@@ -12,7 +12,7 @@ from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
 # Each switch that changes what tools/list offers; every combination is built.
-SWITCHES = ("read_only", "allow_destructive", "kubernetes_tools", "metrics_tools")
+SWITCHES = ("read_only", "allow_destructive", "kubernetes_tools", "metrics_tools", "profiling_tools")
 
 
 def readme_tools() -> set[str]:

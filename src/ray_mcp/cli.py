@@ -114,6 +114,12 @@ def _parser() -> OneLineParser:
         default=None,
         help="List get_metrics even with no Prometheus configured (it asks the dashboard, else reads nodes now).",
     )
+    parser.add_argument(
+        "--profiling-tools",
+        action="store_true",
+        default=None,
+        help="List memory_profile and gpu_profile (the head needs RAY_DASHBOARD_ENABLE_PROFILING=1, memray).",
+    )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument(
         "--stack-source",

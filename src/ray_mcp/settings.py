@@ -211,6 +211,11 @@ class Settings(BaseSettings):
         default=None,
         description="Path of py-spy (default: beside this Python, then the PATH).",
     )
+    profiling_tools: bool = Field(
+        default=False,
+        description='List memory_profile and gpu_profile (toolset "profiling": the dashboard\'s memray and GPU '
+        "routes) for a cluster ray-mcp did not start; the embedded cluster lists them anyway.",
+    )
 
     # -- Kubernetes (a k8s:// address: KubeRay) -----------------------------------------------------------
     kubeconfig: Path | None = Field(

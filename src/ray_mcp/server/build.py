@@ -64,6 +64,8 @@ TOOL_AREAS = (
     "topology",
     "train",
     "stacks",
+    "memory_profile",
+    "gpu_profile",
     "objects",
     "events",
     "metrics",

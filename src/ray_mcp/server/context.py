@@ -276,6 +276,13 @@ class App:
         embedded = self.settings.address is None and self.settings.embedded != "never"
         return embedded and not self.multi_cluster and prometheus_binary() is not None
 
+    @property
+    def profiling(self) -> bool:
+        """Are memory_profile and gpu_profile offered (toolset "profiling"): --profiling-tools, or ray-mcp may
+        start its embedded cluster (whose head it starts with the profiling routes on)."""
+        embedded = self.settings.address is None and self.settings.embedded != "never"
+        return self.settings.profiling_tools or (embedded and not self.multi_cluster)
+
     def known_dashboard_url(self, name: str) -> str | None:
         """The dashboard URL of a cluster by name once it has been found (None before: nothing is waited for)."""
         connection = self.connections.get(name)

@@ -156,6 +156,13 @@ MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 SERVE_PROBLEMS = 5  # problems quoted from the dashboard's rejection of a Serve config
+SERVE_DECISIONS = 5  # autoscaling decisions shown per deployment, newest first
+SERVE_METRICS_SHOWN = 8  # autoscaler metrics shown per deployment (autoscaling_detail.metrics)
+SERVE_AUTOSCALER_ERRORS = 3  # autoscaler errors quoted per deployment
+# lines read from the end of the Serve controller's log for its decisions (Ray 2.60 leaves autoscaling_detail null)
+SERVE_CONTROLLER_LOG_LINES = 2_000
+SERVE_CONTROLLER_LOG_BYTES = 400_000
+SERVE_CONTROLLER_LAG_S = 1.0  # the controller's event loop wakes this much late: it is overloaded
 
 # -- the secret registry (guard/redaction/) ------------------------------------------------------------------
 

@@ -165,6 +165,13 @@ MAX_REPLICAS_SHOWN = 10  # replicas of one deployment
 SERVE_ERROR_CHARS = 1500  # the error of a failing application or deployment
 FAILING_DEPLOYMENTS_WITH_LOGS = 3
 SERVE_PROBLEMS = 5  # problems quoted from the dashboard's rejection of a Serve config
+SERVE_DECISIONS = 5  # autoscaling decisions shown per deployment, newest first
+SERVE_METRICS_SHOWN = 8  # autoscaler metrics shown per deployment (autoscaling_detail.metrics)
+SERVE_AUTOSCALER_ERRORS = 3  # autoscaler errors quoted per deployment
+# lines read from the end of the Serve controller's log for its decisions (Ray 2.60 leaves autoscaling_detail null)
+SERVE_CONTROLLER_LOG_LINES = 2_000
+SERVE_CONTROLLER_LOG_BYTES = 400_000
+SERVE_CONTROLLER_LAG_S = 1.0  # the controller's event loop wakes this much late: it is overloaded
 
 # -- the secret registry (guard/redaction/) ------------------------------------------------------------------
 
@@ -354,6 +361,17 @@ STACK_VERDICT_CHARS = 300  # the verdict line of stack_traces: where the process
 STACK_VERDICT_GROUPS = 3  # groups of stacks named in it, the likeliest culprit first
 STACK_FAILURES_KEPT = 3  # processes that could not be sampled, named when the answer is over its budget
 ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor
+
+# -- memory and GPU profiles (memory_profile, gpu_profile) ---------------------------------------------------
+
+# seconds memray stays attached (Ray's route accepts 1..RAY_DASHBOARD_PROFILING_MAX_DURATION_S, 60 by default)
+MEMORY_PROFILE_S = Bound(default=5, low=1, high=30)
+MEMORY_ALLOCATORS = Bound(default=10, low=1, high=40)  # allocating lines listed, by own size
+MEMORY_LEAKS_SHOWN = 5  # project lines named as leak candidates
+MEMORY_STACK_FRAMES = 6  # frames of the largest allocation's stack
+MEMORY_SLACK_S = 60.0  # on top of a memory profile's duration: memray attaches (gdb) and renders its report
+GPU_PROFILE_STEPS = Bound(default=4, low=1, high=20)  # optimizer steps a Torch GPU trace covers
+GPU_PROFILE_TIMEOUT_S = 300.0  # waiting for those steps: a training step may take minutes
 
 # -- the object store (summarize_objects) and cluster events (list_events) ----------------------------------
 OBJECT_GROUPS = Bound(default=15, low=1, high=200)  # holders (call site x owner) listed, largest first

@@ -11,6 +11,7 @@ from ray_mcp.answers.data import Data
 from ray_mcp.answers.events import Events
 from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.logs import Logs
+from ray_mcp.answers.memory import MemoryProfiles
 from ray_mcp.answers.metrics import Metrics
 from ray_mcp.answers.nodes import Nodes
 from ray_mcp.answers.objects import Objects
@@ -78,7 +79,8 @@ class RayAPI:
         self.placement_groups = placement_groups = PlacementGroups(src, nodes)
         self.logs = logs = Logs(src, jobs, nodes, secrets, local_logs=local_logs)
         self.serve = serve = Serve(src, logs, secrets)
-        self.stacks = Stacks(src, jobs, nodes, source=stack_source, py_spy=py_spy)
+        self.stacks = stacks = Stacks(src, jobs, nodes, source=stack_source, py_spy=py_spy)
+        self.profiles = MemoryProfiles(stacks)
         self.topology = Topology(src, jobs, placement_groups, serve)
         self.train = Train(src.routes)
         self.objects = Objects(src, secrets)

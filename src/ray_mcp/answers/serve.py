@@ -12,12 +12,14 @@ from ray_mcp import models
 from ray_mcp.answers.logs import Logs, LogSource
 from ray_mcp.answers.secrets import JobSecrets
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
-from ray_mcp.limits import LINE_CHARS, SERVE_PROBLEMS
+from ray_mcp.limits import LINE_CHARS, SERVE_CONTROLLER_LOG_BYTES, SERVE_CONTROLLER_LOG_LINES, SERVE_PROBLEMS
 from ray_mcp.shaping.serve import (
+    Decisions,
     build_serve_status,
     config_without_app,
     declared_serve_apps,
     failing_deployments,
+    log_decisions,
     merge_serve_config,
 )
 from ray_mcp.sources import scope
@@ -50,9 +52,43 @@ class Serve:
             if isinstance(raw, Mapping) and (deleting or raw.get("status") != "DELETING")
         }
 
+    async def decisions(
+        self, details: Mapping[str, Any]
+    ) -> tuple[tuple[Decisions, dict[tuple[str, str], float]] | None, str | None]:
+        """The autoscaling decisions the Serve controller logged, per (app, deployment), when a deployment
+        autoscales and Ray leaves its autoscaling_detail empty (Ray 2.60's controller never fills it); else
+        (None, why they are unknown)."""
+        deployments = [
+            d
+            for a in (details.get("applications") or {}).values()
+            if isinstance(a, Mapping)
+            for d in (a.get("deployments") or {}).values()
+            if isinstance(d, Mapping)
+        ]
+        if not any(
+            (d.get("deployment_config") or {}).get("autoscaling_config") and not d.get("autoscaling_detail")
+            for d in deployments
+        ):
+            return None, None
+        controller = details.get("controller_info") or {}
+        node_id, path = controller.get("node_id"), str(controller.get("log_file_path") or "").lstrip("/")
+        if not node_id or not path:
+            return None, "Ray reports neither autoscaling_detail nor the Serve controller's log file"
+        source = LogSource(
+            {"node_id": node_id, "filename": path}, f"Serve controller log {path}", node_id, path, None
+        )
+        try:
+            section = await self.logs.tail_source(
+                source, lines=SERVE_CONTROLLER_LOG_LINES, max_bytes=SERVE_CONTROLLER_LOG_BYTES
+            )
+        except RayMCPError as exc:
+            return None, f"the Serve controller's log {path} could not be read ({exc})"
+        return log_decisions(section.lines), None
+
     async def status(self, *, app: str | None, log_lines: int) -> models.ServeStatus:
         details = await self.details()
-        status = build_serve_status(details, app=app)
+        logged, unknown = await self.decisions(details)
+        status = build_serve_status(details, app=app, logged=logged, unknown=unknown)
         if app is not None and not status.apps:
             names = ", ".join(sorted(details.get("applications") or {})) or "none"
             where = "applications" if status.running else "Serve is not running, so none"

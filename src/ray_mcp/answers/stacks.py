@@ -62,6 +62,7 @@ class Proc:
     node_ip: str | None
     role: str  # how it is grouped, as the cluster names it: actor class, "task f", "driver", "pid 123"
     driver: bool = False
+    task: tuple[str, int] | None = None  # (task id, attempt): the dashboard reads it by task, without the pid
 
     @property
     def node(self) -> str:
@@ -122,7 +123,7 @@ class Stacks:
         order = []
         if self.source in ("auto", "dashboard") and enabled is not False:
             order.append("dashboard")
-        if self.source in ("auto", "py-spy") and local:
+        if self.source in ("auto", "py-spy") and local and proc.pid:
             order.append("py-spy")
         if order:
             return order, ""
@@ -157,7 +158,7 @@ class Stacks:
                         sample.dump = await self._dashboard_dump(proc)
                     else:
                         sample.dump = await self._local_dump(proc)
-                    sample.source = source
+                    sample.source = "dashboard-task" if source == "dashboard" and proc.task else source
                     sample.error = None
                     sample.elapsed_s = time.monotonic() - started
                     return sample
@@ -186,7 +187,13 @@ class Stacks:
 
     async def _dashboard_dump(self, proc: Proc) -> stacks.ProcessDump:
         timeout_s = max(self.sources.dashboard.timeout_s, DUMP_TIMEOUT_S)
-        answer = await self.routes.worker_traceback(proc.pid, self._node_of(proc), timeout_s=timeout_s)
+        if proc.task is not None:
+            task_id, attempt = proc.task
+            answer = await self.routes.task_traceback(
+                task_id, attempt, self._node_of(proc), timeout_s=timeout_s
+            )
+        else:
+            answer = await self.routes.worker_traceback(proc.pid, self._node_of(proc), timeout_s=timeout_s)
         text = self._answered(answer)
         try:
             return stacks.parse_dump_text(text, proc.pid)
@@ -228,13 +235,8 @@ class Stacks:
             for source in order:
                 try:
                     if source == "dashboard":
-                        answer = await self.routes.cpu_profile(
-                            proc.pid,
-                            self._node_of(proc),
-                            duration_s=duration_s,
-                            timeout_s=duration_s + PROFILE_SLACK_S,
-                        )
-                        raw = self._answered(answer)
+                        raw = self._answered(await self._dashboard_profile(proc, duration_s))
+                        source = "dashboard-task" if proc.task else source
                     else:
                         raw = await self._local_profile(proc, duration_s)
                     return raw, source
@@ -243,6 +245,17 @@ class Stacks:
                 except RayMCPError as exc:
                     errors.append(f"{source}: {exc}")
         raise RayRequestFailed(f"Could not profile pid {proc.pid} on node {proc.node}: {'; '.join(errors)}.")
+
+    async def _dashboard_profile(self, proc: Proc, duration_s: int) -> Answer:
+        timeout_s = duration_s + PROFILE_SLACK_S
+        if proc.task is not None:
+            task_id, attempt = proc.task
+            return await self.routes.task_cpu_profile(
+                task_id, attempt, self._node_of(proc), duration_s=duration_s, timeout_s=timeout_s
+            )
+        return await self.routes.cpu_profile(
+            proc.pid, self._node_of(proc), duration_s=duration_s, timeout_s=timeout_s
+        )
 
     async def _local_profile(self, proc: Proc, duration_s: int) -> str:
         py_spy = self._py_spy()
@@ -337,16 +350,20 @@ class Stacks:
                 "it has no stack. A PENDING task waits for resources or arguments: diagnose_job says which."
             )
         name = str(row.get("name") or row.get("func_or_class_name") or "?")
+        pid = int(row.get("worker_pid") or 0)
+        role = f"task {name}"
         if row.get("actor_id"):
             actor = await self.state.actor(str(row["actor_id"]))
             if actor is not None:
-                return self._actor_proc(actor, ip)
-        pid = int(row.get("worker_pid") or 0)
-        if not pid:
+                pid, role = pid or int(actor.get("pid") or 0), str(actor.get("class_name"))
+        if not pid and await self.profiling_enabled() is False:
             raise RayRequestFailed(
-                f"Ray does not report the worker pid of task {task_id}; retry in a second."
+                f"Ray does not report the worker pid of task {task_id} yet, and the dashboard's profiling "
+                f"routes (which find it by task id) are off; retry in a second, or {PROFILING_FIX}."
             )
-        return Proc(pid, row.get("node_id"), ip(row.get("node_id")), f"task {name}")
+        attempt_number = int(row.get("attempt_number") or 0)
+        node_id = row.get("node_id")
+        return Proc(pid, node_id, ip(node_id), role, task=(task_id, attempt_number))
 
     async def _job_procs(self, job: str, ip: Any) -> list[Proc]:
         details = await self.jobs.details(job)

@@ -157,6 +157,9 @@ class LogTarget(Target):
         self.check_ids()
 
 
+ONE_PROCESS_TOOLS = ("cpu_profile", "memory_profile", "gpu_profile")  # they profile one process, never a job
+
+
 def target_kind(
     *,
     job: str | None,
@@ -169,11 +172,11 @@ def target_kind(
     """Which processes the caller means; InvalidArgument unless exactly one target is given (pid needs node)."""
     given = [n for n, v in (("job", job), ("actor_id", actor_id), ("task_id", task_id), ("pid", pid)) if v]
     usage = "Give exactly one of: job (a submission id or job id), actor_id, task_id, or pid + node."
-    if tool == "cpu_profile":
+    if tool in ONE_PROCESS_TOOLS:
         usage = "Give exactly one of: actor_id, task_id, or pid + node (one process)."
         if job:
             raise InvalidArgument(
-                "cpu_profile samples one process, not a whole job. Call stack_traces with job=... to see the "
+                f"{tool} profiles one process, not a whole job. Call stack_traces with job=... to see the "
                 f"job's processes, then profile one of them by actor_id or pid + node. {usage}"
             )
     return one_target(given, node, f"{tool} needs one target", usage, ("pid",))

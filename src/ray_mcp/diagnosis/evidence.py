@@ -355,6 +355,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
     ev.status = status.model_dump(mode="json") if status is not None else None
     ev.serve = serve
+    ev.serve_decisions = await _serve_decisions(api, serve)
     ev.unchecked = [c for c, sources in CHECKS.items() if any(getattr(ev, s) is None for s in sources)]
     await asyncio.gather(
         _platform(api, ev),
@@ -465,6 +466,21 @@ async def _serve(api: RayAPI, ev: GraphInputs) -> None:
         ev.serve = await api.serve.details()
     except Exception as exc:
         ev.unreadable.append(f"the Serve applications: {failure(exc)}")
+    ev.serve_decisions = await _serve_decisions(api, ev.serve)
+
+
+async def _serve_decisions(api: RayAPI, serve: Row | None) -> list[Row] | None:
+    """The autoscaling decisions the Serve controller logged, as rows (None: none to read, or unreadable)."""
+    if not serve:
+        return None
+    logged, _unknown = await api.serve.decisions(serve)
+    if logged is None:
+        return None
+    return [
+        {"app": app, "deployment": dep, **d.model_dump(mode="json")}
+        for (app, dep), decisions in logged[0].items()
+        for d in decisions
+    ]
 
 
 async def _holders(api: RayAPI, ev: GraphInputs) -> None:

@@ -69,6 +69,9 @@ class Kind(StrEnum):
     # the cluster's own state
     SERVE = "serve"  # a Serve application or deployment that is not healthy
     SERVE_LOOP = "serve_loop"  # Serve replicas replaced in a loop
+    SERVE_SCALING = (
+        "serve_scaling"  # a deployment's autoscaler: its latest decision, or replicas it cannot get
+    )
     MEMORY = "memory"  # a node's memory or object store under pressure
     OBJECT_STORE = "object_store"  # the object store near full or spilling, and who holds it
     FAILED_JOBS = "failed_jobs"  # jobs that failed recently

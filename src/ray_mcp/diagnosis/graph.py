@@ -61,6 +61,9 @@ class GraphInputs:
     related_actors: list[Row] = field(default_factory=list)  # looked up by name or pid (other jobs)
     worker_logs: dict[str, list[str]] = field(default_factory=dict)  # "<node_id>:<pid>" -> stderr tail
     serve: Row | None = None  # /api/serve/applications/ as Ray returns it
+    # the autoscaling decisions the Serve controller logged (Ray 2.60 leaves autoscaling_detail null), newest
+    # first: {app, deployment, at, prev_replicas, new_replicas, reason, source}
+    serve_decisions: list[Row] | None = None
     status: Row | None = None  # cluster_status (models.ClusterStatus as JSON): memory use, pending demands
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)

@@ -435,6 +435,45 @@ class ServeReplica(BaseModel):
     node_ip: str | None = None
 
 
+class ServeScalingDecision(BaseModel):
+    """One decision of a deployment's autoscaler: from how many replicas to how many, when and why."""
+
+    at: str = Field(description="When: UTC from autoscaling_detail, or the controller log's own time stamp.")
+    prev_replicas: int
+    new_replicas: int
+    reason: str = Field(description="Ray's reason, or the load the controller logged with the decision.")
+    policy: str | None = None
+    source: str = Field(description="autoscaling_detail, or the Serve controller's log.")
+
+
+class ServeAutoscaling(BaseModel):
+    """What the deployment's autoscaler reports: its direction, recent decisions, the health of its metrics."""
+
+    status: str | None = Field(default=None, description="UPSCALING, DOWNSCALING or STABLE.")
+    decisions: list[ServeScalingDecision] = Field(default_factory=list, description="Newest first.")
+    decisions_total: int = 0
+    ongoing_requests: float | None = Field(
+        default=None, description="Requests ongoing across the replicas at the last decision (Ray's count)."
+    )
+    metrics_health: str | None = Field(default=None, description="healthy, delayed or unavailable.")
+    metrics: dict[str, object] | None = None
+    errors: list[str] = Field(default_factory=list)
+    unknown: str | None = Field(default=None, description="Why the decisions are unknown, when they are.")
+
+
+class ServeController(BaseModel):
+    """The Serve controller: where it runs and how its control loop keeps up (Ray's health metrics)."""
+
+    node_id: str | None = None
+    state: str | None = Field(default=None, description="ok, or lagging: its event loop wakes late.")
+    loops_per_second: float | None = None
+    loop_mean_s: float | None = None
+    loop_max_s: float | None = None
+    event_loop_delay_s: float | None = None
+    last_loop_age_s: float | None = Field(default=None, description="Seconds since its last control loop.")
+    asyncio_tasks: int | None = None
+
+
 class ServeDeployment(BaseModel):
     name: str
     status: str
@@ -459,6 +498,7 @@ class ServeDeployment(BaseModel):
     )
     log_tail: list[str] | None = Field(default=None, description="Last lines of a failing replica's log.")
     log_source: str | None = None
+    autoscaling: ServeAutoscaling | None = None
 
 
 class ServeApp(BaseModel):
@@ -473,7 +513,7 @@ class ServeApp(BaseModel):
 
 class ServeStatus(BaseModel):
     running: bool = Field(description="False when Serve is not started on this cluster.")
-    controller_node_id: str | None = None
+    controller: ServeController | None = None
     proxies: dict[str, str] = Field(default_factory=dict, description="Proxy status per node id.")
     http: str | None = Field(default=None, description="host:port the Serve proxies listen on.")
     apps_total: int = 0

@@ -29,7 +29,10 @@ class StackGroup(BaseModel):
 class StackTraces(BaseModel):
     target: str
     verdict: str = Field(description="Where the processes are, in one line.")
-    source: str = Field(description="dashboard (/worker/traceback), py-spy (local), or both.")
+    source: str = Field(
+        description="dashboard (/worker/traceback), dashboard-task (/task/traceback: a task found by its id, "
+        "no pid needed), py-spy (local), or several joined by +."
+    )
     processes_total: int = Field(description="Processes of the target (driver, actors, task workers).")
     processes_sampled: int
     processes_failed: int
@@ -56,9 +59,61 @@ class HotFunction(BaseModel):
 class CpuProfile(BaseModel):
     target: str
     verdict: str
-    source: str
+    source: str = Field(description="dashboard, dashboard-task (/task/cpu_profile, by task id) or py-spy.")
     duration_s: float
     samples: int = Field(description="Samples taken while the process was on CPU (100 per second).")
     functions: list[HotFunction]
     hottest_stack: list[str] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list)
+
+
+class MemoryAllocator(BaseModel):
+    """One allocating line: the bytes allocated there (own) and under it (total), as memray counted them."""
+
+    function: str
+    file: str
+    line: int
+    own_bytes: int = Field(description="Bytes allocated by this line itself.")
+    total_bytes: int = Field(description="Bytes allocated by this line and every call under it.")
+    allocations: int = Field(description="Allocations made by this line itself.")
+    project: bool = Field(description="True for project (user) code, False for Ray, libraries, stdlib.")
+
+
+class LeakCandidate(BaseModel):
+    """A project line under which memory was still held when memray detached (leaks_only)."""
+
+    where: str = Field(description="file:line in function: the innermost project frame of the held memory.")
+    held_bytes: int
+    allocations: int
+
+
+class MemoryProfile(BaseModel):
+    target: str
+    verdict: str
+    source: str = Field(description="dashboard (/memory_profile: memray attached on the worker's node).")
+    mode: str = Field(
+        description="peak: what was allocated at the peak of the window; leaks: what was still held at its end."
+    )
+    duration_s: float
+    total_bytes: int = Field(description="Bytes in the report (at the peak, or still held at the end).")
+    allocations: int
+    allocators: list[MemoryAllocator] = Field(description="Allocating lines, by own bytes.")
+    allocators_total: int = Field(description="Allocating lines in the report.")
+    leak_candidates: list[LeakCandidate] = Field(
+        default_factory=list, description="leaks mode: project lines under which memory stayed held."
+    )
+    largest_stack: list[str] = Field(
+        default_factory=list, description="The stack of the largest allocating line, innermost first."
+    )
+    warning: str | None = Field(default=None, description="Ray's warning (another task shares the worker).")
+    hints: list[str] = Field(default_factory=list)
+
+
+class GpuProfile(BaseModel):
+    target: str
+    verdict: str
+    gpu: bool | None = Field(description="Whether the worker's node has a GPU (null: unknown).")
+    steps: int = Field(description="Optimizer steps the trace covers.")
+    trace_file: str | None = Field(default=None, description="The Torch (Chrome) trace file on the node.")
+    node_ip: str | None = None
     hints: list[str] = Field(default_factory=list)

@@ -69,6 +69,8 @@ TOOL_AREAS = (
     "topology",
     "train",
     "stacks",
+    "memory_profile",
+    "gpu_profile",
     "objects",
     "events",
     "metrics",

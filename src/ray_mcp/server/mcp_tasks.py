@@ -68,6 +68,8 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_TOOLS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "wait_for_job": lambda _arguments: True,
     "cpu_profile": lambda _arguments: True,
+    "memory_profile": lambda _arguments: True,
+    "gpu_profile": lambda _arguments: True,
     "tail_logs": lambda arguments: bool(arguments.get("follow_s")),
 }
 JOB_TASK_PREFIX = "job:"  # job:<sealed cluster and submission id>.<HMAC>

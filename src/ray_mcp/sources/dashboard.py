@@ -40,6 +40,7 @@ class Answer:
 
     status: int
     text: str
+    location: str | None = None  # where a redirect points (/worker/gpu_profile answers one to its trace file)
 
     def json(self) -> Any:
         """The body as JSON; ValueError when it is not."""
@@ -109,7 +110,7 @@ class Dashboard:
         async def read() -> Answer:
             with dashboard_errors(self.dashboard_url, what, timeout):
                 response = await self.http.get(path, params=params, timeout=timeout)
-                return Answer(response.status_code, response.text)
+                return Answer(response.status_code, response.text, response.headers.get("location"))
 
         if not shared:
             return await read()

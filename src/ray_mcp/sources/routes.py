@@ -115,10 +115,78 @@ class Routes:
             "/worker/cpu_profile", pid, node_id, timeout_s, duration=str(duration_s), format="raw"
         )
 
+    async def task_traceback(self, task_id: str, attempt: int, node_id: str, *, timeout_s: float) -> Answer:
+        """The stacks of the worker that runs one task attempt (Ray 2.60's ``/task/traceback``: the head finds
+        the attempt's worker itself, so no pid is needed; 500 when the attempt is not RUNNING)."""
+        return await self._task_profiling("/task/traceback", task_id, attempt, node_id, timeout_s)
+
+    async def task_cpu_profile(
+        self, task_id: str, attempt: int, node_id: str, *, duration_s: int, timeout_s: float
+    ) -> Answer:
+        """One task attempt's CPU profile over ``duration_s`` (``/task/cpu_profile``), as raw collapsed stacks."""
+        return await self._task_profiling(
+            "/task/cpu_profile", task_id, attempt, node_id, timeout_s, duration=str(duration_s), format="raw"
+        )
+
+    async def memory_profile(
+        self,
+        *,
+        node_id: str,
+        pid: int | None = None,
+        task: tuple[str, int] | None = None,
+        duration_s: int,
+        leaks: bool,
+        native: bool,
+        timeout_s: float,
+    ) -> Answer:
+        """memray attached to one worker (``pid``) or one task attempt's worker (``task``: id, attempt) for
+        ``duration_s`` (``/memory_profile``), its report as memray's ``flamegraph`` page (HTML with the frame
+        tree as JSON: each line's own bytes and the bytes under it; the ``table`` report names only the innermost
+        frame). 500 with memray's words when memray is missing on the node or cannot attach."""
+        params = {
+            "node_id": node_id,
+            "duration": str(duration_s),
+            "format": "flamegraph",
+            "leaks": "1" if leaks else "0",
+            "native": "1" if native else "0",
+            "trace_python_allocators": "1",  # pymalloc allocations too: a list of small objects is a leak
+        }
+        if task is not None:
+            params |= {"task_id": task[0], "attempt_number": str(task[1])}
+            what = f"/memory_profile of task {task[0]} attempt {task[1]}"
+        else:
+            params["pid"] = str(pid)
+            what = f"/memory_profile of pid {pid}"
+        return await self.dashboard.get_answer(
+            "/memory_profile", what=what, params=params, timeout_s=timeout_s, shared=False
+        )
+
+    async def gpu_profile(self, pid: int, node_id: str, *, steps: int, timeout_s: float) -> Answer:
+        """A Torch GPU trace of one worker over ``steps`` optimizer steps (``/worker/gpu_profile``): a 302 whose
+        location is the log API's download of the trace file on the node (not followed: the file is a whole
+        Chrome trace); 500 with Ray's words when the node has no GPU or the worker is not training with Torch."""
+        return await self._profiling(
+            "/worker/gpu_profile", pid, node_id, timeout_s, num_iterations=str(steps)
+        )
+
     async def _profiling(self, path: str, pid: int, node_id: str, timeout_s: float, **extra: str) -> Answer:
         params = {"pid": str(pid), "node_id": node_id, "native": "0", **extra}
         return await self.dashboard.get_answer(
             path, what=f"{path} of pid {pid}", params=params, timeout_s=timeout_s, shared=False
+        )
+
+    async def _task_profiling(
+        self, path: str, task_id: str, attempt: int, node_id: str, timeout_s: float, **extra: str
+    ) -> Answer:
+        params = {
+            "task_id": task_id,
+            "attempt_number": str(attempt),
+            "node_id": node_id,
+            "native": "0",
+            **extra,
+        }
+        return await self.dashboard.get_answer(
+            path, what=f"{path} of task {task_id}", params=params, timeout_s=timeout_s, shared=False
         )
 
     async def train_runs(self) -> Answer:

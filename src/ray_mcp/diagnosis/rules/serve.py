@@ -5,11 +5,12 @@ loop), replicas that cannot start, and a Serve app the driver failed to deploy. 
 
 from __future__ import annotations
 
-from ray_mcp.diagnosis.facts import CONTEXT, LOOP, STUCK, Chain, Edge, Kind, Link, Say, said
+from ray_mcp.diagnosis.facts import CONTEXT, INFO, LOOP, PROBLEM, STUCK, Chain, Edge, Kind, Link, Say, said
 from ray_mcp.diagnosis.graph import Graph, Row, one_line
 from ray_mcp.diagnosis.recognise import HEALTH_CHECK, SERVE_APP_FAILED, SERVE_ERROR, exc_quote, exception_line
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import QUOTE_CHARS, SHORT_CAUSE_CHARS
+from ray_mcp.shaping.serve import serve_autoscaling, unscheduled
 from ray_mcp.text import quoted
 
 SERVE_DOC = "ray-docs://reference/06-ray-serve"
@@ -71,6 +72,24 @@ DRIVER_DEPLOYMENT = Say(
     ),
 )
 DRIVER_APP = Say("driver_app", Edge.ENDED_BY, said("Serve app '{app}' is {status}: {why}"))
+# A deployment's autoscaler, in its own decisions: "scaled 5 → 2 at 14:05 because ...", and "wants 8, held at 3".
+SCALED = Say(
+    "serve_scaled",
+    Edge.ENDED_BY,
+    lambda f: (
+        f"Serve app {quoted(f['app'])} deployment {quoted(f['deployment'])} scaled {f['prev']} → {f['new']} "
+        f"at {f['at']} because {f['reason']}"
+        + (f" (policy {quoted(f['policy'])})" if f.get("policy") else "")
+    ),
+)
+HELD = Say(
+    "serve_held",
+    Edge.WAITS_ON,
+    lambda f: (
+        f"Serve app {quoted(f['app'])} deployment {quoted(f['deployment'])} wants {f['target']} replicas, held at "
+        f"{f['running']}: each replica needs {f['need']}, the cluster has {f['free']} free"
+    ),
+)
 
 
 def settings(config: Row, keys: tuple[str, ...]) -> str:
@@ -282,6 +301,88 @@ def serve_pending(g: Graph, chains: list[Chain]) -> list[Chain]:
         if c.what is not None:
             c.what.values["count"] = len(c.subjects)
     return [c for c in merged.values() if not c.subjects <= covered]
+
+
+def scaling_chains(g: Graph) -> list[Chain]:
+    """Each autoscaling deployment's autoscaler: replicas it wants and the cluster cannot place (Ray's message
+    says what each needs and what is free), else its latest decision (Ray's autoscaling_detail, or the line
+    its controller logged)."""
+    apps = (g.ev.serve or {}).get("applications") or {}
+    logged: dict[tuple[str, str], list[Row]] = {}
+    for row in g.ev.serve_decisions or []:
+        logged.setdefault((str(row.get("app")), str(row.get("deployment"))), []).append(row)
+    out: list[Chain] = []
+    for app, raw in apps.items():
+        for name, dep in (raw.get("deployments") or {}).items():
+            subject = {f"serve:{app}:{name}"}
+            steps = [f"serve_status app={app}"]
+            running = sum(1 for r in dep.get("replicas") or [] if r.get("state") == "RUNNING")
+            target = dep.get("target_num_replicas")
+            held = unscheduled(str(dep.get("message") or ""))
+            if isinstance(target, int) and running < target and held is not None:
+                link = HELD(
+                    "",
+                    one_line(str(dep.get("message")), QUOTE_CHARS),
+                    app=app,
+                    deployment=name,
+                    target=target,
+                    running=running,
+                    need=held[1],
+                    free=held[2],
+                )
+                out.append(
+                    Chain(
+                        PROBLEM,
+                        Kind.SERVE_SCALING,
+                        None,
+                        [link],
+                        [*steps, "cluster_status"],
+                        subjects=subject,
+                    )
+                )
+                continue
+            rows = logged.get((app, name)) or []
+            decided = serve_autoscaling(dep, None, None, None)  # Ray's autoscaling_detail, where it fills it
+            if decided is not None and decided.decisions:
+                rows = [decided.decisions[0].model_dump()]
+            if not rows:
+                continue
+            latest = rows[0]
+            link = SCALED(
+                app=app,
+                deployment=name,
+                prev=latest["prev_replicas"],
+                new=latest["new_replicas"],
+                at=latest["at"],
+                reason=latest["reason"],
+                policy=latest.get("policy"),
+                source=latest["source"],
+            )
+            out.append(Chain(INFO, Kind.SERVE_SCALING, None, [link], steps, subjects=subject))
+    return out
+
+
+@rule(On.CLUSTER, Kind.SERVE_SCALING, order=32, refs=(SERVE_DOC,), reads=("serve", "serve_decisions"))
+def serve_scaling(g: Graph, chains: list[Chain]) -> list[Chain]:
+    """Each autoscaling deployment's latest decision ("scaled 3 → 1 at 14:04 because 0 requests ongoing"), or
+    the replicas it wants and cannot get ("wants 8, held at 3": what each needs, what is free)."""
+    covered = set().union(*(c.subjects for c in chains)) if chains else set()
+    return [c for c in scaling_chains(g) if not c.subjects <= covered]
+
+
+@rule(On.JOB, Kind.SERVE_SCALING, order=51, reads=("serve", "serve_decisions", "actors"))
+def job_scaling(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:
+    """The autoscaler decisions of the Serve apps this job deployed."""
+    if not job_id:
+        return []
+    mine = {
+        str(a.get("class_name")).split(":")[1]
+        for a in g.actors.values()
+        if a.get("job_id") == job_id
+        and str(a.get("class_name") or "").startswith("ServeReplica:")
+        and str(a.get("class_name")).count(":") >= 2
+    }
+    return [c for c in scaling_chains(g) if any(s.split(":")[1] in mine for s in c.subjects)]
 
 
 def serve_failure(g: Graph, text: str) -> list[Link]:

@@ -113,6 +113,13 @@ def serve_ray_mcp_http(settings: Settings, **injected: Any) -> Iterator[str]:
     """ray-mcp's real HTTP stack (uvicorn, the bearer guard, the session shares, the SDK's streamable HTTP app)
     in a thread of this process, on a free loopback port, so that build_server's fault injection (a stand-in
     dashboard) still applies; yields the MCP endpoint's URL."""
+    with serving_ray_mcp_http(settings, **injected) as (url, _server):
+        yield url
+
+
+@contextlib.contextmanager
+def serving_ray_mcp_http(settings: Settings, **injected: Any) -> Iterator[tuple[str, Any]]:
+    """serve_ray_mcp_http, yielding the server too (to look at what it holds without sending it a request)."""
     import asyncio
 
     from ray_mcp.server.transport import http_config
@@ -136,7 +143,7 @@ def serve_ray_mcp_http(settings: Settings, **injected: Any) -> Iterator[str]:
         time.sleep(0.02)
     assert http.started, "ray-mcp's HTTP server did not start"
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", server
     finally:
         http.should_exit = True
         thread.join(30)

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from mcp import Client
 
+from ray_mcp.guard import audit
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 
@@ -91,3 +92,16 @@ async def test_every_write_and_destructive_tools_write_ahead_record_names_its_ta
                     )
     finally:
         await server.app.aclose()
+
+
+def test_the_outcome_of_a_call_is_the_kind_its_decision_set_never_read_from_its_text() -> None:
+    """A result whose text happens to start like one of our refusals (here a job's own output, quoted) is an
+    ordinary outcome; "dry_run" and "declined" come only from the confirmation's decision."""
+    started = {"targets": {}, "cluster": {}, "outcome": "started"}
+    lookalike = {"content": [{"type": "text", "text": "Not done yet (nothing changed): printed by the job"}]}
+    assert audit.finish_record(started, audit.AuditNotes(), 0.1, lookalike)["outcome"] == "ok"
+    assert audit.finish_record(started, audit.AuditNotes(outcome="dry_run"), 0.1, {})["outcome"] == "dry_run"
+    declined = audit.AuditNotes(outcome="declined")
+    assert audit.finish_record(started, declined, 0.1, {"content": []})["outcome"] == "declined"
+    failed = {"isError": True, "content": [{"type": "text", "text": "No such job"}]}
+    assert audit.finish_record(started, declined, 0.1, failed)["outcome"] == "error"

@@ -88,6 +88,25 @@ async def log_line(client: Client, job: str, needle: str, deadline_s: float = 18
             await anyio.sleep(1)
 
 
+async def join_alive(client: Client, worker: LocalWorker, resource: str, attempts: int = 2) -> None:
+    """Spawn ``worker`` and wait until its node (the one with ``resource``) is ALIVE.
+
+    Under load a raylet can miss Ray's 30 s registration window and exit: that is the machine, not what these
+    tests check, so such a start is retried once. A worker that never registers fails here, with Ray's words,
+    instead of as a driver that waits for its actor.
+    """
+    for attempt in range(attempts):
+        worker.spawn()
+        with anyio.fail_after(180):
+            while worker.process is not None and worker.process.poll() is None:
+                nodes = (await call_ok(client, "cluster_status", {})).structured_content["nodes"]
+                if any(n["state"] == "ALIVE" and resource in n.get("resources", {}) for n in nodes):
+                    return
+                await anyio.sleep(1)
+        if attempt + 1 == attempts:
+            pytest.fail(f"the worker node never registered: {worker.failure_cause()}")
+
+
 async def until(client: Client, job: str, predicate, deadline_s: float = 120) -> tuple[dict, str]:
     """Diagnose until the answer satisfies ``predicate`` (Ray's state lags by a second or two)."""
     with anyio.fail_after(deadline_s):
@@ -436,9 +455,9 @@ async def test_a_node_death_is_the_cause_of_the_actor_it_took_down(
     mcp: Client, head: LocalHead, tmp_path: Path
 ) -> None:
     worker = LocalWorker(num_cpus=1, resources=json.dumps({"spot": 1}), head_gcs_address=head.gcs_address)
-    worker.spawn()
     sid = ""
     try:
+        await join_alive(mcp, worker, "spot")
         sid = await run(mcp, tmp_path, NODE_DEATH, end=False)
         await log_line(mcp, sid, "ready 0", 360)
         nodes = (await call_ok(mcp, "cluster_status", {})).structured_content["nodes"]
@@ -737,8 +756,8 @@ async def test_work_bound_by_hard_node_affinity_to_a_dead_node_names_that_node_a
     mcp: Client, head: LocalHead, tmp_path: Path
 ) -> None:
     worker = LocalWorker(num_cpus=1, resources=json.dumps({"disk": 1}), head_gcs_address=head.gcs_address)
-    worker.spawn()
     try:
+        await join_alive(mcp, worker, "disk")
         gone = await worker_node(mcp)
     finally:
         worker.stop()
@@ -837,9 +856,9 @@ async def test_a_node_drained_while_work_runs_on_it_is_named_as_drained_when_it_
     """Ray 2.60 shows a drain only once the node is DEAD (its death info); while it drains, the node is ALIVE
     with no state message in every dashboard source."""
     worker = LocalWorker(num_cpus=1, resources=json.dumps({"spot": 1}), head_gcs_address=head.gcs_address)
-    worker.spawn()
     sid = ""
     try:
+        await join_alive(mcp, worker, "spot")
         sid = await run(mcp, tmp_path, NODE_DEATH, end=False)  # an actor on the spot node, called in a loop
         await log_line(mcp, sid, "ready 0", 360)
         spot = await worker_node(mcp)

@@ -41,6 +41,25 @@ def test_a_taken_actor_name_names_the_detached_holder_and_its_ended_job() -> Non
     assert "replay_buffer" in line and "detached" in line and "07000000" in line and "SUCCEEDED" in line, line
 
 
+def test_a_namesake_in_another_namespace_is_not_named_as_the_holder() -> None:
+    """Ray keys a name by its namespace: the error names "training", so the actor of that name in "eval" holds
+    nothing here, and the one in "training" does."""
+    taken = TAKEN.replace("namespace=None", "namespace=training")
+    elsewhere = actor(
+        "d" * 32, "ReplayBuffer", "05000000", "ALIVE", name="replay_buffer", ray_namespace="eval"
+    )
+    ev = evidence([elsewhere])
+    ev.driver_lines = [*ev.driver_lines[:-1], taken]
+    line = causal.verdict_line(*causal.explain_job(ev)[:2])
+    assert "no actor holds it now" in line and "05000000" not in line, line
+    holder = actor(
+        "b" * 32, "ReplayBuffer", "07000000", "ALIVE", name="replay_buffer", ray_namespace="training"
+    )
+    ev.related_actors = [elsewhere, holder]
+    line = causal.verdict_line(*causal.explain_job(ev)[:2])
+    assert "07000000" in line and "05000000" not in line, line
+
+
 def test_a_taken_name_with_no_holder_left_says_so_rather_than_guessing() -> None:
     dead = actor("c" * 32, "ReplayBuffer", "07000000", "DEAD", name="replay_buffer")
     phrase, chains, _ = causal.explain_job(evidence([dead]))

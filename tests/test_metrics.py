@@ -296,7 +296,8 @@ async def test_a_serve_deployment_that_gets_slower_is_a_step_up_in_its_latency(
             assert requests["last"] > 0
             assert check_against_raw(prometheus, answer) >= 3
     finally:
-        with driver_with_args(ray_cluster.gcs_address, f"from ray import serve\nserve.delete({app!r})\n"):
+        # Shut Serve down, not only the app: test_serve's first test needs a session cluster without Serve.
+        with driver_with_args(ray_cluster.gcs_address, "from ray import serve\nserve.shutdown()\n"):
             pass
 
 

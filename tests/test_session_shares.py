@@ -18,8 +18,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from tests.support import serve_ray_mcp_http
+from tests.support import serve_ray_mcp_http, serving_ray_mcp_http
 
+from ray_mcp import sdk_private
 from ray_mcp.settings import Settings
 
 INITIALIZE = {
@@ -100,6 +101,19 @@ async def test_sessions_that_made_no_request_are_closed_after_the_grace_and_used
                 while await is_open(http, url, bare) or await is_open(http, url, handshaken):
                     await anyio.sleep(0.2)
             assert await request(http, url, used) == 200  # the same grace passed for it: still open
+
+
+async def test_an_unused_session_is_closed_after_its_grace_even_when_no_other_request_comes() -> None:
+    """The grace is kept by a timer, not only by the next request: here no request follows the initialize,
+    and the session manager's own table is watched directly."""
+    with serving_ray_mcp_http(settings(session_unused_timeout_s=1.0), gcs_lookup=None) as (url, server):
+        async with peer("127.0.0.1") as http:
+            bare = await open_session(http, url, handshake=False)
+            table = sdk_private.open_sessions(server.session_manager)
+            assert bare in table
+            with anyio.fail_after(30):
+                while bare in table:
+                    await anyio.sleep(0.2)
 
 
 async def test_a_client_at_its_share_gives_up_its_longest_idle_session_and_others_keep_theirs(

@@ -37,7 +37,9 @@ async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(
 ) -> None:
     tag = uuid.uuid4().hex[:6]
     with driver(ray_cluster.gcs_address, TASKS.format(tag=tag), f"tasks-{tag}", timeout_s=300):
-        with anyio.fail_after(120):
+        # 5,000 tasks reach the State API in a few seconds on a quiet machine; a loaded CI runner took over
+        # 120 s, so the deadline is the driver's own (nothing here measures speed).
+        with anyio.fail_after(280):
             while True:
                 result = await client.call_tool("summarize_tasks", {})
                 assert not result.is_error, result.content

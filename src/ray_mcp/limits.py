@@ -417,3 +417,8 @@ CHART_DPI = 80  # 480 px wide: a small image in a client's context
 CHART_LABEL_CHARS = 40  # a series' name in the chart's legend
 CHART_TITLE_CHARS = 100  # the chart's title (the verdict's start)
 WHY_CHARS = 200  # why there is no history, in a verdict (the whole reason is in a note)
+
+# How often unused HTTP sessions are swept when no request arrives to sweep them (a quarter of the grace,
+# within these bounds): often enough to free a slot soon after its grace, rarely enough to cost nothing.
+SESSION_SWEEP_MIN_S = 0.25
+SESSION_SWEEP_MAX_S = 5.0

@@ -40,9 +40,9 @@ async def describe(
     kind, status = str(obj["kind"]), obj.get("status") or {}
     cluster_name = cluster_of(obj)
     raycluster = await _cluster(kube, cluster_name) if cluster_name else None
-    pod_objs = await kube.pods(cluster_name) if cluster_name else []
-    pods = [pod_state(p) for p in pod_objs]
     details: list[str] = []
+    pod_objs = await _own_pods(kube, cluster_name, raycluster, details) if cluster_name else []
+    pods = [pod_state(p) for p in pod_objs]
     submitters: list[PodState] = []
     pending: tuple[dict[str, Any] | None, list[PodState]] | None = None
     live: str | None = None
@@ -69,9 +69,10 @@ async def describe(
         active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
         pending_name = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
         if pending_name:
+            pending_rc = await _cluster(kube, pending_name)
             pending = (
-                await _cluster(kube, pending_name),
-                [pod_state(p) for p in await kube.pods(pending_name)],
+                pending_rc,
+                [pod_state(p) for p in await _own_pods(kube, pending_name, pending_rc, details)],
             )
         pending_ready = bool(
             pending and pending[0] and (pending[0].get("status") or {}).get("state") == "ready"
@@ -269,6 +270,22 @@ async def _cluster_owners(target: RayTarget) -> dict[str, str | None]:
         rc = await _cluster(target.kube, name)
         owners[name] = str((rc or {}).get("metadata", {}).get("uid") or "") or None
     return owners
+
+
+async def _own_pods(
+    kube: Kube, cluster: str, raycluster: dict[str, Any] | None, details: list[str]
+) -> list[dict[str, Any]]:
+    """The RayCluster's pods: labelled as its and controlled by it (pod_owner, the rule kuberay_logs' scope
+    uses). A pod that only carries the label is not shown as one of its pods, and the answer says so."""
+    uid = str(((raycluster or {}).get("metadata") or {}).get("uid") or "") or None
+    labelled = await kube.pods(cluster)
+    own = [p for p in labelled if pod_owner(p, {cluster: uid}, None)]
+    if others := [str((p.get("metadata") or {}).get("name")) for p in labelled if p not in own]:
+        details.append(
+            f"{len(others)} pod(s) carry RayCluster {cluster}'s label but KubeRay does not control them (no "
+            f"owner reference to it), so they are not counted as its pods: {', '.join(others[:5])}."
+        )
+    return own
 
 
 def pod_owner(pod: dict[str, Any], clusters: dict[str, str | None], rayjob: str | None) -> str | None:

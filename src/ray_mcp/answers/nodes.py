@@ -31,14 +31,18 @@ class Nodes:
     async def version(self) -> dict[str, Any]:
         return await self.routes.version()
 
-    async def cluster_status(self, *, max_nodes: int) -> models.ClusterStatus:
-        """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows."""
+    async def cluster_status(self, *, max_nodes: int, groups_read: int | None = None) -> models.ClusterStatus:
+        """Nodes, resource use, pending demands and autoscaler state: what ``ray status`` shows.
+
+        ``groups_read``: the caller lists every placement group (up to that many, with detail) in the same call,
+        so the pending ones are counted from that list, which the call's read scope shares, instead of from a
+        read of their own (cluster_health: one request fewer)."""
         notes: list[str] = []
         version, nodes, status, pending_pgs = await gather(
             self.version(),
             self.state.nodes(),
             self.routes.cluster_status(),
-            self._pending_placement_groups(),
+            self._pending_placement_groups(groups_read),
         )
         summary = await self._host_usage(notes, nodes["result"])
         note_unknown_use(status, notes)
@@ -54,8 +58,14 @@ class Nodes:
             notes=notes,
         )
 
-    async def _pending_placement_groups(self) -> int:
-        """How many placement groups are PENDING (the State API's exact count of one filtered list)."""
+    async def _pending_placement_groups(self, groups_read: int | None) -> int:
+        """How many placement groups are PENDING: counted in the caller's whole list when it holds every group,
+        else the State API's exact count of one filtered list."""
+        if groups_read is not None:
+            listed = await self.state.placement_groups(limit=groups_read, detail=True)
+            rows = listed["result"]
+            if int(listed.get("total") or 0) <= len(rows):
+                return sum(1 for row in rows if row.get("state") == "PENDING")
         found = await self.state.placement_groups(filters=[("state", "=", "PENDING")], limit=1, detail=False)
         return int(found.get("num_filtered") or 0)
 

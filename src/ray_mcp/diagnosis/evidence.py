@@ -330,7 +330,11 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
         _actors(api, ev),
         _tasks(api, ev),
         _cluster_wide(api, ev),
-        checked(ev, api.nodes.cluster_status(max_nodes=HEALTH_NODES), "the cluster status"),
+        checked(
+            ev,
+            api.nodes.cluster_status(max_nodes=HEALTH_NODES, groups_read=CLUSTER_ROWS_READ),
+            "the cluster status",
+        ),
         checked(ev, api.serve.details(), "Serve"),
     )
     tasks = None if tasks is None else [*tasks, *(pending or [])]

@@ -35,7 +35,7 @@ Row = dict[str, Any]
 # Ray's driver worker ids are the job id followed by f's (JobID + WorkerID::FromDriver).
 DRIVER_WORKER = re.compile(r"^(?P<job>[0-9a-f]{8})f{48}$")
 # ray.exceptions.ActorAlreadyExistsError: "The name replay_buffer (namespace=None) is already taken."
-NAME_TAKEN = re.compile(r"The name (?P<name>\S+) \(namespace=[^)]*\) is already taken")
+NAME_TAKEN = re.compile(r"The name (?P<name>\S+) \(namespace=(?P<namespace>[^)]*)\) is already taken")
 OWNER_REF = re.compile(
     r"[Oo]wner worker ID: (?P<worker>[0-9a-f]{56})(?:, owner node ID: (?P<node>[0-9a-f]{56}))?"
     r"(?:, owner address: (?P<addr>[\d.]+):\d+)?"

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -173,6 +173,9 @@ class AuditNotes:
     targets: dict[str, Any] = field(default_factory=dict)
     created: dict[str, Any] = field(default_factory=dict)
     cluster_url: str | None = None
+    # Set by the confirmation's decision when nothing was done: "dry_run" (a token was handed out) or
+    # "declined" (the user said no). A kind set where the rule decides it, never read back from our text.
+    outcome: Literal["dry_run", "declined"] | None = None
 
 
 AUDIT_NOTES: ContextVar[AuditNotes | None] = ContextVar("ray_mcp_audit_notes", default=None)
@@ -183,6 +186,7 @@ def note_audit(
     targets: dict[str, Any] | None = None,
     created: dict[str, Any] | None = None,
     cluster_url: str | None = None,
+    outcome: Literal["dry_run", "declined"] | None = None,
 ) -> None:
     """Add to the current call's record (called from inside a write or destructive tool)."""
     notes = AUDIT_NOTES.get()
@@ -192,6 +196,8 @@ def note_audit(
     notes.created.update(created or {})
     if cluster_url is not None:
         notes.cluster_url = cluster_url
+    if outcome is not None:
+        notes.outcome = outcome
 
 
 def whole_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -260,7 +266,7 @@ def finish_record(
     if error is not None:
         out.update(outcome="error", error=type(error).__name__)
         return out
-    out["outcome"] = call_outcome(result)
+    out["outcome"] = call_outcome(result, notes)
     if out["outcome"] == "error":
         message = " ".join(_texts(result))
         if len(message) > AUDIT_ERROR_CHARS:
@@ -277,13 +283,10 @@ def _texts(result: HandlerResult) -> list[str]:
     return [str(c.get("text", "")) for c in data.get("content") or [] if isinstance(c, dict)]
 
 
-def call_outcome(result: HandlerResult) -> str:
+def call_outcome(result: HandlerResult, notes: AuditNotes) -> str:
     data = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result or {}
     if data.get("isError"):
         return "error"
     if data.get("inputRequests"):  # 2026-07-28: this round asks the user; the next one carries the answer
         return "asking_user"
-    texts = _texts(result)
-    if any(t.startswith("Not done yet") for t in texts):
-        return "dry_run"
-    return "declined" if any(t.startswith("Not done (") for t in texts) else "ok"
+    return notes.outcome or "ok"

@@ -37,6 +37,7 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.guard.audit import note_audit
 from ray_mcp.limits import CONFIRM_TOKEN_TTL_S
 
 # Per process, unless replicas share one (share_secret): a token must be honoured by the replica it reaches.
@@ -230,9 +231,11 @@ def decide(pending: Pending, confirm: str | None, answer: ElicitationResult[Appr
         if is_confirmed(pending, confirm):
             return Decision(True)
         token = token_for(pending.binding, ttl_s=pending.ttl_s)
+        note_audit(outcome="dry_run")
         return Decision(False, dry_run_text(pending, token, pending.ttl_s), token)
     if isinstance(answer, AcceptedElicitation) and answer.data.proceed:
         return Decision(True)
+    note_audit(outcome="declined")
     how = "said no" if isinstance(answer, AcceptedElicitation) else f"{answer.action}d the confirmation"
     where = f" {pending.cluster.describe()}" if pending.cluster else ""
     return Decision(

@@ -34,8 +34,26 @@ class KubeEvent(BaseModel):
     last_seen: str | None = None
 
 
+# The classes of what the Kubernetes layer shows wrong: each finding's verdict, and a KubeStatus's verdict when
+# it has findings. The one list of them (shaping/kuberay.py makes them, diagnosis/kubernetes.py ranks them).
+KubeVerdict = Literal[
+    "unschedulable",
+    "image pull failing",
+    "stuck in init",
+    "OOMKilled",
+    "evicted",
+    "pod failed",
+    "crash looping",
+    "no pods",
+    "status disagrees",
+    "RayJob failed",
+    "upgrade stuck",
+    "serve app failing",
+]
+
+
 class KubeFinding(BaseModel):
-    verdict: str
+    verdict: KubeVerdict
     text: str
     pod: str | None = None
     group: str | None = None

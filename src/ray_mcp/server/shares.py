@@ -23,12 +23,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import RayMCPError
+from ray_mcp.limits import SESSION_SWEEP_MAX_S as SWEEP_MAX_S
+from ray_mcp.limits import SESSION_SWEEP_MIN_S as SWEEP_MIN_S
 
 log = logging.getLogger("ray_mcp")
 
@@ -148,6 +151,14 @@ class SessionShares:
         self._busy: dict[str, int] = {}  # session id -> its POST and DELETE requests in progress
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":  # the app's whole life: sweep unused sessions while it runs
+            async with anyio.create_task_group() as sweeping:
+                sweeping.start_soon(self._sweep)
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    sweeping.cancel_scope.cancel()
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -222,6 +233,15 @@ class SessionShares:
     async def _close(self, session: str) -> None:
         self._forget(session)
         await sdk_private.close_session(self.manager, session)
+
+    async def _sweep(self) -> None:
+        """Close unused sessions on a timer too: on a server that gets no other request, a bare ``initialize``
+        would otherwise hold its slot until the next request arrives (every request also sweeps)."""
+        period = min(max(self.unused_timeout_s / 4, SWEEP_MIN_S), SWEEP_MAX_S)
+        while True:
+            await anyio.sleep(period)
+            self._forget_closed()
+            await self._close_unused()
 
     async def _close_unused(self) -> None:
         deadline = time.monotonic() - self.unused_timeout_s

@@ -123,23 +123,50 @@ NAME_FIELDS = frozenset(
 NAME_MAPS = frozenset({"applications", "deployments"})  # Serve's: a map keyed by app or deployment name
 
 
-def _checked(key: object, value: str) -> str:
-    if isinstance(key, str) and (key in ID_FIELDS or key in NAME_FIELDS or key.endswith(("_id", "Id"))):
+# The fields of Kubernetes objects that hold a name, an id or a one-word reason (besides those above): the API
+# server validates an object's own name, but not what a status, an event or an owner reference says.
+KUBE_FIELDS = frozenset(
+    {
+        "namespace",
+        "reason",
+        "kind",
+        "type",
+        "phase",
+        "image",
+        "imageID",
+        "containerID",
+        "uid",
+        "hostIP",
+        "podIP",
+        "serviceName",
+        "rayClusterName",
+        "generateName",
+        "apiVersion",
+        "resourceVersion",
+    }
+)
+
+
+def _checked(key: object, value: str, extra: frozenset[str]) -> str:
+    if isinstance(key, str) and (
+        key in ID_FIELDS or key in NAME_FIELDS or key in extra or key.endswith(("_id", "Id"))
+    ):
         return as_token(value)
     return value
 
 
-def plain_names(body: Any) -> Any:
+def plain_names(body: Any, extra: frozenset[str] = frozenset()) -> Any:
     """A dashboard answer with every id and name field checked (``as_token``), in place: an id of the wrong
     shape, or a name that is not one plain token, is quoted as data before any answer uses it, so none can start
-    a line of an answer or pose as a sentence of ours. Messages and commands are left as they are."""
+    a line of an answer or pose as a sentence of ours. Messages and commands are left as they are. ``extra``:
+    more such fields (``KUBE_FIELDS`` for a Kubernetes object)."""
     stack = [body]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             for key, value in list(node.items()):
                 if isinstance(value, str):
-                    checked = _checked(key, value)
+                    checked = _checked(key, value, extra)
                     if checked is not value:
                         node[key] = checked
                 elif isinstance(value, dict | list):

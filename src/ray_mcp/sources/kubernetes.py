@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NotFound, RayMCPError, RayRequestFailed
+from ray_mcp.sources.ids import KUBE_FIELDS, plain_names
 from ray_mcp.sources.kube_names import NameKind, checked
 
 if TYPE_CHECKING:
@@ -257,9 +258,11 @@ class Kube:
         kind = dict(RAY_KINDS)[plural]
         checked(name, NAME_KIND[plural])
         with kube_errors(f"{kind} {name!r} in namespace {self.namespace!r}", f"get on {plural}.ray.io"):
-            return dict(
-                await self.custom.get_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, plural, name, _request_timeout=self.timeout_s
+            return plain_kube(
+                dict(
+                    await self.custom.get_namespaced_custom_object(
+                        GROUP, VERSION, self.namespace, plural, name, _request_timeout=self.timeout_s
+                    )
                 )
             )
 
@@ -281,7 +284,7 @@ class Kube:
             body = await self.custom.list_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, plural, _request_timeout=self.timeout_s
             )
-        return list(body.get("items") or [])
+        return list(plain_kube(body).get("items") or [])
 
     async def list_page(
         self, plural: str, *, everywhere: bool, limit: int, token: str | None
@@ -306,7 +309,8 @@ class Kube:
                     **cont,
                 )
         meta = body.get("metadata") or {}
-        return list(body.get("items") or []), meta.get("continue") or None, meta.get("remainingItemCount")
+        items = list(plain_kube({"items": body.get("items") or []})["items"])
+        return items, meta.get("continue") or None, meta.get("remainingItemCount")
 
     async def pods_selected(self, selector: str, *, everywhere: bool, limit: int) -> list[dict[str, Any]]:
         """The pods a label selector of our own making selects (``key``, ``key=value`` terms of checked
@@ -333,7 +337,7 @@ class Kube:
     async def _raw(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         response = await call(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
         async with response:
-            return dict(json.loads(await _body(response)))
+            return plain_kube(dict(json.loads(await _body(response))))
 
     async def pods(self, cluster: str) -> list[dict[str, Any]]:
         """Every pod of a RayCluster (KubeRay labels them ray.io/cluster=<name>)."""
@@ -390,16 +394,18 @@ class Kube:
         """A JSON patch (its ``test`` ops make it fail, not clobber, if the object changed meanwhile)."""
         checked(name, NAME_KIND[plural])
         with kube_errors(f"patching {dict(RAY_KINDS)[plural]} {name!r}", f"patch on {plural}.ray.io"):
-            return dict(
-                await self.custom.patch_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    self.namespace,
-                    plural,
-                    name,
-                    patch,
-                    _content_type="application/json-patch+json",
-                    _request_timeout=self.timeout_s,  # type: ignore[call-arg]
+            return plain_kube(
+                dict(
+                    await self.custom.patch_namespaced_custom_object(
+                        GROUP,
+                        VERSION,
+                        self.namespace,
+                        plural,
+                        name,
+                        patch,
+                        _content_type="application/json-patch+json",
+                        _request_timeout=self.timeout_s,  # type: ignore[call-arg]
+                    )
                 )
             )
 
@@ -705,3 +711,9 @@ def _state_word(obj: dict[str, Any]) -> str:
         if status.get(key):
             return str(status[key])
     return "unknown"
+
+
+def plain_kube(body: dict[str, Any]) -> dict[str, Any]:
+    """A Kubernetes object (or list) with its names, ids and one-word reasons checked, in place (ids.plain_names):
+    the API server validates an object's own name, not what its status, events or references say."""
+    return dict(plain_names(body, KUBE_FIELDS))

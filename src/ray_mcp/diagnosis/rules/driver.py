@@ -223,7 +223,7 @@ def named(d: Raised) -> Chain | None:
     if m:
         return d.chain(Kind.NAMED_ACTOR, named_actor(d.g, m["name"]))
     m = NAME_TAKEN.search(d.traceback)
-    return d.chain(Kind.NAMED_ACTOR, name_holder(d.g, m["name"])) if m else None
+    return d.chain(Kind.NAMED_ACTOR, name_holder(d.g, m["name"], m["namespace"])) if m else None
 
 
 @rule(On.DRIVER, Kind.RAISED, order=60, reads=("driver_lines", "actors"))
@@ -370,10 +370,23 @@ def called_chain(g: Graph, caller: Chain, chains: Sequence[Chain]) -> Chain | No
     return None
 
 
-def name_holder(g: Graph, name: str) -> list[Link]:
+def name_holder(g: Graph, name: str, namespace: str) -> list[Link]:
     """Who holds the actor name the job tried to take: an actor still alive under it (often a detached one
-    left by an earlier job), with that job and how it ended."""
-    holders = [a for a in g.ev.related_actors if a.get("name") == name and a.get("state") != "DEAD"]
+    left by an earlier job), with that job and how it ended.
+
+    Ray names an actor by its name and namespace, so only an actor in the namespace the error names holds it.
+    Ray says ``namespace=None`` when the call named none: then it is the job's own, known from the job's
+    actors (when they all share one); a namesake elsewhere holds nothing here."""
+    if namespace in ("None", ""):
+        own = {str(a["ray_namespace"]) for a in g.ev.actors or [] if a.get("ray_namespace")}
+        namespace = own.pop() if len(own) == 1 else ""
+    holders = [
+        a
+        for a in g.ev.related_actors
+        if a.get("name") == name
+        and a.get("state") != "DEAD"
+        and (not namespace or a.get("ray_namespace") == namespace)
+    ]
     if not holders:
         return [NAME_TAKEN_FREE(name=name)]
     a = holders[0]

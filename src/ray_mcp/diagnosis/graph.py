@@ -63,6 +63,7 @@ class GraphInputs:
     serve: Row | None = None  # /api/serve/applications/ as Ray returns it
     status: Row | None = None  # cluster_status (models.ClusterStatus as JSON): memory use, pending demands
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
+    cluster_address: str | None = None  # this cluster's GCS address, read when the driver could not connect
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
     datasets: list[Row] | None = None  # a RUNNING job's Ray Data datasets (/api/data/datasets/{job_id})
     store: Row | None = (

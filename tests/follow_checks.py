@@ -56,7 +56,7 @@ def wrong_address(text: str) -> None:
 def async_blocking(text: str) -> None:
     """Pattern 4: the blocking get in an async actor, with Ray's warning; the starved call is not running."""
     v = verdict(text)
-    assert "Gateway" in v and "event loop is blocked" in v, text
+    assert "Gateway" in v and "blocks its own async event loop" in v, text
     head = first(text, 1200)
     assert "Gateway.refresh" in head and "fetch_weights" in head and "Gateway.health" in head, text
     assert "starved, not running" in head and "Using blocking ray.get inside async actor" in head, text

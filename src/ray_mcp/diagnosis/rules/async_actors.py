@@ -16,22 +16,22 @@ ASYNC_DOC = "ray-docs://reference/03-ray-core-actors"
 
 # Ray's warning (worker.py), forwarded to the driver's log with the actor's prefix "(Class pid=…)".
 BLOCKING_GET = re.compile(
-    r"\((?P<cls>[\w.]+) pid=(?P<pid>\d+)[^)]*\).*(?P<warning>Using blocking ray\.get inside async actor.*)"
+    r"\((?P<cls>[\w.]+) pid=(?P<pid>\d+)[^)]*\).*?(?P<warning>Using blocking ray\.get inside async actor\.[^.]*\.)"
 )
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 LOOP_BLOCKED = Say(
     "loop_blocked",
     Edge.WAITS_ON,
     lambda f: (
-        f"{f['actor']} is an async actor whose event loop is blocked: {f['blocker']} calls the blocking ray.get "
-        f"inside an async method"
-        + (f", waiting on {f['waits_on']}" if f["waits_on"] else "")
-        + (f" for {f['for']}" if f["for"] else "")
-        + "; nothing else runs on its loop until that returns"
-        + (f", so {f['starved']} (shown RUNNING) are starved, not running" if f["starved"] else "")
-        + ". Ray warned: "
+        f"{f['actor']} blocks its own async event loop: {f['blocker']} called the blocking ray.get"
+        + (f" on {f['waits_on']}" if f["waits_on"] else "")
+        + (f" ({f['for']})" if f["for"] else "")
+        + (f", so {f['starved']} (shown RUNNING) {f['are']} starved, not running" if f["starved"] else "")
+        + "; Ray warned: "
         + quoted(f["warning"], LOG_QUOTE_LINE_CHARS)
-        + ". Use `await ref` (or asyncio.gather) instead of ray.get"
+        + " Use `await ref` (or asyncio.gather) instead of ray.get"
     ),
 )
 
@@ -69,27 +69,40 @@ def blocked_loop(g: Graph, job_id: str | None, status: str, chains: list[Chain])
         if actor is None or actor.get("state") != "ALIVE":
             continue
         calls = _open_calls(g, str(actor.get("actor_id")))
-        open_ids = {str(t.get("task_id")) for t in calls}
-        children = {
-            str(t.get("parent_task_id")): t
+        # Work an actor submits names as its parent the call that submitted it or (an async actor's) the actor's
+        # creation task: either way, work called from inside this actor.
+        inside = {str(t.get("task_id")) for t in calls} | {
+            str(t.get("task_id"))
             for rows in g.attempts.values()
-            for t in [rows[-1]]
-            if str(t.get("parent_task_id") or "") in open_ids and t.get("state") not in ("FINISHED", "FAILED")
+            for t in rows[-1:]
+            if t.get("type") == "ACTOR_CREATION_TASK" and t.get("actor_id") == actor.get("actor_id")
         }
-        blocker = next((t for t in calls if str(t.get("task_id")) in children), None)
-        if blocker is None:
+        called = [
+            t
+            for rows in g.attempts.values()
+            for t in rows[-1:]
+            if str(t.get("parent_task_id") or "") in inside
+            and t.get("state") not in ("FINISHED", "FAILED")
+            and t.get("type") != "ACTOR_CREATION_TASK"
+        ]
+        if not calls or not called:
             continue
+        # The loop runs one call at a time: the one that blocked it is the first to have started; the calls
+        # after it never got the loop.
+        blocker = min(calls, key=lambda t: num(t.get("start_time_ms")) or num(t.get("creation_time_ms")))
+        children = {str(blocker.get("task_id")): called[0]}
         child = children[str(blocker.get("task_id"))]
         started = num(child.get("start_time_ms")) or num(child.get("creation_time_ms"))
         starved = [t for t in calls if t is not blocker]
         link = LOOP_BLOCKED(
             "",
-            m.group(0)[:LOG_QUOTE_LINE_CHARS],
+            ANSI.sub("", m.string.strip())[:LOG_QUOTE_LINE_CHARS],
             actor=g.actor_label(actor),
-            blocker=g.task_label(blocker),
-            waits_on=f"{g.task_label(child)} ({child.get('state')})",
-            **{"for": span((g.ev.now_ms - started) / 1000) if started else ""},
-            starved=names(g.task_label(t) for t in starved),
+            blocker=blocker.get("name"),
+            waits_on=str(child.get("name") or ""),
+            **{"for": f"{child.get('state')} {span((g.ev.now_ms - started) / 1000)}" if started else ""},
+            starved=names(str(t.get("name")) for t in starved),
+            are="is" if len(starved) == 1 else "are",
             warning=m["warning"],
         )
         subjects = {f"task:{t.get('task_id')}" for t in calls} | {f"actor:{actor.get('actor_id')}"}

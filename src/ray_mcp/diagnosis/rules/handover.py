@@ -35,7 +35,7 @@ READ_ONLY = re.compile(
     r"buffer source array is read-only|cannot set WRITEABLE flag"
 )
 # An operation on an ObjectRef where the user expected its value: a ref that arrived inside a container.
-REF_AS_VALUE = re.compile(r"(?:TypeError|AttributeError)[^\n]*'(?:ray\._raylet\.)?ObjectRef'")
+REF_AS_VALUE = re.compile(r"(?:TypeError|AttributeError)[^\n]*'(?:ray\.)?(?:_raylet\.)?ObjectRef'")
 
 UNSERIALISABLE = Say(
     "unserialisable",
@@ -54,23 +54,24 @@ ZERO_COPY = Say(
     "zero_copy_read_only",
     Edge.RAISED_IN,
     lambda f: (
-        f"{f['error']} in {f['name']}"
-        + (f" at {f['frame']}" if f["frame"] else "")
-        + ": Ray hands numpy arrays over from the object store zero-copy, so an argument (or ray.get result) "
-        "is a read-only view of shared memory; copy it before writing (arr = arr.copy(), or np.array(arr))"
+        f"{f['name']}{_at(f)} wrote to a read-only numpy array ({f['error']}): Ray hands arrays over from the "
+        "object store zero-copy, as read-only views of shared memory (large arguments, ray.get results); copy "
+        "before writing (arr = arr.copy())"
     ),
 )
 NESTED_REFS = Say(
     "nested_refs",
     Edge.RAISED_IN,
     lambda f: (
-        f"{f['error']} in {f['name']}"
-        + (f" at {f['frame']}" if f["frame"] else "")
-        + ": it got ObjectRefs, not their values: Ray resolves only refs passed as top-level arguments; refs "
-        "inside a list, dict or object arrive as refs. Pass them as separate arguments (f.remote(*refs)) or "
-        "call ray.get on them inside"
+        f"{f['name']}{_at(f)} got ObjectRefs, not their values ({f['error']}): Ray resolves only refs passed as "
+        "top-level arguments, not refs inside a list, dict or object; pass them as f.remote(*refs) or ray.get "
+        "them inside"
     ),
 )
+
+
+def _at(f: Link) -> str:
+    return f" at {f['frame']}" if f["frame"] else ""
 
 
 def _short(value: str) -> str:

@@ -69,6 +69,13 @@ def pg_self_deadlock(text: str) -> None:
     assert "Coordinator" in first(text, 1200) and "infeasible" not in first(text, 300), text
 
 
+def train_failure(text: str) -> None:
+    """Pattern 7: the user's exception Train recorded leads; the framework's actors it tore down do not."""
+    v = verdict(text)
+    assert "ValueError" in v and "NaN loss" in v, text
+    assert "RayTrainWorker" not in first(text, 300) and "TrainController" not in first(text, 300), text
+
+
 FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_unserialisable": unserialisable,
     "follow_missing_file": missing_file,
@@ -77,4 +84,5 @@ FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_wrong_address": wrong_address,
     "follow_async_blocking": async_blocking,
     "follow_pg_self_deadlock": pg_self_deadlock,
+    "follow_train_failure": train_failure,
 }

@@ -257,3 +257,37 @@ async def test_work_captured_into_a_group_its_own_actor_holds_is_a_self_deadlock
     client: Client, tmp_path: Path
 ) -> None:
     await scenario(client, tmp_path, "follow_pg_self_deadlock", PG_SELF_DEADLOCK, end=False, deadline_s=90)
+
+
+TRAIN_FAILURE = """\
+import os
+import tempfile
+
+import ray.train
+from ray.train import FailureConfig, RunConfig, ScalingConfig
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+
+def train_loop(config):
+    rank = ray.train.get_context().get_world_rank()
+    for step in range(3):
+        ray.train.report({"step": step})
+        if step == 1 and rank == 1:
+            raise ValueError(f"rank {rank} saw a NaN loss at step {step}")
+
+
+trainer = DataParallelTrainer(
+    train_loop,
+    scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.01}),
+    run_config=RunConfig(
+        name="follow_nan", storage_path=tempfile.mkdtemp(), failure_config=FailureConfig(max_failures=0)
+    ),
+)
+trainer.fit()
+"""
+
+
+async def test_a_failed_training_leads_with_the_users_exception_not_the_workers_train_tore_down(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_train_failure", TRAIN_FAILURE)

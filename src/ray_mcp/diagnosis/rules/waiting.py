@@ -3,6 +3,9 @@ wait-for graph of open tasks (a cycle is a deadlock), and what the driver is blo
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from ray_mcp.diagnosis.facts import CONTEXT, STUCK, Chain, Edge, Kind, Link, Say, said
 from ray_mcp.diagnosis.graph import Graph, Row, ago, amounts, ms_clock, names, num
 from ray_mcp.diagnosis.registry import On, ended, rule
@@ -270,15 +273,26 @@ SELF_DEADLOCK = Say(
     "pg_self_deadlock",
     Edge.WAITS_ON,
     lambda f: (
-        f"self-deadlock in {f['pg']}: {f['waiters']} captured into the group (child tasks inherit it) "
-        f"need{'s' if f['count'] == 1 else ''} {{{amounts(f.resources)}}} of it, but {f['holders']} "
+        f"self-deadlock in {f['pg']}: {f['waiters']} ({f['count']} task(s)) captured into the group (child tasks "
+        f"inherit it) need {{{amounts(f.resources)}}} each of it, but {f['holders']} "
         f"hold{'s' if f['one_holder'] else ''} the group's {{{f['held']}}} and {f['caller']} waits on "
         f"{'it' if f['count'] == 1 else 'them'}; "
-        "they can never start (not infeasible: the group is full of its own work). Schedule the children outside "
-        'the group (placement_group_capture_child_tasks=False, or scheduling_strategy="DEFAULT") or reserve '
-        "bundles for them"
+        "they can never start (not infeasible: the group is full of its own work)"
     ),
 )
+
+
+# A placement group's resources as Ray names them inside it ("CPU_group_<pg id>", "CPU_group_0_<pg id>") and its
+# bundles' own marker ("bundle_group_…"): the resource a bundle reserved, by its plain name.
+IN_GROUP = re.compile(r"_group_(?:\d+_)?[0-9a-f]+$")
+
+
+def _plain(resources: Mapping[str, object]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in resources.items():
+        if not k.startswith("bundle_group_") and num(v) > 0:
+            out[IN_GROUP.sub("", k)] = max(out.get(IN_GROUP.sub("", k), 0.0), num(v))
+    return out
 
 
 def _ancestors(g: Graph, t: Row, open_: dict[str, Row]) -> list[Row]:
@@ -297,7 +311,11 @@ def _ancestors(g: Graph, t: Row, open_: dict[str, Row]) -> list[Row]:
     order=79,
     severity=STUCK + 5,
     refs=(CORE_DOC,),
-    next_steps=("pg_status", "list_tasks job={job_id} state=PENDING_NODE_ASSIGNMENT"),
+    next_steps=(
+        "schedule the children outside the group (placement_group_capture_child_tasks=False, or "
+        'scheduling_strategy="DEFAULT") or reserve bundles for them',
+        "pg_status",
+    ),
     reads=("tasks", "actors", "pgs"),
 )
 def pg_self_deadlock(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:
@@ -331,10 +349,10 @@ def pg_self_deadlock(g: Graph, job_id: str | None, status: str, chains: list[Cha
         ]
         held: dict[str, float] = {}
         for _key, _label, row in in_group:
-            for k, v in (row.get("required_resources") or {}).items():
-                held[k] = held.get(k, 0.0) + num(v)
+            for k, v in _plain(row.get("required_resources") or {}).items():
+                held[k] = held.get(k, 0.0) + v
         first = tasks[0]
-        need = {k: num(v) for k, v in (first.get("required_resources") or {}).items() if num(v) > 0}
+        need = _plain(first.get("required_resources") or {})
         short = [k for k, v in need.items() if capacity.get(k, 0.0) - held.get(k, 0.0) + 1e-9 < v]
         callers = _ancestors(g, first, open_)
         caller_keys = {f"task:{c.get('task_id')}" for c in callers} | {
@@ -348,12 +366,12 @@ def pg_self_deadlock(g: Graph, job_id: str | None, status: str, chains: list[Cha
             f"placement_group_id={pg_id} bundles={len(pg.get('bundles') or [])} state=CREATED",
             need,
             pg=g.pg_label(pg),
-            waiters=names(g.task_label(t) for t in tasks),
+            waiters=names(str(t.get("name")) for t in tasks),
             count=len(tasks),
             holders=names(label for _key, label in holders),
             one_holder=len(holders) == 1,
             held=amounts({k: held[k] for k in short}),
-            caller=g.task_label(callers[0]),
+            caller=callers[0].get("name"),
         )
         steps = [s.format(job_id=job_id) for s in pg_self_deadlock.next_steps]
         subjects = {f"task:{t.get('task_id')}" for t in tasks} | {key for key, _label in holders}

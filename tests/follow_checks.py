@@ -50,7 +50,9 @@ def wrong_address(text: str) -> None:
     """Pattern 6: the driver never reached the cluster: the address it tried and this cluster's."""
     v = verdict(text)
     assert "never reached this cluster" in v and "10.11.12.13:6379" in first(text, 300), text
-    assert "this cluster's GCS is at" in first(text, 1200) or "none of this cluster's nodes" in first(text, 1200)
+    assert "this cluster's GCS is at" in first(text, 1200) or "none of this cluster's nodes" in first(
+        text, 1200
+    )
 
 
 def async_blocking(text: str) -> None:
@@ -72,7 +74,8 @@ def pg_self_deadlock(text: str) -> None:
 def train_failure(text: str) -> None:
     """Pattern 7: the user's exception Train recorded leads; the framework's actors it tore down do not."""
     v = verdict(text)
-    assert "ValueError" in v and "NaN loss" in v, text
+    assert "ValueError" in v and "NaN loss" in v and "main.py:14 in train_loop" in v, text
+    assert "Ray Train failed on the user's exception it recorded from worker rank 1" in v, text
     assert "RayTrainWorker" not in first(text, 300) and "TrainController" not in first(text, 300), text
 
 

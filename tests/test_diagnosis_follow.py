@@ -174,7 +174,9 @@ print(ray.get(total.remote(parts)))
 """
 
 
-async def test_refs_passed_inside_a_list_are_explained_as_not_resolved(client: Client, tmp_path: Path) -> None:
+async def test_refs_passed_inside_a_list_are_explained_as_not_resolved(
+    client: Client, tmp_path: Path
+) -> None:
     await scenario(client, tmp_path, "follow_nested_refs", NESTED_REFS)
 
 

@@ -28,6 +28,7 @@ RULE_OF = {
     "follow_wrong_address": ("connect.never_connected",),
     "follow_async_blocking": ("async_actors.blocked_loop",),
     "follow_pg_self_deadlock": ("waiting.pg_self_deadlock",),
+    "follow_train_failure": ("frameworks.framework_recorded", "frameworks.framework_teardown"),
 }
 
 

@@ -225,6 +225,9 @@ OWNER_SEARCH_TASKS = 50  # failed tasks whose messages are searched for an owner
 SERVE_SEARCH_CHARS = 50_000  # the end of the driver log searched for a failed Serve deployment
 RUNTIME_ENV_SEARCH_LINES = 120  # the driver log's last lines searched for a runtime_env failure
 OWNER_SEARCH_LINES = 40  # the driver log's last lines searched for a dead owner's id
+FRAMEWORK_SEARCH_LINES = 200  # the driver log's last lines searched for a library's error (Train, Tune)
+SERIALIZATION_SEARCH_LINES = 200  # the driver log's last lines searched for Ray's serialisation report
+CONNECT_QUOTE_LINES = 2  # a driver's last failed connection attempts quoted
 # Crashed workers' stderr: the newest dead worker of each looping actor, the workers of crashed tasks and of
 # crashed actors, CRASH_LOGS in all.
 LOOPING_ACTOR_LOGS = 2

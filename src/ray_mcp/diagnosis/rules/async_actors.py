@@ -27,7 +27,7 @@ LOOP_BLOCKED = Say(
     lambda f: (
         f"{f['actor']} blocks its own async event loop: {f['blocker']} called the blocking ray.get"
         + (f" on {f['waits_on']}" if f["waits_on"] else "")
-        + (f" ({f['for']})" if f["for"] else "")
+        + (f" ({f['since']})" if f["since"] else "")
         + (f", so {f['starved']} (shown RUNNING) {f['are']} starved, not running" if f["starved"] else "")
         + "; Ray warned: "
         + quoted(f["warning"], LOG_QUOTE_LINE_CHARS)
@@ -100,7 +100,7 @@ def blocked_loop(g: Graph, job_id: str | None, status: str, chains: list[Chain])
             actor=g.actor_label(actor),
             blocker=blocker.get("name"),
             waits_on=str(child.get("name") or ""),
-            **{"for": f"{child.get('state')} {span((g.ev.now_ms - started) / 1000)}" if started else ""},
+            since=f"{child.get('state')} {span((g.ev.now_ms - started) / 1000)}" if started else "",
             starved=names(str(t.get("name")) for t in starved),
             are="is" if len(starved) == 1 else "are",
             warning=m["warning"],

@@ -13,7 +13,7 @@ from ray_mcp.diagnosis.recognise import exc_quote, exception_line, first_raise
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.rules.driver import Raised
 from ray_mcp.diagnosis.tracebacks import last_traceback
-from ray_mcp.limits import INNER_MESSAGE_CHARS, SHORT_CAUSE_CHARS
+from ray_mcp.limits import INNER_MESSAGE_CHARS, SERIALIZATION_SEARCH_LINES, SHORT_CAUSE_CHARS
 from ray_mcp.text import quoted
 
 SERIALIZATION_DOC = "ray-docs://reference/02-ray-core-tasks"
@@ -114,7 +114,7 @@ def unserialisable(text: str, where: str = "") -> Link | None:
 def driver_unserialisable(d: Raised) -> Chain | None:
     """An argument the driver passed that Ray could not serialise: the argument, the attribute that holds the
     unpicklable object (a lock, a socket, a client) and the call site."""
-    text = "\n".join([*d.tb.lines, *d.tb.remote, *d.lines[-200:]])
+    text = "\n".join([*d.tb.lines, *d.tb.remote, *d.lines[-SERIALIZATION_SEARCH_LINES:]])
     link = unserialisable(text, d.tb.user_frame.short() if d.tb.user_frame else "")
     return d.chain(Kind.HANDOVER, [link]) if link is not None else None
 

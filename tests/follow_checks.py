@@ -79,6 +79,12 @@ def train_failure(text: str) -> None:
     assert "RayTrainWorker" not in first(text, 300) and "TrainController" not in first(text, 300), text
 
 
+def peer_wait(text: str) -> None:
+    """Pattern 4: a hang traced to what its blocking call waits for (a peer to connect to its socket)."""
+    v = verdict(text)
+    assert "receive_weights" in v and "accept" in v and "a peer to connect" in v, text
+
+
 FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_unserialisable": unserialisable,
     "follow_missing_file": missing_file,
@@ -88,4 +94,5 @@ FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_async_blocking": async_blocking,
     "follow_pg_self_deadlock": pg_self_deadlock,
     "follow_train_failure": train_failure,
+    "follow_peer_wait": peer_wait,
 }

@@ -293,3 +293,28 @@ async def test_a_failed_training_leads_with_the_users_exception_not_the_workers_
     client: Client, tmp_path: Path
 ) -> None:
     await scenario(client, tmp_path, "follow_train_failure", TRAIN_FAILURE)
+
+
+PEER_WAIT = """\
+import socket
+
+import ray
+
+
+@ray.remote
+def receive_weights():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    print("listening on", server.getsockname(), flush=True)
+    conn, _ = server.accept()
+    return conn.recv(1024)
+
+
+ray.init()
+print(ray.get(receive_weights.remote()))
+"""
+
+
+async def test_a_hang_names_what_its_blocking_call_waits_for(client: Client, tmp_path: Path) -> None:
+    await scenario(client, tmp_path, "follow_peer_wait", PEER_WAIT, end=False, deadline_s=120)

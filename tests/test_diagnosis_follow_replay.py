@@ -29,6 +29,7 @@ RULE_OF = {
     "follow_async_blocking": ("async_actors.blocked_loop",),
     "follow_pg_self_deadlock": ("waiting.pg_self_deadlock",),
     "follow_train_failure": ("frameworks.framework_recorded", "frameworks.framework_teardown"),
+    "follow_peer_wait": ("blocking.blocked_on",),
 }
 
 

@@ -27,7 +27,7 @@ def unserialisable(text: str) -> None:
 def missing_file(text: str) -> None:
     """Pattern 2: a file the task cannot find, left out by the runtime_env's excludes, with what was uploaded."""
     v = verdict(text)
-    assert "load_shard" in v and "data/train.csv" in v, text
+    assert "load_shard (main.py:6)" in v and "data/train.csv" in v, text
     assert 'runtime_env excludes "data/" left it out' in v, text
     assert "uploaded: working_dir" in first(text, 1200) and "_ray_pkg_" in first(text, 1200), text
 
@@ -35,14 +35,14 @@ def missing_file(text: str) -> None:
 def read_only(text: str) -> None:
     """Pattern 3: a numpy array written in place, read-only because Ray handed it over zero-copy."""
     v = verdict(text)
-    assert "normalise" in v and "read-only" in v, text
+    assert "normalise (main.py:7)" in v and "read-only" in v, text
     assert "zero-copy" in first(text, 1200) and "copy()" in first(text, 1200), text
 
 
 def nested_refs(text: str) -> None:
     """Pattern 3: ObjectRefs inside a list arrive as refs: Ray resolves only top-level arguments."""
     v = verdict(text)
-    assert "total" in v and "ObjectRef" in v, text
+    assert "total (main.py:11)" in v and "ObjectRef" in v, text
     assert "top-level arguments" in first(text, 1200) and "ray.get" in first(text, 1200), text
 
 

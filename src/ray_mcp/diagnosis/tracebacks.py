@@ -63,8 +63,11 @@ class Frame:
         return bool(_INTERNAL.search(self.file))
 
     def short(self) -> str:
-        name = self.file.rsplit("/", 1)[-1]
-        return f"{name}:{self.line} in {self.func}"
+        return f"{self.line_ref()} in {self.func}"
+
+    def line_ref(self) -> str:
+        """ "main.py:7": the file's name and the line."""
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
 
 
 @dataclass
@@ -100,6 +103,15 @@ class Traceback:
         head = lines[:TRACEBACK_HEAD_LINES]
         tail = lines[-(max_lines - len(head) - 1) :]  # and the line that says how many were left out
         return [*head, f"  … {len(lines) - len(head) - len(tail)} lines of frames left out …", *tail]
+
+
+def last_user_frame(text: str) -> Frame | None:
+    """The innermost frame of the user's code in an error text, with or without a "Traceback" header (a task's
+    error message lists its frames after "ray::f() (pid=…)")."""
+    frames = [
+        Frame(m["file"], int(m["line"]), m["func"]) for line in text.splitlines() if (m := _FRAME.match(line))
+    ]
+    return next((f for f in reversed(frames) if not f.internal), None)
 
 
 def last_traceback(lines: Sequence[str]) -> Traceback | None:

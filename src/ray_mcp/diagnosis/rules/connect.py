@@ -36,6 +36,24 @@ def _host(address: str) -> str:
     return address.rsplit(":", 1)[0].removeprefix("ray://").strip("[]")
 
 
+def _port(address: str) -> str:
+    return address.rsplit(":", 1)[-1] if ":" in address else ""
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def same_cluster(address: str, cluster: str, ips: list[str]) -> bool:
+    """Whether ``address`` is this cluster's: its GCS address, or its GCS port on one of its nodes (Ray logs a
+    loopback address as the node's IP, and the lookup may give either)."""
+    if address == cluster:
+        return True
+    here = {*ips, *LOOPBACK}
+    if cluster:
+        return _port(address) == _port(cluster) and _host(address) in here | {_host(cluster)}
+    return _host(address) in ips
+
+
 @rule(
     On.JOB,
     Kind.NOT_CONNECTED,
@@ -57,7 +75,7 @@ def never_connected(g: Graph, job_id: str | None, status: str, chains: list[Chai
     cluster = g.ev.cluster_address or ""
     alive = [n for n in g.ev.nodes or [] if n.get("state") == "ALIVE"]
     ips = sorted({str(n.get("node_ip")) for n in alive if n.get("node_ip")})
-    if address == cluster or (not cluster and _host(address) in ips):
+    if same_cluster(address, cluster, ips):
         return []  # the right address: why it failed is another rule's
     job = g.ev.job or {}
     sid = job.get("submission_id") or job.get("job_id")

@@ -12,7 +12,7 @@ from ray_mcp.diagnosis.graph import Graph, Row, one_line
 from ray_mcp.diagnosis.recognise import exc_quote, exception_line, first_raise
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.rules.driver import Raised
-from ray_mcp.diagnosis.tracebacks import last_traceback
+from ray_mcp.diagnosis.tracebacks import last_user_frame
 from ray_mcp.limits import INNER_MESSAGE_CHARS, SERIALIZATION_SEARCH_LINES, SHORT_CAUSE_CHARS
 from ray_mcp.text import quoted
 
@@ -71,7 +71,7 @@ NESTED_REFS = Say(
 
 
 def _at(f: Link) -> str:
-    return f" at {f['frame']}" if f["frame"] else ""
+    return f" ({f['frame']})" if f["frame"] else ""
 
 
 def _short(value: str) -> str:
@@ -124,10 +124,8 @@ def _raised(t: Row) -> tuple[str, dict[str, str], str, str] | None:
     where = first_raise(msg)
     if not where:
         return None
-    tb = last_traceback(msg.splitlines())
-    frame = tb.user_frame if tb is not None else None
-    user = frame.short() if frame is not None and not frame.internal else ""
-    return msg, where, user, exception_line(msg)
+    frame = last_user_frame(msg)
+    return msg, where, frame.line_ref() if frame is not None else "", exception_line(msg)
 
 
 @rule(On.TASK_END, Kind.HANDOVER, order=80, refs=(SERIALIZATION_DOC,), reads=("tasks",))

@@ -14,7 +14,7 @@ from ray_mcp.diagnosis.graph import Graph, Row
 from ray_mcp.diagnosis.recognise import exc_quote, first_raise
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.rules.driver import Raised
-from ray_mcp.diagnosis.tracebacks import last_traceback
+from ray_mcp.diagnosis.tracebacks import last_user_frame
 from ray_mcp.text import quoted
 
 RUNTIME_ENV_DOC = "ray-docs://reference/11-runtime-environment"
@@ -83,9 +83,8 @@ def task_missing_file(g: Graph, t: Row, depth: int) -> list[Link]:
     raised = first_raise(msg)
     if raised is None:
         return []
-    tb = last_traceback(msg.splitlines())
-    frame = tb.user_frame.short() if tb is not None and tb.user_frame is not None else ""
-    where = f"{raised['name']}" + (f" at {frame}" if frame else "")
+    frame = last_user_frame(msg)
+    where = raised["name"] + (f" ({frame.line_ref()})" if frame is not None else "")
     link = missing_file(g, msg, where)
     return [link] if link is not None else []
 

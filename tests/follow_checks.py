@@ -85,6 +85,14 @@ def peer_wait(text: str) -> None:
     assert "receive_weights" in v and "accept" in v and "a peer to connect" in v, text
 
 
+def owner_job(text: str) -> None:
+    """Pattern 1: an actor another job created, dead with its owner: that job's driver, how and when it ended."""
+    v, head = verdict(text), first(text, 1200)
+    assert "FeatureCache" in v and "owner" in v, text
+    assert "the driver of job" in head and "another job that created it" in head, text
+    assert "SUCCEEDED at" in head and 'lifetime="detached"' in head, text
+
+
 FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_unserialisable": unserialisable,
     "follow_missing_file": missing_file,
@@ -95,4 +103,5 @@ FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_pg_self_deadlock": pg_self_deadlock,
     "follow_train_failure": train_failure,
     "follow_peer_wait": peer_wait,
+    "follow_owner_job": owner_job,
 }

@@ -318,3 +318,53 @@ print(ray.get(receive_weights.remote()))
 
 async def test_a_hang_names_what_its_blocking_call_waits_for(client: Client, tmp_path: Path) -> None:
     await scenario(client, tmp_path, "follow_peer_wait", PEER_WAIT, end=False, deadline_s=120)
+
+
+CREATOR = """\
+import time
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+class FeatureCache:
+    def get(self, key):
+        return key
+
+
+ray.init(namespace="shared")
+cache = FeatureCache.options(name="feature_cache").remote()
+ray.get(cache.get.remote("warm"))
+print("cache ready", flush=True)
+time.sleep(15)
+"""
+
+USER_OF_CACHE = """\
+import time
+
+import ray
+
+ray.init(namespace="shared")
+cache = ray.get_actor("feature_cache")
+print("found the cache", flush=True)
+for step in range(600):
+    ray.get(cache.get.remote(step))
+    time.sleep(0.2)
+"""
+
+
+async def test_an_actor_another_job_created_is_traced_to_that_jobs_driver_and_when_it_ended(
+    client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "creator").mkdir()
+    (tmp_path / "creator" / "main.py").write_text(CREATOR)
+    creator = await submit(
+        client, entrypoint="python main.py", runtime_env={"working_dir": str(tmp_path / "creator")}
+    )
+    with anyio.fail_after(180):
+        while True:
+            logs = await client.call_tool("tail_logs", {"job": creator})
+            if not logs.is_error and "cache ready" in text_of(logs):
+                break
+            await anyio.sleep(1)
+    await scenario(client, tmp_path, "follow_owner_job", USER_OF_CACHE)

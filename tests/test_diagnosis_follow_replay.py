@@ -32,6 +32,7 @@ RULE_OF = {
     "follow_pg_self_deadlock": ("waiting.pg_self_deadlock",),
     "follow_train_failure": ("frameworks.framework_recorded", "frameworks.framework_teardown"),
     "follow_peer_wait": ("blocking.blocked_on",),
+    "follow_owner_job": ("owners.actor_owner_died",),
 }
 
 

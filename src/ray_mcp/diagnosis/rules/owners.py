@@ -49,7 +49,21 @@ NEEDED_OWNED = Say(
 NEEDED_LOST = Say("needed_lost", Edge.WAITS_ON, said("{subject} needed an object that was lost ({error})"))
 OWNER_DIED = Say("owner_died", Edge.ENDED_BY, said("{subject} died because its owner died"))
 OWNER_DRIVER_ENDED = Say(
-    "owner_driver_ended", Edge.OWNS, said("its owner, the driver of {job}, ended ({status})")
+    "owner_driver_ended",
+    Edge.OWNS,
+    lambda f: (
+        f"its owner, the driver of {f['job']}"
+        + (", another job that created it," if f["other_job"] else "")
+        + f" ended ({f['status']}"
+        + (f" at {ms_clock(f['end'])}" if f["end"] else "")
+        + ")"
+        + (
+            "; a non-detached actor lives only as long as the driver that created it "
+            '(lifetime="detached" outlives it)'
+            if f["other_job"]
+            else ""
+        )
+    ),
 )
 LOST_CONTACT = Say(
     "lost_contact",
@@ -186,9 +200,15 @@ def actor_owner_died(g: Graph, row: Row, depth: int) -> list[Link]:
     driver = DRIVER_WORKER.match(owner_id)
     if driver:
         job = g.jobs.get(driver["job"]) or {}
+        diagnosed = str((g.ev.job or {}).get("job_id") or "")
         links.append(
             OWNER_DRIVER_ENDED(
-                "", f"owner_id {owner_id}", job=g.job_label(driver["job"]), status=job.get("status") or "?"
+                "",
+                f"owner_id {owner_id}",
+                job=g.job_label(driver["job"]),
+                status=job.get("status") or "?",
+                end=job.get("end_time"),
+                other_job=bool(diagnosed) and driver["job"] != diagnosed,
             )
         )
     elif depth < 3 and len(owner_id) == 56:

@@ -93,6 +93,14 @@ def owner_job(text: str) -> None:
     assert "SUCCEEDED at" in head and 'lifetime="detached"' in head, text
 
 
+def store_holder(text: str) -> None:
+    """Pattern 7: a store one actor's references fill leads, with its holder and call site, before the Learner
+    that waits for CPU."""
+    v, head = verdict(text), first(text, 1200)
+    assert "object store is full" in v and "ReplayBuffer" in v, text
+    assert "main.py" in head and "Learner" not in first(text, 300), text
+
+
 FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_unserialisable": unserialisable,
     "follow_missing_file": missing_file,
@@ -104,4 +112,5 @@ FOLLOW: dict[str, Callable[[str], None]] = {
     "follow_train_failure": train_failure,
     "follow_peer_wait": peer_wait,
     "follow_owner_job": owner_job,
+    "follow_store_holder": store_holder,
 }

@@ -33,6 +33,7 @@ RULE_OF = {
     "follow_train_failure": ("frameworks.framework_recorded", "frameworks.framework_teardown"),
     "follow_peer_wait": ("blocking.blocked_on",),
     "follow_owner_job": ("owners.actor_owner_died",),
+    "follow_store_holder": ("memory.job_store_holder",),
 }
 
 

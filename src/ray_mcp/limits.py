@@ -344,6 +344,9 @@ ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor
 OBJECT_GROUPS = Bound(default=15, low=1, high=200)  # holders (call site x owner) listed, largest first
 STORE_NODES_SHOWN = 20  # nodes whose store use is listed, fullest first
 STORE_NODES_NAMED = 2  # nodes under pressure named in the verdict
+STORE_ONE_HOLDER_SHARE = (
+    0.5  # a full store's holder that holds at least this share of it is named as its cause
+)
 STORE_HOLDERS_QUOTED = 3  # largest holders quoted in a diagnosis when a store is near full or spilling
 CALL_SITE_CHARS = 200  # of a call site (Ray records a whole line of user code)
 EVENTS_SHOWN = Bound(default=20, low=1, high=200)  # distinct event messages listed, newest first

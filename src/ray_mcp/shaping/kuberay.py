@@ -16,6 +16,9 @@ from ray_mcp.models.kuberay import KubeEvent, KubeFinding, KubeStatus, PodState,
 from ray_mcp.text import quoted
 
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# A container Kubernetes could not create (a missing ConfigMap, Secret or volume, a bad command): with no restart
+# it never ran, so it is not crash-looping; its message (and the pod's events) name what it references.
+CREATE_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 CRASH_REASONS = (
     "CrashLoopBackOff",
     "CreateContainerConfigError",
@@ -169,6 +172,19 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
                     group=p.group,
                     text=f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
                     "image name and tag and the imagePullSecrets.",
+                )
+            )
+        elif p.waiting and p.waiting.split(": ")[-1] in CREATE_REASONS and p.restarts == 0:
+            container = p.waiting.split(": ")[0]
+            findings.append(
+                KubeFinding(
+                    verdict="cannot start",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where} cannot create container {quoted(container)} ({p.waiting}, 0 restarts: it never "
+                    f"ran, so it is not crash-looping): {quoted(p.waiting_message or 'no message')}. Fix what its spec "
+                    "references (volumes and mounts, ConfigMaps, Secrets, image, command); the pod's events below "
+                    "say which.",
                 )
             )
         elif p.in_init and p.phase == "Pending":

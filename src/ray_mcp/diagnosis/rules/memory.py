@@ -216,7 +216,7 @@ STORE_HELD = Say(
     "store_held",
     Edge.HOLDS,
     lambda f: (
-        f"the object store is full ({'; '.join(f['pressure'])}): {f['holder']} holds {f['gib']:.2f} GiB of it in "
+        f"the object store is near full ({'; '.join(f['pressure'])}): {f['holder']} holds {f['gib']:.2f} GiB of it in "
         f"{f['objects']} ref(s)"
         + (f" created at {quoted(f['call_site'])}" if f["call_site"] else "")
         + "; until it drops them, new objects (puts, task results) spill to disk or wait"

@@ -364,6 +364,7 @@ DATA_LOG_BYTES = 48_000
 # -- Kubernetes (KubeRay: kuberay_status, kuberay_logs) ----------------------------------------------------
 
 KUBE_PODS_SHOWN = 12  # pods of one RayCluster listed, those with a problem first
+KUBE_DEPLOYMENT_MESSAGE_CHARS = 240  # a failing Serve deployment's own message quoted in a RayService finding
 KUBE_EVENTS_SHOWN = 12  # deduplicated events listed, warnings first
 KUBE_LOG_LINES = Bound(default=80, low=1, high=2000)  # a pod container's log tail
 KUBE_LOG_BYTES = 16_384  # asked of the API server at most (limitBytes)

@@ -36,6 +36,20 @@ LOOP_BLOCKED = Say(
 )
 
 
+def _in_get(g: Graph, cls: str) -> str:
+    """The method of ``cls`` its stacks show blocked in ray.get ("Gateway.refresh"), when they were read."""
+    for group in (g.ev.stacks or {}).get("groups") or []:
+        where = str(group.get("where") or "")
+        if (
+            group.get("blocked_in") == "ray.get"
+            and cls
+            and cls in str(group.get("role") or "")
+            and " in " in where
+        ):
+            return where.rsplit(" in ", 1)[1]
+    return ""
+
+
 def _open_calls(g: Graph, actor_id: str) -> list[Row]:
     rows = [rows[-1] for rows in g.attempts.values() if str(rows[-1].get("actor_id") or "") == actor_id]
     return [t for t in rows if t.get("state") not in ("FINISHED", "FAILED") and t.get("type") == "ACTOR_TASK"]
@@ -87,9 +101,12 @@ def blocked_loop(g: Graph, job_id: str | None, status: str, chains: list[Chain])
         ]
         if not calls or not called:
             continue
-        # The loop runs one call at a time: the one that blocked it is the first to have started; the calls
-        # after it never got the loop.
-        blocker = min(calls, key=lambda t: num(t.get("start_time_ms")) or num(t.get("creation_time_ms")))
+        # The loop runs one call at a time: the one its stack shows blocked in ray.get (when the stacks were
+        # read), else the first to have started; the calls after it never got the loop.
+        in_get = _in_get(g, str(actor.get("class_name") or ""))
+        blocker = next(
+            (t for t in calls if in_get and str(t.get("name") or "").endswith(in_get)), None
+        ) or min(calls, key=lambda t: num(t.get("start_time_ms")) or num(t.get("creation_time_ms")))
         children = {str(blocker.get("task_id")): called[0]}
         child = children[str(blocker.get("task_id"))]
         started = num(child.get("start_time_ms")) or num(child.get("creation_time_ms"))

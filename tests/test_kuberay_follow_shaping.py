@@ -21,7 +21,7 @@ def test_a_container_never_created_is_cannot_start_and_a_restarted_one_still_cra
         }
 
     [never] = cluster_findings(None, [pod_state(worker("CreateContainerConfigError", 0))])
-    assert never.verdict == "cannot start" and "wandb-key" in never.text and "never ran" in never.text
+    assert never.verdict == "cannot start" and "wandb-key" in never.text and "never created" in never.text
     [looping] = cluster_findings(None, [pod_state(worker("CrashLoopBackOff", 4))])
     assert looping.verdict == "crash looping"
 

@@ -185,16 +185,16 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
                 )
             )
         elif p.waiting and p.waiting.split(": ")[-1] in CREATE_REASONS and p.restarts == 0:
-            container = p.waiting.split(": ")[0]
+            container, reason = p.waiting.split(": ", 1)
             findings.append(
                 KubeFinding(
                     verdict="cannot start",
                     pod=p.name,
                     group=p.group,
-                    text=f"{where} cannot create container {quoted(container)} ({p.waiting}, 0 restarts: it never "
-                    f"ran, so it is not crash-looping): {quoted(p.waiting_message or 'no message')}. Fix what its spec "
-                    "references (volumes and mounts, ConfigMaps, Secrets, image, command); the pod's events below "
-                    "say which.",
+                    text=f"{where}: container {quoted(container)} was never created: "
+                    f"{quoted(p.waiting_message or 'no message')} ({reason}, 0 restarts: not crash-looping). Fix "
+                    "what its spec references (volumes and mounts, ConfigMaps, Secrets, image, command); the pod's "
+                    "events below say which.",
                 )
             )
         elif p.in_init and p.phase == "Pending":
@@ -354,7 +354,7 @@ def _telling(message: str) -> str:
     exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
     if not lines or not exceptions or exceptions[-1] == lines[0]:
         return message
-    return f"{lines[0]} … {exceptions[-1]}"
+    return f"{exceptions[-1]} (after: {lines[0]})"
 
 
 def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:

@@ -52,14 +52,13 @@ OWNER_DRIVER_ENDED = Say(
     "owner_driver_ended",
     Edge.OWNS,
     lambda f: (
-        f"its owner, the driver of {f['job']}"
-        + (", another job that created it," if f["other_job"] else "")
-        + f" ended ({f['status']}"
+        f"{f['actor']}'s owner, the driver of "
+        + ("another job, " if f["other_job"] else "")
+        + f"{f['job']}, ended ({f['status']}"
         + (f" at {ms_clock(f['end'])}" if f["end"] else "")
         + ")"
         + (
-            "; a non-detached actor lives only as long as the driver that created it "
-            '(lifetime="detached" outlives it)'
+            '; not detached, it lived only as long as that driver (lifetime="detached" outlives it)'
             if f["other_job"]
             else ""
         )
@@ -209,6 +208,7 @@ def actor_owner_died(g: Graph, row: Row, depth: int) -> list[Link]:
                 status=job.get("status") or "?",
                 end=job.get("end_time"),
                 other_job=bool(diagnosed) and driver["job"] != diagnosed,
+                actor=g.actor_label(row),
             )
         )
     elif depth < 3 and len(owner_id) == 56:

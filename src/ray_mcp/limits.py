@@ -250,6 +250,9 @@ OWNER_SEARCH_TASKS = 50  # failed tasks whose messages are searched for an owner
 SERVE_SEARCH_CHARS = 50_000  # the end of the driver log searched for a failed Serve deployment
 RUNTIME_ENV_SEARCH_LINES = 120  # the driver log's last lines searched for a runtime_env failure
 OWNER_SEARCH_LINES = 40  # the driver log's last lines searched for a dead owner's id
+FRAMEWORK_SEARCH_LINES = 200  # the driver log's last lines searched for a library's error (Train, Tune)
+SERIALIZATION_SEARCH_LINES = 200  # the driver log's last lines searched for Ray's serialisation report
+CONNECT_QUOTE_LINES = 2  # a driver's last failed connection attempts quoted
 # Crashed workers' stderr: the newest dead worker of each looping actor, the workers of crashed tasks and of
 # crashed actors, CRASH_LOGS in all.
 LOOPING_ACTOR_LOGS = 2
@@ -377,6 +380,9 @@ GPU_PROFILE_TIMEOUT_S = 300.0  # waiting for those steps: a training step may ta
 OBJECT_GROUPS = Bound(default=15, low=1, high=200)  # holders (call site x owner) listed, largest first
 STORE_NODES_SHOWN = 20  # nodes whose store use is listed, fullest first
 STORE_NODES_NAMED = 2  # nodes under pressure named in the verdict
+STORE_ONE_HOLDER_SHARE = (
+    0.5  # a full store's holder that holds at least this share of it is named as its cause
+)
 STORE_HOLDERS_QUOTED = 3  # largest holders quoted in a diagnosis when a store is near full or spilling
 CALL_SITE_CHARS = 200  # of a call site (Ray records a whole line of user code)
 EVENTS_SHOWN = Bound(default=20, low=1, high=200)  # distinct event messages listed, newest first
@@ -394,6 +400,7 @@ DATA_LOG_BYTES = 48_000
 # -- Kubernetes (KubeRay: kuberay_status, kuberay_logs) ----------------------------------------------------
 
 KUBE_PODS_SHOWN = 12  # pods of one RayCluster listed, those with a problem first
+KUBE_DEPLOYMENT_MESSAGE_CHARS = 240  # a failing Serve deployment's own message quoted in a RayService finding
 KUBE_EVENTS_SHOWN = 12  # deduplicated events listed, warnings first
 KUBE_LOG_LINES = Bound(default=80, low=1, high=2000)  # a pod container's log tail
 KUBE_LOG_BYTES = 16_384  # asked of the API server at most (limitBytes)

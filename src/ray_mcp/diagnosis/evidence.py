@@ -28,6 +28,7 @@ from ray_mcp.diagnosis.graph import (
     failure_restarts,
     num,
 )
+from ray_mcp.diagnosis.recognise import CONNECT_FAILED
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
@@ -449,6 +450,8 @@ async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
     for wid in owner_workers(ev, messages):
         jobs.append(_owner(api, ev, wid))
     jobs.append(_crash_logs(api, ev, dead_actors=True))
+    if CONNECT_FAILED.search(text):  # a driver that never reached the cluster: where the cluster is
+        jobs.append(_cluster_address(api, ev))
     if SERVE_DEPLOY.search(text[-SERVE_SEARCH_CHARS:]) or any(
         str(a.get("class_name") or "").startswith("ServeReplica:") for a in ev.actors or []
     ):
@@ -458,6 +461,14 @@ async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
 
 # A driver whose serve.run failed ("Deploying application embedder failed: ..."), or one that called a Serve app.
 SERVE_DEPLOY = re.compile(r"Deploying application .{0,80}failed|RayServeException|DeploymentUnavailable")
+
+
+async def _cluster_address(api: RayAPI, ev: GraphInputs) -> None:
+    """This cluster's GCS address (given, or found once from its dashboard), for a driver that tried another."""
+    try:
+        ev.cluster_address = await api.gcs.known_address()
+    except Exception as exc:
+        ev.unreadable.append(f"this cluster's GCS address: {failure(exc)}")
 
 
 async def _serve(api: RayAPI, ev: GraphInputs) -> None:

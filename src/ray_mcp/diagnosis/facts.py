@@ -55,6 +55,8 @@ class Kind(StrEnum):
     PG_REMOVED = "pg_removed"  # its placement group was removed
     KILLED = "killed"  # ray.kill, out of scope, exit_actor: ended on purpose
     WORKER_CRASH = "worker_crash"  # its worker process died
+    HANDOVER = "handover"  # how Ray hands data over: serialisation, zero-copy read-only, refs in containers
+    MISSING_FILE = "missing_file"  # a file the runtime_env left out of what it uploaded
     RAISED = "raised"  # an exception was raised in it
     FAILED = "failed"  # failed, for a reason none of the above names
     CANCELLED = "cancelled"  # ray.cancel
@@ -73,6 +75,10 @@ class Kind(StrEnum):
         "serve_scaling"  # a deployment's autoscaler: its latest decision, or replicas it cannot get
     )
     MEMORY = "memory"  # a node's memory or object store under pressure
+    NOT_CONNECTED = "not_connected"  # the driver never reached this cluster (another address)
+    BLOCKED_LOOP = (
+        "blocked_loop"  # an async actor's event loop blocked (Ray's own warning), its calls starved
+    )
     OBJECT_STORE = "object_store"  # the object store near full or spilling, and who holds it
     FAILED_JOBS = "failed_jobs"  # jobs that failed recently
     AUTOSCALER_FAILED = "autoscaler_failed"  # the autoscaler could not launch nodes
@@ -101,6 +107,8 @@ KIND_ORDER = (
     Kind.PG_REMOVED,
     Kind.KILLED,
     Kind.WORKER_CRASH,
+    Kind.HANDOVER,
+    Kind.MISSING_FILE,
     Kind.RAISED,
 )
 

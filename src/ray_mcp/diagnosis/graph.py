@@ -66,6 +66,7 @@ class GraphInputs:
     serve_decisions: list[Row] | None = None
     status: Row | None = None  # cluster_status (models.ClusterStatus as JSON): memory use, pending demands
     supervisor: Row | None = None  # the job's supervisor actor: what the entrypoint asks for
+    cluster_address: str | None = None  # this cluster's GCS address, read when the driver could not connect
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
     datasets: list[Row] | None = None  # a RUNNING job's Ray Data datasets (/api/data/datasets/{job_id})
     platform_events: list[Row] | None = None  # the head's Kubernetes pod events (/api/v0/platform_events)

@@ -303,6 +303,11 @@ def idle_words(stall: Link) -> str:
     return _moved(stall["evidence"])
 
 
+def idle_words_of(e: HangEvidence) -> str:
+    """How long nothing moved, from the reading itself (for a rule that says why before the stall is made)."""
+    return _moved(e)
+
+
 def stall_chain(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job: str) -> Chain | None:
     """The stall: how long nothing moved, where the processes wait, and the path from the driver."""
     if e.status == "progressing":

@@ -18,6 +18,7 @@ SEVERITY: dict[KubeVerdict, int] = {
     "unschedulable": STUCK,
     "image pull failing": STUCK,
     "stuck in init": STUCK,
+    "cannot start": STUCK,
     "OOMKilled": ROOT,
     "evicted": ROOT,
     "crash looping": LOOP,

@@ -60,6 +60,15 @@ ACTOR_ID_IN_ERROR = re.compile(r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]
 TIMED_OUT = re.compile(r"GetTimeoutError|[Tt]ime ?out|timed out|did not finish|not ready|deadline|too long")
 LOOKUP_FAILED = re.compile(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'")
 RUNTIME_ENV_ERROR = "RuntimeEnvSetupError"
+# Ray's words when a driver cannot reach a GCS (rpc_client.h, gcs_client.cc, worker.py).
+CONNECT_FAILED = re.compile(
+    r"Failed to connect to GCS at address (?P<addr>\S+) within|Failed to get cluster ID from GCS server|"
+    r"Could not find any running Ray instance|Unable to connect to GCS|Failed to connect to the Ray cluster"
+)
+TRIED = re.compile(
+    r"Connecting to existing Ray cluster at address: (?P<addr>\S+?)\.{3}|"
+    r"Failed to connect to GCS at address (?P<failed>\S+) within"
+)
 
 
 def actor_ids(text: str) -> list[str]:

@@ -27,6 +27,14 @@ _EXCEPTION = re.compile(
 _LOG_RECORD = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 # Ray prefixes lines that remote workers print to the driver with "(ClassName pid=123, ip=...)".
 _REMOTE_PREFIX = re.compile(r"^\((?P<who>[\w.<>-]+) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def forwarded(line: str) -> bool:
+    """A line a remote worker printed, forwarded with Ray's "(ClassName pid=…)" prefix (colour codes apart)."""
+    return bool(_REMOTE_PREFIX.match(_ANSI.sub("", line)))
+
+
 _INTERNAL = re.compile(
     r"/site-packages/|/dist-packages/|/lib/python3[.\d]*/|<frozen |/ray/_private/|/ray/_raylet"
 )
@@ -55,8 +63,11 @@ class Frame:
         return bool(_INTERNAL.search(self.file))
 
     def short(self) -> str:
-        name = self.file.rsplit("/", 1)[-1]
-        return f"{name}:{self.line} in {self.func}"
+        return f"{self.line_ref()} in {self.func}"
+
+    def line_ref(self) -> str:
+        """ "main.py:7": the file's name and the line."""
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
 
 
 @dataclass
@@ -94,11 +105,24 @@ class Traceback:
         return [*head, f"  … {len(lines) - len(head) - len(tail)} lines of frames left out …", *tail]
 
 
+def last_user_frame(text: str) -> Frame | None:
+    """The innermost frame of the user's code in an error text, with or without a "Traceback" header (a task's
+    error message lists its frames after "ray::f() (pid=…)")."""
+    frames = [
+        Frame(m["file"], int(m["line"]), m["func"]) for line in text.splitlines() if (m := _FRAME.match(line))
+    ]
+    return next((f for f in reversed(frames) if not f.internal), None)
+
+
 def last_traceback(lines: Sequence[str]) -> Traceback | None:
     """Find the last exception in a log tail: the block from its last ``Traceback`` line to the exception."""
     starts = [i for i, line in enumerate(lines) if _TRACEBACK.search(line)]
     if not starts:
         return _bare_exception(lines)
+    # A process's own traceback before what workers printed to it ("(Class pid=…) Traceback …", forwarded by
+    # Ray's log monitor, often after the process's own exception): the log's own last one, when it has one.
+    own = [i for i in starts if not forwarded(lines[i])]
+    starts = own or starts
     start = starts[-1]
     # Chained exceptions ("During handling ..." / "The above exception ...") belong to the same block.
     while start > 0:

@@ -40,6 +40,7 @@ KubeVerdict = Literal[
     "unschedulable",
     "image pull failing",
     "stuck in init",
+    "cannot start",
     "OOMKilled",
     "evicted",
     "pod failed",

@@ -9,13 +9,22 @@ that does not finish or a Serve app it keeps failing on.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from ray_mcp.limits import KUBE_EVENTS_SHOWN, KUBE_PODS_SHOWN, KUBE_UPGRADE_STUCK_S
+from ray_mcp.limits import (
+    KUBE_DEPLOYMENT_MESSAGE_CHARS,
+    KUBE_EVENTS_SHOWN,
+    KUBE_PODS_SHOWN,
+    KUBE_UPGRADE_STUCK_S,
+)
 from ray_mcp.models.kuberay import KubeEvent, KubeFinding, KubeStatus, PodState, WorkerGroup
 from ray_mcp.text import quoted
 
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# A container Kubernetes could not create (a missing ConfigMap, Secret or volume, a bad command): with no restart
+# it never ran, so it is not crash-looping; its message (and the pod's events) name what it references.
+CREATE_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 CRASH_REASONS = (
     "CrashLoopBackOff",
     "CreateContainerConfigError",
@@ -26,7 +35,11 @@ CRASH_REASONS = (
 JOB_DONE = ("Complete", "Failed")
 RAY_RUNNING = ("PENDING", "RUNNING")
 RAY_ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
-SERVE_APP_FAILING = ("DEPLOY_FAILED", "UNHEALTHY")  # Ray Serve's ApplicationStatus values that are failures
+SERVE_APP_FAILING = ("DEPLOY_FAILED", "UNHEALTHY")
+DEPLOYMENT_FAILING = (
+    "UNHEALTHY",
+    "DEPLOY_FAILED",
+)  # Ray Serve's DeploymentStatus values that are failures  # Ray Serve's ApplicationStatus values that are failures
 
 
 def pod_state(pod: dict[str, Any]) -> PodState:
@@ -171,6 +184,19 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
                     "image name and tag and the imagePullSecrets.",
                 )
             )
+        elif p.waiting and p.waiting.split(": ")[-1] in CREATE_REASONS and p.restarts == 0:
+            container, reason = p.waiting.split(": ", 1)
+            findings.append(
+                KubeFinding(
+                    verdict="cannot start",
+                    pod=p.name,
+                    group=p.group,
+                    text=f"{where}: container {quoted(container)} was never created: "
+                    f"{quoted(p.waiting_message or 'no message')} ({reason}, 0 restarts: not crash-looping). Fix "
+                    "what its spec references (volumes and mounts, ConfigMaps, Secrets, image, command); the pod's "
+                    "events below say which.",
+                )
+            )
         elif p.in_init and p.phase == "Pending":
             findings.append(
                 KubeFinding(
@@ -308,6 +334,29 @@ def service_findings(
     ]
 
 
+def failing_deployment(app_status: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The deployment whose own message carries the failure (a replica's exception), which the app's summary
+    status only points at: (name, status, message) of the first failing one with a message."""
+    for name, dep in (app_status.get("serveDeploymentStatuses") or {}).items():
+        dep = dep or {}
+        if str(dep.get("status") or "") in DEPLOYMENT_FAILING and dep.get("message"):
+            return str(name), str(dep["status"]), _telling(str(dep["message"]))
+    return None
+
+
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit)\b.*")
+
+
+def _telling(message: str) -> str:
+    """A deployment's message as Serve writes it (a summary line, then the replica's traceback): the summary and
+    the exception line at the traceback's end."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    if not lines or not exceptions or exceptions[-1] == lines[0]:
+        return message
+    return f"{exceptions[-1]} (after: {lines[0]})"
+
+
 def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:
     """Serve apps KubeRay reports failing (DEPLOY_FAILED, UNHEALTHY) on the active or the pending cluster. On the
     pending one the upgrade cannot finish; on the active one KubeRay may replace the cluster, again and again
@@ -325,12 +374,18 @@ def serve_app_findings(rayservice: dict[str, Any]) -> list[KubeFinding]:
                 if role == "pending"
                 else "and KubeRay may replace the cluster over and over while the cause stays"
             )
+            failing = failing_deployment(app_status or {})
+            said = (
+                f"deployment {quoted(failing[0])} is {failing[1]}: {quoted(failing[2], KUBE_DEPLOYMENT_MESSAGE_CHARS)}"
+                if failing
+                else quoted((app_status or {}).get("message") or "no message")
+            )
             found.append(
                 KubeFinding(
                     verdict="serve app failing",
                     text=f"Serve app {quoted(app)} on the {role} cluster {side.get('rayClusterName') or '?'} is "
-                    f"{state}: {quoted((app_status or {}).get('message') or 'no message')}, {then}. Fix the app's "
-                    "config or code (serveConfigV2); serve_status shows Ray's side of it.",
+                    f"{state}: {said}, {then}. Fix the app's config or code (serveConfigV2); serve_status shows "
+                    "Ray's side of it.",
                 )
             )
     return found

@@ -3,6 +3,7 @@ store use and spilling; leaks (references whose owner is dead or whose job finis
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +119,20 @@ class Owners:
         return who, job_id, None
 
 
+# A frame of Ray's call site ("path:function:line") inside an installed package or Python itself: not the user's.
+_LIBRARY_FRAME = re.compile(r"/(?:site-packages|dist-packages)/|/lib/python3[.\d]*/")
+
+
+def user_call_site(call_site: str) -> str:
+    """Ray's recorded call site ("(put object) | <frame> | <frame> …", innermost first, Ray's own frames before
+    the user's) with the installed packages' frames left out, so the user's line is not cut off behind them."""
+    parts = [p.strip() for p in call_site.split(" | ")]
+    if len(parts) < 2:
+        return call_site
+    users = [p for p in parts[1:] if not _LIBRARY_FRAME.search(p)]
+    return " | ".join([parts[0], *(p.rsplit("/", 1)[-1] for p in users)]) if users else call_site
+
+
 def build_object_store(
     *,
     stores: list[models.StoreNode],
@@ -133,7 +148,9 @@ def build_object_store(
         size = max(0.0, float(to_number(row.get("object_size")) or 0))
         sizes[str(row.get("object_id"))] = size
         who, job_id, leak = owners.describe(row)
-        site = truncate_text(" ".join(str(row.get("call_site") or "unknown").split()), CALL_SITE_CHARS)
+        site = truncate_text(
+            user_call_site(" ".join(str(row.get("call_site") or "unknown").split())), CALL_SITE_CHARS
+        )
         group = groups.get((site, who))
         if group is None:
             group = groups[(site, who)] = models.ObjectGroup(

@@ -277,6 +277,26 @@ class Gcs:
 
         await anyio.to_thread.run_sync(connect)
 
+    async def known_address(self) -> str | None:
+        """This cluster's GCS address: given, or found from the dashboard (once; in a worker thread), else None."""
+
+        def find() -> str | None:
+            with self._lock:
+                return self._resolve()
+
+        return await anyio.to_thread.run_sync(find)
+
+    def _resolve(self) -> str | None:
+        """The address, looked up from the dashboard when not given (the caller holds the lock)."""
+        # A dashboard reached alone (a port-forward, a Kubernetes service proxy) has a GCS this machine cannot
+        # reach: its lookup (up to LOOKUP_TIMEOUT_S a candidate) is asked again only after GCS_RETRY_S.
+        lookup = self._lookup
+        if self.address is None and lookup is not None and time.monotonic() - self._missed_at >= GCS_RETRY_S:
+            self.address = lookup.gcs_of(self.dashboard_url, min(self.timeout_s, LOOKUP_TIMEOUT_S))
+            if self.address is None:
+                self._missed_at = time.monotonic()
+        return self.address
+
     def _call(self, what: str, read: Callable[[Any], T]) -> T:
         channel = self._open(what)
         with gcs_errors(str(self.address), what, self.timeout_s):
@@ -286,18 +306,8 @@ class Gcs:
         with self._lock:
             if self._channel is not None:
                 return self._channel
-            # A dashboard reached alone (a port-forward, a Kubernetes service proxy) has a GCS this machine
-            # cannot reach: its lookup (up to LOOKUP_TIMEOUT_S a candidate) is asked again only after
-            # GCS_RETRY_S, not by every call.
             lookup = self._lookup
-            if (
-                self.address is None
-                and lookup is not None
-                and time.monotonic() - self._missed_at >= GCS_RETRY_S
-            ):
-                self.address = lookup.gcs_of(self.dashboard_url, min(self.timeout_s, LOOKUP_TIMEOUT_S))
-                if self.address is None:
-                    self._missed_at = time.monotonic()
+            self._resolve()
             if self.address is None and self.out_of_reach:
                 raise ClusterUnavailable(self.out_of_reach.format(what=what))
             if self.address is None:

@@ -4,7 +4,7 @@ under pressure, and who holds a full object store."""
 from __future__ import annotations
 
 from ray_mcp import models
-from ray_mcp.diagnosis.facts import CONTEXT, PROBLEM, ROOT, Chain, Edge, Kind, Link, Say, said
+from ray_mcp.diagnosis.facts import CONTEXT, PROBLEM, ROOT, STUCK, Chain, Edge, Kind, Link, Say, said
 from ray_mcp.diagnosis.graph import Graph, Row, num
 from ray_mcp.diagnosis.recognise import (
     MONITOR_KILL,
@@ -15,7 +15,7 @@ from ray_mcp.diagnosis.recognise import (
     top_memory_user,
 )
 from ray_mcp.diagnosis.registry import On, rule
-from ray_mcp.limits import STORE_HOLDERS_QUOTED
+from ray_mcp.limits import STORE_HOLDERS_QUOTED, STORE_ONE_HOLDER_SHARE
 from ray_mcp.shaping.objects import STORE_CRITICAL, STORE_NEAR_FULL, store_pressure
 from ray_mcp.text import quoted
 
@@ -202,13 +202,68 @@ def memory_chains(g: Graph, chains: list[Chain]) -> list[Chain]:
 )
 def job_store_chains(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:
     """A node's object store near full or spilling, with who holds the most."""
-    return store_chains(g)
+    return [] if any(STORE_SUBJECT in c.subjects for c in chains) else store_chains(g)
 
 
 @rule(On.CLUSTER, Kind.OBJECT_STORE, order=140, next_steps=("summarize_objects",), reads=("store",))
 def cluster_store_chains(g: Graph, chains: list[Chain]) -> list[Chain]:
     """A node's object store near full or spilling, with who holds the most."""
-    return store_chains(g)
+    return [] if any(STORE_SUBJECT in c.subjects for c in chains) else store_chains(g)
+
+
+STORE_SUBJECT = "object_store"
+STORE_HELD = Say(
+    "store_held",
+    Edge.HOLDS,
+    lambda f: (
+        f"the object store is near full ({'; '.join(f['pressure'])}): {f['holder']} holds {f['gib']:.2f} GiB of it in "
+        f"{f['objects']} ref(s)"
+        + (f" created at {quoted(f['call_site'])}" if f["call_site"] else "")
+        + "; until it drops them, new objects (puts, task results) spill to disk or wait"
+    ),
+)
+
+
+def full_store_holder(g: Graph) -> list[Chain]:
+    """A full object store that one owner holds most of: that owner (the actor or driver in its process), its
+    call site and its share, ranked above work that waits (every put and result of the cluster depends on it)."""
+    if g.ev.store is None:
+        return []
+    store = models.ObjectStoreSummary.model_validate(g.ev.store)
+    full = [n for n in store.nodes if n.fraction is not None and n.fraction >= STORE_NEAR_FULL]
+    used = sum(num(n.used) for n in full)
+    top = store.groups[0] if store.groups else None
+    if not full or top is None or not used or top.bytes < STORE_ONE_HOLDER_SHARE * used:
+        return []
+    actor = g.actor_by_pid(top.pid) if top.pid else None
+    holder = f"{g.actor_label(actor)} of {g.job_label(actor.get('job_id'))}" if actor else quoted(top.owner)
+    site = top.call_site if top.call_site and top.call_site != "disabled" else ""
+    link = STORE_HELD(
+        "",
+        quoted(top.owner),
+        pressure=store_pressure(full),
+        holder=holder,
+        gib=top.bytes / 1024**3,
+        objects=top.objects,
+        call_site=site,
+    )
+    steps = ["summarize_objects", "set RAY_record_ref_creation_sites=1 to see call sites" if not site else ""]
+    return [
+        Chain(STUCK + 3, Kind.OBJECT_STORE, None, [link], [s for s in steps if s], subjects={STORE_SUBJECT})
+    ]
+
+
+@rule(On.JOB, Kind.OBJECT_STORE, order=205, reads=("store", "actors"))
+def job_store_holder(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:
+    """A full object store one owner holds most of: that owner (an actor by its pid, or the driver), its call
+    site and its share, ranked above the work waiting behind it."""
+    return full_store_holder(g)
+
+
+@rule(On.CLUSTER, Kind.OBJECT_STORE, order=139, reads=("store", "actors"))
+def cluster_store_holder(g: Graph, chains: list[Chain]) -> list[Chain]:
+    """The same full store's holder in cluster_health."""
+    return full_store_holder(g)
 
 
 def store_chains(g: Graph) -> list[Chain]:

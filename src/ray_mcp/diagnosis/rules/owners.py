@@ -49,7 +49,20 @@ NEEDED_OWNED = Say(
 NEEDED_LOST = Say("needed_lost", Edge.WAITS_ON, said("{subject} needed an object that was lost ({error})"))
 OWNER_DIED = Say("owner_died", Edge.ENDED_BY, said("{subject} died because its owner died"))
 OWNER_DRIVER_ENDED = Say(
-    "owner_driver_ended", Edge.OWNS, said("its owner, the driver of {job}, ended ({status})")
+    "owner_driver_ended",
+    Edge.OWNS,
+    lambda f: (
+        f"{f['actor']}'s owner, the driver of "
+        + ("another job, " if f["other_job"] else "")
+        + f"{f['job']}, ended ({f['status']}"
+        + (f" at {ms_clock(f['end'])}" if f["end"] else "")
+        + ")"
+        + (
+            '; not detached, it lived only as long as that driver (lifetime="detached" outlives it)'
+            if f["other_job"]
+            else ""
+        )
+    ),
 )
 LOST_CONTACT = Say(
     "lost_contact",
@@ -186,9 +199,16 @@ def actor_owner_died(g: Graph, row: Row, depth: int) -> list[Link]:
     driver = DRIVER_WORKER.match(owner_id)
     if driver:
         job = g.jobs.get(driver["job"]) or {}
+        diagnosed = str((g.ev.job or {}).get("job_id") or "")
         links.append(
             OWNER_DRIVER_ENDED(
-                "", f"owner_id {owner_id}", job=g.job_label(driver["job"]), status=job.get("status") or "?"
+                "",
+                f"owner_id {owner_id}",
+                job=g.job_label(driver["job"]),
+                status=job.get("status") or "?",
+                end=job.get("end_time"),
+                other_job=bool(diagnosed) and driver["job"] != diagnosed,
+                actor=g.actor_label(row),
             )
         )
     elif depth < 3 and len(owner_id) == 56:

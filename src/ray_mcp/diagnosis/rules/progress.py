@@ -22,6 +22,7 @@ EXPLAINS_A_STALL = (
     Kind.WAITING,
     Kind.SERVE_LOOP,
     Kind.DATA_STALL,
+    Kind.BLOCKED_LOOP,
 )
 
 

@@ -3,8 +3,11 @@ wait-for graph of open tasks (a cycle is a deadlock), and what the driver is blo
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from ray_mcp.diagnosis.facts import CONTEXT, STUCK, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, ago, ms_clock, names, num
+from ray_mcp.diagnosis.graph import Graph, Row, ago, amounts, ms_clock, names, num
 from ray_mcp.diagnosis.registry import On, ended, rule
 from ray_mcp.diagnosis.rules.placement import constrained_wait, pg_wait
 
@@ -264,3 +267,113 @@ def last_state(g: Graph, t: Row) -> Link:
         node=g.node_label(t.get("node_id")),
         pid=t.get("worker_pid") or "?",
     )
+
+
+SELF_DEADLOCK = Say(
+    "pg_self_deadlock",
+    Edge.WAITS_ON,
+    lambda f: (
+        f"self-deadlock in {f['pg']}: {f['waiters']} ({f['count']} task(s)) captured into the group (child tasks "
+        f"inherit it) need {{{amounts(f.resources)}}} each of it, but {f['holders']} "
+        f"hold{'s' if f['one_holder'] else ''} the group's {{{f['held']}}} and {f['caller']} waits on "
+        f"{'it' if f['count'] == 1 else 'them'}; "
+        "they can never start (not infeasible: the group is full of its own work)"
+    ),
+)
+
+
+# A placement group's resources as Ray names them inside it ("CPU_group_<pg id>", "CPU_group_0_<pg id>") and its
+# bundles' own marker ("bundle_group_…"): the resource a bundle reserved, by its plain name.
+IN_GROUP = re.compile(r"_group_(?:\d+_)?[0-9a-f]+$")
+
+
+def _plain(resources: Mapping[str, object]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in resources.items():
+        if not k.startswith("bundle_group_") and num(v) > 0:
+            out[IN_GROUP.sub("", k)] = max(out.get(IN_GROUP.sub("", k), 0.0), num(v))
+    return out
+
+
+def _ancestors(g: Graph, t: Row, open_: dict[str, Row]) -> list[Row]:
+    """The open tasks ``t`` was called from, nearest first (its caller, that caller's caller, …)."""
+    out: list[Row] = []
+    parent = str(t.get("parent_task_id") or "")
+    while parent in open_ and len(out) < len(open_):
+        out.append(open_[parent])
+        parent = str(open_[parent].get("parent_task_id") or "")
+    return out
+
+
+@rule(
+    On.JOB,
+    Kind.DEADLOCK,
+    order=79,
+    severity=STUCK + 5,
+    refs=(CORE_DOC,),
+    next_steps=(
+        "schedule the children outside the group (placement_group_capture_child_tasks=False, or "
+        'scheduling_strategy="DEFAULT") or reserve bundles for them',
+        "pg_status",
+    ),
+    reads=("tasks", "actors", "pgs"),
+)
+def pg_self_deadlock(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:
+    """Work captured into a placement group (child tasks inherit their caller's group) that waits for bundles
+    the group's own actors or tasks hold while its caller waits on it: a self-deadlock, not infeasible."""
+    if not job_id or status not in ("RUNNING", "PENDING"):
+        return []
+    open_ = open_tasks(g)
+    waiting: dict[str, list[Row]] = {}
+    for t in open_.values():
+        pg = g.pgs.get(str(t.get("placement_group_id") or ""))
+        if t.get("state") == "PENDING_NODE_ASSIGNMENT" and pg is not None and pg.get("state") == "CREATED":
+            waiting.setdefault(str(pg["placement_group_id"]), []).append(t)
+    out = []
+    for pg_id, tasks in waiting.items():
+        pg = g.pgs[pg_id]
+        capacity: dict[str, float] = {}
+        for b in pg.get("bundles") or []:
+            for k, v in (b.get("unit_resources") or {}).items():
+                capacity[k] = capacity.get(k, 0.0) + num(v)
+        in_group = [
+            (f"actor:{a.get('actor_id')}", g.actor_label(a), a)
+            for a in g.actors.values()
+            if a.get("state") == "ALIVE" and str(a.get("placement_group_id") or "") == pg_id
+        ] + [
+            (f"task:{t.get('task_id')}", g.task_label(t), t)
+            for t in open_.values()
+            if t.get("state") == "RUNNING"
+            and t.get("type") == "NORMAL_TASK"
+            and str(t.get("placement_group_id") or "") == pg_id
+        ]
+        held: dict[str, float] = {}
+        for _key, _label, row in in_group:
+            for k, v in _plain(row.get("required_resources") or {}).items():
+                held[k] = held.get(k, 0.0) + v
+        first = tasks[0]
+        need = _plain(first.get("required_resources") or {})
+        short = [k for k, v in need.items() if capacity.get(k, 0.0) - held.get(k, 0.0) + 1e-9 < v]
+        callers = _ancestors(g, first, open_)
+        caller_keys = {f"task:{c.get('task_id')}" for c in callers} | {
+            f"actor:{c.get('actor_id')}" for c in callers if c.get("actor_id")
+        }
+        holders = [(key, label) for key, label, _row in in_group if key in caller_keys]
+        if not short or not holders or not callers:
+            continue
+        link = SELF_DEADLOCK(
+            "",
+            f"placement_group_id={pg_id} bundles={len(pg.get('bundles') or [])} state=CREATED",
+            need,
+            pg=g.pg_label(pg),
+            waiters=names(str(t.get("name")) for t in tasks),
+            count=len(tasks),
+            holders=names(label for _key, label in holders),
+            one_holder=len(holders) == 1,
+            held=amounts({k: held[k] for k in short}),
+            caller=callers[0].get("name"),
+        )
+        steps = [s.format(job_id=job_id) for s in pg_self_deadlock.next_steps]
+        subjects = {f"task:{t.get('task_id')}" for t in tasks} | {key for key, _label in holders}
+        out.append(Chain(STUCK + 5, Kind.DEADLOCK, None, [link], steps, job_id, subjects))
+    return out

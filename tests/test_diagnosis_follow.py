@@ -1,0 +1,370 @@
+"""Issue 39 on the session head: each answer follows the first fact to what it points at (an unserialisable
+argument's attribute, a missing file's runtime_env, Ray's own data handling, the warning an async actor's
+blocking get logs, a placement group its own actors hold, an address that is not this cluster's). Every
+scenario records its evidence (tests/recorded/<name>.json with RAY_MCP_RECORD=1) and is checked by the same
+function over the live answer and over the recording (tests/follow_checks.py, test_diagnosis_follow_replay.py).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from tests.causal_support import record
+from tests.follow_checks import FOLLOW
+from tests.support import TERMINAL, call_ok, submit, text_of, wait_until
+
+pytestmark = pytest.mark.live
+
+BUDGET = 6_000
+
+
+async def answer(client: Client, job: str) -> str:
+    text = text_of(await call_ok(client, "diagnose_job", {"job": job}))
+    assert len(text.encode()) <= BUDGET, len(text.encode())
+    return text
+
+
+async def scenario(
+    client: Client,
+    tmp_path: Path,
+    name: str,
+    source: str,
+    *,
+    files: dict[str, str] | None = None,
+    runtime_env: dict | None = None,
+    end: bool = True,
+    deadline_s: float = 20,
+) -> None:
+    """Run ``source`` as a job; once it ended (or, for a hang, once its answer shows ``ready``, polled under a
+    deadline) record its evidence and check the answer with FOLLOW[name]."""
+    (tmp_path / "main.py").write_text(textwrap.dedent(source))
+    for rel, content in (files or {}).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(content)
+    env = {"working_dir": str(tmp_path), **(runtime_env or {})}
+    sid = await submit(client, entrypoint="python main.py", runtime_env=env)
+    try:
+        if end:
+            await wait_until(client, sid, TERMINAL, 240)
+        else:
+            await wait_until(client, sid, {"RUNNING"}, 120)
+        with anyio.move_on_after(deadline_s):
+            while True:
+                try:
+                    FOLLOW[name](await answer(client, sid))
+                    break
+                except AssertionError:
+                    await anyio.sleep(2)
+        await record(DASHBOARD[0], sid, name)
+        FOLLOW[name](await answer(client, sid))
+    finally:
+        if not end:
+            await client.call_tool("stop_job", {"job": sid})
+
+
+DASHBOARD: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _dashboard(ray_cluster) -> None:  # the session head's dashboard, for recording
+    DASHBOARD[:] = [ray_cluster.dashboard_url]
+
+
+UNSERIALISABLE = """\
+import threading
+
+import ray
+
+
+class FeatureStoreClient:
+    def __init__(self, url):
+        self.url = url
+        self._session_lock = threading.Lock()
+
+
+@ray.remote
+def featurize(client, rows):
+    return [client.url for _ in rows]
+
+
+ray.init()
+store = FeatureStoreClient("http://features.internal")
+print(ray.get(featurize.remote(store, [1, 2, 3])))
+"""
+
+
+async def test_an_unserialisable_argument_names_the_attribute_that_holds_the_lock_and_the_call_site(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_unserialisable", UNSERIALISABLE)
+
+
+MISSING_FILE = """\
+import ray
+
+
+@ray.remote
+def load_shard(path):
+    with open(path) as f:
+        return len(f.read())
+
+
+ray.init()
+print(ray.get(load_shard.remote("data/train.csv")))
+"""
+
+
+async def test_a_missing_file_names_the_runtime_env_exclude_that_left_it_out(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(
+        client,
+        tmp_path,
+        "follow_missing_file",
+        MISSING_FILE,
+        files={"data/train.csv": "a,b\n1,2\n"},
+        runtime_env={"excludes": ["data/"]},
+    )
+
+
+READ_ONLY = """\
+import numpy as np
+import ray
+
+
+@ray.remote
+def normalise(batch):
+    batch -= batch.mean()
+    return batch
+
+
+ray.init()
+features = np.random.rand(1_000_000)
+print(ray.get(normalise.remote(features)).sum())
+"""
+
+
+async def test_a_read_only_array_from_the_object_store_is_explained_as_zero_copy(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_read_only", READ_ONLY)
+
+
+NESTED_REFS = """\
+import ray
+
+
+@ray.remote
+def load(i):
+    return i * 10
+
+
+@ray.remote
+def total(parts):
+    return sum(parts)
+
+
+ray.init()
+parts = [load.remote(i) for i in range(4)]
+print(ray.get(total.remote(parts)))
+"""
+
+
+async def test_refs_passed_inside_a_list_are_explained_as_not_resolved(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_nested_refs", NESTED_REFS)
+
+
+WRONG_ADDRESS = """\
+import ray
+
+ray.init(address="10.11.12.13:6379")
+print("connected", flush=True)
+"""
+
+
+async def test_a_driver_that_never_reached_the_cluster_names_the_address_it_tried(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_wrong_address", WRONG_ADDRESS, end=False, deadline_s=90)
+
+
+ASYNC_BLOCKING = """\
+import time
+
+import ray
+
+
+@ray.remote
+def fetch_weights():
+    time.sleep(3600)
+
+
+@ray.remote
+class Gateway:
+    async def refresh(self):
+        return ray.get(fetch_weights.remote())
+
+    async def health(self):
+        return "ok"
+
+
+ray.init()
+gateway = Gateway.remote()
+gateway.refresh.remote()
+print("asking for health", flush=True)
+print(ray.get(gateway.health.remote()))
+"""
+
+
+async def test_a_blocking_get_in_an_async_actor_quotes_rays_warning_and_the_starved_call(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_async_blocking", ASYNC_BLOCKING, end=False, deadline_s=90)
+
+
+PG_SELF_DEADLOCK = """\
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+
+@ray.remote(num_cpus=1)
+def shard(i):
+    return i
+
+
+@ray.remote(num_cpus=1)
+class Coordinator:
+    def run(self):
+        return sum(ray.get([shard.remote(i) for i in range(2)]))
+
+
+ray.init()
+pg = placement_group([{"CPU": 1}], name="coord-gang")
+ray.get(pg.ready())
+strategy = PlacementGroupSchedulingStrategy(pg, placement_group_capture_child_tasks=True)
+coordinator = Coordinator.options(scheduling_strategy=strategy).remote()
+print("running", flush=True)
+print(ray.get(coordinator.run.remote()))
+"""
+
+
+async def test_work_captured_into_a_group_its_own_actor_holds_is_a_self_deadlock(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_pg_self_deadlock", PG_SELF_DEADLOCK, end=False, deadline_s=90)
+
+
+TRAIN_FAILURE = """\
+import os
+import tempfile
+
+import ray.train
+from ray.train import FailureConfig, RunConfig, ScalingConfig
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+
+def train_loop(config):
+    rank = ray.train.get_context().get_world_rank()
+    for step in range(3):
+        ray.train.report({"step": step})
+        if step == 1 and rank == 1:
+            raise ValueError(f"rank {rank} saw a NaN loss at step {step}")
+
+
+trainer = DataParallelTrainer(
+    train_loop,
+    scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.01}),
+    run_config=RunConfig(
+        name="follow_nan", storage_path=tempfile.mkdtemp(), failure_config=FailureConfig(max_failures=0)
+    ),
+)
+trainer.fit()
+"""
+
+
+async def test_a_failed_training_leads_with_the_users_exception_not_the_workers_train_tore_down(
+    client: Client, tmp_path: Path
+) -> None:
+    await scenario(client, tmp_path, "follow_train_failure", TRAIN_FAILURE)
+
+
+PEER_WAIT = """\
+import socket
+
+import ray
+
+
+@ray.remote
+def receive_weights():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    print("listening on", server.getsockname(), flush=True)
+    conn, _ = server.accept()
+    return conn.recv(1024)
+
+
+ray.init()
+print(ray.get(receive_weights.remote()))
+"""
+
+
+async def test_a_hang_names_what_its_blocking_call_waits_for(client: Client, tmp_path: Path) -> None:
+    await scenario(client, tmp_path, "follow_peer_wait", PEER_WAIT, end=False, deadline_s=120)
+
+
+CREATOR = """\
+import time
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+class FeatureCache:
+    def get(self, key):
+        return key
+
+
+ray.init(namespace="shared")
+cache = FeatureCache.options(name="feature_cache").remote()
+ray.get(cache.get.remote("warm"))
+print("cache ready", flush=True)
+time.sleep(15)
+"""
+
+USER_OF_CACHE = """\
+import time
+
+import ray
+
+ray.init(namespace="shared")
+cache = ray.get_actor("feature_cache")
+print("found the cache", flush=True)
+for step in range(600):
+    ray.get(cache.get.remote(step))
+    time.sleep(0.2)
+"""
+
+
+async def test_an_actor_another_job_created_is_traced_to_that_jobs_driver_and_when_it_ended(
+    client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "creator").mkdir()
+    (tmp_path / "creator" / "main.py").write_text(CREATOR)
+    creator = await submit(
+        client, entrypoint="python main.py", runtime_env={"working_dir": str(tmp_path / "creator")}
+    )
+    with anyio.fail_after(180):
+        while True:
+            logs = await client.call_tool("tail_logs", {"job": creator})
+            if not logs.is_error and "cache ready" in text_of(logs):
+                break
+            await anyio.sleep(1)
+    await scenario(client, tmp_path, "follow_owner_job", USER_OF_CACHE)

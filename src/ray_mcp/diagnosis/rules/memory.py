@@ -240,7 +240,7 @@ def full_store_holder(g: Graph) -> list[Chain]:
     site = top.call_site if top.call_site and top.call_site != "disabled" else ""
     link = STORE_HELD(
         "",
-        quoted(top.owner),
+        top.owner,
         pressure=store_pressure(full),
         holder=holder,
         gib=top.bytes / 1024**3,

@@ -143,6 +143,13 @@ def test_known_values_are_masked_anywhere_and_short_ones_as_whole_words() -> Non
     assert clean_text(text) == "a***b and *** but q7zq, xq7z and (***)."
 
 
+def test_a_value_that_reads_as_a_number_is_masked_only_as_a_whole_number() -> None:
+    """Every env_vars value is held as a secret; one like "0.05" must not eat the digits of other numbers."""
+    SECRETS.hold("test:numbers", ["0.0517", "31337"])
+    text = "sleep 0.0517 s; means 10.05178 s and 0.05179 s; port 31337, pid 313370, id a31337"
+    assert clean_text(text) == "sleep *** s; means 10.05178 s and 0.05179 s; port ***, pid 313370, id a31337"
+
+
 def test_configuration_values_are_not_treated_as_secrets() -> None:
     registry = SecretRegistry()
     registry.hold("job:a", ["true", "0", "12", "INFO", "", "  "])

@@ -3,6 +3,7 @@ first characters, the rest compared once found."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,16 +47,11 @@ class KnownValues:
         for end, (key, values) in self.automaton.iter(text):
             start = end - len(key) + 1
             stop = end + 1
-            if len(key) < SHORT_SECRET_CHARS and (
-                (start > 0 and _is_word_char(text[start - 1]))
-                or (stop < len(text) and _is_word_char(text[stop]))
-            ):
-                continue
             whole = False
             for value in values:  # longest first
                 agreed = _agreed(text, start, value)
                 cut = start + agreed == len(text) or text.startswith(CUT_MARKS, start + agreed)
-                if agreed == len(value) or cut:
+                if (agreed == len(value) or cut) and _stands(text, start, start + agreed, value):
                     stop, whole = max(stop, start + agreed), True
                     break
             if whole:  # a text that only shares a value's first characters (a path, a URL) is not that value
@@ -75,5 +71,19 @@ def _agreed(text: str, start: int, value: str) -> int:
     return low
 
 
-def _is_word_char(ch: str) -> bool:
-    return ch.isalnum()
+def _stands(text: str, start: int, stop: int, value: str) -> bool:
+    """Whether ``text[start:stop]`` may be masked as ``value``: a long value anywhere; a short one, or one that
+    reads as a number ("0.05", "8080"), only as a whole token, so that it is not found inside other words or
+    numbers (a job's env var of "0.05" must not mask the digits of "10.0568 s")."""
+    numeric = NUMBER.fullmatch(value) is not None
+    if len(value) >= SHORT_SECRET_CHARS and not numeric:
+        return True
+    before, after = text[max(0, start - 2) : start], text[stop : stop + 2]
+    if numeric:  # a decimal point or separator between digits joins two parts of one number
+        return not (JOINED_BEFORE.search(before) or JOINED_AFTER.match(after))
+    return not ((before and before[-1].isalnum()) or (after and after[0].isalnum()))
+
+
+NUMBER = re.compile(r"[+-]?[0-9][0-9._,:eE+-]*")  # what reads as a number, a version or a port
+JOINED_BEFORE = re.compile(r"(?:\w|[0-9][.,])$")
+JOINED_AFTER = re.compile(r"\w|[.,][0-9]")

@@ -1138,3 +1138,30 @@ def test_cluster_health_ranks_a_failed_jobs_error_first_not_the_actors_its_end_t
     health = causal.explain_cluster(ev)
     assert "ValueError: shard 3 has a bad header" in health[0].verdict, [c.verdict for c in health]
     assert not [c for c in health if "Cache" in c.verdict], [c.verdict for c in health]
+
+
+def test_a_job_whose_tasks_were_not_all_read_is_not_called_stalled_up_front() -> None:
+    """The diagnosis reads at most TASKS_READ task attempts of a job. When it read that many, the newest
+    activity may be among the ones left out (a long job still finishing tasks): the idle time is of the tasks
+    read, so it is shown, but it neither leads nor makes the job "not healthy"."""
+    from ray_mcp.limits import TASKS_READ
+
+    old = NOW - 300_000  # every task read ended five minutes ago
+    rows = [
+        task(f"t{i:05d}", "step", "09000000", "FINISHED", start_time_ms=old - 1000, end_time_ms=old)
+        for i in range(TASKS_READ)
+    ]
+    ev = GraphInputs(
+        now_ms=NOW,
+        job=job("09000000", "RUNNING"),
+        nodes=[node(HEAD)],
+        jobs=[job("09000000", "RUNNING")],
+        pgs=[],
+        actors=[],
+        tasks=rows,
+    )
+    line = causal.verdict_line(*causal.explain_job(ev)[:2])
+    assert "not healthy" not in line, line
+    complete = GraphInputs(**{**ev.__dict__, "tasks": rows[:10]})  # every task read: a stall, said first
+    line = causal.verdict_line(*causal.explain_job(complete)[:2])
+    assert "not healthy" in line and "no task activity" in line, line

@@ -324,8 +324,8 @@ def stall_chain(e: HangEvidence, node_totals: Sequence[Mapping[str, float]], job
         evidence.append(PARTLY_READ(tasks=e.tasks_checked))
     busy = any(g.state == "active" and not g.blocked_in for g in groups if not stacks.is_idle_group(g))
     severity = STUCK + 8 if (cycle or (path and not busy)) else STUCK if not busy else CONTEXT + 25
-    if e.status == "unknown":
-        severity -= 20
+    if e.status == "unknown":  # not every task was read: the idle time is of the ones read, so it never leads
+        severity = min(severity - 20, CONTEXT + 5)  # a finding that rests on every task (a trend) ranks above
     steps = [f"stack_traces job={job} for every process's stack"]
     if busy:
         steps.append("cpu_profile actor_id=<id> (or pid + node) of the busy process")

@@ -140,3 +140,70 @@ async def test_a_firing_prometheus_alert_is_part_of_the_health_and_notified_when
                 assert "Firing Prometheus alerts" not in text, text[-1500:]
         finally:
             await server.app.aclose()
+
+
+SERVE_APP = """
+import os
+from ray import serve
+
+@serve.deployment(health_check_period_s=1, health_check_timeout_s=5)
+class Flaky:
+    def check_health(self):
+        if os.path.exists(os.environ["FLAG"]):
+            raise RuntimeError("the model server lost its GPU context")
+
+    def __call__(self, request):
+        return "ok"
+
+app = Flaky.bind()
+"""
+
+
+async def test_a_subscriber_hears_when_a_serve_app_turns_unhealthy(two_nodes, tmp_path) -> None:
+    from ray_mcp.cluster import free_ports
+
+    head, _worker = two_nodes
+    (tmp_path / "watch_serve_app.py").write_text(SERVE_APP)
+    flag = tmp_path / "unhealthy"
+    config = {
+        "http_options": {"host": "127.0.0.1", "port": free_ports(1)[0]},
+        "applications": [
+            {
+                "name": "flaky",
+                "import_path": "watch_serve_app:app",
+                "route_prefix": "/flaky",
+                "runtime_env": {"env_vars": {"PYTHONPATH": str(tmp_path), "FLAG": str(flag)}},
+                "deployments": [{"name": "Flaky", "ray_actor_options": {"num_cpus": 0}}],
+            }
+        ],
+    }
+    server = build_server(Settings(address=head.dashboard_url))
+    updates = Updates()
+    try:
+        async with Client(server, mode="legacy", message_handler=updates) as client:
+            deployed = await client.call_tool("serve_deploy", {"config": config})
+            assert not deployed.is_error, deployed.content
+            with anyio.fail_after(180):
+                while (await structured_status(client)) != "RUNNING":
+                    await anyio.sleep(0.5)
+            await client.subscribe_resource(HEALTH_URI)
+            watch = server.health_watchers.watch_of(DEFAULT_CLUSTER)
+            assert watch is not None and not any("serve" in k for k in watch.problems or {})
+            flag.write_text("now")
+            with anyio.fail_after(180):
+                while not any(c.problem.kind.startswith("serve") for c in watch.last_changes):
+                    await updates.next()
+            text = await read_text(client, HEALTH_URI)
+            assert "flaky" in text and "appeared" in text, text[-1500:]
+            # Not "once": while Serve replaces the failing replica the app's state changes again (a second
+            # notification about the same problem was observed within two rounds), and each change is news.
+    finally:
+        await server.app.aclose()
+
+
+async def structured_status(client: Client) -> str:
+    from tests.support import structured
+
+    status = await structured(client, "serve_status")
+    apps = [a for a in status.get("apps", []) if a.get("name") == "flaky"]
+    return str(apps[0].get("status")) if apps else ""

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 from tests.causal_support import replay
-from tests.follow_checks import FOLLOW
+from tests.follow_checks import FOLLOW, owner_job
 
 from ray_mcp.diagnosis import registry, report
 
@@ -96,3 +96,26 @@ def test_a_missing_absolute_path_is_read_on_the_node_the_work_ran_on() -> None:
 
     text = answer_with("follow_missing_file", absolute)
     assert "an absolute path is read on the node the work runs on" in text.splitlines()[0], text
+
+
+def test_an_actor_died_error_naming_another_jobs_actor_follows_it_to_that_jobs_driver() -> None:
+    """The other shape of the owner scenario (the calls failed once the actor died, rather than its lookup): Ray
+    names the actor on the lines after the exception line; it is another job's, read by id (here: the row the
+    recording read by name)."""
+    ev = replay("follow_owner_job")
+    cache = next(a for a in ev.related_actors if a.get("class_name") == "FeatureCache")
+
+    def died(ev) -> None:
+        ev.driver_lines = [
+            "Traceback (most recent call last):",
+            '  File "/tmp/x/main.py", line 9, in <module>',
+            "    ray.get(cache.get.remote(step))",
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+            "\tclass_name: FeatureCache",
+            f"\tactor_id: {cache['actor_id']}",
+            "\tnamespace: shared",
+            "The actor is dead because its owner has died.",
+        ]
+
+    text = answer_with("follow_owner_job", died)
+    owner_job(text)

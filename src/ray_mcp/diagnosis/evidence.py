@@ -28,7 +28,7 @@ from ray_mcp.diagnosis.graph import (
     failure_restarts,
     num,
 )
-from ray_mcp.diagnosis.recognise import CONNECT_FAILED
+from ray_mcp.diagnosis.recognise import ACTOR_ERROR, CONNECT_FAILED, actor_ids
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
@@ -47,8 +47,10 @@ from ray_mcp.limits import (
     HEALTH_NODES,
     JOB_ACTORS_READ,
     LOOPING_ACTOR_LOGS,
+    OWNER_SEARCH_CHARS,
     OWNER_SEARCH_TASKS,
     OWNERS_READ,
+    RELATED_ACTORS_NAMED,
     RELATED_ACTORS_READ,
     SERVE_SEARCH_CHARS,
     STATE_API_MAX_ROWS,
@@ -441,6 +443,13 @@ async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
     )
     if m:
         jobs.append(_related(api, ev, [("name", "=", m["name"])], f"actors named {m['name']!r}"))
+    # An actor the driver's ActorDiedError names that is not the job's own (another job created it).
+    known = {str(a.get("actor_id")) for a in ev.actors or []}
+    for aid in (
+        actor_ids(text[-OWNER_SEARCH_CHARS:])[:RELATED_ACTORS_NAMED] if ACTOR_ERROR.search(text) else []
+    ):
+        if aid not in known:
+            jobs.append(_related(api, ev, [("actor_id", "=", aid)], f"actor {aid}"))
     messages = [
         text,
         *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][

@@ -55,7 +55,9 @@ def exc_quote(text: str) -> str:
 # Ray's own errors: raised inside a task, they come from a call that task made (driver.py follows it there).
 RAY_SYSTEM_ERROR = re.compile(r"ActorDied|ActorUnavailable|RayActorError|OwnerDied|ObjectLost|WorkerCrashed")
 ACTOR_ERROR = re.compile(r"ActorDied|RayActorError|ActorUnavailable|ActorUnschedulable")
-ACTOR_ID_IN_ERROR = re.compile(r"actor_id=([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})")
+ACTOR_ID_IN_ERROR = re.compile(
+    r"actor_id[=:]\s*([0-9a-f]{32})|Actor(?:ID)?\(([0-9a-f]{32})\)|actor ([0-9a-f]{32})"
+)
 # A timeout the driver raised itself: it stopped waiting.
 TIMED_OUT = re.compile(r"GetTimeoutError|[Tt]ime ?out|timed out|did not finish|not ready|deadline|too long")
 LOOKUP_FAILED = re.compile(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'")

@@ -231,7 +231,8 @@ def dead_actor(d: Raised) -> Chain | None:
     """An ActorDiedError (and kin) that names its actor: that actor's chain, or how it ended."""
     if not ACTOR_ERROR.search(d.traceback):
         return None
-    for aid in actor_ids(d.traceback):
+    # Ray prints the actor's class, id and death cause on the lines after the exception line.
+    for aid in actor_ids("\n".join([d.traceback, *d.lines[-OWNER_SEARCH_LINES:]])):
         explained = next((c for c in d.chains if f"actor:{aid}" in c.subjects), None)
         if explained is not None:
             return merge(d.link, explained)

@@ -266,3 +266,30 @@ async def test_gpu_profile_says_when_there_is_no_gpu_and_where_the_trace_is_when
 async def test_the_profilers_need_the_node_of_a_pid(pclient: Client, tool: str) -> None:
     result = await pclient.call_tool(tool, {"pid": 5})
     assert result.is_error and "needs node" in text_of(result)
+
+
+# -- diagnose_job and cluster_health offer memory_profile (not live: the engine over recorded evidence) -------
+
+
+def test_diagnose_job_offers_memory_profile_for_a_job_the_memory_monitor_killed() -> None:
+    from tests.causal_support import replay
+
+    from ray_mcp.diagnosis import report
+
+    model, text = report.job_report("recorded", replay("oom_task"), max_bytes=6000)
+    [oom] = [f for f in model.findings if f.kind == "oom"][:1]
+    assert any(step.startswith("memory_profile ") and "leaks_only=true" in step for step in oom.next_steps), (
+        text
+    )
+
+
+def test_cluster_health_offers_memory_profile_where_a_nodes_memory_fills() -> None:
+    from ray_mcp.diagnosis import report
+    from ray_mcp.diagnosis.graph import GraphInputs
+
+    node = {"node_id": "c" * 56, "state": "ALIVE", "resources": {"memory": {"used": 9.0e9, "total": 10.0e9}}}
+    model, text = report.health_report(
+        "recorded", GraphInputs(now_ms=1.0, status={"nodes": [node]}), max_bytes=6000
+    )
+    [full] = [f for f in model.findings if f.kind == "memory"]
+    assert any(step.startswith("memory_profile ") for step in full.next_steps), text

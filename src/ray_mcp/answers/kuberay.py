@@ -11,9 +11,11 @@ from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES
 from ray_mcp.models.kuberay import KubeStatus, PodState
 from ray_mcp.shaping.kuberay import (
     events_digest,
+    incremental_upgrade,
     object_findings,
     pod_state,
     pods_shown,
+    upgrade_line,
     verdict_of,
     worker_groups,
 )
@@ -46,6 +48,7 @@ async def describe(
     submitters: list[PodState] = []
     pending: tuple[dict[str, Any] | None, list[PodState]] | None = None
     live: str | None = None
+    upgrade = incremental_upgrade(obj) if kind == "RayService" else None
     if kind == "RayJob":
         job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
         live = await _ray_status(ray_job_status, job_id) if job_id else None
@@ -78,6 +81,8 @@ async def describe(
             pending and pending[0] and (pending[0].get("status") or {}).get("state") == "ready"
         )
         details += _service_lines(obj, active, pending_name, pending_ready)
+        if upgrade is not None:
+            details.append(upgrade_line(upgrade))
     findings = object_findings(
         obj, raycluster, pods, submitters=submitters, pending=pending, ray_status=live, now_s=time.time()
     )
@@ -105,6 +110,7 @@ async def describe(
         events=shown_events,
         events_total=events_total,
         hint=_hint(findings, pods),
+        upgrade=upgrade,
     )
 
 

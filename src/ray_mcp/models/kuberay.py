@@ -70,6 +70,26 @@ class WorkerGroup(BaseModel):
     autoscaled: bool
 
 
+class UpgradeSide(BaseModel):
+    cluster: str | None = None
+    target_capacity: int | None = Field(default=None, description="Percent of its Serve replicas it may run.")
+    traffic_percent: int | None = Field(default=None, description="Percent of the traffic routed to it.")
+    last_traffic_migrated: str | None = None
+
+
+class ServiceUpgrade(BaseModel):
+    """A RayService's incremental upgrade (NewClusterWithIncrementalUpgrade) as KubeRay reports it."""
+
+    step: str = Field(
+        description="scale up the pending cluster, shift traffic, scale down the active cluster, or done."
+    )
+    active: UpgradeSide
+    pending: UpgradeSide
+    max_surge_percent: int | None = None
+    step_size_percent: int | None = None
+    interval_s: int | None = None
+
+
 class KubeStatus(BaseModel):
     """A KubeRay object, verdict first: what is wrong, its pods and events."""
 
@@ -87,6 +107,9 @@ class KubeStatus(BaseModel):
     events: list[KubeEvent] = []
     events_total: int = 0
     hint: str | None = None
+    upgrade: ServiceUpgrade | None = Field(
+        default=None, description="A RayService's incremental upgrade: its step and traffic split."
+    )
 
 
 class KubeLog(BaseModel):

@@ -18,7 +18,15 @@ from ray_mcp.limits import (
     KUBE_PODS_SHOWN,
     KUBE_UPGRADE_STUCK_S,
 )
-from ray_mcp.models.kuberay import KubeEvent, KubeFinding, KubeStatus, PodState, WorkerGroup
+from ray_mcp.models.kuberay import (
+    KubeEvent,
+    KubeFinding,
+    KubeStatus,
+    PodState,
+    ServiceUpgrade,
+    UpgradeSide,
+    WorkerGroup,
+)
 from ray_mcp.text import quoted
 
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -493,3 +501,65 @@ def pods_shown(pods: list[PodState]) -> list[PodState]:
     return sorted(pods, key=lambda p: (p.ready and not p.restarts, p.node_type != "head", p.name))[
         :KUBE_PODS_SHOWN
     ]
+
+
+def _side(raw: Any) -> UpgradeSide:
+    side = raw if isinstance(raw, dict) else {}
+    return UpgradeSide(
+        cluster=side.get("rayClusterName"),
+        target_capacity=side.get("targetCapacity"),
+        traffic_percent=side.get("trafficRoutedPercent"),
+        last_traffic_migrated=side.get("lastTrafficMigratedTime"),
+    )
+
+
+def incremental_upgrade(rayservice: dict[str, Any]) -> ServiceUpgrade | None:
+    """A RayService's incremental upgrade (KubeRay >= 1.5, beta in 1.7), in KubeRay's own status: each cluster's
+    target_capacity and trafficRoutedPercent; the step follows from them as KubeRay's loop takes it (scale the
+    pending cluster up by maxSurgePercent, shift traffic until it reaches that capacity, scale the active one
+    down). None for another strategy, or with no pending cluster."""
+    spec = (rayservice.get("spec") or {}).get("upgradeStrategy") or {}
+    status = rayservice.get("status") or {}
+    pending_raw = status.get("pendingServiceStatus") or {}
+    if spec.get("type") != "NewClusterWithIncrementalUpgrade" or not pending_raw.get("rayClusterName"):
+        return None
+    active, pending = _side(status.get("activeServiceStatus")), _side(pending_raw)
+    options = spec.get("clusterUpgradeOptions") or {}
+    a_cap, p_cap, p_traffic = active.target_capacity, pending.target_capacity, pending.traffic_percent
+    if p_cap is None or p_traffic is None:
+        step = "starting: KubeRay has not reported the clusters' capacity and traffic yet"
+    elif p_cap >= 100 and p_traffic >= 100:
+        step = "done: the pending cluster takes all traffic; KubeRay promotes it next"
+    elif p_traffic < p_cap:
+        step = f"shifting traffic: {p_traffic}% of {p_cap}% routed to the pending cluster"
+    elif (a_cap or 0) + p_cap > 100:
+        step = f"scaling the active cluster down from {a_cap}% (total capacity {(a_cap or 0) + p_cap}%)"
+    else:
+        step = f"scaling the pending cluster up from {p_cap}% capacity"
+    return ServiceUpgrade(
+        step=step,
+        active=active,
+        pending=pending,
+        max_surge_percent=options.get("maxSurgePercent"),
+        step_size_percent=options.get("stepSizePercent"),
+        interval_s=options.get("intervalSeconds"),
+    )
+
+
+def upgrade_line(u: ServiceUpgrade) -> str:
+    def side(name: str, s: UpgradeSide) -> str:
+        return f"{name} {s.cluster or '?'} {s.target_capacity if s.target_capacity is not None else '?'}% capacity, {s.traffic_percent if s.traffic_percent is not None else '?'}% of traffic"
+
+    steps = ", ".join(
+        f"{k} {v}"
+        for k, v in (
+            ("maxSurgePercent", u.max_surge_percent),
+            ("stepSizePercent", u.step_size_percent),
+            ("intervalSeconds", u.interval_s),
+        )
+        if v is not None
+    )
+    return (
+        f"Incremental upgrade: {u.step}. Traffic split: {side('active', u.active)}; {side('pending', u.pending)}"
+        + (f" ({steps})." if steps else ".")
+    )

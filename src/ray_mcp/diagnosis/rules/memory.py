@@ -63,6 +63,11 @@ STORE_PRESSURE = Say(
 )
 
 
+# memory_profile (toolset "profiling") names the lines a worker allocates and keeps: offered where the memory
+# monitor killed work (on a rerun, while its memory grows) and where a node's memory fills.
+MEMORY_PROFILE_STEP = "memory_profile actor_id=<a worker of a rerun> leaks_only=true while its memory grows"
+
+
 @rule(On.TASK_END, Kind.OOM, order=10, refs=(OBS_DOC,), reads=("tasks", "nodes"))
 def task_oom(g: Graph, t: Row, depth: int) -> list[Link]:
     """A task the memory monitor killed: the node, its memory use against the limit and threshold, and whether
@@ -122,7 +127,11 @@ def actor_monitor_kill(g: Graph, row: Row, depth: int) -> list[Link]:
     Kind.OOM,
     order=200,
     severity=ROOT + 1,
-    next_steps=("cluster_status (memory per node)", "list_tasks state=RUNNING (what else uses memory)"),
+    next_steps=(
+        "cluster_status (memory per node)",
+        "list_tasks state=RUNNING (what else uses memory)",
+        MEMORY_PROFILE_STEP,
+    ),
     reads=("job",),
 )
 def memory_kill(g: Graph, job_id: str | None, status: str, chains: list[Chain]) -> list[Chain]:
@@ -136,6 +145,8 @@ def memory_kill(g: Graph, job_id: str | None, status: str, chains: list[Chain]) 
     if killed:
         killed[0].severity = ROOT + 2
         killed[0].links.insert(0, SUPERVISOR_SWEPT("", oom_quote(message)))
+        if MEMORY_PROFILE_STEP not in killed[0].next_steps:
+            killed[0].next_steps.append(MEMORY_PROFILE_STEP)
         return []
     node = OOM_NODE.search(message)
     return [
@@ -185,7 +196,14 @@ def memory_chains(g: Graph, chains: list[Chain]) -> list[Chain]:
                             total=total,
                         )
                     ],
-                    [f"list_actors node_id={node.get('node_id')} to see who holds it"],
+                    [f"list_actors node_id={node.get('node_id')} to see who holds it"]
+                    + (
+                        [
+                            "memory_profile actor_id=<a worker on it> leaks_only=true: the lines whose memory it keeps"
+                        ]
+                        if name == "memory"
+                        else []
+                    ),
                     subjects={f"memory:{node.get('node_id')}:{name}"},
                 )
             )

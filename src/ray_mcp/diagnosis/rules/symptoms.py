@@ -24,6 +24,7 @@ from ray_mcp.diagnosis.graph import Graph, Row, ago, failure_restarts, names, nu
 from ray_mcp.diagnosis.recognise import exc_quote, exception_line
 from ray_mcp.diagnosis.registry import On, ended, rule
 from ray_mcp.diagnosis.rules.lifecycle import BENIGN, CANCELLED_TASKS, ENDED_ON_REQUEST
+from ray_mcp.diagnosis.rules.memory import MEMORY_PROFILE_STEP
 from ray_mcp.diagnosis.rules.owners import OWNER_DIED, OWNER_DRIVER_ENDED
 from ray_mcp.diagnosis.rules.placement import pg_wait
 from ray_mcp.diagnosis.rules.waiting import actor_wait, task_wait
@@ -131,6 +132,7 @@ def failed_task_chains(g: Graph, job_id: str | None) -> list[Chain]:
                     *cause_steps(links, first),
                     f"list_tasks job={first.get('job_id')} state=FAILED",
                     f"tail_logs task_id={first.get('task_id')}",
+                    *([MEMORY_PROFILE_STEP] if kind is Kind.OOM else []),
                 ],
                 first.get("job_id"),
                 {f"task:{t.get('task_id')}" for t in rows},
@@ -185,7 +187,12 @@ def actor_chains(g: Graph, job_id: str | None, job_status_: str) -> list[Chain]:
                     chain_kind(links),
                     ACTOR_DIED(g.actor_label(row)),
                     links,
-                    [*cause_steps(links, row), f"tail_logs actor_id={aid}", f"get_actor actor_id={aid}"],
+                    [
+                        *cause_steps(links, row),
+                        f"tail_logs actor_id={aid}",
+                        f"get_actor actor_id={aid}",
+                        *([MEMORY_PROFILE_STEP] if chain_kind(links) is Kind.OOM else []),
+                    ],
                     row.get("job_id"),
                     {f"actor:{aid}"},
                 )

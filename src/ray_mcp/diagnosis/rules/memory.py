@@ -199,7 +199,7 @@ def memory_chains(g: Graph, chains: list[Chain]) -> list[Chain]:
                     [f"list_actors node_id={node.get('node_id')} to see who holds it"]
                     + (
                         [
-                            "memory_profile actor_id=<a worker on it> leaks_only=true: the lines whose memory it keeps"
+                            "memory_profile actor_id=<a worker on it> leaks_only=true (the lines whose memory it keeps)"
                         ]
                         if name == "memory"
                         else []

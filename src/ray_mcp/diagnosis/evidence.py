@@ -381,7 +381,7 @@ async def _platform(api: RayAPI, ev: GraphInputs) -> None:
         ev.unreadable.append(f"the Kubernetes pod events: {failure(exc)}")
         return
     if ev.platform_events is None:
-        ev.notes.append(NOT_INGESTED + ".")
+        ev.info.append(NOT_INGESTED + ".")
 
 
 async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] | None:

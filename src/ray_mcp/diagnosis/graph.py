@@ -80,6 +80,7 @@ class GraphInputs:
     capped: list[str] = field(default_factory=list)  # "The failed tasks: 1,000 of 11,208 read; ..."
     unchecked: list[str] = field(default_factory=list)  # checks that could not run ("the driver log")
     notes: list[str] = field(default_factory=list)  # why each of them could not
+    info: list[str] = field(default_factory=list)  # optional sources not there (platform events): said last
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)

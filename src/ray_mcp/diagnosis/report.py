@@ -97,7 +97,7 @@ def job_report(
         f"Could not read {u} (what it would show is UNKNOWN, not healthy)."
         for u in ev.unreadable[:UNREADABLE_NOTED]
     ]
-    said = [*ev.notes, *unread, *trends.missing_note(ev)][:NOTES_SHOWN]
+    said = [*ev.notes, *unread, *trends.missing_note(ev), *ev.info][:NOTES_SHOWN]
     header = [verdict, job_line, ""]
     merged = merge_alike(findings)  # the verdict above read the unmerged ranking
 
@@ -128,12 +128,18 @@ def fit_footer(
 ) -> tuple[list[str], list[str], list[str]]:
     """The lines after the findings (events, other jobs, notes) within a third of the budget, so that they
     never crowd out the findings, and the events and notes they show (for the structured answer)."""
-    footer = [
+    # The notes say what could not be read or checked (why an answer is UNKNOWN): they get the footer's
+    # bytes first, and the events and other jobs what is left; shown in reading order all the same.
+    said = fit_lines([f"Note: {n}" for n in notes], budget // 3)
+    left = budget // 3 - (len("\n".join(said).encode()) + 1 if said else 0)
+    before = [
         *(["Events (newest first):", *(f"  {e}" for e in events)] if events else []),
         *others,
-        *(f"Note: {n}" for n in notes),
     ]
-    footer = fit_lines(footer, budget // 3)
+    before = fit_lines(before, left)
+    if before == ["Events (newest first):"]:
+        before = []
+    footer = [*before, *said]
     kept = set(footer)
     return footer, [e for e in events if f"  {e}" in kept], [n for n in notes if f"Note: {n}" in kept]
 
@@ -250,7 +256,8 @@ def health_answer(
         *ev.capped,
         *ev.notes,
         *(f"Could not read {u}." for u in ev.unreadable),
-        *trends.missing_note(ev),  # last: what could not be read comes first
+        *trends.missing_note(ev),  # what could not be read comes first
+        *ev.info,  # last: sources that are optional and not there (no answer is UNKNOWN for them)
     ]
     not_run = f"could not check {', '.join(unchecked)}" if unchecked else ""
     status: Literal["HEALTHY", "PROBLEMS_FOUND", "UNKNOWN"] = (

@@ -255,7 +255,7 @@ def cluster_trends(g: Graph, chains: list[Chain]) -> list[Chain]:
                     ROSE(
                         f"deployment {quoted(rise.deployment)} of {quoted(rise.app)}",
                         rise=rise,
-                        near=nearest(g, rise.at),
+                        near=nearest(g, rise.at, rise.app),
                     )
                 ],
                 [f"get_metrics question=serve deployment={rise.deployment} last=1h", "serve_status"],
@@ -277,13 +277,18 @@ def cluster_trends(g: Graph, chains: list[Chain]) -> list[Chain]:
     return out
 
 
-def nearest(g: Graph, at: float) -> str:
-    """The deploy (a Serve application's last deploy) or cluster event nearest to ``at``, within EVENT_NEAR_S."""
+def nearest(g: Graph, at: float, app: str | None = None) -> str:
+    """The deploy (a Serve application's last deploy) or cluster event nearest to ``at``, within EVENT_NEAR_S.
+    The deploy of ``app`` itself, when it is that near, comes before anything else on the cluster (another
+    job's event a few seconds closer says nothing about this deployment)."""
     candidates: list[tuple[float, str]] = []
-    for name, app in ((g.ev.serve or {}).get("applications") or {}).items():
-        deployed = num((app or {}).get("last_deployed_time_s"))
+    for name, details in ((g.ev.serve or {}).get("applications") or {}).items():
+        deployed = num((details or {}).get("last_deployed_time_s"))
         if deployed:
-            candidates.append((deployed, f"application {quoted(name)} deployed at {iso(deployed)}"))
+            said = f"application {quoted(name)} deployed at {iso(deployed)}"
+            if name == app and abs(deployed - at) <= EVENT_NEAR_S:
+                return said
+            candidates.append((deployed, said))
     for e in g.ev.events or []:
         ts = num(e.get("timestamp"))
         if ts:

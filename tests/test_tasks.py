@@ -46,6 +46,7 @@ def fresh_head() -> Iterator[LocalHead]:
         yield head
 
 
+@pytest.mark.live
 async def test_summarize_tasks_counts_5000_tasks_exactly_in_a_small_answer(fresh_head: LocalHead) -> None:
     async with mcp_client(Settings(address=fresh_head.dashboard_url)) as client:
         await _counts_5000_tasks(client, fresh_head)

@@ -195,9 +195,15 @@ async def test_a_driver_that_never_reached_the_cluster_names_the_address_it_trie
 
 
 ASYNC_BLOCKING = """\
+import os
+import tempfile
 import time
 
 import ray
+
+# health is asked only once refresh has started (and so blocks the loop): otherwise it may run first and end
+# the job before there is anything to diagnose
+STARTED = os.path.join(tempfile.gettempdir(), f"refresh-started-{os.getpid()}")
 
 
 @ray.remote
@@ -207,7 +213,8 @@ def fetch_weights():
 
 @ray.remote
 class Gateway:
-    async def refresh(self):
+    async def refresh(self, started):
+        open(started, "w").close()
         return ray.get(fetch_weights.remote())
 
     async def health(self):
@@ -216,7 +223,9 @@ class Gateway:
 
 ray.init()
 gateway = Gateway.remote()
-gateway.refresh.remote()
+gateway.refresh.remote(STARTED)
+while not os.path.exists(STARTED):
+    time.sleep(0.1)
 print("asking for health", flush=True)
 print(ray.get(gateway.health.remote()))
 """

@@ -264,7 +264,7 @@ def env_failure(text: str) -> str:
     return one_line((found or errors or [exception_line(text) or text])[-1], SHORT_CAUSE_CHARS)
 
 
-# -- placement groups -----------------------------------------------------------------------------------------
+# -- pods (Ray's platform events) ---------------------------------------------------------------------------
 
 # Kubernetes' words for a pod in trouble (the reason of a pod event, else its message): Ray's platform events
 # carry them as the kubelet and the scheduler wrote them.
@@ -272,10 +272,17 @@ POD_TROUBLE = (
     ("pod_unschedulable", re.compile(r"^FailedScheduling$"), None),
     ("pod_oom_killed", re.compile(r"OOMKill", re.I), re.compile(r"OOMKilled")),
     ("pod_evicted", re.compile(r"^(Evicted|Preempted|Preempting)$"), None),
-    ("image_pull", re.compile(r"^(ErrImagePull|ImagePullBackOff|InspectFailed|ErrImageNeverPull)$"),
-     re.compile(r"[Ff]ailed to pull image|[Bb]ack-off pulling image|ErrImagePull|ImagePullBackOff")),
-    ("pod_crash_loop", re.compile(r"^CrashLoopBackOff$"), re.compile(r"[Bb]ack-off restarting failed container")),
-)  # fmt: skip
+    (
+        "image_pull",
+        re.compile(r"^(ErrImagePull|ImagePullBackOff|InspectFailed|ErrImageNeverPull)$"),
+        re.compile(r"[Ff]ailed to pull image|[Bb]ack-off pulling image|ErrImagePull|ImagePullBackOff"),
+    ),
+    (
+        "pod_crash_loop",
+        re.compile(r"^CrashLoopBackOff$"),
+        re.compile(r"[Bb]ack-off restarting failed container"),
+    ),
+)
 # A later event of the pod that ends the trouble: it was scheduled, its image pulled.
 POD_RESOLVED = {"pod_unschedulable": ("Scheduled",), "image_pull": ("Pulled",)}
 
@@ -286,6 +293,9 @@ def pod_trouble(reason: str, message: str) -> str | None:
         if by_reason.search(reason) or (by_message is not None and by_message.search(message)):
             return kind
     return None
+
+
+# -- placement groups -----------------------------------------------------------------------------------------
 
 
 PG_REMOVED = re.compile(r"placement group.*(removed|destroyed)", re.I)

@@ -22,6 +22,7 @@ from ray_mcp.models.kuberay import (
     KubeEvent,
     KubeFinding,
     KubeStatus,
+    KubeVerdict,
     PodState,
     ServiceUpgrade,
     UpgradeSide,
@@ -169,93 +170,8 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
     """What is wrong with a RayCluster's pods, the most blocking first."""
     findings: list[KubeFinding] = []
     for p in pods:
-        where = f"{p.node_type or 'pod'} pod {p.name}" + (
-            f" (worker group {p.group})" if p.node_type == "worker" else ""
-        )
-        if p.unschedulable:
-            findings.append(
-                KubeFinding(
-                    verdict="unschedulable",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} is Pending: the scheduler says {quoted(p.unschedulable)}. Ray's demand for it waits "
-                    "until a node with those resources joins (cluster autoscaler, node pool, quota).",
-                )
-            )
-        elif p.waiting and p.waiting.split(": ")[-1] in PULL_REASONS:
-            findings.append(
-                KubeFinding(
-                    verdict="image pull failing",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
-                    "image name and tag and the imagePullSecrets.",
-                )
-            )
-        elif p.waiting and p.waiting.split(": ")[-1] in CREATE_REASONS and p.restarts == 0:
-            container, reason = p.waiting.split(": ", 1)
-            findings.append(
-                KubeFinding(
-                    verdict="cannot start",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where}: container {quoted(container)} was never created: "
-                    f"{quoted(p.waiting_message or 'no message')} ({reason}, 0 restarts: not crash-looping). Fix "
-                    "what its spec references (volumes and mounts, ConfigMaps, Secrets, image, command); the pod's "
-                    "events below say which.",
-                )
-            )
-        elif p.in_init and p.phase == "Pending":
-            findings.append(
-                KubeFinding(
-                    verdict="stuck in init",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} is still in init container {quoted(p.in_init)}: a worker waits there until "
-                    "the head's GCS answers. Check the head pod and its service; read this container's log with "
-                    f"kuberay_logs(pod={p.name!r}, container={p.in_init!r}).",
-                )
-            )
-        elif p.last_terminated and "OOMKilled" in p.last_terminated:
-            findings.append(
-                KubeFinding(
-                    verdict="OOMKilled",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} was OOMKilled ({p.last_terminated}, {p.restarts} restart(s)): its memory limit is "
-                    "too low for what runs there. Read the log before the kill with "
-                    f"kuberay_logs(pod={p.name!r}, previous=true).",
-                )
-            )
-        elif p.phase == "Failed" and p.reason == "Evicted":
-            findings.append(
-                KubeFinding(
-                    verdict="evicted",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} was evicted: {quoted(p.message or 'no message')}.",
-                )
-            )
-        elif p.phase == "Failed":
-            findings.append(
-                KubeFinding(
-                    verdict="pod failed",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} failed ({p.last_terminated or p.reason or 'no reason given'}): "
-                    f"{quoted(p.message or 'no message')}. Read kuberay_logs(pod={p.name!r}).",
-                )
-            )
-        elif p.waiting and p.waiting.split(": ")[-1] in CRASH_REASONS:
-            findings.append(
-                KubeFinding(
-                    verdict="crash looping",
-                    pod=p.name,
-                    group=p.group,
-                    text=f"{where} is in {p.waiting} after {p.restarts} restart(s) (last: {p.last_terminated or 'unknown'}). "
-                    f"Read kuberay_logs(pod={p.name!r}, previous=true).",
-                )
-            )
+        if (found := _pod_finding(p)) is not None:
+            findings.append(KubeFinding(verdict=found[0], pod=p.name, group=p.group, text=found[1]))
     if raycluster is not None and not pods:
         findings.append(
             KubeFinding(
@@ -264,6 +180,57 @@ def cluster_findings(raycluster: dict[str, Any] | None, pods: list[PodState]) ->
             )
         )
     return findings
+
+
+def _pod_finding(p: PodState) -> tuple[KubeVerdict, str] | None:
+    """What is wrong with one pod (its verdict and the sentence that says so), the most blocking first; None:
+    nothing."""
+    where = f"{p.node_type or 'pod'} pod {p.name}" + (
+        f" (worker group {p.group})" if p.node_type == "worker" else ""
+    )
+    if p.unschedulable:
+        return "unschedulable", (
+            f"{where} is Pending: the scheduler says {quoted(p.unschedulable)}. Ray's demand for it waits "
+            "until a node with those resources joins (cluster autoscaler, node pool, quota)."
+        )
+    if p.waiting and p.waiting.split(": ")[-1] in PULL_REASONS:
+        return "image pull failing", (
+            f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
+            "image name and tag and the imagePullSecrets."
+        )
+    if p.waiting and p.waiting.split(": ")[-1] in CREATE_REASONS and p.restarts == 0:
+        container, reason = p.waiting.split(": ", 1)
+        return "cannot start", (
+            f"{where}: container {quoted(container)} was never created: "
+            f"{quoted(p.waiting_message or 'no message')} ({reason}, 0 restarts: not crash-looping). Fix "
+            "what its spec references (volumes and mounts, ConfigMaps, Secrets, image, command); the pod's "
+            "events below say which."
+        )
+    if p.in_init and p.phase == "Pending":
+        return "stuck in init", (
+            f"{where} is still in init container {quoted(p.in_init)}: a worker waits there until "
+            "the head's GCS answers. Check the head pod and its service; read this container's log with "
+            f"kuberay_logs(pod={p.name!r}, container={p.in_init!r})."
+        )
+    if p.last_terminated and "OOMKilled" in p.last_terminated:
+        return "OOMKilled", (
+            f"{where} was OOMKilled ({p.last_terminated}, {p.restarts} restart(s)): its memory limit is "
+            "too low for what runs there. Read the log before the kill with "
+            f"kuberay_logs(pod={p.name!r}, previous=true)."
+        )
+    if p.phase == "Failed" and p.reason == "Evicted":
+        return "evicted", (f"{where} was evicted: {quoted(p.message or 'no message')}.")
+    if p.phase == "Failed":
+        return "pod failed", (
+            f"{where} failed ({p.last_terminated or p.reason or 'no reason given'}): "
+            f"{quoted(p.message or 'no message')}. Read kuberay_logs(pod={p.name!r})."
+        )
+    if p.waiting and p.waiting.split(": ")[-1] in CRASH_REASONS:
+        return "crash looping", (
+            f"{where} is in {p.waiting} after {p.restarts} restart(s) (last: {p.last_terminated or 'unknown'}). "
+            f"Read kuberay_logs(pod={p.name!r}, previous=true)."
+        )
+    return None
 
 
 def job_findings(rayjob: dict[str, Any], ray_status: str | None) -> list[KubeFinding]:

@@ -8,7 +8,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from tests.support import call_ok, run_to_end, submit, text_of, wait_until
+from tests.support import TERMINAL, call_ok, run_to_end, submit, text_of, wait_until
 
 from ray_mcp.answers.targets import LOG_SOURCES, LOG_TARGET_ARGS, LogTarget
 from ray_mcp.errors import InvalidArgument
@@ -103,19 +103,28 @@ async def test_actor_logs_are_read_back_by_actor_id(client: Client, ray_cluster)
     script = ACTOR_JOB.replace('"', '\\"')
     sid = await submit(client, entrypoint=f'{PY} -c "{script}"')
     try:
-        actor_id = None
+        # The driver prints "driver-ready" once the actor has printed its marker; a driver that ended before
+        # that fails here with its own log rather than as a bare timeout.
         with anyio.fail_after(180):
-            async with httpx.AsyncClient(base_url=ray_cluster.dashboard_url) as http:
-                while actor_id is None:
-                    by_name = {
-                        "filter_keys": "name",
-                        "filter_predicates": "=",
-                        "filter_values": "marker_actor",
-                    }
+            while True:
+                info = await wait_until(client, sid, {"RUNNING", *TERMINAL})
+                tail = await call_ok(client, "tail_logs", {"job": sid, "lines": 50})
+                driver = LogTail.model_validate(tail.structured_content).sections[0].lines
+                if "driver-ready" in driver:
+                    break
+                assert info["status"] == "RUNNING", driver
+                await anyio.sleep(0.5)
+        # The State API lists a new actor a moment after it runs.
+        by_name = {"filter_keys": "name", "filter_predicates": "=", "filter_values": "marker_actor"}
+        rows: list[dict[str, str]] = []
+        with anyio.fail_after(60):
+            async with httpx.AsyncClient(base_url=ray_cluster.dashboard_url, timeout=30) as http:
+                while not rows:
                     r = await http.get("/api/v0/actors", params=by_name)
                     rows = [a for a in r.json()["data"]["result"]["result"] if a["state"] == "ALIVE"]
-                    actor_id = rows[0]["actor_id"] if rows else None
                     await anyio.sleep(0.5)
+        actor_id = rows[0]["actor_id"]
+        with anyio.fail_after(60):
             while True:  # the worker's output reaches its log file a little later
                 result = await call_ok(client, "tail_logs", {"actor_id": actor_id, "stream": "out"})
                 if "actor-marker-31337" in text_of(result):

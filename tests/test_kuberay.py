@@ -825,6 +825,9 @@ async def test_cluster_health_joins_rays_waiting_gpu_demand_to_the_pending_pod(
             await call_ok(direct, "stop_job", {"job": job_id})
     assert "Ray's demand waits for a node that Kubernetes cannot schedule" in text[:300], text[:600]
     assert "Insufficient nvidia.com/gpu" in text and "gpu-group" in text and "GPU" in text
+    # one vocabulary: the kind the head's platform events give the same pod, with the rule's references
+    finding = next(f for f in result.structured_content["findings"] if "gpu-group" in f["title"])  # type: ignore[index]
+    assert finding["kind"] == "pod_unschedulable" and "ray-docs://reference/20-kuberay" in finding["refs"]
 
 
 async def test_diagnose_job_of_a_rayjob_says_its_crd_and_ray_disagree(kube: Any, ray_cluster: Any) -> None:

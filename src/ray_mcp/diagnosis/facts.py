@@ -94,6 +94,16 @@ class Kind(StrEnum):
     POD_EVICTED = "pod_evicted"  # the kubelet evicted a pod (node pressure)
     POD_OOM_KILLED = "pod_oom_killed"  # a pod's container was killed for memory (OOMKilled)
     POD_CRASH_LOOP = "pod_crash_loop"  # a pod's container restarts again and again (BackOff)
+    # the cluster's pods and custom resource as the Kubernetes API tells them (k8s:// only: read by
+    # diagnosis/kubernetes.py, made by rules/kuberay.py; the pod kinds above are shared with the events' rule)
+    POD_STUCK_INIT = "pod_stuck_init"  # a pod's init containers never finish
+    POD_CANNOT_START = "pod_cannot_start"  # Kubernetes never created a pod's container (config, command)
+    POD_FAILED = "pod_failed"  # a pod ended Failed for another reason
+    NO_PODS = "no_pods"  # a RayCluster with no pods at all
+    CRD_DISAGREES = "crd_disagrees"  # the RayJob's or RayCluster's status and Ray's own disagree
+    RAYJOB_FAILED = "rayjob_failed"  # KubeRay marked the RayJob failed (its deadline, its submitter, …)
+    UPGRADE_STUCK = "upgrade_stuck"  # a RayService's upgrade that does not finish
+    RAYSERVICE_APP_FAILING = "rayservice_app_failing"  # a RayService reports a Serve app not running
 
 
 # A chain that ends in several kinds of facts takes the first of these (what ended it most directly); a chain

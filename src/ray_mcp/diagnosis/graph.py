@@ -70,6 +70,10 @@ class GraphInputs:
     stacks: Row | None = None  # a stalled job's stacks (models.StackTraces as JSON)
     datasets: list[Row] | None = None  # a RUNNING job's Ray Data datasets (/api/data/datasets/{job_id})
     platform_events: list[Row] | None = None  # the head's Kubernetes pod events (/api/v0/platform_events)
+    # k8s:// only: KubeRay's findings on the cluster's pods and custom resource (models.KubeFinding as JSON) and,
+    # when a pod cannot be scheduled, Ray's pending demands (models.Demand as JSON) the pod would have served
+    kuberay: list[Row] | None = None
+    kuberay_waiting: list[Row] = field(default_factory=list)
     store: Row | None = (
         None  # the object store's holders (models.ObjectStoreSummary) when it is near full or spills
     )

@@ -62,9 +62,7 @@ def to_finding(c: Chain) -> models.Finding:
     return finding
 
 
-def job_report(
-    job: str, ev: GraphInputs, *, max_bytes: int, extra: Sequence[models.Finding] = ()
-) -> tuple[models.JobDiagnosis, str]:
+def job_report(job: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.JobDiagnosis, str]:
     """diagnose_job's answer: the verdict line, the job line, the chains ranked, events, other jobs, notes."""
     info = job_info(ev.job or {}, ev.now_ms / 1000 or time.time())
     phrase, chains, others = explain_job(ev)
@@ -72,8 +70,7 @@ def job_report(
         *ev.unchecked,
         *(u.split(":")[0] for u in ev.unreadable if u.split(":")[0] not in ev.unchecked),
     ]
-    # extra: findings of another layer (diagnosis/kubernetes.py), ranked in with the chains'
-    findings = sorted([*map(to_finding, chains), *extra], key=lambda f: -f.severity)
+    findings = [*map(to_finding, chains)]
     verdict = verdict_line(phrase, chains)
     if unchecked:
         suffix = f" (could not check {one_line(', '.join(unchecked), UNCHECKED_CHARS)})"
@@ -235,12 +232,9 @@ def explaining_events(ev: GraphInputs, findings: Sequence[models.Finding]) -> li
     return event_lines(GraphInputs(events=mine), limit=EXPLAINING_EVENTS)
 
 
-def health_report(
-    dashboard_url: str, ev: GraphInputs, *, max_bytes: int, extra: Sequence[models.Finding] = ()
-) -> tuple[models.ClusterHealth, str]:
-    """cluster_health's answer: the state and verdict, the chains ranked, events, what could not be read;
-    ``extra``: findings of another layer (diagnosis/kubernetes.py), ranked in with the chains'."""
-    ranked = sorted([*map(to_finding, explain_cluster(ev)), *extra], key=lambda f: -f.severity)
+def health_report(dashboard_url: str, ev: GraphInputs, *, max_bytes: int) -> tuple[models.ClusterHealth, str]:
+    """cluster_health's answer: the state and verdict, the chains ranked, events, what could not be read."""
+    ranked = [*map(to_finding, explain_cluster(ev))]
     return health_answer(dashboard_url, ev, ranked, max_bytes=max_bytes)
 
 

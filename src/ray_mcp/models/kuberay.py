@@ -35,7 +35,7 @@ class KubeEvent(BaseModel):
 
 
 # The classes of what the Kubernetes layer shows wrong: each finding's verdict, and a KubeStatus's verdict when
-# it has findings. The one list of them (shaping/kuberay.py makes them, diagnosis/kubernetes.py ranks them).
+# it has findings. The one list of them (shaping/kuberay.py makes them; diagnosis/rules/kuberay.py gives each its kind and rank).
 KubeVerdict = Literal[
     "unschedulable",
     "image pull failing",

@@ -44,8 +44,9 @@ async def diagnose_job(
     """Why one job failed, hangs or misbehaves: its status and root cause (with names and ids) first, then the
     evidence and next steps. Call it before reading a failed job's logs."""
     ev = await evidence.gather_job(api, job)
-    extra = await kubernetes.findings(kube, api, notes=ev.notes) if kube is not None else []
-    model, text = report.job_report(job, ev, max_bytes=max_bytes, extra=extra)
+    if kube is not None:
+        await kubernetes.gather(kube, api, ev)
+    model, text = report.job_report(job, ev, max_bytes=max_bytes)
     refs = dict.fromkeys(ref for f in model.findings for ref in f.refs)
     links = [job_link(model.submission_id)] if model.submission_id else []  # its driver log, quoted
     return linked(tool_result(model, text), links + page_links(refs))
@@ -58,8 +59,9 @@ async def cluster_health(
     loops, failed tasks, Serve errors, a full object store. HEALTHY only when every check was made; for
     one job use diagnose_job."""
     ev = await evidence.gather_cluster(api)
-    extra = await kubernetes.findings(kube, api, notes=ev.notes) if kube is not None else []
-    model, text = report.health_report(api.dashboard_url, ev, max_bytes=max_bytes, extra=extra)
+    if kube is not None:
+        await kubernetes.gather(kube, api, ev)
+    model, text = report.health_report(api.dashboard_url, ev, max_bytes=max_bytes)
     return tool_result(model, text)
 
 

@@ -6,6 +6,7 @@ import json
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp import Client
@@ -13,6 +14,7 @@ from tests.support import text_of
 
 from ray_mcp.cluster import free_ports
 from ray_mcp.models import ServeChange, ServeStatus
+from ray_mcp.server.build import RayMCPServer
 
 APPS = textwrap.dedent(
     """
@@ -65,7 +67,7 @@ async def test_serve_status_says_plainly_that_serve_is_not_running(client: Clien
 
 
 async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_error(
-    client: Client, tmp_path: Path
+    client: Client, server: RayMCPServer, tmp_path: Path
 ) -> None:
     (tmp_path / "mcp_serve_apps.py").write_text(APPS)
     port = free_ports(1)[0]
@@ -74,11 +76,28 @@ async def test_serve_deploy_reports_a_healthy_app_and_a_failing_one_with_its_err
         "applications": [app_config("hello", tmp_path, "hello")],
     }
     assert "serve_deploy" not in await listed(client)  # Serve does not run yet (the test before says so)
-    async with client.listen(tools_list_changed=True) as changes:
-        deployed = await client.call_tool("serve_deploy", {"config": first})
-        assert not deployed.is_error, deployed.content
-        with anyio.fail_after(60):  # the deploy started Serve: the serve toolset is offered, and announced
-            await changes.__anext__()
+    heard: list[str] = []  # what a 2025 client (Claude Code, Cursor) hears: a notification on its connection
+
+    async def on_message(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            heard.append(message.method)
+
+    async with Client(server, mode="legacy", message_handler=on_message) as legacy:
+        tools = legacy.server_capabilities.tools
+        assert tools is not None and tools.list_changed  # the list follows the cluster, and says so
+        assert "serve_deploy" not in await listed(legacy)
+        async with client.listen(tools_list_changed=True) as changes:
+            deployed = await client.call_tool("serve_deploy", {"config": first})
+            assert not deployed.is_error, deployed.content
+            with anyio.fail_after(
+                60
+            ):  # the deploy started Serve: the serve toolset is offered, and announced
+                await changes.__anext__()
+        with anyio.fail_after(30):
+            while not heard:
+                await anyio.sleep(0.1)
+        assert heard == ["notifications/tools/list_changed"]
+        assert {"serve_status", "serve_deploy", "serve_delete_app"} <= await listed(legacy)
     assert {"serve_status", "serve_deploy", "serve_delete_app"} <= await listed(client)
     # The second deploy merges: hello stays declared.
     second = {"applications": [app_config("broken", tmp_path, "broken")]}

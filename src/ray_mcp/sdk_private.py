@@ -11,6 +11,9 @@ tests/test_parallel_first_calls.py). What each name is for, and why no public on
   ``resources/unsubscribe`` requests (an ``Extension``'s methods may not be spec methods), and the
   ``resources.subscribe`` capability is derived from the low-level server's handlers; and stdio runs
   ``Server.run`` on streams that answer malformed lines (``MCPServer.run_stdio_async`` takes no streams).
+* ``Server.create_initialization_options`` wrapped on the low-level server (``announce_tool_list_changes``): the
+  2025 ``tools.listChanged`` capability comes from the ``NotificationOptions`` each transport passes (none, so
+  off), and MCPServer takes none; ray-mcp's offered tools do change (server/toolsets.py) and it says so.
 * ``MCPServer._tool_manager``, for the registered ``Tool`` whose description and schemas build.py compacts once
   (publish_compact): MCPServer lists its tools from these, and has no public way to register a ``Tool`` built
   beforehand other than its constructor.
@@ -50,9 +53,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.connection import Connection
-from mcp.server.lowlevel.server import Server
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from ray._common.tls_utils import load_certs_from_env
@@ -67,6 +71,19 @@ SessionT = TypeVar("SessionT", bound=ServerSession)
 def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
     """The low-level Server that an MCPServer dispatches requests with."""
     return server._lowlevel_server
+
+
+def announce_tool_list_changes(server: MCPServer[Any]) -> None:
+    """Declare ``tools.listChanged`` to 2025 clients (2026 ones derive it from subscriptions/listen)."""
+    low = server._lowlevel_server
+    make = low.create_initialization_options
+
+    def with_tools_changed(
+        notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> InitializationOptions:
+        return make(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+    low.create_initialization_options = with_tools_changed  # type: ignore[method-assign]
 
 
 def registered_tool(server: MCPServer[Any], name: str) -> Tool | None:

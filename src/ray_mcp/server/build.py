@@ -47,11 +47,11 @@ from ray_mcp.server.context import CURRENT_CLUSTER, App
 from ray_mcp.server.icons import RAY_ICONS
 from ray_mcp.server.mcp_tasks import ToolTasks
 from ray_mcp.server.shares import SessionUse
-from ray_mcp.server.toolsets import Toolsets
+from ray_mcp.server.toolsets import LegacyToolListers, Toolsets
 from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.sources.scope import read_scope
-from ray_mcp.toolsets import Toolset
+from ray_mcp.toolsets import Toolset, depends_on_the_cluster
 
 log = logging.getLogger("ray_mcp.server")
 # The tool areas (modules of ray_mcp.tools), in the order tools/list lists their tools. Each module names the
@@ -372,6 +372,7 @@ def build_server(
 
     bus = InMemorySubscriptionBus()  # live.py publishes job updates on it
     session_use = SessionUse()
+    listers = LegacyToolListers()
     replica_key = settings.replica_key()
     tasks = ToolTasks(app, replica_key=replica_key)
     if replica_key is not None:  # what one replica seals, any other opens
@@ -391,6 +392,7 @@ def build_server(
         middleware=[
             SafetyMiddleware(lambda: kinds, auditor),  # outermost: what every other layer adds passes it too
             session_use,  # which HTTP sessions made a request (shares.SessionShares reclaims the others)
+            listers,  # the 2025 connections that listed the tools: told when the offered tools change
             ReadScopes(),
             cache_hints.ReadCacheHints(),
             ErrorPageLinks(),
@@ -407,8 +409,11 @@ def build_server(
 
     async def tools_changed() -> None:
         await bus.publish(ToolsListChanged())
+        await listers.announce()
 
     server.toolsets = Toolsets(app, tools_changed)
+    if depends_on_the_cluster(server.toolsets.selection):  # the list can change: 2025 clients are told so
+        sdk_private.announce_tool_list_changes(server)
     app.on_close.append(server.toolsets.aclose)
     register_tools(server)
     resources.register(server)

@@ -15,9 +15,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+from mcp.server import connection as mcp_connection
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.types import ToolListChangedNotification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ray_mcp import sdk_private
 from ray_mcp.answers.libraries import serve_and_train
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.guard.middleware import redacted_notification
 from ray_mcp.limits import TOOLSET_LIST_WAIT_S, TOOLSET_READ_S, TOOLSET_RECHECK_S
 from ray_mcp.server.context import App, Connection
 from ray_mcp.sources.scope import read_scope
@@ -118,3 +126,32 @@ class Toolsets:
             self._reading.cancel()
             with contextlib.suppress(BaseException):
                 await self._reading
+
+
+class LegacyToolListers(ServerMiddleware[Any]):
+    """The 2025 connections that listed the tools, told when the offered tools change.
+
+    A 2026 client hears of a change on its ``subscriptions/listen`` stream (the bus); a 2025 client (Claude Code,
+    Cursor) only by a ``notifications/tools/list_changed`` on its own connection, which the SDK's bus does not
+    send. A connection is remembered from its first tools/list until it closes (its exit stack forgets it).
+    """
+
+    def __init__(self) -> None:
+        self._connections: dict[int, mcp_connection.Connection] = {}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/list" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            connection = sdk_private.connection_of(ctx.session)
+            key = id(connection)
+            if key not in self._connections:
+                self._connections[key] = connection
+                connection.exit_stack.callback(self._connections.pop, key, None)
+        return await call_next(ctx)
+
+    async def announce(self) -> None:
+        """Tell every remembered 2025 connection, each on its own (the SDK's notify never raises, never waits
+        on a client that stopped reading longer than its stream allows)."""
+        notification = redacted_notification(ToolListChangedNotification())  # no content; the guard's path
+        params = notification.model_dump(by_alias=True, mode="json", exclude_none=True).get("params")
+        sends = [c.notify(notification.method, params) for c in list(self._connections.values())]
+        await asyncio.gather(*sends, return_exceptions=True)

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from ray_mcp.local_prometheus import LocalPrometheus
     from ray_mcp.settings import Settings
     from ray_mcp.sources.gcs import GcsLookup
-    from ray_mcp.sources.kubernetes import Kube, RayTarget
+    from ray_mcp.sources.kube_target import RayTarget
+    from ray_mcp.sources.kubernetes import Kube
 
 log = logging.getLogger("ray_mcp.cluster")
 
@@ -512,7 +513,8 @@ class ClusterManager:
     async def _resolve_kubernetes(self, address: Address) -> Resolved:
         """The head service of the KubeRay object named; the Kubernetes client is imported only here (the
         ``kubernetes`` extra, ~1 s to import, needed by k8s:// addresses alone)."""
-        from ray_mcp.sources.kubernetes import Kube, parse_kube_address, resolve_target
+        from ray_mcp.sources.kube_target import parse_kube_address, resolve_target
+        from ray_mcp.sources.kubernetes import Kube
 
         s = self.settings
         named = parse_kube_address(address.original, context=s.kube_context, namespace=s.namespace)

@@ -11,7 +11,7 @@ from ray_mcp.diagnosis.facts import LOOP, PROBLEM, ROOT, STUCK
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import EVIDENCE_ITEMS, NEXT_STEPS
 from ray_mcp.models.kuberay import KubeFinding, KubeVerdict
-from ray_mcp.sources.kubernetes import RayTarget
+from ray_mcp.sources.kube_target import RayTarget
 
 # How much each KubeRay finding weighs next to Ray's own (the pod's fate is below Ray's symptom, so it leads).
 SEVERITY: dict[KubeVerdict, int] = {

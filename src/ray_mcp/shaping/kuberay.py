@@ -398,7 +398,7 @@ def object_findings(
 
 
 def _runs_on(obj: dict[str, Any]) -> bool:
-    from ray_mcp.sources.kubernetes import cluster_of
+    from ray_mcp.sources.kube_target import cluster_of
 
     return cluster_of(obj) is not None
 

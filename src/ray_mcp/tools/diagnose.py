@@ -14,7 +14,7 @@ from ray_mcp.reference.pages import page_links
 from ray_mcp.server.context import app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.shaping.common import linked, tool_result
-from ray_mcp.sources.kubernetes import RayTarget
+from ray_mcp.sources.kube_target import RayTarget
 from ray_mcp.tools import READ_ONLY, Api, Job
 from ray_mcp.toolsets import Toolset
 

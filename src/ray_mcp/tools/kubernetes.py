@@ -38,7 +38,8 @@ from ray_mcp.shaping.kube_lint import lint, render_lint
 from ray_mcp.shaping.kuberay import render
 from ray_mcp.sources.history import kept_clusters
 from ray_mcp.sources.kube_names import checked
-from ray_mcp.sources.kubernetes import FLEET_KINDS, KIND_PLURAL, Kube, RayTarget, parse_kube_address
+from ray_mcp.sources.kube_target import RayTarget, parse_kube_address
+from ray_mcp.sources.kubernetes import FLEET_KINDS, KIND_PLURAL, Kube
 from ray_mcp.text import quoted
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Confirm
 from ray_mcp.toolsets import Toolset

@@ -210,7 +210,7 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
 async def test_a_serve_deployment_that_gets_slower_is_named_with_when_and_the_deploy_nearest(
     diagnosing: Client, ray_cluster: Any, prometheus: str
 ) -> None:
-    from ray_mcp.cluster import free_ports
+    from ray_mcp.local_head import free_ports
 
     fast_s, app = 100.0, "trend-slowing"
     started = time.time()

@@ -19,7 +19,7 @@ from tests.support import call, submit, wait_until
 from tests.test_live import Updates, read_text
 from tests.test_multi_node import WORKER_RESOURCES, LocalWorker, worker_id
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.server.build import build_server
 from ray_mcp.server.context import DEFAULT_CLUSTER
 from ray_mcp.server.health_watch import HEALTH_URI, HealthState
@@ -161,7 +161,7 @@ app = Flaky.bind()
 
 
 async def test_a_subscriber_hears_when_a_serve_app_turns_unhealthy(two_nodes, tmp_path) -> None:
-    from ray_mcp.cluster import free_ports
+    from ray_mcp.local_head import free_ports
 
     head, _worker = two_nodes
     (tmp_path / "watch_serve_app.py").write_text(SERVE_APP)

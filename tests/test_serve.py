@@ -11,7 +11,7 @@ import anyio
 from mcp import Client
 from tests.support import text_of
 
-from ray_mcp.cluster import free_ports
+from ray_mcp.local_head import free_ports
 from ray_mcp.models import ServeChange, ServeStatus
 
 APPS = textwrap.dedent(

@@ -7,7 +7,7 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.diagnosis import evidence, kubernetes, report
+from ray_mcp.diagnosis import evidence, job_evidence, kubernetes, report
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
 from ray_mcp.reference.pages import page_links
@@ -43,7 +43,7 @@ async def diagnose_job(
 ) -> Annotated[CallToolResult, JobDiagnosis]:
     """Why one job failed, hangs or misbehaves: its status and root cause (with names and ids) first, then the
     evidence and next steps. Call it before reading a failed job's logs."""
-    ev = await evidence.gather_job(api, job)
+    ev = await job_evidence.gather_job(api, job)
     extra = await kubernetes.findings(kube, api, notes=ev.notes) if kube is not None else []
     model, text = report.job_report(job, ev, max_bytes=max_bytes, extra=extra)
     refs = dict.fromkeys(ref for f in model.findings for ref in f.refs)

@@ -1,8 +1,9 @@
 """Live job updates: the resource ``ray://jobs/{submission_id}``, which clients can subscribe to.
 
 Reading it gives the job's current state and the tail of its driver log (bounded, and redacted like every
-resource). Subscribing starts one shared poller per job (however many sessions subscribe); each time the job's
-status changes, every subscriber gets ``notifications/resources/updated`` and reads the resource again.
+resource). Subscribing starts one shared poller per job (server/pollers.py, however many sessions subscribe),
+answered once it has read the job's status; each time the status changes, every subscriber gets
+``notifications/resources/updated`` and reads the resource again.
 
 Both eras of the protocol are served:
 

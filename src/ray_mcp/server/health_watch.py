@@ -3,8 +3,8 @@ clusters), which clients can subscribe to.
 
 Reading it gives cluster_health's answer, the firing alerts of the cluster's Prometheus when one is known, and the
 changes the last notification was about. Subscribing starts one shared poller per cluster (server/pollers.py),
-however many sessions subscribe: every ``HEALTH_POLL_S`` it runs one cluster_health round (diagnosis/watch.py) and, when a problem
-appeared, changed severity or cleared (shaping/health_watch.py), notifies every subscriber once
+however many sessions subscribe: every ``HEALTH_POLL_S`` it runs one cluster_health round (diagnosis/watch.py) and,
+when a problem appeared, changed severity or cleared (shaping/health_watch.py), notifies every subscriber once
 (``notifications/resources/updated``); the subscriber reads the resource again. The first round, made before the
 subscribe is answered, is the baseline: what the subscriber reads then is not news.
 

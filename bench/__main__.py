@@ -350,8 +350,8 @@ def update_doc(path: Path, res: Results, command: str, started: str, minutes: fl
 
 def start_head(attempts: int = 3) -> Any:
     """A LocalHead of our own. Retried: on a busy machine a port found free can be taken before Ray binds it."""
-    from ray_mcp.cluster import LocalHead
     from ray_mcp.errors import ClusterUnavailable
+    from ray_mcp.local_head import LocalHead
 
     for attempt in range(1, attempts + 1):
         head = LocalHead(num_cpus=2, resources=json.dumps({PG_RESOURCE: 100_000}))

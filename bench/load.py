@@ -178,7 +178,7 @@ def main() -> None:
     head = None
     address = args.address
     if address is None:
-        from ray_mcp.cluster import LocalHead
+        from ray_mcp.local_head import LocalHead
 
         head = LocalHead(num_cpus=1)
         head.spawn()

@@ -9,7 +9,7 @@ timed --reps times (median reported; the tool call and `tail` side by side, inte
 
 Goals: tail_logs <= 0.5 s, >= 100x faster than the full download, within 5x of `tail`.
 
-    python bench/logs.py                      # starts its own local head (ray_mcp.cluster.LocalHead)
+    python bench/logs.py                      # starts its own local head (ray_mcp.local_head.LocalHead)
     python bench/logs.py --address http://127.0.0.1:8265 --logs-dir /tmp/ray/session_latest/logs
 """
 
@@ -29,7 +29,7 @@ from mcp import Client
 
 from ray_mcp.answers import RayAPI
 from ray_mcp.answers.targets import LogTarget
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 

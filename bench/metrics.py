@@ -26,7 +26,7 @@ import httpx
 from mcp import Client
 
 from bench.common import interleaved, result_bytes
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.local_prometheus import LocalPrometheus
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings

@@ -20,7 +20,7 @@ from pathlib import Path
 from tests.support import mcp_client
 
 from eval.scenarios_heldout import Scenario, run_one, submit
-from ray_mcp.cluster import start_local_head
+from ray_mcp.local_head import start_local_head
 from ray_mcp.settings import Settings
 
 FAILED = ("fail",)

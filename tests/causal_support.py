@@ -9,6 +9,7 @@ from typing import Any
 
 from ray_mcp.answers import RayAPI
 from ray_mcp.diagnosis import evidence as causal_gather
+from ray_mcp.diagnosis import job_evidence
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.shaping.jobs import job_info as shape_job_info
 
@@ -19,7 +20,7 @@ async def gather(dashboard_url: str, job: str) -> GraphInputs:
     """The evidence diagnose_job reasons over, gathered by the same one gather (for recording and replay)."""
     api = RayAPI(dashboard_url, timeout_s=30)
     try:
-        return await causal_gather.gather_job(api, job)
+        return await job_evidence.gather_job(api, job)
     finally:
         await api.aclose()
 

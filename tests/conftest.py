@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 from tests.support import mcp_client
 
-from ray_mcp.cluster import LocalHead, start_local_head
+from ray_mcp.local_head import LocalHead, start_local_head
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 

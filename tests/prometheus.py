@@ -88,7 +88,7 @@ def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator
 
     import yaml
 
-    from ray_mcp.cluster import free_ports
+    from ray_mcp.local_head import free_ports
 
     binary = prometheus_binary()
     assert binary is not None, "no prometheus binary"

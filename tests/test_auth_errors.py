@@ -17,8 +17,8 @@ from mcp import Client
 from tests.conftest import local_head
 from tests.support import mcp_client, text_of
 
-from ray_mcp.cluster import LocalHead
 from ray_mcp.errors import AuthRefused
+from ray_mcp.local_head import LocalHead
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.sources.gcs import Gcs, reported_dashboard

@@ -24,8 +24,8 @@ from tests.conftest import local_head
 from tests.support import TERMINAL, call_ok, mcp_client, submit, wait_until
 from tests.test_multi_node import LocalWorker
 
-from ray_mcp.cluster import LocalHead, ray_executable
 from ray_mcp.limits import DIAGNOSIS_BYTES
+from ray_mcp.local_head import LocalHead, ray_executable
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ray_mcp.child_env import TOKEN_FILE, ray_env, tool_env
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.sources.py_spy import run_py_spy
 
 SECRETS = {

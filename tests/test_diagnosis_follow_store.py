@@ -17,7 +17,7 @@ from tests.conftest import local_head
 from tests.follow_checks import FOLLOW
 from tests.support import call_ok, mcp_client, submit, text_of, wait_until
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live

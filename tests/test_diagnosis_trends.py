@@ -23,7 +23,7 @@ from tests.support import mcp_client, text_of, whole_bytes
 from tests.test_metrics import SERVE_SLOWER, driver_with_args, going_away
 
 from ray_mcp.answers import RayAPI
-from ray_mcp.diagnosis import evidence, report
+from ray_mcp.diagnosis import evidence, job_evidence, report
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.limits import DIAGNOSIS_BYTES, DIAGNOSIS_WHOLE_SHARE, TRENDS_TIMEOUT_S
 from ray_mcp.settings import Settings
@@ -96,7 +96,7 @@ async def evidence_of(ray_cluster: Any, prometheus: str, job: str) -> GraphInput
     api = RayAPI(ray_cluster.dashboard_url, timeout_s=10, prometheus=Configured(prometheus, "the test's"))
     try:
         with read_scope():
-            return await evidence.gather_job(api, job)
+            return await job_evidence.gather_job(api, job)
     finally:
         await api.aclose()
 
@@ -210,7 +210,7 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
 async def test_a_serve_deployment_that_gets_slower_is_named_with_when_and_the_deploy_nearest(
     diagnosing: Client, ray_cluster: Any, prometheus: str
 ) -> None:
-    from ray_mcp.cluster import free_ports
+    from ray_mcp.local_head import free_ports
 
     fast_s, app = 100.0, "trend-slowing"
     started = time.time()

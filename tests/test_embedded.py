@@ -26,7 +26,7 @@ from tests.conftest import clean_env
 from tests.rules import lacking
 from tests.test_transports import RAY_MCP, free_port, wait_for_port
 
-from ray_mcp.cluster import OWNER_FILE, sweep_abandoned_temp_dirs
+from ray_mcp.local_head import OWNER_FILE, sweep_abandoned_temp_dirs
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.settings import Settings
 

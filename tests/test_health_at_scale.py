@@ -101,7 +101,7 @@ async def test_cluster_health_reads_each_source_once_and_keeps_every_finding(ray
 
 
 class Rows:
-    """A stand-in RayAPI for evidence._rows: its State API answers every list with ``result``."""
+    """A stand-in RayAPI for evidence.read_rows: its State API answers every list with ``result``."""
 
     def __init__(self, result: dict[str, Any]) -> None:
         self.result = result
@@ -119,7 +119,7 @@ async def test_a_filtered_read_cut_at_its_limit_says_how_many_it_left_out() -> N
         "num_filtered": 3_208,
         "result": [{"task_id": f"t{i}", "state": "FAILED"} for i in range(1000)],
     }
-    rows = await evidence._rows(
+    rows = await evidence.read_rows(
         Rows(result),
         ev,
         "tasks",
@@ -140,7 +140,7 @@ async def test_a_read_at_the_state_apis_own_cap_says_at_least() -> None:
         "num_filtered": 9_000,
         "result": [{"task_id": f"t{i}"} for i in range(1000)],
     }
-    await evidence._rows(
+    await evidence.read_rows(
         Rows(result),
         ev,
         "tasks",
@@ -197,5 +197,5 @@ async def test_work_with_no_node_yet_has_no_worker_log_read_and_fails_nothing() 
         tasks=[{"task_id": "c" * 48, "error_type": "WORKER_DIED", "node_id": None, "worker_pid": 9}],
         workers=[],
     )
-    await evidence._crash_logs(NothingRead(), ev, dead_actors=True)  # type: ignore[arg-type]
+    await evidence.read_crash_logs(NothingRead(), ev, dead_actors=True)  # type: ignore[arg-type]
     assert ev.worker_logs == {} and ev.unreadable == []

@@ -19,10 +19,11 @@ from tests.support import call, submit, wait_until
 from tests.test_live import Updates, read_text
 from tests.test_multi_node import WORKER_RESOURCES, LocalWorker, worker_id
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.server.build import build_server
 from ray_mcp.server.context import DEFAULT_CLUSTER
-from ray_mcp.server.health_watch import HEALTH_URI, HealthWatch
+from ray_mcp.server.health_watch import HEALTH_URI, HealthState
+from ray_mcp.server.pollers import Watch
 from ray_mcp.settings import Settings
 
 pytestmark = [pytest.mark.live, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
@@ -38,7 +39,7 @@ def two_nodes() -> Iterator[tuple[LocalHead, LocalWorker]]:
             yield head, worker
 
 
-async def rounds_pass(watch: HealthWatch, n: int) -> None:
+async def rounds_pass(watch: Watch[str, HealthState], n: int) -> None:
     """Wait until the poller has made ``n`` more rounds (what "nothing more was notified" is checked over)."""
     target = watch.rounds + n
     with anyio.fail_after(120):
@@ -124,7 +125,7 @@ async def test_a_firing_prometheus_alert_is_part_of_the_health_and_notified_when
             async with Client(server, mode="legacy", message_handler=updates) as client:
                 await client.subscribe_resource(HEALTH_URI)
                 watch = watchers.watch_of(DEFAULT_CLUSTER)
-                assert watch is not None and not any("alert" in k for k in watch.problems or {})
+                assert watch is not None and not any("alert" in k for k in watch.state.problems or {})
 
                 async def next_read() -> str:  # the session head may change for other reasons too
                     with anyio.fail_after(120):
@@ -160,7 +161,7 @@ app = Flaky.bind()
 
 
 async def test_a_subscriber_hears_when_a_serve_app_turns_unhealthy(two_nodes, tmp_path) -> None:
-    from ray_mcp.cluster import free_ports
+    from ray_mcp.local_head import free_ports
 
     head, _worker = two_nodes
     (tmp_path / "watch_serve_app.py").write_text(SERVE_APP)
@@ -188,10 +189,10 @@ async def test_a_subscriber_hears_when_a_serve_app_turns_unhealthy(two_nodes, tm
                     await anyio.sleep(0.5)
             await client.subscribe_resource(HEALTH_URI)
             watch = server.health_watchers.watch_of(DEFAULT_CLUSTER)
-            assert watch is not None and not any("serve" in k for k in watch.problems or {})
+            assert watch is not None and not any("serve" in k for k in watch.state.problems or {})
             flag.write_text("now")
             with anyio.fail_after(180):
-                while not any(c.problem.kind.startswith("serve") for c in watch.last_changes):
+                while not any(c.problem.kind.startswith("serve") for c in watch.state.last_changes):
                     await updates.next()
             text = await read_text(client, HEALTH_URI)
             assert "flaky" in text and "appeared" in text, text[-1500:]

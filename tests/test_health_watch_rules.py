@@ -15,7 +15,7 @@ from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.diagnosis.watch import Source, alert_problems, problems_of
 from ray_mcp.server.build import build_server
 from ray_mcp.server.context import App
-from ray_mcp.server.health_watch import HealthWatchers
+from ray_mcp.server.health_watch import health_watchers
 from ray_mcp.settings import Settings
 from ray_mcp.shaping.health_watch import Problem, Round, advance, keyed
 from ray_mcp.sources.prometheus import Alert
@@ -97,7 +97,7 @@ async def test_only_the_health_uri_of_a_served_cluster_is_watched_and_a_client_w
                 assert raised.value.error.code == -32602, uri
             await client.subscribe_resource("ray://cluster/health?cluster=c0")  # unreachable: its baseline
             watch = server.health_watchers.watch_of("c0")
-            assert watch is not None and list(watch.problems or {}) == ["unreachable"]
+            assert watch is not None and list(watch.state.problems or {}) == ["unreachable"]
             text = (await client.read_resource("ray://cluster/health?cluster=c0")).contents[0]
             assert "Subscribe to ray://cluster/health?cluster=c0" in getattr(text, "text", "")
         with anyio.fail_after(30):  # the connection closed without unsubscribing: the poller stops
@@ -110,7 +110,7 @@ async def test_only_the_health_uri_of_a_served_cluster_is_watched_and_a_client_w
     async def publish(uri: str) -> None:
         pass
 
-    watchers = HealthWatchers(app, publish, per_session=2, poll_interval_s=0.05)
+    watchers = health_watchers(app, publish, per_session=2, poll_interval_s=0.05)
     try:
         await watchers.subscribe("ray://cluster/health?cluster=c0", None, owner=1)
         await watchers.subscribe("ray://cluster/health?cluster=c1", None, owner=1)

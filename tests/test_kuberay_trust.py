@@ -34,7 +34,8 @@ from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import Pending, change_digest, is_confirmed, token_for
 from ray_mcp.settings import Settings
 from ray_mcp.sources.kube_names import checked, violation
-from ray_mcp.sources.kubernetes import ProxyTransport, parse_kube_address
+from ray_mcp.sources.kube_proxy import ProxyTransport
+from ray_mcp.sources.kube_target import parse_kube_address
 
 UNDER = f"/api/v1/namespaces/{NS}/services/{CLUSTER}-head-svc:dashboard/proxy"
 

@@ -22,7 +22,7 @@ from tests.test_transports import RAY_MCP, http_server
 
 from ray_mcp.server.build import RayMCPServer, build_server
 from ray_mcp.server.context import App
-from ray_mcp.server.live import JobWatchers
+from ray_mcp.server.live import job_watchers
 from ray_mcp.settings import Settings
 
 SECRET = "s3cr3t-live-value-93f1"
@@ -226,7 +226,7 @@ async def test_only_job_uris_can_be_subscribed_and_the_number_of_jobs_watched_is
     async def publish(uri: str) -> None:
         published.append(uri)
 
-    watchers = JobWatchers(app, publish, max_watched=3, per_session=2, poll_interval_s=0.05)
+    watchers = job_watchers(app, publish, max_watched=3, per_session=2, poll_interval_s=0.05)
     await watchers.subscribe("ray://jobs/one", None, owner=1)
     await watchers.subscribe("ray://jobs/two", None, owner=1)
     with pytest.raises(MCPError, match="already watches 2 jobs, its share of the 3"):

@@ -9,7 +9,7 @@ import pytest
 from bench.load import run_load
 from tests.conftest import local_head
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 
 
 @pytest.fixture(scope="module")

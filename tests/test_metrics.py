@@ -30,8 +30,8 @@ from tests.prometheus import SCRAPE_INTERVAL_S, query, running_prometheus
 from tests.state_drivers import driver
 from tests.support import mcp_client, serve_asgi, text_of, whole_bytes
 
-from ray_mcp.cluster import free_ports
 from ray_mcp.limits import RESPONSE_BUDGET_BYTES
+from ray_mcp.local_head import free_ports
 from ray_mcp.settings import Settings
 
 SECRET = "prom-token-9c1f0a77e2b54d8e"

@@ -16,7 +16,7 @@ from tests.conftest import clean_env, local_head
 from tests.support import mcp_client, text_of
 from tests.test_transports import RAY_MCP
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings, load_clusters_file
 

@@ -18,7 +18,7 @@ from mcp import Client
 from tests.conftest import joined, local_head
 from tests.support import mcp_client, structured, text_of
 
-from ray_mcp.cluster import LocalHead, free_ports, ray_executable
+from ray_mcp.local_head import LocalHead, free_ports, ray_executable
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live

@@ -18,9 +18,9 @@ from starlette.routing import Route
 from tests.prometheus import query
 from tests.support import serve_asgi
 
-from ray_mcp.cluster import free_ports
 from ray_mcp.errors import InvalidArgument, PrometheusUnavailable
 from ray_mcp.limits import PROMETHEUS_RESPONSE_BYTES, PROMQL_GET_CHARS
+from ray_mcp.local_head import free_ports
 from ray_mcp.sources.prometheus import Prometheus
 
 SECRET = "prom-token-9c1f0a77e2b54d8e"

@@ -12,7 +12,7 @@ import anyio
 from mcp import Client
 from tests.support import text_of
 
-from ray_mcp.cluster import free_ports
+from ray_mcp.local_head import free_ports
 from ray_mcp.models import ServeChange, ServeStatus
 from ray_mcp.server.build import RayMCPServer
 

@@ -22,7 +22,7 @@ from mcp import Client
 from tests.conftest import local_head
 from tests.support import call_ok, text_of
 
-from ray_mcp.cluster import free_ports
+from ray_mcp.local_head import free_ports
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.shaping.serve import build_serve_status, render_serve_status

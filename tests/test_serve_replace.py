@@ -16,7 +16,7 @@ from mcp.types import ElicitRequestParams, ElicitResult
 from tests.support import call_ok, mcp_client, text_of
 from tests.test_serve import APPS, app_config
 
-from ray_mcp.cluster import free_ports
+from ray_mcp.local_head import free_ports
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 

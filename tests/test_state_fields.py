@@ -16,7 +16,7 @@ from mcp import Client
 from tests.conftest import local_head
 from tests.support import mcp_client, structured, submit, text_of
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live

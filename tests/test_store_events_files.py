@@ -18,7 +18,7 @@ from mcp import Client
 from tests.conftest import local_head
 from tests.support import call_ok, mcp_client, run_to_end, structured, text_of
 
-from ray_mcp.cluster import LocalHead, free_ports
+from ray_mcp.local_head import LocalHead, free_ports
 from ray_mcp.settings import Settings
 
 pytestmark = pytest.mark.live

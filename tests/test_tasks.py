@@ -11,7 +11,7 @@ from mcp import Client
 from tests.conftest import local_head
 from tests.support import mcp_client, text_of
 
-from ray_mcp.cluster import LocalHead
+from ray_mcp.local_head import LocalHead
 from ray_mcp.models import TaskList, TaskSummary
 from ray_mcp.settings import Settings
 from state_drivers import driver

@@ -18,7 +18,7 @@ from mcp import Client
 from tests.support import mcp_client
 
 from conftest import joined, local_head
-from ray_mcp.cluster import LocalHead, free_ports
+from ray_mcp.local_head import LocalHead, free_ports
 from ray_mcp.models import JobTopology
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings

@@ -79,7 +79,7 @@ def _history(text: str) -> Address | None:
 def _kubernetes(text: str) -> Address | None:
     if not text.startswith("k8s://"):
         return None
-    from ray_mcp.sources.kubernetes import parse_kube_address
+    from ray_mcp.sources.kube_target import parse_kube_address
 
     parse_kube_address(text)  # names checked as Kubernetes checks them, before anything is built from them
     return Address("kubernetes", text, "", None)

@@ -26,8 +26,8 @@ import httpx
 import yaml
 
 from ray_mcp.child_env import tool_env
-from ray_mcp.cluster import die_with_parent, free_ports
 from ray_mcp.limits import EMBEDDED_SCRAPE_INTERVAL_S
+from ray_mcp.local_head import die_with_parent, free_ports
 
 log = logging.getLogger("ray_mcp.prometheus")
 

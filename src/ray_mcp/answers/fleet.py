@@ -32,16 +32,8 @@ from ray_mcp.shaping.fleet import fleet_answer
 from ray_mcp.shaping.kube_lint import GPU_KEYS, quantity
 from ray_mcp.shaping.kuberay import object_findings, pod_state, verdict_of
 from ray_mcp.sources.kube_names import violation
-from ray_mcp.sources.kubernetes import (
-    CLUSTER_LABEL,
-    FLEET_KINDS,
-    JOB_NAME_LABEL,
-    Forbidden,
-    Kube,
-    RayTarget,
-    cluster_of,
-    head_service_of,
-)
+from ray_mcp.sources.kube_target import RayTarget, cluster_of, head_service_of
+from ray_mcp.sources.kubernetes import CLUSTER_LABEL, FLEET_KINDS, JOB_NAME_LABEL, Forbidden, Kube
 from ray_mcp.sources.scope import read_scope
 from ray_mcp.text import single_line, truncate_text
 
@@ -451,7 +443,7 @@ def ray_health_with(settings: Any, headers_for: Callable[[RayTarget], dict[str, 
         from ray_mcp.answers import RayAPI
         from ray_mcp.diagnosis import evidence, report
         from ray_mcp.limits import DIAGNOSIS_BYTES
-        from ray_mcp.sources.kubernetes import PROXY_NO_GCS
+        from ray_mcp.sources.kube_proxy import PROXY_NO_GCS
 
         api = RayAPI(
             target.dashboard_url,

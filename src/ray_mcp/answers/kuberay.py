@@ -20,15 +20,8 @@ from ray_mcp.shaping.kuberay import (
     worker_groups,
 )
 from ray_mcp.sources.kube_names import checked
-from ray_mcp.sources.kubernetes import (
-    CLUSTER_LABEL,
-    JOB_NAME_LABEL,
-    NODE_TYPE_LABEL,
-    Kube,
-    RayTarget,
-    cluster_of,
-    head_service_of,
-)
+from ray_mcp.sources.kube_target import RayTarget, cluster_of, head_service_of
+from ray_mcp.sources.kubernetes import CLUSTER_LABEL, JOB_NAME_LABEL, NODE_TYPE_LABEL, Kube
 from ray_mcp.text import first_sentence, quoted
 
 RayJobStatus = Callable[[str], Awaitable[str | None]]  # submission id -> Ray's status (None: unknown)

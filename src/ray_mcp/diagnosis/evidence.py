@@ -1,10 +1,11 @@
-"""Gathering the evidence graph's inputs through RayAPI, in a bounded number of requests.
+"""Gathering the evidence graph's inputs through RayAPI, in a bounded number of requests: cluster_health's
+(``gather_cluster``), and the readers every gathering shares (job_evidence.py gathers diagnose_job's with them).
 
-Phase 1 (concurrent, 7 requests): the job's actors and task attempts, nodes, placement groups, jobs, cluster
-events and dead workers. Phase 2 (concurrent, only what phase 1 calls for, at most ~8 requests): the holders of
-resources when something waits for them, an actor looked up by name, owners that are not the job's own, and the
-stderr of workers that crashed in a loop. A source that fails is recorded in ``GraphInputs.unreadable`` and the
-reasoning says so instead of concluding anything from its absence.
+cluster_health reads concurrently the actors, the unfinished tasks, what every gathering reads of the whole
+cluster (nodes, placement groups, jobs, cluster events, dead workers), the cluster status and Serve; then the
+pods' events, crash logs, trends, the object store and missing placement group strategies. A source that fails
+is recorded in ``GraphInputs.unreadable`` and the reasoning says so instead of concluding anything from its
+absence; a check that could not be made is in ``GraphInputs.unchecked``.
 """
 
 from __future__ import annotations
@@ -17,18 +18,14 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ray_mcp.answers.events import NOT_INGESTED
-from ray_mcp.answers.targets import LogTarget, Target
+from ray_mcp.answers.targets import LogTarget
 from ray_mcp.diagnosis import history
 from ray_mcp.diagnosis.graph import (
-    DRIVER_WORKER,
-    NAME_TAKEN,
-    OWNER_REF,
     GraphInputs,
     Row,
     failure_restarts,
     num,
 )
-from ray_mcp.diagnosis.recognise import ACTOR_ERROR, CONNECT_FAILED, actor_ids
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
@@ -38,21 +35,9 @@ from ray_mcp.limits import (
     CRASHED_TASK_LOGS,
     DEAD_WORKERS_PER_ACTOR,
     DEAD_WORKERS_READ,
-    DRIVER_LOG_BYTES,
-    DRIVER_LOG_LINES,
     EVENTS_READ,
-    HANG_STACK_BYTES,
-    HANG_STACK_FRAMES,
-    HANG_STACK_PROCESSES,
     HEALTH_NODES,
-    JOB_ACTORS_READ,
     LOOPING_ACTOR_LOGS,
-    OWNER_SEARCH_CHARS,
-    OWNER_SEARCH_TASKS,
-    OWNERS_READ,
-    RELATED_ACTORS_NAMED,
-    RELATED_ACTORS_READ,
-    SERVE_SEARCH_CHARS,
     STATE_API_MAX_ROWS,
     STORE_HOLDERS_QUOTED,
     TASKS_READ,
@@ -67,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ray_mcp.diagnosis")
 
 
-async def _rows(
+async def read_rows(
     api: RayAPI,
     ev: GraphInputs,
     resource: str,
@@ -107,40 +92,6 @@ def failure(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}"
 
 
-def waits_for_resources(ev: GraphInputs) -> bool:
-    states = {"PENDING_NODE_ASSIGNMENT"}
-    if any(t.get("state") in states for t in ev.tasks or []):
-        return True
-    if any(a.get("state") in ("PENDING_CREATION", "RESTARTING") for a in ev.actors or []):
-        return True
-    job_id = (ev.job or {}).get("job_id")  # a job waits on its own groups, not on another job's
-    if any(
-        p.get("state") in ("PENDING", "RESCHEDULING")
-        and (job_id is None or p.get("creator_job_id") == job_id)
-        for p in ev.pgs or []
-    ):
-        return True
-    return bool(ev.job and ev.job.get("status") == "PENDING")
-
-
-def owner_workers(ev: GraphInputs, texts: list[str]) -> list[str]:
-    found = []
-    for text in texts:
-        for m in OWNER_REF.finditer(text):
-            wid = m["worker"]
-            if not DRIVER_WORKER.match(wid) and wid not in found:
-                found.append(wid)
-    for a in ev.actors or []:
-        ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
-        if (
-            ctx.get("reason") == "OWNER_DIED"
-            and ctx.get("owner_id")
-            and not DRIVER_WORKER.match(str(ctx["owner_id"]))
-        ):
-            found.append(str(ctx["owner_id"]))
-    return found[:OWNERS_READ]
-
-
 async def checked(ev: GraphInputs, awaitable: Awaitable[Any], what: str) -> Any:
     """One check's evidence: a failure to get it is a note and an entry of ``ev.unchecked``, never an error of
     the whole diagnosis (and never taken for a clean check: the verdict says UNKNOWN)."""
@@ -155,81 +106,15 @@ async def checked(ev: GraphInputs, awaitable: Awaitable[Any], what: str) -> Any:
     return None
 
 
-SUPERVISOR_NAMESPACE = "SUPERVISOR_ACTOR_RAY_NAMESPACE"  # Ray's SUPERVISOR_ACTOR_RAY_NAMESPACE
-
-
-async def gather_job(api: RayAPI, job: str) -> GraphInputs:
-    """Everything diagnose_job reasons over, read once: the job, its driver log, actors and tasks, the whole
-    cluster's nodes, groups, jobs, events and dead workers; then what those call for (phase_two)."""
-    details = await api.jobs.details(job)
-    ev = GraphInputs(now_ms=time.time() * 1000, job=dict(details))
-    job_id = details.get("job_id")
-    sid = details.get("submission_id")
-    by_job = [("job_id", "=", str(job_id))] if job_id else None
-    # the job's supervisor as Ray names it: its name in its namespace (dashboard/modules/job/common.py)
-    supervisor = [
-        ("name", "=", f"_ray_internal_job_actor_{sid}"),
-        ("ray_namespace", "=", SUPERVISOR_NAMESPACE),
-    ]
-    ev.actors, ev.tasks, _, driver, ev.supervisor = await asyncio.gather(
-        _rows(api, ev, "actors", "the job's actors", filters=by_job, limit=JOB_ACTORS_READ)
-        if by_job
-        else nothing(),
-        _rows(api, ev, "tasks", "the job's tasks", filters=by_job, limit=TASKS_READ) if by_job else nothing(),
-        _cluster_wide(api, ev),
-        checked(
-            ev,
-            api.logs.tail(LogTarget(job=str(sid or job)), lines=DRIVER_LOG_LINES, max_bytes=DRIVER_LOG_BYTES),
-            "the driver log",
-        ),
-        checked(ev, _first(api, supervisor), "the job's supervisor")
-        if sid and details.get("status") == "PENDING"
-        else nothing(),
-    )
-    ev.driver_lines = [line for section in driver.sections for line in section.lines] if driver else None
-    if job_id and details.get("status") == "RUNNING":  # a pipeline that stalls with no error (chains/data.py)
-        ev.datasets = await checked(ev, api.data.datasets(str(job_id)), "Ray Data's datasets")
-    running = details.get("status") == "RUNNING"  # its trends: how its memory and throughput moved
-    await asyncio.gather(phase_two(api, ev), history.job_trends(api, ev) if running else nothing())
-    if details.get("status") in ("PENDING", "RUNNING") or STORE_TROUBLE.search(
-        "\n".join(ev.driver_lines or [])
-    ):
-        await checked(ev, _store(api, ev), "the object store")
-    if stalled_by_tasks(ev):  # where its processes wait, in their stacks
-        target = Target(kind="job", job=str(sid or job_id))
-        stacks = await checked(
-            ev,
-            api.stacks.traces(
-                target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES, max_bytes=HANG_STACK_BYTES
-            ),
-            "the job's stacks",
-        )
-        ev.stacks = stacks.model_dump(mode="json") if stacks is not None else None
-    return ev
-
-
-async def _first(api: RayAPI, filters: list[tuple[str, str, str]]) -> Row | None:
-    found = await api.sources.state.actors(filters=filters, limit=1)
-    return dict(found["result"][0]) if found["result"] else None
-
-
-def stalled_by_tasks(ev: GraphInputs) -> bool:
-    """A RUNNING job old enough to judge whose tasks all stood still for NO_PROGRESS_S (hang.py reads why)."""
-    from ray_mcp.diagnosis.hang import reading
-
-    stall = reading(ev)
-    return stall is not None and stall.status != "progressing"
-
-
-async def _cluster_wide(api: RayAPI, ev: GraphInputs) -> None:
+async def read_cluster_wide(api: RayAPI, ev: GraphInputs) -> None:
     """What every gathering reads of the whole cluster, concurrently: nodes, placement groups, jobs (the Jobs
     API's list, which also teaches the redactor every job's env_vars), cluster events and dead workers."""
     ev.nodes, ev.pgs, ev.jobs, ev.events, ev.workers = await asyncio.gather(
-        _rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
-        _rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ),
+        read_rows(api, ev, "nodes", "the nodes", limit=CLUSTER_ROWS_READ),
+        read_rows(api, ev, "placement_groups", "the placement groups", limit=CLUSTER_ROWS_READ),
         _listed_jobs(api, ev),
         cluster_events(api, ev),
-        _rows(
+        read_rows(
             api,
             ev,
             "workers",
@@ -269,7 +154,7 @@ async def _actors(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     """The actors that are not alive, and the alive ones."""
     return list(
         await asyncio.gather(
-            _rows(
+            read_rows(
                 api,
                 ev,
                 "actors",
@@ -277,7 +162,7 @@ async def _actors(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
                 filters=[("state", "!=", "ALIVE")],
                 limit=CLUSTER_ROWS_READ,
             ),
-            _rows(
+            read_rows(
                 api,
                 ev,
                 "actors",
@@ -299,7 +184,7 @@ TASK_STATES = (
 async def _tasks(api: RayAPI, ev: GraphInputs) -> list[list[Row] | None]:
     """The failed tasks, those waiting for a node and the running ones: one list of every task attempt that did
     not finish (the GCS filters task events by state, so the finished ones are never converted), split here."""
-    rows = await _rows(
+    rows = await read_rows(
         api,
         ev,
         "tasks",
@@ -343,7 +228,7 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     (actors, alive), (tasks, pending, running), _, status, serve = await asyncio.gather(
         _actors(api, ev),
         _tasks(api, ev),
-        _cluster_wide(api, ev),
+        read_cluster_wide(api, ev),
         checked(
             ev,
             api.nodes.cluster_status(max_nodes=HEALTH_NODES, groups_read=CLUSTER_ROWS_READ),
@@ -358,14 +243,14 @@ async def gather_cluster(api: RayAPI) -> GraphInputs:
     ev.alive_actors, ev.tasks, ev.running_tasks = alive, tasks, running
     ev.status = status.model_dump(mode="json") if status is not None else None
     ev.serve = serve
-    ev.serve_decisions = await _serve_decisions(api, serve)
+    ev.serve_decisions = await read_serve_decisions(api, serve)
     ev.unchecked = [c for c, sources in CHECKS.items() if any(getattr(ev, s) is None for s in sources)]
     await asyncio.gather(
         _platform(api, ev),
-        _crash_logs(api, ev),
+        read_crash_logs(api, ev),
         history.cluster_trends(api, ev),
-        checked(ev, _store(api, ev), "the object store"),
-        _strategies(api, ev)
+        checked(ev, read_store(api, ev), "the object store"),
+        read_strategies(api, ev)
         if any(p.get("state") == "PENDING" and not p.get("strategy") for p in ev.pgs or [])
         else nothing(),
     )
@@ -398,11 +283,7 @@ async def cluster_events(api: RayAPI, ev: GraphInputs) -> list[dict[str, Any]] |
     return rows[-EVENTS_READ:]
 
 
-# What a job's driver prints when the object store is its trouble: then diagnose_job looks at the store.
-STORE_TROUBLE = re.compile(r"ObjectStoreFullError|OutOfDiskError|ObjectLostError|[Ss]pill(?:ed|ing)")
-
-
-async def _store(api: RayAPI, ev: GraphInputs) -> None:
+async def read_store(api: RayAPI, ev: GraphInputs) -> None:
     """The object store's holders when a node's store is near full or spilling (else one cheap read)."""
     notes: list[str] = []
     stores = await api.objects.store_stats(notes)
@@ -412,7 +293,7 @@ async def _store(api: RayAPI, ev: GraphInputs) -> None:
         ev.store = (await api.objects.summarize(limit=STORE_HOLDERS_QUOTED)).model_dump(mode="json")
 
 
-async def _strategies(api: RayAPI, ev: GraphInputs) -> None:
+async def read_strategies(api: RayAPI, ev: GraphInputs) -> None:
     """The strategy of each placement group (the State API omits it; the GCS's table has it)."""
     try:
         strategies = await api.placement_groups.strategies()
@@ -425,71 +306,7 @@ async def _strategies(api: RayAPI, ev: GraphInputs) -> None:
             pg["strategy"] = strategy
 
 
-async def phase_two(api: RayAPI, ev: GraphInputs) -> None:
-    """The requests phase 1 calls for (holders, a named actor, owners, crash logs), concurrently."""
-    jobs: list[Awaitable[Any]] = []
-    if waits_for_resources(ev):
-        jobs.append(_holders(api, ev))
-    job_id = (ev.job or {}).get("job_id")
-    if any(
-        (p.get("state") != "CREATED" and p.get("creator_job_id") in (job_id, None))
-        or p.get("state") == "PENDING"
-        for p in ev.pgs or []
-    ) and not all(p.get("strategy") for p in ev.pgs or []):
-        jobs.append(_strategies(api, ev))
-    text = "\n".join(ev.driver_lines or [])
-    m = re.search(r"Failed to look up actor(?: with name)? '(?P<name>[^']+)'", text) or NAME_TAKEN.search(
-        text
-    )
-    if m:
-        jobs.append(_related(api, ev, [("name", "=", m["name"])], f"actors named {m['name']!r}"))
-    # An actor the driver's ActorDiedError names that is not the job's own (another job created it).
-    known = {str(a.get("actor_id")) for a in ev.actors or []}
-    for aid in (
-        actor_ids(text[-OWNER_SEARCH_CHARS:])[:RELATED_ACTORS_NAMED] if ACTOR_ERROR.search(text) else []
-    ):
-        if aid not in known:
-            jobs.append(_related(api, ev, [("actor_id", "=", aid)], f"actor {aid}"))
-    messages = [
-        text,
-        *[str(t.get("error_message") or "") for t in ev.tasks or [] if t.get("state") == "FAILED"][
-            :OWNER_SEARCH_TASKS
-        ],
-    ]
-    for wid in owner_workers(ev, messages):
-        jobs.append(_owner(api, ev, wid))
-    jobs.append(_crash_logs(api, ev, dead_actors=True))
-    if CONNECT_FAILED.search(text):  # a driver that never reached the cluster: where the cluster is
-        jobs.append(_cluster_address(api, ev))
-    if SERVE_DEPLOY.search(text[-SERVE_SEARCH_CHARS:]) or any(
-        str(a.get("class_name") or "").startswith("ServeReplica:") for a in ev.actors or []
-    ):
-        jobs.append(_serve(api, ev))
-    await asyncio.gather(*jobs)
-
-
-# A driver whose serve.run failed ("Deploying application embedder failed: ..."), or one that called a Serve app.
-SERVE_DEPLOY = re.compile(r"Deploying application .{0,80}failed|RayServeException|DeploymentUnavailable")
-
-
-async def _cluster_address(api: RayAPI, ev: GraphInputs) -> None:
-    """This cluster's GCS address (given, or found once from its dashboard), for a driver that tried another."""
-    try:
-        ev.cluster_address = await api.gcs.known_address()
-    except Exception as exc:
-        ev.unreadable.append(f"this cluster's GCS address: {failure(exc)}")
-
-
-async def _serve(api: RayAPI, ev: GraphInputs) -> None:
-    """The Serve applications' status (why a deployment failed: its replicas' constructor error)."""
-    try:
-        ev.serve = await api.serve.details()
-    except Exception as exc:
-        ev.unreadable.append(f"the Serve applications: {failure(exc)}")
-    ev.serve_decisions = await _serve_decisions(api, ev.serve)
-
-
-async def _serve_decisions(api: RayAPI, serve: Row | None) -> list[Row] | None:
+async def read_serve_decisions(api: RayAPI, serve: Row | None) -> list[Row] | None:
     """The autoscaling decisions the Serve controller logged, as rows (None: none to read, or unreadable)."""
     if not serve:
         return None
@@ -502,52 +319,10 @@ async def _serve_decisions(api: RayAPI, serve: Row | None) -> list[Row] | None:
         for d in decisions
     ]
 
-
-async def _holders(api: RayAPI, ev: GraphInputs) -> None:
-    alive, running = await asyncio.gather(
-        _rows(
-            api,
-            ev,
-            "actors",
-            "the alive actors (resource holders)",
-            filters=[("state", "=", "ALIVE")],
-            limit=CLUSTER_ROWS_READ,
-        ),
-        _rows(
-            api,
-            ev,
-            "tasks",
-            "the running tasks (resource holders)",
-            filters=[("state", "=", "RUNNING")],
-            limit=TASKS_READ,
-        ),
-    )
-    ev.alive_actors, ev.running_tasks = alive, running
     # Jobs of holders that the job list may lack (a job list cut at its limit).
 
 
-async def _related(api: RayAPI, ev: GraphInputs, filters: list[tuple[str, str, str]], what: str) -> None:
-    rows = await _rows(api, ev, "actors", what, filters=filters, limit=RELATED_ACTORS_READ)
-    ev.related_actors += rows or []
-
-
-async def _owner(api: RayAPI, ev: GraphInputs, worker_id: str) -> None:
-    """The owner worker of a lost object or an orphaned actor: its exit, and the actor that ran in it."""
-    known = {w.get("worker_id"): w for w in ev.workers or []}
-    worker = known.get(worker_id)
-    if worker is None:
-        rows = await _rows(
-            api, ev, "workers", f"worker {worker_id}", filters=[("worker_id", "=", worker_id)], limit=1
-        )
-        if rows:
-            worker = rows[0]
-            ev.workers = [*(ev.workers or []), worker]
-    pid = int(num((worker or {}).get("pid")))
-    if pid and not any(int(num(a.get("pid"))) == pid for a in ev.actors or []):
-        await _related(api, ev, [("pid", "=", str(pid))], f"the actor in pid {pid}")
-
-
-async def _crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -> None:
+async def read_crash_logs(api: RayAPI, ev: GraphInputs, dead_actors: bool = False) -> None:
     """Stderr of crashed workers: the newest dead worker of each looping actor, crashed task workers and the
     workers of the job's actors that died of a crash (``dead_actors``, for diagnose_job; CRASH_LOGS in all)."""
     dead = [

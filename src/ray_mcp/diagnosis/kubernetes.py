@@ -8,7 +8,7 @@ from ray_mcp.answers import RayAPI
 from ray_mcp.answers.kuberay import describe
 from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.errors import RayMCPError
-from ray_mcp.sources.kubernetes import RayTarget
+from ray_mcp.sources.kube_target import RayTarget
 
 
 async def gather(target: RayTarget, api: RayAPI, ev: GraphInputs) -> None:

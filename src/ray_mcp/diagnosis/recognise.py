@@ -21,6 +21,7 @@ from ray_mcp.limits import (
     QUOTE_LINES,
     SHORT_CAUSE_CHARS,
 )
+from ray_mcp.sources.kube_reasons import IMAGE_PULL_REASONS
 
 # -- where an exception was raised, and what it was -----------------------------------------------------------
 
@@ -274,8 +275,8 @@ POD_TROUBLE = (
     ("pod_evicted", re.compile(r"^(Evicted|Preempted|Preempting)$"), None),
     (
         "image_pull",
-        re.compile(r"^(ErrImagePull|ImagePullBackOff|InspectFailed|ErrImageNeverPull)$"),
-        re.compile(r"[Ff]ailed to pull image|[Bb]ack-off pulling image|ErrImagePull|ImagePullBackOff"),
+        re.compile(f"^({'|'.join(IMAGE_PULL_REASONS)})$"),
+        re.compile(f"[Ff]ailed to pull image|[Bb]ack-off pulling image|{'|'.join(IMAGE_PULL_REASONS)}"),
     ),
     (
         "pod_crash_loop",

@@ -27,7 +27,9 @@ from ray_mcp.settings import Settings
 from ray_mcp.sources.dashboard import http_verify
 from ray_mcp.sources.gcs import GCS_LOOKUP, GcsLookup
 from ray_mcp.sources.history import HistoryTransport
-from ray_mcp.sources.kubernetes import PROXY_NO_GCS, Kube, KubeContexts, RayTarget
+from ray_mcp.sources.kube_proxy import PROXY_NO_GCS
+from ray_mcp.sources.kube_target import RayTarget
+from ray_mcp.sources.kubernetes import Kube, KubeContexts
 from ray_mcp.sources.prometheus import Configured
 
 DEFAULT_CLUSTER = "default"

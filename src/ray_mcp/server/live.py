@@ -1,8 +1,9 @@
 """Live job updates: the resource ``ray://jobs/{submission_id}``, which clients can subscribe to.
 
 Reading it gives the job's current state and the tail of its driver log (bounded, and redacted like every
-resource). Subscribing starts one shared poller per job (however many sessions subscribe); each time the job's
-status changes, every subscriber gets ``notifications/resources/updated`` and reads the resource again.
+resource). Subscribing starts one shared poller per job (server/pollers.py, however many sessions subscribe),
+answered once it has read the job's status; each time the status changes, every subscriber gets
+``notifications/resources/updated`` and reads the resource again.
 
 Both eras of the protocol are served:
 
@@ -20,12 +21,11 @@ stream, a session that is gone) or once the job has ended and that last change w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote_plus, urlencode
 
@@ -56,10 +56,12 @@ from ray_mcp.server.health_watch import (
     HEALTH_URI,
     HEALTH_URI_TEMPLATE,
     HealthWatchers,
+    health_watchers,
     is_health_uri,
     read_health,
 )
 from ray_mcp.server.icons import RAY_ICONS
+from ray_mcp.server.pollers import Polled, SharedPollers, Then, connection_key
 from ray_mcp.sources.scope import read_scope
 from ray_mcp.text import quoted
 
@@ -137,169 +139,96 @@ def cluster_of_link(app: App, cluster: str | None) -> str:
 
 
 @dataclass
-class Watch:
-    """One job's poller and who listens to it."""
+class JobState:
+    """What one job's watch holds: the job, its cluster, and the status last read."""
 
     job: str
     cluster: str  # the cluster the job belongs to (cluster_of_link)
-    sessions: dict[int, ServerSession] = field(default_factory=dict)  # 2025 sessions, by their connection
-    listeners: int = 0  # open 2026 listen streams
-    task: asyncio.Task[None] | None = None
-    status: str | None = None
-
-    @property
-    def wanted(self) -> bool:
-        return self.listeners > 0 or len(self.sessions) > 0
+    status: str | None = None  # None until a poll has read it
 
 
-class JobWatchers:
-    """The shared pollers, one per subscribed job. Safe under concurrent subscribes and unsubscribes."""
+JobWatchers = SharedPollers[str, JobState]
 
-    def __init__(
-        self,
-        app: App,
-        publish: Callable[[str], Awaitable[None]],
-        *,
-        poll_interval_s: float = POLL_INTERVAL_S,
-        max_watched: int = MAX_WATCHED_JOBS,
-        per_session: int = WATCHES_PER_SESSION,
-    ) -> None:
+
+class JobFeed:
+    """Jobs as a feed of shared pollers (server/pollers.py): keyed by the job's URI, one status read each, a change
+    when the status changes; polling ends with the job, and a job that is gone drops its watch."""
+
+    share_full = (
+        "This client already watches {watching} jobs, its share of the {max_watched} ray-mcp watches at once; "
+        "unsubscribe from one (a finished job first)."
+    )
+    all_full = (
+        "Already watching {max_watched} jobs, the most ray-mcp follows at once; unsubscribe from a finished job "
+        "first."
+    )
+
+    def __init__(self, app: App) -> None:
         self.app = app
-        self._publish = publish  # the 2026 bus
-        self._poll_interval_s = poll_interval_s
-        self._max_watched = max_watched
-        self._per_session = per_session
-        self._watches: dict[str, Watch] = {}
-        self._owned: dict[int, set[str]] = {}  # client connection -> the jobs it watches
-        self._lock = asyncio.Lock()
 
-    def check(self, uri: str) -> None:
-        """Refuse, before anything is watched, a URI that is not a job of a cluster this server serves."""
+    def key_of(self, uri: str) -> str:
+        """The job URI itself, once it names a job of a cluster this server serves."""
         cluster_of_link(self.app, job_of(uri).cluster)
+        return uri
 
-    @property
-    def watched(self) -> dict[str, int]:
-        """Job -> number of subscribers (for tests and logs)."""
-        return {uri: len(w.sessions) + w.listeners for uri, w in self._watches.items()}
+    def label(self, key: str) -> str:
+        return f"watch {key}"
 
-    async def subscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
-        """Watch the job for ``session`` (2025) or for one listen stream of connection ``owner`` (2026)."""
-        ref = job_of(uri)
-        job, cluster = ref.job, cluster_of_link(self.app, ref.cluster)
-        key = connection_key(session) if session is not None else owner or 0
-        if uri not in self._watches and await self._status(job, cluster) == "NOT_FOUND":
+    def start(self, key: str) -> JobState:
+        ref = job_of(key)
+        return JobState(ref.job, cluster_of_link(self.app, ref.cluster))
+
+    async def admit(self, key: str) -> None:
+        state = self.start(key)
+        if await self._status(state) == "NOT_FOUND":
             raise MCPError(
                 INVALID_PARAMS,
-                f"No job {job!r} in the cluster, so nothing to watch. Call list_jobs to see the submission ids "
-                "that exist.",
+                f"No job {state.job!r} in the cluster, so nothing to watch. Call list_jobs to see the submission "
+                "ids that exist.",
             )
-        async with self._lock:
-            owned = self._owned.setdefault(key, set())
-            if uri not in owned and len(owned) >= self._per_session:
-                raise MCPError(
-                    INVALID_PARAMS,
-                    f"This client already watches {len(owned)} jobs, its share of the {self._max_watched} "
-                    "ray-mcp watches at once; unsubscribe from one (a finished job first).",
-                )
-            for other, finished in list(self._watches.items()):  # ended jobs whose subscribers are gone
-                if not finished.wanted and (finished.task is None or finished.task.done()):
-                    del self._watches[other]
-            watch = self._watches.get(uri)
-            if watch is None:
-                if len(self._watches) >= self._max_watched:
-                    raise MCPError(
-                        INVALID_PARAMS,
-                        f"Already watching {self._max_watched} jobs, the most ray-mcp follows at once; "
-                        "unsubscribe from a finished job first.",
-                    )
-                watch = self._watches[uri] = Watch(job, cluster)
-            owned.add(uri)
-            if session is None:
-                watch.listeners += 1
-            else:
-                watch.sessions[connection_key(session)] = session
-            if watch.task is None or watch.task.done():
-                watch.task = asyncio.get_running_loop().create_task(
-                    self._poll(uri, watch), name=f"watch {uri}"
-                )
 
-    async def unsubscribe(self, uri: str, session: ServerSession | None, owner: int | None = None) -> None:
-        key = connection_key(session) if session is not None else owner or 0
-        async with self._lock:
-            owned = self._owned.get(key)
-            if owned is not None:
-                owned.discard(uri)
-                if not owned:
-                    del self._owned[key]
-            watch = self._watches.get(uri)
-            if watch is None:
-                return
-            if session is None:
-                watch.listeners = max(0, watch.listeners - 1)
-            else:
-                watch.sessions.pop(connection_key(session), None)
-            if not watch.wanted:
-                self._stop(uri)
+    async def poll(self, key: str, state: JobState) -> Polled:
+        status = await self._status(state)
+        if status is None:
+            return Polled()  # not readable right now: the next poll tries again
+        changed = state.status is not None and status != state.status  # the first status read is the baseline
+        state.status = status
+        if changed:
+            log.info("ray-mcp: job %s is now %s; notifying its subscribers", state.job, status)
+        if status == "NOT_FOUND":
+            return Polled(changed, Then.GONE)  # a job that is gone holds no watch, subscribed or not
+        # nothing changes after the end; the resource still reads the final state
+        return Polled(changed, Then.END if status in TERMINAL_JOB_STATUSES else Then.AGAIN)
 
-    def _stop(self, uri: str) -> None:
-        watch = self._watches.pop(uri, None)
-        if watch is not None and watch.task is not None and watch.task is not asyncio.current_task():
-            watch.task.cancel()
-
-    async def aclose(self) -> None:
-        async with self._lock:
-            tasks = [w.task for w in self._watches.values() if w.task is not None]
-            self._watches.clear()
-            self._owned.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-
-    async def _poll(self, uri: str, watch: Watch) -> None:
-        """Poll the job until nobody listens or it has ended; notify every status change."""
-        while watch.wanted and self._watches.get(uri) is watch:
-            status = await self._status(watch.job, watch.cluster)
-            if status is not None and status != watch.status:
-                first = watch.status is None
-                watch.status = status
-                if not first:
-                    await self._notify(uri, watch)
-                if status in TERMINAL_JOB_STATUSES or status == "NOT_FOUND":
-                    break  # nothing changes after the end; the resource still reads the final state
-            await asyncio.sleep(self._poll_interval_s)
-        async with self._lock:
-            if self._watches.get(uri) is watch and (not watch.wanted or watch.status == "NOT_FOUND"):
-                self._watches.pop(uri, None)  # a job that is gone holds no watch, subscribed or not
-                for owned in self._owned.values():
-                    owned.discard(uri)
-
-    async def _status(self, job: str, cluster: str) -> str | None:
+    async def _status(self, state: JobState) -> str | None:
         """The job's status; NOT_FOUND once it is gone; None when it cannot be read right now."""
-        token = CURRENT_CLUSTER.set(cluster)
+        token = CURRENT_CLUSTER.set(state.cluster)
         try:
             api = await self.app.api()
             with read_scope():  # each poll reads the job afresh (not through the subscribe call's scope)
-                return (await api.jobs.get(job)).status
+                return (await api.jobs.get(state.job)).status
         except NotFound:
             return "NOT_FOUND"
         except RayMCPError as exc:
-            log.info("ray-mcp: cannot read job %s for its subscribers (will retry): %s", job, exc)
+            log.info("ray-mcp: cannot read job %s for its subscribers (will retry): %s", state.job, exc)
             return None
         finally:
             CURRENT_CLUSTER.reset(token)
 
-    async def _notify(self, uri: str, watch: Watch) -> None:
-        log.info("ray-mcp: job %s is now %s; notifying its subscribers", watch.job, watch.status)
-        for key, session in list(watch.sessions.items()):
-            try:
-                await session.send_resource_updated(uri)
-            except Exception as exc:  # the session is gone: it no longer listens
-                log.info("ray-mcp: dropping a subscriber of %s: %s", uri, type(exc).__name__)
-                watch.sessions.pop(key, None)
-        if watch.listeners:
-            await self._publish(uri)
+
+def job_watchers(
+    app: App,
+    publish: Callable[[str], Awaitable[None]],
+    *,
+    poll_interval_s: float = POLL_INTERVAL_S,
+    max_watched: int = MAX_WATCHED_JOBS,
+    per_session: int = WATCHES_PER_SESSION,
+) -> JobWatchers:
+    """The shared pollers of the job resources, one per subscribed job."""
+    feed = JobFeed(app)
+    return SharedPollers(
+        feed, publish, poll_interval_s=poll_interval_s, per_session=per_session, max_watched=max_watched
+    )
 
 
 async def read_job(app: App, submission_id: str, cluster: str | None = None) -> str:
@@ -339,11 +268,6 @@ async def _read_job(app: App, submission_id: str, cluster: str | None) -> str:
     if info.status not in TERMINAL_JOB_STATUSES:
         parts.append(f"\nSubscribe to {job_uri(submission_id, cluster)} to hear when it changes.")
     return "\n".join(parts)
-
-
-def connection_key(session: ServerSession) -> int:
-    """One key per client connection (a 2025 session), whichever request's session object carries it."""
-    return id(sdk_private.connection_of(session))
 
 
 class Watchers(Protocol):
@@ -438,8 +362,8 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
     async def publish(uri: str) -> None:
         await bus.publish(ResourceUpdated(uri=clean_text(uri)))  # sent outside any request: guarded here
 
-    jobs = JobWatchers(app, publish)
-    health = HealthWatchers(app, publish)
+    jobs = job_watchers(app, publish)
+    health = health_watchers(app, publish)
     watchers = Subscriptions(jobs, health)
     server.health_watchers = health
 
@@ -472,7 +396,7 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
         icons=RAY_ICONS,
     )
     async def health_resource() -> str:
-        return await read_health(health, None)
+        return await read_health(app, health, None)
 
     @server.resource(
         HEALTH_URI_TEMPLATE,
@@ -483,7 +407,7 @@ def register(server: RayMCPServer, bus: SubscriptionBus) -> JobWatchers:
         icons=RAY_ICONS,
     )
     async def health_resource_of(cluster: str | None = None) -> str:
-        return await read_health(health, cluster)
+        return await read_health(app, health, cluster)
 
     async def on_unsubscribe(
         ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams

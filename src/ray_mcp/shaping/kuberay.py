@@ -28,9 +28,9 @@ from ray_mcp.models.kuberay import (
     UpgradeSide,
     WorkerGroup,
 )
+from ray_mcp.sources.kube_reasons import IMAGE_PULL_REASONS
 from ray_mcp.text import quoted
 
-PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # A container Kubernetes could not create (a missing ConfigMap, Secret or volume, a bad command): with no restart
 # it never ran, so it is not crash-looping; its message (and the pod's events) name what it references.
 CREATE_REASONS = ("CreateContainerConfigError", "CreateContainerError")
@@ -193,7 +193,7 @@ def _pod_finding(p: PodState) -> tuple[KubeVerdict, str] | None:
             f"{where} is Pending: the scheduler says {quoted(p.unschedulable)}. Ray's demand for it waits "
             "until a node with those resources joins (cluster autoscaler, node pool, quota)."
         )
-    if p.waiting and p.waiting.split(": ")[-1] in PULL_REASONS:
+    if p.waiting and p.waiting.split(": ")[-1] in IMAGE_PULL_REASONS:
         return "image pull failing", (
             f"{where} cannot pull its image ({p.waiting}): {quoted(p.waiting_message or '')}. Check the "
             "image name and tag and the imagePullSecrets."
@@ -398,7 +398,7 @@ def object_findings(
 
 
 def _runs_on(obj: dict[str, Any]) -> bool:
-    from ray_mcp.sources.kubernetes import cluster_of
+    from ray_mcp.sources.kube_target import cluster_of
 
     return cluster_of(obj) is not None
 

@@ -12,7 +12,9 @@ system fails (errors.py maps each failure), not what an agent is told. Each read
     cluster_sources.py   one cluster's sources together (what RayAPI's answers read through)
     gcs.py          Ray's gRPC channel to the GCS, only for what the dashboard does not serve
     history.py      a terminated cluster's record on KubeRay's History Server, served as if it were a dashboard
-    kubernetes.py   the Kubernetes API: KubeRay's objects, their pods, events and logs; the service proxy
+    kubernetes.py   the Kubernetes API: KubeRay's objects, their pods, events and logs; kube_proxy.py: the
+                    dashboard through the API server's service proxy; kube_target.py: a k8s:// address
+                    resolved; kube_names.py, kube_reasons.py: Kubernetes' names and reasons
     local_logs.py   a log file read from this host's disk; py_spy.py: py-spy run here; hosts.py: this host
     ids.py, query.py   what a well-formed Ray id looks like; State API filters, checked before they are sent
     runtime_env.py, uploads.py   a job's runtime_env checked by Ray's own class, its local uploads confined

@@ -3,7 +3,8 @@
 kubernetes_asyncio (the ``ray-mcp[kubernetes]`` extra) reads kubeconfig, contexts, exec-plugin and OIDC auth and
 the in-cluster service account; we never parse credentials ourselves. Objects are read as the API server's own
 JSON (camelCase, as in ``kubectl get -o json``). The dashboard of a cluster outside this one is reached through
-the API server's service proxy (``proxy_transport``), never a port-forward.
+the API server's service proxy (``proxy_transport``, kube_proxy.py), never a port-forward; kube_target.py reads a
+k8s:// address and resolves it to its RayCluster and head service.
 
 Every API failure becomes one of our ``ToolError`` subclasses (``kube_errors``), naming the verb RBAC must grant.
 """
@@ -15,17 +16,15 @@ import contextlib
 import copy
 import json
 import os
-import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NotFound, RayMCPError, RayRequestFailed
+from ray_mcp.errors import ClusterUnavailable, InvalidArgument, NotFound, RayRequestFailed
 from ray_mcp.sources.ids import KUBE_FIELDS, plain_names
 from ray_mcp.sources.kube_names import NameKind, checked
+from ray_mcp.sources.kube_proxy import ProxyTransport
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -55,53 +54,6 @@ JOB_NAME_LABEL = "job-name"  # what Kubernetes labels a Job's pods with: a RayJo
 DASHBOARD_PORT_NAME = "dashboard"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 EXTRA_HINT = "Install the Kubernetes client with: pip install 'ray-mcp[kubernetes]'."
-RAY_PROXIED_AUTH_HEADER = "X-Ray-Authorization"  # Ray's token behind a proxy (ray authentication_constants)
-# Why the GCS's own facts are unknown through the service proxy (Gcs.out_of_reach; ``what`` is the fact).
-PROXY_NO_GCS = (
-    "Unknown from outside the Kubernetes cluster: {what} needs the GCS (gRPC), which the API server's service "
-    "proxy (HTTP only) does not reach; run ray-mcp in a pod of the cluster, where the k8s:// address reaches "
-    "the head service by its DNS name, GCS included (docs/kubernetes.md)."
-)
-# What the API server answers for itself on a proxied request (else the proxy passes the dashboard's answer).
-API_SERVER_FAILURES = (401, 403, 503)
-# The RBAC verb Kubernetes checks for each HTTP method of a services/proxy request.
-PROXY_VERBS = {
-    "GET": "get",
-    "HEAD": "get",
-    "POST": "create",
-    "PUT": "update",
-    "PATCH": "patch",
-    "DELETE": "delete",
-}
-
-
-@dataclass(frozen=True)
-class KubeAddress:
-    """``k8s://[context/]namespace/name``: a RayCluster, RayJob or RayService."""
-
-    context: str | None
-    namespace: str | None
-    name: str
-
-    @property
-    def text(self) -> str:
-        return "k8s://" + "/".join(p for p in (self.context, self.namespace, self.name) if p)
-
-
-def parse_kube_address(text: str, *, context: str | None = None, namespace: str | None = None) -> KubeAddress:
-    """Read ``k8s://[context/]namespace/name``; a context may hold slashes (an EKS ARN), so it is the rest.
-    ``k8s://name`` takes the namespace of --namespace, else of the context. The namespace and the name are
-    checked as Kubernetes checks them (a RayCluster, RayJob or RayService name is an RFC 1123 subdomain)."""
-    parts = text.removeprefix("k8s://").strip("/").split("/")
-    if not parts or not all(parts):
-        raise InvalidArgument(
-            f"Cannot read {text!r} as a Kubernetes address: expected k8s://[context/]namespace/name, "
-            "for example k8s://default/raycluster-kuberay."
-        )
-    name = checked(parts[-1], "rayobject", given=text)
-    ns = parts[-2] if len(parts) >= 2 else namespace
-    ctx = "/".join(parts[:-2]) if len(parts) > 2 else context
-    return KubeAddress(ctx, checked(ns, "namespace", given=text) if ns is not None else None, name)
 
 
 class Forbidden(RayRequestFailed):
@@ -541,80 +493,6 @@ class KubeContexts:
             await kube.aclose()
 
 
-class ProxyTransport(httpx.AsyncBaseTransport):
-    """Requests to the API server with the kubeconfig's credentials, fetched from the client for each request,
-    so a rotating token (EKS, GKE exec plugins, a projected service-account token) stays current.
-
-    Only under one service's proxy path: httpx resolves ``..`` before a request gets here, so a dashboard path
-    built from an odd id could otherwise climb out of the proxy to any API path these credentials reach. A
-    path outside it, or with an encoded dot segment or slash (the API server decodes them), is refused."""
-
-    def __init__(self, configuration: Any, under: str) -> None:
-        self.configuration = configuration
-        self.under = under.rstrip("/")
-        self.inner = httpx.AsyncHTTPTransport(verify=_ssl_context(configuration), proxy=configuration.proxy)
-
-    def _refuse_outside(self, request: httpx.Request) -> None:
-        path = request.url.raw_path.decode("ascii", "replace").partition("?")[0]
-        inside = path == self.under or path.startswith(self.under + "/")
-        odd = any(unquote(s) in (".", "..") or "/" in unquote(s) for s in path.split("/"))
-        if not inside or odd:
-            raise InvalidArgument(
-                f"Refused to send {request.method} {path[:200]!r} through the Kubernetes API server: ray-mcp "
-                f"sends only requests for the Ray dashboard under {self.under}, and this path leaves it or "
-                "holds a dot segment or an encoded slash (an id or name that is not what it seems). Nothing "
-                "was sent."
-            )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self._refuse_outside(request)
-        # The API server takes Authorization for itself and strips it; Ray's dashboard reads its own token from
-        # X-Ray-Authorization too ("for proxies and KubeRay"), which the proxy passes on.
-        ray_token = request.headers.pop("Authorization", None)
-        if ray_token:
-            request.headers[RAY_PROXIED_AUTH_HEADER] = ray_token
-        token = await self.configuration.get_api_key_with_prefix("BearerToken")
-        if token:
-            request.headers["Authorization"] = token
-        response = await self.inner.handle_async_request(request)
-        if response.status_code in API_SERVER_FAILURES:
-            await response.aread()
-            refusal = api_server_refusal(request, response)
-            if refusal is not None:
-                await response.aclose()
-                raise refusal
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def api_server_refusal(request: httpx.Request, response: httpx.Response) -> RayMCPError | None:
-    """The API server's own failure of a proxied request (a Status object: RBAC, authentication, a service with
-    no ready endpoint), as our error naming the verb or the cause; None for the dashboard's own answers, which
-    the proxy passes through as they are."""
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        return None
-    if not (isinstance(body, dict) and body.get("kind") == "Status" and body.get("apiVersion") == "v1"):
-        return None
-    status, message = response.status_code, str(body.get("message") or body.get("reason") or "")
-    path = request.url.path
-    if status in (401, 403):
-        verb = PROXY_VERBS.get(request.method, request.method.lower())
-        return RayRequestFailed(
-            f"Kubernetes refused the service proxy request {request.method} {path}: HTTP {status} "
-            f"({message[:200]}). The account needs RBAC verb {verb} on services/proxy "
-            "(deploy/kubernetes/kuberay/role.yaml); check `kubectl auth can-i "
-            f"{verb} services/proxy`. Nothing was changed."
-        )
-    return ClusterUnavailable(
-        f"The Kubernetes API server could not proxy {request.method} {path} to the Ray head: HTTP {status} "
-        f"({message[:200]}). The head pod may not be Ready: call kuberay_status to see why."
-    )
-
-
 async def _body(response: Any) -> bytes:
     """A raw response's body; unread raw responses are not checked by the client, so a failure is raised here
     as the client would (kube_errors maps it)."""
@@ -628,16 +506,6 @@ async def _body(response: Any) -> bytes:
     return body
 
 
-def _ssl_context(configuration: Any) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 def _incluster_namespace() -> str:
     path = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
     try:
@@ -645,72 +513,6 @@ def _incluster_namespace() -> str:
             return f.read().strip() or "default"
     except OSError:
         return "default"
-
-
-@dataclass
-class RayTarget:
-    """What a k8s:// address names, resolved: the object, the RayCluster serving it, and its head service."""
-
-    kube: Kube
-    kind: str  # RayCluster | RayJob | RayService
-    name: str
-    cluster: str  # the RayCluster (a RayJob's or a RayService's active one)
-    service: str  # the head service the dashboard is reached through
-    dashboard_url: str
-
-    @property
-    def namespace(self) -> str:
-        return self.kube.namespace
-
-    def proxy_transport(self) -> httpx.AsyncBaseTransport | None:
-        """The transport to its dashboard through the API server's service proxy (None inside the cluster)."""
-        return self.kube.proxy_transport(urlsplit(self.dashboard_url).path)
-
-
-def head_service_of(raycluster: dict[str, Any]) -> str:
-    """KubeRay names the head service in status.head.serviceName (KubeRay >= 1.1), else <cluster>-head-svc."""
-    status = raycluster.get("status") or {}
-    return str((status.get("head") or {}).get("serviceName") or f"{raycluster['metadata']['name']}-head-svc")
-
-
-def cluster_of(obj: dict[str, Any]) -> str | None:
-    """The RayCluster a RayCluster, RayJob or RayService runs on (None: none yet)."""
-    status = obj.get("status") or {}
-    if obj["kind"] == "RayCluster":
-        return str(obj["metadata"]["name"])
-    if obj["kind"] == "RayJob":
-        return status.get("rayClusterName") or (obj.get("spec") or {}).get("clusterSelector", {}).get(
-            CLUSTER_LABEL
-        )
-    active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
-    return active or (status.get("pendingServiceStatus") or {}).get("rayClusterName")
-
-
-async def resolve_target(kube: Kube, name: str) -> RayTarget:
-    """Find the object and the head service its dashboard answers on (the port named ``dashboard``)."""
-    obj = await kube.find_ray(name)
-    kind = str(obj["kind"])
-    cluster = cluster_of(obj)
-    if cluster is None:
-        raise ClusterUnavailable(
-            f"{kind} {name!r} in namespace {kube.namespace!r} has no RayCluster yet (status "
-            f"{_state_word(obj)}). Wait for KubeRay to create it, or describe it with kuberay_status."
-        )
-    if kind == "RayService":
-        service = f"{name}-head-svc"  # KubeRay keeps it pointed at the active cluster across upgrades
-    else:
-        service = head_service_of(await kube.get_ray("rayclusters", cluster))
-    ports = ((await kube.service(service)).get("spec") or {}).get("ports") or []
-    port = next((int(p["port"]) for p in ports if p.get("name") == DASHBOARD_PORT_NAME), 8265)
-    return RayTarget(kube, kind, name, cluster, service, kube.dashboard_url(service, port))
-
-
-def _state_word(obj: dict[str, Any]) -> str:
-    status = obj.get("status") or {}
-    for key in ("state", "jobDeploymentStatus", "serviceStatus"):
-        if status.get(key):
-            return str(status[key])
-    return "unknown"
 
 
 def plain_kube(body: dict[str, Any]) -> dict[str, Any]:

@@ -7,14 +7,14 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ray_mcp.diagnosis import evidence, kubernetes, report
+from ray_mcp.diagnosis import evidence, job_evidence, kubernetes, report
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis
 from ray_mcp.reference.pages import page_links
 from ray_mcp.server.context import app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.shaping.common import linked, tool_result
-from ray_mcp.sources.kubernetes import RayTarget
+from ray_mcp.sources.kube_target import RayTarget
 from ray_mcp.tools import READ_ONLY, Api, Job
 from ray_mcp.toolsets import Toolset
 
@@ -43,7 +43,7 @@ async def diagnose_job(
 ) -> Annotated[CallToolResult, JobDiagnosis]:
     """Why one job failed, hangs or misbehaves: its status and root cause (with names and ids) first, then the
     evidence and next steps. Call it before reading a failed job's logs."""
-    ev = await evidence.gather_job(api, job)
+    ev = await job_evidence.gather_job(api, job)
     if kube is not None:
         await kubernetes.gather(kube, api, ev)
     model, text = report.job_report(job, ev, max_bytes=max_bytes)

@@ -1,5 +1,6 @@
 """The cluster's health, live: ray://cluster/health reads cluster_health's answer; its subscribers (a 2025 session
-and a 2026 listen stream) hear once when a problem appears: a job that fails, a node that dies.
+and a 2026 listen stream) hear once when a problem appears: a job that fails, a node that dies, a Serve app that
+turns UNHEALTHY (and not again while it stays so).
 
 The cluster is this module's own (a head and a worker joined with `ray start --address`, tests/test_multi_node.py's
 LocalWorker), since the worker is stopped by its pids halfway: run it with `ray-slot --all`.
@@ -25,6 +26,7 @@ from ray_mcp.server.context import DEFAULT_CLUSTER
 from ray_mcp.server.health_watch import HEALTH_URI, HealthState
 from ray_mcp.server.pollers import Watch
 from ray_mcp.settings import Settings
+from ray_mcp.shaping.health_watch import Change, change_line
 
 pytestmark = [pytest.mark.live, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
 
@@ -191,15 +193,50 @@ async def test_a_subscriber_hears_when_a_serve_app_turns_unhealthy(two_nodes, tm
             watch = server.health_watchers.watch_of(DEFAULT_CLUSTER)
             assert watch is not None and not any("serve" in k for k in watch.state.problems or {})
             flag.write_text("now")
+            seen: list[Change] = []  # every change notified, in order
+            told = watch.notified
+
+            async def next_round() -> None:
+                nonlocal told
+                await rounds_pass(watch, 1)
+                if watch.notified > told:
+                    seen.extend(watch.state.last_changes)
+                    told = watch.notified
+
             with anyio.fail_after(180):
-                while not any(c.problem.kind.startswith("serve") for c in watch.state.last_changes):
-                    await updates.next()
+                while not serve_changes(seen):
+                    await next_round()
+            [appeared] = serve_changes(seen)
+            assert appeared.before is None and appeared.after is not None, change_line(appeared)
             text = await read_text(client, HEALTH_URI)
             assert "flaky" in text and "appeared" in text, text[-1500:]
-            # Not "once": while Serve replaces the failing replica the app's state changes again (a second
-            # notification about the same problem was observed within two rounds), and each change is news.
+            # Notified once: the app stays UNHEALTHY while Serve replaces its failing replica again and again
+            # (its replicas die, the deployment passes through UPDATING, the chain learns it is a loop): the
+            # same problem, so no further notification about it.
+            notified, dead = watch.notified, await dead_replicas(client)
+            with anyio.fail_after(240):
+                while (await dead_replicas(client)) < dead + 2 or (
+                    await structured_status(client)
+                ) != "UNHEALTHY":
+                    await next_round()
+            await next_round()
+            await next_round()
+            assert serve_changes(seen) == [appeared], [change_line(c) for c in seen]
+            assert watch.notified == notified, [change_line(c) for c in seen]
     finally:
         await server.app.aclose()
+
+
+def serve_changes(changes: list[Change]) -> list[Change]:
+    return [c for c in changes if c.problem.kind.startswith("serve")]
+
+
+async def dead_replicas(client: Client) -> int:
+    """The Flaky replicas Serve has replaced so far (DEAD replica actors)."""
+    from tests.support import structured
+
+    actors = await structured(client, "list_actors", class_name="ServeReplica:flaky:Flaky", state="DEAD")
+    return int(actors.get("total") or len(actors["actors"]))
 
 
 async def structured_status(client: Client) -> str:

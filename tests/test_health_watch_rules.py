@@ -125,3 +125,42 @@ async def test_only_the_health_uri_of_a_served_cluster_is_watched_and_a_client_w
         await watchers.aclose()
         await app.aclose()
     assert watchers.watched == {}
+
+
+def test_a_serve_deployment_told_as_failing_then_as_a_loop_is_one_problem_not_a_new_one() -> None:
+    """Ray's words for a deployment failing its health check, in two rounds: after one replica was killed, its
+    replacement waiting for a worker (the engine says the deployment is UNHEALTHY; the wait is part of it), and
+    after three were (it says the replicas are replaced in a loop). The app stays UNHEALTHY: the same problem,
+    at the same severity, so the second round changes nothing."""
+    from tests.test_causal_reasoning import HEAD, NOW, actor, node
+
+    dep = {
+        "name": "Flaky",
+        "status": "UNHEALTHY",
+        "status_trigger": "HEALTH_CHECK_FAILED",
+        "message": "A replica's health check failed. This deployment will be UNHEALTHY until the replica recovers.",
+        "deployment_config": {"health_check_period_s": 1, "health_check_timeout_s": 5},
+        "target_num_replicas": 1,
+        "replicas": [{"replica_id": "r1", "state": "RUNNING"}],
+    }
+    serve = {
+        "controller_info": {"node_id": HEAD},
+        "applications": {"flaky": {"status": "UNHEALTHY", "deployments": {"Flaky": dep}}},
+    }
+    replica = actor("0" * 32, "ServeReplica:flaky:Flaky", "01000000")
+    dead = [actor(f"{i:032x}", "ServeReplica:flaky:Flaky", "01000000", "DEAD") for i in (1, 2, 3)]
+    # The replacement of the first replica killed, waiting for its worker: the failing deployment's next turn.
+    waiting = actor("f" * 32, "ServeReplica:flaky:Flaky", "01000000", "PENDING_CREATION")
+
+    def round_of(actors: list[dict]) -> Round:
+        ev = GraphInputs(
+            now_ms=NOW, nodes=[node(HEAD)], jobs=[], pgs=[], tasks=[], actors=actors, serve=serve
+        )
+        return problems_of(ev, explain_cluster(ev), [], [])
+
+    failing, looping = round_of([dead[0], waiting]), round_of([*dead, replica])
+    assert [p.kind for p in failing.problems.values()] == ["serve"], failing.problems
+    assert [p.kind for p in looping.problems.values()] == ["serve_loop"], looping.problems
+    state, changes = advance(failing.problems, looping)
+    assert changes == [], changes
+    assert [p.kind for p in state.values()] == ["serve_loop"]  # what it is told as now

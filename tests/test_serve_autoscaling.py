@@ -1,6 +1,6 @@
 """Serve's autoscaler in Ray's own words: a deployment that scales up under load and down after it, on a head
-of its own (Serve never runs on the session head here), its decisions in serve_status, cluster_health and the
-controller's health; and autoscaling_detail as Ray's schema defines it, for the Rays that fill it.
+of its own (Serve never runs on the session head here; the head is stopped with the test, Serve with it), its
+decisions in serve_status, cluster_health, diagnose_job of the job that deployed it and the controller's health; and autoscaling_detail as Ray's schema defines it, for the Rays that fill it.
 
 Ray 2.60's controller declares ``autoscaling_detail`` in its REST schema but never fills it (null on a real
 head): the decisions then come from the lines its controller logs with each decision. The second half of this
@@ -20,16 +20,30 @@ import httpx
 import pytest
 from mcp import Client
 from tests.conftest import local_head
-from tests.support import call_ok, text_of
+from tests.support import call_ok, submit, text_of
 
 from ray_mcp.local_head import free_ports
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.shaping.serve import build_serve_status, render_serve_status
 
-APP = textwrap.dedent(
-    """
+AUTOSCALING = {
+    "min_replicas": 1,
+    "max_replicas": 3,
+    "target_ongoing_requests": 1,
+    "upscale_delay_s": 1,
+    "downscale_delay_s": 3,
+    "metrics_interval_s": 0.5,
+    "look_back_period_s": 2,
+}
+# A driver that deploys the app and stays: its job started Serve's controller, so the replicas carry its job id
+# and diagnose_job of this job tells their decisions.
+DRIVER = textwrap.dedent(
+    f"""
     import asyncio
+    import sys
+    import threading
+
     from ray import serve
 
     @serve.deployment
@@ -38,44 +52,24 @@ APP = textwrap.dedent(
             await asyncio.sleep(1.5)
             return "ok"
 
-    slow = Slow.bind()
+    serve.start(http_options={{"host": "127.0.0.1", "port": int(sys.argv[1])}})
+    scaled = Slow.options(
+        ray_actor_options={{"num_cpus": 0}}, max_ongoing_requests=2, autoscaling_config={AUTOSCALING!r}
+    )
+    serve.run(scaled.bind(), name="scaler", route_prefix="/scaler")
+    print("deployed", flush=True)
+    threading.Event().wait()  # the driver stays while the test drives load; stop_job ends it
     """
 )
 REQUEST_TIMEOUT_S = 10.0  # every request to the Serve app: a DEPLOYING app can hang
 
 
-def scaling_config(module_dir: Path, port: int) -> dict[str, Any]:
-    return {
-        "http_options": {"host": "127.0.0.1", "port": port},
-        "applications": [
-            {
-                "name": "scaler",
-                "import_path": "scaling_app:slow",
-                "route_prefix": "/scaler",
-                "runtime_env": {"env_vars": {"PYTHONPATH": str(module_dir)}},
-                "deployments": [
-                    {
-                        "name": "Slow",
-                        "ray_actor_options": {"num_cpus": 0},
-                        "max_ongoing_requests": 2,
-                        "autoscaling_config": {
-                            "min_replicas": 1,
-                            "max_replicas": 3,
-                            "target_ongoing_requests": 1,
-                            "upscale_delay_s": 1,
-                            "downscale_delay_s": 3,
-                            "metrics_interval_s": 0.5,
-                            "look_back_period_s": 2,
-                        },
-                    }
-                ],
-            }
-        ],
-    }
-
-
 async def deployment(client: Client) -> dict[str, Any]:
-    status = (await call_ok(client, "serve_status", {"app": "scaler", "log_lines": 0})).structured_content
+    result = await client.call_tool("serve_status", {"app": "scaler", "log_lines": 0})
+    if result.is_error:  # the driver has not deployed it yet
+        assert "No Serve application 'scaler'" in text_of(result), text_of(result)
+        return {}
+    status = result.structured_content
     deployments = status["apps"][0].get("deployments") or [{}] if status.get("apps") else [{}]
     return dict(deployments[0])
 
@@ -107,13 +101,15 @@ def decisions(dep: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def scenario(dashboard: str, tmp_path: Path) -> None:
-    (tmp_path / "scaling_app.py").write_text(APP)
+    (tmp_path / "scaler_job.py").write_text(DRIVER)
     port = free_ports(1)[0]
     server = build_server(Settings(address=dashboard, allow_destructive=True, upload_roots=[tmp_path]))
     try:
         async with Client(server) as client:
-            await call_ok(client, "serve_deploy", {"config": scaling_config(tmp_path, port)})
-            quiet = await poll(client, "the app RUNNING", lambda d: d["status"] == "HEALTHY")
+            job = await submit(
+                client, entrypoint=f"python scaler_job.py {port}", runtime_env={"working_dir": str(tmp_path)}
+            )
+            quiet = await poll(client, "the app RUNNING", lambda d: d.get("status") == "HEALTHY")
             assert quiet["autoscaling"]["status"] == "STABLE" and not decisions(quiet), quiet
 
             started = time.monotonic()
@@ -159,6 +155,15 @@ async def scenario(dashboard: str, tmp_path: Path) -> None:
             assert health.structured_content["status"] == "HEALTHY", (
                 health.structured_content
             )  # a fact, not a fault
+
+            diagnosed = await call_ok(client, "diagnose_job", {"job": job})
+            mine = [f for f in diagnosed.structured_content["findings"] if f["kind"] == "serve_scaling"]
+            assert mine, text_of(diagnosed)  # the job deployed the app: its replicas carry the job's id
+            assert (
+                f'deployment "Slow" scaled {newest["prev_replicas"]} → 1 at {newest["at"]} because 0 requests '
+                "ongoing" in mine[0]["title"]
+            ), mine[0]
+            await call_ok(client, "stop_job", {"job": job})
     finally:
         await server.app.aclose()
 

@@ -1,4 +1,5 @@
-"""Where stacks come from on a head WITHOUT RAY_DASHBOARD_ENABLE_PROFILING: local py-spy, or an error naming the fix."""
+"""Where stacks and memory profiles come from on a head WITHOUT RAY_DASHBOARD_ENABLE_PROFILING: local py-spy and
+local memray, or an error naming the fix."""
 
 from __future__ import annotations
 
@@ -102,3 +103,44 @@ async def test_without_profiling_stacks_come_from_local_py_spy_and_the_errors_na
             assert "RAY_DASHBOARD_ENABLE_PROFILING=1" in text
     finally:
         await call_ok(plain_client, "stop_job", {"job": sid})
+
+
+@pytest.fixture
+async def memory_client(plain_head: str) -> AsyncIterator[Client]:
+    """A client that lists the profiling toolset (memory_profile) for the head without profiling."""
+    async for c in connect(plain_head, toolsets="default,profiling"):
+        yield c
+
+
+async def test_without_profiling_memory_profile_runs_memray_on_this_host_and_names_the_leaking_line(
+    memory_client: Client, plain_head: str, tmp_path: Path
+) -> None:
+    from tests.test_profiles import HOARD_JOB, alive_actor
+    from tests.test_stacks import line_of
+
+    grow_line = line_of(HOARD_JOB, "self.kept.append(bytearray")
+    sid = await submit(memory_client, **job_dir(tmp_path, "hoard.py", HOARD_JOB))
+    try:
+        actor_id = await alive_actor(memory_client, "Hoarder")
+
+        async def profiled() -> Any:
+            args = {"actor_id": actor_id, "duration_s": 3, "leaks_only": True}
+            result = await memory_client.call_tool("memory_profile", args)
+            assert not result.is_error or "not running" in text_of(result).lower(), text_of(result)
+            return None if result.is_error or not result.structured_content["total_bytes"] else result
+
+        result = await poll(profiled, 180, "a leaks-only memory profile with memray on this host")
+        data = result.structured_content
+        assert data["source"] == "memray" and data["mode"] == "leaks", data  # the routes are off
+        top = data["leak_candidates"][0]
+        assert top["where"] == f"hoard.py:{grow_line} in grow", data["leak_candidates"]
+        assert top["held_bytes"] >= 256 * 1024 * 10, top  # 3 s at 50 allocations a second, each 256 KiB
+        assert text_of(result).startswith(data["verdict"]), text_of(result)
+
+        async for dashboard_only in connect(
+            plain_head, toolsets="default,profiling", stack_source="dashboard"
+        ):
+            failed = await dashboard_only.call_tool("memory_profile", {"actor_id": actor_id})
+            assert failed.is_error and "RAY_DASHBOARD_ENABLE_PROFILING=1" in text_of(failed), text_of(failed)
+    finally:
+        await call_ok(memory_client, "stop_job", {"job": sid})

@@ -1,6 +1,8 @@
 """The State API fields Ray added since 2.5x, on a real head started with node labels: a label-locality placement
 group (topology_strategy, topology_assignments) in pg_status and job_topology, an actor whose label selector no
-node meets (why, with its fallback_strategy), and the node labels list_nodes shows.
+node meets (why, with its fallback_strategy), a group whose bundle label selector no node meets (pg_status says
+that the autoscaler here, v1, ignores bundle label selectors: only v2 enforces them), and the node labels
+list_nodes shows.
 
 The head is this module's own (it needs --labels); the session head is not started: one ray-slot.
 """
@@ -45,6 +47,7 @@ class Picky:
         return 1
 
 p = Picky.options(name="picky").remote()
+waiting = placement_group([{{"CPU": 0.1}}], name="picky-pg", bundle_label_selector=[{{"zone": "nowhere"}}])
 print("started", flush=True)
 time.sleep(600)
 """
@@ -91,6 +94,16 @@ async def test_label_locality_groups_label_selectors_and_node_labels_are_shown(c
     assert actor.get("fallback_strategy"), actor
     topology = text_of(await client.call_tool("job_topology", {"job": job}))
     assert "rack-1" in topology, topology
+    with anyio.fail_after(120):  # the group whose bundle selector no node meets waits; the autoscaler is v1
+        while True:
+            pgs = await structured(client, "pg_status", state="PENDING")
+            if any(g.get("name") == "picky-pg" for g in pgs["placement_groups"]):
+                break
+            await anyio.sleep(0.5)
+    picky_pg = next(g for g in pgs["placement_groups"] if g.get("name") == "picky-pg")
+    assert picky_pg["bundles"][0]["label_selector"] == {"zone": "nowhere"}, picky_pg
+    text = text_of(await client.call_tool("pg_status", {"state": "PENDING"}))
+    assert "autoscaler v1 ignores bundle label selectors" in text and "only v2 enforces them" in text, text
     health = text_of(await client.call_tool("diagnose_job", {"job": job}))
     assert "nowhere" in health and "elsewhere" in health, health
     await client.call_tool("stop_job", {"job": job})

@@ -1,15 +1,26 @@
-"""memory_profile and gpu_profile: memray attached to one worker, and a Torch GPU trace of one, both through the
-dashboard's profiling routes (``RAY_DASHBOARD_ENABLE_PROFILING=1``, the gate of stack_traces and cpu_profile).
+"""memory_profile and gpu_profile: memray attached to one worker, and a Torch GPU trace of one, through the
+dashboard's profiling routes (``RAY_DASHBOARD_ENABLE_PROFILING=1``, the gate of stack_traces and cpu_profile),
+or, for memory_profile, memray run on this host.
 
 ``/memory_profile`` attaches memray on the worker's node (a pid, or a task attempt found by its id), keeps it
 for ``duration`` seconds and answers memray's report; ``/worker/gpu_profile`` profiles ``num_iterations``
 optimizer steps of a Torch training worker and answers a redirect to the trace file on its node. The process
 is found as stack_traces finds it (answers/stacks.py); a pid is checked to be an alive worker of this cluster.
+
+Sources of a memory profile, in order, as stack_traces picks between the dashboard and local py-spy
+(``--stack-source``: ``dashboard`` never runs memray here, ``py-spy`` means "this host only"):
+
+1. the dashboard's ``/memory_profile``, when its profiling routes are on;
+2. memray run here (sources/memray.py) against the worker's pid, when the worker runs on this host;
+3. otherwise an error that names ``RAY_DASHBOARD_ENABLE_PROFILING=1``.
 """
 
 from __future__ import annotations
 
+import sys
 from urllib.parse import parse_qs, urlsplit
+
+import anyio.to_thread
 
 from ray_mcp import models
 from ray_mcp.answers.stacks import PROFILING_FIX, Proc, Stacks
@@ -17,6 +28,7 @@ from ray_mcp.answers.targets import Target
 from ray_mcp.errors import RayMCPError, RayRequestFailed
 from ray_mcp.limits import GPU_PROFILE_TIMEOUT_S, MEMORY_SLACK_S
 from ray_mcp.shaping import memory, stacks
+from ray_mcp.sources import memray as local_memray
 from ray_mcp.sources import py_spy as spy
 from ray_mcp.sources.dashboard import Answer
 from ray_mcp.text import head_text, quoted
@@ -65,11 +77,33 @@ class MemoryProfiles:
             )
         return RayRequestFailed(f"Could not {what} {label}: {spy.failure_reason(text)}")
 
-    async def memory_profile(
-        self, target: Target, *, duration_s: int, leaks_only: bool, native: bool, top: int
-    ) -> models.MemoryProfile:
-        proc = await self._one(target, "memory-profile")
-        label = f"{target.label()} (pid {proc.pid} on {proc.node}, {stacks.role_text(proc.role)})"
+    async def _memory_source(self, target: Target) -> tuple[Proc, str]:
+        """The worker to profile, and where its memray runs: "dashboard" (the profiling routes) or "memray"
+        (here, when the routes are off and the worker runs on this host)."""
+        enabled = await self.stacks.profiling_enabled() if self.stacks.source != "py-spy" else False
+        (proc,) = await self.stacks.processes(target)
+        if enabled is not False and self.stacks.source != "py-spy":
+            if not proc.node_id:
+                raise RayRequestFailed(
+                    f"Ray does not report the node of {target.label()}, so the dashboard cannot route the "
+                    "request; retry in a second."
+                )
+            return proc, "dashboard"
+        if self.stacks.source != "dashboard" and proc.pid and await self.stacks.is_local(proc):
+            return proc, "memray"
+        if self.stacks.source == "dashboard":
+            why = "the dashboard's profiling routes are off"
+        else:
+            why = (
+                f"the dashboard's profiling routes are off and {target.label()} runs on node {proc.node}, not "
+                "this host, so memray cannot run here against it"
+            )
+        raise RayRequestFailed(f"Cannot memory-profile {target.label()}: {why}. {PROFILING_FIX}.")
+
+    async def _dashboard_report(
+        self, proc: Proc, label: str, *, duration_s: int, leaks_only: bool, native: bool
+    ) -> tuple[str, bool]:
+        """memray's flame graph page from ``/memory_profile``, and whether Ray warned of a shared worker."""
         answer = await self.routes.memory_profile(
             node_id=str(proc.node_id),
             pid=None if proc.task else proc.pid,
@@ -81,11 +115,57 @@ class MemoryProfiles:
         )
         if answer.status != 200:
             raise self._failed(answer, label, "memory-profile")
+        return answer.text, memory.shared_worker(answer.text)
+
+    async def _local_report(
+        self, proc: Proc, label: str, *, duration_s: int, leaks_only: bool, native: bool
+    ) -> str:
+        """memray's flame graph page, memray run here against the worker's pid (checked to be a Ray process)."""
+        found = local_memray.find_memray()
+        if found is None:
+            raise RayRequestFailed(
+                f"Cannot memory-profile {label}: the dashboard's profiling routes are off and memray is not "
+                f"installed on this host (beside {sys.executable} or on the PATH). To fix: {MEMRAY_FIX}; or "
+                f"{PROFILING_FIX}."
+            )
+        ok, why = await anyio.to_thread.run_sync(spy.check_local_process, proc.pid)
+        if not ok:
+            raise RayRequestFailed(f"Cannot memory-profile {label}: {why}.")
+        run = local_memray.flamegraph(
+            found,
+            proc.pid,
+            duration_s=duration_s,
+            leaks=leaks_only,
+            native=native,
+            step_timeout_s=MEMORY_SLACK_S,
+        )
         try:
-            nodes = memory.parse_flamegraph(answer.text)
+            return await run
+        except RayRequestFailed as exc:
+            raise RayRequestFailed(
+                f"Could not memory-profile {label} with memray on this host: {exc}"
+            ) from exc
+
+    async def memory_profile(
+        self, target: Target, *, duration_s: int, leaks_only: bool, native: bool, top: int
+    ) -> models.MemoryProfile:
+        proc, source = await self._memory_source(target)
+        label = f"{target.label()} (pid {proc.pid} on {proc.node}, {stacks.role_text(proc.role)})"
+        if source == "dashboard":
+            page, shared = await self._dashboard_report(
+                proc, label, duration_s=duration_s, leaks_only=leaks_only, native=native
+            )
+        else:
+            local = self._local_report(
+                proc, label, duration_s=duration_s, leaks_only=leaks_only, native=native
+            )
+            page, shared = await local, False
+        try:
+            nodes = memory.parse_flamegraph(page)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise RayRequestFailed(
-                f"The dashboard answered no memray report for {label} ({spy.stacks_excerpt(answer.text)})."
+                f"{'The dashboard' if source == 'dashboard' else 'memray'} answered no memray report for "
+                f"{label} ({spy.stacks_excerpt(page)})."
             ) from exc
         mode = "leaks" if leaks_only else "peak"
         rows, lines_total = memory.allocators(nodes, top)
@@ -103,7 +183,7 @@ class MemoryProfiles:
         return models.MemoryProfile(
             target=label,
             verdict=memory.memory_verdict(label, mode, duration_s, total, rows, leaks),
-            source="dashboard",
+            source=source,
             mode=mode,
             duration_s=duration_s,
             total_bytes=total,
@@ -113,7 +193,7 @@ class MemoryProfiles:
             leak_candidates=leaks,
             largest_stack=memory.largest_stack(nodes),
             warning="another task runs in the same worker: the report may hold its allocations too"
-            if memory.shared_worker(answer.text)
+            if shared
             else None,
             hints=hints,
         )

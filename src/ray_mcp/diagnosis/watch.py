@@ -42,6 +42,10 @@ class WatchKind(StrEnum):
 # The entity a chain is about, in this order of preference: what keeps its key while the chain learns more (the
 # actors a dead node took down are found over several rounds; the node stays the node).
 PRIMARY = ("node:", "serve:", "memory:", "object_store", "jobs:", "pg:", "actor:", "task:")
+# Kinds the engine gives one problem as it learns more about it: the watch keys them as one, so a subscriber hears
+# of the problem once. A Serve deployment failing its health check is told as failing (Kind.SERVE) until the
+# engine has seen its replicas replaced, then as a loop (Kind.SERVE_LOOP): the same deployment, the same fault.
+SAME_PROBLEM = {Kind.SERVE_LOOP: Kind.SERVE}
 # An alert's labels Prometheus adds or that vary while it fires: not part of which alert it is.
 ALERT_SEVERITY = {"critical": STUCK, "error": STUCK - 10, "warning": PROBLEM + 5}
 
@@ -70,7 +74,7 @@ def chain_problems(chain: Chain) -> list[Problem]:
             if d.get("job")
         ]
     finding = to_finding(chain)
-    key = f"{finding.kind}|{chain.job_id or ''}|{primary(chain)}"
+    key = f"{SAME_PROBLEM.get(chain.kind, chain.kind)}|{chain.job_id or ''}|{primary(chain)}"
     return [Problem(key, chain.severity, finding.kind, finding.title, Source.CLUSTER)]
 
 

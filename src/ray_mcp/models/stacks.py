@@ -90,7 +90,10 @@ class LeakCandidate(BaseModel):
 class MemoryProfile(BaseModel):
     target: str
     verdict: str
-    source: str = Field(description="dashboard (/memory_profile: memray attached on the worker's node).")
+    source: str = Field(
+        description="dashboard (/memory_profile: memray attached on the worker's node) or memray (run on this "
+        "host against the worker's pid, when the dashboard's profiling routes are off)."
+    )
     mode: str = Field(
         description="peak: what was allocated at the peak of the window; leaks: what was still held at its end."
     )

@@ -8,6 +8,7 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ray_mcp.child_env import tool_env
@@ -22,14 +23,19 @@ _GONE = ("no such process", "failed to find process", "process not found", "fail
 
 
 def find_py_spy(configured: str | None = None) -> str | None:
-    """py-spy: the configured path, else beside this Python (clients often start us with a PATH lacking our
-    venv's bin/), else on the PATH."""
+    """py-spy: the configured path, else beside this Python, else on the PATH."""
+    return find_tool("py-spy", configured)
+
+
+def find_tool(name: str, configured: str | None = None) -> str | None:
+    """A profiler (py-spy, memray): the configured path, else beside this Python (clients often start us with a
+    PATH lacking our venv's bin/), else on the PATH."""
     if configured:
         return configured if Path(configured).is_file() and os.access(configured, os.X_OK) else None
-    beside = Path(sys.executable).with_name("py-spy")
+    beside = Path(sys.executable).with_name(name)
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    return shutil.which("py-spy")
+    return shutil.which(name)
 
 
 def failure_reason(text: str) -> str:
@@ -77,33 +83,39 @@ def check_local_process(pid: int) -> tuple[bool, str]:
 
 async def run_py_spy(cmd: list[str], timeout_s: float) -> str:
     """Run py-spy without blocking the loop; its stdout, or RayRequestFailed with the reason and the fix."""
+    return await run_tool(cmd, timeout_s, tool="py-spy", reason=failure_reason)
+
+
+async def run_tool(cmd: list[str], timeout_s: float, *, tool: str, reason: Callable[[str], str]) -> str:
+    """Run a profiler on this host without blocking the loop (with a timeout, reaped on cancel); its stdout, or
+    RayRequestFailed with ``reason`` of its error output."""
     try:
         process = await asyncio.create_subprocess_exec(
             *cmd,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=tool_env(),  # py-spy needs none of ray-mcp's settings or tokens
+            env=tool_env(),  # a profiler needs none of ray-mcp's settings or tokens
         )
     except OSError as exc:
-        raise RayRequestFailed(f"py-spy could not be started ({cmd[0]}): {exc}") from exc
+        raise RayRequestFailed(f"{tool} could not be started ({cmd[0]}): {exc}") from exc
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout_s)
     except TimeoutError:
         await _reap(process)
         raise RayRequestFailed(
-            f"py-spy did not finish within {timeout_s:g} s (a loaded node?); retry."
+            f"{tool} did not finish within {timeout_s:g} s (a loaded node?); retry."
         ) from None
     except asyncio.CancelledError:
         await _reap(process)
         raise
     if process.returncode != 0:
-        raise RayRequestFailed(failure_reason((err or out).decode(errors="replace")))
+        raise RayRequestFailed(reason((err or out).decode(errors="replace")))
     return out.decode(errors="replace")
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:
-    """Kill a py-spy that outlived its call (it detaches from its target when it dies) and wait for it."""
+    """Kill a profiler that outlived its call (py-spy detaches from its target when it dies) and wait for it."""
     with contextlib.suppress(ProcessLookupError):
         process.kill()
     with contextlib.suppress(Exception):

@@ -1,4 +1,4 @@
-"""memory_profile: what one worker allocates, and what it keeps (memray through the dashboard)."""
+"""memory_profile: what one worker allocates, and what it keeps (memray through the dashboard, or on this host)."""
 
 from typing import Annotated
 

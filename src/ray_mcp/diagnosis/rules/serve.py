@@ -26,6 +26,7 @@ SERVE_BAD = ("DEPLOY_FAILED", "UNHEALTHY")
 LIMITS = ("num_replicas", "max_ongoing_requests", "max_queued_requests")
 HEALTH = ("health_check_period_s", "health_check_timeout_s")
 REPLACED_LOOP = 2  # dead replicas of one deployment that make its replacement a loop
+STARTING = ("PENDING_CREATION", "DEPENDENCIES_UNREADY", "RESTARTING")  # a replica actor not yet serving
 
 SERVE_LOOP = Say(
     "serve_loop",
@@ -125,16 +126,18 @@ def _details(dep: Row, config: Row) -> list[Link]:
     return details
 
 
-def deployment_loop(g: Graph, app: str, name: str, dep: Row) -> Chain | None:
+def deployment_loop(g: Graph, app: str, app_status: str, name: str, dep: Row) -> Chain | None:
     """A deployment whose replicas die and are replaced again and again: the loop, with its health check (the
-    replacement being started is the loop's next turn, not a wait of its own)."""
+    replacement being started is the loop's next turn, not a wait of its own). As severe as the app being
+    UNHEALTHY when it is: the loop is how the engine tells that app's failing deployment once it has seen
+    replicas replaced, the same problem and not a lesser one."""
     dead = replicas(g, app, name, ("DEAD",))
     message = str(dep.get("message") or "")
     status = str(dep.get("status") or "")
     if len(dead) < REPLACED_LOOP or (status in SERVE_OK and not HEALTH_CHECK.search(message)):
         return None
     config = dep.get("deployment_config") or {}
-    starting = replicas(g, app, name, ("PENDING_CREATION", "DEPENDENCIES_UNREADY", "RESTARTING"))
+    starting = replicas(g, app, name, STARTING)
     loop = SERVE_LOOP(
         "",
         one_line(message, QUOTE_CHARS),
@@ -147,7 +150,7 @@ def deployment_loop(g: Graph, app: str, name: str, dep: Row) -> Chain | None:
         why=exception_line(message) or one_line(message, SHORT_CAUSE_CHARS) or "no message",
     )
     return Chain(
-        LOOP,
+        STUCK if app_status in SERVE_BAD else LOOP,
         Kind.SERVE_LOOP,
         None,
         [loop],
@@ -157,9 +160,10 @@ def deployment_loop(g: Graph, app: str, name: str, dep: Row) -> Chain | None:
     )
 
 
-def deployment_failing(app: str, status: str, name: str, dep: Row) -> Chain | None:
+def deployment_failing(g: Graph, app: str, status: str, name: str, dep: Row) -> Chain | None:
     """A deployment that is not healthy: why (its message: the replicas' constructor error, or another), with its
-    replicas and limits."""
+    replicas and limits. Its dead and starting replica actors are its own: a replica killed for failing its
+    health check, and its replacement waiting for a worker, are this finding's, not findings of their own."""
     dep_status = str(dep.get("status") or "")
     if dep_status in SERVE_OK:
         return None
@@ -182,7 +186,10 @@ def deployment_failing(app: str, status: str, name: str, dep: Row) -> Chain | No
         APP_IS(app=app, status=status),
         [link],
         [f"serve_status app={app}", f"prompt serve-deployment-unhealthy(app={app})"],
-        subjects={f"serve:{app}:{name}"},
+        subjects={
+            f"serve:{app}:{name}",
+            *(f"actor:{a.get('actor_id')}" for a in replicas(g, app, name, ("DEAD", *STARTING))),
+        },
         details=_details(dep, dep.get("deployment_config") or {}),
     )
 
@@ -217,7 +224,9 @@ def serve_app_chains(g: Graph) -> list[Chain]:
         status = str(app.get("status") or "")
         deployments = app.get("deployments") or {}
         for dep_name, dep in deployments.items():
-            found = deployment_loop(g, name, dep_name, dep) or deployment_failing(name, status, dep_name, dep)
+            found = deployment_loop(g, name, status, dep_name, dep) or deployment_failing(
+                g, name, status, dep_name, dep
+            )
             if found is not None:
                 out.append(found)
         told = any(c.subjects & {f"serve:{name}:{d}" for d in deployments} for c in out)

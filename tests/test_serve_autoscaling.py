@@ -1,5 +1,5 @@
 """Serve's autoscaler in Ray's own words: a deployment that scales up under load and down after it, on a head
-of its own (Serve never runs on the session head here), its decisions in serve_status, cluster_health and the
+of its own (the test asserts a HEALTHY cluster), its decisions in serve_status, cluster_health and the
 controller's health; and autoscaling_detail as Ray's schema defines it, for the Rays that fill it.
 
 Ray 2.60's controller declares ``autoscaling_detail`` in its REST schema but never fills it (null on a real
@@ -167,7 +167,9 @@ async def scenario(dashboard: str, tmp_path: Path) -> None:
 def test_a_deployment_that_scales_shows_each_decision_in_serve_status_and_cluster_health(
     tmp_path: Path,
 ) -> None:
-    with local_head(num_cpus=2) as head:  # Serve on a head of its own: the session head never runs Serve
+    # A head of its own: the test asserts a HEALTHY cluster, which the session head, after the suite's failing
+    # jobs, never is.
+    with local_head(num_cpus=2) as head:
         anyio.run(scenario, head.dashboard_url, tmp_path)
 
 

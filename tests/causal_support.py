@@ -56,3 +56,57 @@ def replay(name: str) -> GraphInputs:
 
 def job_info(ev: GraphInputs) -> Any:
     return shape_job_info(ev.job or {}, ev.now_ms / 1000 or time.time())
+
+
+FOLLOW_BUDGET = 6_000  # the bytes of diagnose_job's answer in issue 39's scenarios
+
+
+async def follow_scenario(
+    client: Any,
+    dashboard_url: str,
+    tmp_path: Path,
+    name: str,
+    source: str,
+    *,
+    files: dict[str, str] | None = None,
+    runtime_env: dict[str, Any] | None = None,
+    end: bool = True,
+    deadline_s: float = 20,
+) -> None:
+    """Run ``source`` as a job from ``tmp_path``; once it ended (or, for a hang, once it runs and its answer
+    passes, polled under ``deadline_s``) record its evidence and check the answer with tests/follow_checks.py's
+    FOLLOW[name]. A job left running is stopped."""
+    import textwrap
+
+    import anyio
+    from tests.follow_checks import FOLLOW
+    from tests.support import TERMINAL, call_ok, submit, text_of, wait_until
+
+    async def answer() -> str:
+        text = text_of(await call_ok(client, "diagnose_job", {"job": sid}))
+        assert len(text.encode()) <= FOLLOW_BUDGET, len(text.encode())
+        return text
+
+    (tmp_path / "main.py").write_text(textwrap.dedent(source))
+    for rel, content in (files or {}).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(content)
+    env = {"working_dir": str(tmp_path), **(runtime_env or {})}
+    sid = await submit(client, entrypoint="python main.py", runtime_env=env)
+    try:
+        if end:
+            await wait_until(client, sid, TERMINAL, 240)
+        else:
+            await wait_until(client, sid, {"RUNNING"}, 120)
+        with anyio.move_on_after(deadline_s):
+            while True:
+                try:
+                    FOLLOW[name](await answer())
+                    break
+                except AssertionError:
+                    await anyio.sleep(2)
+        await record(dashboard_url, sid, name)
+        FOLLOW[name](await answer())
+    finally:
+        if not end:
+            await client.call_tool("stop_job", {"job": sid})

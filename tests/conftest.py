@@ -156,3 +156,20 @@ async def offline_client() -> AsyncIterator[Client]:
     """A server pointed at nothing: for what needs no cluster (resources, prompts, listings)."""
     async with mcp_client(Settings(address="http://127.0.0.1:9")) as c:
         yield c
+
+
+@pytest.fixture
+async def metrics_client(ray_cluster: Cluster, prometheus: str) -> AsyncIterator[Client]:
+    """A server that knows the session's Prometheus (get_metrics' history, the diagnosis' trends)."""
+    async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=prometheus)) as c:
+        yield c
+
+
+@pytest.fixture
+def kube(ray_cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
+    """The loopback Kubernetes API with KubeRay's sample cluster, its head service leading to the session head
+    (tests/kuberay_objects.py): the API server's state and a kubeconfig."""
+    from tests.kuberay_objects import kube_cluster
+
+    with kube_cluster(ray_cluster.dashboard_url, tmp_path) as served:
+        yield served

@@ -9,14 +9,21 @@ Prometheus holds ``ray_*`` series of the head's session.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import pytest
+from mcp import Client
+from tests.support import text_of, whole_bytes
 
+from ray_mcp.limits import RESPONSE_BUDGET_BYTES
 from ray_mcp.local_prometheus import LocalPrometheus, prometheus_binary
 
 SCRAPE_INTERVAL_S = 1.0
@@ -136,3 +143,88 @@ def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
+
+
+@contextmanager
+def going_away(prom: LocalPrometheus) -> Iterator[str]:
+    """A proxy before a real Prometheus that stops it for good after forwarding the first query."""
+    import threading
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from tests.support import serve_asgi
+
+    lock = threading.Lock()
+
+    async def forward(request: Request) -> Response:
+        body = await request.body()
+        with lock:
+            alive = prom.process is not None
+            try:
+                answer = httpx.request(
+                    request.method,
+                    f"{prom.url}{request.url.path}",
+                    params=request.query_params,
+                    content=body,
+                    headers={"content-type": request.headers.get("content-type", "")},
+                    timeout=30,
+                )
+            finally:
+                if alive:
+                    prom.stop()  # gone, mid-call: the next query finds nothing listening
+        return Response(answer.content, answer.status_code, media_type="application/json")
+
+    app = Starlette(routes=[Route("/api/v1/{rest:path}", forward, methods=["GET", "POST"])])
+    with serve_asgi(app) as url:
+        yield url
+
+
+# How long Ray takes to show a change in a rate: it reports task and Serve metrics every few seconds, and
+# rate() looks back MIN_RATE_WINDOW_S.
+SETTLE_S = 240
+
+
+def epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def check_against_raw(url: str, answer: dict[str, Any]) -> int:
+    """Every series shown equals what the same PromQL, sent raw over the same window, gives: first, min, max,
+    last, mean and the count of points. Returns how many series were checked."""
+    window = answer["window"]
+    checked = 0
+    for panel in answer["panels"]:
+        rows = query(
+            url,
+            panel["promql"],
+            start=epoch(window["start"]),
+            end=epoch(window["end"]),
+            step=window["step_s"],
+        )
+        for s in panel["series"]:
+            row = next(r for r in rows if all(r["metric"].get(k) == v for k, v in s["labels"].items()))
+            values = [float(v) for _t, v in row["values"] if math.isfinite(float(v))]
+            assert s["points"] == len(values), (panel["title"], s["name"])
+            if not values:
+                continue
+            expected = (values[0], min(values), max(values), values[-1], sum(values) / len(values))
+            got = (s["first"], s["min"], s["max"], s["last"], s["mean"])
+            assert got == pytest.approx(expected, rel=1e-9), (panel["title"], s["name"])
+            checked += 1
+    return checked
+
+
+async def ask_until(
+    client: Client, arguments: Any, done: Any, deadline_s: float = SETTLE_S
+) -> tuple[dict[str, Any], str]:
+    """Ask (``arguments()`` each time: the window moves) until the answer is no error and ``done(answer)``:
+    Ray reports every few seconds, and a fresh Prometheus holds only what it has scraped."""
+    with anyio.fail_after(deadline_s):
+        while True:
+            result = await client.call_tool("get_metrics", arguments())
+            if not result.is_error and done(result.structured_content or {}):
+                assert whole_bytes(result) <= RESPONSE_BUDGET_BYTES, whole_bytes(result)
+                return dict(result.structured_content or {}), text_of(result)
+            await anyio.sleep(3)

@@ -64,3 +64,12 @@ def driver(
         finally:
             proc.kill()
             proc.wait(timeout=30)
+
+
+@contextmanager
+def driver_with_args(gcs: str, body: str, *args: str) -> Iterator[str | None]:
+    """``driver`` with argv after its own (sys.argv[3:]); yields the job id the body printed on a line
+    "JOB <id>", if it did."""
+    with driver(gcs, body, "prom-tests", timeout_s=300, args=args) as printed:
+        marker = "JOB "
+        yield next((ln[len(marker) :].strip() for ln in printed.splitlines() if ln.startswith(marker)), None)

@@ -7,71 +7,23 @@ function over the live answer and over the recording (tests/follow_checks.py, te
 
 from __future__ import annotations
 
-import textwrap
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from tests.causal_support import record
-from tests.follow_checks import FOLLOW
-from tests.support import TERMINAL, call_ok, submit, text_of, wait_until
+from tests.causal_support import follow_scenario
+from tests.support import submit, text_of
 
 pytestmark = pytest.mark.live
 
-BUDGET = 6_000
 
-
-async def answer(client: Client, job: str) -> str:
-    text = text_of(await call_ok(client, "diagnose_job", {"job": job}))
-    assert len(text.encode()) <= BUDGET, len(text.encode())
-    return text
-
-
-async def scenario(
-    client: Client,
-    tmp_path: Path,
-    name: str,
-    source: str,
-    *,
-    files: dict[str, str] | None = None,
-    runtime_env: dict | None = None,
-    end: bool = True,
-    deadline_s: float = 20,
-) -> None:
-    """Run ``source`` as a job; once it ended (or, for a hang, once its answer shows ``ready``, polled under a
-    deadline) record its evidence and check the answer with FOLLOW[name]."""
-    (tmp_path / "main.py").write_text(textwrap.dedent(source))
-    for rel, content in (files or {}).items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(content)
-    env = {"working_dir": str(tmp_path), **(runtime_env or {})}
-    sid = await submit(client, entrypoint="python main.py", runtime_env=env)
-    try:
-        if end:
-            await wait_until(client, sid, TERMINAL, 240)
-        else:
-            await wait_until(client, sid, {"RUNNING"}, 120)
-        with anyio.move_on_after(deadline_s):
-            while True:
-                try:
-                    FOLLOW[name](await answer(client, sid))
-                    break
-                except AssertionError:
-                    await anyio.sleep(2)
-        await record(DASHBOARD[0], sid, name)
-        FOLLOW[name](await answer(client, sid))
-    finally:
-        if not end:
-            await client.call_tool("stop_job", {"job": sid})
-
-
-DASHBOARD: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def _dashboard(ray_cluster) -> None:  # the session head's dashboard, for recording
-    DASHBOARD[:] = [ray_cluster.dashboard_url]
+@pytest.fixture
+def follow(client: Client, ray_cluster: Any, tmp_path: Path) -> Any:
+    """Run a scenario on the session head from this test's tmp_path (tests/causal_support.follow_scenario)."""
+    return partial(follow_scenario, client, ray_cluster.dashboard_url, tmp_path)
 
 
 UNSERIALISABLE = """\
@@ -98,9 +50,9 @@ print(ray.get(featurize.remote(store, [1, 2, 3])))
 
 
 async def test_an_unserialisable_argument_names_the_attribute_that_holds_the_lock_and_the_call_site(
-    client: Client, tmp_path: Path
+    follow: Any,
 ) -> None:
-    await scenario(client, tmp_path, "follow_unserialisable", UNSERIALISABLE)
+    await follow("follow_unserialisable", UNSERIALISABLE)
 
 
 MISSING_FILE = """\
@@ -118,12 +70,8 @@ print(ray.get(load_shard.remote("data/train.csv")))
 """
 
 
-async def test_a_missing_file_names_the_runtime_env_exclude_that_left_it_out(
-    client: Client, tmp_path: Path
-) -> None:
-    await scenario(
-        client,
-        tmp_path,
+async def test_a_missing_file_names_the_runtime_env_exclude_that_left_it_out(follow: Any) -> None:
+    await follow(
         "follow_missing_file",
         MISSING_FILE,
         files={"data/train.csv": "a,b\n1,2\n"},
@@ -148,10 +96,8 @@ print(ray.get(normalise.remote(features)).sum())
 """
 
 
-async def test_a_read_only_array_from_the_object_store_is_explained_as_zero_copy(
-    client: Client, tmp_path: Path
-) -> None:
-    await scenario(client, tmp_path, "follow_read_only", READ_ONLY)
+async def test_a_read_only_array_from_the_object_store_is_explained_as_zero_copy(follow: Any) -> None:
+    await follow("follow_read_only", READ_ONLY)
 
 
 NESTED_REFS = """\
@@ -174,10 +120,8 @@ print(ray.get(total.remote(parts)))
 """
 
 
-async def test_refs_passed_inside_a_list_are_explained_as_not_resolved(
-    client: Client, tmp_path: Path
-) -> None:
-    await scenario(client, tmp_path, "follow_nested_refs", NESTED_REFS)
+async def test_refs_passed_inside_a_list_are_explained_as_not_resolved(follow: Any) -> None:
+    await follow("follow_nested_refs", NESTED_REFS)
 
 
 WRONG_ADDRESS = """\
@@ -188,10 +132,8 @@ print("connected", flush=True)
 """
 
 
-async def test_a_driver_that_never_reached_the_cluster_names_the_address_it_tried(
-    client: Client, tmp_path: Path
-) -> None:
-    await scenario(client, tmp_path, "follow_wrong_address", WRONG_ADDRESS, end=False, deadline_s=90)
+async def test_a_driver_that_never_reached_the_cluster_names_the_address_it_tried(follow: Any) -> None:
+    await follow("follow_wrong_address", WRONG_ADDRESS, end=False, deadline_s=90)
 
 
 ASYNC_BLOCKING = """\
@@ -231,10 +173,8 @@ print(ray.get(gateway.health.remote()))
 """
 
 
-async def test_a_blocking_get_in_an_async_actor_quotes_rays_warning_and_the_starved_call(
-    client: Client, tmp_path: Path
-) -> None:
-    await scenario(client, tmp_path, "follow_async_blocking", ASYNC_BLOCKING, end=False, deadline_s=90)
+async def test_a_blocking_get_in_an_async_actor_quotes_rays_warning_and_the_starved_call(follow: Any) -> None:
+    await follow("follow_async_blocking", ASYNC_BLOCKING, end=False, deadline_s=90)
 
 
 PG_SELF_DEADLOCK = """\
@@ -264,10 +204,8 @@ print(ray.get(coordinator.run.remote()))
 """
 
 
-async def test_work_captured_into_a_group_its_own_actor_holds_is_a_self_deadlock(
-    client: Client, tmp_path: Path
-) -> None:
-    await scenario(client, tmp_path, "follow_pg_self_deadlock", PG_SELF_DEADLOCK, end=False, deadline_s=90)
+async def test_work_captured_into_a_group_its_own_actor_holds_is_a_self_deadlock(follow: Any) -> None:
+    await follow("follow_pg_self_deadlock", PG_SELF_DEADLOCK, end=False, deadline_s=90)
 
 
 TRAIN_FAILURE = """\
@@ -299,9 +237,9 @@ trainer.fit()
 
 
 async def test_a_failed_training_leads_with_the_users_exception_not_the_workers_train_tore_down(
-    client: Client, tmp_path: Path
+    follow: Any,
 ) -> None:
-    await scenario(client, tmp_path, "follow_train_failure", TRAIN_FAILURE)
+    await follow("follow_train_failure", TRAIN_FAILURE)
 
 
 PEER_WAIT = """\
@@ -325,11 +263,12 @@ print(ray.get(receive_weights.remote()))
 """
 
 
-async def test_a_hang_names_what_its_blocking_call_waits_for(client: Client, tmp_path: Path) -> None:
-    await scenario(client, tmp_path, "follow_peer_wait", PEER_WAIT, end=False, deadline_s=120)
+async def test_a_hang_names_what_its_blocking_call_waits_for(follow: Any) -> None:
+    await follow("follow_peer_wait", PEER_WAIT, end=False, deadline_s=120)
 
 
 CREATOR = """\
+import os
 import time
 
 import ray
@@ -345,10 +284,14 @@ ray.init(namespace="shared")
 cache = FeatureCache.options(name="feature_cache").remote()
 ray.get(cache.get.remote("warm"))
 print("cache ready", flush=True)
-time.sleep(15)
+# End (and take the cache with this driver) once the other job has used it: a condition, not a fixed time.
+deadline = time.time() + 600
+while not os.path.exists(os.environ["CACHE_USED"]) and time.time() < deadline:
+    time.sleep(0.1)
 """
 
 USER_OF_CACHE = """\
+import os
 import time
 
 import ray
@@ -356,6 +299,8 @@ import ray
 ray.init(namespace="shared")
 cache = ray.get_actor("feature_cache")
 print("found the cache", flush=True)
+ray.get(cache.get.remote(-1))
+open(os.environ["CACHE_USED"], "w").close()  # the creator may end now
 for step in range(600):
     ray.get(cache.get.remote(step))
     time.sleep(0.2)
@@ -363,12 +308,13 @@ for step in range(600):
 
 
 async def test_an_actor_another_job_created_is_traced_to_that_jobs_driver_and_when_it_ended(
-    client: Client, tmp_path: Path
+    client: Client, tmp_path: Path, follow: Any
 ) -> None:
     (tmp_path / "creator").mkdir()
     (tmp_path / "creator" / "main.py").write_text(CREATOR)
+    used = {"env_vars": {"CACHE_USED": str(tmp_path / "cache-used")}}  # both jobs run on this machine
     creator = await submit(
-        client, entrypoint="python main.py", runtime_env={"working_dir": str(tmp_path / "creator")}
+        client, entrypoint="python main.py", runtime_env={"working_dir": str(tmp_path / "creator"), **used}
     )
     with anyio.fail_after(180):
         while True:
@@ -376,4 +322,4 @@ async def test_an_actor_another_job_created_is_traced_to_that_jobs_driver_and_wh
             if not logs.is_error and "cache ready" in text_of(logs):
                 break
             await anyio.sleep(1)
-    await scenario(client, tmp_path, "follow_owner_job", USER_OF_CACHE)
+    await follow("follow_owner_job", USER_OF_CACHE, runtime_env=used)

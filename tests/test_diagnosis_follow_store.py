@@ -5,17 +5,14 @@ over the live answer and the recording."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client
-from tests.causal_support import record
+from tests.causal_support import follow_scenario
 from tests.conftest import local_head
-from tests.follow_checks import FOLLOW
-from tests.support import call_ok, mcp_client, submit, text_of, wait_until
+from tests.support import mcp_client
 
 from ray_mcp.local_head import LocalHead
 from ray_mcp.settings import Settings
@@ -76,21 +73,6 @@ ray.get(learner.ready.remote())
 async def test_a_store_one_actor_fills_leads_with_its_holder_ahead_of_work_waiting_for_cpu(
     mcp: Client, head: LocalHead, tmp_path: Path
 ) -> None:
-    (tmp_path / "main.py").write_text(textwrap.dedent(FULL_STORE))
-    sid = await submit(mcp, entrypoint="python main.py", runtime_env={"working_dir": str(tmp_path)})
-    try:
-        await wait_until(mcp, sid, {"RUNNING"}, 120)
-        with anyio.move_on_after(120):
-            while True:
-                text = text_of(await call_ok(mcp, "diagnose_job", {"job": sid}))
-                try:
-                    FOLLOW["follow_store_holder"](text)
-                    break
-                except AssertionError:
-                    await anyio.sleep(2)
-        await record(head.dashboard_url, sid, "follow_store_holder")
-        text = text_of(await call_ok(mcp, "diagnose_job", {"job": sid}))
-        assert len(text.encode()) <= 6000
-        FOLLOW["follow_store_holder"](text)
-    finally:
-        await mcp.call_tool("stop_job", {"job": sid})
+    await follow_scenario(
+        mcp, head.dashboard_url, tmp_path, "follow_store_holder", FULL_STORE, end=False, deadline_s=120
+    )

@@ -1,10 +1,15 @@
-"""Diagnosis with time (issue 37 step 5), on real parts: the session's Ray head, the real Prometheus scraping it
+"""Trends over time (issue 37 step 5), on real parts: the session's Ray head, the real Prometheus scraping it
 (tests/prometheus.py) and drivers of our own. A worker that leaks memory steadily (diagnose_job names the leak
-with its rate and the time left before the memory monitor), a throughput drop, a Prometheus that goes away
-mid-call and one that stops answering (trends over time unknown, in bounded time, never healthy).
+with its rate and the time left before the memory monitor), a throughput drop, a Serve deployment that gets
+slower, a Prometheus that goes away mid-call and one that stops answering (trends over time unknown, in bounded
+time, never healthy).
 
-Each check is also run with its rule taken out of the registry, over the same evidence read again: the finding
-must then be missing (so the check cannot pass without the rule).
+The two scenarios that take minutes (the throughput drop and the slower deployment) each run one driver for the
+module (module-scoped fixtures): get_metrics' step and the diagnosis' finding are both read from it, so the
+second check finds the change already there instead of waiting minutes for its own copy.
+
+Each diagnosis check is also run with its rule taken out of the registry, over the same evidence read again:
+the finding must then be missing (so the check cannot pass without the rule).
 """
 
 from __future__ import annotations
@@ -12,15 +17,17 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from tests.prometheus import running_prometheus
+from tests.prometheus import SETTLE_S, ask_until, check_against_raw, epoch, going_away, running_prometheus
 from tests.rule_checks import without
+from tests.state_drivers import driver_with_args
 from tests.support import mcp_client, text_of, whole_bytes
-from tests.test_metrics import SERVE_SLOWER, driver_with_args, going_away
 
 from ray_mcp.answers import RayAPI
 from ray_mcp.diagnosis import evidence, job_evidence, report
@@ -68,10 +75,61 @@ print("JOB", ray.get_runtime_context().get_job_id(), flush=True)
 """
 
 
-@pytest.fixture
-async def diagnosing(ray_cluster: Any, prometheus: str) -> Any:
-    async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=prometheus)) as client:
-        yield client
+SERVE_SLOWER = """
+from ray import serve
+@serve.deployment(max_ongoing_requests=100)
+class Slowing:
+    async def __call__(self, delay_s: float) -> str:
+        import asyncio
+        await asyncio.sleep(delay_s)
+        return "ok"
+serve.start(http_options={"host": "127.0.0.1", "port": int(sys.argv[4])})
+handle = serve.run(Slowing.bind(), name=sys.argv[5], route_prefix=None)
+import threading
+def load():
+    fast_until = time.time() + float(sys.argv[3])
+    while True:
+        delay = 0.005 if time.time() < fast_until else 0.5
+        handle.remote(delay).result(timeout_s=30)
+        time.sleep(0.05)
+threading.Thread(target=load, daemon=True).start()
+"""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A driver of the module's: when it started (epoch seconds, as Prometheus stamps its points), how long its
+    fast phase lasts, and what it runs (its job, or its Serve application)."""
+
+    started: float
+    fast_s: float
+    job: str = ""
+    app: str = ""
+
+
+@pytest.fixture(scope="module")
+def throughput_drop(ray_cluster: Any) -> Iterator[Scenario]:
+    """90 s of 20-task rounds, then one task every 20 s: a drop both get_metrics and the diagnosis see."""
+    started, fast_s = time.time(), 90.0
+    with driver_with_args(ray_cluster.gcs_address, THROUGHPUT, str(fast_s)) as job_id:
+        assert job_id
+        yield Scenario(started, fast_s, job=job_id)
+
+
+@pytest.fixture(scope="module")
+def serve_slowing(ray_cluster: Any) -> Iterator[Scenario]:
+    """A Serve deployment answering in 5 ms for 100 s, then in 500 ms: a step that stands out of a loaded
+    machine's noise (a busy box put the fast p99 at 65 ms; 250 ms after it was less than 5x)."""
+    from ray_mcp.local_head import free_ports
+
+    started, fast_s, app = time.time(), 100.0, "trend-slowing"
+    try:
+        with driver_with_args(ray_cluster.gcs_address, SERVE_SLOWER, str(fast_s), str(free_ports(1)[0]), app):
+            yield Scenario(started, fast_s, app=app)
+    finally:
+        # Shut Serve down, not only the app: test_serve's first test needs a session cluster without Serve.
+        with driver_with_args(ray_cluster.gcs_address, "from ray import serve\nserve.shutdown()\n"):
+            pass
 
 
 async def diagnose_until(
@@ -116,11 +174,11 @@ def kinds(ev: GraphInputs) -> set[str]:
 
 
 async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_the_time_left(
-    diagnosing: Client, ray_cluster: Any, prometheus: str
+    metrics_client: Client, ray_cluster: Any, prometheus: str
 ) -> None:
     with driver_with_args(ray_cluster.gcs_address, LEAK) as job_id:
         assert job_id
-        answer, text = await diagnose_until(diagnosing, job_id, "memory_leak", 360)
+        answer, text = await diagnose_until(metrics_client, job_id, "memory_leak", 360)
         leak = next(f for f in answer["findings"] if f["kind"] == "memory_leak")
         title = leak["title"]
         print(answer["verdict"], title, sep="\n")  # the figures, for the log (-rP)
@@ -141,23 +199,50 @@ async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_th
 
 
 async def test_a_throughput_drop_is_named_with_the_rates_before_and_after(
-    diagnosing: Client, ray_cluster: Any, prometheus: str
+    metrics_client: Client, ray_cluster: Any, prometheus: str, throughput_drop: Scenario
 ) -> None:
-    fast_s = 90.0
-    with driver_with_args(ray_cluster.gcs_address, THROUGHPUT, str(fast_s)) as job_id:
-        assert job_id
-        answer, text = await diagnose_until(diagnosing, job_id, "throughput_drop", fast_s + 300)
-        drop = next(f for f in answer["findings"] if f["kind"] == "throughput_drop")
-        title = drop["title"]
-        print(answer["verdict"], title, sep="\n")
-        assert "tasks finished per minute collapsed at" in title, text
-        before = float(title.split(": ")[1].split("/min before")[0].replace(",", ""))
-        after = float(title.split("/min before, ")[1].split("/min after")[0].replace(",", ""))
-        assert before > 60 and after < before / 4, title
-        ev = await evidence_of(ray_cluster, prometheus, job_id)
-        assert "throughput_drop" in kinds(ev), ev.trends
-        with without("trends.job_trends"):
-            assert "throughput_drop" not in kinds(ev)
+    job_id = throughput_drop.job
+    answer, text = await diagnose_until(
+        metrics_client, job_id, "throughput_drop", throughput_drop.fast_s + 300
+    )
+    drop = next(f for f in answer["findings"] if f["kind"] == "throughput_drop")
+    title = drop["title"]
+    print(answer["verdict"], title, sep="\n")
+    assert "tasks finished per minute collapsed at" in title, text
+    before = float(title.split(": ")[1].split("/min before")[0].replace(",", ""))
+    after = float(title.split("/min before, ")[1].split("/min after")[0].replace(",", ""))
+    assert before > 60 and after < before / 4, title
+    ev = await evidence_of(ray_cluster, prometheus, job_id)
+    assert "throughput_drop" in kinds(ev), ev.trends
+    with without("trends.job_trends"):
+        assert "throughput_drop" not in kinds(ev)
+
+
+async def test_a_throughput_drop_is_a_step_down_in_tasks_finished_per_minute(
+    metrics_client: Client, prometheus: str, throughput_drop: Scenario
+) -> None:
+    started, fast_s = throughput_drop.started, throughput_drop.fast_s
+
+    def finished_of(answer: dict[str, Any]) -> dict[str, Any] | None:
+        ended = next(p for p in answer["panels"] if p["title"] == "Tasks ended per minute")
+        return next((s for s in ended["series"] if s["name"] == "FINISHED"), None)
+
+    def dropped(answer: dict[str, Any]) -> bool:
+        finished = finished_of(answer)
+        late = time.time() > started + fast_s + 90
+        return late and finished is not None and finished["trend"] == "stepped_down"
+
+    window = {"question": "tasks", "job": throughput_drop.job, "since": f"{started:.0f}"}
+    answer, text = await ask_until(
+        metrics_client, lambda: {**window, "until": f"{time.time() - 5:.0f}"}, dropped, fast_s + SETTLE_S
+    )
+    finished = finished_of(answer)
+    assert finished is not None
+    change = finished["change"]
+    assert change["before"] > 3 * max(change["after"], 1), change
+    assert started + fast_s - 30 <= epoch(change["at"]) <= started + fast_s + 90, (change, started)
+    assert "stepped down" in text
+    assert check_against_raw(prometheus, answer) >= 1
 
 
 async def test_a_prometheus_that_goes_away_mid_call_leaves_trends_unknown_never_healthy(
@@ -208,40 +293,56 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
 
 
 async def test_a_serve_deployment_that_gets_slower_is_named_with_when_and_the_deploy_nearest(
-    diagnosing: Client, ray_cluster: Any, prometheus: str
+    metrics_client: Client, ray_cluster: Any, prometheus: str, serve_slowing: Scenario
 ) -> None:
-    from ray_mcp.local_head import free_ports
+    started, fast_s, app = serve_slowing.started, serve_slowing.fast_s, serve_slowing.app
+    with anyio.fail_after(fast_s + 300):
+        while True:
+            result = await metrics_client.call_tool("cluster_health", {})
+            assert not result.is_error, text_of(result)
+            health = dict(result.structured_content or {})
+            rose = [
+                f for f in health["findings"] if f["kind"] == "serve_regression" and f'"{app}"' in f["title"]
+            ]
+            if rose and time.time() > started + fast_s:
+                break
+            await anyio.sleep(5)
+    ev = await cluster_evidence(ray_cluster, prometheus)
+    found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
+    assert any(f.kind == "serve_regression" for f in found), ev.trends
+    with without("trends.cluster_trends"):
+        found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
+        assert all(f.kind != "serve_regression" for f in found)
+    title = rose[0]["title"]
+    print(health["verdict"], title, sep="\n")
+    assert "p99 latency rose at" in title and f'nearest: application "{app}" deployed at' in title, title
+    before = float(title.split(": ")[1].split(" ms before")[0])
+    after = float(title.split("ms before, ")[1].split(" ms after")[0])
+    assert after >= 200 and after >= 2 * before, title
+    assert health["status"] == "PROBLEMS_FOUND", text_of(result)
 
-    fast_s, app = 100.0, "trend-slowing"
-    started = time.time()
-    try:
-        with driver_with_args(ray_cluster.gcs_address, SERVE_SLOWER, str(fast_s), str(free_ports(1)[0]), app):
-            with anyio.fail_after(fast_s + 300):
-                while True:
-                    result = await diagnosing.call_tool("cluster_health", {})
-                    assert not result.is_error, text_of(result)
-                    health = dict(result.structured_content or {})
-                    rose = [
-                        f
-                        for f in health["findings"]
-                        if f["kind"] == "serve_regression" and f'"{app}"' in f["title"]
-                    ]
-                    if rose and time.time() > started + fast_s:
-                        break
-                    await anyio.sleep(5)
-            ev = await cluster_evidence(ray_cluster, prometheus)
-            found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
-            assert any(f.kind == "serve_regression" for f in found), ev.trends
-            with without("trends.cluster_trends"):
-                found = report.health_report("recorded", ev, max_bytes=DIAGNOSIS_BYTES.default)[0].findings
-                assert all(f.kind != "serve_regression" for f in found)
-        title = rose[0]["title"]
-        print(health["verdict"], title, sep="\n")
-        assert "p99 latency rose at" in title and f'nearest: application "{app}" deployed at' in title, title
-        before = float(title.split(": ")[1].split(" ms before")[0])
-        after = float(title.split("ms before, ")[1].split(" ms after")[0])
-        assert after >= 200 and after >= 2 * before, title
-        assert health["status"] == "PROBLEMS_FOUND", text_of(result)
-    finally:
-        with driver_with_args(ray_cluster.gcs_address, f"from ray import serve\nserve.delete({app!r})\n"):
-            pass
+
+async def test_a_serve_deployment_that_gets_slower_is_a_step_up_in_its_latency(
+    metrics_client: Client, prometheus: str, serve_slowing: Scenario
+) -> None:
+    started, fast_s, app = serve_slowing.started, serve_slowing.fast_s, serve_slowing.app
+
+    def p99_of(answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return next(p for p in answer["panels"] if p["title"] == "p99 latency")["series"]
+
+    def slower(answer: dict[str, Any]) -> bool:
+        p99 = p99_of(answer)
+        return bool(p99) and p99[0]["trend"] == "stepped_up" and time.time() > started + fast_s + 60
+
+    window = {"question": "serve", "deployment": "Slowing", "since": f"{started:.0f}"}
+    answer, _ = await ask_until(
+        metrics_client, lambda: {**window, "until": f"{time.time() - 5:.0f}"}, slower, fast_s + SETTLE_S
+    )
+    p99 = p99_of(answer)
+    change = p99[0]["change"]
+    assert p99[0]["labels"] == {"application": app, "deployment": "Slowing"}
+    assert change["after"] > 5 * change["before"] and change["after"] >= 200, change
+    assert started + fast_s - 30 <= epoch(change["at"]) <= started + fast_s + 60, (change, started)
+    requests = next(p for p in answer["panels"] if p["title"] == "Requests")["series"][0]
+    assert requests["last"] > 0
+    assert check_against_raw(prometheus, answer) >= 3

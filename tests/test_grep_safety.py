@@ -26,7 +26,11 @@ from tests.test_transports import http_server
 from ray_mcp.models import LogTail
 
 PY = sys.executable
+# A probe during a grep may take this long, or SLOWER_THAN_QUIET times the slowest of the same probes measured
+# just before it (side by side, so a loaded machine raises both): a grep on the event loop would hold a probe
+# for the whole grep (seconds), and a hung one for ever.
 RESPONSIVE_S = 1.0
+SLOWER_THAN_QUIET = 5
 
 
 def _python(script: str) -> str:
@@ -58,29 +62,39 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 async def _latencies_while(busy: Any, port: int, other: Client) -> tuple[Any, list[float]]:
-    """Run ``busy()``; meanwhile, every 0.2 s, time /healthz and a call of another session."""
+    """Run ``busy()``; meanwhile, every 0.2 s, time /healthz and a call of another session. Returns its result
+    and the probes' latencies as shares of the bound measured side by side (below 1 is responsive)."""
     latencies: list[float] = []
     result: list[Any] = []
-    async with httpx.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
+    async with httpx.AsyncClient(timeout=30) as http:
+
+        async def probe_once() -> None:
+            started = time.monotonic()
+            assert (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+            latencies.append(time.monotonic() - started)
+            started = time.monotonic()
+            bad = await other.call_tool("get_job", {"job": "no/such/job"})  # answered by the server alone
+            assert bad.is_error
+            latencies.append(time.monotonic() - started)
+
+        for _ in range(5):  # the same probes, just before the grep
+            await probe_once()
+        bound = max(RESPONSIVE_S, SLOWER_THAN_QUIET * max(latencies))
+        latencies.clear()
 
         async def probe() -> None:
             while True:
-                started = time.monotonic()
-                assert (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-                latencies.append(time.monotonic() - started)
-                started = time.monotonic()
-                bad = await other.call_tool("get_job", {"job": "no/such/job"})  # answered by the server alone
-                assert bad.is_error
-                latencies.append(time.monotonic() - started)
+                await probe_once()
                 await anyio.sleep(0.2)
 
         async def run() -> None:
             result.append(await busy())
             tg.cancel_scope.cancel()
 
-        tg.start_soon(probe)
-        tg.start_soon(run)
-    return result[0], latencies
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(probe)
+            tg.start_soon(run)
+    return result[0], [latency / bound for latency in latencies]
 
 
 async def test_a_catastrophic_grep_on_a_real_log_leaves_healthz_and_other_sessions_answering(
@@ -110,7 +124,7 @@ async def test_a_catastrophic_grep_on_a_real_log_leaves_healthz_and_other_sessio
     assert section.matches == 3 and section.scan_complete, text_of(result)
     assert section.scanned_lines is not None and section.scanned_lines >= 200_003
     assert latencies, "the probes never ran"
-    assert max(latencies) < RESPONSIVE_S, sorted(latencies)[-5:]
+    assert max(latencies) < 1, sorted(latencies)[-5:]  # as a share of the side-by-side bound
 
 
 async def test_grep_of_a_100_mb_line_without_newline_is_linear_and_bounded_in_memory(
@@ -151,5 +165,6 @@ async def test_grep_of_a_100_mb_line_without_newline_is_linear_and_bounded_in_me
     assert "matched in 1.0 MiB pieces" in text and "shown cut" in text
     assert sum(len(line.encode()) for line in section.lines) <= 4096
     assert rss_growth < 64, f"peak RSS grew by {rss_growth:.0f} MB"
+    # Linear: seconds here (the print above); a scan quadratic in the line would take hours, so the bound is loose.
     assert elapsed < 120, f"{elapsed:.1f} s"
-    assert max(latencies) < RESPONSIVE_S, sorted(latencies)[-5:]
+    assert max(latencies) < 1, sorted(latencies)[-5:]  # as a share of the side-by-side bound

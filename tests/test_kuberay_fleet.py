@@ -19,8 +19,7 @@ import pytest
 from mcp import Client
 from tests import history_server
 from tests.kube_apiserver import KubeState, serve, write_kubeconfig
-from tests.support import call_ok, mcp_client, text_of
-from tests.test_kuberay import (
+from tests.kuberay_objects import (
     GPU_MESSAGE,
     head_pod,
     head_service,
@@ -30,6 +29,7 @@ from tests.test_kuberay import (
     sample,
     validate,
 )
+from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.settings import Settings
 
@@ -154,7 +154,7 @@ def fleet_state(dashboard: str) -> KubeState:
 def serving(state: KubeState, tmp_path: Path) -> Iterator[tuple[KubeState, Path]]:
     with serve(state) as url:
         yield state, write_kubeconfig(tmp_path / "kubeconfig", url)
-    from tests.test_kuberay import granted
+    from tests.kuberay_objects import granted
 
     assert state.used <= granted(), f"deploy/kubernetes/kuberay/role.yaml lacks {state.used - granted()}"
 

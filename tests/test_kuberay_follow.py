@@ -7,14 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.support import mcp_client
-from tests.test_kuberay import (  # noqa: F401  (kube: a fixture)
+from tests.kuberay_objects import (
     CLUSTER,
     HEAD_SVC,
     NS,
     head_pod,
     head_service,
-    kube,
     pod,
     raycluster,
     sample,
@@ -22,6 +20,7 @@ from tests.test_kuberay import (  # noqa: F401  (kube: a fixture)
     status_text,
     validate,
 )
+from tests.support import mcp_client
 
 pytestmark = pytest.mark.live
 
@@ -29,7 +28,7 @@ MISSING_CONFIGMAP = 'configmap "train-init-script" not found'
 
 
 async def test_an_init_container_never_created_is_named_with_its_message_not_crash_looping(
-    kube: Any,  # noqa: F811  (the fixture imported above)
+    kube: Any,
 ) -> None:
     state, kubeconfig = kube
     name = f"{CLUSTER}-workergroup-worker-x7"
@@ -74,7 +73,7 @@ DEPLOYMENT_MESSAGE = (
 
 
 async def test_a_serve_app_failing_on_a_rayservices_new_cluster_quotes_its_deployments_exception(
-    kube: Any,  # noqa: F811  (the fixture imported above)
+    kube: Any,
 ) -> None:
     state, kubeconfig = kube
     pending = "rayservice-sample-raycluster-v3"

@@ -16,8 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.kube_apiserver import KubeState, serve, write_kubeconfig
-from tests.support import call_ok, mcp_client, text_of
-from tests.test_kuberay import (
+from tests.kuberay_objects import (
     CLUSTER,
     NS,
     event,
@@ -29,6 +28,7 @@ from tests.test_kuberay import (
     sample,
     validate,
 )
+from tests.support import call_ok, mcp_client, text_of
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.confirm import Pending, change_digest, is_confirmed, token_for

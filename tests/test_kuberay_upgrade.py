@@ -7,20 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.support import mcp_client
-from tests.test_kuberay import (
+from tests.kuberay_objects import (
     CLUSTER,
     NS,
     head_service,
-    kube,
     raycluster,
     sample,
     settings_for,
     status_text,
     validate,
 )
-
-__all__ = ["kube"]  # the fixture, shared with tests/test_kuberay.py
+from tests.support import mcp_client
 
 PENDING = "rayservice-sample-raycluster-new"
 

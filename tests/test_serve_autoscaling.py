@@ -1,6 +1,7 @@
 """Serve's autoscaler in Ray's own words: a deployment that scales up under load and down after it, on a head
-of its own (Serve never runs on the session head here; the head is stopped with the test, Serve with it), its
-decisions in serve_status, cluster_health, diagnose_job of the job that deployed it and the controller's health; and autoscaling_detail as Ray's schema defines it, for the Rays that fill it.
+of its own (the test asserts a HEALTHY cluster; the head is stopped with the test, Serve with it), its decisions
+in serve_status, cluster_health, diagnose_job of the job that deployed it and the controller's health; and
+autoscaling_detail as Ray's schema defines it, for the Rays that fill it.
 
 Ray 2.60's controller declares ``autoscaling_detail`` in its REST schema but never fills it (null on a real
 head): the decisions then come from the lines its controller logs with each decision. The second half of this
@@ -172,7 +173,9 @@ async def scenario(dashboard: str, tmp_path: Path) -> None:
 def test_a_deployment_that_scales_shows_each_decision_in_serve_status_and_cluster_health(
     tmp_path: Path,
 ) -> None:
-    with local_head(num_cpus=2) as head:  # Serve on a head of its own: the session head never runs Serve
+    # A head of its own: the test asserts a HEALTHY cluster, which the session head, after the suite's failing
+    # jobs, never is.
+    with local_head(num_cpus=2) as head:
         anyio.run(scenario, head.dashboard_url, tmp_path)
 
 

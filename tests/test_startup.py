@@ -56,8 +56,7 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_the_fix_before_any_cluste
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        # --embedded always: a cluster would start (and take seconds) if the port were bound only after it.
-        started = time.monotonic()
+        # --embedded always: a cluster would start if the port were bound only after it.
         out = subprocess.run(
             [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--embedded", "always"],
             capture_output=True,
@@ -70,7 +69,8 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_the_fix_before_any_cluste
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert str(port) in lines[0] and "--port" in lines[0] and "make run PORT=" in lines[0]
-    assert "embedded" not in out.stderr and time.monotonic() - started < 30
+    # A cluster started before the port was bound would have logged "starting an embedded one" (and more lines).
+    assert "embedded" not in out.stderr
 
 
 REFUSE = """
@@ -144,8 +144,10 @@ async def test_connections_that_never_finish_their_headers_are_closed(tmp_path) 
             s = socket.create_connection(("127.0.0.1", port))
             socks.append(s)
             s.settimeout(0.3)
+            # Poll under a deadline well past the 1 s header timeout: a server that let trickled bytes restart
+            # the clock would keep the connection open however long we waited.
             started, closed = time.monotonic(), False
-            while time.monotonic() - started < 15 and not closed:
+            while time.monotonic() - started < 30 and not closed:
                 try:
                     s.sendall(b"X")
                     closed = s.recv(100) == b""
@@ -153,7 +155,7 @@ async def test_connections_that_never_finish_their_headers_are_closed(tmp_path) 
                     continue
                 except OSError:
                     closed = True
-            assert closed and time.monotonic() - started < 10
+            assert closed
             # The server still answers complete requests.
             async with httpx.AsyncClient() as http:
                 assert (await http.get(f"http://127.0.0.1:{port}/healthz")).text == "ok"
@@ -367,10 +369,21 @@ def _exit_time_after_stdin_closes(address: str) -> tuple[float, str]:
     return elapsed, proc.stderr.read()
 
 
+def _exits_as_quickly_as_a_plain_server(address: str) -> str:
+    """The exit time after stdin closes, for ``address`` and, side by side, for a dashboard URL nothing listens
+    on (no Ray client is made for it): the exit must cost about the same. A Ray GCS client left waiting holds
+    the exit for its connect timeout (many seconds); the interpreter's own exit, which a loaded machine slows
+    down, is in both. Returns the stderr of ``address``'s server."""
+    elapsed, stderr = _exit_time_after_stdin_closes(address)
+    plain, _ = _exit_time_after_stdin_closes("http://127.0.0.1:9")
+    # + 2 s (the bound this test had alone): both exits take hundredths of a second, where a ratio is noise.
+    assert elapsed <= 3 * plain + 2.0, (elapsed, plain, stderr[-2000:])
+    return stderr
+
+
 @pytest.mark.parametrize("address", ["garbage", "127.0.0.1:1", "ray://no-such-host.invalid:10001"])
 def test_a_bad_address_exits_quickly_when_stdin_closes_without_ray_warnings(address) -> None:
-    elapsed, stderr = _exit_time_after_stdin_closes(address)
-    assert elapsed < 2.0, (elapsed, stderr[-2000:])
+    stderr = _exits_as_quickly_as_a_plain_server(address)
     # Ray's C++ logging (glog: "[2026-...] [W...] file.cc:123") or gRPC warnings never reach stderr.
     assert not re.search(r"\.cc:\d+|\bgrpc\b|\[W\d{4}|RpcError", stderr), stderr[-2000:]
 
@@ -380,8 +393,7 @@ def test_a_listening_non_gcs_port_still_exits_quickly() -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        elapsed, stderr = _exit_time_after_stdin_closes(f"127.0.0.1:{listener.getsockname()[1]}")
-    assert elapsed < 2.0, (elapsed, stderr[-2000:])
+        _exits_as_quickly_as_a_plain_server(f"127.0.0.1:{listener.getsockname()[1]}")
 
 
 def test_normalize_choices_folds_case_through_unions_lists_and_refs() -> None:

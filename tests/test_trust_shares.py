@@ -149,7 +149,11 @@ async def test_one_clients_hundred_follows_leave_the_dashboard_to_other_clients(
             async with anyio.create_task_group() as tg:
                 for _ in range(100):
                     tg.start_soon(follow)
-                await anyio.sleep(3)  # the follows are under way
+                # The follows are under way once every one past the share has been refused (at once); the
+                # ones that got a share hold it for their follow_s.
+                with anyio.fail_after(60):
+                    while len(results) < 96:
+                        await anyio.sleep(0.1)
                 for _ in range(3):  # the other client's calls all succeed meanwhile
                     await call_ok(other, "list_jobs", {"limit": 5})
                     await call_ok(other, "tail_logs", {"job": job, "lines": 5})

@@ -10,7 +10,7 @@ run, because this kind of machine is shared and noisy: compare the ratios, not t
 Rows: 1 ready, 2 call overhead (stdio and streamable HTTP vs a minimal MCP proxy and a raw GET), 3 the
 CLI, 4 scale (cluster_health included), 5 logs (bench/logs.py), 6 memory (per call and per HTTP session),
 7 payload (tools/list and whole results), 8 first calls in a fresh server. Goals are reported, never asserted;
-the three of issue 25 (ready, first call, warm call) are summed up after the table, one line each.
+the goals of issues 25 and 36 (ready, first call, warm call, list tools at scale) are summed up after the table.
 
     python -m bench --sections ready,overhead,first   # just those three goals, side by side in one run
 """
@@ -256,11 +256,12 @@ GOALS = (
     ("ready", "ready over a bare MCPServer"),
     ("first call", "first call over the same call warm"),
     ("call overhead", "warm call over a minimal MCP proxy of the same read"),
+    ("scale vs GET", "list tool at the largest size over the raw GET under it"),
 )
 
 
 def goal_lines(res: Results) -> list[str]:
-    """Issue 25's three goals, one line each: pass only if every row of the goal met it."""
+    """The goals of issues 25 and 36, one line each: pass only if every row of the goal met it."""
     lines = []
     for section, label in GOALS:
         rows = [r for r in res.rows if r.section == section and r.met is not None]
@@ -407,7 +408,7 @@ def main() -> None:
     print(f"\nray-mcp benchmarks ({'smoke' if args.smoke else 'full'}), {minutes:.1f} min; {machine()}")
     print("medians of interleaved runs; ratios are ray-mcp / baseline unless they say 'faster'\n")
     print(text_table(res.rows))
-    print("\ngoals of issue 25 (ratios are ray-mcp / baseline):")
+    print("\ngoals of issues 25 and 36 (ratios are ray-mcp / baseline):")
     print("\n".join(goal_lines(res)) or "none measured in this run")
     if args.json:
         args.json.write_text(

@@ -18,7 +18,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -29,6 +29,7 @@ from ray.core.generated import common_pb2, gcs_pb2, gcs_service_pb2, gcs_service
 
 from ray_mcp import sdk_private
 from ray_mcp.errors import ClusterUnavailable, RayRequestFailed, gcs_errors
+from ray_mcp.limits import STATE_API_MAX_ROWS
 from ray_mcp.sources import scope
 
 RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
@@ -39,6 +40,11 @@ T = TypeVar("T")
 # The protobuf messages and enums of Ray's generated modules (mypy sees no attributes on them).
 _PG_STATE_NAME = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # type: ignore[attr-defined]
 _STRATEGY_NAME = common_pb2.PlacementStrategy.Name  # type: ignore[attr-defined]
+_ACTOR_STATE_NAME = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]
+_ACTOR_STATE_VALUE = gcs_pb2.ActorTableData.ActorState.Value  # type: ignore[attr-defined]
+# The actor filters the GCS's GetAllActorInfo applies itself (as the State API sends them), and the class name,
+# which actor_counts checks on each row.
+GCS_ACTOR_FILTERS = frozenset({"actor_id", "job_id", "state", "class_name"})
 
 
 def open_channel(gcs_address: str, authorization: str | None = RAY_DEFAULT) -> Any:
@@ -369,6 +375,37 @@ class Gcs:
             ]
 
         return await self.call(f"the actor table of job {job_id}", read, key=("job_actors", job_id, limit))
+
+    async def actor_counts(self, filters: Sequence[tuple[str, str, str]]) -> dict[str, dict[str, int]]:
+        """How many actors of each class are in each state, among those that pass ``=`` filters on
+        ``GCS_ACTOR_FILTERS``: the GCS's actor table read as the State API reads it (the same request, the job,
+        state and actor id filtered at the source), counted here, so a list that shows a page of its actors does
+        not have the dashboard convert and send every one of them."""
+        wanted = {key: value for key, _predicate, value in filters}
+        if set(wanted) - GCS_ACTOR_FILTERS or any(p != "=" for _k, p, _v in filters):
+            raise ValueError(f"the GCS filters actors only by {sorted(GCS_ACTOR_FILTERS)} (=): {filters}")
+
+        def read(channel: Any) -> dict[str, dict[str, int]]:
+            stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(channel)
+            request = gcs_service_pb2.GetAllActorInfoRequest(limit=STATE_API_MAX_ROWS)  # type: ignore[attr-defined]
+            if "actor_id" in wanted:
+                request.filters.actor_id = bytes.fromhex(wanted["actor_id"])
+            if "job_id" in wanted:
+                request.filters.job_id = bytes.fromhex(wanted["job_id"])
+            if "state" in wanted:
+                request.filters.state = _ACTOR_STATE_VALUE(wanted["state"].upper())
+            reply = stub.GetAllActorInfo(request, timeout=self.timeout_s)
+            counts: dict[str, dict[str, int]] = {}
+            for a in reply.actor_table_data:
+                if "class_name" in wanted and a.class_name != wanted["class_name"]:
+                    continue
+                by_state = counts.setdefault(a.class_name, {})
+                state = _ACTOR_STATE_NAME(a.state)
+                by_state[state] = by_state.get(state, 0) + 1
+            return counts
+
+        key = ("actor_counts", tuple(sorted(wanted.items())))
+        return await self.call("the actor table", read, key=key)
 
     async def stored_task_count(self) -> int:
         """How many task attempts the GCS holds. The State API reads at most 10,000 of them and, for tasks, does

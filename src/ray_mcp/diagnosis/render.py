@@ -63,7 +63,9 @@ def render_shown(
                 block = _block(i, f, evidence)
             f = f.model_copy(update={"evidence": evidence})
             if _size([*out, *block]) > room:  # then the next steps and references, then the title's end
-                block = [fit_bytes(f"{i}. {f.title}", room - _size(out) - 1)]
+                block = [
+                    fit_bytes(f"{i}. {single_line(f.title)}", room - _size(out) - 1)
+                ]  # as _block puts it
                 title = block[0].removeprefix(f"{i}. ")
                 f = f.model_copy(update={"title": title, "evidence": [], "next_steps": [], "refs": []})
         out += block

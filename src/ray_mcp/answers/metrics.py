@@ -249,7 +249,7 @@ class Metrics:
         self, prom: Prometheus, expr: str, win: promql.Window
     ) -> tuple[list[Series], int]:
         """A panel's series (the SERIES_READ largest at each step, past that many) and how many matched."""
-        result = await prom.range(
+        result = await prom.range_query(
             f"topk({SERIES_READ}, {expr})", start=win.start, end=win.end, step_s=win.step_s
         )
         total = len(result.series)
@@ -280,7 +280,7 @@ class Metrics:
     # -- history: raw PromQL -------------------------------------------------------------------------------
 
     async def _raw(self, prom: Prometheus, query: str, win: promql.Window, limit: int) -> Reply:
-        result = await prom.range(query, start=win.start, end=win.end, step_s=win.step_s)
+        result = await prom.range_query(query, start=win.start, end=win.end, step_s=win.step_s)
         if not result.series:
             await self._explain_empty_raw(prom, query, win)
         raw = Query(title="Query", unit="count", promql=query, by=())

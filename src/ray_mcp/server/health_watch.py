@@ -196,7 +196,7 @@ class HealthWatchers:
         try:
             while watch.wanted and self._watches.get(watch.cluster) is watch:
                 try:
-                    now, _text = await self.round(watch.cluster)
+                    now, _text = await self.one_round(watch.cluster)
                 except Exception:  # a bug in a round: logged, and the next round tries again
                     log.exception("ray-mcp: a health round of cluster %s failed", watch.cluster)
                 else:
@@ -213,7 +213,7 @@ class HealthWatchers:
         finally:
             watch.ready.set()  # a subscriber never waits on a poller that is gone
 
-    async def round(self, cluster: str) -> tuple[Round, str]:
+    async def one_round(self, cluster: str) -> tuple[Round, str]:
         """One round of the cluster's health, read afresh; an unreachable round when the cluster is not found."""
         token = CURRENT_CLUSTER.set(cluster)
         try:
@@ -248,7 +248,7 @@ async def read_health(watchers: HealthWatchers, cluster: str | None) -> str:
     subscribe."""
     app = watchers.app
     name = cluster_of_uri(app, health_uri(cluster))
-    now, text = await watchers.round(name)
+    now, text = await watchers.one_round(name)
     parts = [text]
     alerts = [p for p in now.problems.values() if p.source == "alerts"]
     if alerts:

@@ -28,7 +28,7 @@ from ray_mcp.limits import (
     NAMES_SHOWN,
     NODE_LABEL_ID_CHARS,
 )
-from ray_mcp.text import quoted, short_id
+from ray_mcp.text import one_line, quoted, short_id
 
 Row = dict[str, Any]
 
@@ -154,12 +154,6 @@ def amount(name: str, value: float) -> str:
 def amounts(shape: Mapping[str, Any]) -> str:
     """ "CPU 1, memory 4 GiB": a resource shape."""
     return ", ".join(f"{k} {amount(k, v)}" for k, v in shape.items())
-
-
-def one_line(text: str | None, chars: int) -> str:
-    """``text`` on one line (each run of whitespace one space), cut to ``chars`` characters with "…"."""
-    text = " ".join((text or "").split())
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def ms_clock(ms: float | None) -> str:

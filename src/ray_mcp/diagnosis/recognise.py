@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ray_mcp.diagnosis.graph import OWNER_REF, one_line
+from ray_mcp.diagnosis.graph import OWNER_REF
 from ray_mcp.limits import (
     CAUSE_CHARS,
     FATAL_LINE_CHARS,
@@ -21,6 +21,7 @@ from ray_mcp.limits import (
     QUOTE_LINES,
     SHORT_CAUSE_CHARS,
 )
+from ray_mcp.text import one_line
 
 # -- where an exception was raised, and what it was -----------------------------------------------------------
 

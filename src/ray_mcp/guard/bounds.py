@@ -14,6 +14,7 @@ from ray_mcp.limits import (
     STRUCTURED_MIN_BYTES,
     STRUCTURED_TEXT_FACTOR,
 )
+from ray_mcp.text import cut_counted
 
 # How the cutting tightens until the content fits its bound (limits.STRUCTURED_*): (chars per string, keys per
 # string map) at each step. Lists are already bounded by each tool's `limit` (and counted in its `shown`):
@@ -31,7 +32,7 @@ def _cut(obj: Any, chars: int, keys: int, items: int, cuts: list[str], path: str
     if isinstance(obj, str):
         if len(obj) > chars:
             cuts.append(path or "(top)")
-            return f"{obj[:chars]}… [cut: {len(obj) - chars} more characters]"
+            return cut_counted(obj, chars)
         return obj
     if isinstance(obj, Mapping):
         entries = list(obj.items())

@@ -8,7 +8,7 @@ from ray_mcp.limits import GREP_LONG_LINE_BYTES, LOG_WHOLE_SHARE
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
 from ray_mcp.shaping.nodes import GIB
-from ray_mcp.text import ANSI
+from ray_mcp.text import ANSI, cut_counted, utf8_prefix
 
 
 def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], int, int]:
@@ -30,7 +30,7 @@ def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], i
             continue
         if not kept:  # the newest line alone is over budget: show its start
             room = max(0, max_bytes - 40)
-            head = text.encode()[:room].decode("utf-8", errors="ignore")
+            head = utf8_prefix(text.encode(), room).decode()
             cut = size - 1 - len(head.encode())
             kept.append(f"{head}…[{cut} bytes cut]")
             left_out += cut
@@ -239,7 +239,7 @@ def within_sent(tail: models.LogTail, max_bytes: int) -> models.LogTail:
         else:  # one line that alone does not fit: keep what does, once
             line = section.lines[0]
             keep = max(0, (len(line) * (cost[id(section)] - excess)) // max(1, cost[id(section)]))
-            section.lines[0] = line[:keep] + f"… [cut: {len(line) - keep} more characters]"
+            section.lines[0] = cut_counted(line, keep)
             section.truncated_lines += 1
             cut += 1
             if over() > 0:

@@ -11,6 +11,7 @@ from ray_mcp.models import JobTopology, TopoActor, TopoBundle, TopoGroup, TopoNo
 from ray_mcp.shaping.nodes import format_amount
 from ray_mcp.shaping.placement_groups import topology_line
 from ray_mcp.shaping.topology import ACCELERATOR_RESOURCES, LIVE
+from ray_mcp.text import utf8_prefix
 
 
 def _accel_count(actor: TopoActor) -> str:
@@ -195,7 +196,7 @@ def render_topology(t: JobTopology) -> str:
     lines += [f"Note: {n}" for n in t.notes] + [f"Hint: {h}" for h in t.hints]
     text = "\n".join(lines)
     if len(text.encode()) > TOPOLOGY_TEXT_BYTES:
-        text = text.encode()[: TOPOLOGY_TEXT_BYTES - 200].decode(errors="ignore").rsplit("\n", 1)[0]
+        text = utf8_prefix(text.encode(), TOPOLOGY_TEXT_BYTES - 200).decode().rsplit("\n", 1)[0]
         text += "\n... (text cut at 12 KB; the structured content has the full tree)"
     return text
 

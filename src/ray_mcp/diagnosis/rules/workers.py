@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ray_mcp.diagnosis.facts import LOOP, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, failure_restarts, num, one_line, span
+from ray_mcp.diagnosis.graph import Graph, Row, failure_restarts, num, span
 from ray_mcp.diagnosis.recognise import Crash, Exit, crash, worker_exit
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import LOG_QUOTE_LINE_CHARS, MESSAGE_HEAD_CHARS, QUOTE_CHARS, QUOTE_LINES
+from ray_mcp.text import one_line
 
 FT_DOC = "ray-docs://reference/14-fault-tolerance"
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size
 from ray_mcp.limits import COMPARE_FUNCTIONS, FIELD_CHARS
 from ray_mcp.text import quoted, truncate_text
 
@@ -240,7 +241,7 @@ def text(answer: models.JobComparison) -> str:
             u = s.use
             lines.append(
                 f"   workers over its first {u.window_s:.0f} s: CPU {_pct(u.cpu_mean_pct)} on average "
-                f"(peak {_pct(u.cpu_peak_pct)}), memory peak {_mib(u.memory_peak_bytes)} {u.cpu_spark or ''}".rstrip()
+                f"(peak {_pct(u.cpu_peak_pct)}), memory peak {byte_size(u.memory_peak_bytes)} {u.cpu_spark or ''}".rstrip()
             )
     if answer.differences:
         lines += ["", "Differences, heaviest first:"]
@@ -265,10 +266,6 @@ def _stats(s: models.FunctionStats | None) -> str:
 
 def _pct(v: float | None) -> str:
     return f"{v:.3g}%" if v is not None else "?"
-
-
-def _mib(v: float | None) -> str:
-    return f"{v / 1_048_576:.3g} MiB" if v is not None else "?"
 
 
 def capped(rows: list[models.FunctionRow]) -> list[models.FunctionRow]:

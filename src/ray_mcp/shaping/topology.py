@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import limits, models
+from ray_mcp.amounts import resource_shape
 from ray_mcp.models import (
     Gap,
     JobTopology,
@@ -30,7 +31,6 @@ from ray_mcp.shaping.actors import death_cause
 from ray_mcp.shaping.common import to_number
 from ray_mcp.shaping.nodes import (
     MEMORY_USAGE_THRESHOLD,
-    format_shape,
     host_usage,
     is_internal_resource,
 )
@@ -381,7 +381,7 @@ def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
                     kind="unplaced_bundle",
                     placement_group_id=pg,
                     bundle_index=b.index,
-                    text=f"group {label}: bundle {b.index} {format_shape(b.resources)} is not placed "
+                    text=f"group {label}: bundle {b.index} {resource_shape(b.resources)} is not placed "
                     f"(group {group.state}).",
                 )
             )
@@ -423,7 +423,7 @@ def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
                     placement_group_id=pg,
                     bundle_index=b.index,
                     node_id=b.node_id,
-                    text=f"group {label}: bundle {b.index} {format_shape(b.resources)} on node "
+                    text=f"group {label}: bundle {b.index} {resource_shape(b.resources)} on node "
                     f"{b.node_id} holds no actor.",
                 )
             )

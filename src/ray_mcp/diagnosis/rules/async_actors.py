@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 
+from ray_mcp.amounts import duration
 from ray_mcp.diagnosis.facts import STUCK, Chain, Edge, Kind, Say
-from ray_mcp.diagnosis.graph import Graph, Row, names, num, span
+from ray_mcp.diagnosis.graph import Graph, Row, names, num
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import LOG_QUOTE_LINE_CHARS
 from ray_mcp.text import ANSI, quoted, truncate_text
@@ -116,7 +117,7 @@ def blocked_loop(g: Graph, job_id: str | None, status: str, chains: list[Chain])
             actor=g.actor_label(actor),
             blocker=blocker.get("name"),
             waits_on=str(child.get("name") or ""),
-            since=f"{child.get('state')} {span((g.ev.now_ms - started) / 1000)}" if started else "",
+            since=f"{child.get('state')} {duration((g.ev.now_ms - started) / 1000)}" if started else "",
             starved=names(str(t.get("name")) for t in starved),
             are="is" if len(starved) == 1 else "are",
             warning=m["warning"],

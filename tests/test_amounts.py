@@ -36,6 +36,7 @@ def test_use_against_a_total_says_the_unit_once_only_when_both_share_it() -> Non
     assert resource_use("CPU", 1, 4) == "CPU 1/4"
     assert resource_use("memory", 2 * 1024**3, 8 * 1024**3) == "memory 2/8 GiB"
     assert resource_use("memory", 512 * 1024**2, 8 * 1024**3) == "memory 512 MiB/8 GiB"
+    assert resource_use("memory", 0, 8 * 1024**3) == "memory 0/8 GiB"
 
 
 def test_a_duration_is_to_the_second_then_to_the_minute() -> None:

@@ -30,11 +30,11 @@ def resource_amount(name: str, value: float) -> str:
 
 def resource_use(name: str, used: float, total: float) -> str:
     """ "CPU 1/4", "memory 2/8 GiB": a resource in use against its total, the unit said once when both
-    share it ("memory 512 MiB/8 GiB" when they do not)."""
+    share it or none is in use ("memory 512 MiB/8 GiB" when they do not)."""
     if name not in BYTE_RESOURCES:
         return f"{name} {float(used):g}/{float(total):g}"
     shown_used, shown_total = byte_size(used), byte_size(total)
-    if shown_used.split()[-1] == shown_total.split()[-1]:
+    if used == 0 or shown_used.split()[-1] == shown_total.split()[-1]:
         shown_used = shown_used.split()[0]
     return f"{name} {shown_used}/{shown_total}"
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ray_mcp.amounts import byte_size, duration, resource_amount, resource_shape, resource_use
+from ray_mcp.amounts import (
+    age,
+    byte_size,
+    duration,
+    percent,
+    resource_amount,
+    resource_shape,
+    resource_use,
+    window,
+)
 
 
 @pytest.mark.parametrize(
@@ -41,3 +50,19 @@ def test_use_against_a_total_says_the_unit_once_only_when_both_share_it() -> Non
 
 def test_a_duration_is_to_the_second_then_to_the_minute() -> None:
     assert [duration(s) for s in (-3, 95, 185, 7380)] == ["0s", "95s", "3m05s", "2h03m"]
+
+
+def test_an_age_is_its_largest_whole_unit_and_a_window_as_it_was_asked() -> None:
+    assert [age(s) for s in (None, 40, 720, 5 * 3600, 3 * 86400)] == ["age ?", "40s", "12m", "5h", "3d"]
+    assert [window(s) for s in (90, 1800, 3600, 5400, 5430, 172_800)] == [
+        "90s",
+        "30m",
+        "1h",
+        "90m",
+        "1.5h",
+        "2d",
+    ]
+
+
+def test_a_percentage_has_three_digits_and_unknown_is_a_question_mark() -> None:
+    assert [percent(v) for v in (87.54, 100.0, None, float("inf"))] == ["87.5%", "100%", "?", "?"]

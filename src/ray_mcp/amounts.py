@@ -1,5 +1,6 @@
 """Amounts as an operator reads them, one formatter per kind: a size in bytes, a Ray resource amount, a
-resource in use against its total, a duration. Pure; usable from every floor (as text.py)."""
+resource in use against its total, a percentage, a duration (exact, an age, a window). Pure; usable from every
+floor (as text.py)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,26 @@ def duration(seconds: float) -> str:
     if s < 7200:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def age(seconds: float | None) -> str:
+    """An object's age in kubectl's manner: its largest whole unit, rounded ("3d", "5h", "12m", "40s")."""
+    if seconds is None:
+        return "age ?"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{max(seconds, 0):.0f}s"
+
+
+def window(seconds: float) -> str:
+    """A query's time window as it was asked for: "1h", "90m", "2d"; "90s", "1.5h" when it is no whole unit."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size:g}{unit}"
+    return f"{seconds:g}s" if seconds < 3_600 else f"{seconds / 3_600:.1f}h"
+
+
+def percent(value: float | None) -> str:
+    """A percentage (0-100) to 3 significant digits: "87.5%"; "?" when unknown."""
+    return f"{value:.3g}%" if value is not None and math.isfinite(value) else "?"

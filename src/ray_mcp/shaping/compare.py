@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import models
-from ray_mcp.amounts import byte_size
+from ray_mcp.amounts import byte_size, percent
 from ray_mcp.limits import COMPARE_FUNCTIONS, FIELD_CHARS
 from ray_mcp.text import quoted, truncate_text
 
@@ -240,8 +240,8 @@ def text(answer: models.JobComparison) -> str:
         if s.use is not None:
             u = s.use
             lines.append(
-                f"   workers over its first {u.window_s:.0f} s: CPU {_pct(u.cpu_mean_pct)} on average "
-                f"(peak {_pct(u.cpu_peak_pct)}), memory peak {byte_size(u.memory_peak_bytes)} {u.cpu_spark or ''}".rstrip()
+                f"   workers over its first {u.window_s:.0f} s: CPU {percent(u.cpu_mean_pct)} on average "
+                f"(peak {percent(u.cpu_peak_pct)}), memory peak {byte_size(u.memory_peak_bytes)} {u.cpu_spark or ''}".rstrip()
             )
     if answer.differences:
         lines += ["", "Differences, heaviest first:"]
@@ -262,10 +262,6 @@ def _stats(s: models.FunctionStats | None) -> str:
         return "-"
     mean = f"{s.mean_s:.3g} s" if s.mean_s is not None else "?"
     return f"{s.count}, {s.failed} failed, {mean}"
-
-
-def _pct(v: float | None) -> str:
-    return f"{v:.3g}%" if v is not None else "?"
 
 
 def capped(rows: list[models.FunctionRow]) -> list[models.FunctionRow]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from ray_mcp import models
-from ray_mcp.amounts import byte_size
+from ray_mcp.amounts import byte_size, percent
 from ray_mcp.limits import (
     CHANGE_MIN_EXPLAINED,
     CHANGE_MIN_SHIFT,
@@ -235,6 +235,8 @@ def amount(value: float | None, unit: Unit) -> str:
         return "?"
     if unit in ("bytes", "bytes_per_s"):
         return f"{byte_size(value)}{UNIT_SUFFIX[unit]}"
+    if unit == "percent":
+        return percent(value)
     return f"{value:.3g}{UNIT_SUFFIX[unit]}"
 
 

@@ -14,7 +14,7 @@ from ray_mcp.limits import (
     STRUCTURED_MIN_BYTES,
     STRUCTURED_TEXT_FACTOR,
 )
-from ray_mcp.text import cut_counted
+from ray_mcp.text import cut_counted, truncate_text
 
 # How the cutting tightens until the content fits its bound (limits.STRUCTURED_*): (chars per string, keys per
 # string map) at each step. Lists are already bounded by each tool's `limit` (and counted in its `shown`):
@@ -83,7 +83,7 @@ def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[
         return structured, None
     fields = ", ".join(dict.fromkeys(cuts))
     note = (
-        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:STRUCTURED_CUT_FIELDS_CHARS]}); the text above "
+        f"Structured content cut from {size} to about {limit} bytes (fields: {truncate_text(fields, STRUCTURED_CUT_FIELDS_CHARS)}); the text above "
         "is the full answer within its bounds."
     )
     for key in ("hints", "notes"):

@@ -39,7 +39,7 @@ def test_rows_and_spilled_bytes_are_shown_only_when_prometheus_reported_them() -
     data = job_datasets(rows, None)
     read = data.datasets[0].operators[1]
     assert read.spilled_bytes == 1048576 and read.rows_out == 1000
-    assert "1.0 MiB spilled" in "\n".join(render_datasets(data))
+    assert "1 MiB spilled" in "\n".join(render_datasets(data))
     assert "driver log was not read" in data.notes[0]
 
 

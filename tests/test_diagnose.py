@@ -242,7 +242,7 @@ def test_memory_pressure_is_named_in_gib_with_its_node() -> None:
     }
     ev = GraphInputs(now_ms=0, **{**EVERYTHING_READ, "status": {"nodes": [node], "pending_demands": []}})  # type: ignore[arg-type]
     model, text = answer(ev)
-    assert "memory on node" in model.verdict and "97% used (3.88 of 4.00 GiB)" in model.verdict, text
+    assert "memory on node" in model.verdict and "97% used (3.88 GiB of 4 GiB)" in model.verdict, text
     assert "e+09" not in text
 
 

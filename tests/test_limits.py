@@ -40,7 +40,7 @@ NOT_BOUNDS = {
 # Where a bound goes in shaping/ and diagnosis/: these keywords, these cutters' sizes, these parameters.
 BOUND_KEYWORD = re.compile(r"^(limit|lines|log_lines|chars|max_\w+)$")
 CUTTERS = {"one_line", "cut_text", "fit_bytes", "truncate_text", "head_text", "tail_text", "first_line"}
-CUTTERS |= {"error_lines", "names", "event_lines", "excerpt"}
+CUTTERS |= {"cut_counted", "utf8_prefix", "error_lines", "names", "event_lines", "excerpt"}
 # Numbers in those places that are not bounds, and why.
 NOT_BOUND_USES = {
     (

@@ -47,7 +47,7 @@ async def test_a_prometheus_that_does_not_answer_in_time_is_unknown_not_slow_for
 async def test_nothing_listening_is_unknown_with_where_to_set_the_url() -> None:
     prom = Prometheus(f"http://127.0.0.1:{free_ports(1)[0]}", origin="test")
     with pytest.raises(PrometheusUnavailable, match=r"Cannot reach Prometheus .*--prometheus"):
-        await prom.range("up", start=1, end=2, step_s=1)
+        await prom.range_query("up", start=1, end=2, step_s=1)
     assert not await prom.answers()
     await prom.aclose()
 
@@ -94,7 +94,7 @@ async def test_an_answer_too_large_to_read_is_refused_with_how_to_narrow_it() ->
     with serve_asgi(stand_in(huge)) as url:
         prom = Prometheus(url, origin="test")
         with pytest.raises(InvalidArgument, match=r"more than 32 MB: narrow it"):
-            await prom.range("up", start=1, end=2, step_s=1)
+            await prom.range_query("up", start=1, end=2, step_s=1)
         await prom.aclose()
 
 
@@ -128,7 +128,7 @@ async def test_the_source_reads_what_prometheus_answers_raw(prometheus: str) -> 
         samples = await prom.instant("count(ray_node_cpu_count)", at=float(raw[0]["value"][0]))
         assert samples[0].value == float(raw[0]["value"][1])
         end = float(raw[0]["value"][0])
-        result = await prom.range("ray_node_cpu_count", start=end - 60, end=end, step_s=5)
+        result = await prom.range_query("ray_node_cpu_count", start=end - 60, end=end, step_s=5)
         raw_range = query(prometheus, "ray_node_cpu_count", start=end - 60, end=end, step=5)
         assert [s.points for s in result.series] == [
             [(float(t), float(v)) for t, v in r["values"]] for r in raw_range
@@ -148,5 +148,5 @@ async def test_the_source_reads_what_prometheus_answers_raw(prometheus: str) -> 
 async def test_a_promql_syntax_error_is_the_callers_with_prometheus_own_words(prometheus: str) -> None:
     prom = Prometheus(prometheus, origin="test")
     with pytest.raises(InvalidArgument, match=r"cannot parse .*parse error"):
-        await prom.range("sum(rate(ray_tasks[1m]", start=1, end=60, step_s=5)
+        await prom.range_query("sum(rate(ray_tasks[1m]", start=1, end=60, step_s=5)
     await prom.aclose()

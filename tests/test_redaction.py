@@ -166,7 +166,7 @@ def test_the_registry_is_bounded_in_bytes_refuses_new_owners_and_never_drops_hel
     huge = [f"flood-{i:06d}" for i in range(10_000)]
     assert not registry.hold("job:x:flood", huge)  # does not fit: refused, nothing else dropped
     assert registry.refused == ["job:x:flood"]
-    assert registry.bytes <= registry.max_bytes
+    assert registry.used_bytes <= registry.max_bytes
     assert all(v in registry for v in [*kept, "pinned-credential"]) and "flood-000001" not in registry
     spans = [s for m in registry.view.matchers for s in m.spans(" ".join(kept))]
     assert len(spans) == len(kept)

@@ -114,9 +114,9 @@ def test_a_sealed_job_task_opens_only_for_its_owner_and_under_its_key() -> None:
     key = b"replica-key-of-this-test"
     seal = TaskSeal(key)
     task_id = seal.seal("10.0.0.7/abc", "default", SID)
-    assert seal.open("10.0.0.7/abc", task_id) == ("default", SID)
-    assert TaskSeal(key).open("10.0.0.7/abc", task_id) == ("default", SID)  # another replica, same key
-    assert seal.open("10.0.0.8/abc", task_id) is None  # another caller
-    assert TaskSeal(b"another key").open("10.0.0.7/abc", task_id) is None
-    assert TaskSeal().open("10.0.0.7/abc", task_id) is None  # a process's own key
+    assert seal.unseal("10.0.0.7/abc", task_id) == ("default", SID)
+    assert TaskSeal(key).unseal("10.0.0.7/abc", task_id) == ("default", SID)  # another replica, same key
+    assert seal.unseal("10.0.0.8/abc", task_id) is None  # another caller
+    assert TaskSeal(b"another key").unseal("10.0.0.7/abc", task_id) is None
+    assert TaskSeal().unseal("10.0.0.7/abc", task_id) is None  # a process's own key
     assert seal.seal("10.0.0.7/abc", "default", SID) != task_id  # a fresh nonce each time

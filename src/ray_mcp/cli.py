@@ -70,8 +70,6 @@ def wants_doctor(argv: list[str]) -> bool:
 
 
 def _parser() -> OneLineParser:
-    from ray_mcp.settings import ADDRESS_FORMS, DEFAULT_PORT
-
     parser = OneLineParser(
         prog="ray-mcp",
         usage="ray-mcp [doctor] [options]",
@@ -79,30 +77,8 @@ def _parser() -> OneLineParser:
         "`ray-mcp doctor` (or --check) checks the setup instead: address, dashboard, Ray version, token auth, "
         "profiling, GCS, Serve, logs.",
     )
-    parser.add_argument(
-        "--address",
-        help=f"Ray address: {ADDRESS_FORMS} (env RAY_MCP_ADDRESS or RAY_ADDRESS). Unset: local cluster, else an "
-        "embedded one.",
-    )
-    parser.add_argument("--dashboard-url", help="Dashboard URL, if not on port 8265 of the address host.")
-    parser.add_argument(
-        "--embedded",
-        choices=["auto", "always", "never"],
-        help="When to start an embedded local cluster (default auto).",
-    )
-    parser.add_argument(
-        "--num-cpus", type=int, dest="embedded_num_cpus", help="CPUs of the embedded cluster."
-    )
-    parser.add_argument(
-        "--transport",
-        choices=["stdio", "sse", "streamable-http"],
-        help="Default stdio. Over a network: streamable-http. sse is deprecated (MCP 2026-07-28), kept for old clients.",
-    )
-    parser.add_argument("--host", help="Bind address for HTTP transports (default 127.0.0.1).")
-    parser.add_argument("--port", type=int, help=f"Port for HTTP transports (default {DEFAULT_PORT}).")
-    parser.add_argument(
-        "--request-timeout-s", type=float, help="Timeout of each dashboard request (default 10)."
-    )
+    _cluster_arguments(parser)
+    _transport_arguments(parser)
     parser.add_argument(
         "--prometheus",
         help="URL of the Prometheus that scrapes this cluster, for get_metrics' history (env RAY_MCP_PROMETHEUS "
@@ -132,13 +108,7 @@ def _parser() -> OneLineParser:
         choices=["auto", "dashboard", "py-spy"],
         help="Where stack_traces and cpu_profile read stacks (default auto: the dashboard, else local py-spy).",
     )
-    kube = parser.add_argument_group("kubernetes (k8s:// addresses, ray-mcp[kubernetes])")
-    kube.add_argument("--kubeconfig", help="Kubeconfig file (default KUBECONFIG, ~/.kube/config).")
-    kube.add_argument("--kube-context", help="Kubeconfig context (default: its current context).")
-    kube.add_argument("--namespace", help="Namespace of a k8s:// address that names none.")
-    kube.add_argument(
-        "--kubernetes-tools", action="store_true", default=None, help="List the Kubernetes tools anyway."
-    )
+    _kubernetes_arguments(parser)
     parser.add_argument(
         "--clusters-file", help="TOML file naming several clusters; tools then take `cluster`."
     )
@@ -150,6 +120,52 @@ def _parser() -> OneLineParser:
         help="Check the setup (same as `ray-mcp doctor`): one line per check, exit status 1 if one failed.",
     )
     return parser
+
+
+def _cluster_arguments(parser: OneLineParser) -> None:
+    """Which cluster: its address, its dashboard, the embedded one."""
+    from ray_mcp.settings import ADDRESS_FORMS
+
+    parser.add_argument(
+        "--address",
+        help=f"Ray address: {ADDRESS_FORMS} (env RAY_MCP_ADDRESS or RAY_ADDRESS). Unset: local cluster, else an "
+        "embedded one.",
+    )
+    parser.add_argument("--dashboard-url", help="Dashboard URL, if not on port 8265 of the address host.")
+    parser.add_argument(
+        "--embedded",
+        choices=["auto", "always", "never"],
+        help="When to start an embedded local cluster (default auto).",
+    )
+    parser.add_argument(
+        "--num-cpus", type=int, dest="embedded_num_cpus", help="CPUs of the embedded cluster."
+    )
+
+
+def _transport_arguments(parser: OneLineParser) -> None:
+    """How clients reach ray-mcp, and how long a dashboard request may take."""
+    from ray_mcp.settings import DEFAULT_PORT
+
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "sse", "streamable-http"],
+        help="Default stdio. Over a network: streamable-http. sse is deprecated (MCP 2026-07-28), kept for old clients.",
+    )
+    parser.add_argument("--host", help="Bind address for HTTP transports (default 127.0.0.1).")
+    parser.add_argument("--port", type=int, help=f"Port for HTTP transports (default {DEFAULT_PORT}).")
+    parser.add_argument(
+        "--request-timeout-s", type=float, help="Timeout of each dashboard request (default 10)."
+    )
+
+
+def _kubernetes_arguments(parser: OneLineParser) -> None:
+    kube = parser.add_argument_group("kubernetes (k8s:// addresses, ray-mcp[kubernetes])")
+    kube.add_argument("--kubeconfig", help="Kubeconfig file (default KUBECONFIG, ~/.kube/config).")
+    kube.add_argument("--kube-context", help="Kubeconfig context (default: its current context).")
+    kube.add_argument("--namespace", help="Namespace of a k8s:// address that names none.")
+    kube.add_argument(
+        "--kubernetes-tools", action="store_true", default=None, help="List the Kubernetes tools anyway."
+    )
 
 
 def _safety_arguments(parser: OneLineParser) -> None:

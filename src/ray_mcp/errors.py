@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from ray_mcp.limits import DASHBOARD_BODY_CHARS, MAX_ARGUMENT_ERRORS, QUOTED_CHARS, RAY_ERROR_CHARS
-from ray_mcp.text import quoted, truncate_text
+from ray_mcp.text import one_line, quoted, truncate_text
 
 
 class RayMCPError(ToolError):
@@ -148,8 +148,7 @@ def _short_body(response: httpx.Response) -> str:
         text = response.text
     except Exception:  # pragma: no cover - undecodable body
         return ""
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= DASHBOARD_BODY_CHARS else text[:DASHBOARD_BODY_CHARS] + "…"
+    return one_line(text, DASHBOARD_BODY_CHARS)
 
 
 # -- the GCS (gRPC, through Ray's own channel) --------------------------------------------------------------------
@@ -186,8 +185,7 @@ _JOB_SDK_STATUS = re.compile(r"status code (\d{3}): (.*)", re.S)
 
 
 def _clean(text: str) -> str:
-    text = re.sub(r"\s+", " ", text).strip().rstrip(".")
-    return text if len(text) <= RAY_ERROR_CHARS else text[:RAY_ERROR_CHARS] + "…"
+    return one_line(" ".join(text.split()).rstrip("."), RAY_ERROR_CHARS)
 
 
 @contextmanager

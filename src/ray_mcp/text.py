@@ -19,16 +19,48 @@ def clean_text(text: str | None) -> str:
     return ANSI.sub("", text or "").strip()
 
 
+# -- cutting: one cutter per job ------------------------------------------------------------------------------
+# Characters: truncate_text (the head, "…" at the end), one_line (the same on one line of single spaces),
+# cut_counted (the head and a note of how much was cut), tail_text (the end, "…" at the start). Bytes:
+# utf8_prefix (at most so many bytes, never inside a character), fit_bytes (a str within so many bytes, "…").
+
+
+def utf8_prefix(raw: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes of UTF-8 ``raw`` or fewer, never ending inside a character: the cut backs off
+    over continuation bytes (0b10xxxxxx) to the start of the character it would split."""
+    if len(raw) <= limit:
+        return raw
+    end = max(0, limit)
+    # A character is at most 4 bytes: in bytes that are not UTF-8, back off no further than that.
+    while end > max(0, limit - 3) and raw[end] & 0xC0 == 0x80:
+        end -= 1
+    return raw[:end]
+
+
 def fit_bytes(line: str, limit: int) -> str:
     """``line`` within ``limit`` bytes of UTF-8, marked with "…" when cut (nothing if not even that fits)."""
     raw = line.encode()
     if len(raw) <= limit:
         return line
-    return raw[: limit - 3].decode(errors="ignore") + "…" if limit >= 3 else ""
+    return utf8_prefix(raw, limit - 3).decode() + "…" if limit >= 3 else ""
 
 
 def truncate_text(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, its last one "…" when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str | None, chars: int) -> str:
+    """``text`` on one line (each run of whitespace one space), cut to ``chars`` characters with "…"."""
+    return truncate_text(" ".join((text or "").split()), chars)
+
+
+def cut_counted(text: str, chars: int) -> str:
+    """``text``'s first ``chars`` characters and a note of how many more were cut, for a value whose size
+    matters to the reader (an audit record, a structured field, a single log line)."""
+    if len(text) <= chars:
+        return text
+    return f"{text[:chars]}… [cut: {len(text) - chars} more characters]"
 
 
 def tail_text(text: str | None, max_chars: int) -> str | None:
@@ -42,10 +74,8 @@ def tail_text(text: str | None, max_chars: int) -> str | None:
 
 
 def head_text(text: str | None, max_chars: int) -> str | None:
-    text = re.sub(r"\s+", " ", clean_text(text))
-    if not text:
-        return None
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+    """The start of a text without colour codes, on one line, cut with "…"; None when nothing is left."""
+    return one_line(clean_text(text), max_chars) or None
 
 
 def exception_summary(text: str | None) -> tuple[str | None, str | None]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import window
 from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.metric_questions import BY_NAME, QUESTIONS, Query, Question
 from ray_mcp.errors import (
@@ -249,7 +250,7 @@ class Metrics:
         self, prom: Prometheus, expr: str, win: promql.Window
     ) -> tuple[list[Series], int]:
         """A panel's series (the SERIES_READ largest at each step, past that many) and how many matched."""
-        result = await prom.range(
+        result = await prom.range_query(
             f"topk({SERIES_READ}, {expr})", start=win.start, end=win.end, step_s=win.step_s
         )
         total = len(result.series)
@@ -280,7 +281,7 @@ class Metrics:
     # -- history: raw PromQL -------------------------------------------------------------------------------
 
     async def _raw(self, prom: Prometheus, query: str, win: promql.Window, limit: int) -> Reply:
-        result = await prom.range(query, start=win.start, end=win.end, step_s=win.step_s)
+        result = await prom.range_query(query, start=win.start, end=win.end, step_s=win.step_s)
         if not result.series:
             await self._explain_empty_raw(prom, query, win)
         raw = Query(title="Query", unit="count", promql=query, by=())
@@ -545,12 +546,4 @@ def hints_for(question: Question | None, *, instant: bool, cut: bool = False) ->
 def _what(win: promql.Window) -> str:
     """The window in the verdict: the span, and its end when it is not now."""
     ended = abs(time.time() - win.end) > max(60.0, win.step_s)
-    return f"{_span(win)} to {shape.iso(win.end)}" if ended else f"last {_span(win)}"
-
-
-def _span(win: promql.Window) -> str:
-    span = win.span_s
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if span >= size and span % size == 0:
-            return f"{span // size:g}{unit}"
-    return f"{span:g}s" if span < 3_600 else f"{span / 3_600:.1f}h"
+    return f"{window(win.span_s)} to {shape.iso(win.end)}" if ended else f"last {window(win.span_s)}"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from ray_mcp.diagnosis.graph import GraphInputs, one_line
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.diagnosis.recognise import memory_summary
 from ray_mcp.limits import EVENT_CHARS, OOM_DETAIL_CHARS
-from ray_mcp.text import single_line
+from ray_mcp.text import one_line, single_line
 
 EVENT_KINDS = (
     ("oom", re.compile(r"running low on memory|killed due to memory pressure", re.I)),

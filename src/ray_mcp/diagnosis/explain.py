@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ray_mcp.amounts import duration
 from ray_mcp.diagnosis import hang
 from ray_mcp.diagnosis.facts import CONTEXT, INFO, Chain, Kind
-from ray_mcp.diagnosis.graph import Graph, GraphInputs, ago, ms_clock, names, num, span
+from ray_mcp.diagnosis.graph import Graph, GraphInputs, ago, ms_clock, names, num
 from ray_mcp.diagnosis.registry import On, rules
 from ray_mcp.diagnosis.rules.driver import driver_chain
 from ray_mcp.diagnosis.rules.progress import EXPLAINS_A_STALL
@@ -60,7 +61,7 @@ def job_status(ev: GraphInputs) -> Phrase:
     start, end = num(job.get("start_time")), num(job.get("end_time"))
     return Phrase(
         status,
-        span((end - start) / 1000) if start and end else "",
+        duration((end - start) / 1000) if start and end else "",
         ms_clock(end),
         job.get("driver_exit_code"),
         ago(start, ev.now_ms) if start else "",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from ray_mcp.diagnosis.graph import one_line
 from ray_mcp.limits import QUOTE_CHARS
+from ray_mcp.text import one_line
 
 # Severity, the one scale of every rule: higher ranks first. ROOT: the cause of a failure; STUCK: work that
 # cannot go on; LOOP: a crash loop; PROBLEM and above: cluster_health counts it as a problem; CONTEXT: ranked

@@ -23,12 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ray_mcp.amounts import duration, resource_amount
 from ray_mcp.limits import (
     JOB_LABEL_ENTRYPOINT_CHARS,
     NAMES_SHOWN,
     NODE_LABEL_ID_CHARS,
 )
-from ray_mcp.text import quoted, short_id
+from ray_mcp.text import one_line, quoted, short_id
 
 Row = dict[str, Any]
 
@@ -141,25 +142,14 @@ def failure_restarts(row: Row) -> int:
     )
 
 
-BYTE_RESOURCES = ("memory", "object_store_memory")
-
-
-def amount(name: str, value: float) -> str:
-    """A resource amount as an operator reads it: memory in GiB ("4 GiB"), others as Ray counts them ("0.5")."""
-    if name in BYTE_RESOURCES:
-        return f"{num(value) / 1024**3:.3g} GiB"
-    return f"{num(value):g}"
+def amount(name: str, value: Any) -> str:
+    """A resource amount from a record (a number, or text Ray wrote as one): amounts.resource_amount."""
+    return resource_amount(name, num(value))
 
 
 def amounts(shape: Mapping[str, Any]) -> str:
     """ "CPU 1, memory 4 GiB": a resource shape."""
     return ", ".join(f"{k} {amount(k, v)}" for k, v in shape.items())
-
-
-def one_line(text: str | None, chars: int) -> str:
-    """``text`` on one line (each run of whitespace one space), cut to ``chars`` characters with "…"."""
-    text = " ".join((text or "").split())
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def ms_clock(ms: float | None) -> str:
@@ -174,16 +164,7 @@ def ms_clock(ms: float | None) -> str:
 def ago(ms: float | None, now_ms: float) -> str:
     if not ms or not now_ms:
         return "?"
-    return span((now_ms - num(ms)) / 1000)
-
-
-def span(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return duration((now_ms - num(ms)) / 1000)
 
 
 class Graph:

@@ -16,7 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ray_mcp.diagnosis.graph import GraphInputs, num, span
+from ray_mcp.amounts import duration
+from ray_mcp.diagnosis.graph import GraphInputs, num
 from ray_mcp.diagnosis.recognise import monitor_threshold
 from ray_mcp.diagnosis.trends import held
 from ray_mcp.errors import RayMCPError
@@ -48,7 +49,7 @@ async def job_trends(api: RayAPI, ev: GraphInputs) -> None:
     started = num(job.get("start_time")) / 1000 or now
     start = max(started, now - TREND_WINDOW_S)
     if now - start < TREND_MIN_SPAN_S:
-        ev.trends = {"missing": f"the job has run for {span(now - start)}, too short for a trend"}
+        ev.trends = {"missing": f"the job has run for {duration(now - start)}, too short for a trend"}
         return
     gpus = held(ev, "GPU")[0] > 0  # then the GPUs it holds are judged too (are they busy?)
     questions = (*JOB_QUESTIONS, "node_gpu") if gpus else JOB_QUESTIONS

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ray_mcp.diagnosis.graph import OWNER_REF, one_line
+from ray_mcp.diagnosis.graph import OWNER_REF
 from ray_mcp.limits import (
     CAUSE_CHARS,
     FATAL_LINE_CHARS,
@@ -22,6 +22,7 @@ from ray_mcp.limits import (
     SHORT_CAUSE_CHARS,
 )
 from ray_mcp.sources.kube_reasons import IMAGE_PULL_REASONS
+from ray_mcp.text import one_line
 
 # -- where an exception was raised, and what it was -----------------------------------------------------------
 

@@ -14,7 +14,7 @@ from ray_mcp.diagnosis.events import event_lines
 from ray_mcp.diagnosis.evidence import CHECKS
 from ray_mcp.diagnosis.explain import explain_cluster, explain_job, verdict_line
 from ray_mcp.diagnosis.facts import CONTEXT, PROBLEM, Chain, Kind
-from ray_mcp.diagnosis.graph import Graph, GraphInputs, one_line
+from ray_mcp.diagnosis.graph import Graph, GraphInputs
 from ray_mcp.diagnosis.render import fit_lines, merge_alike, render_shown
 from ray_mcp.diagnosis.rules.driver import DRIVER_RAISED
 from ray_mcp.diagnosis.rules.symptoms import progress
@@ -36,7 +36,7 @@ from ray_mcp.limits import (
 )
 from ray_mcp.shaping.common import json_bytes, sent_bytes
 from ray_mcp.shaping.jobs import job_info
-from ray_mcp.text import fit_bytes, truncate_text
+from ray_mcp.text import fit_bytes, one_line, truncate_text
 
 
 def code_span(command: str | None) -> str:

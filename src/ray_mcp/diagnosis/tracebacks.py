@@ -13,7 +13,7 @@ from ray_mcp.limits import (
     TRACEBACK_HEAD_LINES,
     TRACEBACK_LINES,
 )
-from ray_mcp.text import ANSI, CARETS
+from ray_mcp.text import ANSI, CARETS, one_line, truncate_text
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -218,8 +218,7 @@ def user_lines(lines: Iterable[str]) -> list[str]:
 def cut_text(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters with "…": a text of several lines keeps its lines (a message's
     lines are read one by one after), a single line is put on single spaces."""
-    text = " ".join(text.split()) if "\n" not in text else text.strip()
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+    return one_line(text, chars) if "\n" not in text else truncate_text(text.strip(), chars)
 
 
 def first_line(text: str | None, limit: int = EVIDENCE_LINE_CHARS) -> str:

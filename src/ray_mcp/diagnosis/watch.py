@@ -12,13 +12,13 @@ from ray_mcp.diagnosis import evidence
 from ray_mcp.diagnosis.evidence import CHECKS
 from ray_mcp.diagnosis.explain import explain_cluster
 from ray_mcp.diagnosis.facts import PROBLEM, STUCK, Chain, Kind
-from ray_mcp.diagnosis.graph import GraphInputs, one_line
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.diagnosis.report import health_answer, to_finding
 from ray_mcp.errors import RayMCPError
 from ray_mcp.limits import ALERTS_READ, DIAGNOSIS_BYTES, FINDING_TITLE_CHARS
 from ray_mcp.shaping.health_watch import Problem, Round, keyed
 from ray_mcp.sources.prometheus import Alert
-from ray_mcp.text import quoted
+from ray_mcp.text import one_line, quoted
 
 if TYPE_CHECKING:
     from ray_mcp.answers import RayAPI

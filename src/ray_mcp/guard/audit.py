@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import redact_tree
 from ray_mcp.limits import AUDIT_ARGUMENT_CHARS, AUDIT_ERROR_CHARS
+from ray_mcp.text import cut_counted
 
 if TYPE_CHECKING:  # the SDK is not imported to check --audit-log before the server loads
     from mcp.server.context import HandlerResult, ServerRequestContext
@@ -208,9 +209,7 @@ def whole_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str
     def keep(value: Any, path: str) -> Any:
         if isinstance(value, str) and len(value) > AUDIT_ARGUMENT_CHARS:
             cut.append(path)
-            return (
-                f"{value[:AUDIT_ARGUMENT_CHARS]}… [cut: {len(value) - AUDIT_ARGUMENT_CHARS} more characters]"
-            )
+            return cut_counted(value, AUDIT_ARGUMENT_CHARS)
         if isinstance(value, dict):
             return {str(k): keep(v, f"{path}.{k}") for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -271,9 +270,7 @@ def finish_record(
         message = " ".join(_texts(result))
         if len(message) > AUDIT_ERROR_CHARS:
             out["cut"] = [*out.get("cut", []), "error"]
-            message = (
-                f"{message[:AUDIT_ERROR_CHARS]}… [cut: {len(message) - AUDIT_ERROR_CHARS} more characters]"
-            )
+            message = cut_counted(message, AUDIT_ERROR_CHARS)
         out["error"] = message
     return out
 

@@ -14,6 +14,7 @@ from ray_mcp.limits import (
     STRUCTURED_MIN_BYTES,
     STRUCTURED_TEXT_FACTOR,
 )
+from ray_mcp.text import cut_counted, truncate_text
 
 # How the cutting tightens until the content fits its bound (limits.STRUCTURED_*): (chars per string, keys per
 # string map) at each step. Lists are already bounded by each tool's `limit` (and counted in its `shown`):
@@ -31,7 +32,7 @@ def _cut(obj: Any, chars: int, keys: int, items: int, cuts: list[str], path: str
     if isinstance(obj, str):
         if len(obj) > chars:
             cuts.append(path or "(top)")
-            return f"{obj[:chars]}… [cut: {len(obj) - chars} more characters]"
+            return cut_counted(obj, chars)
         return obj
     if isinstance(obj, Mapping):
         entries = list(obj.items())
@@ -82,7 +83,7 @@ def bound_structured(structured: dict[str, Any], text_bytes: int) -> tuple[dict[
         return structured, None
     fields = ", ".join(dict.fromkeys(cuts))
     note = (
-        f"Structured content cut from {size} to about {limit} bytes (fields: {fields[:STRUCTURED_CUT_FIELDS_CHARS]}); the text above "
+        f"Structured content cut from {size} to about {limit} bytes (fields: {truncate_text(fields, STRUCTURED_CUT_FIELDS_CHARS)}); the text above "
         "is the full answer within its bounds."
     )
     for key in ("hints", "notes"):

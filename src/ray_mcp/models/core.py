@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from ray_mcp.amounts import byte_size
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
 from ray_mcp.models.data import JobDatasets
 
@@ -243,8 +244,8 @@ class LogSection(BaseModel):
     scan_complete: bool | None = Field(default=None, description="False if grep stopped at max_scan_mb.")
     long_lines: int | None = Field(
         default=None,
-        description=f"For grep: lines over {GREP_LONG_LINE_BYTES / 2**20:g} MiB without a newline, matched in "
-        f"{GREP_LONG_LINE_BYTES / 2**20:g} MiB pieces and shown cut.",
+        description=f"For grep: lines over {byte_size(GREP_LONG_LINE_BYTES)} without a newline, matched in "
+        f"{byte_size(GREP_LONG_LINE_BYTES)} pieces and shown cut.",
     )
     followed_s: float | None = None
     new_lines: int | None = Field(default=None, description="Lines that arrived while following.")

@@ -53,6 +53,7 @@ from ray_mcp.reference.source import (
     source_tree,
     submodules,
 )
+from ray_mcp.text import cut_counted, truncate_text
 
 MAX_HOPS = 40  # re-exports followed for one name (cycles end here)
 
@@ -133,7 +134,7 @@ def describe_symbol(qualified_name: str) -> str:
 
 
 def _check_name(given: str, name: str) -> list[str]:
-    shown = given if len(given) <= 80 else given[:80] + "…"
+    shown = truncate_text(given, 80)
     if len(name) > API_NAME_CHARS:
         raise LookupError(f"{shown!r} is too long for a Ray name (at most {API_NAME_CHARS} characters).")
     parts = name.split(".")
@@ -328,7 +329,7 @@ def _signature(node: ast.AST, name: str) -> str | None:
     if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
         annotation = f": {ast.unparse(node.annotation)}" if isinstance(node, ast.AnnAssign) else ""
         value = ast.unparse(node.value)
-        return f"{name}{annotation} = {value if len(value) <= 300 else value[:300] + ' …'}"
+        return f"{name}{annotation} = {truncate_text(value, 300)}"
     return None
 
 
@@ -368,7 +369,7 @@ def _render(name: str, found: Found) -> str:
         doc = ast.get_docstring(doc_node)
     doc = inspect.cleandoc(doc) if doc else "(no docstring)"
     if len(doc) > API_DOC_CHARS:
-        doc = doc[:API_DOC_CHARS] + f"\n\n[docstring cut at {API_DOC_CHARS} characters]"
+        doc = cut_counted(doc, API_DOC_CHARS)
     lines += [doc, ""]
     members: list[str] = []
     if node is None and tree is not None:

@@ -146,7 +146,7 @@ class TaskSeal:
         body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
         return f"{JOB_TASK_PREFIX}{body}.{self._digest(owner, body)}"
 
-    def open(self, owner: str, task_id: str) -> tuple[str, str] | None:
+    def unseal(self, owner: str, task_id: str) -> tuple[str, str] | None:
         """(cluster, submission id) of a job task id this owner was given, else None."""
         body, _, digest = task_id.removeprefix(JOB_TASK_PREFIX).rpartition(".")
         if not body or not hmac.compare_digest(digest, self._digest(owner, body)):
@@ -260,7 +260,7 @@ class ToolTasks(Extension):
 
     def _job_of(self, owner: str, task_id: str) -> tuple[str, str]:
         """The (cluster, submission id) of a job wait this caller made; else as if there were no such task."""
-        opened = self.seal.open(owner, task_id)
+        opened = self.seal.unseal(owner, task_id)
         if opened is None or opened[0] not in self.app.connections or not opened[1]:
             raise _unknown(task_id)
         return opened

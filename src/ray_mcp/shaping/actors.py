@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import resource_shape
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import (
     ACTOR_FIELD_CHARS,
@@ -16,7 +17,6 @@ from ray_mcp.limits import (
     LIST_FIELD_CHARS,
 )
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
-from ray_mcp.shaping.nodes import format_shape
 from ray_mcp.text import exception_summary, head_text, quoted, quoted_block, tail_text, user_traceback
 
 
@@ -166,7 +166,7 @@ def render_actor(actor: models.Actor) -> str:
     if actor.fallback_strategy:
         lines.append(f"fallback_strategy: {quoted(actor.fallback_strategy, FIELD_CHARS)}")
     if actor.required_resources:
-        lines.append(f"required_resources: {format_shape(actor.required_resources)}")
+        lines.append(f"required_resources: {resource_shape(actor.required_resources)}")
     if actor.runtime_env:
         lines.append(f"runtime_env: {head_text(actor.runtime_env, FIELD_CHARS)}")
     if actor.death_cause:

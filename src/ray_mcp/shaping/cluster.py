@@ -7,14 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import resource_shape, resource_use
 from ray_mcp.limits import FAILED_NODES_SHOWN, PRESSURE_NODES_NAMED
 from ray_mcp.shaping.events import AUTOSCALER_FAILED, AUTOSCALER_INFEASIBLE
 from ray_mcp.shaping.nodes import (
     MEMORY_USAGE_THRESHOLD,
     demand_is_feasible,
     format_host_usage,
-    format_shape,
-    format_use,
     host_usage,
     node_identity,
     node_resources,
@@ -216,13 +215,13 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
             else "."
         ),
         "Resources used/total: "
-        + (", ".join(format_use(k, v) for k, v in status.resources.items()) or "none"),
+        + (", ".join(resource_use(k, v.used, v.total) for k, v in status.resources.items()) or "none"),
         f"Nodes ({status.nodes_shown} of {status.nodes_alive + status.nodes_dead}):",
     ]
     for node in status.nodes:
         role = "head" if node.is_head else "worker"
         if node.state == "ALIVE":
-            use = ", ".join(format_use(k, v) for k, v in node.resources.items())
+            use = ", ".join(resource_use(k, v.used, v.total) for k, v in node.resources.items())
             host = f"; {format_host_usage(node.usage)}" if node.usage else ""
             lines.append(f"  {node.node_id} {node.ip} {role} ALIVE {use}{host}")
         else:
@@ -230,7 +229,7 @@ def render_cluster_status(status: models.ClusterStatus) -> str:
     if status.pending_demands:
         lines.append("Pending demands:")
         for demand in status.pending_demands:
-            shape = " + ".join(format_shape(b) for b in demand.bundles)
+            shape = " + ".join(resource_shape(b) for b in demand.bundles)
             strategy = f" {demand.strategy}" if demand.strategy else ""
             verdict = "INFEASIBLE (fits no node)" if demand.infeasible else "waiting for free resources"
             lines.append(f"  {demand.kind}{strategy} {shape} x{demand.count}: {verdict}")

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size, percent
 from ray_mcp.limits import COMPARE_FUNCTIONS, FIELD_CHARS
 from ray_mcp.text import quoted, truncate_text
 
@@ -101,48 +102,68 @@ def env_changes(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> lis
 def differences(
     a: models.RunSide, b: models.RunSide, functions: Sequence[models.FunctionRow], details_b: Row
 ) -> list[models.Difference]:
-    out: list[models.Difference] = []
+    """What differs between two runs, the weightiest first: the outcome, each function, then the settings."""
+    longer = (b.duration_s or 0) - (a.duration_s or 0)
+    out = _outcome_differences(a, b, details_b)
+    for row in functions:
+        out += _function_differences(row, longer)
+    out += _setting_differences(a, b)
+    return sorted(out, key=lambda d: -d.weight)
+
+
+def _outcome_differences(a: models.RunSide, b: models.RunSide, details_b: Row) -> list[models.Difference]:
     ended_well = ("SUCCEEDED", "RUNNING", "STOPPED")
     if b.status == "FAILED" and a.status in ended_well:
         why = details_b.get("error_type") or truncate_text(
             str(details_b.get("message") or ""), FIELD_CHARS // 2
         )
-        out.append(models.Difference(kind="outcome", said=f"b FAILED ({why}) where a {a.status}", weight=100))
-    elif a.status != b.status:
-        out.append(models.Difference(kind="outcome", said=f"a {a.status}, b {b.status}", weight=40))
-    longer = (b.duration_s or 0) - (a.duration_s or 0)
-    for row in functions:
-        fa, fb = row.a, row.b
-        name = quoted(row.name)
-        if fb is not None and fb.failed > (fa.failed if fa else 0):
-            was = fa.failed if fa else 0
-            out.append(
-                models.Difference(
-                    kind="function_failures",
-                    said=f"{name} failed {fb.failed} time(s) in b, {was} in a",
-                    weight=70 + min(20, fb.failed - was),
-                )
+        return [models.Difference(kind="outcome", said=f"b FAILED ({why}) where a {a.status}", weight=100)]
+    if a.status != b.status:
+        return [models.Difference(kind="outcome", said=f"a {a.status}, b {b.status}", weight=40)]
+    return []
+
+
+def _function_differences(row: models.FunctionRow, longer: float) -> list[models.Difference]:
+    """One function's changes: more failures, slower tasks (weighed by their share of the longer run), far
+    more or fewer tasks."""
+    out: list[models.Difference] = []
+    fa, fb = row.a, row.b
+    name = quoted(row.name)
+    if fb is not None and fb.failed > (fa.failed if fa else 0):
+        was = fa.failed if fa else 0
+        out.append(
+            models.Difference(
+                kind="function_failures",
+                said=f"{name} failed {fb.failed} time(s) in b, {was} in a",
+                weight=70 + min(20, fb.failed - was),
             )
-        if fa and fb and fa.mean_s and fb.mean_s and fb.mean_s >= SLOWER * fa.mean_s:
-            added = fb.total_s - fa.total_s
-            share = min(1.0, added / longer) if longer > 0 else 0.0
-            out.append(
-                models.Difference(
-                    kind="function_slower",
-                    said=(
-                        f"{name} got slower: {fa.mean_s:.3g} s -> {fb.mean_s:.3g} s a task on average "
-                        f"(x{fb.mean_s / fa.mean_s:.1f}, {fa.count} -> {fb.count} tasks; +{added:.3g} s of task time)"
-                    ),
-                    weight=50 + 40 * share,
-                )
+        )
+    if fa and fb and fa.mean_s and fb.mean_s and fb.mean_s >= SLOWER * fa.mean_s:
+        added = fb.total_s - fa.total_s
+        share = min(1.0, added / longer) if longer > 0 else 0.0
+        out.append(
+            models.Difference(
+                kind="function_slower",
+                said=(
+                    f"{name} got slower: {fa.mean_s:.3g} s -> {fb.mean_s:.3g} s a task on average "
+                    f"(x{fb.mean_s / fa.mean_s:.1f}, {fa.count} -> {fb.count} tasks; +{added:.3g} s of task time)"
+                ),
+                weight=50 + 40 * share,
             )
-        ca, cb = (fa.count if fa else 0), (fb.count if fb else 0)
-        if max(ca, cb) >= 2 and (cb >= MORE_CALLS * max(ca, 1) or ca >= MORE_CALLS * max(cb, 1)):
-            out.append(
-                models.Difference(
-                    kind="function_count", said=f"{name} ran {ca} task(s) in a, {cb} in b", weight=20
-                )
+        )
+    ca, cb = (fa.count if fa else 0), (fb.count if fb else 0)
+    if max(ca, cb) >= 2 and (cb >= MORE_CALLS * max(ca, 1) or ca >= MORE_CALLS * max(cb, 1)):
+        out.append(
+            models.Difference(
+                kind="function_count", said=f"{name} ran {ca} task(s) in a, {cb} in b", weight=20
             )
+        )
+    return out
+
+
+def _setting_differences(a: models.RunSide, b: models.RunSide) -> list[models.Difference]:
+    """What the runs were given differently: the entrypoint, runtime_env, resources, Ray, the nodes."""
+    out: list[models.Difference] = []
     if a.entrypoint != b.entrypoint:
         out.append(
             models.Difference(
@@ -178,7 +199,7 @@ def differences(
                 weight=10,
             )
         )
-    return sorted(out, key=lambda d: -d.weight)
+    return out
 
 
 def function_rows(
@@ -219,8 +240,8 @@ def text(answer: models.JobComparison) -> str:
         if s.use is not None:
             u = s.use
             lines.append(
-                f"   workers over its first {u.window_s:.0f} s: CPU {_pct(u.cpu_mean_pct)} on average "
-                f"(peak {_pct(u.cpu_peak_pct)}), memory peak {_mib(u.memory_peak_bytes)} {u.cpu_spark or ''}".rstrip()
+                f"   workers over its first {u.window_s:.0f} s: CPU {percent(u.cpu_mean_pct)} on average "
+                f"(peak {percent(u.cpu_peak_pct)}), memory peak {byte_size(u.memory_peak_bytes)} {u.cpu_spark or ''}".rstrip()
             )
     if answer.differences:
         lines += ["", "Differences, heaviest first:"]
@@ -241,14 +262,6 @@ def _stats(s: models.FunctionStats | None) -> str:
         return "-"
     mean = f"{s.mean_s:.3g} s" if s.mean_s is not None else "?"
     return f"{s.count}, {s.failed} failed, {mean}"
-
-
-def _pct(v: float | None) -> str:
-    return f"{v:.3g}%" if v is not None else "?"
-
-
-def _mib(v: float | None) -> str:
-    return f"{v / 1_048_576:.3g} MiB" if v is not None else "?"
 
 
 def capped(rows: list[models.FunctionRow]) -> list[models.FunctionRow]:

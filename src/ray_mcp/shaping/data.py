@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size
 from ray_mcp.limits import DATA_OPERATORS_SHOWN, DATASETS_SHOWN, FIELD_CHARS
 from ray_mcp.text import quoted, truncate_text
 
@@ -144,7 +145,7 @@ def operator_line(op: models.DataOperator) -> str:
     if op.rows_out is not None:
         parts.append(f"{op.rows_out:g} row(s) out")
     if op.spilled_bytes:
-        parts.append(f"{op.spilled_bytes / 1024**2:.1f} MiB spilled")
+        parts.append(f"{byte_size(op.spilled_bytes)} spilled")
     text = f"{quoted(op.name, FIELD_CHARS)}: {', '.join(parts)}"
     return text + (f"; {quoted(op.progress, FIELD_CHARS)}" if op.progress else "")
 

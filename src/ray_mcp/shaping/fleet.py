@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
+from ray_mcp.amounts import age
 from ray_mcp.models.kuberay import Fleet, FleetRow
 from ray_mcp.sources.kube_names import violation
 from ray_mcp.text import quoted
 
 STUCK = "upgrade stuck"  # kuberay_status's verdict for a RayService upgrade that does not finish
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "age ?"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{max(seconds, 0):.0f}s"
 
 
 def _gpus(value: float) -> str:
@@ -89,7 +81,7 @@ def render_fleet(fleet: Fleet) -> str:
             r.state,
             f"workers ready/desired: {groups}" if groups else "",
             gpus,
-            _age(r.age_s) if r.kind != "record" else "",
+            age(r.age_s) if r.kind != "record" else "",
             f"Ray: {r.ray_verdict}" if r.ray_verdict else "",
         ]
         lines.append(f"{r.verdict.upper()}: {r.kind} {where}: " + "; ".join(p for p in parts if p))

@@ -26,6 +26,7 @@ from anyio.lowlevel import RunVar
 
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, GREP_THREADS, MAX_GREP_CHARS
+from ray_mcp.text import utf8_prefix
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("ray_mcp_grep_limiter")  # one per event loop
 
@@ -275,7 +276,7 @@ class GrepScanner:
     def _text(self, raw: bytes | bytearray, size: int) -> str:
         if size <= self.line_cap and len(raw) == size:
             return decode(raw)
-        shown = decode(bytes(raw[: self.line_cap])).rstrip("\ufffd")
+        shown = decode(utf8_prefix(bytes(raw), self.line_cap))
         return f"{shown}…[line of {size} bytes, cut at {self.line_cap}]"
 
     def _emit(self, number: int, line: str, is_match: bool) -> None:

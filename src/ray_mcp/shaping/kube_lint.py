@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ray_mcp.amounts import byte_size
 from ray_mcp.models.kuberay import LintFinding, LintReport
 from ray_mcp.sources.kube_names import violation
 from ray_mcp.text import quoted
@@ -197,7 +198,7 @@ def _object_store(obj: dict[str, Any], ctx: LintContext) -> Iterator[LintFinding
                 rule="object_store_shm",
                 severity="error",
                 field=f"{g.where}.rayStartParams.object-store-memory",
-                why=f"The object store ({store / 2**30:.1f} GiB) is larger than /dev/shm ({shm / 2**30:.1f} GiB, "
+                why=f"The object store ({byte_size(store)}) is larger than /dev/shm ({byte_size(shm)}, "
                 f"{sized_by}): Ray falls back to disk for it, far slower, or the pod is OOM-killed as it fills.",
                 fix="Lower object-store-memory below /dev/shm (Ray's default is 30% of the container's memory), or "
                 "raise the container's memory (and any /dev/shm sizeLimit) above it.",
@@ -418,8 +419,8 @@ def _working_dir(obj: dict[str, Any], ctx: LintContext) -> Iterator[LintFinding]
         rule="working_dir_size",
         severity="error" if over else "warning",
         field="runtime_env.working_dir",
-        why=f"The working_dir holds {size / 2**20:.0f} MiB; Ray uploads it zipped through the GCS, whose limit is "
-        f"{limit / 2**20:.0f} MiB: "
+        why=f"The working_dir holds {byte_size(size)}; Ray uploads it zipped through the GCS, whose limit is "
+        f"{byte_size(limit)}: "
         + ("the upload is refused." if over else "near the limit (Ray warns at half)."),
         fix="Leave data and build outputs out (runtime_env.excludes, a .rayignore file), or put them in remote "
         "storage and pass a URI.",

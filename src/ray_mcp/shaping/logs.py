@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size
 from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import GREP_LONG_LINE_BYTES, LOG_WHOLE_SHARE
 from ray_mcp.shaping import grep as log_grep
 from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
-from ray_mcp.shaping.nodes import GIB
-from ray_mcp.text import ANSI
+from ray_mcp.text import ANSI, cut_counted, utf8_prefix
 
 
 def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], int, int]:
@@ -30,7 +30,7 @@ def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], i
             continue
         if not kept:  # the newest line alone is over budget: show its start
             room = max(0, max_bytes - 40)
-            head = text.encode()[:room].decode("utf-8", errors="ignore")
+            head = utf8_prefix(text.encode(), room).decode()
             cut = size - 1 - len(head.encode())
             kept.append(f"{head}…[{cut} bytes cut]")
             left_out += cut
@@ -128,16 +128,6 @@ def grep_section(
     )
 
 
-def format_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024**2:
-        return f"{n / 1024:.1f} KiB"
-    if n < GIB:
-        return f"{n / 1024**2:.1f} MiB"
-    return f"{n / GIB:.2f} GiB"
-
-
 def render_log_section(section: models.LogSection) -> str:
     where = f"{section.filename or '?'} on node {section.node_id or '?'}"
     head = f"== {section.source}: {where}"
@@ -145,11 +135,11 @@ def render_log_section(section: models.LogSection) -> str:
         scope = "whole file" if section.scan_complete else "stopped at max_scan_mb, the rest was not searched"
         head += (
             f"\ngrep /{section.grep}/: {section.matches} matching line(s) in {section.scanned_lines} lines "
-            f"({format_bytes(section.scanned_bytes or 0)} scanned, {scope})"
+            f"({byte_size(section.scanned_bytes or 0)} scanned, {scope})"
             + (f"; showing the last {section.lines_shown} output lines" if section.lines_shown else "")
         )
         if section.long_lines:
-            piece = format_bytes(GREP_LONG_LINE_BYTES)
+            piece = byte_size(GREP_LONG_LINE_BYTES)
             head += (
                 f"\n{section.long_lines} line(s) longer than {piece} without a newline: each was matched in "
                 f"{piece} pieces (a match across two pieces can be missed) and is shown cut"
@@ -167,7 +157,7 @@ def render_log_section(section: models.LogSection) -> str:
     elif section.lines_left_out:
         left.append(f"{section.lines_left_out} line(s) not shown")
     if section.bytes_left_out:
-        left.append(f"{format_bytes(section.bytes_left_out)} not shown")
+        left.append(f"{byte_size(section.bytes_left_out)} not shown")
     if section.truncated_lines:
         left.append(f"{section.truncated_lines} over-long line(s) cut")
     if section.followed_s is not None:
@@ -239,7 +229,7 @@ def within_sent(tail: models.LogTail, max_bytes: int) -> models.LogTail:
         else:  # one line that alone does not fit: keep what does, once
             line = section.lines[0]
             keep = max(0, (len(line) * (cost[id(section)] - excess)) // max(1, cost[id(section)]))
-            section.lines[0] = line[:keep] + f"… [cut: {len(line) - keep} more characters]"
+            section.lines[0] = cut_counted(line, keep)
             section.truncated_lines += 1
             cut += 1
             if over() > 0:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size
 from ray_mcp.limits import MEMORY_LEAKS_SHOWN, MEMORY_STACK_FRAMES
-from ray_mcp.shaping.logs import format_bytes
 from ray_mcp.shaping.stacks import USER, frame_kind
 from ray_mcp.text import as_token
 
@@ -178,21 +178,21 @@ def memory_verdict(
     if mode == "leaks":
         if not total:
             return f"{label}: nothing allocated in the {duration_s} s window was still held at its end: no leak seen."
-        head = f"{label}: {format_bytes(total)} allocated in {duration_s} s was still held at the end"
+        head = f"{label}: {byte_size(total)} allocated in {duration_s} s was still held at the end"
         if leaks:
             top = leaks[0]
-            return f"{head}; leak candidate {top.where} holds {format_bytes(top.held_bytes)} ({top.allocations} allocations)."
+            return f"{head}; leak candidate {top.where} holds {byte_size(top.held_bytes)} ({top.allocations} allocations)."
         return f"{head}, all of it under Ray's or a library's frames; the largest lines follow."
     if not total:
         return f"{label}: allocated nothing memray saw in {duration_s} s (it waits, or allocates before the window)."
     hot = rows[0]
     verdict = (
-        f"{label}: {format_bytes(total)} allocated at the peak of {duration_s} s; largest line {hot.function} "
-        f"({hot.file}:{hot.line}) {format_bytes(hot.own_bytes)} own"
+        f"{label}: {byte_size(total)} allocated at the peak of {duration_s} s; largest line {hot.function} "
+        f"({hot.file}:{hot.line}) {byte_size(hot.own_bytes)} own"
     )
     project = next((r for r in rows if r.project), None)
     if project is not None and project is not hot:
-        verdict += f"; largest project line {project.function} ({project.file}:{project.line}) {format_bytes(project.own_bytes)}"
+        verdict += f"; largest project line {project.function} ({project.file}:{project.line}) {byte_size(project.own_bytes)}"
     return verdict + "."
 
 
@@ -203,7 +203,7 @@ def render_memory_profile(p: models.MemoryProfile) -> str:
     if p.leak_candidates:
         lines.append("Leak candidates (project lines under which memory stayed held):")
         lines += [
-            f"  {format_bytes(c.held_bytes):>10}  {c.allocations:>7} allocs  {c.where}"
+            f"  {byte_size(c.held_bytes):>10}  {c.allocations:>7} allocs  {c.where}"
             for c in p.leak_candidates
         ]
         lines.append("")
@@ -214,7 +214,7 @@ def render_memory_profile(p: models.MemoryProfile) -> str:
         for a in p.allocators:
             star = "*" if a.project else " "
             lines.append(
-                f"{format_bytes(a.own_bytes):>10} {format_bytes(a.total_bytes):>11} {a.allocations:>8}  "
+                f"{byte_size(a.own_bytes):>10} {byte_size(a.total_bytes):>11} {a.allocations:>8}  "
                 f"{star}{a.function} ({a.file}:{a.line})"
             )
     if p.largest_stack:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size, percent
 from ray_mcp.limits import (
     CHANGE_MIN_EXPLAINED,
     CHANGE_MIN_SHIFT,
@@ -233,12 +234,9 @@ def amount(value: float | None, unit: Unit) -> str:
     if value is None or not math.isfinite(value):
         return "?"
     if unit in ("bytes", "bytes_per_s"):
-        size, suffix = abs(value), "B"
-        for next_suffix in ("KiB", "MiB", "GiB", "TiB"):
-            if size < 1024:
-                break
-            size, suffix = size / 1024, next_suffix
-        return f"{'-' if value < 0 else ''}{size:.3g} {suffix}{UNIT_SUFFIX[unit]}"
+        return f"{byte_size(value)}{UNIT_SUFFIX[unit]}"
+    if unit == "percent":
+        return percent(value)
     return f"{value:.3g}{UNIT_SUFFIX[unit]}"
 
 

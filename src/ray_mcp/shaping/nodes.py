@@ -10,13 +10,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from ray_mcp import models
+from ray_mcp.amounts import BYTE_RESOURCES, resource_amount
 from ray_mcp.limits import GPUS_SHOWN, LINE_CHARS, MEMORY_USAGE_THRESHOLD
 from ray_mcp.shaping.common import cap_items, to_number
 from ray_mcp.text import quoted
 
 # Ray reports these resources in bytes.
-BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
-GIB = 1024**3
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -96,22 +95,6 @@ def demand_is_feasible(
     if strategy == "STRICT_SPREAD" and len(bundles) > len(node_shapes):
         return False
     return all(any(fits(bundle, shape) for shape in node_shapes) for bundle in bundles)
-
-
-def format_amount(name: str, value: float) -> str:
-    if name in BYTE_RESOURCES:
-        return f"{value / GIB:.3g} GiB" if value >= GIB / 10 else f"{value / 1024**2:.3g} MiB"
-    return f"{value:g}"
-
-
-def format_use(name: str, use: models.ResourceUse) -> str:
-    if name in BYTE_RESOURCES:
-        return f"{name} {format_amount(name, use.used).split()[0]}/{format_amount(name, use.total)}"
-    return f"{name} {use.used:g}/{use.total:g}"
-
-
-def format_shape(shape: Mapping[str, float]) -> str:
-    return "{" + ", ".join(f"{k}: {format_amount(k, v)}" for k, v in shape.items()) + "}"
 
 
 def node_identity(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,7 +200,7 @@ def render_node_list(page: models.NodeList) -> str:
         line = f"  {n.node_id} {n.ip} {role} {n.state}"
         if n.state == "ALIVE":
             res = ", ".join(
-                f"{k} {format_amount(k, n.resources_available.get(k, 0.0))}/{format_amount(k, v)} free"
+                f"{k} {resource_amount(k, n.resources_available.get(k, 0.0))}/{resource_amount(k, v)} free"
                 for k, v in n.resources_total.items()
             )
             line += f" {res}"
@@ -289,15 +272,15 @@ def format_host_usage(u: models.HostUsage) -> str:
     if u.cpu_percent is not None:
         parts.append(f"host CPU {u.cpu_percent:.0f}%")
     if u.memory_fraction is not None and u.memory_total:
-        text = f"memory {u.memory_fraction:.0%} of {format_amount('memory', u.memory_total)}"
+        text = f"memory {u.memory_fraction:.0%} of {resource_amount('memory', u.memory_total)}"
         if u.memory_pressure:
             text += f" MEMORY PRESSURE (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%})"
         parts.append(text)
     if u.object_store_used is not None:
         total = (
-            f"/{format_amount('object_store_memory', u.object_store_total)}" if u.object_store_total else ""
+            f"/{resource_amount('object_store_memory', u.object_store_total)}" if u.object_store_total else ""
         )
-        parts.append(f"object store {format_amount('object_store_memory', u.object_store_used)}{total}")
+        parts.append(f"object store {resource_amount('object_store_memory', u.object_store_used)}{total}")
     for g in u.gpus[:GPUS_SHOWN]:
         text = f"GPU {g.index} {g.name or ''}".rstrip()
         if g.utilization_percent is not None:

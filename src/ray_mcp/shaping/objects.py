@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size
 from ray_mcp.limits import CALL_SITE_CHARS, STORE_NODES_NAMED, STORE_NODES_SHOWN
 from ray_mcp.models.core import TERMINAL_JOB_STATUSES
 from ray_mcp.shaping.common import to_number
-from ray_mcp.shaping.nodes import format_amount, summary_by_node
+from ray_mcp.shaping.nodes import summary_by_node
 from ray_mcp.text import quoted, truncate_text
 
 # A store this full evicts, spills and (past what spilling frees) fails puts with ObjectStoreFullError;
@@ -189,21 +190,21 @@ def store_pressure(stores: list[models.StoreNode]) -> list[str]:
     for s in stores:
         parts = []
         if s.fraction is not None and s.fraction >= STORE_NEAR_FULL:
-            parts.append(f"{s.fraction:.0%} full ({_gib(s.used)} of {_gib(s.total)})")
+            parts.append(f"{s.fraction:.0%} full ({_size(s.used)} of {_size(s.total)})")
         if s.spilled_bytes:
             parts.append(
-                f"spilled {_gib(s.spilled_bytes)} in {s.spilled_objects or '?'} objects, "
-                f"restored {_gib(s.restored_bytes or 0)}"
+                f"spilled {_size(s.spilled_bytes)} in {s.spilled_objects or '?'} objects, "
+                f"restored {_size(s.restored_bytes or 0)}"
             )
         if s.fallback_bytes:
-            parts.append(f"{_gib(s.fallback_bytes)} in fallback allocation on disk")
+            parts.append(f"{_size(s.fallback_bytes)} in fallback allocation on disk")
         if parts:
             out.append(f"node {s.node_id} ({s.ip}): " + "; ".join(parts))
     return out
 
 
-def _gib(value: float | None) -> str:
-    return format_amount("object_store_memory", value or 0)
+def _size(value: float | None) -> str:
+    return byte_size(value or 0)
 
 
 def _verdict(
@@ -213,13 +214,13 @@ def _verdict(
     head = (
         "Object store under pressure on " + "; ".join(pressure[:STORE_NODES_NAMED]) + "."
         if pressure
-        else f"Object store: {_gib(summary.bytes)} in {summary.objects} object(s)"
+        else f"Object store: {_size(summary.bytes)} in {summary.objects} object(s)"
         + (f" over {len(summary.nodes)} node(s)" if summary.nodes else "")
         + "; none near full, nothing spilled."
     )
     if ranked:
         top = ranked[0]
-        head += f" Largest holder: {top.owner}, {_gib(top.bytes)} in {top.objects} reference(s) from {quoted(top.call_site)}."
+        head += f" Largest holder: {top.owner}, {_size(top.bytes)} in {top.objects} reference(s) from {quoted(top.call_site)}."
     if leaks:
         head += f" {len(leaks)} holder(s) look leaked: {leaks[0].owner}: {leaks[0].leak}."
     return head
@@ -251,16 +252,18 @@ def render_object_store(s: models.ObjectStoreSummary) -> str:
     if s.nodes:
         lines.append("Store per node (fullest first):")
     for n in s.nodes:
-        use = f"{_gib(n.used)}/{_gib(n.total)}" + (f" ({n.fraction:.0%})" if n.fraction is not None else "")
+        use = f"{_size(n.used)}/{_size(n.total)}" + (f" ({n.fraction:.0%})" if n.fraction is not None else "")
         spill = (
-            f", spilled {_gib(n.spilled_bytes)}, restored {_gib(n.restored_bytes)}" if n.spilled_bytes else ""
+            f", spilled {_size(n.spilled_bytes)}, restored {_size(n.restored_bytes)}"
+            if n.spilled_bytes
+            else ""
         )
-        fallback = f", fallback {_gib(n.fallback_bytes)}" if n.fallback_bytes else ""
+        fallback = f", fallback {_size(n.fallback_bytes)}" if n.fallback_bytes else ""
         lines.append(f"  {n.node_id} {n.ip}: {use}{spill}{fallback}")
     lines.append(f"Holders ({len(s.groups)} shown, largest first):")
     for g in s.groups:
         refs = ", ".join(f"{k} {v}" for k, v in sorted(g.reference_types.items()))
         leak = f" LEAK: {g.leak}" if g.leak else ""
-        lines.append(f"  {_gib(g.bytes)} in {g.objects}: {g.owner} at {quoted(g.call_site)} [{refs}]{leak}")
+        lines.append(f"  {_size(g.bytes)} in {g.objects}: {g.owner} at {quoted(g.call_site)} [{refs}]{leak}")
     lines += [f"Note: {n}" for n in s.notes] + [f"Hint: {h}" for h in s.hints]
     return "\n".join(lines)

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ray_mcp import models
+from ray_mcp.amounts import resource_shape
 from ray_mcp.limits import BUNDLES_SHOWN
 from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
-from ray_mcp.shaping.nodes import format_shape
 from ray_mcp.text import quoted
 
 
@@ -131,7 +131,7 @@ def render_pg_list(page: models.PlacementGroupList) -> str:
         if topology := topology_line(g.topology_strategy, g.topology_assignments):
             lines.append(f"    {topology}")
         placed = [
-            f"{b.index}:{format_shape(b.resources)}"
+            f"{b.index}:{resource_shape(b.resources)}"
             + (f"[{quoted(selector_text(b.label_selector))}]" if b.label_selector else "")
             + (f"@{b.node_id}" if b.node_id else "")
             for b in g.bundles

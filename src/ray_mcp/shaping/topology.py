@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import limits, models
+from ray_mcp.amounts import resource_shape
 from ray_mcp.models import (
     Gap,
     JobTopology,
@@ -30,7 +31,6 @@ from ray_mcp.shaping.actors import death_cause
 from ray_mcp.shaping.common import to_number
 from ray_mcp.shaping.nodes import (
     MEMORY_USAGE_THRESHOLD,
-    format_shape,
     host_usage,
     is_internal_resource,
 )
@@ -182,17 +182,7 @@ def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
     d = ev.details
     job_id = str(d.get("job_id") or "")
     notes = list(ev.notes)
-    stats = ev.worker_stats
-    actors = [topo_actor(r, job_id, stats.get(str(r.get("actor_id")))) for r in ev.actor_rows]
-    actors.sort(
-        key=lambda a: (
-            a.placement_group_id or "~",
-            a.bundle_index if a.bundle_index is not None else 1 << 30,
-            a.class_name,
-            a.name or "",
-            a.actor_id,
-        )
-    )
+    actors = _job_actors(ev, job_id)
     by_id = {a.actor_id: a for a in actors}
 
     # Serve: replicas, and the actors each replica's process created (owner = the replica's worker).
@@ -211,27 +201,9 @@ def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
 
     nodes = _nodes(ev, actors, bundle_nodes, gaps)
     by_state = dict(Counter(a.state for a in actors))
-    shown_actors = actors[: limits.TOPOLOGY_ACTORS]
     hints: list[str] = []
-    if len(actors) < ev.actors_total:
-        notes.append(f"Actors joined: the first {len(actors):,} of {ev.actors_total:,} (State API page).")
-    if len(shown_actors) < len(actors):
-        notes.append(
-            f"Structured actor list capped at {limits.TOPOLOGY_ACTORS:,} of {len(actors):,}; counts are exact."
-        )
-        hints.append("Call list_actors with filters (job_id, state, class_name) to page through the actors.")
-    if ev.pg_total > len(ev.pg_rows):
-        notes.append(f"Placement groups joined: the first {len(ev.pg_rows):,} of {ev.pg_total:,}.")
-    shown_groups = groups[: limits.TOPOLOGY_GROUPS]
-    for g in shown_groups:
-        if len(g.bundles) > limits.TOPOLOGY_BUNDLES_PER_GROUP:
-            g.bundles = g.bundles[: limits.TOPOLOGY_BUNDLES_PER_GROUP]
-            notes.append(
-                f"Group {g.placement_group_id}: first {limits.TOPOLOGY_BUNDLES_PER_GROUP} bundles listed."
-            )
-    if len(shown_groups) < len(groups):
-        notes.append(f"Structured group list capped at {limits.TOPOLOGY_GROUPS} of {len(groups)}.")
-        hints.append(f"Call pg_status with job_id={job_id!r} to page through the placement groups.")
+    shown_actors = _shown_actors(ev, actors, notes, hints)
+    shown_groups = _shown_groups(ev, groups, job_id, notes, hints)
     if gaps:
         hints.append(
             "Call get_actor with actor_id=<id> for a dead rank's full death cause, tail_logs with "
@@ -261,6 +233,56 @@ def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
     )
     topo.verdict = _verdict(topo)
     return topo
+
+
+def _job_actors(ev: TopologySources, job_id: str) -> list[TopoActor]:
+    """The job's actors, group by group and bundle by bundle, then by class, name and id."""
+    stats = ev.worker_stats
+    actors = [topo_actor(r, job_id, stats.get(str(r.get("actor_id")))) for r in ev.actor_rows]
+    actors.sort(
+        key=lambda a: (
+            a.placement_group_id or "~",
+            a.bundle_index if a.bundle_index is not None else 1 << 30,
+            a.class_name,
+            a.name or "",
+            a.actor_id,
+        )
+    )
+    return actors
+
+
+def _shown_actors(
+    ev: TopologySources, actors: list[TopoActor], notes: list[str], hints: list[str]
+) -> list[TopoActor]:
+    """The actors the answer lists, with a note for each cut (the State API's page, our cap)."""
+    shown = actors[: limits.TOPOLOGY_ACTORS]
+    if len(actors) < ev.actors_total:
+        notes.append(f"Actors joined: the first {len(actors):,} of {ev.actors_total:,} (State API page).")
+    if len(shown) < len(actors):
+        notes.append(
+            f"Structured actor list capped at {limits.TOPOLOGY_ACTORS:,} of {len(actors):,}; counts are exact."
+        )
+        hints.append("Call list_actors with filters (job_id, state, class_name) to page through the actors.")
+    return shown
+
+
+def _shown_groups(
+    ev: TopologySources, groups: list[TopoGroup], job_id: str, notes: list[str], hints: list[str]
+) -> list[TopoGroup]:
+    """The groups the answer lists, each with its first bundles, with a note for each cut."""
+    if ev.pg_total > len(ev.pg_rows):
+        notes.append(f"Placement groups joined: the first {len(ev.pg_rows):,} of {ev.pg_total:,}.")
+    shown = groups[: limits.TOPOLOGY_GROUPS]
+    for g in shown:
+        if len(g.bundles) > limits.TOPOLOGY_BUNDLES_PER_GROUP:
+            g.bundles = g.bundles[: limits.TOPOLOGY_BUNDLES_PER_GROUP]
+            notes.append(
+                f"Group {g.placement_group_id}: first {limits.TOPOLOGY_BUNDLES_PER_GROUP} bundles listed."
+            )
+    if len(shown) < len(groups):
+        notes.append(f"Structured group list capped at {limits.TOPOLOGY_GROUPS} of {len(groups)}.")
+        hints.append(f"Call pg_status with job_id={job_id!r} to page through the placement groups.")
+    return shown
 
 
 def _groups(
@@ -359,7 +381,7 @@ def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
                     kind="unplaced_bundle",
                     placement_group_id=pg,
                     bundle_index=b.index,
-                    text=f"group {label}: bundle {b.index} {format_shape(b.resources)} is not placed "
+                    text=f"group {label}: bundle {b.index} {resource_shape(b.resources)} is not placed "
                     f"(group {group.state}).",
                 )
             )
@@ -401,7 +423,7 @@ def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
                     placement_group_id=pg,
                     bundle_index=b.index,
                     node_id=b.node_id,
-                    text=f"group {label}: bundle {b.index} {format_shape(b.resources)} on node "
+                    text=f"group {label}: bundle {b.index} {resource_shape(b.resources)} on node "
                     f"{b.node_id} holds no actor.",
                 )
             )
@@ -480,20 +502,11 @@ def _nodes(
     bundle_nodes: Mapping[str, list[tuple[str, dict[str, float]]]],
     gaps: list[Gap],
 ) -> list[TopoNode]:
-    d = ev.details
-    driver_node = d.get("driver_node_id") or None
-    driver_ip = (d.get("driver_info") or {}).get("node_ip_address")
-    if driver_node is None and driver_ip:
-        same_ip = [r for r in ev.node_rows if r.get("node_ip") == driver_ip and r.get("state") == "ALIVE"]
-        driver_node = str(same_ip[0].get("node_id")) if len(same_ip) == 1 else None
+    """The nodes that hold this job's work (its actors, its bundles, its driver), with what each shows wrong,
+    and the live GPU nodes that hold none of it (a few of them, the rest counted)."""
+    driver_node = _driver_node(ev)
     live_on: Counter[str] = Counter(a.node_id for a in actors if a.state == LIVE and a.node_id)
-    share: dict[str, dict[str, float]] = defaultdict(dict)
-    for holder, bundles in bundle_nodes.items():
-        for _pg, res in bundles:
-            _share_add(share[holder], res)
-    for a in actors:
-        if a.state == LIVE and a.node_id and not a.placement_group_id and not a.job_id:
-            _share_add(share[a.node_id], a.resources)
+    share = _job_share(actors, bundle_nodes)
     hosting = set(live_on) | set(bundle_nodes) | ({driver_node} if driver_node else set())
     nodes: list[TopoNode] = []
     idle_gpu: list[TopoNode] = []
@@ -507,7 +520,6 @@ def _nodes(
         totals = {
             k: float(v) for k, v in (row.get("resources_total") or {}).items() if not is_internal_resource(k)
         }
-        usage = ev.usage_by_node.get(node_id, {})
         has_gpu = totals.get("GPU", 0) > 0
         if node_id not in hosting and not (alive and has_gpu):
             continue
@@ -519,10 +531,7 @@ def _nodes(
             ip=str(row.get("node_ip", "")),
             state="ALIVE" if alive else "DEAD",
             is_head=bool(row.get("is_head_node")),
-            resources={
-                k: models.ResourceUse(used=usage.get(k, (0.0, v))[0], total=v)
-                for k, v in sorted(totals.items())
-            },
+            resources=_resource_use(totals, ev.usage_by_node.get(node_id, {})),
             job_share={k: round(v, 4) for k, v in sorted(share.get(node_id, {}).items())},
             cpu_percent=phys.get("cpu_percent"),
             memory_used_fraction=phys.get("memory_used_fraction"),
@@ -534,29 +543,73 @@ def _nodes(
             driver=node_id == driver_node,
             death_reason=None if alive else (row.get("state_message") or "no reason recorded"),
         )
-        if node_id in hosting:
-            nodes.append(node)
-            if not alive:
-                gaps.append(
-                    Gap(
-                        kind="dead_node",
-                        node_id=node_id,
-                        text=f"node {node_id} ({node.ip}) that held this job's work is DEAD: {node.death_reason}",
-                    )
-                )
-            if node.memory_pressure:
-                gaps.append(
-                    Gap(
-                        kind="memory_pressure",
-                        node_id=node_id,
-                        text=f"node {node_id} ({node.ip}) uses {node.memory_used_fraction:.0%} of its "
-                        f"memory (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%}).",
-                    )
-                )
-            if alive and has_gpu and node.actors == 0:
-                idle_gpu.append(node)
-        else:
+        if node_id not in hosting:
             idle_gpu.append(node)
+            continue
+        nodes.append(node)
+        gaps += _node_gaps(node)
+        if alive and has_gpu and node.actors == 0:
+            idle_gpu.append(node)
+    _add_idle_gpu_nodes(idle_gpu, nodes, gaps)
+    return nodes
+
+
+def _driver_node(ev: TopologySources) -> str | None:
+    """The driver's node: as the job records it, else the one live node at the driver's address."""
+    driver_node = ev.details.get("driver_node_id") or None
+    driver_ip = (ev.details.get("driver_info") or {}).get("node_ip_address")
+    if driver_node is None and driver_ip:
+        same_ip = [r for r in ev.node_rows if r.get("node_ip") == driver_ip and r.get("state") == "ALIVE"]
+        driver_node = str(same_ip[0].get("node_id")) if len(same_ip) == 1 else None
+    return driver_node
+
+
+def _job_share(
+    actors: Sequence[TopoActor], bundle_nodes: Mapping[str, list[tuple[str, dict[str, float]]]]
+) -> dict[str, dict[str, float]]:
+    """What the job holds on each node: its groups' bundles, and its live actors outside any group."""
+    share: dict[str, dict[str, float]] = defaultdict(dict)
+    for holder, bundles in bundle_nodes.items():
+        for _pg, res in bundles:
+            _share_add(share[holder], res)
+    for a in actors:
+        if a.state == LIVE and a.node_id and not a.placement_group_id and not a.job_id:
+            _share_add(share[a.node_id], a.resources)
+    return share
+
+
+def _resource_use(
+    totals: Mapping[str, float], usage: Mapping[str, tuple[float, float]]
+) -> dict[str, models.ResourceUse]:
+    return {k: models.ResourceUse(used=usage.get(k, (0.0, v))[0], total=v) for k, v in sorted(totals.items())}
+
+
+def _node_gaps(node: TopoNode) -> list[Gap]:
+    """What is wrong with a node that holds this job's work: it is dead, or its memory is under pressure."""
+    gaps: list[Gap] = []
+    if node.state != "ALIVE":
+        gaps.append(
+            Gap(
+                kind="dead_node",
+                node_id=node.node_id,
+                text=f"node {node.node_id} ({node.ip}) that held this job's work is DEAD: {node.death_reason}",
+            )
+        )
+    if node.memory_pressure:
+        gaps.append(
+            Gap(
+                kind="memory_pressure",
+                node_id=node.node_id,
+                text=f"node {node.node_id} ({node.ip}) uses {node.memory_used_fraction:.0%} of its "
+                f"memory (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%}).",
+            )
+        )
+    return gaps
+
+
+def _add_idle_gpu_nodes(idle_gpu: list[TopoNode], nodes: list[TopoNode], gaps: list[Gap]) -> None:
+    """The first few GPU nodes that host no actor of the job join the nodes with a gap each; the rest are
+    counted in one gap."""
     for node in idle_gpu[: limits.TOPOLOGY_IDLE_GPU_NODES]:
         gpu = node.resources.get("GPU")
         used = f"{gpu.used:g}/{gpu.total:g} GPUs in use" if gpu else "GPUs"
@@ -578,7 +631,6 @@ def _nodes(
                 text=f"{len(idle_gpu) - limits.TOPOLOGY_IDLE_GPU_NODES} more GPU node(s) host no actor of this job.",
             )
         )
-    return nodes
 
 
 def _verdict(t: JobTopology) -> str:

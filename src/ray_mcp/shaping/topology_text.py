@@ -6,11 +6,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ray_mcp.amounts import resource_amount, resource_use
 from ray_mcp.limits import GPUS_SHOWN, SPAWNED_ACTORS_SHOWN, TOPOLOGY_TEXT_BYTES, TOPOLOGY_TEXT_GAPS
 from ray_mcp.models import JobTopology, TopoActor, TopoBundle, TopoGroup, TopoNode, TopoServe
-from ray_mcp.shaping.nodes import format_amount
 from ray_mcp.shaping.placement_groups import topology_line
 from ray_mcp.shaping.topology import ACCELERATOR_RESOURCES, LIVE
+from ray_mcp.text import utf8_prefix
 
 
 def _accel_count(actor: TopoActor) -> str:
@@ -39,7 +40,7 @@ def compress_ids(ids: Sequence[str]) -> str:
 
 
 def _res(resources: Mapping[str, float]) -> str:
-    return ", ".join(f"{format_amount(k, v)} {k}" for k, v in resources.items() if v)
+    return ", ".join(f"{resource_amount(k, v)} {k}" for k, v in resources.items() if v)
 
 
 def _occupant_key(actors: Sequence[TopoActor]) -> tuple[Any, ...]:
@@ -128,9 +129,9 @@ def _node_line(n: TopoNode) -> str:
         use = n.resources.get(name)
         if use is None:
             continue
-        text = f"{name} {format_amount(name, use.used).split()[0]}/{format_amount(name, use.total)}"
+        text = resource_use(name, use.used, use.total)
         if n.job_share.get(name):
-            text += f" (job {format_amount(name, n.job_share[name])})"
+            text += f" (job {resource_amount(name, n.job_share[name])})"
         parts.append(text)
     for name, amount in n.job_share.items():
         if name not in ("CPU", "GPU", "memory", "object_store_memory"):
@@ -144,7 +145,7 @@ def _node_line(n: TopoNode) -> str:
             " MEMORY PRESSURE" if n.memory_pressure else ""
         )
     if n.object_store_used is not None:
-        line += f"; object store used {format_amount('object_store_memory', n.object_store_used)}"
+        line += f"; object store used {resource_amount('object_store_memory', n.object_store_used)}"
     if n.gpus:
         line += "; GPUs " + ", ".join(
             f"{g.index}:{g.name}"
@@ -195,7 +196,7 @@ def render_topology(t: JobTopology) -> str:
     lines += [f"Note: {n}" for n in t.notes] + [f"Hint: {h}" for h in t.hints]
     text = "\n".join(lines)
     if len(text.encode()) > TOPOLOGY_TEXT_BYTES:
-        text = text.encode()[: TOPOLOGY_TEXT_BYTES - 200].decode(errors="ignore").rsplit("\n", 1)[0]
+        text = utf8_prefix(text.encode(), TOPOLOGY_TEXT_BYTES - 200).decode().rsplit("\n", 1)[0]
         text += "\n... (text cut at 12 KB; the structured content has the full tree)"
     return text
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ray_mcp.errors import InvalidArgument
+from ray_mcp.text import truncate_text
 
 NameKind = Literal[
     "namespace",
@@ -116,7 +117,7 @@ def checked(value: object, kind: NameKind, *, given: str | None = None) -> str:
     text = value if isinstance(value, str) else repr(value)
     if (why := violation(text, kind)) is None:
         return text
-    shown = text if len(text) <= 80 else text[:80] + "…"
+    shown = truncate_text(text, 80)
     source = f" (in {given!r})" if given is not None and given != text else ""
     raise InvalidArgument(
         f"{shown!r}{source} is not a valid Kubernetes {WHAT[kind]}: {why}. Nothing was sent to the API server; "

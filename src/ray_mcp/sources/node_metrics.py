@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from ray_mcp.amounts import byte_size
 from ray_mcp.limits import NODE_METRICS_BYTES, NODE_METRICS_ENDPOINTS, NODE_METRICS_TIMEOUT_S
 
 USER_AGENT = "ray-mcp"
@@ -68,7 +69,7 @@ class NodeMetrics:
                 async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > NODE_METRICS_BYTES:
-                        return None, f"its page is larger than {NODE_METRICS_BYTES // 1_048_576} MiB"
+                        return None, f"its page is larger than {byte_size(NODE_METRICS_BYTES)}"
                 return body.decode("utf-8", errors="replace"), None
         except httpx.TimeoutException:
             return None, f"no answer within {self.timeout_s:g} s"

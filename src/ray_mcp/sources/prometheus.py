@@ -127,7 +127,7 @@ class Prometheus:
             for row in result
         ]
 
-    async def range(self, promql: str, *, start: float, end: float, step_s: float) -> RangeResult:
+    async def range_query(self, promql: str, *, start: float, end: float, step_s: float) -> RangeResult:
         """``/api/v1/query_range``: every series' points from ``start`` to ``end``, one per ``step_s``."""
         params = {"query": promql, "start": _ts(start), "end": _ts(end), "step": f"{step_s:g}"}
         data, warnings = await self._api_with_warnings(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ray_mcp.child_env import tool_env
 from ray_mcp.errors import RayRequestFailed
+from ray_mcp.text import truncate_text
 
 PTRACE_FIX = (
     "py-spy needs ptrace permission: run it as the same user as the Ray workers (or root), allow ptrace with "
@@ -54,7 +55,7 @@ def stacks_excerpt(text: str, limit: int = 160) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("===")]
     interesting = [ln for ln in lines if "error" in ln.lower() or "denied" in ln.lower()] or lines
     joined = " | ".join(interesting[-3:])
-    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+    return truncate_text(joined, limit)
 
 
 def check_local_process(pid: int) -> tuple[bool, str]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 
+from ray_mcp.amounts import duration
 from ray_mcp.diagnosis.facts import STUCK, Chain, Edge, Kind, Say
-from ray_mcp.diagnosis.graph import Graph, Row, names, num, span
+from ray_mcp.diagnosis.graph import Graph, Row, names, num
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import LOG_QUOTE_LINE_CHARS
-from ray_mcp.text import quoted
+from ray_mcp.text import ANSI, quoted, truncate_text
 
 ASYNC_DOC = "ray-docs://reference/03-ray-core-actors"
 
@@ -19,7 +20,6 @@ BLOCKING_GET = re.compile(
     r"\((?P<cls>[\w.]+) pid=(?P<pid>\d+)[^)]*\).*?(?P<warning>Using blocking ray\.get inside async actor\.[^.]*\.)"
 )
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 LOOP_BLOCKED = Say(
     "loop_blocked",
@@ -113,11 +113,11 @@ def blocked_loop(g: Graph, job_id: str | None, status: str, chains: list[Chain])
         starved = [t for t in calls if t is not blocker]
         link = LOOP_BLOCKED(
             "",
-            ANSI.sub("", m.string.strip())[:LOG_QUOTE_LINE_CHARS],
+            truncate_text(ANSI.sub("", m.string.strip()), LOG_QUOTE_LINE_CHARS),
             actor=g.actor_label(actor),
             blocker=blocker.get("name"),
             waits_on=str(child.get("name") or ""),
-            since=f"{child.get('state')} {span((g.ev.now_ms - started) / 1000)}" if started else "",
+            since=f"{child.get('state')} {duration((g.ev.now_ms - started) / 1000)}" if started else "",
             starved=names(str(t.get("name")) for t in starved),
             are="is" if len(starved) == 1 else "are",
             warning=m["warning"],

@@ -9,7 +9,7 @@ from ray_mcp.diagnosis.graph import Graph
 from ray_mcp.diagnosis.recognise import CONNECT_FAILED, TRIED
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import CONNECT_QUOTE_LINES, LOG_QUOTE_LINE_CHARS, NAMES_SHOWN
-from ray_mcp.text import quoted
+from ray_mcp.text import quoted, truncate_text
 
 JOBS_DOC = "ray-docs://reference/12-job-submission"
 
@@ -79,7 +79,9 @@ def never_connected(g: Graph, job_id: str | None, status: str, chains: list[Chai
         return []  # the right address: why it failed is another rule's
     job = g.ev.job or {}
     sid = job.get("submission_id") or job.get("job_id")
-    quote = " | ".join(line.strip()[:LOG_QUOTE_LINE_CHARS] for line in failures[-CONNECT_QUOTE_LINES:])
+    quote = " | ".join(
+        truncate_text(line.strip(), LOG_QUOTE_LINE_CHARS) for line in failures[-CONNECT_QUOTE_LINES:]
+    )
     link = NEVER_CONNECTED(
         "", quote, tried=address, attempts=len(failures), cluster=cluster, nodes=", ".join(ips[:NAMES_SHOWN])
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ray_mcp.diagnosis import tracebacks
 from ray_mcp.diagnosis.facts import ROOT, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, num, one_line
+from ray_mcp.diagnosis.graph import NAME_TAKEN, Graph, num
 from ray_mcp.diagnosis.recognise import (
     ACTOR_ERROR,
     LOOKUP_FAILED,
@@ -34,6 +34,7 @@ from ray_mcp.limits import (
     RUNTIME_ENV_SEARCH_LINES,
     TIMED_OUT_WORK_NAMED,
 )
+from ray_mcp.text import one_line
 
 JOBS_DOC = "ray-docs://reference/12-job-submission"
 ACTORS_DOC = "ray-docs://reference/03-ray-core-actors"

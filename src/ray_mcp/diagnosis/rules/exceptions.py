@@ -5,12 +5,13 @@ Ray recorded nothing telling."""
 from __future__ import annotations
 
 from ray_mcp.diagnosis.facts import Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, num, one_line
+from ray_mcp.diagnosis.graph import Graph, Row, num
 from ray_mcp.diagnosis.recognise import exc_quote, exception_line, first_raise
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.rules.nodes import bound_node, death_reason
 from ray_mcp.diagnosis.tracebacks import last_traceback
 from ray_mcp.limits import MESSAGE_HEAD_CHARS, SHORT_CAUSE_CHARS
+from ray_mcp.text import one_line
 
 RAISED_IN = Say(
     "raised_in",

@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 
 from ray_mcp.diagnosis.facts import Chain, Edge, Kind, Link, Say
-from ray_mcp.diagnosis.graph import Graph, Row, one_line
+from ray_mcp.diagnosis.graph import Graph, Row
 from ray_mcp.diagnosis.recognise import exc_quote, exception_line, first_raise
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.rules.driver import Raised
 from ray_mcp.diagnosis.tracebacks import last_user_frame
 from ray_mcp.limits import INNER_MESSAGE_CHARS, SERIALIZATION_SEARCH_LINES, SHORT_CAUSE_CHARS
-from ray_mcp.text import quoted
+from ray_mcp.text import one_line, quoted
 
 SERIALIZATION_DOC = "ray-docs://reference/02-ray-core-tasks"
 

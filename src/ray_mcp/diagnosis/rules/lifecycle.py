@@ -4,11 +4,12 @@ purpose, work still running when its job ended, an actor whose placement group w
 from __future__ import annotations
 
 from ray_mcp.diagnosis.facts import Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, ms_clock, one_line
+from ray_mcp.diagnosis.graph import Graph, Row, ms_clock
 from ray_mcp.diagnosis.recognise import JOB_FINISHED, PG_REMOVED
 from ray_mcp.diagnosis.registry import On, ended, rule
 from ray_mcp.diagnosis.rules.nodes import death_reason
 from ray_mcp.limits import QUOTE_CHARS, QUOTE_LINE_CHARS
+from ray_mcp.text import one_line
 
 PG_DOC = "ray-docs://reference/15-scheduling-placement-groups"
 

@@ -4,6 +4,7 @@ under pressure, and who holds a full object store."""
 from __future__ import annotations
 
 from ray_mcp import models
+from ray_mcp.amounts import byte_size
 from ray_mcp.diagnosis.facts import CONTEXT, PROBLEM, ROOT, STUCK, Chain, Edge, Kind, Link, Say, said
 from ray_mcp.diagnosis.graph import Graph, Row, num
 from ray_mcp.diagnosis.recognise import (
@@ -53,7 +54,7 @@ NODE_MEMORY = Say(
     Edge.HOLDS,
     lambda f: (
         f"{f['resource']} on {f['node']} is {100 * f['share']:.0f}% used "
-        f"({f['used'] / 1024**3:.2f} of {f['total'] / 1024**3:.2f} GiB)"
+        f"({byte_size(f['used'])} of {byte_size(f['total'])})"
     ),
 )
 STORE_PRESSURE = Say(
@@ -234,7 +235,7 @@ STORE_HELD = Say(
     "store_held",
     Edge.HOLDS,
     lambda f: (
-        f"the object store is near full ({'; '.join(f['pressure'])}): {f['holder']} holds {f['gib']:.2f} GiB of it in "
+        f"the object store is near full ({'; '.join(f['pressure'])}): {f['holder']} holds {byte_size(f['bytes'])} of it in "
         f"{f['objects']} ref(s)"
         + (f" created at {quoted(f['call_site'])}" if f["call_site"] else "")
         + "; until it drops them, new objects (puts, task results) spill to disk or wait"
@@ -261,7 +262,7 @@ def full_store_holder(g: Graph) -> list[Chain]:
         top.owner,
         pressure=store_pressure(full),
         holder=holder,
-        gib=top.bytes / 1024**3,
+        bytes=top.bytes,
         objects=top.objects,
         call_site=site,
     )
@@ -296,7 +297,7 @@ def store_chains(g: Graph) -> list[Chain]:
     full = fullest >= STORE_NEAR_FULL
     severity = CONTEXT + 20 if fullest >= STORE_CRITICAL else PROBLEM + 5 if full else CONTEXT + 10
     holders = [
-        f"{quoted(h.owner)} holds {h.bytes / 1024**3:.2f} GiB in {h.objects} ref(s) from {quoted(h.call_site)}"
+        f"{quoted(h.owner)} holds {byte_size(h.bytes)} in {h.objects} ref(s) from {quoted(h.call_site)}"
         + (f" (leak: {quoted(h.leak)})" if h.leak else "")
         for h in store.groups[:STORE_HOLDERS_QUOTED]
     ]

@@ -4,11 +4,11 @@ bound by hard node affinity to a node that is gone."""
 from __future__ import annotations
 
 from ray_mcp.diagnosis.facts import CONTEXT, STUCK, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, ms_clock, names, num, one_line
+from ray_mcp.diagnosis.graph import Graph, Row, ms_clock, names, num
 from ray_mcp.diagnosis.recognise import DRAINED, NODE_ID, exc_quote, node_affinity
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import DEAD_NODES_SHOWN, EVENT_CHARS, NAMES_SHOWN, NODE_DEATH_CHARS, QUOTE_CHARS
-from ray_mcp.text import quoted
+from ray_mcp.text import one_line, quoted
 
 FT_DOC = "ray-docs://reference/14-fault-tolerance"
 

@@ -4,7 +4,7 @@ task, a worker; and why it ended), an object lost with its node, an actor whose 
 from __future__ import annotations
 
 from ray_mcp.diagnosis.facts import Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import DRIVER_WORKER, Graph, Row, ms_clock, num, one_line
+from ray_mcp.diagnosis.graph import DRIVER_WORKER, Graph, Row, ms_clock, num
 from ray_mcp.diagnosis.recognise import (
     OBJECT_LOST,
     OWNER_LOST,
@@ -16,6 +16,7 @@ from ray_mcp.diagnosis.recognise import (
 from ray_mcp.diagnosis.registry import On, ended, rule
 from ray_mcp.diagnosis.rules.nodes import actor_calls, death_reason, node_death
 from ray_mcp.limits import QUOTE_CHARS
+from ray_mcp.text import one_line
 
 FT_DOC = "ray-docs://reference/14-fault-tolerance"
 OBJECTS_DOC = "ray-docs://reference/04-ray-core-objects"

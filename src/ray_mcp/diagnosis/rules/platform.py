@@ -6,11 +6,11 @@ evicted or OOMKilled, its container restarts in a loop."""
 from __future__ import annotations
 
 from ray_mcp.diagnosis.facts import LOOP, ROOT, STUCK, WARNING, Chain, Edge, Kind, Link, Say
-from ray_mcp.diagnosis.graph import Graph, Row, num, one_line
+from ray_mcp.diagnosis.graph import Graph, Row, num
 from ray_mcp.diagnosis.recognise import POD_RESOLVED, pod_trouble
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import EVENT_MESSAGE_CHARS
-from ray_mcp.text import quoted
+from ray_mcp.text import one_line, quoted
 
 KUBE_DOC = "ray-docs://reference/20-kuberay"
 RECENT_S = 3600.0  # a pod's trouble older than this (and not seen since) is context, not a problem

@@ -6,12 +6,12 @@ loop), replicas that cannot start, and a Serve app the driver failed to deploy. 
 from __future__ import annotations
 
 from ray_mcp.diagnosis.facts import CONTEXT, INFO, LOOP, PROBLEM, STUCK, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, one_line
+from ray_mcp.diagnosis.graph import Graph, Row
 from ray_mcp.diagnosis.recognise import HEALTH_CHECK, SERVE_APP_FAILED, SERVE_ERROR, exc_quote, exception_line
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import QUOTE_CHARS, SHORT_CAUSE_CHARS
 from ray_mcp.shaping.serve import serve_autoscaling, unscheduled
-from ray_mcp.text import quoted
+from ray_mcp.text import one_line, quoted
 
 SERVE_DOC = "ray-docs://reference/06-ray-serve"
 FT_DOC = "ray-docs://reference/14-fault-tolerance"

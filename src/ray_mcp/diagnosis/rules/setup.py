@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from ray_mcp.diagnosis.facts import CONTEXT, INFO, ROOT, STUCK, WARNING, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, amount, amounts, num, one_line
+from ray_mcp.diagnosis.graph import Graph, Row, amount, amounts, num
 from ray_mcp.diagnosis.recognise import RUNTIME_ENV_FAILED, env_failure, exc_quote
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.diagnosis.tracebacks import error_lines, first_line
@@ -18,7 +18,7 @@ from ray_mcp.limits import (
     LOG_QUOTE_LINE_CHARS,
     RUNTIME_ENV_ERROR_LINES,
 )
-from ray_mcp.text import quoted
+from ray_mcp.text import one_line, quoted
 
 RUNTIME_ENV_DOC = "ray-docs://reference/11-runtime-environment"
 JOBS_DOC = "ray-docs://reference/12-job-submission"

@@ -7,9 +7,10 @@ why (no Prometheus known, or one that did not answer: then "trends over time" is
 
 from __future__ import annotations
 
+from ray_mcp.amounts import duration
 from ray_mcp.diagnosis import trends
 from ray_mcp.diagnosis.facts import CONTEXT, PROBLEM, Chain, Edge, Kind, Link, Say
-from ray_mcp.diagnosis.graph import Graph, num, span
+from ray_mcp.diagnosis.graph import Graph, num
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import EVENT_NEAR_S
 from ray_mcp.models.metrics import Unit
@@ -27,7 +28,7 @@ def _leak_words(f: Link) -> str:
     leak: trends.Leak = f["leak"]
     grew = (
         f"{f.subject} grows steadily: {amount(leak.rate_per_s * 60, 'bytes')}/min, "
-        f"{amount(leak.first, 'bytes')} to {amount(leak.last, 'bytes')} in {span(leak.span_s)}"
+        f"{amount(leak.first, 'bytes')} to {amount(leak.last, 'bytes')} in {duration(leak.span_s)}"
     )
     threshold = f"the memory monitor's threshold ({f['threshold']:.0%}, {f['source']})"
     if leak.left_s is None:
@@ -35,7 +36,7 @@ def _leak_words(f: Link) -> str:
     now = f"its node is at {leak.node_share:.0%}" if leak.node_share is not None else "its node"
     if leak.left_s == 0:
         return f"{grew}; {now}, past {threshold}: workers may be killed now"
-    return f"{grew}; {now}: at this rate it reaches {threshold} in about {span(leak.left_s)}"
+    return f"{grew}; {now}: at this rate it reaches {threshold} in about {duration(leak.left_s)}"
 
 
 LEAK = Say("memory_leak", Edge.HOLDS, _leak_words)
@@ -67,7 +68,7 @@ def _rise_words(f: Link) -> str:
     return (
         f"{said}; nearest: {near}"
         if near
-        else f"{said}; no deploy or event within {span(EVENT_NEAR_S)} of it"
+        else f"{said}; no deploy or event within {duration(EVENT_NEAR_S)} of it"
     )
 
 
@@ -81,7 +82,7 @@ def _fill_words(f: Link) -> str:
             f"the object store on {fill.instance} spills more and more: "
             f"{amount(fill.first, 'bytes_per_s')} to {amount(fill.last, 'bytes_per_s')} spilled"
         )
-    left = f"; full in about {span(fill.left_s)} at this rate" if fill.left_s else "; it is full"
+    left = f"; full in about {duration(fill.left_s)} at this rate" if fill.left_s else "; it is full"
     return (
         f"the object store on {fill.instance} fills steadily: {fill.first:.0f}% to {fill.last:.0f}% used, "
         f"+{fill.rate_per_s * 60:.3g} points/min{left}"
@@ -94,7 +95,7 @@ IDLE = Say(
     Edge.HOLDS,
     lambda f: (
         f"the job holds {f['idle'].cpus:g} CPU(s) but its workers used {f['idle'].mean_pct:.3g}% of one core on "
-        f"average over {span(f['idle'].span_s)} (at most {f['idle'].peak_pct:.3g}%): they are idle, waiting on "
+        f"average over {duration(f['idle'].span_s)} (at most {f['idle'].peak_pct:.3g}%): they are idle, waiting on "
         "something else"
     ),
 )

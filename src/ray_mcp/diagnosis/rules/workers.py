@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ray_mcp.amounts import duration
 from ray_mcp.diagnosis.facts import LOOP, Chain, Edge, Kind, Link, Say, said
-from ray_mcp.diagnosis.graph import Graph, Row, failure_restarts, num, one_line, span
+from ray_mcp.diagnosis.graph import Graph, Row, failure_restarts, num
 from ray_mcp.diagnosis.recognise import Crash, Exit, crash, worker_exit
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.limits import LOG_QUOTE_LINE_CHARS, MESSAGE_HEAD_CHARS, QUOTE_CHARS, QUOTE_LINES
+from ray_mcp.text import one_line
 
 FT_DOC = "ray-docs://reference/14-fault-tolerance"
 
@@ -150,7 +152,9 @@ RESTART_LOOP = Say(
 def _every(times: list[float]) -> str:
     """ ", about every 12s": how often the worker died, from its dead workers' end times."""
     return (
-        f", about every {span((times[-1] - times[0]) / 1000 / (len(times) - 1))}" if len(times) >= 2 else ""
+        f", about every {duration((times[-1] - times[0]) / 1000 / (len(times) - 1))}"
+        if len(times) >= 2
+        else ""
     )
 
 

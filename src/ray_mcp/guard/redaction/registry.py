@@ -211,7 +211,7 @@ class SecretRegistry:
             return list(self._refused)
 
     @property
-    def bytes(self) -> int:
+    def used_bytes(self) -> int:
         return self._bytes
 
     def holds(self, owner: str) -> bool:

@@ -342,6 +342,20 @@ def register_tools(server: RayMCPServer) -> None:
     server.registering = Toolset.CORE  # a tool added later (a test's probe) is listed with the core
 
 
+def offer_toolsets(server: RayMCPServer, bus: InMemorySubscriptionBus, listers: LegacyToolListers) -> None:
+    """The toolsets tools/list offers; a change is announced to 2026 listen streams (the bus) and to the 2025
+    connections that listed the tools."""
+
+    async def tools_changed() -> None:
+        await bus.publish(ToolsListChanged())
+        await listers.announce()
+
+    server.toolsets = Toolsets(server.app, tools_changed)
+    if depends_on_the_cluster(server.toolsets.selection):  # the list can change: 2025 clients are told so
+        sdk_private.announce_tool_list_changes(server)
+    server.app.on_close.append(server.toolsets.aclose)
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -406,15 +420,7 @@ def build_server(
     server.tool_kinds = kinds
     server.hidden_tools = {}
     server.tasks = tasks
-
-    async def tools_changed() -> None:
-        await bus.publish(ToolsListChanged())
-        await listers.announce()
-
-    server.toolsets = Toolsets(app, tools_changed)
-    if depends_on_the_cluster(server.toolsets.selection):  # the list can change: 2025 clients are told so
-        sdk_private.announce_tool_list_changes(server)
-    app.on_close.append(server.toolsets.aclose)
+    offer_toolsets(server, bus, listers)
     register_tools(server)
     resources.register(server)
     server.job_watchers = live.register(server, bus)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_mcp import limits, models
-from ray_mcp.amounts import resource_shape
 from ray_mcp.models import (
     Gap,
     JobTopology,
@@ -35,7 +34,7 @@ from ray_mcp.shaping.nodes import (
     is_internal_resource,
 )
 from ray_mcp.shaping.placement_groups import label_map
-from ray_mcp.text import truncate_text
+from ray_mcp.shaping.topology_gaps import LIVE, actor_gaps, add_idle_gpu_nodes, group_gaps, node_gaps
 
 # Accelerator resources whose assigned ids Ray tracks per worker (resource slots).
 ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")
@@ -43,7 +42,6 @@ ACCELERATOR_RESOURCES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU", "RBLN")
 
 _PG_INDEXED = re.compile(r"^(?P<res>.+)_group_(?P<index>\d+)_(?P<pg>[0-9a-f]{36})$")
 _PG_WILDCARD = re.compile(r"^(?P<res>.+)_group_(?P<pg>[0-9a-f]{36})$")
-LIVE = "ALIVE"
 
 
 def split_pg_resources(required: Mapping[str, Any]) -> tuple[dict[str, float], int | None]:
@@ -197,7 +195,7 @@ def build_topology(ev: TopologySources, *, job: str) -> JobTopology:
     gaps: list[Gap] = []
     groups, bundle_nodes = _groups(ev, actors, by_id, gaps)
 
-    gaps += _actor_gaps(actors)
+    gaps += actor_gaps(actors)
 
     nodes = _nodes(ev, actors, bundle_nodes, gaps)
     by_state = dict(Counter(a.state for a in actors))
@@ -331,121 +329,9 @@ def _groups(
             else None,
         )
         groups.append(group)
-        gaps += _group_gaps(group, by_id)
+        gaps += group_gaps(group, by_id)
     groups.sort(key=lambda g: (g.state == "REMOVED", g.name or "", g.placement_group_id))
     return groups, bundle_nodes
-
-
-def _actor_gaps(actors: Sequence[TopoActor]) -> list[Gap]:
-    """Actors that are not in a group bundle: pending, restarting and dead ones are gaps too."""
-    gaps: list[Gap] = []
-    for a in actors:
-        if a.placement_group_id and a.bundle_index is not None:
-            continue  # reported with its bundle
-        if a.state == "DEAD" and a.placement_group_id is None:
-            continue  # ended actors outside groups are counted, not flagged (jobs end actors all the time)
-        if a.state in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
-            gaps.append(
-                Gap(
-                    kind="pending_actor",
-                    actor_id=a.actor_id,
-                    placement_group_id=a.placement_group_id,
-                    text=f"actor {a.actor_id} ({_who(a)}) is {a.state}: not placed yet.",
-                )
-            )
-        elif a.state == "RESTARTING":
-            gaps.append(
-                Gap(
-                    kind="restarting_actor",
-                    actor_id=a.actor_id,
-                    text=f"actor {a.actor_id} ({_who(a)}) is RESTARTING (restarts {a.restarts}).",
-                )
-            )
-    return gaps
-
-
-def _who(a: TopoActor) -> str:
-    return f"{a.class_name} {a.name}" if a.name else a.class_name
-
-
-def _group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
-    gaps: list[Gap] = []
-    pg, label = group.placement_group_id, group.name or group.placement_group_id
-    if group.state == "REMOVED":
-        return gaps
-    for b in group.bundles:
-        members = [by_id[i] for i in b.actor_ids if i in by_id]
-        if not b.node_id:
-            gaps.append(
-                Gap(
-                    kind="unplaced_bundle",
-                    placement_group_id=pg,
-                    bundle_index=b.index,
-                    text=f"group {label}: bundle {b.index} {resource_shape(b.resources)} is not placed "
-                    f"(group {group.state}).",
-                )
-            )
-            continue
-        live = [a for a in members if a.state == LIVE]
-        if live or any(
-            a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY") for a in members
-        ):
-            for a in members:
-                if a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY"):
-                    gaps.append(
-                        Gap(
-                            kind="restarting_actor" if a.state == "RESTARTING" else "pending_actor",
-                            placement_group_id=pg,
-                            bundle_index=b.index,
-                            actor_id=a.actor_id,
-                            text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is {a.state}.",
-                        )
-                    )
-            continue
-        dead = [a for a in members if a.state == "DEAD"]
-        if dead:
-            a = dead[-1]
-            why = _death_text(a)
-            gaps.append(
-                Gap(
-                    kind="dead_rank",
-                    placement_group_id=pg,
-                    bundle_index=b.index,
-                    actor_id=a.actor_id,
-                    node_id=a.node_id,
-                    text=f"group {label}: bundle {b.index}: {_who(a)} {a.actor_id} is DEAD: {why}",
-                )
-            )
-        elif not group.any_bundle_actor_ids:
-            gaps.append(
-                Gap(
-                    kind="empty_bundle",
-                    placement_group_id=pg,
-                    bundle_index=b.index,
-                    node_id=b.node_id,
-                    text=f"group {label}: bundle {b.index} {resource_shape(b.resources)} on node "
-                    f"{b.node_id} holds no actor.",
-                )
-            )
-    if group.bundles_total and group.live_actors < group.bundles_total and group.state != "PENDING":
-        gaps.append(
-            Gap(
-                kind="short_group",
-                placement_group_id=pg,
-                text=f"group {label}: {group.live_actors} live actor(s) for {group.bundles_total} bundles.",
-            )
-        )
-    return gaps
-
-
-def _death_text(a: TopoActor) -> str:
-    c = a.death_cause
-    if c is None:
-        return "no death cause recorded."
-    text = c.reason + (f" ({c.error_type})" if c.error_type else "")
-    if c.message:
-        text += ": " + truncate_text(" ".join(c.message.split()), limits.DEATH_CHARS)
-    return text
 
 
 def _serve(ev: TopologySources, job_id: str) -> tuple[TopoServe | None, dict[str, tuple[str, TopoReplica]]]:
@@ -547,10 +433,10 @@ def _nodes(
             idle_gpu.append(node)
             continue
         nodes.append(node)
-        gaps += _node_gaps(node)
+        gaps += node_gaps(node)
         if alive and has_gpu and node.actors == 0:
             idle_gpu.append(node)
-    _add_idle_gpu_nodes(idle_gpu, nodes, gaps)
+    add_idle_gpu_nodes(idle_gpu, nodes, gaps)
     return nodes
 
 
@@ -582,55 +468,6 @@ def _resource_use(
     totals: Mapping[str, float], usage: Mapping[str, tuple[float, float]]
 ) -> dict[str, models.ResourceUse]:
     return {k: models.ResourceUse(used=usage.get(k, (0.0, v))[0], total=v) for k, v in sorted(totals.items())}
-
-
-def _node_gaps(node: TopoNode) -> list[Gap]:
-    """What is wrong with a node that holds this job's work: it is dead, or its memory is under pressure."""
-    gaps: list[Gap] = []
-    if node.state != "ALIVE":
-        gaps.append(
-            Gap(
-                kind="dead_node",
-                node_id=node.node_id,
-                text=f"node {node.node_id} ({node.ip}) that held this job's work is DEAD: {node.death_reason}",
-            )
-        )
-    if node.memory_pressure:
-        gaps.append(
-            Gap(
-                kind="memory_pressure",
-                node_id=node.node_id,
-                text=f"node {node.node_id} ({node.ip}) uses {node.memory_used_fraction:.0%} of its "
-                f"memory (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%}).",
-            )
-        )
-    return gaps
-
-
-def _add_idle_gpu_nodes(idle_gpu: list[TopoNode], nodes: list[TopoNode], gaps: list[Gap]) -> None:
-    """The first few GPU nodes that host no actor of the job join the nodes with a gap each; the rest are
-    counted in one gap."""
-    for node in idle_gpu[: limits.TOPOLOGY_IDLE_GPU_NODES]:
-        gpu = node.resources.get("GPU")
-        used = f"{gpu.used:g}/{gpu.total:g} GPUs in use" if gpu else "GPUs"
-        mine = " though this job holds bundles there" if node.bundles else ""
-        gaps.append(
-            Gap(
-                kind="idle_gpu_node",
-                node_id=node.node_id,
-                text=f"node {node.node_id} ({node.ip}) has GPUs ({used}) and hosts no actor of this "
-                f"job{mine}.",
-            )
-        )
-        if node not in nodes:
-            nodes.append(node)
-    if len(idle_gpu) > limits.TOPOLOGY_IDLE_GPU_NODES:
-        gaps.append(
-            Gap(
-                kind="idle_gpu_node",
-                text=f"{len(idle_gpu) - limits.TOPOLOGY_IDLE_GPU_NODES} more GPU node(s) host no actor of this job.",
-            )
-        )
 
 
 def _verdict(t: JobTopology) -> str:

@@ -24,9 +24,13 @@ async def gather(target: RayTarget, api: RayAPI, ev: GraphInputs) -> None:
         ev.notes.append(f"Could not check the Kubernetes layer: {exc}")
         return
     ev.kuberay = [f.model_dump(mode="json") for f in status.findings]
-    if any(f.verdict == "unschedulable" for f in status.findings):
-        try:
-            ray_status = await api.nodes.cluster_status(max_nodes=1)
-        except RayMCPError:
-            return
-        ev.kuberay_waiting = [d.model_dump(mode="json") for d in ray_status.pending_demands]
+    if not any(f.verdict == "unschedulable" for f in status.findings):
+        return
+    if ev.status is not None:  # cluster_health has read the cluster status already: its demands are there
+        ev.kuberay_waiting = list(ev.status.get("pending_demands") or [])
+        return
+    try:
+        ray_status = await api.nodes.cluster_status(max_nodes=1)
+    except RayMCPError:
+        return
+    ev.kuberay_waiting = [d.model_dump(mode="json") for d in ray_status.pending_demands]

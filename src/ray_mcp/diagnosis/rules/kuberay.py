@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import get_args
 
-from ray_mcp.diagnosis.facts import LOOP, PROBLEM, ROOT, STUCK, Chain, Edge, Kind, Say
+from ray_mcp.diagnosis.facts import PROBLEM, STUCK, Chain, Edge, Kind, Say
 from ray_mcp.diagnosis.graph import Graph, Row
 from ray_mcp.diagnosis.registry import On, rule
+from ray_mcp.diagnosis.rules import platform
 from ray_mcp.diagnosis.rules.platform import KUBE_DOC
 from ray_mcp.models.kuberay import KubeVerdict
 from ray_mcp.text import quoted
@@ -32,14 +33,11 @@ KIND: dict[str, Kind] = {
 }
 assert set(KIND) == set(get_args(KubeVerdict)), "every verdict of KubeRay's view has its kind"
 
+# The pod kinds weigh what they weigh when the head's events tell them (rules/platform.py).
 SEVERITY: dict[Kind, int] = {
-    Kind.POD_UNSCHEDULABLE: STUCK,
-    Kind.IMAGE_PULL: STUCK,
+    **platform.SEVERITY,
     Kind.POD_STUCK_INIT: STUCK,
     Kind.POD_CANNOT_START: STUCK,
-    Kind.POD_OOM_KILLED: ROOT,
-    Kind.POD_EVICTED: ROOT,
-    Kind.POD_CRASH_LOOP: LOOP,
     Kind.CRD_DISAGREES: STUCK,
     Kind.RAYJOB_FAILED: PROBLEM,
     Kind.UPGRADE_STUCK: STUCK,
@@ -47,6 +45,7 @@ SEVERITY: dict[Kind, int] = {
     Kind.POD_FAILED: PROBLEM,
     Kind.RAYSERVICE_APP_FAILING: PROBLEM,
 }
+assert set(SEVERITY) == set(KIND.values()), "every kind of KubeRay's view has its weight"
 NEXT = (
     "kuberay_status for the pods and events; kuberay_logs(pod=..., previous=true) for a restarted container."
 )
@@ -88,7 +87,7 @@ def kuberay_chains(g: Graph) -> list[Chain]:
             details.append(RAY_WAITING(demands="; ".join(map(_demand, g.ev.kuberay_waiting))))
         out.append(
             Chain(
-                SEVERITY.get(kind, PROBLEM),
+                SEVERITY[kind],
                 kind,
                 None,
                 [say(text=text, verdict=verdict, pod=pod)],

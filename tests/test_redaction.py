@@ -32,6 +32,14 @@ from ray_mcp.guard.redaction.shapes import mask_spans
 from ray_mcp.limits import SECRET_KEY_CHARS, SECRETS_RECENT_KEY_CHARS
 
 
+@pytest.fixture(autouse=True)
+def forget_test_owners() -> Iterable[None]:
+    """The registry is the process's: values a test here holds ("31337", "q7z") would mask a later test's
+    output (a live test's marker line read back as "actor-marker-***"), so they are dropped after each test."""
+    yield
+    SECRETS.drop_owners_except("test:", (), listed_since=time.monotonic() + 1)
+
+
 def unique(prefix: str = "v") -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
 

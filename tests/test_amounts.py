@@ -14,6 +14,7 @@ from ray_mcp.amounts import (
     resource_use,
     window,
 )
+from ray_mcp.diagnosis.graph import amounts
 
 
 @pytest.mark.parametrize(
@@ -66,3 +67,14 @@ def test_an_age_is_its_largest_whole_unit_and_a_window_as_it_was_asked() -> None
 
 def test_a_percentage_has_three_digits_and_unknown_is_a_question_mark() -> None:
     assert [percent(v) for v in (87.54, 100.0, None, float("inf"))] == ["87.5%", "100%", "?", "?"]
+
+
+def test_the_diagnosis_writes_a_resource_shape_as_every_other_answer_does() -> None:
+    """One way to write a demand: the rules' braces around graph.amounts read as amounts.resource_shape."""
+    shape = {"CPU": 1.0, "memory": 4 * 2**30, "GPU": 0.5}
+    from_record = {
+        "CPU": "1",
+        "memory": 4 * 2**30,
+        "GPU": 0.5,
+    }  # Ray's REST layer writes some numbers as text
+    assert "{" + amounts(from_record) + "}" == resource_shape(shape) == "{CPU: 1, memory: 4 GiB, GPU: 0.5}"

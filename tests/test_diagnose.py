@@ -113,7 +113,7 @@ async def test_a_job_stuck_on_an_infeasible_placement_group_says_so_and_what_the
                 await anyio.sleep(1)
         verdict = data["verdict"]
         assert verdict.startswith("RUNNING") and "infeasible" in verdict and "trainer-gang" in verdict, text
-        assert "CPU 64" in verdict
+        assert "{CPU: 64}" in verdict
         assert "the largest has CPU 2" in verdict  # what the cluster has
         assert "debug-pending-placement-group" in text
     finally:

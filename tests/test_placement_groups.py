@@ -57,7 +57,7 @@ async def test_pg_status_shows_bundles_and_explains_pending_groups(client: Clien
         )
         assert ok.why_pending is None
         assert huge.state == "PENDING" and huge.infeasible is True
-        assert huge.why_pending and "needs {CPU 64}, which no alive node can ever fit" in huge.why_pending
+        assert huge.why_pending and "needs {CPU: 64}, which no alive node can ever fit" in huge.why_pending
         assert "the largest has CPU 2" in huge.why_pending
         assert spread.strategy == "STRICT_SPREAD" and spread.infeasible is True
         assert spread.why_pending and "STRICT_SPREAD over 3 bundles but only 1 node(s)" in spread.why_pending
@@ -153,7 +153,7 @@ async def test_pg_status_diagnose_job_and_cluster_health_explain_a_pending_group
     client: Client, tmp_path
 ) -> None:
     """One engine says why a group waits, whichever tool asks (before: pg_status said "bundle 0 wants {CPU: 64}
-    and no node has more than 2 CPUs", diagnose_job "… needs {CPU 64}, which no alive node can ever fit")."""
+    and no node has more than 2 CPUs", diagnose_job "… needs {CPU: 64}, which no alive node can ever fit")."""
     tag = f"same{uuid.uuid4().hex[:6]}"
     (tmp_path / "driver.py").write_text(WAITS_FOR_A_GROUP)
     sid = await submit(

@@ -144,7 +144,7 @@ def test_why_a_pending_group_waits_names_the_constraint_that_fails() -> None:
     text, infeasible = why([{"CPU": 64}], "PACK", one, "INFEASIBLE")
     assert (
         infeasible
-        and "needs {CPU 64}, which no alive node can ever fit (infeasible: the largest has CPU 2)" in text
+        and "needs {CPU: 64}, which no alive node can ever fit (infeasible: the largest has CPU 2)" in text
     )
     text, infeasible = why([{"GPU": 1}], "PACK", one)
     assert infeasible and "the largest has GPU 0" in text
@@ -153,7 +153,7 @@ def test_why_a_pending_group_waits_names_the_constraint_that_fails() -> None:
     two = [alive("a", {"CPU": 2.0}), alive("b", {"CPU": 2.0})]
     text, infeasible = why([{"CPU": 1.5}] * 2, "STRICT_PACK", two)
     assert (
-        infeasible and "(STRICT_PACK, 2 bundle(s)) needs {CPU 3}" in text and "the largest has CPU 2" in text
+        infeasible and "(STRICT_PACK, 2 bundle(s)) needs {CPU: 3}" in text and "the largest has CPU 2" in text
     )
     text, infeasible = why([{"CPU": 1}], "PACK", one, "WAITING", free={"a": {"CPU": 0.5}})
     assert not infeasible and "it fits, but CPU is in use now (the most free on a node: CPU 0.5)" in text

@@ -40,9 +40,14 @@ def resource_use(name: str, used: float, total: float) -> str:
     return f"{name} {shown_used}/{shown_total}"
 
 
+def resource_items(shape: Mapping[str, float]) -> str:
+    """ "CPU: 1, memory: 4 GiB": a resource shape's items, for text that puts its own braces around them."""
+    return ", ".join(f"{k}: {resource_amount(k, v)}" for k, v in shape.items())
+
+
 def resource_shape(shape: Mapping[str, float]) -> str:
-    """ "{CPU: 1, memory: 4 GiB}": a bundle's or a task's resource demand."""
-    return "{" + ", ".join(f"{k}: {resource_amount(k, v)}" for k, v in shape.items()) + "}"
+    """ "{CPU: 1, memory: 4 GiB}": a bundle's or a task's resource demand, written one way in every answer."""
+    return "{" + resource_items(shape) + "}"
 
 
 def duration(seconds: float) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ray_mcp.amounts import duration, resource_amount
+from ray_mcp.amounts import duration, resource_amount, resource_items
 from ray_mcp.limits import (
     JOB_LABEL_ENTRYPOINT_CHARS,
     NAMES_SHOWN,
@@ -148,8 +148,9 @@ def amount(name: str, value: Any) -> str:
 
 
 def amounts(shape: Mapping[str, Any]) -> str:
-    """ "CPU 1, memory 4 GiB": a resource shape."""
-    return ", ".join(f"{k} {amount(k, v)}" for k, v in shape.items())
+    """ "CPU: 1, memory: 4 GiB": a resource shape from a record (the rules put the braces around it), written
+    as amounts.resource_shape writes it, so pg_status and the diagnosis say one group's demand alike."""
+    return resource_items({k: num(v) for k, v in shape.items()})
 
 
 def ms_clock(ms: float | None) -> str:

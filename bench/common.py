@@ -149,7 +149,9 @@ async def stdio_session(
         bare = str(Path(__file__).with_name("bare_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[bare], env=clean_env())
     else:
-        params = StdioServerParameters(command=RAY_MCP, args=["--address", address], env=clean_env())
+        # every toolset: the bench calls tools (list_tasks, summarize_tasks) outside a plain cluster's default set
+        args = ["--address", address, "--toolsets", "all"]
+        params = StdioServerParameters(command=RAY_MCP, args=args, env=clean_env())
     with open(errlog_path, "a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield client
@@ -167,7 +169,17 @@ async def http_session(address: str, log_path: Path) -> AsyncIterator[Client]:
     port = free_port()
     with open(log_path, "a") as out:
         proc = subprocess.Popen(
-            [RAY_MCP, "--transport", "streamable-http", "--port", str(port), "--address", address],
+            [
+                RAY_MCP,
+                "--transport",
+                "streamable-http",
+                "--port",
+                str(port),
+                "--address",
+                address,
+                "--toolsets",
+                "all",
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=clean_env(),

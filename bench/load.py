@@ -67,6 +67,8 @@ def ray_mcp_http(address: str, log: Path) -> Iterator[tuple[int, psutil.Process]
                 str(port),
                 "--address",
                 address,
+                "--toolsets",  # list_tasks is outside a plain cluster's default set
+                "all",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

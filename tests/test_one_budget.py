@@ -7,16 +7,19 @@ from __future__ import annotations
 from typing import Annotated
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 from tests.support import text_of
 
+from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import RESPONSE_BUDGET_BYTES
 from ray_mcp.models import ListPage
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
-from ray_mcp.shaping.common import tool_result
+from ray_mcp.shaping.common import _escaped, most_that_fit, sent_bytes, sent_escaped_bytes, tool_result
 from ray_mcp.tools import READ_ONLY
 
 PROBES = 400  # each row ~300 bytes in the text and as much again as JSON: ~30 times the budget in all
@@ -62,7 +65,9 @@ async def test_a_new_list_tool_with_no_fitting_code_is_fitted_at_the_edge_with_o
     shown = structured["shown"]
     assert 1 <= shown < PROBES and len(structured["probes"]) == shown
     assert [p["probe_id"] for p in structured["probes"]] == [f"{i:032x}" for i in range(shown)]  # the first
-    note = f"{PROBES - shown} more of these {PROBES} probes left out to keep the whole answer under 8 KB as sent"
+    note = (
+        f"{PROBES - shown} more of these {PROBES} probes left out to keep the whole answer under 8 KB as sent"
+    )
     assert [n for n in structured["notes"] if "left out" in n] == [structured["notes"][-1]]
     assert note in structured["notes"][-1]
     assert text_of(result).count("left out") == 1 and note in text_of(result)
@@ -86,3 +91,33 @@ def test_a_list_page_given_a_fixed_text_is_refused_since_the_fitter_could_not_re
     page = ProbeList(total=1, matched=1, shown=1, probes=[Probe(probe_id="a", message="b")])
     with pytest.raises(TypeError, match="pass its renderer"):
         tool_result(page, render_probes(page))
+
+
+@settings(max_examples=300, deadline=None)
+@given(high=st.integers(1, 2000), last=st.integers(0, 2000), guess=st.integers(-5, 3000))
+def test_the_search_finds_the_most_that_fit_whatever_the_guess(high: int, last: int, guess: int) -> None:
+    probed: list[int] = []
+
+    def fits(k: int) -> bool:
+        probed.append(k)
+        return k <= last
+
+    assert most_that_fit(high, fits, guess) == max(1, min(last, high))
+    assert all(1 <= k <= high for k in probed) and len(probed) <= 2 + high.bit_length()
+    if 1 <= guess == last < high:  # a right guess costs two probes: it, and the one past it
+        assert probed == [guess, guess + 1]
+
+
+NASTY = st.text(
+    st.sampled_from(['"', "\\", "r", "u", "0", "\r", "\n", "\x01", "\x1b", "\x7f", "\u200b", "é", "a"])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    structured=st.recursive(NASTY, lambda inner: st.lists(inner) | st.dictionaries(NASTY, inner)), text=NASTY
+)
+def test_the_size_as_sent_is_measured_alike_with_or_without_control_characters(structured, text) -> None:
+    # the fitter's quick path (no control character in the structure) must agree with escaping every string
+    escaped = sent_bytes(_escaped(structured), escape_controls(text))
+    assert sent_escaped_bytes(structured, text) == escaped

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import (
+    FIT_SAMPLE_ITEMS,
     MAX_LIMIT,
     RESPONSE_BUDGET_BYTES,
     RESULT_ENVELOPE_BYTES,
@@ -67,6 +68,12 @@ def sent_bytes(structured: object, text: str) -> int:
 
 def sent_escaped_bytes(structured: object, text: str) -> int:
     """``sent_bytes`` once the middleware has made every control character visible (escape_controls)."""
+    raw = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    # Most answers hold no control character: then the structure is sent as it is, and one scan of its JSON
+    # says so (JSON shows C0 characters as \u00XX, \r, \b or \f; a backslash before r, b or f only takes
+    # the longer way here).
+    if escape_controls(raw) == raw and not any(e in raw for e in ("\\u00", "\\r", "\\b", "\\f")):
+        return json_bytes(escape_controls(text)) + len(raw.encode()) + RESULT_ENVELOPE_BYTES
     return sent_bytes(_escaped(structured), escape_controls(text))
 
 
@@ -94,32 +101,56 @@ def fit_page(page: L, render: Callable[[L], str], *, reserve: int = 0) -> tuple[
     field, where = kind.items_field, kind.notes_field
     what = kind.items_noun or field.replace("_", " ")
 
-    def fits(answer: tuple[L, str]) -> bool:
-        sent = sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1])
-        return sent + reserve <= RESPONSE_BUDGET_BYTES
+    def size(answer: tuple[L, str]) -> int:
+        return sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1]) + reserve
 
-    whole = page, render(page)
     items = list(getattr(page, field))
-    if len(items) <= 1 or fits(whole):
-        return whole
+    n = len(items)
+    if n <= 1:  # nothing to leave out
+        return page, render(page)
 
     def keep(k: int) -> tuple[L, str]:
+        if k == n:
+            return page, render(page)
         note = (
-            f"{len(items) - k} more of these {len(items)} {what} left out to keep the whole answer under "
+            f"{n - k} more of these {n} {what} left out to keep the whole answer under "
             f"{RESPONSE_BUDGET_BYTES // 1024} KB as sent; narrow with filters or a lower limit."
         )
         cut = page.model_copy(update={field: items[:k], "shown": k, where: [*getattr(page, where), note]})
         return cut, render(cut)
 
-    # the size grows with k: the most that fit, by bisection (a few renders, whatever the page's length)
-    best, low, high = keep(1), 2, len(items) - 1
+    answers: dict[int, tuple[tuple[L, str], int]] = {}  # k -> (the answer with k items, its size as sent)
+
+    def fits(k: int) -> bool:
+        if k not in answers:
+            answer = keep(k)
+            answers[k] = answer, size(answer)
+        return answers[k][1] <= RESPONSE_BUDGET_BYTES
+
+    # Measure a first few items only (a page of 1,000 is never rendered whole), and guess from them that the
+    # rest are about as long: usually two more renders find the most that fit.
+    sample = min(n, FIT_SAMPLE_ITEMS)
+    if fits(sample) and sample == n:
+        return answers[sample][0]
+    bare = size(keep(0))
+    guess = (RESPONSE_BUDGET_BYTES - bare) * sample // max(1, answers[sample][1] - bare)
+    return answers[most_that_fit(n, fits, guess)][0]
+
+
+def most_that_fit(high: int, fits: Callable[[int], bool], guess: int) -> int:
+    """The largest k in [1, high] for which ``fits(k)`` (1 if none does), where fits holds up to some k and not
+    past it. Probes the guess, then its neighbour, then bisects: two probes when the guess is right, about
+    log2(high) when it is far off."""
+    low, best, k = 1, 1, min(max(guess, 1), high)
+    near = True  # the next probe is the guess's neighbour, on the side the guess pointed to
     while low <= high:
-        k = (low + high) // 2
-        candidate = keep(k)
-        if fits(candidate):
-            best, low = candidate, k + 1
+        if fits(k):
+            best, low = k, k + 1
+            k = low if near else (low + high) // 2
         else:
             high = k - 1
+            k = high if near else (low + high) // 2
+        near = False
     return best
 
 

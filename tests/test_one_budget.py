@@ -15,11 +15,12 @@ from pydantic import BaseModel
 from tests.support import text_of
 
 from ray_mcp.guard.redaction import escape_controls
-from ray_mcp.limits import RESPONSE_BUDGET_BYTES
+from ray_mcp.limits import EVENTS_SHOWN, RESPONSE_BUDGET_BYTES
 from ray_mcp.models import ListPage
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
 from ray_mcp.shaping.common import _escaped, most_that_fit, sent_bytes, sent_escaped_bytes, tool_result
+from ray_mcp.shaping.events import EventFilter, build_event_list, render_event_list
 from ray_mcp.tools import READ_ONLY
 
 PROBES = 400  # each row ~300 bytes in the text and as much again as JSON: ~30 times the budget in all
@@ -121,3 +122,26 @@ def test_the_size_as_sent_is_measured_alike_with_or_without_control_characters(s
     # the fitter's quick path (no control character in the structure) must agree with escaping every string
     escaped = sent_bytes(_escaped(structured), escape_controls(text))
     assert sent_escaped_bytes(structured, text) == escaped
+
+
+def test_list_events_long_messages_at_the_default_limit_are_fitted_too() -> None:
+    # list_events had no fitting code and sent 16.8 KB here (20 messages of ~300 characters); its page names
+    # its items, and it is fitted like every list
+    rows = [
+        {
+            "severity": "ERROR",
+            "source_type": "RAYLET",
+            "time": str(1_764_500_000 - i),
+            "message": f"Worker {chr(97 + i % 26)}{chr(97 + i // 26)} died: " + "the raylet lost it " * 15,
+            "custom_fields": {"node_id": "a" * 56},
+        }
+        for i in range(300)
+    ]
+    page = build_event_list(rows, EventFilter(), limit=EVENTS_SHOWN.default, notes=[])
+    assert page.shown == EVENTS_SHOWN.default
+    result = tool_result(page, render_event_list)
+    shown = (result.structured_content or {})["shown"]
+    assert as_sent(result) <= RESPONSE_BUDGET_BYTES and 1 <= shown < EVENTS_SHOWN.default
+    assert f"{EVENTS_SHOWN.default - shown} more of these {EVENTS_SHOWN.default} events left out" in text_of(
+        result
+    )

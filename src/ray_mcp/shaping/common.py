@@ -128,7 +128,9 @@ def fit_page(page: L, render: Callable[[L], str], *, reserve: int = 0) -> tuple[
         return answers[k][1] <= RESPONSE_BUDGET_BYTES
 
     # Measure a first few items only (a page of 1,000 is never rendered whole), and guess from them that the
-    # rest are about as long: usually two more renders find the most that fit.
+    # rest are about as long: usually two more renders find the most that fit. (The whole page has no note, so
+    # it may fit where it less its last item and a note does not; only rows shorter than the note, which no
+    # list here has, could then lose a row or two.)
     sample = min(n, FIT_SAMPLE_ITEMS)
     if fits(sample) and sample == n:
         return answers[sample][0]

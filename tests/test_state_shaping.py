@@ -10,6 +10,7 @@ from tests.support import text_of, whole_bytes
 from ray_mcp.diagnosis.rules.placement import explain_pending_group
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import MAX_LIMIT
+from ray_mcp.models import ActorList
 from ray_mcp.shaping.actors import (
     actor_from_state,
     build_actor_list,
@@ -99,11 +100,16 @@ def test_actor_list_of_5000_stays_under_8_kb_with_exact_totals_and_a_narrowing_h
         total=5000, matched=5000, rows=rows, summary=summary, limit=50, detail=False, notes=notes
     )
     assert page.total == page.matched == 5000 and page.by_state == {"ALIVE": 400, "DEAD": 4600}
-    assert 0 < page.shown < 50 and page.notes  # the byte budget cut the page, and says so
-    assert page.hints[0].startswith(f"{5000 - page.shown:,} more actors") and "C0 DEAD" in page.hints[0]
-    structured = tool_result(page, render_actor_list(page))
+    assert page.shown == 50 and not page.notes  # the area keeps its limit; the edge fits the answer
+    assert page.hints[0].startswith("4,950 more actors") and "C0 DEAD" in page.hints[0]
+    structured = tool_result(page, render_actor_list)
     assert whole_bytes(structured) <= 8192  # text and structured content together
-    assert all(a.actor_id in text_of(structured) for a in page.actors)  # ids whole
+    fitted = ActorList.model_validate(structured.structured_content)
+    assert 0 < fitted.shown < 50 and fitted.hints == page.hints  # the byte budget cut the page, and says so
+    assert fitted.notes == [
+        f"{50 - fitted.shown} more of these 50 actors left out to keep the whole answer under 8 KB as sent; narrow with filters or a lower limit."
+    ]
+    assert all(a.actor_id in text_of(structured) for a in fitted.actors)  # ids whole
     assert "null" not in json.dumps(structured.structured_content)
 
 
@@ -194,7 +200,7 @@ def test_pg_list_of_300_groups_stays_under_8_kb() -> None:
         for r in rows[:50]
     ]
     page = build_pg_list(total=300, matched=300, groups=groups, by_state={"PENDING": 300}, limit=50, notes=[])
-    result = tool_result(page, render_pg_list(page))
+    result = tool_result(page, render_pg_list)
     assert page.matched == 300 and 0 < page.shown <= 50 and page.hints
     assert whole_bytes(result) <= 8192
 

@@ -12,7 +12,7 @@ from tests.support import call_ok, submit, text_of, wait_until
 from ray_mcp.limits import RESPONSE_BUDGET_BYTES, RESULT_ENVELOPE_BYTES
 from ray_mcp.models import Actor, ActorList
 from ray_mcp.shaping.actors import render_actor_list
-from ray_mcp.shaping.common import fit_list, json_bytes, sent_escaped_bytes
+from ray_mcp.shaping.common import fit_page, json_bytes, sent_escaped_bytes
 
 NASTY = st.text(st.sampled_from(['"', "\\", "\x01", "\x1b", "\u200b", "\x85", "é", "a", " "]), max_size=300)
 
@@ -31,7 +31,7 @@ def test_a_list_of_escape_heavy_rows_keeps_the_most_that_fit_and_says_how_many_i
         for i, name in enumerate(names)
     ]
     page = ActorList(total=len(actors), matched=len(actors), shown=len(actors), actors=actors)
-    fitted, text = fit_list(page, render_actor_list, "actors", "actors")
+    fitted, text = fit_page(page, render_actor_list)
     sent = sent_escaped_bytes(fitted.model_dump(mode="json", exclude_none=True), text)
     assert sent <= RESPONSE_BUDGET_BYTES or fitted.shown == 1
     assert fitted.actors == actors[: fitted.shown] and fitted.shown == len(fitted.actors)
@@ -65,5 +65,5 @@ async def test_the_envelope_of_a_result_is_within_what_the_budgets_allow_for_it(
         result = await call_ok(client, name, args)
         links = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content[1:]]
         content = json_bytes(text_of(result)) + json_bytes(result.structured_content) + json_bytes(links)
-        envelope = as_sent(result) - content  # resource links are budgeted by the tool (fit_list reserve)
+        envelope = as_sent(result) - content  # resource links are budgeted at the edge (fit_page reserve)
         assert 0 < envelope <= RESULT_ENVELOPE_BYTES, (name, envelope)

@@ -34,10 +34,12 @@ class Bound(Generic[Number]):
 MAX_LIMIT = 1000  # the most items one list call may ask for (0 means counts only)
 DEFAULT_LIMIT = 50  # actors, placement groups, nodes
 DEFAULT_TASK_LIMIT = 30
-# A whole answer at default limits stays under this, text and structured content together.
+# A whole answer as sent stays under this, text and structured content together: the edge
+# (shaping.common.tool_result) leaves out a list page's last items to keep it there.
 RESPONSE_BUDGET_BYTES = 8 * 1024
-# The items of a list answer, as JSON: their text is about as long, then come totals and hints.
-LIST_BUDGET_BYTES = 3_500
+# The fitter measures this many items first and guesses how many fit from them (not an output bound: any
+# value gives the same answer, this one the fewest renders at default limits).
+FIT_SAMPLE_ITEMS = 16
 STATE_API_MAX_ROWS = 10_000  # Ray's State API returns at most this many rows per call
 # list_actors reads up to this many matching actors in its one request and counts them by class and state
 # itself; past it, Ray's summary counts them (Ray converts every actor once per request either way).

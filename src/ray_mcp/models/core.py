@@ -1,8 +1,8 @@
 """The output models of the core areas: cluster_status and nodes, jobs, logs, actors, placement groups, tasks, Serve,
-and the parts the other areas share (ListPage, DeathCause, ResourceUse).
+and the parts the other areas share (Listed, ListPage, DeathCause, ResourceUse).
 """
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -176,7 +176,31 @@ class JobSummary(BaseModel):
     error_type: str | None = None
 
 
-class JobList(BaseModel):
+class Listed(BaseModel):
+    """A page of items that the edge fits (shaping.common.tool_result): when the whole answer as sent would pass
+    RESPONSE_BUDGET_BYTES, the last items of ``items_field`` are left out and one note in ``notes_field`` says how
+    many. A subclass names its list here, so that no tool carries fitting code of its own.
+    """
+
+    items_field: ClassVar[str] = ""  # the field that holds the items ("" on a base that has none yet)
+    items_noun: ClassVar[str] = (
+        ""  # what they are, in the note ("placement groups"); the field's name if unset
+    )
+    notes_field: ClassVar[str] = "notes"  # where the note goes ("hints" for a page with no notes)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        # a misspelt declaration fails at import, not at the first answer too long to send
+        super().__pydantic_init_subclass__(**kwargs)
+        for name in (cls.items_field, cls.notes_field) if cls.items_field else ():
+            if name not in cls.model_fields:
+                raise TypeError(f"{cls.__name__} declares {name!r}, which is not one of its fields")
+
+
+class JobList(Listed):
+    items_field = "jobs"
+    notes_field = "hints"
+
     jobs: list[JobSummary]
     total: int = Field(description="Jobs in the cluster.")
     matching: int = Field(description="Jobs that pass the filters.")
@@ -305,8 +329,15 @@ class Actor(BaseModel):
     _restarts_preempted: int | None = PrivateAttr(default=None)
 
 
-class ListPage(BaseModel):
-    """The common head of every bounded list: exact totals, what is shown, and what to do next."""
+class ListPage(Listed):
+    """The common head of every bounded list: exact totals, what is shown, and what to do next. Each subclass
+    names its items' field (``items_field``, see Listed)."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        if not cls.items_field:  # else its answers would go out unfitted, silently
+            raise TypeError(f"{cls.__name__} is a list page: name its items' field (items_field)")
+        super().__pydantic_init_subclass__(**kwargs)
 
     total: int = Field(description="How many exist in the cluster (before filters).")
     matched: int = Field(description="How many match the filters (exact).")
@@ -316,6 +347,7 @@ class ListPage(BaseModel):
 
 
 class ActorList(ListPage):
+    items_field = "actors"
     by_state: dict[str, int] = Field(default_factory=dict, description="Matching actors per state (exact).")
     actors: list[Actor] = Field(default_factory=list)
 
@@ -354,6 +386,8 @@ class PlacementGroup(BaseModel):
 
 
 class PlacementGroupList(ListPage):
+    items_field = "placement_groups"
+    items_noun = "placement groups"
     by_state: dict[str, int] = Field(default_factory=dict)
     placement_groups: list[PlacementGroup] = Field(default_factory=list)
 
@@ -372,6 +406,7 @@ class Node(BaseModel):
 
 
 class NodeList(ListPage):
+    items_field = "nodes"
     alive: int
     dead: int
     nodes: list[Node] = Field(default_factory=list)
@@ -392,6 +427,7 @@ class Task(BaseModel):
 
 
 class TaskList(ListPage):
+    items_field = "tasks"
     tasks: list[Task] = Field(default_factory=list)
 
 

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, Field
 
+from ray_mcp.models.core import Listed
+
 
 class ClusterEvent(BaseModel):
     """One event message, with how often it was recorded among the events that match."""
@@ -17,7 +19,8 @@ class ClusterEvent(BaseModel):
     label: str | None = None
 
 
-class EventList(BaseModel):
+class EventList(Listed):
+    items_field = "events"
     total: int = Field(description="Events read: all the dashboard keeps, or those of the source asked for.")
     matched: int = Field(description="Events matching the filters.")
     shown: int

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ray_mcp.models.core import DeathCause, ResourceUse
+from ray_mcp.models.core import DeathCause, Listed, ResourceUse
 
 GapKind = Literal[
     "unplaced_bundle",
@@ -218,7 +218,8 @@ class TrainRunSummary(BaseModel):
     workers: int | None = Field(default=None, description="Workers of the latest attempt.")
 
 
-class TrainRunList(BaseModel):
+class TrainRunList(Listed):
+    items_field = "runs"
     known: bool = Field(default=True, description="False: Ray keeps no Train state (notes say why).")
     total: int
     matched: int

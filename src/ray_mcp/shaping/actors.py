@@ -16,7 +16,7 @@ from ray_mcp.limits import (
     LINE_CHARS,
     LIST_FIELD_CHARS,
 )
-from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
+from ray_mcp.shaping.common import narrowing_hint, to_number
 from ray_mcp.text import exception_summary, head_text, quoted, quoted_block, tail_text, user_traceback
 
 
@@ -107,7 +107,7 @@ def build_actor_list(
         for i, s in enumerate(("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY", "DEAD"))
     }
     actors.sort(key=lambda a: (order.get(a.state, 9), a.class_name, a.actor_id))
-    shown = cap_items(actors, limit, notes, "actors")
+    shown = actors[:limit]  # the edge fits the answer to its byte budget (shaping.common.fit_page)
     hints = []
     hint = narrowing_hint(matched - len(shown), by_class, "actors", "state, class_name, job or name")
     if hint:

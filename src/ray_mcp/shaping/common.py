@@ -12,26 +12,49 @@ from pydantic import BaseModel
 
 from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import (
-    LIST_BUDGET_BYTES,
+    FIT_SAMPLE_ITEMS,
     MAX_LIMIT,
     RESPONSE_BUDGET_BYTES,
     RESULT_ENVELOPE_BYTES,
     STATE_API_MAX_ROWS,
 )
+from ray_mcp.models import Listed
+
+M = TypeVar("M", bound=BaseModel)
 
 
-def tool_result(model: BaseModel, text: str) -> CallToolResult:
-    """A tool answer: the concise text for the model, and the structured data with nulls dropped."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
+def tool_result(
+    model: M, text: str | Callable[[M], str], *, links: Callable[[M], list[ResourceLink]] | None = None
+) -> CallToolResult:
+    """A tool answer, the one way every tool makes it: the concise text for the model, the structured data with
+    nulls dropped, and ``links`` (resource links a client can read and subscribe to) after the text.
+
+    This is the edge where the one budget is applied: a list page (models.Listed) comes with its renderer as
+    ``text`` and is fitted here (fit_page), so no tool carries fitting code. ``links`` is given the page as
+    sent, so that it links only the items kept.
+    """
+    if isinstance(model, Listed) and type(model).items_field:
+        if not callable(text):  # the fitter renders what it keeps: a fixed text could not follow the cut
+            raise TypeError(f"{type(model).__name__} is a list page: pass its renderer, not its text")
+        reserve = _links_bytes(links(model)) if links else 0
+        model, said = fit_page(model, text, reserve=reserve)
+    else:
+        said = text(model) if callable(text) else text
+    result = CallToolResult(
+        content=[TextContent(type="text", text=said)],
         structured_content=model.model_dump(mode="json", exclude_none=True),
     )
+    return linked(result, links(model)) if links else result
 
 
 def linked(result: CallToolResult, links: list[ResourceLink]) -> CallToolResult:
     """The answer with resource links after its text: what it names that a client can read (and subscribe to)."""
     result.content.extend(links)
     return result
+
+
+def _links_bytes(links: list[ResourceLink]) -> int:
+    return sum(json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in links)
 
 
 def json_bytes(value: object) -> int:
@@ -45,6 +68,12 @@ def sent_bytes(structured: object, text: str) -> int:
 
 def sent_escaped_bytes(structured: object, text: str) -> int:
     """``sent_bytes`` once the middleware has made every control character visible (escape_controls)."""
+    raw = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    # Most answers hold no control character: then the structure is sent as it is, and one scan of its JSON
+    # says so (JSON shows C0 characters as \u00XX, \r, \b or \f; a backslash before r, b or f only takes
+    # the longer way here).
+    if escape_controls(raw) == raw and not any(e in raw for e in ("\\u00", "\\r", "\\b", "\\f")):
+        return json_bytes(escape_controls(text)) + len(raw.encode()) + RESULT_ENVELOPE_BYTES
     return sent_bytes(_escaped(structured), escape_controls(text))
 
 
@@ -58,43 +87,72 @@ def _escaped(value: object) -> object:
     return value
 
 
-P = TypeVar("P", bound=BaseModel)
+L = TypeVar("L", bound=Listed)
 
 
-def fit_list(
-    page: P, render: Callable[[P], str], field: str, what: str, *, reserve: int = 0
-) -> tuple[P, str]:
-    """A list answer whose whole, as a client receives it, stays under RESPONSE_BUDGET_BYTES: the last items
-    of ``field`` are left out (and the answer says how many) when long or escape-heavy text (quotes,
-    backslashes, control characters) would take it over. The number kept is the most that fits. ``reserve``:
-    bytes the caller adds to the result afterwards (resource links)."""
+def fit_page(page: L, render: Callable[[L], str], *, reserve: int = 0) -> tuple[L, str]:
+    """The one fitter: a list page whose whole, as a client receives it (text and structured content, escaped
+    as the guard will escape them), stays under RESPONSE_BUDGET_BYTES. The last items of the page's
+    ``items_field`` are left out, the most that fit are kept, and one note says how many. ``reserve``: bytes
+    sent besides the result's text and structured content (resource links). The area's own ``limit`` chose
+    the items; this only keeps the answer within what a client's context can take.
+    """
+    kind = type(page)
+    field, where = kind.items_field, kind.notes_field
+    what = kind.items_noun or field.replace("_", " ")
 
-    def fits(answer: tuple[P, str]) -> bool:
-        sent = sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1])
-        return sent + reserve <= RESPONSE_BUDGET_BYTES
+    def size(answer: tuple[L, str]) -> int:
+        return sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1]) + reserve
 
-    whole = page, render(page)
     items = list(getattr(page, field))
-    if len(items) <= 1 or fits(whole):
-        return whole
-    notes = "notes" if "notes" in type(page).model_fields else "hints"
+    n = len(items)
+    if n <= 1:  # nothing to leave out
+        return page, render(page)
 
-    def keep(k: int) -> tuple[P, str]:
+    def keep(k: int) -> tuple[L, str]:
+        if k == n:
+            return page, render(page)
         note = (
-            f"{len(items) - k} more of these {len(items)} {what} left out to keep the whole answer under "
-            f"{RESPONSE_BUDGET_BYTES // 1024} KB as sent (their text is long); narrow with filters."
+            f"{n - k} more of these {n} {what} left out to keep the whole answer under "
+            f"{RESPONSE_BUDGET_BYTES // 1024} KB as sent; narrow with filters or a lower limit."
         )
-        cut = page.model_copy(update={field: items[:k], "shown": k, notes: [*getattr(page, notes), note]})
+        cut = page.model_copy(update={field: items[:k], "shown": k, where: [*getattr(page, where), note]})
         return cut, render(cut)
 
-    best, low, high = keep(1), 2, len(items) - 1
+    answers: dict[int, tuple[tuple[L, str], int]] = {}  # k -> (the answer with k items, its size as sent)
+
+    def fits(k: int) -> bool:
+        if k not in answers:
+            answer = keep(k)
+            answers[k] = answer, size(answer)
+        return answers[k][1] <= RESPONSE_BUDGET_BYTES
+
+    # Measure a first few items only (a page of 1,000 is never rendered whole), and guess from them that the
+    # rest are about as long: usually two more renders find the most that fit. (The whole page has no note, so
+    # it may fit where it less its last item and a note does not; only rows shorter than the note, which no
+    # list here has, could then lose a row or two.)
+    sample = min(n, FIT_SAMPLE_ITEMS)
+    if fits(sample) and sample == n:
+        return answers[sample][0]
+    bare = size(keep(0))
+    guess = (RESPONSE_BUDGET_BYTES - bare) * sample // max(1, answers[sample][1] - bare)
+    return answers[most_that_fit(n, fits, guess)][0]
+
+
+def most_that_fit(high: int, fits: Callable[[int], bool], guess: int) -> int:
+    """The largest k in [1, high] for which ``fits(k)`` (1 if none does), where fits holds up to some k and not
+    past it. Probes the guess, then its neighbour, then bisects: two probes when the guess is right, about
+    log2(high) when it is far off."""
+    low, best, k = 1, 1, min(max(guess, 1), high)
+    near = True  # the next probe is the guess's neighbour, on the side the guess pointed to
     while low <= high:
-        k = (low + high) // 2
-        candidate = keep(k)
-        if fits(candidate):
-            best, low = candidate, k + 1
+        if fits(k):
+            best, low = k, k + 1
+            k = low if near else (low + high) // 2
         else:
             high = k - 1
+            k = high if near else (low + high) // 2
+        near = False
     return best
 
 
@@ -146,28 +204,6 @@ def clamp_limit(limit: int, *, maximum: int = MAX_LIMIT, what: str = "items") ->
     if limit == 0:
         return 0, f"limit=0: counts only, no {what} listed."
     return limit, None
-
-
-def fit_budget(items: list[BaseModel], budget: int = LIST_BUDGET_BYTES) -> int:
-    """How many of ``items`` (in order) fit in ``budget`` bytes of JSON (at least one, if there is one)."""
-    used = 0
-    for n, item in enumerate(items):
-        used += len(item.model_dump_json(exclude_none=True)) + 1
-        if used > budget and n > 0:
-            return n
-    return len(items)
-
-
-def cap_items(items: list[Any], limit: int, notes: list[str], what: str) -> list[Any]:
-    """Keep what fits in the byte budget; note how many more the limit asked for."""
-    items = items[:limit]
-    keep = fit_budget(items)
-    if keep < len(items):
-        notes.append(
-            f"Showing {keep} of the {len(items)} {what} requested, to keep the answer under "
-            f"{RESPONSE_BUDGET_BYTES // 1024} KB; narrow with filters (or use detail=false)."
-        )
-    return items[:keep]
 
 
 def narrowing_hint(remaining: int, by: Mapping[str, int], noun: str, filters: str) -> str | None:

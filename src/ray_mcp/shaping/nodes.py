@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ray_mcp import models
 from ray_mcp.amounts import BYTE_RESOURCES, resource_amount
 from ray_mcp.limits import GPUS_SHOWN, LINE_CHARS, MEMORY_USAGE_THRESHOLD
-from ray_mcp.shaping.common import cap_items, to_number
+from ray_mcp.shaping.common import to_number
 from ray_mcp.text import quoted
 
 # Ray reports these resources in bytes.
@@ -166,7 +166,7 @@ def build_node_list(
         )
     nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
     alive = sum(1 for n in nodes if n.state == "ALIVE")
-    shown = cap_items(nodes, limit, notes, "nodes")
+    shown = nodes[:limit]  # the edge fits the answer to its byte budget (shaping.common.fit_page)
     hints = []
     if len(shown) < len(nodes):
         hints.append(f"{len(nodes) - len(shown):,} more nodes not shown; filter by state (ALIVE or DEAD).")

@@ -9,7 +9,7 @@ from typing import Any
 from ray_mcp import models
 from ray_mcp.amounts import resource_shape
 from ray_mcp.limits import BUNDLES_SHOWN
-from ray_mcp.shaping.common import cap_items, narrowing_hint, to_number
+from ray_mcp.shaping.common import narrowing_hint, to_number
 from ray_mcp.text import quoted
 
 
@@ -102,7 +102,7 @@ def build_pg_list(
     groups = sorted(groups, key=lambda g: (order.get(g.state, 9), g.name or "", g.placement_group_id))
     # The same order whatever source counted them (the GCS's table comes in hash-map order).
     by_state = dict(sorted(by_state.items(), key=lambda item: (order.get(item[0], 9), item[0])))
-    shown = cap_items(groups, limit, notes, "placement groups")
+    shown = groups[:limit]  # the edge fits the answer to its byte budget (shaping.common.fit_page)
     hints = []
     hint = narrowing_hint(matched - len(shown), by_state, "placement groups", "state or job")
     if hint:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ray_mcp import models
 from ray_mcp.limits import LINE_CHARS, LIST_FIELD_CHARS, MAX_TASK_GROUPS, SAMPLE_ERROR_CHARS, TASK_ERROR_CHARS
-from ray_mcp.shaping.common import cap_items, source_cap_note, to_number
+from ray_mcp.shaping.common import source_cap_note, to_number
 from ray_mcp.text import clean_text, exception_summary, head_text, quoted, tail_text
 
 
@@ -44,7 +44,7 @@ def build_task_list(
     *, total: int, matched: int, rows: Sequence[Mapping[str, Any]], limit: int, notes: list[str]
 ) -> models.TaskList:
     tasks = [task_from_state(r) for r in rows]
-    shown = cap_items(tasks, limit, notes, "tasks")
+    shown = tasks[:limit]  # the edge fits the answer to its byte budget (shaping.common.fit_page)
     hints = []
     if matched > len(shown):
         hints.append(

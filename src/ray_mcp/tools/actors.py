@@ -14,7 +14,7 @@ from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import Actor, ActorKill, ActorList
 from ray_mcp.server.context import app_of
 from ray_mcp.shaping.actors import kill_preflight, render_actor, render_actor_list
-from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
+from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.sources.ids import check_id
 from ray_mcp.sources.query import where
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, Api, Confirm, JobFilter
@@ -57,7 +57,7 @@ async def list_actors(
         placement_group_id=placement_group,
     )
     page = await api.actors.page(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
-    return tool_result(*fit_list(page, render_actor_list, "actors", "actors"))
+    return tool_result(page, render_actor_list)
 
 
 async def get_actor(api: Api, actor_id: ActorId) -> Annotated[CallToolResult, Actor]:

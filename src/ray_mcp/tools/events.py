@@ -46,7 +46,7 @@ async def list_events(
         since_s=since_s,
         limit=limit,
     )
-    return tool_result(events, render_event_list(events))
+    return tool_result(events, render_event_list)
 
 
 def register(server: MCPServer) -> None:

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Resolve
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ResourceLink
 from mcp_types import InputRequiredResult
 from pydantic import Field, WithJsonSchema
 
@@ -19,7 +19,7 @@ from ray_mcp.server.browser import show_pages
 from ray_mcp.server.context import App, app_of
 from ray_mcp.server.live import job_link
 from ray_mcp.server.mcp_tasks import ToolTasks
-from ray_mcp.shaping.common import fit_list, json_bytes, linked, tool_result
+from ray_mcp.shaping.common import linked, tool_result
 from ray_mcp.shaping.jobs import render_job, render_job_list, render_wait
 from ray_mcp.sources.dashboard import ProgressFn
 from ray_mcp.tools import DESTRUCTIVE, READ_ONLY, WRITE, Api, Confirm, Job, current_api
@@ -124,16 +124,12 @@ async def list_jobs(
     one in full."""
     statuses = [str(s) for s in status] if status else None
     result = await api.jobs.page(statuses=statuses, entrypoint_contains=entrypoint_contains, limit=limit)
-    ids = [j.submission_id for j in result.jobs if j.submission_id][:LINKED_JOBS]
-    links = {sid: job_link(sid) for sid in ids}
-    # the links come after the text: the list leaves room for them
-    reserve = sum(
-        json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in links.values()
-    )
-    fitted, text = fit_list(result, render_job_list, "jobs", "jobs", reserve=reserve)
-    return linked(
-        tool_result(fitted, text), [links[j.submission_id] for j in fitted.jobs if j.submission_id in links]
-    )
+    return tool_result(result, render_job_list, links=job_links)
+
+
+def job_links(page: JobList) -> list[ResourceLink]:
+    """Links to the first LINKED_JOBS jobs the page shows (ray://jobs/{id}, live)."""
+    return [job_link(j.submission_id) for j in page.jobs if j.submission_id][:LINKED_JOBS]
 
 
 async def wait_for_job(

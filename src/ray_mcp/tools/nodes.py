@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import NodeList
-from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
+from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.nodes import render_node_list
 from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.toolsets import Toolset
@@ -29,7 +29,7 @@ async def list_nodes(
     labels. cluster_status sums them up."""
     limit, note = clamp_limit(limit, what="nodes")
     page = await api.nodes.page(state=state, limit=limit, notes=[note] if note else [])
-    return tool_result(*fit_list(page, render_node_list, "nodes", "nodes"))
+    return tool_result(page, render_node_list)
 
 
 def register(server: MCPServer) -> None:

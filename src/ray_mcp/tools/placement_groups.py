@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
 from ray_mcp.models import PlacementGroupList
-from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
+from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.placement_groups import render_pg_list
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
 from ray_mcp.toolsets import Toolset
@@ -40,7 +40,7 @@ async def pg_status(
         limit=limit,
         notes=[note] if note else [],
     )
-    return tool_result(*fit_list(page, render_pg_list, "placement_groups", "placement groups"))
+    return tool_result(page, render_pg_list)
 
 
 def register(server: MCPServer) -> None:

@@ -9,7 +9,7 @@ from pydantic import Field
 from ray_mcp.answers import RayAPI
 from ray_mcp.limits import DEFAULT_TASK_LIMIT, MAX_LIMIT
 from ray_mcp.models import TaskList, TaskSummary
-from ray_mcp.shaping.common import clamp_limit, fit_list, tool_result
+from ray_mcp.shaping.common import clamp_limit, tool_result
 from ray_mcp.shaping.tasks import render_task_list, render_task_summary
 from ray_mcp.sources.query import Filter, where
 from ray_mcp.tools import READ_ONLY, Api, JobFilter
@@ -70,7 +70,7 @@ async def list_tasks(
     limit, note = clamp_limit(limit, what="tasks")
     filters = await task_filters(api, state, name, job, actor_id, error_type)
     page = await api.tasks.page(filters=filters, limit=limit, detail=detail, notes=[note] if note else [])
-    return tool_result(*fit_list(page, render_task_list, "tasks", "tasks"))
+    return tool_result(page, render_task_list)
 
 
 async def summarize_tasks(

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_mcp import limits
 from ray_mcp.models import TrainRun, TrainRunList
-from ray_mcp.shaping.common import fit_list, tool_result
+from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.train import render_run, render_run_list
 from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.toolsets import Toolset
@@ -35,7 +35,7 @@ async def list_train_runs(
 ) -> Annotated[CallToolResult, TrainRunList]:
     """Ray Train runs, newest first, with status, job, attempts and workers. get_train_run shows one run in full."""
     page = await api.train.list_runs(status=status, name=name, limit=limit)
-    return tool_result(*fit_list(page, render_run_list, "runs", "runs"))
+    return tool_result(page, render_run_list)
 
 
 async def get_train_run(

@@ -4,11 +4,12 @@ everything that names the forms reads them from the table (help, messages, serve
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 
 import pytest
 from tests.npm_tools import REPO
 
-from ray_mcp.addresses import ADDRESS_FORMS, FORMS, SERVER_JSON_ADDRESS, form_of, read_address
+from ray_mcp.addresses import ADDRESS_FORMS, FORMS, SERVER_JSON_ADDRESS, form_of, parse_address, read_address
 from ray_mcp.errors import InvalidArgument
 
 SAMPLES = [(form.kind, sample) for form in FORMS for sample in form.samples]
@@ -20,6 +21,20 @@ def test_each_rows_samples_are_read_by_that_row(kind: str, address: str) -> None
     form, read = read_address(address)
     assert (form.kind, read.kind) == (kind, kind)
     assert form_of(address) is form
+
+
+DASHBOARDS = [sample for kind, sample in SAMPLES if kind == "dashboard"]
+
+
+@pytest.mark.parametrize("address", DASHBOARDS)
+def test_each_dashboard_sample_names_a_url_the_http_client_can_reach(address: str) -> None:
+    # cluster.py sends its requests to this URL as it is: a row of kind "dashboard" whose reader leaves it unset
+    # or keeps its own scheme (ray+https) would name nothing httpx can reach
+    read = parse_address(address)
+    assert read.url is not None, address
+    url = urlsplit(read.url)
+    assert url.scheme in ("http", "https") and url.hostname == read.host.strip("[]"), (address, read)
+    assert url.port == read.port and not read.url.endswith("/"), (address, read)
 
 
 @pytest.mark.parametrize(("kind", "address"), REFUSED, ids=[s for _, s in REFUSED])

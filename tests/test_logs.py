@@ -245,9 +245,10 @@ def test_each_log_target_of_the_table_is_an_argument_of_tail_logs_and_one_kind_o
     assert published[3 : 3 + len(LOG_TARGET_ARGS)] == [a.name for a in LOG_TARGET_ARGS]
     for source in LOG_SOURCES:
         assert source.names in (tail_logs.__doc__ or "")
-        valid = {"job": "raysubmit_1", "actor_id": "a" * 32, "task_id": "b" * 48, "filename": "raylet.out"}
-        value = 1 if source.type in (int, int | None) else valid[source.name]
-        target = LogTarget(**{source.name: value, **({"node": "10.0.0.1"} if source.on_a_node else {})})
+        assert source.sample is not None, f"the row {source.name} has no sample value"
+        target = LogTarget(
+            **{source.name: source.sample, **({"node": "10.0.0.1"} if source.on_a_node else {})}
+        )
         assert target.kind == source.name
     with pytest.raises(InvalidArgument, match="needs one log target, got job, filename"):
         LogTarget(job="raysubmit_1", filename="raylet.out", node="10.0.0.1")

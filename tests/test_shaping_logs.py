@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ray_mcp import models
-from ray_mcp.answers.targets import LogTarget
+from ray_mcp.answers.targets import LOG_SOURCES, LogTarget
 from ray_mcp.errors import InvalidArgument
 from ray_mcp.guard.redaction import escape_controls, redact_tree
 from ray_mcp.limits import LOG_WHOLE_SHARE
@@ -152,8 +152,11 @@ def test_a_log_target_wants_exactly_one_target_and_node_with_pid_or_filename() -
     assert LogTarget(pid=3, node="10.0.0.1").kind == "pid"
     with pytest.raises(InvalidArgument, match="needs node"):
         LogTarget(filename="raylet.out")
-    with pytest.raises(InvalidArgument, match="node goes with pid or filename"):
+    with pytest.raises(InvalidArgument, match="node goes with") as refused:
         LogTarget(job="j", node="10.0.0.1")
+    # every source read on a node is named, whatever the table holds (pid and filename among them)
+    on_a_node = {a.name for a in LOG_SOURCES if a.on_a_node}
+    assert {"pid", "filename"} <= on_a_node and all(name in str(refused.value) for name in on_a_node)
     with pytest.raises(InvalidArgument, match="got job, actor_id"):
         LogTarget(job="j", actor_id="a")
 

@@ -74,8 +74,10 @@ class LogTargetArg:
     """One argument of tail_logs that names the log to read (a source) or narrows it (attempt, node).
 
     ``name`` is the tool's argument and LogTarget's field. A source also has the words that name it in the
-    tool's description (``names``) and in a refusal (``usage``), whether it needs ``node`` and a ``check`` of
-    its value; its value is then resolved to files in answers/logs.py (``resolve_log_sources``)."""
+    tool's description (``names``) and in a refusal (``usage``), whether it needs ``node``, a ``check`` of its
+    value, and a ``sample`` value that names a log of its kind (tests/test_logs.py makes a LogTarget of every
+    source from it, so a new source is its row here and nothing in that test); its value is then resolved to
+    files in answers/logs.py (``Logs.files_of``)."""
 
     name: str
     type: Any
@@ -86,6 +88,7 @@ class LogTargetArg:
     usage: str = ""
     on_a_node: bool = False
     check: Callable[[Any], None] | None = None
+    sample: Any = None
 
     @property
     def annotation(self) -> Any:
@@ -99,12 +102,23 @@ LOG_TARGET_ARGS = (
         "A job's submission id: its driver log.",
         names="a job's driver",
         usage="job (a submission id)",
+        sample="raysubmit_1",
     ),
     LogTargetArg(
-        "actor_id", str | None, "An actor id: its worker's logs.", names="an actor", usage="actor_id"
+        "actor_id",
+        str | None,
+        "An actor id: its worker's logs.",
+        names="an actor",
+        usage="actor_id",
+        sample="a" * 32,
     ),
     LogTargetArg(
-        "task_id", str | None, "A task id: its stdout/stderr.", names="a task", usage="task_id (+ attempt)"
+        "task_id",
+        str | None,
+        "A task id: its stdout/stderr.",
+        names="a task",
+        usage="task_id (+ attempt)",
+        sample="b" * 48,
     ),
     LogTargetArg("attempt", int, "The task's attempt number.", default=0, ge=0),
     LogTargetArg(
@@ -115,6 +129,7 @@ LOG_TARGET_ARGS = (
         names="a worker pid",
         usage="pid + node",
         on_a_node=True,
+        sample=1,
     ),
     LogTargetArg("node", str | None, "A node id or IP, with pid or filename."),
     LogTargetArg(
@@ -125,6 +140,7 @@ LOG_TARGET_ARGS = (
         usage="node + filename (e.g. raylet.out, gcs_server.out, dashboard.log)",
         on_a_node=True,
         check=inside_logs_dir,
+        sample="raylet.out",
     ),
 )
 LOG_SOURCES = [a for a in LOG_TARGET_ARGS if a.names]

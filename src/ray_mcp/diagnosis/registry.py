@@ -174,8 +174,8 @@ TABLE_HEADER = [
 
 
 def table() -> list[str]:
-    """docs/diagnosis.md's rule table, from the registry (``python -m ray_mcp.diagnosis.registry``;
-    tests/test_diagnosis_registry.py checks the doc shows it)."""
+    """The rule table, from the registry (``python -m ray_mcp.diagnosis.registry`` prints it; docs/diagnosis.md
+    shows a copy whose every row tests/test_diagnosis_registry.py holds to this one)."""
     discover()
     rows = list(TABLE_HEADER)
     for r in sorted(RULES.values(), key=lambda r: (r.family, list(On).index(r.on), r.order, r.name)):

@@ -57,6 +57,7 @@ class Kind(StrEnum):
     WORKER_CRASH = "worker_crash"  # its worker process died
     HANDOVER = "handover"  # how Ray hands data over: serialisation, zero-copy read-only, refs in containers
     MISSING_FILE = "missing_file"  # a file the runtime_env left out of what it uploaded
+    OPEN_FILES = "open_files"  # its process hit its file descriptor limit (EMFILE, ulimit -n)
     RAISED = "raised"  # an exception was raised in it
     FAILED = "failed"  # failed, for a reason none of the above names
     CANCELLED = "cancelled"  # ray.cancel
@@ -116,6 +117,7 @@ KIND_ORDER = (
     Kind.OWNER_DIED,
     Kind.PG_REMOVED,
     Kind.KILLED,
+    Kind.OPEN_FILES,
     Kind.WORKER_CRASH,
     Kind.HANDOVER,
     Kind.MISSING_FILE,

@@ -95,6 +95,20 @@ def _dashboard(text: str) -> Address | None:
     return Address("dashboard", url, parts.hostname, parts.port, url=url)
 
 
+def _ray_https(text: str) -> Address | None:
+    # Ray's scheme with TLS named in it (as ``history+http`` names its transport): the dashboard, served over
+    # HTTPS by a proxy or an ingress in front of it; without a port, HTTPS's own (443), not the dashboard's 8265.
+    if not text.startswith("ray+https://"):
+        return None
+    parts = urlsplit(text.removeprefix("ray+"))
+    if not parts.hostname:
+        raise _invalid(
+            f"The TLS dashboard address {text!r} has no host. Example: ray+https://ray.example.com."
+        )
+    url = parts._replace(path=parts.path.rstrip("/"), query="", fragment="").geturl()
+    return Address("dashboard", text, parts.hostname, parts.port, url=url)
+
+
 def _ray_client(text: str) -> Address | None:
     parts = urlsplit(text)
     if parts.scheme != "ray":
@@ -124,6 +138,13 @@ FORMS: tuple[AddressForm, ...] = (
         _dashboard,
         samples=("http://10.0.0.5:8265", "https://ray.example.com/"),
         refused=("http://", "https://:8265"),
+    ),
+    AddressForm(
+        "dashboard",
+        "a dashboard behind TLS ray+https://host[:port]",
+        _ray_https,
+        samples=("ray+https://ray.example.com", "ray+https://10.0.0.5:8443/"),
+        refused=("ray+https://", "ray+https://:8443"),
     ),
     AddressForm(
         "ray_client",

@@ -75,6 +75,22 @@ def _std(
     )
 
 
+# Where each Ray daemon writes its own log (Ray 2.60, the session's logs dir): the C++ daemons and the Ray Client
+# server to <name>.out, the Python ones to <name>.log; all of them their stderr to <name>.err.
+COMPONENT_LOGS = {
+    "raylet": "raylet.out",
+    "gcs_server": "gcs_server.out",
+    "ray_client_server": "ray_client_server.out",
+}
+
+
+def component_files(target: LogTarget) -> list[str]:
+    """The files of the daemon a target names, for its stream (out: its own log; err: its stderr; both)."""
+    name = str(target.component)
+    own = COMPONENT_LOGS.get(name, f"{name}.log")
+    return {"out": [own], "err": [f"{name}.err"]}.get(target.stream, [own, f"{name}.err"])
+
+
 class Logs:
     """Every log of the cluster, read on the server side through the dashboard's log routes, or straight from the
     file when its node runs on this machine (local_logs.py). ``jobs`` and ``nodes`` resolve a job's driver log
@@ -163,17 +179,19 @@ class Logs:
                 )
                 for sfx in suffixes
             ]
-        filename = str(target.filename)
-        return [
-            LogSource(
-                params={"node_id": node_id, "filename": filename},
-                source=f"file {filename}",
-                node_id=node_id,
-                filename=filename,
-                stream=None,
-                hint=await self._similar_files_hint(node_id, filename),
-            )
-        ]
+        if kind == "component":
+            return [await self._file_source(node_id, name) for name in component_files(target)]
+        return [await self._file_source(node_id, str(target.filename))]
+
+    async def _file_source(self, node_id: str, filename: str) -> LogSource:
+        return LogSource(
+            params={"node_id": node_id, "filename": filename},
+            source=f"file {filename}",
+            node_id=node_id,
+            filename=filename,
+            stream=None,
+            hint=await self._similar_files_hint(node_id, filename),
+        )
 
     async def _job_log_source(self, job: str) -> LogSource:
         cached = self._driver_logs.get(job)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -67,6 +67,20 @@ def inside_logs_dir(filename: str) -> None:
             f"filename {filename!r} climbs out of the node's Ray log directory ('..'): give a name "
             "inside it (raylet.out, job-driver-<id>.log, old/raylet.out, ...)."
         )
+
+
+# The daemons Ray 2.60 starts that write a log of their own in the session's logs dir (``monitor`` is the
+# autoscaler); answers/logs.py knows each one's file.
+RayComponent = Literal[
+    "raylet",
+    "gcs_server",
+    "dashboard",
+    "dashboard_agent",
+    "runtime_env_agent",
+    "log_monitor",
+    "monitor",
+    "ray_client_server",
+]
 
 
 @dataclass(frozen=True)
@@ -131,7 +145,16 @@ LOG_TARGET_ARGS = (
         on_a_node=True,
         sample=1,
     ),
-    LogTargetArg("node", str | None, "A node id or IP, with pid or filename."),
+    LogTargetArg(
+        "component",
+        RayComponent | None,
+        "A Ray daemon on node: its own log (gcs_server, dashboard and monitor run on the head).",
+        names="a Ray daemon's own log",
+        usage="component + node (e.g. raylet, gcs_server, dashboard)",
+        on_a_node=True,
+        sample="raylet",
+    ),
+    LogTargetArg("node", str | None, "A node id or IP, with pid, component or filename."),
     LogTargetArg(
         "filename",
         str | None,
@@ -157,6 +180,7 @@ class LogTarget(Target):
 
     kind: str = field(init=False)  # the name of the LOG_SOURCES row given
     filename: str | None = None
+    component: str | None = None
     stream: str = "both"
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ from ray_mcp.shaping.nodes import (
     NodeCapacity,
     build_node_list,
     node_capacities,
+    node_model,
     summary_by_node,
     uncamel_usage,
 )
@@ -99,17 +100,43 @@ class Nodes:
 
     async def resolve(self, node: str) -> str:
         """A node id (hex) or IP -> the node id; NotFound says how to list the nodes."""
+        found = await self._match(node, ("node_id", "node_ip"))
+        if found is None:
+            raise NotFound(
+                f"No node {node.strip()!r} in the cluster at {self.sources.dashboard_url} (give a node id or IP). "
+                "Call cluster_status to see the nodes, with their ids and IPs."
+            )
+        return str(found["node_id"])
+
+    async def find(self, node: str) -> Node:
+        """The node an id, IP or name names (get_node: a name is what an agent may have from a log or a pod)."""
+        found = await self._match(node, ("node_id", "node_ip", "node_name"))
+        if found is None:
+            raise NotFound(
+                f"No node {node.strip()!r} in the cluster at {self.sources.dashboard_url} (give a node id, IP or "
+                "name). Call list_nodes to see the nodes, with their ids, IPs and names."
+            )
+        return found
+
+    async def _match(self, node: str, keys: tuple[str, ...]) -> Node | None:
+        """The node whose first of ``keys`` equals ``node``, an alive one first (an IP or a name may be reused)."""
         node = node.strip()
         nodes = (await self.state.nodes())["result"]
-        for wanted_key in ("node_id", "node_ip"):
+        for wanted_key in keys:
             hits = [n for n in nodes if str(n.get(wanted_key)) == node]
             hits.sort(key=lambda n: n.get("state") != "ALIVE")
             if hits:
-                return str(hits[0]["node_id"])
-        raise NotFound(
-            f"No node {node!r} in the cluster at {self.sources.dashboard_url} (give a node id or IP). "
-            "Call cluster_status to see the nodes, with their ids and IPs."
-        )
+                return hits[0]
+        return None
+
+    async def one(self, node: str) -> tuple[models.Node, list[str]]:
+        """One node as list_nodes shows it (state, resources total and available, labels, host use or why it
+        died), and the notes on what could not be read."""
+        notes: list[str] = []
+        row = await self.find(node)
+        nodes, capacities = await self.capacities(notes)
+        summary = await self._host_usage(notes, nodes) if row.get("state") == "ALIVE" else {}
+        return node_model(row, {c.node_id: c for c in capacities}, summary, notes), notes
 
     async def page(self, *, state: str | None, limit: int, notes: list[str]) -> models.NodeList:
         nodes, capacities = await self.capacities(notes)

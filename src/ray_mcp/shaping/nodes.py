@@ -133,6 +133,67 @@ def node_capacities(
     return out
 
 
+def node_model(
+    row: Mapping[str, Any],
+    by_id: Mapping[str, NodeCapacity],
+    summary: Mapping[str, Mapping[str, Any]] | None,
+    notes: list[str],
+) -> models.Node:
+    """One node as list_nodes and get_node show it: resources, labels, host use (alive) or why it died.
+    ``notes``: the answer's, told what is unknown of this node (its host use, when the node summary that was read
+    has no entry for it: a node that joined after it was taken)."""
+    alive = row.get("state") == "ALIVE"
+    node_id = str(row.get("node_id", ""))
+    cap = by_id.get(node_id)
+    if alive and summary and node_id not in summary:
+        notes.append(f"Host use of node {node_id} unknown: the dashboard's node summary has no entry for it.")
+    totals = {
+        k: float(v) for k, v in (row.get("resources_total") or {}).items() if not is_internal_resource(k)
+    }
+    return models.Node(
+        **node_identity(row),
+        name=row.get("node_name") if row.get("node_name") != row.get("node_ip") else None,
+        resources_total=dict(sorted(totals.items())),
+        resources_available=dict(sorted(cap.available.items())) if cap and alive else {},
+        labels={str(k): str(v) for k, v in (row.get("labels") or {}).items() if k != "ray.io/node-id"},
+        usage=host_usage((summary or {}).get(node_id), totals.get("object_store_memory")) if alive else None,
+    )
+
+
+def node_hints(node: models.Node) -> list[str]:
+    """What to call next about one node (get_node): why a dead one died and what died with it, what runs on an
+    alive one and its raylet's log, and first what holds its memory when it is under pressure."""
+    nid = node.node_id
+    if node.state == "DEAD":
+        return [
+            f"list_events node={nid} says what happened to it; list_actors node_id={nid} state=DEAD shows what died with it."
+        ]
+    hints = [
+        f"list_actors node_id={nid} shows what runs there; tail_logs node={nid} filename=raylet.out reads its raylet's log."
+    ]
+    if node.usage and node.usage.memory_pressure:
+        hints.insert(
+            0,
+            f"Under memory pressure (Ray's memory monitor kills workers at {MEMORY_USAGE_THRESHOLD:.0%}): list_actors node_id={nid} shows what holds it.",
+        )
+    return hints
+
+
+def render_node(node: models.Node, notes: list[str]) -> str:
+    """get_node's text: the verdict (alive or dead and why), the node's line as list_nodes writes it, notes and
+    what to call next."""
+    alive = node.state == "ALIVE"
+    page = models.NodeList(total=1, matched=1, shown=1, alive=int(alive), dead=int(not alive), nodes=[node])
+    line = render_node_list(page).splitlines()[1].strip()
+    role = "head" if node.is_head else "worker"
+    verdict = f"Node {node.node_id} ({role}) is {node.state}" + (
+        "." if alive else f": {quoted(node.death_reason or '', LINE_CHARS)}"
+    )
+    return "\n".join(
+        [verdict, line, *(f"Note: {n}" for n in notes), *(f"Hint: {h}" for h in node_hints(node))]
+    )
+
+
 def build_node_list(
     *,
     rows: Sequence[Mapping[str, Any]],
@@ -142,28 +203,7 @@ def build_node_list(
     summary: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> models.NodeList:
     by_id = {c.node_id: c for c in capacities}
-    nodes = []
-    for row in rows:
-        alive = row.get("state") == "ALIVE"
-        node_id = str(row.get("node_id", ""))
-        cap = by_id.get(node_id)
-        totals = {
-            k: float(v) for k, v in (row.get("resources_total") or {}).items() if not is_internal_resource(k)
-        }
-        nodes.append(
-            models.Node(
-                **node_identity(row),
-                name=row.get("node_name") if row.get("node_name") != row.get("node_ip") else None,
-                resources_total=dict(sorted(totals.items())),
-                resources_available=dict(sorted(cap.available.items())) if cap and alive else {},
-                labels={
-                    str(k): str(v) for k, v in (row.get("labels") or {}).items() if k != "ray.io/node-id"
-                },
-                usage=host_usage((summary or {}).get(node_id), totals.get("object_store_memory"))
-                if alive
-                else None,
-            )
-        )
+    nodes = [node_model(row, by_id, summary, notes) for row in rows]
     nodes.sort(key=lambda n: (not n.is_head, n.state != "ALIVE", n.ip, n.node_id))
     alive = sum(1 for n in nodes if n.state == "ALIVE")
     shown = nodes[:limit]  # the edge fits the answer to its byte budget (shaping.common.fit_page)

@@ -7,9 +7,9 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.limits import DEFAULT_LIMIT, MAX_LIMIT
-from ray_mcp.models import NodeList
+from ray_mcp.models import Node, NodeList
 from ray_mcp.shaping.common import clamp_limit, tool_result
-from ray_mcp.shaping.nodes import render_node_list
+from ray_mcp.shaping.nodes import render_node, render_node_list
 from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.toolsets import Toolset
 
@@ -32,5 +32,16 @@ async def list_nodes(
     return tool_result(page, render_node_list)
 
 
+async def get_node(
+    api: Api,
+    node: Annotated[str, Field(description="The node's id (56 hex characters), IP address or name.")],
+) -> Annotated[CallToolResult, Node]:
+    """One node in full: alive or dead and why, resources total and free, labels and host use, with what to call
+    next about it. list_nodes shows them all."""
+    found, notes = await api.nodes.one(node)
+    return tool_result(found, render_node(found, notes))
+
+
 def register(server: MCPServer) -> None:
     server.tool(annotations=READ_ONLY.model_copy(update={"title": "List nodes"}))(list_nodes)
+    server.tool(annotations=READ_ONLY.model_copy(update={"title": "Get a node"}))(get_node)

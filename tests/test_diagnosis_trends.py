@@ -83,7 +83,7 @@ print("JOB", ray.get_runtime_context().get_job_id(), flush=True)
 
 SERVE_SLOWER = """
 from ray import serve
-@serve.deployment(max_ongoing_requests=100)
+@serve.deployment(max_ongoing_requests=100, ray_actor_options={"num_cpus": 0})  # the ticks keep a CPU
 class Slowing:
     async def __call__(self, delay_s: float) -> str:
         import asyncio

@@ -87,10 +87,27 @@ def targets(url: str) -> list[tuple[str, str, str]]:
     return [(t["scrapeUrl"], t["health"], t.get("lastError", "")) for t in active]
 
 
+class AlertingPrometheus:
+    """A real Prometheus that scrapes nothing and evaluates alerting rules every second; ``set_rules`` swaps
+    them (Prometheus's own ``/-/reload``), so a test fires and clears an alert when it is ready to see it."""
+
+    def __init__(self, url: str, rules_file: Path) -> None:
+        self.url = url
+        self.rules_file = rules_file
+
+    def set_rules(self, rules: list[dict[str, Any]]) -> None:
+        """Write ``rules`` (alerting rules) and have Prometheus load them; it answers once they are loaded."""
+        import yaml
+
+        self.rules_file.write_text(yaml.safe_dump({"groups": [{"name": "ray-mcp-test", "rules": rules}]}))
+        response = httpx.post(f"{self.url}/-/reload", timeout=30)
+        assert response.status_code == 200, response.text
+
+
 @contextmanager
-def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator[str]:
-    """A real Prometheus that scrapes nothing and evaluates ``rules`` (alerting rules) every second: its URL once
-    its API answers. Stopped by its pid."""
+def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator[AlertingPrometheus]:
+    """A real Prometheus that scrapes nothing and evaluates ``rules`` (alerting rules) every second, once its
+    API answers. Stopped by its pid."""
     import subprocess
 
     import yaml
@@ -116,6 +133,7 @@ def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator
                 f"--config.file={work_dir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={work_dir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
+                "--web.enable-lifecycle",  # POST /-/reload: set_rules
                 "--log.level=warn",
             ],
             stdin=subprocess.DEVNULL,
@@ -135,7 +153,7 @@ def alerting_prometheus(work_dir: Path, rules: list[dict[str, Any]]) -> Iterator
                 pass
             assert time.monotonic() < deadline, "prometheus did not answer"
             time.sleep(0.2)
-        yield url
+        yield AlertingPrometheus(url, work_dir / "rules.yml")
     finally:
         process.terminate()
         try:

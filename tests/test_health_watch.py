@@ -110,18 +110,17 @@ async def test_a_firing_prometheus_alert_is_part_of_the_health_and_notified_when
 
     if prometheus_binary() is None:
         lacking("prometheus", "install Debian's package: apt install prometheus")
-    import time
-
-    # Fires from 20 s after now until 40 s after now: after the baseline, and clears while watched.
-    start = time.time() + 20
+    # The rule fires once the baseline is read and clears once the firing was heard: Prometheus reloads its
+    # rules on demand, so no wall-clock window has to be guessed (one that opened before the subscription was
+    # read would put the alert in the baseline; one that closed late was waited out).
     rule = {
         "alert": "RayWatchTestAlert",
-        "expr": f"vector(time()) > {start:.0f} and vector(time()) < {start + 20:.0f}",
+        "expr": "vector(1) < 0",  # never, until set_rules below
         "labels": {"severity": "critical"},
         "annotations": {"summary": "the head is on fire (a test)"},
     }
-    with alerting_prometheus(tmp_path / "prom", [rule]) as url:
-        server = build_server(Settings(address=ray_cluster.dashboard_url, prometheus=url))
+    with alerting_prometheus(tmp_path / "prom", [rule]) as prom:
+        server = build_server(Settings(address=ray_cluster.dashboard_url, prometheus=prom.url))
         watchers, updates = server.health_watchers, Updates()
         try:
             async with Client(server, mode="legacy", message_handler=updates) as client:
@@ -134,10 +133,13 @@ async def test_a_firing_prometheus_alert_is_part_of_the_health_and_notified_when
                         await updates.next()
                     return await read_text(client, HEALTH_URI)
 
+                firing = [{**rule, "expr": "vector(1) > 0"}]  # firing from its next evaluation
+                await anyio.to_thread.run_sync(prom.set_rules, firing)
                 while "RayWatchTestAlert" not in (text := await next_read()):
                     pass
                 assert "Firing Prometheus alerts" in text and "the head is on fire" in text, text[-1500:]
                 assert "appeared (severity 90, alert)" in text
+                await anyio.to_thread.run_sync(prom.set_rules, [rule])  # false again: the alert clears
                 while "cleared (alert)" not in (text := await next_read()):
                     pass
                 assert "Firing Prometheus alerts" not in text, text[-1500:]

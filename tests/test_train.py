@@ -75,22 +75,27 @@ async def test_train_runs_are_unknown_not_empty_without_state_tracking(client: C
 
 @pytest.fixture(scope="module")
 def runs(ray_cluster, tmp_path_factory) -> dict[str, str]:
-    """Run both trainings once (sequentially: the session head has 2 CPUs); their job ids by run name."""
+    """Run both trainings once, side by side (each of their workers asks for 0.01 CPU and Train's controller for
+    none, so both fit the session head's 2 CPUs at once); their job ids by run name."""
     work = tmp_path_factory.mktemp("train")
     script, storage = work / "train.py", work / "results"
     script.write_text(TRAIN)
 
     async def run_all() -> dict[str, str]:
         server = build_server(Settings(address=ray_cluster.dashboard_url))
+        jobs: dict[str, str] = {}
+
+        async def run(c: Client, name: str, fail_rank: int) -> None:
+            entrypoint = f"{sys.executable} {script} {name} {storage} {fail_rank}"
+            sid, info = await run_to_end(c, 420, entrypoint=entrypoint, runtime_env=STATE_TRACKING)
+            assert info["status"] == ("SUCCEEDED" if fail_rank < 0 else "FAILED"), info
+            jobs[name] = sid
+
         try:
-            async with Client(server) as c:
-                jobs = {}
+            async with Client(server) as c, anyio.create_task_group() as tg:
                 for name, fail_rank in (("mcp_good_run", -1), ("mcp_rank1_fails", 1)):
-                    entrypoint = f"{sys.executable} {script} {name} {storage} {fail_rank}"
-                    sid, info = await run_to_end(c, 420, entrypoint=entrypoint, runtime_env=STATE_TRACKING)
-                    assert info["status"] == ("SUCCEEDED" if fail_rank < 0 else "FAILED"), info
-                    jobs[name] = sid
-                return jobs
+                    tg.start_soon(run, c, name, fail_rank)
+            return jobs
         finally:
             await server.app.aclose()
 

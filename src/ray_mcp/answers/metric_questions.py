@@ -306,7 +306,9 @@ QUESTIONS: dict[str, Question] = {
                 Query(
                     "Worker memory",
                     "bytes",
-                    'sum by (instance, Component) (ray_component_uss_bytes{{Component=~"ray::.+",{sel}}})',
+                    # > 0: Ray resets a name's gauges to 0 once no process of that name runs, so a 0 is no
+                    # process, and a rise from it is one starting, not memory growing
+                    'sum by (instance, Component) (ray_component_uss_bytes{{Component=~"ray::.+",{sel}}} > 0)',
                     ("instance", "Component"),
                     Instant(("ray_component_uss_bytes",)),
                 ),

@@ -144,3 +144,15 @@ async def test_the_readme_says_which_toolset_holds_each_tool_and_how_to_choose()
     assert readme_toolsets() == expected
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "`--toolsets`" in readme and "`RAY_MCP_TOOLSETS`" in readme and "default,profiling" in readme
+
+
+async def test_the_readme_counts_the_tools_and_bytes_of_the_default_list_and_of_every_toolset() -> None:
+    """The README's figures are measured ones: "(N tools, X KB of tools/list, against M tools and Y KB in all"."""
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    said = re.search(
+        r"\((\d+) tools, (\d+) KB of tools/list, against (\d+) tools and (\d+) KB in all", readme
+    )
+    assert said, "the README no longer says how big the default tools/list is"
+    for (tools, _), n, kb in ((await listing(), 1, 2), (await listing(toolsets="all"), 3, 4)):
+        size = len(json.dumps(tools, separators=(",", ":")).encode())
+        assert (int(said[n]), int(said[kb])) == (len(tools), round(size / 1024)), (len(tools), size)

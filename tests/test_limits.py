@@ -1,7 +1,7 @@
 """limits.py: every bound on what ray-mcp reads, keeps and shows is named there, and only there.
 
 The scan reads the sources (no Ray head): a module-level number named like a bound outside limits.py fails,
-and so does, in shaping/ and diagnosis/, a number written where a bound goes (``limit=6``, ``[:5]``,
+and so does, in shaping/, diagnosis/ and answers/, a number written where a bound goes (``limit=6``, ``[:5]``,
 ``one_line(text, 160)``, a parameter's default ``limit: int = 3``).
 """
 
@@ -37,7 +37,7 @@ NOT_BOUNDS = {
     ("server/mcp_tasks.py", "SEAL_DIGEST_CHARS"): "the strength of a task id's HMAC, not a size shown",
     ("cluster.py", "RESTART_BACKOFF_MAX_S"): "the longest wait between embedded starts: a time, not a size",
 }
-# Where a bound goes in shaping/ and diagnosis/: these keywords, these cutters' sizes, these parameters.
+# Where a bound goes in shaping/, diagnosis/ and answers/: these keywords, these cutters' sizes, these parameters.
 BOUND_KEYWORD = re.compile(r"^(limit|lines|log_lines|chars|max_\w+)$")
 CUTTERS = {"one_line", "cut_text", "fit_bytes", "truncate_text", "head_text", "tail_text", "first_line"}
 CUTTERS |= {"cut_counted", "utf8_prefix", "error_lines", "names", "event_lines", "excerpt"}
@@ -48,6 +48,19 @@ NOT_BOUND_USES = {
         "link.subject.split()[:2]",
     ): "the entity a statement opens with: its first two words",
     ("shaping/stacks.py", "t.frames[:3]"): "what makes two stacks without user code the same group",
+    (
+        "answers/fleet.py",
+        "hashlib.sha256(text.encode()).hexdigest()[:12]",
+    ): "a digest's length: a key, not text",
+    (
+        "answers/serve.py",
+        "hashlib.sha256(config.encode()).hexdigest()[:16]",
+    ): "a digest's length: a key, not text",
+    ("answers/stacks.py", '(self.node_id or "?")[:12]'): "a node id's prefix, as Ray's CLI shortens it",
+    (
+        "answers/logs.py",
+        '.split(".")[0])[:40]',
+    ): "a file name's stem searched for among the node's files: a key",
 }
 
 
@@ -142,7 +155,7 @@ def test_shaping_and_diagnosis_write_no_bound_as_a_number() -> None:
     written = [
         hit
         for rel, tree, text in sources()
-        if rel.startswith(("shaping/", "diagnosis/"))
+        if rel.startswith(("shaping/", "diagnosis/", "answers/"))
         for hit in numbers_where_bounds_go(rel, tree, text)
     ]
     assert not written, (

@@ -480,3 +480,22 @@ IDLE_SHARE = 0.1  # a job's workers using under this share of the CPUs it holds,
 EVENT_NEAR_S = 600  # a deploy or event this close to a change is named beside it
 COMPARE_FUNCTIONS = 8  # functions set side by side in compare_jobs' answer (the largest change first)
 COMPARE_DIFFERENCES = 10  # differences listed in compare_jobs' answer (the heaviest first; the rest counted)
+
+
+# Bounds of the answers' own joins (answers/), named here like every other bound.
+INPUT_ERROR_CHARS = (
+    200  # a parser's error about the caller's input (a manifest's YAML), quoted in the refusal
+)
+OTHER_PODS_NAMED = (
+    5  # pods that carry a RayCluster's label without its owner reference, named (the rest counted)
+)
+JOB_LAST_LINE_READ_BYTES = 8192  # the tail of a job's driver log read for its last line
+JOB_LAST_LINE_LINES = 3  # lines of it asked for: the last non-empty one is kept
+FOLLOW_LINE_START_BYTES = 4096  # the start of a partial line a log follow carries to the next chunk
+METRIC_NAMES_SUGGESTED = 8  # Ray metric names offered for an unknown one when none is close
+PROM_SESSIONS_NAMED = 5  # Ray sessions named when the one asked for is not in Prometheus
+FAILED_TARGETS_NAMED = 3  # metrics endpoints named with why they failed (the rest counted)
+DEAD_REPLICAS_READ = 100  # a deployment's dead replicas read to find the newest one's log
+PID_WORKERS_READ = 10  # workers read for one node and pid (one is alive; a few may be recorded)
+STACK_FAILURES_QUOTED = 3  # why a stack could not be read, per process, quoted (the rest counted)
+TRAIN_RUN_NAMES_SHOWN = 10  # run names offered when the one asked for is not found

@@ -26,6 +26,7 @@ from ray_mcp.limits import (
     FLEET_PODS_READ,
     FLEET_RAY_CHECKS,
     HISTORY_RECORDS_SHOWN,
+    LIST_FIELD_CHARS,
 )
 from ray_mcp.models.kuberay import Fleet, FleetGroup, FleetRow, PodState
 from ray_mcp.shaping.fleet import fleet_answer
@@ -208,7 +209,9 @@ async def shared_reads(listed: list[Listed]) -> Reads:
             try:
                 pods = await kube.pods_selected(selector, everywhere=False, limit=FLEET_PODS_READ)
             except RayMCPError as exc:
-                reads.notes.append(f"The pods of namespace {ns} could not be read: {one_line(str(exc), 200)}")
+                reads.notes.append(
+                    f"The pods of namespace {ns} could not be read: {one_line(str(exc), LIST_FIELD_CHARS)}"
+                )
                 continue
             for p in pods:
                 label = ((p.get("metadata") or {}).get("labels") or {}).get(key)

@@ -16,7 +16,7 @@ import anyio.to_thread
 from ray_mcp import models
 from ray_mcp.answers.secrets import JobSecrets
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
-from ray_mcp.limits import LINE_CHARS
+from ray_mcp.limits import JOB_LAST_LINE_LINES, JOB_LAST_LINE_READ_BYTES, LINE_CHARS
 from ray_mcp.shaping.jobs import job_info, job_list
 from ray_mcp.shaping.logs import decode_log
 from ray_mcp.sources import scope
@@ -164,7 +164,11 @@ class Jobs:
         params = {"node_id": str(node_id), "filename": job_log_file(str(sid))}
         try:
             data, _total = await self.sources.logs.tail(
-                params, lines=3, keep=8192, what=f"the log of job {sid}", hint=""
+                params,
+                lines=JOB_LAST_LINE_LINES,
+                keep=JOB_LAST_LINE_READ_BYTES,
+                what=f"the log of job {sid}",
+                hint="",
             )
         except RayMCPError:
             return None

@@ -14,7 +14,7 @@ from typing import Any
 
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
 from ray_mcp.guard.confirm import change_digest
-from ray_mcp.limits import KUBE_LINT_NEIGHBOURS
+from ray_mcp.limits import INPUT_ERROR_CHARS, KUBE_LINT_NEIGHBOURS
 from ray_mcp.models.kuberay import FieldChange, LintReport, ServiceOutcome
 from ray_mcp.shaping.kube_changes import (
     PROTECTED_ANNOTATION,
@@ -276,7 +276,7 @@ def manifest_of(given: dict[str, Any] | str | None) -> dict[str, Any] | None:
         docs = [d for d in yaml.safe_load_all(given) if d]
     except yaml.YAMLError as exc:
         raise InvalidArgument(
-            f"The manifest is not YAML: {str(exc)[:200]}. Pass one KubeRay object."
+            f"The manifest is not YAML: {str(exc)[:INPUT_ERROR_CHARS]}. Pass one KubeRay object."
         ) from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise InvalidArgument(f"The manifest holds {len(docs)} documents; pass exactly one KubeRay object.")

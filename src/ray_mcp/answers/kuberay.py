@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ray_mcp.errors import InvalidArgument, RayMCPError
-from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES
+from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES, OTHER_PODS_NAMED
 from ray_mcp.models.kuberay import KubeStatus, PodState
 from ray_mcp.shaping.kuberay import (
     events_digest,
@@ -282,7 +282,7 @@ async def _own_pods(
     if others := [str((p.get("metadata") or {}).get("name")) for p in labelled if p not in own]:
         details.append(
             f"{len(others)} pod(s) carry RayCluster {cluster}'s label but KubeRay does not control them (no "
-            f"owner reference to it), so they are not counted as its pods: {', '.join(others[:5])}."
+            f"owner reference to it), so they are not counted as its pods: {', '.join(others[:OTHER_PODS_NAMED])}."
         )
     return own
 

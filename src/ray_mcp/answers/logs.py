@@ -20,6 +20,7 @@ from ray_mcp.answers.targets import LogTarget
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
 from ray_mcp.limits import (
     FILES_LISTED,
+    FOLLOW_LINE_START_BYTES,
     FOLLOW_OVERLAP_LINES,
     LOG_BYTES,
     LOG_FILES_SHOWN,
@@ -491,11 +492,11 @@ class Logs:
                             del new[: len(new) - keep]
                     cut = chunk.rfind(b"\n")
                     if cut < 0:
-                        if len(line_start) < 4096:
-                            line_start += chunk[: 4096 - len(line_start)]
+                        if len(line_start) < FOLLOW_LINE_START_BYTES:
+                            line_start += chunk[: FOLLOW_LINE_START_BYTES - len(line_start)]
                         continue
-                    batch = bytes(line_start) + chunk[max(0, cut + 1 - 4096) : cut + 1]
-                    line_start = bytearray(chunk[cut + 1 :][:4096])
+                    batch = bytes(line_start) + chunk[max(0, cut + 1 - FOLLOW_LINE_START_BYTES) : cut + 1]
+                    line_start = bytearray(chunk[cut + 1 :][:FOLLOW_LINE_START_BYTES])
                     if on_progress is not None:
                         text = truncate_text(ANSI.sub("", decode_log(batch)).rstrip("\n"), PROGRESS_CHARS)
                         await on_progress(round(time.monotonic() - started, 1), follow_s, text)

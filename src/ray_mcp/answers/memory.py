@@ -26,7 +26,7 @@ from ray_mcp import models
 from ray_mcp.answers.stacks import PROFILING_FIX, Proc, Stacks
 from ray_mcp.answers.targets import Target
 from ray_mcp.errors import RayMCPError, RayRequestFailed
-from ray_mcp.limits import GPU_PROFILE_TIMEOUT_S, MEMORY_SLACK_S
+from ray_mcp.limits import GPU_PROFILE_TIMEOUT_S, LINE_CHARS, MEMORY_SLACK_S
 from ray_mcp.shaping import memory, stacks
 from ray_mcp.sources import memray as local_memray
 from ray_mcp.sources import py_spy as spy
@@ -234,7 +234,7 @@ class MemoryProfiles:
                 node_ip=ip,
                 hints=[
                     "Open the trace in Perfetto or chrome://tracing; the dashboard serves it at "
-                    f"{head_text(answer.location, 300)}."
+                    f"{head_text(answer.location, LINE_CHARS)}."
                 ],
             )
         if answer.status != 200 and GPU_DISABLED in answer.text:

@@ -25,7 +25,14 @@ from ray_mcp.errors import (
     PrometheusUnavailable,
     RayMCPError,
 )
-from ray_mcp.limits import MIN_RATE_WINDOW_S, SERIES_READ, WHY_CHARS
+from ray_mcp.limits import (
+    FAILED_TARGETS_NAMED,
+    METRIC_NAMES_SUGGESTED,
+    MIN_RATE_WINDOW_S,
+    PROM_SESSIONS_NAMED,
+    SERIES_READ,
+    WHY_CHARS,
+)
 from ray_mcp.shaping import metrics as shape
 from ray_mcp.sources import promql
 from ray_mcp.sources.cluster_sources import ClusterSources
@@ -268,7 +275,7 @@ class Metrics:
         )
         when = f"between {shape.iso(win.start)} and {shape.iso(win.end)}"
         if session not in sessions:
-            known = ", ".join(quoted(s) for s in sessions[:5]) or "none"
+            known = ", ".join(quoted(s) for s in sessions[:PROM_SESSIONS_NAMED]) or "none"
             raise NotFound(
                 f"Prometheus at {prom.url} holds no series of this cluster (session {quoted(session)}) {when}; "
                 f"the Ray sessions it holds then: {known}. Check that it scrapes this cluster (Ray's config: "
@@ -299,7 +306,7 @@ class Metrics:
         if unknown:
             close = difflib.get_close_matches(unknown[0], names, n=5, cutoff=0.6)
             ray_names = [n for n in names if n.startswith("ray_")]
-            suggestions = close or ray_names[:8]
+            suggestions = close or ray_names[:METRIC_NAMES_SUGGESTED]
             raise NotFound(
                 f"No metric {quoted(unknown[0])} in Prometheus at {prom.url} in the window. "
                 f"Names close to it: {', '.join(suggestions) or 'none'} ({len(ray_names)} ray_* names in all; "
@@ -330,7 +337,9 @@ class Metrics:
         read = f"Read now from {len(targets) - len(failed)} of {len(targets)} metrics endpoints"
         notes.append(
             f"{read}; could not read "
-            + "; ".join(f"{quoted(t)} ({why_failed})" for t, why_failed in list(failed.items())[:3])
+            + "; ".join(
+                f"{quoted(t)} ({why_failed})" for t, why_failed in list(failed.items())[:FAILED_TARGETS_NAMED]
+            )
             if failed
             else f"{read}."
         )

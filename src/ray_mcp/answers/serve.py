@@ -12,7 +12,13 @@ from ray_mcp import models
 from ray_mcp.answers.logs import Logs, LogSource
 from ray_mcp.answers.secrets import JobSecrets
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError
-from ray_mcp.limits import LINE_CHARS, SERVE_CONTROLLER_LOG_BYTES, SERVE_CONTROLLER_LOG_LINES, SERVE_PROBLEMS
+from ray_mcp.limits import (
+    DEAD_REPLICAS_READ,
+    LINE_CHARS,
+    SERVE_CONTROLLER_LOG_BYTES,
+    SERVE_CONTROLLER_LOG_LINES,
+    SERVE_PROBLEMS,
+)
 from ray_mcp.shaping.serve import (
     Decisions,
     build_serve_status,
@@ -113,7 +119,7 @@ class Serve:
                     ("class_name", "=", f"ServeReplica:{app}:{deployment.name}"),
                     ("state", "=", "DEAD"),
                 ],
-                limit=100,
+                limit=DEAD_REPLICAS_READ,
                 detail=False,
             )
             rows = found["result"]

@@ -30,7 +30,7 @@ from ray_mcp.answers.jobs import Jobs
 from ray_mcp.answers.nodes import Nodes
 from ray_mcp.answers.targets import Target
 from ray_mcp.errors import InvalidArgument, NotFound, RayMCPError, RayRequestFailed
-from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.limits import PID_WORKERS_READ, STACK_FAILURES_QUOTED, STATE_API_MAX_ROWS
 from ray_mcp.shaping import profiles, stacks
 from ray_mcp.sources import py_spy as spy
 from ray_mcp.sources.cluster_sources import ClusterSources
@@ -315,7 +315,7 @@ class Stacks:
         The refusal names the target only, never what runs there."""
         found = await self.state.workers(
             filters=[("node_id", "=", node_id), ("pid", "=", str(pid)), ("is_alive", "=", "True")],
-            limit=10,
+            limit=PID_WORKERS_READ,
             detail=False,
         )
         rows = [r for r in found["result"] if str(r.get("pid")) == str(pid) and r.get("is_alive")]
@@ -462,7 +462,7 @@ class Stacks:
             reasons = sorted({s.error or "unknown" for s in failed})
             raise RayRequestFailed(
                 f"Could not read the stack of any of the {len(samples)} process(es) of {label}: "
-                + " | ".join(reasons[:3])
+                + " | ".join(reasons[:STACK_FAILURES_QUOTED])
             )
         groups = stacks.collapse(ok, max_frames=max_frames)
         sources = sorted({s.source for s in ok})

@@ -22,6 +22,7 @@ import anyio.to_thread
 
 from ray_mcp import limits
 from ray_mcp.errors import NotFound, RayRequestFailed
+from ray_mcp.limits import DASHBOARD_BODY_CHARS, TRAIN_RUN_NAMES_SHOWN
 from ray_mcp.models import TrainCheckpoint, TrainRun, TrainRunList
 from ray_mcp.shaping.train import build_run, build_run_list, checkpoint_from_snapshot, find_run
 from ray_mcp.sources.hosts import local_addresses
@@ -59,7 +60,7 @@ class Train:
         runs = await self.runs()
         found = find_run(runs, run.strip())
         if found is None:
-            names = ", ".join(sorted({str(r.get("name")) for r in runs})[:10]) or "none"
+            names = ", ".join(sorted({str(r.get("name")) for r in runs})[:TRAIN_RUN_NAMES_SHOWN]) or "none"
             raise NotFound(
                 f"No Train run with id or name {run!r} on the cluster at {self.dashboard_url} (run "
                 f"names: {names}). Call list_train_runs to see them."
@@ -93,7 +94,7 @@ async def _train_runs(routes: Routes) -> list[dict[str, Any]]:
             "Runs without it do not show here; use list_jobs and list_actors (class RayTrainWorker) instead."
         )
     if status >= 400:
-        short = " ".join(body.split())[:300]
+        short = " ".join(body.split())[:DASHBOARD_BODY_CHARS]
         raise RayRequestFailed(
             f"The Ray dashboard at {url} refused {what}: HTTP {status} {short}. "
             + ("The Train state actor did not answer; retry." if status == 503 else "")

@@ -30,7 +30,7 @@ from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.fleet import render_fleet
 from ray_mcp.shaping.kube_lint import lint, render_lint
-from ray_mcp.shaping.kuberay import render
+from ray_mcp.shaping.kuberay import render, render_kube_log
 from ray_mcp.sources.history import kept_clusters
 from ray_mcp.sources.kube_names import checked
 from ray_mcp.sources.kube_target import RayTarget, parse_kube_address
@@ -137,20 +137,16 @@ async def kuberay_logs(
     kube = target.kube
     name = await pod_of(target, pod, container)
     text = await kube.log(name, container=container, previous=previous, lines=lines, max_bytes=KUBE_LOG_BYTES)
-    got = text.splitlines()
     truncated = len(text.encode()) >= KUBE_LOG_BYTES
     result = KubeLog(
         pod=name,
         container=container,
         previous=previous,
-        lines=got,
+        lines=text.splitlines(),
         truncated=truncated,
-        hint=f"Cut at {KUBE_LOG_BYTES} bytes: ask fewer lines." if truncated else None,
+        hints=[f"Cut at {KUBE_LOG_BYTES} bytes: ask fewer lines."] if truncated else [],
     )
-    where = (
-        f"pod {name}" + (f" container {container}" if container else "") + (" (previous)" if previous else "")
-    )
-    return tool_result(result, f"{len(got)} line(s) of {where}:\n" + text)
+    return tool_result(result, render_kube_log)
 
 
 # -- the fleet ------------------------------------------------------------------------------------------------

@@ -181,7 +181,8 @@ def fit_log(answer: G, render: Callable[[G], str], *, reserve: int = 0) -> tuple
         return answer, render(answer)
     runs = answer.runs()
     left_out = cut = 0
-    longest = _log_note(type(answer).next_step, 10**6, 1, budget)  # measured with the longest note it can get
+    # measured with the longest note it can get: every line left out, one cut
+    longest = _log_note(type(answer).next_step, sum(len(run.lines) for run in runs), 1, budget)
 
     def over() -> int:
         return size(answer.with_runs(runs, longest)) - budget
@@ -216,9 +217,9 @@ def _log_note(next_step: str, left_out: int, cut: int, budget: int) -> str:
     what = [f"{left_out} older line(s) left out, the newest kept"] if left_out else []
     what += [f"{cut} over-long line(s) cut"] if cut else []
     return (
-        f"{'; '.join(what)}, to keep the whole answer within {budget:,} bytes as sent (each line is "
-        "sent twice, in the text and the structured content, and quotes, backslashes and control characters "
-        f"grow longer as sent){'; ' + next_step if next_step else ''}."
+        f"{', and '.join(what)}, to keep the whole answer within {budget:,} bytes as sent (every line goes "
+        "twice, escaped: quotes, backslashes and control characters grow longer as sent)"
+        f"{'; ' + next_step if next_step else ''}."
     )
 
 

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ray_mcp.answers import fleet as fleet_answers
 from ray_mcp.answers import kube_changes as changes
-from ray_mcp.answers.kuberay import describe, pod_of
+from ray_mcp.answers.kuberay import describe, pod_log
 from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.limits import (
     FLEET_CONTEXTS,
@@ -22,7 +22,6 @@ from ray_mcp.limits import (
     FLEET_RAY_CHECKS,
     FLEET_ROWS,
     KUBE_LINT_SHOWN,
-    KUBE_LOG_BYTES,
     KUBE_LOG_LINES,
 )
 from ray_mcp.models.kuberay import Fleet, KubeLog, KubeStatus, LintReport
@@ -134,18 +133,7 @@ async def kuberay_logs(
 ) -> Annotated[CallToolResult, KubeLog]:
     """A pod container's log tail from Kubernetes, with the previous container's and the head's autoscaler, for
     this Ray cluster's pods only. tail_logs reads Ray's own log files."""
-    kube = target.kube
-    name = await pod_of(target, pod, container)
-    text = await kube.log(name, container=container, previous=previous, lines=lines, max_bytes=KUBE_LOG_BYTES)
-    truncated = len(text.encode()) >= KUBE_LOG_BYTES
-    result = KubeLog(
-        pod=name,
-        container=container,
-        previous=previous,
-        lines=text.splitlines(),
-        truncated=truncated,
-        hints=[f"Cut at {KUBE_LOG_BYTES} bytes: ask fewer lines."] if truncated else [],
-    )
+    result = await pod_log(target, pod, container=container, previous=previous, lines=lines)
     return tool_result(result, render_kube_log)
 
 

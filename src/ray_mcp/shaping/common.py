@@ -174,11 +174,12 @@ def fit_log(answer: G, render: Callable[[G], str], *, reserve: int = 0) -> tuple
     """
     budget = answer.sent_budget
 
-    def size(a: G) -> int:
-        return sent_escaped_bytes(a.model_dump(mode="json", exclude_none=True), render(a)) + reserve
+    def size(a: G, said: str | None = None) -> int:
+        return sent_escaped_bytes(a.model_dump(mode="json", exclude_none=True), said or render(a)) + reserve
 
-    if size(answer) <= budget:
-        return answer, render(answer)
+    said = render(answer)
+    if size(answer, said) <= budget:
+        return answer, said
     runs = answer.runs()
     left_out = cut = 0
     # measured with the longest note it can get: every line left out, one cut

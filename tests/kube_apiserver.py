@@ -448,10 +448,16 @@ def serve(state: KubeState) -> contextlib.AbstractContextManager[str]:
 
 
 def write_kubeconfig(
-    path: Path, server: str, *, namespace: str = "default", others: dict[str, tuple[str, str]] | None = None
+    path: Path,
+    server: str,
+    *,
+    namespace: str = "default",
+    others: dict[str, tuple[str, str]] | None = None,
+    static_token: bool = False,
 ) -> Path:
     """A kubeconfig whose user gets its token from an exec plugin (as EKS and GKE do): a real process the
-    client runs, printing an ExecCredential. ``others``: more contexts, name -> (server, namespace)."""
+    client runs, printing an ExecCredential. ``others``: more contexts, name -> (server, namespace).
+    ``static_token``: the token written in the file instead, so that a test that is not live starts no process."""
     credential = {
         "apiVersion": "client.authentication.k8s.io/v1",
         "kind": "ExecCredential",
@@ -487,5 +493,7 @@ def write_kubeconfig(
             }
         ],
     }
+    if static_token:
+        config["users"] = [{"name": "exec", "user": {"token": TOKEN}}]
     path.write_text(yaml.safe_dump(config))
     return path

@@ -4,7 +4,8 @@ here has no fitting code of its own; it goes through the real server (build_serv
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,10 +13,12 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import CallToolResult
 from pydantic import BaseModel
-from tests.support import text_of
+from tests.kube_apiserver import KubeState, serve, write_kubeconfig
+from tests.kuberay_objects import CLUSTER, NS, head_pod, head_service, raycluster
+from tests.support import mcp_client, text_of
 
 from ray_mcp.guard.redaction import escape_controls
-from ray_mcp.limits import EVENTS_SHOWN, RESPONSE_BUDGET_BYTES
+from ray_mcp.limits import EVENTS_SHOWN, KUBE_LOG_BYTES, RESPONSE_BUDGET_BYTES
 from ray_mcp.models import ListPage
 from ray_mcp.server.build import build_server
 from ray_mcp.settings import Settings
@@ -145,3 +148,51 @@ def test_list_events_long_messages_at_the_default_limit_are_fitted_too() -> None
     assert f"{EVENTS_SHOWN.default - shown} more of these {EVENTS_SHOWN.default} events left out" in text_of(
         result
     )
+
+
+async def kuberay_log(tmp_path: Path, lines: list[str], args: dict[str, Any]) -> tuple[CallToolResult, str]:
+    """kuberay_logs of the head pod whose log is ``lines``, through the loopback API server
+    (tests/kube_apiserver.py, in a thread, cutting a reply at limitBytes as Kubernetes does); the pod's name."""
+    state = KubeState()
+    head = head_pod()
+    for obj in (raycluster(), head_service(), head):
+        state.put(obj)
+    state.logs[(head["metadata"]["name"], "ray-head", False)] = "\n".join(lines) + "\n"
+    with serve(state) as url:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, static_token=True)
+        settings = Settings(address=f"k8s://{NS}/{CLUSTER}", kubeconfig=kubeconfig, embedded="never")
+        async with mcp_client(settings) as client:
+            result = await client.call_tool("kuberay_logs", {"pod": "head", **args})
+    assert not result.is_error, text_of(result)
+    return result, head["metadata"]["name"]
+
+
+async def test_a_kuberay_log_over_the_budget_is_sent_within_it_with_its_newest_lines_and_one_note(
+    tmp_path: Path,
+) -> None:
+    # kuberay_logs had no fitting: 16 KB of a pod's log, sent twice (text and structured content), was 35 KB
+    lines = [f'{i:04d} raylet said "worker {i} exited" at C:\\ray\\logs' for i in range(2000)]
+    assert len("\n".join(lines[-300:]).encode()) < KUBE_LOG_BYTES  # the API server's own cut is not at play
+    result, pod = await kuberay_log(tmp_path, lines, {"lines": 300})
+    assert as_sent(result) <= RESPONSE_BUDGET_BYTES, as_sent(result)
+    structured = result.structured_content or {}
+    shown = structured["lines"]
+    assert 1 <= len(shown) < 300 and shown == lines[-len(shown) :]  # the newest, in order, none cut
+    note = f"{300 - len(shown)} older line(s) left out, the newest kept"
+    assert text_of(result).count("left out") == 1 and note in text_of(result)
+    assert [h for h in structured["hints"] if "left out" in h] == [structured["hints"][-1]]
+    assert text_of(result).startswith(f"{len(shown)} line(s) of pod {pod}:")
+
+
+async def test_a_kuberay_log_past_the_read_limit_still_ends_with_its_newest_line(tmp_path: Path) -> None:
+    # The API server cuts at limitBytes from the start of the tail: 400 lines of 100 bytes came back as the
+    # oldest 163 of them, the last one cut, and the newest were never read. They are asked again, fewer.
+    lines = [f"{i:04d} " + "x" * 95 for i in range(1000)]
+    result, _ = await kuberay_log(tmp_path, lines, {"lines": 400})
+    structured = result.structured_content or {}
+    shown = structured["lines"]
+    assert shown and shown == lines[-len(shown) :], shown[-1:]  # the newest line, whole
+    assert as_sent(result) <= RESPONSE_BUDGET_BYTES, as_sent(result)
+    fitted = KUBE_LOG_BYTES // 101
+    assert f"The newest {fitted} of the 400 lines asked fill the 16,384-byte read" in text_of(result)
+    assert text_of(result).count("left out") == 1

@@ -408,6 +408,8 @@ KUBE_DEPLOYMENT_MESSAGE_CHARS = 240  # a failing Serve deployment's own message 
 KUBE_EVENTS_SHOWN = 12  # deduplicated events listed, warnings first
 KUBE_LOG_LINES = Bound(default=80, low=1, high=2000)  # a pod container's log tail
 KUBE_LOG_BYTES = 16_384  # asked of the API server at most (limitBytes)
+# Reads of one kuberay_logs call: a reply cut at limitBytes lost the newest lines, so fewer lines are asked again
+KUBE_LOG_READS = 3
 KUBE_SUBMITTER_LOG_LINES = 5  # the end of a RayJob's failed submitter's log, quoted in kuberay_status
 KUBE_SUBMITTER_LOG_BYTES = 2_048  # asked of the API server for it at most (limitBytes)
 KUBE_UPGRADE_STUCK_S = 600.0  # a RayService upgrade pending this long is reported as stuck

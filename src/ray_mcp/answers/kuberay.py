@@ -7,8 +7,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ray_mcp.errors import InvalidArgument, RayMCPError
-from ray_mcp.limits import KUBE_SUBMITTER_LOG_BYTES, KUBE_SUBMITTER_LOG_LINES, OTHER_PODS_NAMED
-from ray_mcp.models.kuberay import KubeStatus, PodState
+from ray_mcp.limits import (
+    KUBE_LOG_BYTES,
+    KUBE_LOG_READS,
+    KUBE_SUBMITTER_LOG_BYTES,
+    KUBE_SUBMITTER_LOG_LINES,
+    OTHER_PODS_NAMED,
+)
+from ray_mcp.models.kuberay import KubeLog, KubeStatus, PodState
 from ray_mcp.shaping.kuberay import (
     events_digest,
     incremental_upgrade,
@@ -307,3 +313,35 @@ def pod_owner(pod: dict[str, Any], clusters: dict[str, str | None], rayjob: str 
         if ref.get("kind") == "Job" and rayjob is not None and name == rayjob:
             return f"RayJob {rayjob}'s submitter"
     return None
+
+
+async def pod_log(
+    target: RayTarget, pod: str, *, container: str | None, previous: bool, lines: int
+) -> KubeLog:
+    """The newest ``lines`` of a container's log of one of the target's pods, at most KUBE_LOG_BYTES read.
+
+    The API server cuts a reply at limitBytes counted from its start, that is the oldest lines of the tail, and
+    the newest are lost. So a reply cut there is asked again for only as many lines as fitted whole, until the
+    newest lines come whole (KUBE_LOG_READS at most; a single line over the limit keeps its start).
+    """
+    kube, name = target.kube, await pod_of(target, pod, container)
+    asked, hints = lines, []
+    for _ in range(KUBE_LOG_READS):
+        text = await kube.log(
+            name, container=container, previous=previous, lines=asked, max_bytes=KUBE_LOG_BYTES
+        )
+        cut = len(text.encode()) >= KUBE_LOG_BYTES
+        whole = len(text.splitlines()) - 1  # the last line of a cut reply may be cut
+        if not cut or whole < 1 or whole >= asked:
+            break
+        asked = whole
+    if asked < lines:
+        hints.append(
+            f"The newest {asked} of the {lines} lines asked fill the {KUBE_LOG_BYTES:,}-byte read: the "
+            f"{lines - asked} older ones were not read."
+        )
+    if cut:
+        hints.append(f"Cut at {KUBE_LOG_BYTES:,} bytes: lines too long to read them all; ask fewer lines.")
+    return KubeLog(
+        pod=name, container=container, previous=previous, lines=text.splitlines(), truncated=cut, hints=hints
+    )

@@ -25,6 +25,7 @@ from ray_mcp.limits import (
     LOG_BYTES,
     LOG_FILES_SHOWN,
     LOG_LINES,
+    LOG_WHOLE_SHARE,
     PROGRESS_CHARS,
     SCAN_MB,
 )
@@ -309,7 +310,8 @@ class Logs:
         hints = log_hints(sections, lines=lines, max_bytes=max_bytes, max_lines=LOG_LINES.high)
         if len(sections) == 2 and followed:
             hints.append("follow_s followed stdout only; pass stream='err' to follow stderr.")
-        return models.LogTail(sections=sections, hints=hints)
+        # as sent, the answer may hold LOG_WHOLE_SHARE of what the caller asked to read (the edge fits it)
+        return models.LogTail(sections=sections, hints=hints).within(int(max_bytes * LOG_WHOLE_SHARE))
 
     async def tail_source(self, src: LogSource, *, lines: int, max_bytes: int) -> models.LogSection:
         """The tail of one log already found (a Serve replica's file, or its actor's stderr)."""

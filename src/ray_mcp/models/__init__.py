@@ -8,6 +8,7 @@ from ray_mcp.models.core import *  # noqa: F403
 from ray_mcp.models.data import *  # noqa: F403
 from ray_mcp.models.diagnosis import *  # noqa: F403
 from ray_mcp.models.events import *  # noqa: F403
+from ray_mcp.models.logs import *  # noqa: F403
 from ray_mcp.models.metrics import *  # noqa: F403
 from ray_mcp.models.objects import *  # noqa: F403
 from ray_mcp.models.stacks import *  # noqa: F403

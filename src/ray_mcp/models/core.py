@@ -6,8 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from ray_mcp.amounts import byte_size
-from ray_mcp.limits import GREP_LONG_LINE_BYTES, STATE_API_MAX_ROWS
+from ray_mcp.limits import STATE_API_MAX_ROWS
 from ray_mcp.models.data import JobDatasets
 
 # A job in one of these statuses will not change again.
@@ -227,64 +226,6 @@ class JobChange(BaseModel):
     dry_run: bool = False
     confirm_token: str | None = None
     message: str
-
-
-# -- logs (tail_logs) ---------------------------------------------------------------------------------------
-
-
-class LogSection(BaseModel):
-    """What was read from one log file."""
-
-    source: str = Field(description="What the file is, e.g. 'driver log of job raysubmit_…'.")
-    node_id: str | None = None
-    filename: str | None = Field(
-        default=None, description="The file, relative to the node's Ray log directory."
-    )
-    stream: str | None = Field(default=None, description="out or err, for worker logs.")
-    lines: list[str] = Field(description="The lines shown, oldest first.")
-    line_numbers: list[int] | None = Field(
-        default=None, description="For grep: the 1-based number in the file of each line shown."
-    )
-    match_numbers: list[int] | None = Field(
-        default=None, description="For grep: the numbers of the matching lines shown (others are context)."
-    )
-    lines_shown: int
-    lines_left_out: int | None = Field(
-        default=None,
-        description="Lines of the file not shown; null when not counted (plain tails skip counting).",
-    )
-    more_before: bool = Field(description="True if the file has earlier lines than those shown.")
-    bytes_left_out: int | None = Field(
-        default=None,
-        description="Bytes not shown of what was read (byte budget, cut lines), or of the file (grep).",
-    )
-    truncated_lines: int = Field(
-        default=0, description="Lines cut because one line alone exceeded the budget."
-    )
-    grep: str | None = None
-    matches: int | None = Field(default=None, description="Matching lines found in the part scanned.")
-    scanned_bytes: int | None = None
-    scanned_lines: int | None = None
-    scan_complete: bool | None = Field(default=None, description="False if grep stopped at max_scan_mb.")
-    long_lines: int | None = Field(
-        default=None,
-        description=f"For grep: lines over {byte_size(GREP_LONG_LINE_BYTES)} without a newline, matched in "
-        f"{byte_size(GREP_LONG_LINE_BYTES)} pieces and shown cut.",
-    )
-    followed_s: float | None = None
-    new_lines: int | None = Field(default=None, description="Lines that arrived while following.")
-
-
-class LogFile(BaseModel):
-    name: str = Field(description="Relative to the node's Ray log directory: give it as filename to read it.")
-    bytes: int | None = Field(default=None, description="Known when the node runs on ray-mcp's machine.")
-    modified: str | None = Field(default=None, description="UTC; known with bytes.")
-
-
-class LogTail(BaseModel):
-    sections: list[LogSection]
-    files: list[LogFile] = Field(default_factory=list, description="A filename pattern's matches.")
-    hints: list[str] = Field(default_factory=list)
 
 
 # -- cluster state: actors, placement groups, nodes, tasks, serve ----------------------------------------------

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ray_mcp.models.logs import Logged, LogRun
+
 
 class PodState(BaseModel):
     name: str
@@ -112,13 +114,15 @@ class KubeStatus(BaseModel):
     )
 
 
-class KubeLog(BaseModel):
+class KubeLog(Logged, LogRun):
+    """A pod container's log tail: one run of lines, fitted at the edge like every log answer."""
+
     pod: str
     container: str | None = None
     previous: bool
     lines: list[str]
     truncated: bool
-    hint: str | None = None
+    hints: list[str] = Field(default_factory=list)
 
 
 class KubeChange(BaseModel):

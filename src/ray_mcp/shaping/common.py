@@ -18,7 +18,7 @@ from ray_mcp.limits import (
     RESULT_ENVELOPE_BYTES,
     STATE_API_MAX_ROWS,
 )
-from ray_mcp.models import Listed
+from ray_mcp.models import Listed, Logged
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,14 +29,20 @@ def tool_result(
     """A tool answer, the one way every tool makes it: the concise text for the model, the structured data with
     nulls dropped, and ``links`` (resource links a client can read and subscribe to) after the text.
 
-    This is the edge where the one budget is applied: a list page (models.Listed) comes with its renderer as
-    ``text`` and is fitted here (fit_page), so no tool carries fitting code. ``links`` is given the page as
-    sent, so that it links only the items kept.
+    This is the edge where the one budget is applied: a list page (models.Listed) or a log answer
+    (models.Logged) comes with its renderer as ``text`` and is fitted here (fit_page, fit_log), so no tool
+    carries fitting code. ``links`` is given the answer as sent, so that it links only the items kept.
     """
-    if isinstance(model, Listed) and type(model).items_field:
-        if not callable(text):  # the fitter renders what it keeps: a fixed text could not follow the cut
-            raise TypeError(f"{type(model).__name__} is a list page: pass its renderer, not its text")
-        reserve = _links_bytes(links(model)) if links else 0
+    page = isinstance(model, Listed) and bool(type(model).items_field)
+    fitted = page or isinstance(model, Logged)
+    if fitted and not callable(
+        text
+    ):  # the fitter renders what it keeps: a fixed text could not follow the cut
+        raise TypeError(f"{type(model).__name__} is fitted at the edge: pass its renderer, not its text")
+    reserve = _links_bytes(links(model)) if links and fitted else 0
+    if isinstance(model, Logged) and callable(text):
+        model, said = fit_log(model, text, reserve=reserve)
+    elif isinstance(model, Listed) and page and callable(text):
         model, said = fit_page(model, text, reserve=reserve)
     else:
         said = text(model) if callable(text) else text
@@ -154,6 +160,73 @@ def most_that_fit(high: int, fits: Callable[[int], bool], guess: int) -> int:
             k = high if near else (low + high) // 2
         near = False
     return best
+
+
+G = TypeVar("G", bound=Logged)
+
+
+def fit_log(answer: G, render: Callable[[G], str], *, reserve: int = 0) -> tuple[G, str]:
+    """The one fitter, for a log: its whole answer as a client receives it (text and structured content,
+    escaped as the guard will escape them) stays within its budget (RESPONSE_BUDGET_BYTES, or what the caller
+    asked for: Logged.within). The oldest lines are left out, from the run that costs the most, and one note
+    says how many; a single line left that alone does not fit keeps its start. The area's own ``lines`` (and
+    ``max_bytes``) chose what was read; this only keeps the answer within what a client's context can take.
+    """
+    budget = answer.sent_budget
+
+    def size(a: G, said: str | None = None) -> int:
+        return sent_escaped_bytes(a.model_dump(mode="json", exclude_none=True), said or render(a)) + reserve
+
+    said = render(answer)
+    if size(answer, said) <= budget:
+        return answer, said
+    runs = answer.runs()
+    left_out = cut = 0
+    # measured with the longest note it can get: every line left out, one cut
+    longest = _log_note(type(answer).next_step, sum(len(run.lines) for run in runs), 1, budget)
+
+    def over() -> int:
+        return size(answer.with_runs(runs, longest)) - budget
+
+    excess = over()
+    while excess > 0:
+        costs = [sum(_line_cost(line) for line in run.lines) for run in runs]
+        worst = max(range(len(runs)), key=costs.__getitem__, default=-1)
+        if worst < 0 or not runs[worst].lines:
+            break  # nothing left to cut: the headers alone
+        run = runs[worst]
+        if len(run.lines) > 1:  # the oldest lines, as many as the excess costs (the last one stays)
+            drop = 0
+            while drop < len(run.lines) - 1 and excess > 0:
+                excess -= _line_cost(run.lines[drop])
+                drop += 1
+            runs[worst] = run.without_oldest(drop)
+            left_out += drop
+        else:  # one line that alone does not fit: keep what does, once
+            chars = len(run.lines[0]) * (costs[worst] - excess) // max(1, costs[worst])
+            runs[worst] = run.first_cut_to(max(0, chars))
+            cut += 1
+            if over() > 0:  # still too long: leave it out too
+                runs[worst] = runs[worst].without_oldest(1)
+                left_out += 1
+        excess = over()
+    fitted = answer.with_runs(runs, _log_note(type(answer).next_step, left_out, cut, budget))
+    return fitted, render(fitted)
+
+
+def _log_note(next_step: str, left_out: int, cut: int, budget: int) -> str:
+    what = [f"{left_out} older line(s) left out, the newest kept"] if left_out else []
+    what += [f"{cut} over-long line(s) cut"] if cut else []
+    return (
+        f"{', and '.join(what)}, to keep the whole answer within {budget:,} bytes as sent (every line goes "
+        "twice, escaped: quotes, backslashes and control characters grow longer as sent)"
+        f"{'; ' + next_step if next_step else ''}."
+    )
+
+
+def _line_cost(line: str) -> int:
+    """What one line adds to the answer as sent: twice its escaped JSON string, a newline and a comma."""
+    return 2 * (json_bytes(escape_controls(line)) - 2) + 4
 
 
 def to_number(value: Any) -> Any:

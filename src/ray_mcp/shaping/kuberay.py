@@ -21,6 +21,7 @@ from ray_mcp.limits import (
 from ray_mcp.models.kuberay import (
     KubeEvent,
     KubeFinding,
+    KubeLog,
     KubeStatus,
     KubeVerdict,
     PodState,
@@ -530,3 +531,9 @@ def upgrade_line(u: ServiceUpgrade) -> str:
         f"Incremental upgrade: {u.step}. Traffic split: {side('active', u.active)}; {side('pending', u.pending)}"
         + (f" ({steps})." if steps else ".")
     )
+
+
+def render_kube_log(log: KubeLog) -> str:
+    where = f"pod {log.pod}" + (f" container {log.container}" if log.container else "")
+    head = f"{len(log.lines)} line(s) of {where}{' (previous)' if log.previous else ''}:"
+    return "\n".join([head, *log.lines, *(f"Hint: {h}" for h in log.hints)])

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from ray_mcp import models
 from ray_mcp.amounts import byte_size
-from ray_mcp.guard.redaction import escape_controls
-from ray_mcp.limits import GREP_LONG_LINE_BYTES, LOG_WHOLE_SHARE
+from ray_mcp.limits import GREP_LONG_LINE_BYTES
 from ray_mcp.shaping import grep as log_grep
-from ray_mcp.shaping.common import json_bytes, sent_escaped_bytes
-from ray_mcp.text import ANSI, cut_counted, utf8_prefix
+from ray_mcp.text import ANSI, utf8_prefix
 
 
 def cut_to_budget(raw_lines: list[str], *, max_bytes: int) -> tuple[list[str], int, int]:
@@ -192,80 +190,3 @@ def log_hints(sections: list[models.LogSection], *, lines: int, max_bytes: int, 
     if any(s.grep is not None and (s.matches or 0) > s.lines_shown for s in sections):
         hints.append("More matches than shown: only the last ones are kept; make the regex more specific.")
     return hints
-
-
-def within_sent(tail: models.LogTail, max_bytes: int) -> models.LogTail:
-    """The tail whose whole answer as a client receives it stays within ``LOG_WHOLE_SHARE`` of ``max_bytes``
-    (8,000 bytes at the default 3,500).
-
-    ``max_bytes`` counts the log's own bytes; on the wire every line comes twice (text and structured content),
-    each as a JSON string, where a quote or a backslash takes 2 bytes and a control character (shown escaped)
-    5 to 7. Lines that grow that way are left out from the oldest, from the section that costs the most, and
-    the answer says so; a single line left that still does not fit is cut.
-    """
-    whole = int(max_bytes * LOG_WHOLE_SHARE)
-    if _sent(tail) <= whole:
-        return tail
-    sections = [s.model_copy(deep=True) for s in tail.sections]
-    left_out = cut = 0
-
-    def over() -> int:  # with the longest hint this can add
-        hints = [*tail.hints, _sent_hint(10**6, 1, whole)]
-        return _sent(models.LogTail(sections=sections, hints=hints)) - whole
-
-    excess = over()
-    while excess > 0:
-        cost = {id(s): sum(_line_cost(line) for line in s.lines) for s in sections if s.lines}
-        if not cost:
-            break  # nothing left to cut: the headers alone
-        section = max((s for s in sections if s.lines), key=lambda s: cost[id(s)])
-        if len(section.lines) > 1:
-            drop = 0
-            while drop < len(section.lines) - 1 and excess > 0:
-                excess -= _line_cost(section.lines[drop])
-                drop += 1
-            _drop_oldest(section, drop)
-            left_out += drop
-        else:  # one line that alone does not fit: keep what does, once
-            line = section.lines[0]
-            keep = max(0, (len(line) * (cost[id(section)] - excess)) // max(1, cost[id(section)]))
-            section.lines[0] = cut_counted(line, keep)
-            section.truncated_lines += 1
-            cut += 1
-            if over() > 0:
-                _drop_oldest(section, 1)  # still too long: the headers say what was left out
-                left_out += 1
-        excess = over()
-    return models.LogTail(sections=sections, hints=[*tail.hints, _sent_hint(left_out, cut, whole)])
-
-
-def _sent_hint(left_out: int, cut: int, whole: int) -> str:
-    what = [f"{left_out} more line(s) were left out"] if left_out else []
-    what += [f"{cut} line(s) were cut"] if cut else []
-    return (
-        f"Quotes, backslashes or control characters made these lines longer as sent: {' and '.join(what)} to "
-        f"keep the answer within {whole:,} bytes; raise max_bytes, or narrow with grep."
-    )
-
-
-def _sent(tail: models.LogTail) -> int:
-    return sent_escaped_bytes(tail.model_dump(mode="json", exclude_none=True), render_log_tail(tail))
-
-
-def _line_cost(line: str) -> int:
-    """What one line adds to the answer as sent: twice its escaped JSON string, a newline and a comma."""
-    return 2 * (json_bytes(escape_controls(line)) - 2) + 4
-
-
-def _drop_oldest(section: models.LogSection, n: int) -> None:
-    dropped = section.lines[:n]
-    section.lines = section.lines[n:]
-    if section.line_numbers is not None:
-        section.line_numbers = section.line_numbers[n:]
-        kept = set(section.line_numbers)
-        section.match_numbers = [m for m in section.match_numbers or [] if m in kept]
-    section.lines_shown = len(section.lines)
-    section.more_before = True
-    if section.lines_left_out is not None:
-        section.lines_left_out += n
-    section.bytes_left_out = (section.bytes_left_out or 0) + sum(len(x.encode()) + 1 for x in dropped)

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ray_mcp.answers import fleet as fleet_answers
 from ray_mcp.answers import kube_changes as changes
-from ray_mcp.answers.kuberay import describe, pod_of
+from ray_mcp.answers.kuberay import describe, pod_log
 from ray_mcp.errors import InvalidArgument, RayMCPError
 from ray_mcp.limits import (
     FLEET_CONTEXTS,
@@ -22,7 +22,6 @@ from ray_mcp.limits import (
     FLEET_RAY_CHECKS,
     FLEET_ROWS,
     KUBE_LINT_SHOWN,
-    KUBE_LOG_BYTES,
     KUBE_LOG_LINES,
 )
 from ray_mcp.models.kuberay import Fleet, KubeLog, KubeStatus, LintReport
@@ -30,7 +29,7 @@ from ray_mcp.server.context import app_of
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.fleet import render_fleet
 from ray_mcp.shaping.kube_lint import lint, render_lint
-from ray_mcp.shaping.kuberay import render
+from ray_mcp.shaping.kuberay import render, render_kube_log
 from ray_mcp.sources.history import kept_clusters
 from ray_mcp.sources.kube_names import checked
 from ray_mcp.sources.kube_target import RayTarget, parse_kube_address
@@ -134,23 +133,8 @@ async def kuberay_logs(
 ) -> Annotated[CallToolResult, KubeLog]:
     """A pod container's log tail from Kubernetes, with the previous container's and the head's autoscaler, for
     this Ray cluster's pods only. tail_logs reads Ray's own log files."""
-    kube = target.kube
-    name = await pod_of(target, pod, container)
-    text = await kube.log(name, container=container, previous=previous, lines=lines, max_bytes=KUBE_LOG_BYTES)
-    got = text.splitlines()
-    truncated = len(text.encode()) >= KUBE_LOG_BYTES
-    result = KubeLog(
-        pod=name,
-        container=container,
-        previous=previous,
-        lines=got,
-        truncated=truncated,
-        hint=f"Cut at {KUBE_LOG_BYTES} bytes: ask fewer lines." if truncated else None,
-    )
-    where = (
-        f"pod {name}" + (f" container {container}" if container else "") + (" (previous)" if previous else "")
-    )
-    return tool_result(result, f"{len(got)} line(s) of {where}:\n" + text)
+    result = await pod_log(target, pod, container=container, previous=previous, lines=lines)
+    return tool_result(result, render_kube_log)
 
 
 # -- the fleet ------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ray_mcp.models import LogTail
 from ray_mcp.server.context import app_of
 from ray_mcp.server.shares import owner_of
 from ray_mcp.shaping.common import tool_result
-from ray_mcp.shaping.logs import render_log_tail, within_sent, without_colour
+from ray_mcp.shaping.logs import render_log_tail, without_colour
 from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.toolsets import Toolset
 
@@ -98,8 +98,7 @@ async def tail_logs(
             follow_s=follow_s,
             on_progress=ctx.report_progress,
         )
-    tail = within_sent(without_colour(tail), max_bytes)
-    return tool_result(tail, render_log_tail(tail))
+    return tool_result(without_colour(tail), render_log_tail)
 
 
 tail_logs.__doc__ = f"""The end of one Ray log: {one_of([a.names for a in LOG_SOURCES])} (name exactly

@@ -33,17 +33,10 @@ def tool_result(
     (models.Logged) comes with its renderer as ``text`` and is fitted here (fit_page, fit_log), so no tool
     carries fitting code. ``links`` is given the answer as sent, so that it links only the items kept.
     """
-    page = isinstance(model, Listed) and bool(type(model).items_field)
-    fitted = page or isinstance(model, Logged)
-    if fitted and not callable(
-        text
-    ):  # the fitter renders what it keeps: a fixed text could not follow the cut
-        raise TypeError(f"{type(model).__name__} is fitted at the edge: pass its renderer, not its text")
-    reserve = _links_bytes(links(model)) if links and fitted else 0
-    if isinstance(model, Logged) and callable(text):
-        model, said = fit_log(model, text, reserve=reserve)
-    elif isinstance(model, Listed) and page and callable(text):
-        model, said = fit_page(model, text, reserve=reserve)
+    if isinstance(model, Logged):
+        model, said = fit_log(model, _renderer(model, text), reserve=_links_bytes(model, links))
+    elif isinstance(model, Listed) and type(model).items_field:
+        model, said = fit_page(model, _renderer(model, text), reserve=_links_bytes(model, links))
     else:
         said = text(model) if callable(text) else text
     result = CallToolResult(
@@ -59,8 +52,16 @@ def linked(result: CallToolResult, links: list[ResourceLink]) -> CallToolResult:
     return result
 
 
-def _links_bytes(links: list[ResourceLink]) -> int:
-    return sum(json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in links)
+def _renderer(model: M, text: str | Callable[[M], str]) -> Callable[[M], str]:
+    if not callable(text):  # the fitter renders what it keeps: a fixed text could not follow the cut
+        raise TypeError(f"{type(model).__name__} is fitted at the edge: pass its renderer, not its text")
+    return text
+
+
+def _links_bytes(model: M, links: Callable[[M], list[ResourceLink]] | None) -> int:
+    """What the resource links of the whole answer add to it as sent (the fitter keeps room for them)."""
+    found = links(model) if links else []
+    return sum(json_bytes(link.model_dump(mode="json", by_alias=True, exclude_none=True)) for link in found)
 
 
 def json_bytes(value: object) -> int:

@@ -43,6 +43,11 @@ def actor_gaps(actors: Sequence[TopoActor]) -> list[Gap]:
     return gaps
 
 
+# An actor on its way to live: its bundle is neither empty nor a dead rank; the actor is the gap (pending or
+# restarting).
+NOT_YET_LIVE = ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY")
+
+
 def _who(a: TopoActor) -> str:
     return f"{a.class_name} {a.name}" if a.name else a.class_name
 
@@ -66,11 +71,9 @@ def group_gaps(group: TopoGroup, by_id: Mapping[str, TopoActor]) -> list[Gap]:
             )
             continue
         live = [a for a in members if a.state == LIVE]
-        if live or any(
-            a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY") for a in members
-        ):
+        if live or any(a.state in NOT_YET_LIVE for a in members):
             for a in members:
-                if a.state in ("PENDING_CREATION", "RESTARTING", "DEPENDENCIES_UNREADY"):
+                if a.state in NOT_YET_LIVE:
                     gaps.append(
                         Gap(
                             kind="restarting_actor" if a.state == "RESTARTING" else "pending_actor",

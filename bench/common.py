@@ -149,12 +149,16 @@ async def stdio_session(
         bare = str(Path(__file__).with_name("bare_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[bare], env=clean_env())
     else:
-        # every toolset: the bench calls tools (list_tasks, summarize_tasks) outside a plain cluster's default set
-        args = ["--address", address, "--toolsets", "all"]
-        params = StdioServerParameters(command=RAY_MCP, args=args, env=clean_env())
+        params = StdioServerParameters(command=RAY_MCP, args=serve_args(address), env=clean_env())
     with open(errlog_path, "a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield client
+
+
+def serve_args(address: str, *transport: str) -> list[str]:
+    """ray-mcp's arguments for a bench server on ``address``: every toolset, because the bench calls tools
+    (list_tasks, summarize_tasks) outside a plain cluster's default set."""
+    return [*transport, "--address", address, "--toolsets", "all"]
 
 
 def free_port() -> int:
@@ -169,17 +173,7 @@ async def http_session(address: str, log_path: Path) -> AsyncIterator[Client]:
     port = free_port()
     with open(log_path, "a") as out:
         proc = subprocess.Popen(
-            [
-                RAY_MCP,
-                "--transport",
-                "streamable-http",
-                "--port",
-                str(port),
-                "--address",
-                address,
-                "--toolsets",
-                "all",
-            ],
+            [RAY_MCP, *serve_args(address, "--transport", "streamable-http", "--port", str(port))],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=clean_env(),

@@ -29,7 +29,8 @@ import httpx
 import psutil
 from mcp import Client
 
-BIN = Path(sys.executable).parent
+from bench.common import RAY_MCP, free_port, serve_args
+
 CALL_TIMEOUT_S = 120.0
 # Read-only calls that all succeed on any cluster; together they touch the State API, the Jobs SDK,
 # the autoscaler status and Serve.
@@ -45,31 +46,13 @@ MIX: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def ray_mcp_http(address: str, log: Path) -> Iterator[tuple[int, psutil.Process]]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_MCP_", "RAY_ADDRESS"))}
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [
-                str(BIN / "ray-mcp"),
-                "--transport",
-                "streamable-http",
-                "--port",
-                str(port),
-                "--address",
-                address,
-                "--toolsets",  # list_tasks is outside a plain cluster's default set
-                "all",
-            ],
+            [RAY_MCP, *serve_args(address, "--transport", "streamable-http", "--port", str(port))],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -21,6 +21,7 @@ from ray_mcp.shaping.nodes import (
     node_capacities,
     render_node_list,
     summary_by_node,
+    usage_from_free,
 )
 from support import call_ok, text_of
 
@@ -58,6 +59,19 @@ A100 = [
     },
     {"index": 1, "name": "NVIDIA A100", "utilizationGpu": 0.0, "memoryUsed": 0, "memoryTotal": 40000},
 ]
+
+
+def test_a_resource_the_gcs_lists_nothing_free_of_is_all_in_use() -> None:
+    """The GCS leaves a resource with nothing free out of a node's free resources: it is all in use, not all
+    free; a node the GCS has no entry for yet is left out (its use unknown, as the autoscaler report leaves it)."""
+    nodes = [
+        {"node_id": "a", "state": "ALIVE", "resources_total": {"CPU": 4.0, "GPU": 1.0}},
+        {"node_id": "b", "state": "ALIVE", "resources_total": {"CPU": 2.0}},
+    ]
+    usage = usage_from_free(nodes, {"a": {"CPU": 1.5}})
+    assert usage == {"a": {"CPU": (2.5, 4.0), "GPU": (1.0, 1.0)}}
+    caps = {c.node_id: c.available for c in node_capacities(nodes, usage)}
+    assert caps == {"a": {"CPU": 1.5, "GPU": 0.0}, "b": {"CPU": 2.0}}
 
 
 def test_memory_pressure_is_flagged_at_rays_memory_monitor_threshold() -> None:

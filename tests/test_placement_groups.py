@@ -7,9 +7,11 @@ import anyio
 from mcp import Client
 from tests.support import call_ok, mcp_client, submit, text_of
 
+from ray_mcp.answers.nodes import Nodes
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.models import ClusterHealth, JobDiagnosis, NodeList, PlacementGroupList
 from ray_mcp.settings import Settings
+from ray_mcp.sources.cluster_sources import ClusterSources
 from state_drivers import driver
 
 GROUPS = """
@@ -189,3 +191,46 @@ async def test_pg_status_diagnose_job_and_cluster_health_explain_a_pending_group
         assert any(why in f.title for f in health.findings), [f.title for f in health.findings]
     finally:
         await client.call_tool("stop_job", {"job": sid})
+
+
+HOLDS = """
+held = placement_group([{"CPU": 0.25}], name=f"{sys.argv[2]}-held")
+ray.get(held.ready())
+"""
+
+
+async def test_the_nodes_and_free_resources_read_from_the_gcs_are_the_dashboards(ray_cluster) -> None:
+    """pg_status reads the nodes and what each has free from the GCS (beside its page); they must be the facts
+    list_nodes reads from the dashboard (the State API's rows, the autoscaler's per-node use)."""
+    sources = ClusterSources(
+        ray_cluster.dashboard_url,
+        timeout_s=10,
+        source="external",
+        headers=None,
+        verify=True,
+        transport=None,
+        gcs_address=ray_cluster.gcs_address,
+        gcs_lookup=None,
+        gcs_out_of_reach=None,
+    )
+    nodes = Nodes(sources)
+    basic = ("node_id", "node_ip", "is_head_node", "state", "node_name", "resources_total", "labels")
+    try:
+        with driver(ray_cluster.gcs_address, HOLDS, f"held{uuid.uuid4().hex[:6]}"):
+            with anyio.fail_after(60):
+                while True:  # the autoscaler's report lags the GCS by a heartbeat: until both show the group
+                    dash_rows, dash_caps = await nodes.capacities()
+                    gcs_rows, gcs_caps = await nodes.capacities(from_gcs=True)
+                    if dash_caps == gcs_caps and all(
+                        c.available.get("CPU", 0.0) <= c.total["CPU"] - 0.25
+                        for c in gcs_caps
+                        if "CPU" in c.total
+                    ):
+                        break
+                    await anyio.sleep(0.5)
+        assert gcs_caps and any(c.available != c.total for c in gcs_caps), gcs_caps
+        assert [{k: r.get(k) for k in basic} for r in gcs_rows] == [
+            {k: r.get(k) for k in basic} for r in sorted(dash_rows, key=lambda r: r["node_id"])
+        ]
+    finally:
+        await sources.aclose()

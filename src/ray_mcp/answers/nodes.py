@@ -15,6 +15,7 @@ from ray_mcp.shaping.nodes import (
     node_model,
     summary_by_node,
     uncamel_usage,
+    usage_from_free,
 )
 from ray_mcp.sources.cluster_sources import ClusterSources
 from ray_mcp.sources.dashboard import gather
@@ -90,9 +91,23 @@ class Nodes:
             return {}
         return summary_by_node(data)
 
-    async def capacities(self, notes: list[str] | None = None) -> tuple[list[Node], list[NodeCapacity]]:
+    async def capacities(
+        self, notes: list[str] | None = None, *, from_gcs: bool = False
+    ) -> tuple[list[Node], list[NodeCapacity]]:
         """Every node (State API) and, for the alive ones, total and available resources (``notes``: told
-        when the use is unknown)."""
+        when the use is unknown).
+
+        ``from_gcs``: the same facts from the GCS, for a caller that reads the GCS anyway (pg_status): there they
+        are read beside the caller's dashboard requests, where the dashboard would serve them one after another.
+        The dashboard still answers when the GCS cannot."""
+        if from_gcs:
+            gcs = self.sources.gcs
+            try:
+                nodes, free = await gather(gcs.nodes(), gcs.available_resources())
+            except RayMCPError:
+                pass
+            else:
+                return nodes, node_capacities(nodes, usage_from_free(nodes, free))
         found, status = await gather(self.state.nodes(), self.routes.cluster_status())
         nodes = list(found["result"])
         note_unknown_use(status, notes if notes is not None else [])
@@ -133,8 +148,9 @@ class Nodes:
         """One node as list_nodes shows it (state, resources total and available, labels, host use or why it
         died), and the notes on what could not be read."""
         notes: list[str] = []
-        row = await self.find(node)
-        nodes, capacities = await self.capacities(notes)
+        row, (nodes, capacities) = await gather(
+            self.find(node), self.capacities(notes)
+        )  # one nodes read, shared
         summary = await self._host_usage(notes, nodes) if row.get("state") == "ALIVE" else {}
         return node_model(row, {c.node_id: c for c in capacities}, summary, notes), notes
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 from ray_mcp import models
 from ray_mcp.answers.nodes import Nodes
@@ -23,8 +22,6 @@ from ray_mcp.sources.query import Filter, has, where
 from ray_mcp.sources.records import Node, PlacementGroup
 from ray_mcp.text import first_sentence
 
-PENDING_HINT_S = 60.0  # a cluster that had a pending group this recently gets its capacities read at once
-
 
 class PlacementGroups:
     """The placement groups of one cluster. ``nodes`` gives the capacities that explain a pending group."""
@@ -32,7 +29,6 @@ class PlacementGroups:
     def __init__(self, sources: ClusterSources, nodes: Nodes) -> None:
         self.sources = sources
         self.nodes = nodes
-        self._pending_seen_at = -PENDING_HINT_S  # when a read last showed a pending group (timing only)
 
     async def status(
         self,
@@ -48,8 +44,8 @@ class PlacementGroups:
         state to count them), and why each pending group shown waits. Without the GCS, the answer says which
         of its facts are unknown.
 
-        Every source is read at once: the node capacities too when the GCS's table says some group of the page
-        may be pending (one round trip, not two), and they are used only if one shown is."""
+        The page and the GCS's reads go at once: the node capacities too, from the GCS, when its table says some
+        group of the page may be pending; they are used only if one shown is."""
         pg = placement_group
         is_id = pg is not None and re.fullmatch(r"[0-9a-fA-F]{36}", pg) is not None
         by_id, by_name = (pg, None) if is_id else (None, pg)
@@ -69,6 +65,7 @@ class PlacementGroups:
         counted = not has(filters, "state")
         if counted and matched > len(rows) and isinstance(table, list):
             rows = await self._unplaced_first(rows, table, filters, limit)
+        gcs_answered = isinstance(table, list)
         if isinstance(table, str):  # the GCS did not answer: say what that leaves unknown
             unknown = [
                 what
@@ -82,7 +79,8 @@ class PlacementGroups:
         by_state = pg_state_counts(table, filters) if counted else {}
         strategies = {r["placement_group_id"]: r["strategy"] for r in table}
         if any(row.get("state") == "PENDING" for row in rows) and capacities is None:
-            capacities = await self.nodes.capacities()  # the table missed it (it moved, or the GCS is out)
+            # the table missed it (it moved), or the GCS is out: then from the dashboard, not after another timeout
+            capacities = await self.nodes.capacities(from_gcs=gcs_answered)
         nodes, caps = capacities if capacities else ([], [])
         free = {c.node_id: c.available for c in caps}
         groups = []
@@ -142,18 +140,16 @@ class PlacementGroups:
         self, state: str | None
     ) -> tuple[list[dict[str, str]] | str, tuple[list[Node], list[NodeCapacity]] | None]:
         """The GCS's table (or why it could not be read) and, when it holds a pending group that the page may
-        show, the node capacities, read at the same time as the page: right after the table, or with it when
-        this cluster had a pending group a moment ago (it usually still has)."""
-        wanted = state in (None, "PENDING")
-        if wanted and time.monotonic() - self._pending_seen_at < PENDING_HINT_S:
-            table, capacities = await gather(self._table_or_reason(), self.nodes.capacities())
-        else:
-            table, capacities = await self._table_or_reason(), None
-        if isinstance(table, list) and any(r["state"] == "PENDING" for r in table):
-            self._pending_seen_at = time.monotonic()
-            if wanted and capacities is None:
-                capacities = await self.nodes.capacities()
-        return table, capacities
+        show, the node capacities, from the GCS too: both are read while the page is on its way from the
+        dashboard, which serves one request at a time."""
+        table = await self._table_or_reason()
+        if (
+            state in (None, "PENDING")
+            and isinstance(table, list)
+            and any(r["state"] == "PENDING" for r in table)
+        ):
+            return table, await self.nodes.capacities(from_gcs=True)
+        return table, None
 
     async def strategies(self) -> dict[str, str]:
         """Every placement group's strategy by id (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), from the GCS's

@@ -35,6 +35,23 @@ def uncamel_usage(usage_by_node: Mapping[str, Any], nodes: Iterable[Mapping[str,
     return {node_id: _uncamel(usage, names) for node_id, usage in usage_by_node.items()}
 
 
+def usage_from_free(
+    nodes: Iterable[Mapping[str, Any]], free: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each node's (used, total) per resource from what the GCS says it has free (``free``, by node id; Ray
+    leaves out a resource with nothing free): the same pairs ``uncamel_usage`` reads from the autoscaler report.
+    A node the GCS has no entry for yet is left out, as the report leaves it out."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for node in nodes:
+        node_id = str(node.get("node_id", ""))
+        if node_id not in free:
+            continue
+        has = free[node_id]
+        totals = node.get("resources_total") or {}
+        out[node_id] = {k: (max(0.0, float(v) - float(has.get(k, 0.0))), float(v)) for k, v in totals.items()}
+    return out
+
+
 def _camel_names(known: Iterable[str]) -> dict[str, str]:
     """Each known name by its camelCased spelling (the byte resources always among them)."""
     return {_camel(name): name for name in {*known, *BYTE_RESOURCES}}

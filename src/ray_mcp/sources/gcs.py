@@ -5,6 +5,10 @@ Everything else is read through the dashboard, because often it is all a user ca
 address), placement groups' strategies, each actor's owner worker and assigned resource ids (job_topology),
 how many task attempts the GCS stores, and killing an actor (the dashboard has no route for it).
 
+One exception: pg_status, which reads the GCS's placement group table anyway, reads the nodes and what each has
+free here too. Beside its page these cost no time; on the dashboard, which serves one request at a time, they
+queued behind the page (a cluster with pending groups took 1.48x the page's proxy, bench/ "call overhead").
+
 Channels come from Ray's own ``init_grpc_channel`` (sdk_private.ray_grpc_channel), which adds TLS (RAY_USE_TLS) and token authentication when
 the cluster uses them. Each call blocks: ``Gcs`` runs it in a worker thread.
 """
@@ -31,6 +35,7 @@ from ray_mcp import sdk_private
 from ray_mcp.errors import ClusterUnavailable, RayRequestFailed, gcs_errors
 from ray_mcp.limits import STATE_API_MAX_ROWS
 from ray_mcp.sources import scope
+from ray_mcp.sources.records import Node
 
 RAY_DEFAULT = "ray-default"  # open_channel: let Ray decide the credentials (its process-wide token mode)
 GCS_RETRY_S = 60.0  # a dashboard whose GCS was not found: how long before it is looked up again
@@ -42,6 +47,7 @@ _PG_STATE_NAME = gcs_pb2.PlacementGroupTableData.PlacementGroupState.Name  # typ
 _STRATEGY_NAME = common_pb2.PlacementStrategy.Name  # type: ignore[attr-defined]
 _ACTOR_STATE_NAME = gcs_pb2.ActorTableData.ActorState.Name  # type: ignore[attr-defined]
 _ACTOR_STATE_VALUE = gcs_pb2.ActorTableData.ActorState.Value  # type: ignore[attr-defined]
+_NODE_STATE_NAME = gcs_pb2.GcsNodeInfo.GcsNodeState.Name  # type: ignore[attr-defined]
 # The actor filters the GCS's GetAllActorInfo applies itself (as the State API sends them), and the class name,
 # which actor_counts checks on each row.
 GCS_ACTOR_FILTERS = frozenset({"actor_id", "job_id", "state", "class_name"})
@@ -346,6 +352,42 @@ class Gcs:
             ]
 
         return await self.call("the placement group table", read, key="placement_group_table")
+
+    async def nodes(self) -> list[Node]:
+        """Every node's basic fields (records.NodeBasic, but for a dead node's state_message) from the GCS's node
+        table, the table the State API lists them from, in its form and order."""
+
+        def read(channel: Any) -> list[Node]:
+            stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+            reply = stub.GetAllNodeInfo(gcs_service_pb2.GetAllNodeInfoRequest(), timeout=self.timeout_s)  # type: ignore[attr-defined]
+            rows: list[Node] = []
+            for n in sorted(reply.node_info_list, key=lambda n: n.node_id.hex()):  # the State API's order
+                rows.append(
+                    Node(
+                        node_id=n.node_id.hex(),
+                        node_ip=n.node_manager_address,
+                        is_head_node=n.is_head_node,
+                        state=_NODE_STATE_NAME(n.state),
+                        node_name=n.node_name,
+                        resources_total=dict(n.resources_total),
+                        labels=dict(n.labels),
+                    )
+                )
+            return rows
+
+        return await self.call("the node table", read, key="nodes")
+
+    async def available_resources(self) -> dict[str, dict[str, float]]:
+        """What each alive node has free, by node id (the GCS's view, synced from the raylets: what the
+        autoscaler's per-node report is made from). A resource with nothing free is left out by Ray."""
+
+        def read(channel: Any) -> dict[str, dict[str, float]]:
+            stub = gcs_service_pb2_grpc.NodeResourceInfoGcsServiceStub(channel)
+            request = gcs_service_pb2.GetAllAvailableResourcesRequest()  # type: ignore[attr-defined]
+            reply = stub.GetAllAvailableResources(request, timeout=self.timeout_s)
+            return {r.node_id.hex(): dict(r.resources_available) for r in reply.resources_list}
+
+        return await self.call("the nodes' free resources", read, key="available_resources")
 
     async def job_actors(self, job_id: str, *, limit: int) -> list[dict[str, Any]]:
         """One job's actors from the GCS actor table: who owns each (the worker that created it), its worker,

@@ -32,7 +32,7 @@ from tests.prometheus import (
 from tests.state_drivers import driver_with_args
 from tests.support import mcp_client, serve_asgi, text_of, whole_bytes
 
-from ray_mcp.limits import RESPONSE_BUDGET_BYTES
+from ray_mcp.limits import METRIC_SERIES, RESPONSE_BUDGET_BYTES
 from ray_mcp.settings import Settings
 
 SECRET = "prom-token-9c1f0a77e2b54d8e"
@@ -125,6 +125,20 @@ async def test_thousands_of_series_are_cut_to_the_most_significant_with_a_count(
     assert panel["total"] > 500 and len(panel["series"]) <= 10 and answer["total"] == panel["total"]
     assert f"of {panel['total']} series" in text
     assert any("not scoped to this cluster's session" in n for n in answer["notes"])
+
+
+async def test_an_answer_over_the_budget_is_fitted_at_the_edge_keeping_the_most_significant_series(
+    metrics_client: Client,
+) -> None:
+    asked = METRIC_SERIES.high  # far more series than fit: the edge leaves out the least significant
+    answer, text = await ask(metrics_client, promql='{__name__=~"ray_.+"}', last="1m", limit=asked)
+    (panel,) = answer["panels"]
+    assert panel["total"] > asked and answer["shown"] == len(panel["series"]) < asked, answer["shown"]
+    (note,) = [n for n in answer["notes"] if "left out" in n]
+    assert (
+        note.startswith(f"{asked - answer['shown']} more of these {asked} series left out") and note in text
+    )
+    assert text.count("left out") == 1
 
 
 async def test_a_chart_comes_as_a_png_on_request(metrics_client: Client) -> None:

@@ -15,7 +15,7 @@ from ray_mcp.errors import InvalidArgument
 from ray_mcp.limits import RESPONSE_BUDGET_BYTES
 from ray_mcp.settings import Settings, parse_prometheus_headers
 from ray_mcp.shaping import metrics as shape
-from ray_mcp.shaping.common import sent_escaped_bytes
+from ray_mcp.shaping.common import tool_result
 from ray_mcp.sources import promql
 
 T0 = 1_800_000_000.0
@@ -161,19 +161,41 @@ def test_every_question_lists_its_promql_with_the_scope_placeholder() -> None:
             assert "{" in expr and "{{" not in expr
 
 
-def test_an_answer_too_big_for_the_budget_drops_its_least_significant_series_and_says_so() -> None:
+def test_an_answer_too_big_for_the_budget_is_fitted_at_the_edge_leaving_out_its_least_significant_series() -> (
+    None
+):
     shown = [summary([float(i % 7)] * 5 + [float(i)] * 5) for i in range(60)]
     for i, s in enumerate(shown):
         s.name = f"node-{i:03d}-" + "x" * 60
     panel = models.Panel(title="CPU use", unit="percent", promql="q", total=60, series=shape.ranked(shown))
+    small = models.Panel(title="Memory", unit="bytes", promql="m", total=2, series=shape.ranked(shown[:2]))
     answer = models.MetricsAnswer(
-        verdict="v", question="node_cpu", source="prometheus", panels=[panel], shown=60, total=60
+        verdict="v", question="node_cpu", source="prometheus", panels=[panel, small], shown=62, total=62
     )
-    fitted, text = shape.fit(answer)
-    sent = sent_escaped_bytes(fitted.model_dump(mode="json", exclude_none=True), text)
-    assert sent <= RESPONSE_BUDGET_BYTES
-    assert 1 <= len(fitted.panels[0].series) < 60 and "left out" in fitted.notes[-1]
-    assert fitted.panels[0].series[0] == panel.series[0]
+    # the edge (tool_result) is what fits it: the area sends its whole answer and its renderer
+    result = tool_result(answer, shape.render)
+    assert len(result.model_dump_json(by_alias=True, exclude_none=True).encode()) <= RESPONSE_BUDGET_BYTES
+    fitted = models.MetricsAnswer.model_validate(result.structured_content)
+    kept = len(fitted.panels[0].series)
+    assert 1 <= kept < 60 and fitted.panels[0].series == panel.series[:kept]  # the most significant first
+    assert fitted.panels[1].series == small.series  # the panel that shows the most gives first
+    assert fitted.shown == kept + 2
+    note = f"{62 - fitted.shown} more of these 62 series left out to keep the whole answer under 8 KB as sent"
+    assert [n for n in fitted.notes if "left out" in n] == [fitted.notes[-1]] and note in fitted.notes[-1]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.count("left out") == 1 and f"CPU use ({kept} of 60 series)" in text
+
+
+def test_every_panel_keeps_its_most_significant_series_however_small_the_budget() -> None:
+    panels = [
+        models.Panel(title=f"p{j}", unit="count", promql="q", total=3, series=[summary([1.0] * 4)] * 3)
+        for j in range(3)
+    ]
+    answer = models.MetricsAnswer(verdict="v", question="q", source="prometheus", panels=panels, shown=9)
+    assert answer.item_count() == 9
+    assert [len(p.series) for p in answer.first(0).panels] == [1, 1, 1]
+    assert [len(p.series) for p in answer.first(7).panels] == [2, 2, 3]
+    assert answer.first(7).shown == 7
 
 
 def test_ray_prometheus_headers_are_read_as_ray_reads_them() -> None:

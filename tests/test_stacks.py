@@ -16,9 +16,11 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.types import CallToolResult
 from tests.conftest import Cluster
 from tests.support import call_ok, mcp_client, submit, text_of
 
+from ray_mcp.limits import RESULT_ENVELOPE_BYTES, STACK_BYTES, STACK_WHOLE_SHARE
 from ray_mcp.settings import Settings
 
 BUDGET = 6_000
@@ -126,6 +128,10 @@ def line_of(source: str, needle: str) -> int:
     return next(i for i, line in enumerate(source.splitlines(), 1) if needle in line)
 
 
+def as_sent(result: CallToolResult) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
 def sizes(result: Any) -> tuple[int, int]:
     return len(text_of(result).encode()), len(json.dumps(result.structured_content).encode())
 
@@ -205,6 +211,14 @@ async def test_stack_traces_collapse_a_barrier_hang_and_put_the_straggler_first(
             assert text.startswith(data["verdict"])
             assert max(sizes(result)) <= BUDGET, sizes(result)
             print(f"stack_traces via {source}: {time.monotonic() - started:.2f} s, {sizes(result)} bytes")
+
+        # Asked for a small answer, the edge fits it: the straggler stays first, one note says what went.
+        small = await call_ok(client, "stack_traces", {"job": sid, "max_bytes": STACK_BYTES.low})
+        data, budget = small.structured_content, STACK_WHOLE_SHARE * STACK_BYTES.low + RESULT_ENVELOPE_BYTES
+        assert as_sent(small) <= budget, as_sent(small)
+        assert data["groups_left_out"] > 0 and data["groups"][0]["where"] == straggler["where"], data
+        (note,) = [h for h in data["hints"] if "left out" in h]
+        assert f"{data['groups_left_out']} more of these" in note and text_of(small).count("left out") == 1
 
         # Parallel calls on one server are safe and each answer is whole.
         results = await _gather(*(client.call_tool("stack_traces", {"job": sid}) for _ in range(6)))

@@ -6,10 +6,13 @@ import json
 import textwrap
 
 import pytest
+from mcp.types import CallToolResult
 
 from ray_mcp import models
 from ray_mcp.diagnosis import hang, report
+from ray_mcp.limits import STACK_FAILURES_KEPT, STACK_FRAMES_KEPT
 from ray_mcp.shaping import profiles, stacks
+from ray_mcp.shaping.common import tool_result
 
 TRAINER = textwrap.dedent(
     """\
@@ -142,26 +145,61 @@ def test_py_spy_json_is_parsed_like_its_text() -> None:
     assert group.blocked_in == "ray.get" and group.where == "trainer.py:31 in epoch"
 
 
-def test_a_stack_answer_is_cut_to_its_byte_budget_with_a_count_of_what_was_left_out() -> None:
+def traces(groups: list[models.StackGroup], failures: list[str] | None = None) -> models.StackTraces:
+    failures = failures or []
+    return models.StackTraces(
+        target="job x",
+        verdict=stacks.verdict("job x", groups, len(groups)),
+        source="py-spy",
+        processes_total=len(groups) + len(failures),
+        processes_sampled=len(groups),
+        processes_failed=len(failures),
+        groups=groups,
+        failures=failures,
+    )
+
+
+def sent(result: CallToolResult) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+def test_a_stack_answer_over_its_budget_is_fitted_at_the_edge_with_one_count_of_what_was_left_out() -> None:
     samples = [
         sample(STRAGGLER.replace("fetch_shard (trainer.py:35)", f"f{i} (mod{i}.py:{i})"), i)
         for i in range(60)
     ]
     groups = stacks.collapse(samples, max_frames=8)
-    result = models.StackTraces(
-        target="job x",
-        verdict=stacks.verdict("job x", groups, 60),
-        source="py-spy",
-        processes_total=60,
-        processes_sampled=60,
-        processes_failed=0,
-        groups=groups,
+    failures = [f'pid {9000 + i}@10.0.0.2 ("Trainer"): py-spy could not attach' for i in range(10)]
+    budget = 6_300  # what stack_traces gives max_bytes=3000: the text and the JSON about 3000 bytes each
+    # the edge (tool_result) is what fits it: the area sends every group and the renderer
+    result = tool_result(traces(groups, failures).within(budget), stacks.render_stacks)
+    assert sent(result) <= budget, sent(result)
+    fitted = models.StackTraces.model_validate(result.structured_content)
+    kept = len(fitted.groups)
+    assert 1 <= kept < 60 and fitted.groups == groups[:kept]  # the likeliest culprit first, as ranked
+    assert fitted.groups_left_out == 60 - kept
+    assert fitted.failures == failures[:STACK_FAILURES_KEPT]  # the unread processes past a few go first
+    note = (
+        f"{60 - kept} more of these 60 stack groups and 7 of the 10 processes that could not be sampled left "
+        "out to keep the whole answer under 6,300 bytes as sent; raise max_bytes"
     )
-    fitted = stacks.fit_groups(result, 3_000)
-    assert len(stacks.render_stacks(fitted).encode()) <= 3_000
-    assert len(fitted.model_dump_json(exclude_none=True).encode()) <= 3_000
-    assert fitted.groups_left_out == 60 - len(fitted.groups) > 0
-    assert "more stack group(s) left out" in stacks.render_stacks(fitted)
+    assert [h for h in fitted.hints if "left out" in h] == [fitted.hints[-1]] and note in fitted.hints[-1]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.count("left out") == 1 and note in text
+
+
+def test_one_stack_alone_over_the_budget_keeps_its_innermost_frames() -> None:
+    deep = "\n".join(f"    f{i} (project/module_{i}.py:{i})" for i in range(40))
+    dump = f'Process 7: ray::Trainer.epoch\nThread 7 (active): "MainThread"\n{deep}\n'
+    (group,) = stacks.collapse([sample(dump, 7)], max_frames=40)
+    assert len(group.frames) >= 30
+    result = tool_result(traces([group]).within(2_300), stacks.render_stacks)
+    assert sent(result) <= 2_300, sent(result)
+    fitted = models.StackTraces.model_validate(result.structured_content)
+    (kept,) = fitted.groups
+    assert STACK_FRAMES_KEPT <= len(kept.frames) < len(group.frames)
+    assert kept.frames == group.frames[: len(kept.frames)]  # innermost first
+    assert f"of the {len(group.frames)} frames of the first stack left out" in fitted.hints[-1]
 
 
 def test_a_raw_profile_ranks_functions_by_own_time_and_marks_project_code() -> None:

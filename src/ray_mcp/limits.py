@@ -270,8 +270,7 @@ HEALTH_NODES = 50  # nodes cluster_health reads one by one (all are counted)
 FAILED_JOBS_SHOWN = 5  # recently failed jobs, read and named in cluster_health
 # The per-area checks of cluster_health, run only when the evidence graph could not read actors or nodes.
 # A stalled RUNNING job (hang.py): its stacks and the tasks that tell whether it progresses.
-HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job
-HANG_STACK_BYTES = 2_500
+HANG_STACK_PROCESSES = 8  # processes whose stacks diagnose_job reads for a stalled job (all their groups)
 HANG_STACK_FRAMES = 4  # project frames per stack
 
 # -- diagnose_job and cluster_health: what a finding lists ---------------------------------------------------
@@ -358,8 +357,10 @@ MAX_UPLOAD_ENTRIES = 100_000
 # -- stacks and CPU profiles (stack_traces, cpu_profile, the stall finding of diagnose_job) -----------------
 
 STACK_PROCESSES = Bound(default=16, low=1, high=64)  # processes sampled by stack_traces
-# a stack_traces answer, text and structured content each
+# a stack_traces answer, text and structured content each: the edge fits the whole as sent (the two together,
+# escaped) within STACK_WHOLE_SHARE times max_bytes and the result's envelope (12,300 bytes at the default)
 STACK_BYTES = Bound(default=6_000, low=1_000, high=64_000)
+STACK_WHOLE_SHARE = 2
 STACK_FRAMES = Bound(default=8, low=1, high=40)  # project frames shown per stack
 STACK_PIDS_SHOWN = 8  # pids named per group of identical stacks
 PROFILE_S = Bound(default=5, low=1, high=30)  # seconds cpu_profile samples
@@ -367,6 +368,7 @@ PROFILE_FUNCTIONS = Bound(default=15, low=1, high=50)  # hottest functions liste
 STACK_VERDICT_CHARS = 300  # the verdict line of stack_traces: where the processes are
 STACK_VERDICT_GROUPS = 3  # groups of stacks named in it, the likeliest culprit first
 STACK_FAILURES_KEPT = 3  # processes that could not be sampled, named when the answer is over its budget
+STACK_FRAMES_KEPT = 2  # frames the first stack keeps when it alone is over the budget
 ACTOR_FIELD_CHARS = 800  # an actor's call site in get_actor
 
 # -- memory and GPU profiles (memory_profile, gpu_profile) ---------------------------------------------------

@@ -131,10 +131,10 @@ class Scope:
 
 @dataclass
 class Reply:
-    """The answer, its text, and the points of the series it shows (for a chart)."""
+    """The answer (the edge fits it as it sends it: MetricsAnswer is a Listed) and the points of its series
+    (for a chart)."""
 
     answer: models.MetricsAnswer
-    text: str
     points: dict[tuple[int, str], list[tuple[float, float]]] = field(default_factory=dict)
 
 
@@ -358,8 +358,7 @@ class Metrics:
             notes=notes,
             hints=hints_for(question, instant=True),
         )
-        answer, text = shape.fit(answer)
-        return Reply(answer, text)
+        return Reply(answer)
 
     async def _scope_selector(self, question: Question, scope: Scope) -> str:
         """The label matchers of a named question for this cluster: its session, then the narrowing."""
@@ -534,8 +533,7 @@ def finish(
         notes=notes,
         hints=hints_for(named, instant=False, cut=any(p.total > len(p.series) for p in panels)),
     )
-    answer, text = shape.fit(answer)
-    return Reply(answer, text, points)
+    return Reply(answer, points)
 
 
 def hints_for(question: Question | None, *, instant: bool, cut: bool = False) -> list[str]:

@@ -426,9 +426,9 @@ class Stacks:
 
     # -- the tools ------------------------------------------------------------------------------------------
 
-    async def traces(
-        self, target: Target, *, limit: int, max_frames: int, max_bytes: int
-    ) -> models.StackTraces:
+    async def traces(self, target: Target, *, limit: int, max_frames: int) -> models.StackTraces:
+        """The stacks of the target's processes (the first ``limit``), collapsed: all of them, the edge fits
+        the answer it sends (StackTraces is a Listed)."""
         procs = await self.processes(target)
         if not procs:
             raise NotFound(
@@ -442,7 +442,6 @@ class Stacks:
             list(samples),
             total=len(procs),
             max_frames=max_frames,
-            max_bytes=max_bytes,
             limit=limit,
         )
 
@@ -453,7 +452,6 @@ class Stacks:
         *,
         total: int,
         max_frames: int,
-        max_bytes: int,
         limit: int,
     ) -> models.StackTraces:
         ok = [s for s in samples if s.dump is not None]
@@ -473,7 +471,7 @@ class Stacks:
             )
         if any(g.state == "active" and not g.blocked_in for g in groups):
             hints.append("A process runs code rather than waiting: cpu_profile it (actor_id or pid + node).")
-        result = models.StackTraces(
+        return models.StackTraces(
             target=label,
             verdict=stacks.verdict(label, groups, len(ok)),
             source="+".join(sources),
@@ -485,7 +483,6 @@ class Stacks:
             failures=[f"pid {s.pid}@{s.node} ({stacks.role_text(s.role)}): {s.error}" for s in failed],
             hints=hints,
         )
-        return stacks.fit_groups(result, max_bytes)
 
     async def cpu_profile(
         self, target: Target, *, duration_s: int, top: int, max_frames: int

@@ -41,7 +41,6 @@ from ray_mcp.limits import (
     CLUSTER_ROWS_READ,
     DRIVER_LOG_BYTES,
     DRIVER_LOG_LINES,
-    HANG_STACK_BYTES,
     HANG_STACK_FRAMES,
     HANG_STACK_PROCESSES,
     JOB_ACTORS_READ,
@@ -139,9 +138,7 @@ async def gather_job(api: RayAPI, job: str) -> GraphInputs:
         target = Target(kind="job", job=str(sid or job_id))
         stacks = await checked(
             ev,
-            api.stacks.traces(
-                target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES, max_bytes=HANG_STACK_BYTES
-            ),
+            api.stacks.traces(target, limit=HANG_STACK_PROCESSES, max_frames=HANG_STACK_FRAMES),
             "the job's stacks",
         )
         ev.stacks = stacks.model_dump(mode="json") if stacks is not None else None

@@ -2,11 +2,11 @@
 and the parts the other areas share (Listed, ListPage, DeathCause, ResourceUse).
 """
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from ray_mcp.limits import STATE_API_MAX_ROWS
+from ray_mcp.limits import RESPONSE_BUDGET_BYTES, STATE_API_MAX_ROWS
 from ray_mcp.models.data import JobDatasets
 
 # A job in one of these statuses will not change again.
@@ -175,10 +175,30 @@ class JobSummary(BaseModel):
     error_type: str | None = None
 
 
-class Listed(BaseModel):
+class EdgeBudget(BaseModel):
+    """An answer the edge fits (shaping.common.tool_result) to a budget for the whole of it as sent:
+    RESPONSE_BUDGET_BYTES, unless the caller asked for a bigger answer (``within``). Not sent, not in the schema."""
+
+    _edge_budget_bytes: int = PrivateAttr(default=RESPONSE_BUDGET_BYTES)
+
+    @property
+    def sent_budget(self) -> int:
+        return self._edge_budget_bytes
+
+    def within(self, budget: int) -> Self:
+        """This answer, to be sent within ``budget`` bytes: a caller who asked for more (tail_logs' or
+        stack_traces' max_bytes) gets an answer that can hold it."""
+        answer = self.model_copy()
+        answer._edge_budget_bytes = budget
+        return answer
+
+
+class Listed(EdgeBudget):
     """A page of items that the edge fits (shaping.common.tool_result): when the whole answer as sent would pass
-    RESPONSE_BUDGET_BYTES, the last items of ``items_field`` are left out and one note in ``notes_field`` says how
-    many. A subclass names its list here, so that no tool carries fitting code of its own.
+    its budget (EdgeBudget), the last items of ``items_field`` are left out and one note in ``notes_field`` says
+    how many. A subclass names its list here, so that no tool carries fitting code of its own. An answer whose
+    items are not one flat list (series in panels, stack groups and the processes that could not be read) says
+    how it counts them and which go first (``item_count``, ``first``, ``left_out``): the edge decides how many.
     """
 
     items_field: ClassVar[str] = ""  # the field that holds the items ("" on a base that has none yet)
@@ -186,6 +206,7 @@ class Listed(BaseModel):
         ""  # what they are, in the note ("placement groups"); the field's name if unset
     )
     notes_field: ClassVar[str] = "notes"  # where the note goes ("hints" for a page with no notes)
+    next_step: ClassVar[str] = "narrow with filters or a lower limit"  # what the note advises
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -194,6 +215,20 @@ class Listed(BaseModel):
         for name in (cls.items_field, cls.notes_field) if cls.items_field else ():
             if name not in cls.model_fields:
                 raise TypeError(f"{cls.__name__} declares {name!r}, which is not one of its fields")
+
+    def item_count(self) -> int:
+        """The items the edge may leave out, the first of them the most important."""
+        return len(getattr(self, self.items_field))
+
+    def first(self, k: int) -> Self:
+        """This page with only its first ``k`` items (and its count of what is shown saying so)."""
+        items = getattr(self, self.items_field)
+        return self.model_copy(update={self.items_field: items[:k], "shown": k})
+
+    def left_out(self, cut: Self) -> str:
+        """What ``cut`` (one of this page's ``first``) leaves out, in words: '3 more of these 40 actors'."""
+        n = self.item_count()
+        return f"{n - cut.item_count()} more of these {n} {self.items_noun or self.items_field.replace('_', ' ')}"
 
 
 class JobList(Listed):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field
 
 from ray_mcp.amounts import byte_size
-from ray_mcp.limits import GREP_LONG_LINE_BYTES, RESPONSE_BUDGET_BYTES
+from ray_mcp.limits import GREP_LONG_LINE_BYTES
+from ray_mcp.models.core import EdgeBudget
 from ray_mcp.text import cut_counted
 
 __all__ = ["LogFile", "LogRun", "LogSection", "LogTail", "Logged"]
@@ -35,7 +36,7 @@ class LogRun(BaseModel):
         return self.model_copy(update={"lines": [cut_counted(self.lines[0], chars), *self.lines[1:]]})
 
 
-class Logged(BaseModel):
+class Logged(EdgeBudget):
     """A log answer that the edge fits (shaping.common.tool_result), one policy for every log: when the whole
     answer as sent would pass its budget, the oldest lines are left out and the newest kept, and one note in
     ``notes_field`` says how many. A subclass names where its lines are (``runs_field``, a list of LogRun; ""
@@ -45,8 +46,6 @@ class Logged(BaseModel):
     runs_field: ClassVar[str] = ""
     notes_field: ClassVar[str] = "hints"
     next_step: ClassVar[str] = ""  # what the note advises, if anything reads more of the log
-    # RESPONSE_BUDGET_BYTES unless the caller asked for more of the log (within); not sent, not in the schema
-    _edge_budget_bytes: int = PrivateAttr(default=RESPONSE_BUDGET_BYTES)
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -56,17 +55,6 @@ class Logged(BaseModel):
                 raise TypeError(f"{cls.__name__} declares {name!r}, which is not one of its fields")
         if not cls.runs_field and not issubclass(cls, LogRun):
             raise TypeError(f"{cls.__name__} names no runs_field, so it must be a LogRun itself")
-
-    @property
-    def sent_budget(self) -> int:
-        return self._edge_budget_bytes
-
-    def within(self, budget: int) -> Self:
-        """This answer, to be sent within ``budget`` bytes: a caller who asked for more of the log (tail_logs'
-        max_bytes) gets an answer that can hold it."""
-        answer = self.model_copy()
-        answer._edge_budget_bytes = budget
-        return answer
 
     def runs(self) -> list[LogRun]:
         return list(getattr(self, self.runs_field)) if self.runs_field else [self]  # type: ignore[list-item]

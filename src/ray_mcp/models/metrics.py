@@ -1,8 +1,10 @@
 """The output models of get_metrics: each series as a summary over a window, not its points."""
 
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, Field
+
+from ray_mcp.models.core import Listed
 
 # What a series did over the window (shaping/metrics.py: summarize). Our words for it are rendered from this.
 Trend = Literal["steady", "rising", "falling", "stepped_up", "stepped_down", "fluctuating", "instant"]
@@ -66,7 +68,14 @@ class MetricsWindow(BaseModel):
     step_s: float
 
 
-class MetricsAnswer(BaseModel):
+class MetricsAnswer(Listed):
+    """Its items are the series of its panels, each panel's most significant first: the edge leaves out the
+    least significant, from the panel that shows the most, and every panel keeps its first."""
+
+    items_field = "panels"
+    items_noun = "series"
+    next_step = "narrow the question (node, job, deployment, operator) or lower limit"
+
     verdict: str
     question: str = Field(description="The named question, or 'promql' for a raw query.")
     source: MetricsSource
@@ -77,6 +86,17 @@ class MetricsAnswer(BaseModel):
     total: int = Field(default=0, description="Series that matched, in all panels.")
     notes: list[str] = Field(default_factory=list, description="What could not be read or was left out.")
     hints: list[str] = Field(default_factory=list)
+
+    def item_count(self) -> int:
+        return sum(len(p.series) for p in self.panels)
+
+    def first(self, k: int) -> Self:
+        panels = [p.model_copy() for p in self.panels]
+        most = sum(max(0, len(p.series) - 1) for p in panels)  # every panel keeps its most significant series
+        for _ in range(min(most, self.item_count() - k)):
+            longest = max(panels, key=lambda p: len(p.series))
+            longest.series = longest.series[:-1]
+        return self.model_copy(update={"panels": panels, "shown": sum(len(p.series) for p in panels)})
 
 
 __all__ = [

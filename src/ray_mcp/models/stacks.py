@@ -1,8 +1,11 @@
 """Pydantic output models of stack_traces and cpu_profile."""
 
+from typing import Self
+
 from pydantic import BaseModel, Field
 
-from ray_mcp.limits import STACK_PIDS_SHOWN
+from ray_mcp.limits import STACK_FAILURES_KEPT, STACK_FRAMES_KEPT, STACK_PIDS_SHOWN
+from ray_mcp.models.core import Listed
 
 
 class StackGroup(BaseModel):
@@ -26,7 +29,15 @@ class StackGroup(BaseModel):
     pids: list[str] = Field(description=f"pid@node of up to {STACK_PIDS_SHOWN} of the processes.")
 
 
-class StackTraces(BaseModel):
+class StackTraces(Listed):
+    """What the edge leaves out first, as it must (its items, the most important first): the processes that
+    could not be read past the first STACK_FAILURES_KEPT, then the groups from the last (the likeliest culprit
+    is first), then the frames of the first group past STACK_FRAMES_KEPT."""
+
+    items_field = "groups"
+    notes_field = "hints"
+    next_step = "raise max_bytes or lower limit"
+
     target: str
     verdict: str = Field(description="Where the processes are, in one line.")
     source: str = Field(
@@ -43,6 +54,41 @@ class StackTraces(BaseModel):
         default_factory=list, description="Processes that could not be read, and why."
     )
     hints: list[str] = Field(default_factory=list)
+
+    def _cuttable(self) -> tuple[int, int, int]:
+        """(failures past the first few, groups past the first, frames of the first group past the first few)"""
+        frames = len(self.groups[0].frames) - STACK_FRAMES_KEPT if self.groups else 0
+        return max(0, len(self.failures) - STACK_FAILURES_KEPT), max(0, len(self.groups) - 1), max(0, frames)
+
+    def item_count(self) -> int:
+        return min(1, len(self.groups)) + sum(self._cuttable())
+
+    def first(self, k: int) -> Self:
+        drop = max(0, self.item_count() - k)
+        failures, groups, frames = self._cuttable()
+        f = min(drop, failures)
+        g = min(drop - f, groups)
+        r = min(drop - f - g, frames)
+        kept = self.groups[: len(self.groups) - g]
+        if r:
+            kept[0] = kept[0].model_copy(update={"frames": kept[0].frames[: len(kept[0].frames) - r]})
+        return self.model_copy(
+            update={
+                "groups": kept,
+                "groups_left_out": self.groups_left_out + g,
+                "failures": self.failures[: len(self.failures) - f],
+            }
+        )
+
+    def left_out(self, cut: Self) -> str:
+        parts = []
+        if g := len(self.groups) - len(cut.groups):
+            parts.append(f"{g} more of these {len(self.groups)} stack groups")
+        if f := len(self.failures) - len(cut.failures):
+            parts.append(f"{f} of the {len(self.failures)} processes that could not be sampled")
+        if self.groups and (r := len(self.groups[0].frames) - len(cut.groups[0].frames)):
+            parts.append(f"{r} of the {len(self.groups[0].frames)} frames of the first stack")
+        return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else "nothing"
 
 
 class HotFunction(BaseModel):

@@ -14,7 +14,6 @@ from ray_mcp.guard.redaction import escape_controls
 from ray_mcp.limits import (
     FIT_SAMPLE_ITEMS,
     MAX_LIMIT,
-    RESPONSE_BUDGET_BYTES,
     RESULT_ENVELOPE_BYTES,
     STATE_API_MAX_ROWS,
 )
@@ -99,31 +98,30 @@ L = TypeVar("L", bound=Listed)
 
 def fit_page(page: L, render: Callable[[L], str], *, reserve: int = 0) -> tuple[L, str]:
     """The one fitter: a list page whose whole, as a client receives it (text and structured content, escaped
-    as the guard will escape them), stays under RESPONSE_BUDGET_BYTES. The last items of the page's
-    ``items_field`` are left out, the most that fit are kept, and one note says how many. ``reserve``: bytes
-    sent besides the result's text and structured content (resource links). The area's own ``limit`` chose
-    the items; this only keeps the answer within what a client's context can take.
+    as the guard will escape them), stays within its budget (RESPONSE_BUDGET_BYTES, or what the caller asked
+    for: EdgeBudget.within). The last items of the page are left out (Listed.first: the area's order says which
+    go first), the most that fit are kept, and one note says how many. ``reserve``: bytes sent besides the
+    result's text and structured content (resource links). The area's own ``limit`` chose the items; this only
+    keeps the answer within what a client's context can take.
     """
-    kind = type(page)
-    field, where = kind.items_field, kind.notes_field
-    what = kind.items_noun or field.replace("_", " ")
+    budget, where = page.sent_budget, type(page).notes_field
 
     def size(answer: tuple[L, str]) -> int:
         return sent_escaped_bytes(answer[0].model_dump(mode="json", exclude_none=True), answer[1]) + reserve
 
-    items = list(getattr(page, field))
-    n = len(items)
+    n = page.item_count()
     if n <= 1:  # nothing to leave out
         return page, render(page)
 
     def keep(k: int) -> tuple[L, str]:
         if k == n:
             return page, render(page)
+        cut = page.first(k)
         note = (
-            f"{n - k} more of these {n} {what} left out to keep the whole answer under "
-            f"{RESPONSE_BUDGET_BYTES // 1024} KB as sent; narrow with filters or a lower limit."
+            f"{page.left_out(cut)} left out to keep the whole answer under {_budget_words(budget)} as sent; "
+            f"{type(page).next_step}."
         )
-        cut = page.model_copy(update={field: items[:k], "shown": k, where: [*getattr(page, where), note]})
+        cut = cut.model_copy(update={where: [*getattr(cut, where), note]})
         return cut, render(cut)
 
     answers: dict[int, tuple[tuple[L, str], int]] = {}  # k -> (the answer with k items, its size as sent)
@@ -132,7 +130,7 @@ def fit_page(page: L, render: Callable[[L], str], *, reserve: int = 0) -> tuple[
         if k not in answers:
             answer = keep(k)
             answers[k] = answer, size(answer)
-        return answers[k][1] <= RESPONSE_BUDGET_BYTES
+        return answers[k][1] <= budget
 
     # Measure a first few items only (a page of 1,000 is never rendered whole), and guess from them that the
     # rest are about as long: usually two more renders find the most that fit. (The whole page has no note, so
@@ -142,8 +140,12 @@ def fit_page(page: L, render: Callable[[L], str], *, reserve: int = 0) -> tuple[
     if fits(sample) and sample == n:
         return answers[sample][0]
     bare = size(keep(0))
-    guess = (RESPONSE_BUDGET_BYTES - bare) * sample // max(1, answers[sample][1] - bare)
+    guess = (budget - bare) * sample // max(1, answers[sample][1] - bare)
     return answers[most_that_fit(n, fits, guess)][0]
+
+
+def _budget_words(budget: int) -> str:
+    return f"{budget // 1024} KB" if budget % 1024 == 0 else f"{budget:,} bytes"
 
 
 def most_that_fit(high: int, fits: Callable[[int], bool], guess: int) -> int:

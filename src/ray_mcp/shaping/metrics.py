@@ -16,12 +16,10 @@ from ray_mcp.amounts import byte_size, percent
 from ray_mcp.limits import (
     CHANGE_MIN_EXPLAINED,
     CHANGE_MIN_SHIFT,
-    RESPONSE_BUDGET_BYTES,
     SERIES_NAME_CHARS,
     SPARK_CHARS,
 )
 from ray_mcp.models.metrics import Trend, Unit
-from ray_mcp.shaping.common import sent_escaped_bytes
 from ray_mcp.text import quoted
 
 Points = Sequence[tuple[float, float]]
@@ -341,48 +339,3 @@ def render(answer: models.MetricsAnswer) -> str:
     lines += [f"Note: {n}" for n in answer.notes]
     lines += [f"Next: {h}" for h in answer.hints]
     return "\n".join(lines)
-
-
-def fit(
-    answer: models.MetricsAnswer, budget: int = RESPONSE_BUDGET_BYTES
-) -> tuple[models.MetricsAnswer, str]:
-    """The answer within ``budget`` bytes as sent: the least significant series shown go first (every panel
-    keeps its most significant one), and a note says how many were left out."""
-
-    def cut(dropped: int) -> tuple[models.MetricsAnswer, str, int]:
-        panels = [p.model_copy() for p in answer.panels]
-        for _ in range(dropped):
-            longest = max(panels, key=lambda p: len(p.series))
-            longest.series = longest.series[:-1]
-        note = (
-            [
-                f"{dropped} less significant series left out to keep the answer under {budget // 1024} KB; narrow "
-                "the question (node, job, deployment, operator) or lower limit."
-            ]
-            if dropped
-            else []
-        )
-        shown = sum(len(p.series) for p in panels)
-        cut_answer = answer.model_copy(
-            update={"panels": panels, "shown": shown, "notes": [*answer.notes, *note]}
-        )
-        text = render(cut_answer)
-        return (
-            cut_answer,
-            text,
-            sent_escaped_bytes(cut_answer.model_dump(mode="json", exclude_none=True), text),
-        )
-
-    whole = cut(0)
-    most = sum(max(0, len(p.series) - 1) for p in answer.panels)
-    if whole[2] <= budget or most == 0:
-        return whole[0], whole[1]
-    low, high = 1, most  # the fewest series dropped that fit (the size falls as series go)
-    while low < high:
-        middle = (low + high) // 2
-        if cut(middle)[2] <= budget:
-            high = middle
-        else:
-            low = middle + 1
-    best = cut(low)
-    return best[0], best[1]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ray_mcp import models
-from ray_mcp.limits import STACK_FAILURES_KEPT, STACK_PIDS_SHOWN, STACK_VERDICT_CHARS, STACK_VERDICT_GROUPS
+from ray_mcp.limits import STACK_PIDS_SHOWN, STACK_VERDICT_CHARS, STACK_VERDICT_GROUPS
 from ray_mcp.text import as_token, quoted, truncate_text
 
 # -- frames -------------------------------------------------------------------------------------------------
@@ -443,26 +443,6 @@ def render_stacks(result: models.StackTraces) -> str:
         lines.append(
             f"    pids: {', '.join(g.pids)}{more}" + (f"  [{g.process_title}]" if g.process_title else "")
         )
-    if result.groups_left_out:
-        lines.append(f"… {result.groups_left_out} more stack group(s) left out (byte budget).")
     lines += [f"Could not sample: {f}" for f in result.failures]
     lines += [f"Hint: {h}" for h in result.hints]
     return "\n".join(lines)
-
-
-def fit_groups(result: models.StackTraces, max_bytes: int) -> models.StackTraces:
-    """Drop the lowest-ranked groups (and trim failures) until the rendered text and the JSON fit max_bytes."""
-    while True:
-        text = render_stacks(result)
-        size = max(len(text.encode()), len(result.model_dump_json(exclude_none=True).encode()))
-        if size <= max_bytes:
-            return result
-        if len(result.failures) > STACK_FAILURES_KEPT:
-            result.failures = result.failures[:STACK_FAILURES_KEPT]
-        elif len(result.groups) > 1:
-            result.groups = result.groups[:-1]
-            result.groups_left_out += 1
-        elif result.groups and len(result.groups[0].frames) > 2:
-            result.groups[0].frames = result.groups[0].frames[: len(result.groups[0].frames) // 2]
-        else:
-            return result

@@ -12,6 +12,7 @@ from ray_mcp.answers.metrics import Request
 from ray_mcp.limits import METRIC_SERIES, PROMQL_CHARS
 from ray_mcp.models import MetricsAnswer
 from ray_mcp.shaping import charts
+from ray_mcp.shaping import metrics as shape
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.tools import READ_ONLY, Api
 from ray_mcp.toolsets import Toolset
@@ -64,12 +65,11 @@ async def get_metrics(
     reply = await api.metrics.ask(
         Request(question, promql, node, job, deployment, operator, last, since, until, limit)
     )
-    result = tool_result(reply.answer, reply.text)
-    if chart:
+    result = tool_result(reply.answer, shape.render)
+    if chart:  # of the series sent: the edge may have left some out
+        sent = MetricsAnswer.model_validate(result.structured_content)
         try:
-            image = await asyncio.to_thread(
-                charts.png, reply.answer.panels, reply.points, reply.answer.verdict
-            )
+            image = await asyncio.to_thread(charts.png, sent.panels, reply.points, sent.verdict)
         except charts.ChartUnavailable as exc:
             result.content[0].text += f"\nNote: no chart: {exc}."  # type: ignore[union-attr]
         else:

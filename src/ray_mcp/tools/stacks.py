@@ -7,7 +7,15 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ray_mcp.answers.targets import Target, target_kind
-from ray_mcp.limits import PROFILE_FUNCTIONS, PROFILE_S, STACK_BYTES, STACK_FRAMES, STACK_PROCESSES
+from ray_mcp.limits import (
+    PROFILE_FUNCTIONS,
+    PROFILE_S,
+    RESULT_ENVELOPE_BYTES,
+    STACK_BYTES,
+    STACK_FRAMES,
+    STACK_PROCESSES,
+    STACK_WHOLE_SHARE,
+)
 from ray_mcp.models import CpuProfile, StackTraces
 from ray_mcp.shaping.common import tool_result
 from ray_mcp.shaping.profiles import render_profile
@@ -56,8 +64,8 @@ async def stack_traces(
     identical ones collapsed with counts. Use cpu_profile when it is busy, not stuck."""
     kind = target_kind(job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node, tool="stack_traces")
     target = Target(kind=kind, job=job, actor_id=actor_id, task_id=task_id, pid=pid, node=node)
-    result = await api.stacks.traces(target, limit=limit, max_frames=max_frames, max_bytes=max_bytes)
-    return tool_result(result, render_stacks(result))
+    result = await api.stacks.traces(target, limit=limit, max_frames=max_frames)
+    return tool_result(result.within(STACK_WHOLE_SHARE * max_bytes + RESULT_ENVELOPE_BYTES), render_stacks)
 
 
 async def cpu_profile(

@@ -214,7 +214,9 @@ async def scale(
                 await population.grow_to(*level)
             counts = dict(zip(("actors", "tasks", "pgs", "jobs"), level, strict=True))
             counts["jobs"] += 1  # the log job
-            await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps)
+            # Measured once the load the level's population made (its workers, drivers and tasks) has passed.
+            load = await common.settle_load(f"level {i + 1}")
+            await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps, load)
         await payload.health_at_scale(res, stdio, levels[-1][1], plan.reps)
     sections.scale_rows(res)
 
@@ -387,7 +389,7 @@ def main() -> None:
     if args.address and not args.gcs_address:
         parser.error("--address needs --gcs-address (drivers and `ray status` talk to the GCS)")
     plan = SMOKE if args.smoke else FULL
-    common.WARMUP = not args.smoke
+    common.WARMUP = common.QUIET = not args.smoke
     started, t0 = time.strftime("%Y-%m-%d %H:%M"), time.monotonic()
 
     head = None

@@ -14,6 +14,7 @@ from bench.common import (
     Target,
     call,
     interleaved,
+    load1,
     median,
     ms,
     result_bytes,
@@ -193,9 +194,16 @@ SCALE_CASES: list[tuple[str, str, dict[str, Any], list[str], str, dict[str, Any]
 
 
 async def scale_level(
-    res: Results, target: Target, stdio: Client, counts: dict[str, int], reps: int, cli_reps: int
+    res: Results,
+    target: Target,
+    stdio: Client,
+    counts: dict[str, int],
+    reps: int,
+    cli_reps: int,
+    load: float,
 ) -> None:
-    """Measure every list tool, the raw GET under it and its CLI twin at the cluster's current size."""
+    """Measure every list tool, the raw GET under it and its CLI twin at the cluster's current size. ``load``:
+    the 1-minute load average when the measurement began (kept with each point, and the load at its end)."""
     fast: dict[str, Any] = {}
     slow: dict[str, Any] = {}
     async with httpx.AsyncClient(base_url=target.dashboard_url, timeout=120) as raw:
@@ -232,11 +240,13 @@ async def scale_level(
             "raw_s": median(times[f"{kind}:raw"]),
             "cli_s": median(times[f"{kind}:cli"]),
             "cli_bytes": len(last[f"{kind}:cli"]),
+            "load": [round(load, 1), round(load1(), 1)],
         }
         res.scale.append(point)
         print(
             f"    {kind} @{counts[kind]}: {tool} {ms(point['tool_s'])} {size(point['tool_bytes'])}; "
-            f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}",
+            f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}; "
+            f"load {point['load'][0]} -> {point['load'][1]}",
             flush=True,
         )
 
@@ -256,7 +266,8 @@ def scale_rows(res: Results) -> None:
         res.add(
             Row(
                 "scale vs GET",
-                f"{tool} at {hi['size']:,} {kind} vs the raw GET under it (no MCP)",
+                f"{tool} at {hi['size']:,} {kind} vs the raw GET under it (no MCP; "
+                f"load {hi['load'][0]} → {hi['load'][1]})",
                 ms(hi["tool_s"]),
                 ms(hi["raw_s"]),
                 f"{over_raw:.2f}x",

@@ -173,10 +173,11 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
 
 @asynccontextmanager
 async def stdio_session(
-    address: str | None, errlog_path: Path, *, proxy: bool = False
+    address: str | None, errlog_path: Path, *, proxy: bool = False, command: str = RAY_MCP
 ) -> AsyncIterator[Client]:
     """ray-mcp over stdio on ``address``; None: the bare MCPServer of bench/bare_server.py. ``proxy``: the
-    minimal MCP proxy of bench/proxy_server.py in front of the dashboard at ``address``."""
+    minimal MCP proxy of bench/proxy_server.py in front of the dashboard at ``address``. ``command``: another
+    build's ``ray-mcp`` (--baseline-server)."""
     if proxy:
         script = str(Path(__file__).with_name("proxy_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[script, str(address)], env=clean_env())
@@ -184,7 +185,7 @@ async def stdio_session(
         bare = str(Path(__file__).with_name("bare_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[bare], env=clean_env())
     else:
-        params = StdioServerParameters(command=RAY_MCP, args=serve_args(address), env=clean_env())
+        params = StdioServerParameters(command=command, args=serve_args(address), env=clean_env())
     with open(errlog_path, "a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield client

@@ -13,6 +13,9 @@ CLI, 4 scale (cluster_health included), 5 logs (bench/logs.py), 6 memory (per ca
 the goals of issues 25 and 36 (ready, first call, warm call, list tools at scale) are summed up after the table.
 
     python -m bench --sections ready,overhead,first   # just those three goals, side by side in one run
+    python -m bench --sections scale --baseline-server OTHER/.venv/bin/ray-mcp   # two builds side by side
+
+The scale levels are measured once the load their own population made has passed (common.settle_load).
 """
 
 from __future__ import annotations

@@ -78,6 +78,21 @@ class Cluster:
         return httpx.Response(404, text="no such route here")
 
 
+def sources_of(cluster: Cluster) -> ClusterSources:
+    """The sources of the stand-in cluster, read directly (no server)."""
+    return ClusterSources(
+        cluster.url,
+        timeout_s=5,
+        source="external",
+        headers=None,
+        verify=True,
+        transport=httpx.MockTransport(cluster.answer),
+        gcs_address=None,
+        gcs_lookup=None,
+        gcs_out_of_reach=None,
+    )
+
+
 async def test_a_jobs_env_var_is_masked_in_a_task_error_and_in_its_log_tail() -> None:
     cluster = Cluster()
     settings = Settings(address=cluster.url, request_timeout_s=5, local_logs=False)
@@ -96,17 +111,7 @@ async def test_a_jobs_env_var_is_masked_in_a_task_error_and_in_its_log_tail() ->
 
 async def test_a_state_list_alone_teaches_nothing_and_learning_is_one_shared_read_per_call() -> None:
     cluster = Cluster()
-    sources = ClusterSources(
-        cluster.url,
-        timeout_s=5,
-        source="external",
-        headers=None,
-        verify=True,
-        transport=httpx.MockTransport(cluster.answer),
-        gcs_address=None,
-        gcs_lookup=None,
-        gcs_out_of_reach=None,
-    )
+    sources = sources_of(cluster)
     owner = job_owner(sources.dashboard_url, JOB_ID)
     with read_scope():
         found = await sources.state.tasks(filters=[("state", "=", "FAILED")], limit=10, detail=True)
@@ -134,17 +139,7 @@ async def test_a_job_the_jobs_api_does_not_list_is_not_looked_for_on_every_list_
     """The job supervisors' job (the dashboard's own driver) is never listed: a warm list_actors that shows
     supervisors must not re-read every job each JOB_SECRETS_TTL_S, only each UNLISTED_RECHECK_S."""
     cluster, clock = Cluster(), Clock()
-    sources = ClusterSources(
-        cluster.url,
-        timeout_s=5,
-        source="external",
-        headers=None,
-        verify=True,
-        transport=httpx.MockTransport(cluster.answer),
-        gcs_address=None,
-        gcs_lookup=None,
-        gcs_out_of_reach=None,
-    )
+    sources = sources_of(cluster)
     secrets = JobSecrets(sources.jobs, clock=clock)
     reads = []
     for step in (0, JOB_SECRETS_TTL_S + 1, JOB_SECRETS_TTL_S + 1, UNLISTED_RECHECK_S):

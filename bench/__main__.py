@@ -13,11 +13,15 @@ CLI, 4 scale (cluster_health included), 5 logs (bench/logs.py), 6 memory (per ca
 the goals of issues 25 and 36 (ready, first call, warm call, list tools at scale) are summed up after the table.
 
     python -m bench --sections ready,overhead,first   # just those three goals, side by side in one run
+    python -m bench --sections scale --baseline-server OTHER/.venv/bin/ray-mcp   # two builds side by side
+
+The scale levels are measured once the load their own population made has passed (common.settle_load).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -100,6 +104,9 @@ SMOKE = Plan(
 )
 
 
+BASELINE_SERVER = (
+    ""  # --baseline-server: another build's ray-mcp, measured beside this one in the scale section
+)
 SECTIONS = ("ready", "overhead", "cli", "memory", "scale", "logs", "payload", "first")
 PENDING_GROUPS = (
     3  # placement groups that can never fit, while the call overhead and first calls are measured
@@ -208,13 +215,22 @@ async def scale(
     plan: Plan, target: Target, work: Path, res: Results, population: Population, levels: list[Any]
 ) -> None:
     print(f"\n== 4. scale ({len(levels)} levels)", flush=True)
-    async with stdio_session(target.dashboard_url, work / "scale.log") as stdio:
+    async with contextlib.AsyncExitStack() as stack:
+        stdio = await stack.enter_async_context(stdio_session(target.dashboard_url, work / "scale.log"))
+        baseline = None
+        if BASELINE_SERVER:  # another build, measured side by side with this one
+            log = work / "scale-baseline.log"
+            baseline = await stack.enter_async_context(
+                stdio_session(target.dashboard_url, log, command=BASELINE_SERVER)
+            )
         for i, level in enumerate(levels):
             if i:
                 await population.grow_to(*level)
             counts = dict(zip(("actors", "tasks", "pgs", "jobs"), level, strict=True))
             counts["jobs"] += 1  # the log job
-            await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps)
+            # Measured once the load the level's population made (its workers, drivers and tasks) has passed.
+            load = await common.settle_load(f"level {i + 1}")
+            await sections.scale_level(res, target, stdio, counts, plan.reps, plan.cli_reps, load, baseline)
         await payload.health_at_scale(res, stdio, levels[-1][1], plan.reps)
     sections.scale_rows(res)
 
@@ -381,13 +397,21 @@ def main() -> None:
     parser.add_argument("--update-doc", type=Path, help="Rewrite the results block of this Markdown file.")
     parser.add_argument("--json", type=Path, help="Save every row and scale point as JSON here.")
     parser.add_argument(
+        "--baseline-server",
+        default="",
+        help="Another build's ray-mcp executable (e.g. a worktree of main's .venv/bin/ray-mcp): the scale "
+        "section measures it too, interleaved with this one, and reports both.",
+    )
+    parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"Which to run, comma-separated: {','.join(SECTIONS)}."
     )
     args = parser.parse_args()
     if args.address and not args.gcs_address:
         parser.error("--address needs --gcs-address (drivers and `ray status` talk to the GCS)")
     plan = SMOKE if args.smoke else FULL
-    common.WARMUP = not args.smoke
+    common.WARMUP = common.QUIET = not args.smoke
+    global BASELINE_SERVER
+    BASELINE_SERVER = args.baseline_server
     started, t0 = time.strftime("%Y-%m-%d %H:%M"), time.monotonic()
 
     head = None

@@ -22,6 +22,7 @@ BIN = Path(sys.executable).parent
 RAY = str(BIN / "ray")
 RAY_MCP = str(BIN / "ray-mcp")
 WARMUP = True  # one unmeasured run of each subject first; the smoke mode skips it (it checks, not measures)
+QUIET = True  # the scale levels wait for a quiet machine (settle_load); the smoke mode does not
 
 
 @dataclass
@@ -105,6 +106,40 @@ async def interleaved(
     return times, last
 
 
+# -- a quiet machine: the scale levels are measured once the load their own population made has passed --------
+
+QUIET_LOAD = float(os.cpu_count() or 1)  # a 1-minute load average at or below this counts as quiet
+QUIET_WINDOW_S = 30.0  # ... or one that fell less than QUIET_FALL over this long (the rest is not ours)
+QUIET_FALL = 0.05
+QUIET_POLL_S = 5.0
+QUIET_WAIT_S = 420.0  # the longest a level waits (from 54, the 1-minute average needs about 3 min to reach 2)
+
+
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+async def settle_load(what: str) -> float:
+    """Wait until the 1-minute load average is at most QUIET_LOAD, or no longer falling (other work on a shared
+    machine), under QUIET_WAIT_S; return the load then. Polled: the wait ends as soon as the machine is quiet."""
+    started = time.monotonic()
+    seen: list[tuple[float, float]] = [(started, load1())]
+    with anyio.move_on_after(QUIET_WAIT_S if QUIET else 0):
+        while seen[-1][1] > QUIET_LOAD:
+            await anyio.sleep(QUIET_POLL_S)
+            now = time.monotonic()
+            seen.append((now, load1()))
+            past = [load for at, load in seen if at <= now - QUIET_WINDOW_S]
+            if past and seen[-1][1] >= past[-1] * (1 - QUIET_FALL):
+                break
+    load = load1()
+    print(
+        f"  {what}: load {seen[0][1]:.1f} -> {load:.1f} after {time.monotonic() - started:.0f} s of waiting",
+        flush=True,
+    )
+    return load
+
+
 # -- what a tool call or a CLI run costs in context -----------------------------------------------------------
 
 
@@ -138,10 +173,11 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
 
 @asynccontextmanager
 async def stdio_session(
-    address: str | None, errlog_path: Path, *, proxy: bool = False
+    address: str | None, errlog_path: Path, *, proxy: bool = False, command: str = RAY_MCP
 ) -> AsyncIterator[Client]:
     """ray-mcp over stdio on ``address``; None: the bare MCPServer of bench/bare_server.py. ``proxy``: the
-    minimal MCP proxy of bench/proxy_server.py in front of the dashboard at ``address``."""
+    minimal MCP proxy of bench/proxy_server.py in front of the dashboard at ``address``. ``command``: another
+    build's ``ray-mcp`` (--baseline-server)."""
     if proxy:
         script = str(Path(__file__).with_name("proxy_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[script, str(address)], env=clean_env())
@@ -149,7 +185,7 @@ async def stdio_session(
         bare = str(Path(__file__).with_name("bare_server.py"))
         params = StdioServerParameters(command=sys.executable, args=[bare], env=clean_env())
     else:
-        params = StdioServerParameters(command=RAY_MCP, args=serve_args(address), env=clean_env())
+        params = StdioServerParameters(command=command, args=serve_args(address), env=clean_env())
     with open(errlog_path, "a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield client

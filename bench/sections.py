@@ -14,6 +14,7 @@ from bench.common import (
     Target,
     call,
     interleaved,
+    load1,
     median,
     ms,
     result_bytes,
@@ -193,9 +194,18 @@ SCALE_CASES: list[tuple[str, str, dict[str, Any], list[str], str, dict[str, Any]
 
 
 async def scale_level(
-    res: Results, target: Target, stdio: Client, counts: dict[str, int], reps: int, cli_reps: int
+    res: Results,
+    target: Target,
+    stdio: Client,
+    counts: dict[str, int],
+    reps: int,
+    cli_reps: int,
+    load: float,
+    baseline: Client | None = None,
 ) -> None:
-    """Measure every list tool, the raw GET under it and its CLI twin at the cluster's current size."""
+    """Measure every list tool, the raw GET under it and its CLI twin at the cluster's current size. ``load``:
+    the 1-minute load average when the measurement began (kept with each point, and the load at its end).
+    ``baseline``: another build's server, whose same tool call is interleaved with the rest."""
     fast: dict[str, Any] = {}
     slow: dict[str, Any] = {}
     async with httpx.AsyncClient(base_url=target.dashboard_url, timeout=120) as raw:
@@ -213,6 +223,12 @@ async def scale_level(
                 return await run_cli([*cli_args, "--address", target.dashboard_url])
 
             fast[f"{kind}:tool"], fast[f"{kind}:raw"], slow[f"{kind}:cli"] = tool_call, get, cli
+            if baseline is not None:
+
+                async def base_call(tool: str = tool, args: dict[str, Any] = args) -> Any:
+                    return await call(baseline, tool, args)
+
+                fast[f"{kind}:base"] = base_call
         # The CLI takes seconds a run: fewer of those, interleaved with as many tool calls and GETs.
         times, last = await interleaved(fast, max(0, reps - cli_reps))
         both_times, both_last = await interleaved({**fast, **slow}, cli_reps)
@@ -232,11 +248,16 @@ async def scale_level(
             "raw_s": median(times[f"{kind}:raw"]),
             "cli_s": median(times[f"{kind}:cli"]),
             "cli_bytes": len(last[f"{kind}:cli"]),
+            "load": [round(load, 1), round(load1(), 1)],
         }
+        if baseline is not None:
+            point["base_s"] = median(times[f"{kind}:base"])
         res.scale.append(point)
         print(
             f"    {kind} @{counts[kind]}: {tool} {ms(point['tool_s'])} {size(point['tool_bytes'])}; "
-            f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}",
+            f"raw GET {ms(point['raw_s'])}; CLI {ms(point['cli_s'])} {size(point['cli_bytes'])}; "
+            f"load {point['load'][0]} -> {point['load'][1]}"
+            + (f"; baseline build {ms(point['base_s'])}" if "base_s" in point else ""),
             flush=True,
         )
 
@@ -256,7 +277,8 @@ def scale_rows(res: Results) -> None:
         res.add(
             Row(
                 "scale vs GET",
-                f"{tool} at {hi['size']:,} {kind} vs the raw GET under it (no MCP)",
+                f"{tool} at {hi['size']:,} {kind} vs the raw GET under it (no MCP; "
+                f"load {hi['load'][0]} → {hi['load'][1]})",
                 ms(hi["tool_s"]),
                 ms(hi["raw_s"]),
                 f"{over_raw:.2f}x",
@@ -264,6 +286,16 @@ def scale_rows(res: Results) -> None:
                 over_raw <= SCALE_OVER_RAW,
             )
         )
+        if "base_s" in hi:
+            res.add(
+                Row(
+                    "scale vs GET",
+                    f"{tool} at {hi['size']:,} {kind}: the baseline build (--baseline-server) vs the same raw GET",
+                    ms(hi["base_s"]),
+                    ms(hi["raw_s"]),
+                    f"{hi['base_s'] / hi['raw_s']:.2f}x",
+                )
+            )
         growth = hi["tool_s"] / lo["tool_s"]
         res.add(
             Row(

@@ -15,7 +15,7 @@ import httpx
 from tests.replay import Body
 from tests.support import call_ok, mcp_client, text_of
 
-from ray_mcp.answers.secrets import JobSecrets
+from ray_mcp.answers.secrets import JOB_SECRETS_TTL_S, UNLISTED_RECHECK_S, JobSecrets
 from ray_mcp.guard.redaction import SECRETS, job_owner
 from ray_mcp.settings import Settings
 from ray_mcp.sources.cluster_sources import ClusterSources
@@ -40,10 +40,13 @@ class Cluster:
         self.url = f"http://cluster-{tag}:8265"
         self.secret = f"tok{tag}secretvalue"
         self.seen: Counter[str] = Counter()
+        self.fail_jobs = False  # the job list answers 500
 
     def answer(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         self.seen[path] += 1
+        if path == "/api/jobs/" and self.fail_jobs:
+            return httpx.Response(500, text="the job list is unavailable")
         if path == "/api/jobs/":
             job = {
                 "type": "SUBMISSION",
@@ -75,6 +78,21 @@ class Cluster:
         return httpx.Response(404, text="no such route here")
 
 
+def sources_of(cluster: Cluster) -> ClusterSources:
+    """The sources of the stand-in cluster, read directly (no server)."""
+    return ClusterSources(
+        cluster.url,
+        timeout_s=5,
+        source="external",
+        headers=None,
+        verify=True,
+        transport=httpx.MockTransport(cluster.answer),
+        gcs_address=None,
+        gcs_lookup=None,
+        gcs_out_of_reach=None,
+    )
+
+
 async def test_a_jobs_env_var_is_masked_in_a_task_error_and_in_its_log_tail() -> None:
     cluster = Cluster()
     settings = Settings(address=cluster.url, request_timeout_s=5, local_logs=False)
@@ -93,17 +111,7 @@ async def test_a_jobs_env_var_is_masked_in_a_task_error_and_in_its_log_tail() ->
 
 async def test_a_state_list_alone_teaches_nothing_and_learning_is_one_shared_read_per_call() -> None:
     cluster = Cluster()
-    sources = ClusterSources(
-        cluster.url,
-        timeout_s=5,
-        source="external",
-        headers=None,
-        verify=True,
-        transport=httpx.MockTransport(cluster.answer),
-        gcs_address=None,
-        gcs_lookup=None,
-        gcs_out_of_reach=None,
-    )
+    sources = sources_of(cluster)
     owner = job_owner(sources.dashboard_url, JOB_ID)
     with read_scope():
         found = await sources.state.tasks(filters=[("state", "=", "FAILED")], limit=10, detail=True)
@@ -114,4 +122,42 @@ async def test_a_state_list_alone_teaches_nothing_and_learning_is_one_shared_rea
         await secrets.learn({JOB_ID})  # ...so learning costs no request of its own
     assert SECRETS.holds(owner) and cluster.secret in SECRETS
     assert cluster.seen["/api/jobs/"] == 1, cluster.seen
+    await sources.aclose()
+
+
+class Clock:
+    """A monotonic clock that a test steps (JobSecrets takes one)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_job_the_jobs_api_does_not_list_is_not_looked_for_on_every_list_of_its_actors() -> None:
+    """The job supervisors' job (the dashboard's own driver) is never listed: a warm list_actors that shows
+    supervisors must not re-read every job each JOB_SECRETS_TTL_S, only each UNLISTED_RECHECK_S."""
+    cluster, clock = Cluster(), Clock()
+    sources = sources_of(cluster)
+    secrets = JobSecrets(sources.jobs, clock=clock)
+    reads = []
+    for step in (0, JOB_SECRETS_TTL_S + 1, JOB_SECRETS_TTL_S + 1, UNLISTED_RECHECK_S):
+        clock.now += step
+        with read_scope():
+            await secrets.learn({JOB_ID, "02000000"})  # a listed job and the unlisted supervisors' job
+        reads.append(cluster.seen["/api/jobs/"])
+    assert SECRETS.holds(job_owner(sources.dashboard_url, JOB_ID))
+    assert reads == [1, 1, 1, 2], reads  # read once, then again only after UNLISTED_RECHECK_S
+    cluster.fail_jobs = (
+        True  # a list that cannot be read leaves the job to be asked again soon, not after 10 min
+    )
+    clock.now += UNLISTED_RECHECK_S
+    with read_scope():
+        await secrets.learn({"03000000"})
+    cluster.fail_jobs = False
+    clock.now += JOB_SECRETS_TTL_S
+    with read_scope():
+        await secrets.learn({"03000000"})
+    assert cluster.seen["/api/jobs/"] == 4, cluster.seen
     await sources.aclose()

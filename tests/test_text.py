@@ -26,6 +26,7 @@ FORGERIES = [
     "left\u202eright\u2066isolate",  # bidirectional overrides reorder what a reader sees
     "a\u2028b\u2029c\x85d",  # line and paragraph separators, NEL
     "zero\u200bwidth\ufeffbom",
+    "plain ascii but\x7fDEL",  # ASCII that json leaves as it is: quoted's fast path must not take it
 ]
 
 

@@ -109,6 +109,8 @@ def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
     if _QUOTED.fullmatch(text) and len(text) <= limit + 2:
         return text
     body = json.dumps(truncate_text(text, limit), ensure_ascii=False)[1:-1]
+    if body.isascii() and body.isprintable():  # the usual case (DEL is not printable): nothing more to escape
+        return f'"{body}"'
     # json escapes C0 controls; the line and paragraph separators, C1 controls and format characters
     # (bidirectional overrides among them) would still break or reorder the line a reader sees.
     body = "".join(

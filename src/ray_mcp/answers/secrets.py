@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ray_mcp.errors import RayMCPError
@@ -21,17 +21,23 @@ from ray_mcp.sources.jobs import JobList, JobsAPI
 from ray_mcp.sources.records import Job
 
 JOB_SECRETS_TTL_S = 30.0  # how often a log of no known job re-reads every job's env_vars
+# How long a job that the Jobs API did not list is not looked for again. A row names a job only once the job
+# exists, and the Jobs API lists every job but the drivers in `_ray_internal_` namespaces: the dashboard's own,
+# whose actors are the job supervisors (one per submitted job). Such a job stays unlisted, so a list of actors
+# that shows supervisors must not re-read every job (at 300 jobs, 90 ms and every job's env_vars) each time.
+UNLISTED_RECHECK_S = 600.0
 
 
 class JobSecrets:
     """What the redactor knows of one cluster's jobs' env_vars, and the step that teaches it."""
 
-    def __init__(self, jobs: JobsAPI) -> None:
+    def __init__(self, jobs: JobsAPI, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.jobs = jobs
         self.cluster = jobs.dashboard.dashboard_url
+        self._clock = clock  # time.monotonic; tests pass their own to step past the periods above
         self._lock = asyncio.Lock()
         self._learned_at = -1e9  # when every job's env_vars were last read
-        self._checked: dict[str, float] = {}  # job id -> when it was last looked for in the list
+        self._look_again: dict[str, float] = {}  # job id -> when it may be looked for in the list again
 
     def hold_job(self, job: Job) -> None:
         """A job read by id: its env_vars are secrets wherever they show up (logs, errors)."""
@@ -48,7 +54,7 @@ class JobSecrets:
             if job.get(k)
         }
         SECRETS.drop_owners_except(job_owner(self.cluster, ""), alive, listed.began)
-        self._learned_at = time.monotonic()
+        self._learned_at = self._clock()
 
     def hold_serve(self, details: Any) -> None:
         """Serve apps' runtime_env env_vars, which their replicas' logs may print (kept: the logs outlive the apps)."""
@@ -57,7 +63,7 @@ class JobSecrets:
     async def learn(self, job_ids: Iterable[Any] | None = None) -> None:
         """Make sure the redactor holds the env_vars of these jobs (by job id or submission id; None: of every
         job, at most once per JOB_SECRETS_TTL_S). Best effort: a job list that cannot be read teaches nothing."""
-        now = time.monotonic()
+        now = self._clock()
         wanted: set[str] | None = None
         if job_ids is None:
             if now - self._learned_at < JOB_SECRETS_TTL_S:
@@ -68,17 +74,19 @@ class JobSecrets:
                 for j in job_ids
                 if j
                 and not SECRETS.holds(job_owner(self.cluster, str(j)))
-                and self._checked.get(str(j), -1e9) < now - JOB_SECRETS_TTL_S
+                and self._look_again.get(str(j), now) <= now
             }
             if not wanted:
                 return
         async with self._lock:
-            if wanted is None and time.monotonic() - self._learned_at < JOB_SECRETS_TTL_S:
+            if wanted is None and self._clock() - self._learned_at < JOB_SECRETS_TTL_S:
                 return
+            wait = JOB_SECRETS_TTL_S  # a list that could not be read: asked again soon
             with contextlib.suppress(RayMCPError):
                 self.hold_listed(await self.jobs.job_list())
+                wait = UNLISTED_RECHECK_S  # read, and these were not in it (or are held now)
             for job in wanted or ():
-                self._checked[job] = now  # not a Jobs API job (or unreadable): not asked again for a while
+                self._look_again[job] = now + wait
 
 
 def job_ids_of(rows: Iterable[Any]) -> set[str]:

@@ -3,6 +3,7 @@ answer, the same words diagnose_job and cluster_health give)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,11 +78,10 @@ def pg_state_counts(
 ) -> dict[str, int]:
     """Count the GCS's placement group rows per state, keeping those that pass the State API style ``=``
     filters (placement_group_id, name, state, creator_job_id)."""
-    counts: dict[str, int] = {}
-    for row in table:
-        if passes(row, filters):
-            counts[row["state"]] = counts.get(row["state"], 0) + 1
-    return counts
+    kept = (
+        (row for row in table if passes(row, filters)) if filters else table
+    )  # a thousand rows: no call each
+    return dict(Counter(row["state"] for row in kept))
 
 
 def passes(row: Mapping[str, str], filters: Sequence[tuple[str, str, str]]) -> bool:

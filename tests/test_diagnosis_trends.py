@@ -284,26 +284,37 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
     ray_cluster: Any, tmp_path: Any
 ) -> None:
     """A real Prometheus, stopped (SIGSTOP): it accepts connections and never answers. cluster_health says the
-    trends are unknown, and takes no longer than without a Prometheus plus TRENDS_TIMEOUT_S."""
+    trends are unknown, and takes no longer than without a Prometheus plus TRENDS_TIMEOUT_S. The call without
+    one is timed side by side, just before and just after, so that a load that comes or goes in between is in
+    the comparison too."""
     import httpx
 
     session = httpx.get(f"{ray_cluster.dashboard_url}/api/version", timeout=30).json()["session_name"]
     session_dir = ray_cluster.temp_dir / "session_latest"
     async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as plain:
-        began = time.monotonic()
-        result = await plain.call_tool("cluster_health", {})
-        without_prometheus = time.monotonic() - began
-    assert not result.is_error and "trends over time" not in (result.structured_content or {})["unchecked"]
-    with running_prometheus(session_dir, tmp_path / "prom", session) as prom:
-        assert prom.process is not None
-        os.kill(prom.process.pid, signal.SIGSTOP)
-        try:
-            async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=prom.url)) as client:
-                began = time.monotonic()
-                result = await client.call_tool("cluster_health", {})
-                took = time.monotonic() - began
-        finally:
-            os.kill(prom.process.pid, signal.SIGCONT)
+
+        async def without() -> float:
+            began = time.monotonic()
+            result = await plain.call_tool("cluster_health", {})
+            took = time.monotonic() - began
+            unchecked = (result.structured_content or {})["unchecked"]
+            assert not result.is_error and "trends over time" not in unchecked, text_of(result)
+            return took
+
+        before = await without()
+        with running_prometheus(session_dir, tmp_path / "prom", session) as prom:
+            assert prom.process is not None
+            os.kill(prom.process.pid, signal.SIGSTOP)
+            try:
+                async with mcp_client(
+                    Settings(address=ray_cluster.dashboard_url, prometheus=prom.url)
+                ) as client:
+                    began = time.monotonic()
+                    result = await client.call_tool("cluster_health", {})
+                    took = time.monotonic() - began
+            finally:
+                os.kill(prom.process.pid, signal.SIGCONT)
+        without_prometheus = max(before, await without())
     health = dict(result.structured_content or {})
     assert "trends over time" in health["unchecked"], text_of(result)
     assert any(f"within {TRENDS_TIMEOUT_S:g} s" in n for n in health["notes"]), health["notes"]

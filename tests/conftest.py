@@ -90,6 +90,12 @@ def local_head(
             head.stop()
 
 
+# For a private head whose worker node a test kills: the GCS checks each raylet's health every second instead
+# of Ray's 3 s (the timeout, and the failures in a row it takes, stay Ray's), so the node is known DEAD in about
+# 5 s instead of 15. How it dies and what the diagnosis says of it are unchanged.
+QUICK_NODE_DEATH_ENV = {"RAY_health_check_period_ms": "1000"}
+
+
 @contextmanager
 def joined(worker: LocalHead) -> Iterator[LocalHead]:
     """A worker node (a LocalHead subclass run with ``--address``) spawned for the test; stops exactly its
@@ -173,3 +179,22 @@ def kube(ray_cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
 
     with kube_cluster(ray_cluster.dashboard_url, tmp_path) as served:
         yield served
+
+
+# How long a job must stand still before the diagnosis calls it stalled, in the live tests that wait for a
+# stall (a hang, a Ray Data pipeline that stopped): the rule is the same with a shorter wait, and
+# each such test then waits this long instead of the product's NO_PROGRESS_S (30 s). A recording
+# (RAY_MCP_RECORD=1) keeps the product's threshold, since its unit test replays it with that one.
+QUICK_STALL_S = 8.0
+
+
+@pytest.fixture
+def quick_stall(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The diagnosis' no-progress threshold lowered to QUICK_STALL_S for this test (unless recording): what
+    the product waits 30 s for, a test sees in a few."""
+    from ray_mcp.diagnosis import hang
+
+    if os.environ.get("RAY_MCP_RECORD") == "1":
+        return hang.NO_PROGRESS_S
+    monkeypatch.setattr(hang, "NO_PROGRESS_S", QUICK_STALL_S)
+    return QUICK_STALL_S

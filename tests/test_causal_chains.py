@@ -20,7 +20,7 @@ import psutil
 import pytest
 from mcp import Client
 from tests.causal_support import RECORDED, record
-from tests.conftest import local_head
+from tests.conftest import QUICK_NODE_DEATH_ENV, local_head
 from tests.support import TERMINAL, call_ok, mcp_client, submit, wait_until
 from tests.test_multi_node import LocalWorker
 
@@ -35,7 +35,9 @@ BUDGET = 6_000
 
 @pytest.fixture(scope="module")
 def head() -> Iterator[LocalHead]:
-    with local_head(num_cpus=4, attempts=6, resources=json.dumps({"accel": 2})) as head:
+    with local_head(
+        num_cpus=4, attempts=6, resources=json.dumps({"accel": 2}), extra_env=QUICK_NODE_DEATH_ENV
+    ) as head:
         yield head
 
 
@@ -651,6 +653,7 @@ for _ in ds.iter_batches():
 """
 
 
+@pytest.mark.usefixtures("quick_stall")
 async def test_a_stalled_ray_data_pipeline_names_its_bottleneck_operator(
     mcp: Client, head: LocalHead, tmp_path: Path
 ) -> None:

@@ -263,6 +263,7 @@ print(ray.get(receive_weights.remote()))
 """
 
 
+@pytest.mark.usefixtures("quick_stall")
 async def test_a_hang_names_what_its_blocking_call_waits_for(follow: Any) -> None:
     await follow("follow_peer_wait", PEER_WAIT, end=False, deadline_s=120)
 

@@ -1,15 +1,17 @@
 """Trends over time (issue 37 step 5), on real parts: the session's Ray head, the real Prometheus scraping it
 (tests/prometheus.py) and drivers of our own. A worker that leaks memory steadily (diagnose_job names the leak
-with its rate and the time left before the memory monitor), a throughput drop, a Serve deployment that gets
-slower, a Prometheus that goes away mid-call and one that stops answering (trends over time unknown, in bounded
-time, never healthy).
+with its rate and the time left before the memory monitor), a job that holds a CPU idle while it fills the
+object store, a throughput drop, a Serve deployment that gets slower, a Prometheus that goes away mid-call and
+one that stops answering (trends over time unknown, in bounded time, never healthy).
 
-The two scenarios that take minutes (the throughput drop and the slower deployment) each run one driver for the
-module (module-scoped fixtures): get_metrics' step and the diagnosis' finding are both read from it, so the
-second check finds the change already there instead of waiting minutes for its own copy. Both drivers start
-with the module's first test (the leak), so the three scenarios' phases run side by side rather than one
-after another, and the two quick tests of a Prometheus that goes away run before the scenarios' checks, while
-they wait: the module takes about as long as its longest scenario (the throughput drop), not their sum.
+The scenarios that take minutes (the held CPU and filling store, the throughput drop and the slower deployment)
+each run one driver for the module (module-scoped fixtures): get_metrics' step and the diagnosis' finding are
+both read from it, so the second check finds the change already there instead of waiting minutes for its own
+copy. Every driver starts with the module's first test (the leak), so the four scenarios' phases run side by
+side rather than one after another, and the two quick tests of a Prometheus that goes away run before the
+longer scenarios' checks, while they wait: the module takes about as long as its longest scenario (the
+throughput drop), not their sum. (The held CPU was a module of its own, and cost a full minute after this one.)
+The findings are each job's own, or named by what they are about, so the scenarios do not hide each other.
 
 Each diagnosis check is also run with its rule taken out of the registry, over the same evidence read again:
 the finding must then be missing (so the check cannot pass without the rule).
@@ -43,7 +45,7 @@ from ray_mcp.sources.scope import read_scope
 pytestmark = pytest.mark.live
 # Started with the leak test, the module's first (see the module's docstring); each check still waits for its
 # own condition.
-SCENARIOS = pytest.mark.usefixtures("throughput_drop", "serve_slowing")
+SCENARIOS = pytest.mark.usefixtures("holds_and_fills", "throughput_drop", "serve_slowing")
 
 LEAK = """
 import threading
@@ -102,6 +104,25 @@ threading.Thread(target=load, daemon=True).start()
 """
 
 
+HOLDS_AND_FILLS = """
+import threading
+import numpy as np
+@ray.remote(num_cpus=1)
+class Holder:
+    def ready(self):
+        return 1
+holder = Holder.remote()
+ray.get(holder.ready.remote())  # placed: it holds its CPU from here on, and never works
+kept = []
+def fill():
+    while True:  # 16 MiB a second into the store, every object still referenced
+        kept.append(ray.put(np.ones(8 << 20, dtype=np.uint8)))
+        time.sleep(0.5)
+threading.Thread(target=fill, daemon=True).start()
+print("JOB", ray.get_runtime_context().get_job_id(), flush=True)
+"""
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A driver of the module's: when it started (epoch seconds, as Prometheus stamps its points), how long its
@@ -111,6 +132,15 @@ class Scenario:
     fast_s: float
     job: str = ""
     app: str = ""
+
+
+@pytest.fixture(scope="module")
+def holds_and_fills(ray_cluster: Any, prometheus: str) -> Iterator[Scenario]:
+    """An actor that holds a CPU and does nothing, while its driver fills the object store steadily."""
+    started = time.time()
+    with driver_with_args(ray_cluster.gcs_address, HOLDS_AND_FILLS) as job_id:
+        assert job_id
+        yield Scenario(started, 0.0, job=job_id)
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +242,28 @@ async def test_a_worker_that_leaks_memory_steadily_is_named_with_its_rate_and_th
             assert "memory_leak" not in kinds(ev)
 
 
+async def test_a_cpu_held_idle_and_a_store_filling_are_named_with_their_figures(
+    metrics_client: Client, ray_cluster: Any, prometheus: str, holds_and_fills: Scenario
+) -> None:
+    """Each from Prometheus's history of Ray's own metrics (test_trend_rules.py checks the same rules over
+    written records; this checks the PromQL behind them against what Ray exports)."""
+    job_id = holds_and_fills.job
+    answer, text = await diagnose_until(metrics_client, job_id, "idle_resources", 300)
+    idle = next(f for f in answer["findings"] if f["kind"] == "idle_resources")
+    print(answer["verdict"], idle["title"], sep="\n")  # the figures, for the log (-rP)
+    assert "the job holds 1 CPU(s) but its workers used" in idle["title"], idle["title"]
+    used = float(idle["title"].split("its workers used ")[1].split("%")[0])
+    assert used < 10, idle["title"]  # an actor that sleeps: a few percent of one core at most
+    answer, text = await diagnose_until(metrics_client, job_id, "store_filling", 300)
+    filling = next(f for f in answer["findings"] if f["kind"] == "store_filling")
+    print(filling["title"])
+    assert answer["verdict"].startswith("RUNNING"), text
+    ev = await evidence_of(ray_cluster, prometheus, job_id)
+    assert {"idle_resources", "store_filling"} <= kinds(ev), ev.trends
+    with without("trends.job_trends"):
+        assert not {"idle_resources", "store_filling"} & kinds(ev)
+
+
 async def test_a_prometheus_that_goes_away_mid_call_leaves_trends_unknown_never_healthy(
     ray_cluster: Any, tmp_path: Any
 ) -> None:
@@ -232,26 +284,37 @@ async def test_a_prometheus_that_stops_answering_costs_the_diagnosis_at_most_its
     ray_cluster: Any, tmp_path: Any
 ) -> None:
     """A real Prometheus, stopped (SIGSTOP): it accepts connections and never answers. cluster_health says the
-    trends are unknown, and takes no longer than without a Prometheus plus TRENDS_TIMEOUT_S."""
+    trends are unknown, and takes no longer than without a Prometheus plus TRENDS_TIMEOUT_S. The call without
+    one is timed side by side, just before and just after, so that a load that comes or goes in between is in
+    the comparison too."""
     import httpx
 
     session = httpx.get(f"{ray_cluster.dashboard_url}/api/version", timeout=30).json()["session_name"]
     session_dir = ray_cluster.temp_dir / "session_latest"
     async with mcp_client(Settings(address=ray_cluster.dashboard_url)) as plain:
-        began = time.monotonic()
-        result = await plain.call_tool("cluster_health", {})
-        without_prometheus = time.monotonic() - began
-    assert not result.is_error and "trends over time" not in (result.structured_content or {})["unchecked"]
-    with running_prometheus(session_dir, tmp_path / "prom", session) as prom:
-        assert prom.process is not None
-        os.kill(prom.process.pid, signal.SIGSTOP)
-        try:
-            async with mcp_client(Settings(address=ray_cluster.dashboard_url, prometheus=prom.url)) as client:
-                began = time.monotonic()
-                result = await client.call_tool("cluster_health", {})
-                took = time.monotonic() - began
-        finally:
-            os.kill(prom.process.pid, signal.SIGCONT)
+
+        async def without() -> float:
+            began = time.monotonic()
+            result = await plain.call_tool("cluster_health", {})
+            took = time.monotonic() - began
+            unchecked = (result.structured_content or {})["unchecked"]
+            assert not result.is_error and "trends over time" not in unchecked, text_of(result)
+            return took
+
+        before = await without()
+        with running_prometheus(session_dir, tmp_path / "prom", session) as prom:
+            assert prom.process is not None
+            os.kill(prom.process.pid, signal.SIGSTOP)
+            try:
+                async with mcp_client(
+                    Settings(address=ray_cluster.dashboard_url, prometheus=prom.url)
+                ) as client:
+                    began = time.monotonic()
+                    result = await client.call_tool("cluster_health", {})
+                    took = time.monotonic() - began
+            finally:
+                os.kill(prom.process.pid, signal.SIGCONT)
+        without_prometheus = max(before, await without())
     health = dict(result.structured_content or {})
     assert "trends over time" in health["unchecked"], text_of(result)
     assert any(f"within {TRENDS_TIMEOUT_S:g} s" in n for n in health["notes"]), health["notes"]

@@ -178,6 +178,7 @@ async def job_stacks(client: Client, job: str, processes: int) -> Any:
     return await poll(ready, 240, f"{processes} processes of job {job} with their stacks")
 
 
+@pytest.mark.usefixtures("quick_stall")
 async def test_stack_traces_collapse_a_barrier_hang_and_put_the_straggler_first(
     client: Client, pyspy_client: Client, tmp_path: Path
 ) -> None:

@@ -131,7 +131,7 @@ class SharedPollers(Generic[K, S]):
             raise ValueError("a bound on the keys watched at once needs the feed's refusal (all_full)")
         self.feed = feed
         self._publish = publish  # the 2026 bus
-        self._poll_interval_s = poll_interval_s
+        self.poll_interval_s = poll_interval_s  # read at each round (a test may shorten it)
         self._per_session = per_session
         self._max_watched = max_watched
         self._watches: dict[K, Watch[K, S]] = {}
@@ -243,7 +243,7 @@ class SharedPollers(Generic[K, S]):
                     watch.ready.set()
                 if then is not Then.AGAIN:
                     break
-                await asyncio.sleep(self._poll_interval_s)
+                await asyncio.sleep(self.poll_interval_s)
         finally:
             watch.ready.set()  # a subscriber never waits on a poller that is gone
         async with self._lock:

@@ -8,9 +8,10 @@ import re
 from datetime import datetime
 
 from ray_mcp import models
+from ray_mcp.diagnosis import hang
 from ray_mcp.diagnosis.facts import CONTEXT, STUCK, Chain, Edge, Kind, Link, Say
 from ray_mcp.diagnosis.graph import Graph, num
-from ray_mcp.diagnosis.hang import NO_PROGRESS_S, RUNNING_STATES
+from ray_mcp.diagnosis.hang import RUNNING_STATES
 from ray_mcp.diagnosis.registry import On, rule
 from ray_mcp.shaping.data import job_datasets
 from ray_mcp.text import quoted
@@ -62,7 +63,7 @@ def data_chains(g: Graph, job_id: str | None, status: str, chains: list[Chain]) 
         if neck is None:
             continue
         idle_s = operator_idle_s(g, ds, neck)
-        stalled = idle_s is not None and idle_s >= NO_PROGRESS_S
+        stalled = idle_s is not None and idle_s >= hang.NO_PROGRESS_S
         running = TASKS_RUNNING.search(neck.progress or "")
         link = BOTTLENECK(
             "",

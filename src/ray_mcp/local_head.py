@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import math
 import os
@@ -84,17 +83,24 @@ def ray_executable() -> str:
     return found
 
 
-def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Put ``ray start`` in its own process group, and have the kernel SIGKILL it when ray-mcp dies.
+def spawn_owned(cmd: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in its own process group, to be SIGKILLed by the kernel when ray-mcp dies.
 
     ``ray start --block`` turns on Ray's kernel fate-sharing, so its daemons (GCS, raylet, dashboard) die
     with it, and workers die with their raylet: even a SIGKILLed ray-mcp leaves no Ray process behind.
     Its own process group keeps a terminal's Ctrl-C (or an MCP client's killpg) off the Ray daemons, so
     that ray-mcp shuts them down itself.
-    """
-    os.setpgrp()
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    No Python code runs between fork and exec: the parent-death signal is set by util-linux's ``setpriv``,
+    which keeps it across its exec (the signal fires when the thread that started it ends: start it from one
+    that lasts). A ``preexec_fn`` did it before, and a fork of a process with threads (gRPC's) that runs
+    Python in the child crashed it now and then ("Fatal Python error: Segmentation fault" in
+    threading._after_fork, in a full test run); the start was retried. Without setpriv (not Linux), the
+    process group alone."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if setpriv:
+        cmd = [setpriv, "--pdeathsig", "KILL", "--", *cmd]
+    return subprocess.Popen(cmd, process_group=0, **popen)
 
 
 @dataclass
@@ -164,13 +170,8 @@ class LocalHead:
         cmd = self.command()
         env = self.environment()
         with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
+            self.process = spawn_owned(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
             )
 
     def environment(self) -> dict[str, str]:

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ import yaml
 
 from ray_mcp.child_env import tool_env
 from ray_mcp.limits import EMBEDDED_SCRAPE_INTERVAL_S
-from ray_mcp.local_head import die_with_parent, free_ports
+from ray_mcp.local_head import free_ports, spawn_owned
 
 log = logging.getLogger("ray_mcp.prometheus")
 
@@ -83,7 +82,7 @@ class LocalPrometheus:
 
     def launch(self) -> None:
         """Write our config from Ray's (which must exist) and start the process, from this thread: the kernel
-        kills it when the thread that started it ends (die_with_parent), so start it from one that lasts."""
+        kills it when the thread that started it ends (spawn_owned), so start it from one that lasts."""
         binary = self.binary or prometheus_binary()
         if binary is None:
             raise RuntimeError(f"no `{BINARY}` binary on PATH")
@@ -103,14 +102,13 @@ class LocalPrometheus:
             "--log.level=warn",
         ]
         with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(
+            self.process = spawn_owned(
                 cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.work_dir,  # Debian's binary looks for consoles/ relative to it: none needed
                 env=tool_env(),  # runs no user code: none of ray-mcp's settings or tokens (child_env.py)
-                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             )
 
     async def _wait_ready(self, deadline: float) -> None:

@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -24,6 +24,7 @@ from tests.conftest import QUICK_NODE_DEATH_ENV, local_head
 from tests.support import TERMINAL, call_ok, mcp_client, submit, wait_until
 from tests.test_multi_node import LocalWorker
 
+from ray_mcp.diagnosis.graph import GraphInputs
 from ray_mcp.limits import DIAGNOSIS_BYTES
 from ray_mcp.local_head import LocalHead, ray_executable
 from ray_mcp.settings import Settings
@@ -610,11 +611,20 @@ async def check_cluster_and_record(head: LocalHead, name: str, deadline_s: float
     """The rule's check over cluster_health's evidence gathered now (again until it holds: a loop's state
     flips), then that evidence recorded for its unit test."""
     from tests.causal_support import gather_cluster
+
+    await check_until_and_record(lambda: gather_cluster(head.dashboard_url), name, deadline_s)
+
+
+async def check_until_and_record(
+    gather: Callable[[], Awaitable[GraphInputs]], name: str, deadline_s: float
+) -> None:
+    """The rule's check over evidence from ``gather()``, gathered again until it holds (a loop's state flips:
+    between two failed health checks a replaced replica is healthy), then recorded for its unit test."""
     from tests.rule_checks import EXPECT
 
     with anyio.fail_after(deadline_s):
         while True:
-            ev = await gather_cluster(head.dashboard_url)
+            ev = await gather()
             try:
                 EXPECT[name](ev)
                 break
@@ -847,7 +857,9 @@ async def test_a_serve_replica_failing_its_health_check_in_a_loop_is_named_with_
         await check_cluster_and_record(head, "serve_health_loop")
         # diagnose_job of the job that deployed it says so first too (not "the driver sleeps").
         await until(mcp, sid, lambda d, t: "Reranker" in d["verdict"] and "health check" in d["verdict"], 120)
-        await check_and_record(head, sid, "serve_health_loop_job")
+        from tests.causal_support import gather
+
+        await check_until_and_record(lambda: gather(head.dashboard_url, sid), "serve_health_loop_job", 120)
     finally:
         await mcp.call_tool("stop_job", {"job": sid})
         await run(mcp, tmp_path / "down", SERVE_SHUTDOWN)
